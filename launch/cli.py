@@ -1,0 +1,53 @@
+"""The `scalelab` command: one entry point, one subcommand module per subsystem.
+
+Each subsystem owns its commands in its own `cli.py` and exposes `register(subparsers)`;
+this file only wires them together, so adding a subsystem never touches the others.
+Exit codes everywhere: 0 success, 1 a run or job failed, 2 bad input (before any work).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (module, attribute) pairs; imported lazily so `scalelab fit` never pays for torch.
+SUBSYSTEMS = [
+    "pretrain.cli",
+    "scaling.cli",
+    "launch.sweep_cli",
+    "evals.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scalelab",
+        description="LLM pretraining and scaling-law research platform.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in SUBSYSTEMS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # subsystem not built yet
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code = args.func(args)
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

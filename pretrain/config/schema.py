@@ -1,0 +1,105 @@
+"""Typed training configuration. Every key is documented here; the README reference is
+generated from these descriptions (`scalelab config reference`)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from models.config import ModelConfig, StrictModel
+from pretrain.data.config import DataConfig
+
+
+class OptimConfig(StrictModel):
+    lr: float = Field(3e-4, gt=0, description="peak learning rate (AdamW)")
+    weight_decay: float = Field(0.1, ge=0, description="decoupled weight decay; never applied to norms, biases or embeddings' norms")
+    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1")
+    beta2: float = Field(0.95, ge=0, lt=1, description="AdamW beta2")
+    eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
+    grad_clip: float = Field(1.0, ge=0, description="global gradient-norm clipping (0 disables)")
+
+
+class ScheduleConfig(StrictModel):
+    name: Literal["cosine", "linear", "constant", "wsd"] = Field("cosine", description="lr schedule after warmup")
+    warmup_steps: int | None = Field(None, ge=0, description="linear warmup steps (overrides warmup_fraction)")
+    warmup_fraction: float = Field(0.05, ge=0, lt=1, description="warmup as a fraction of total steps")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="final lr as a fraction of the peak (cosine, linear, wsd)")
+    decay_fraction: float = Field(0.2, gt=0, le=1, description="wsd: fraction of steps spent in the final decay")
+    decay_shape: Literal["linear", "cosine", "sqrt"] = Field("linear", description="wsd: shape of the final decay")
+
+
+class LoopConfig(StrictModel):
+    tokens: int | None = Field(None, gt=0, description="training length in tokens (rounded up to whole steps)")
+    steps: int | None = Field(None, gt=0, description="training length in optimizer steps (instead of tokens)")
+    micro_batch_size: int = Field(16, gt=0, description="sequences per rank per forward/backward")
+    global_batch_size: int = Field(16, gt=0, description="sequences per optimizer step, over all ranks and accumulation steps")
+    seed: int = Field(0, description="seed for init, data order and dropout-free sampling")
+    log_every_steps: int = Field(10, gt=0, description="steps between metrics.jsonl / W&B records")
+    eval_every_steps: int = Field(100, ge=0, description="steps between held-out evaluations (0: only at the end)")
+    eval_tokens: int = Field(65_536, gt=0, description="held-out tokens per evaluation (deterministic windows)")
+    checkpoint_every_steps: int = Field(200, ge=0, description="steps between checkpoints (0: only at the end)")
+    keep_checkpoints: int = Field(2, gt=0, description="number of most recent checkpoints kept")
+    compile: bool = Field(False, description="torch.compile the model (GPU option; slower on CPU)")
+    device_peak_flops: float | None = Field(None, gt=0, description="override the per-device peak FLOP/s used for MFU")
+    threads: int | None = Field(None, gt=0, description="torch CPU threads per rank (default: cores / local ranks)")
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _float_tokens(cls, v: Any) -> Any:
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, str):
+            try:
+                f = float(v)
+            except ValueError:
+                return v
+            return int(f) if f.is_integer() else v
+        return v
+
+    @model_validator(mode="after")
+    def _length(self) -> "LoopConfig":
+        if (self.tokens is None) == (self.steps is None):
+            raise ValueError("set exactly one of train.tokens or train.steps")
+        if self.global_batch_size % self.micro_batch_size:
+            raise ValueError(
+                f"train.global_batch_size={self.global_batch_size} must be a multiple of "
+                f"train.micro_batch_size={self.micro_batch_size} (times the number of ranks)"
+            )
+        return self
+
+
+class DeepSpeedSection(StrictModel):
+    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage 0-3")
+    extra: dict[str, Any] = Field(default_factory=dict, description="raw DeepSpeed config merged over the generated one")
+
+
+class WandbConfig(StrictModel):
+    mode: Literal["offline", "online", "disabled"] = Field("offline", description="offline writes under the run directory; online needs WANDB_API_KEY")
+    project: str = Field("scalelab", description="W&B project")
+    entity: str | None = Field(None, description="W&B entity (team or user)")
+    group: str | None = Field(None, description="W&B group (sweeps set it to the sweep name)")
+    name: str | None = Field(None, description="W&B run name (default: the run directory name)")
+    tags: list[str] = Field(default_factory=list, description="W&B tags")
+
+
+class TrainConfig(StrictModel):
+    name: str = Field("run", description="run name; default run directory is runs/<name>")
+    model: ModelConfig
+    data: DataConfig
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    train: LoopConfig
+    deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
+    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="fp32 on CPU; bf16 (or fp16) on GPUs")
+    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    extras: dict[str, Any] = Field(default_factory=dict, description="free-form metadata (sweep axes, notes); copied to W&B config")
+
+    def total_steps(self) -> int:
+        if self.train.steps is not None:
+            return self.train.steps
+        per_step = self.train.global_batch_size * self.model.seq_len
+        return max(1, math.ceil(self.train.tokens / per_step))
+
+    def tokens_per_step(self) -> int:
+        return self.train.global_batch_size * self.model.seq_len

@@ -1,0 +1,13 @@
+"""Errors the user can fix. The CLI turns them into a message and exit code 2."""
+
+
+class ConfigError(ValueError):
+    """A configuration key or value is wrong; raised before any work starts."""
+
+
+class DataError(RuntimeError):
+    """Input data is missing, empty or unreadable."""
+
+
+class TrainingFailed(RuntimeError):
+    """A run stopped abnormally (NaN loss, ...); the last good checkpoint is kept."""
