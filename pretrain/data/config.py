@@ -47,7 +47,8 @@ class DataConfig(StrictModel):
     val_fraction: float = Field(0.05, gt=0, lt=0.5, description="fraction of documents held out for validation")
     doc_chars: int = Field(20_000, gt=0, description="plain-text files are cut into documents of about this many characters at paragraph breaks")
     seed: int = Field(0, description="seed of the document-level split")
-    out_dir: str | None = Field(None, description="output folder (default data/<name>)")
+    out_dir: str | None = Field(None, description="output folder (default data/<name>, relative to the working directory)")
+    shard_tokens: int = Field(1_000_000_000, gt=0, description="start a new .bin shard past this many tokens (cut at document boundaries)")
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,63 @@
+"""`scalelab data prepare CONFIG [key=value ...] [--out DIR] [--force]`."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pretrain.errors import ConfigError, DataError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    data = sub.add_parser("data", help="prepare tokenized data sets")
+    data_sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    data_sub.required = True
+    p = data_sub.add_parser(
+        "prepare",
+        help="tokenize a corpus into memmap shards + meta.json (reused when inputs are unchanged)",
+        description="Read the sources of a data config, hold out a validation split by document, "
+        "train or load the tokenizer and write token shards. Reuses the output when nothing changed.",
+    )
+    p.add_argument("config", help="data config YAML (e.g. configs/data/default.yaml) or a preset name in configs/data/")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides such as tokenizer.vocab_size=512 (a leading data. is optional)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: data.out_dir, else data/<name>)")
+    p.add_argument("--force", action="store_true", help="rebuild even when the cached output is up to date")
+    p.set_defaults(func=cmd_prepare)
+
+
+def _config_path(ref: str) -> Path:
+    path = Path(ref)
+    if path.exists() or ref.endswith((".yaml", ".yml")):
+        return path
+    from pretrain.config.loader import configs_dir
+
+    preset = configs_dir() / "data" / f"{ref}.yaml"
+    return preset if preset.exists() else path
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from pretrain.config.loader import load_data_config
+    from pretrain.data.prepare import prepare
+
+    overrides = [o.removeprefix("data.") for o in args.overrides]
+    if args.out:
+        overrides.append(f"out_dir={args.out}")
+    start = time.perf_counter()
+    try:
+        cfg = load_data_config(_config_path(args.config), overrides)
+        prepared = prepare(cfg, log=lambda msg: print(msg, flush=True), force=args.force)
+    except (ConfigError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    meta = prepared.meta
+    status = "reused (inputs unchanged)" if prepared.reused else f"built ({prepared.reason})"
+    print(f"data '{meta['name']}': {status} in {time.perf_counter() - start:.1f}s")
+    print(f"  out dir:   {prepared.out_dir}")
+    tok = meta["tokenizer"]
+    print(f"  tokenizer: {tok['kind']}, vocab {prepared.vocab_size}, eot {tok['eot_token']!r} = {prepared.eot_id}, {meta['dtype']}")
+    for split, info in meta["splits"].items():
+        print(f"  {split + ':':<6}     {info['documents']:>6,} docs {info['tokens']:>12,} tokens "
+              f"{info['bytes']:>13,} bytes ({prepared.bytes_per_token(split):.2f} bytes/token)")
+    print(f"  fingerprint {prepared.fingerprint[:16]}")
+    return 0

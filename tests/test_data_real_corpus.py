@@ -1,0 +1,129 @@
+"""`prepare` on the bundled corpus (TinyShakespeare + Gutenberg), built once per session with a
+small BPE (vocab 512) to keep it to a few seconds."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+from pretrain.config.loader import PROJECT_ROOT, load_data_config  # noqa: E402
+from pretrain.data.prepare import PreparedData, load_prepared, prepare  # noqa: E402
+from pretrain.data.sources import data_root, iter_documents, resolve_sources  # noqa: E402
+from pretrain.data.split import SplitPlan, doc_hash  # noqa: E402
+from pretrain.errors import DataError  # noqa: E402
+
+CORPUS = PROJECT_ROOT.parent / "shared" / "data" / "corpus"
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"bundled corpus not found at {CORPUS} (../shared/data absent)")
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    out = tmp_path_factory.mktemp("prepared") / "default"
+    cfg = load_data_config(PROJECT_ROOT / "configs/data/default.yaml", [f"out_dir={out}", "tokenizer.vocab_size=512", "root=null"])
+    logs: list[str] = []
+    start = time.perf_counter()
+    data = prepare(cfg, log=logs.append)
+    return cfg, data, logs, time.perf_counter() - start
+
+
+def _docs(data: PreparedData, split: str) -> list[str]:
+    tok = data.load_tokenizer()
+    arr = np.asarray(data.split_tokens(split))
+    starts = np.flatnonzero(arr == data.eot_id)
+    bounds = list(starts) + [len(arr)]
+    return tok.decode_batch([arr[a + 1 : b].tolist() for a, b in zip(bounds[:-1], bounds[1:])])
+
+
+def test_built_with_counts_consistent_with_meta(real):
+    cfg, data, logs, _ = real
+    assert not data.reused and any("building" in m for m in logs)
+    meta = data.meta
+    assert data.vocab_size == meta["vocab_size"] == 512 and data.eot_id == meta["eot_id"] == 0
+    assert meta["dtype"] == "uint16"
+    total_docs = 0
+    for split in ("train", "val"):
+        info = meta["splits"][split]
+        arr = data.split_tokens(split)
+        assert isinstance(arr, np.memmap) and arr.dtype == np.uint16 and arr.ndim == 1
+        assert info["tokens"] > 0 and len(arr) == info["tokens"] == sum(s["tokens"] for s in info["shards"])
+        assert int((np.asarray(arr) == data.eot_id).sum()) == info["documents"] > 0
+        assert arr[0] == data.eot_id and int(arr.max()) < data.vocab_size
+        assert 1.5 < data.bytes_per_token(split) < 5.0
+        total_docs += info["documents"]
+    assert meta["splits"]["train"]["tokens"] > 10 * meta["splits"]["val"]["tokens"]
+    files = [f for s in meta["sources"] for f in s["files"]]
+    assert len(files) == 14 and all(len(f["sha256"]) == 64 and f["bytes"] > 0 for f in files)
+    assert sum(s["documents"] for s in meta["sources"]) == total_docs
+    assert meta["tokenizer"]["kind"] == "bpe" and len(meta["tokenizer"]["sha256"]) == 64
+    assert meta["config"]["tokenizer"]["vocab_size"] == 512 and len(meta["fingerprint"]) == 64
+
+
+def test_val_split_matches_seeded_hash_and_is_disjoint(real):
+    cfg, data, _, _ = real
+    sources = resolve_sources(cfg)
+    docs = [d.text for d in iter_documents(cfg, sources)]
+    plan = SplitPlan([doc_hash(t, cfg.seed) for t in docs], cfg.val_fraction)
+    expected_val = [t for i, t in enumerate(docs) if plan.split_of(i) == "val"]
+    val, train = _docs(data, "val"), _docs(data, "train")
+    assert val == expected_val  # byte-exact round trip through the tokenizer, in order
+    assert len(train) + len(val) == len(docs)
+    assert not set(val) & set(train)
+
+
+def test_text_is_normalised(real):
+    _, data, _, _ = real
+    text = "".join(_docs(data, "train") + _docs(data, "val"))
+    assert "\r" not in text and "\ufffd" not in text and "\ufeff" not in text
+    assert "Cæsar" in text or "Cæsar".upper() in text  # shakespeare-caesar.txt is Latin-1
+
+
+def test_tokenizer_round_trips_and_loads_in_transformers(real):
+    _, data, _, _ = real
+    from transformers import PreTrainedTokenizerFast
+
+    sample = "To be, or not to be: that is the question.\n  Cæsar — naïve café 😀\n"
+    tok = data.load_tokenizer()
+    assert tok.decode(tok.encode(sample).ids) == sample
+    hf = PreTrainedTokenizerFast(tokenizer_file=str(data.tokenizer_path))
+    assert hf.encode(sample) == tok.encode(sample).ids
+    assert hf.convert_tokens_to_ids("<|endoftext|>") == data.eot_id
+
+
+def test_second_prepare_reuses_quickly(real):
+    cfg, data, _, _ = real
+    logs: list[str] = []
+    start = time.perf_counter()
+    again = prepare(cfg, log=logs.append)
+    elapsed = time.perf_counter() - start
+    assert again.reused and again.fingerprint == data.fingerprint
+    assert any("reusing" in m for m in logs)
+    assert elapsed < 2.0, f"reuse took {elapsed:.2f}s"
+    assert again.meta["created_at"] == data.meta["created_at"]
+
+
+def test_moving_the_data_root_keeps_the_cache(real, tmp_path, monkeypatch):
+    cfg, data, _, _ = real
+    copied = tmp_path / "root"
+    shutil.copytree(data_root(cfg).path / "corpus", copied / "corpus")
+    monkeypatch.setenv("SCALELAB_DATA_ROOT", str(copied))
+    assert prepare(cfg, log=lambda m: None).reused
+
+
+def test_load_prepared_reads_and_rejects_damage(real, tmp_path):
+    _, data, _, _ = real
+    loaded = load_prepared(data.out_dir)
+    assert loaded.meta == data.meta and len(loaded.split_tokens("val")) == len(data.split_tokens("val"))
+    with pytest.raises(DataError, match="no prepared data"):
+        load_prepared(tmp_path / "nothing")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(data.out_dir, damaged)
+    shard = damaged / data.meta["splits"]["val"]["shards"][0]["file"]
+    shard.write_bytes(shard.read_bytes()[:-2])
+    with pytest.raises(DataError, match="expected"):
+        load_prepared(damaged)
