@@ -12,6 +12,7 @@ import sys
 
 # (module, attribute) pairs; imported lazily so `scalelab fit` never pays for torch.
 SUBSYSTEMS = [
+    "pretrain.data.cli",
     "pretrain.cli",
     "scaling.cli",
     "launch.sweep_cli",

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from models.moe.config import MoEConfig
+
 
 class StrictModel(BaseModel):
     """Base for every config: unknown keys are errors, values are validated on assignment."""
@@ -25,6 +27,7 @@ class ModelConfig(StrictModel):
     rope_theta: float = Field(10000.0, gt=0, description="RoPE base frequency")
     norm_eps: float = Field(1e-5, gt=0, description="RMSNorm epsilon")
     init_std: float = Field(0.02, gt=0, description="std of the normal init; output projections are scaled by 1/sqrt(2*n_layers)")
+    moe: MoEConfig | None = Field(None, description="mixture-of-experts FFNs (see models/moe/config.py); null: dense model")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> "ModelConfig":

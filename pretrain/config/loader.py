@@ -101,7 +101,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise ConfigError(f"override {'.'.join(path)}: '{'.join(path[: i + 1])}' is not a section")
+                where = ".".join(path[: i + 1])
+                raise ConfigError(f"override {'.'.join(path)}: '{where}' is not a section")
             node = child
         node[path[-1]] = value
     return cfg

@@ -1,0 +1,124 @@
+"""Decoder-only GPT (Llama layout). Knows nothing of DeepSpeed or the trainer.
+
+`forward` returns a `ModelOutput`: cross-entropy `loss` when targets are given, an `aux_loss`
+(router losses of MoE layers, returned through the forward pass rather than globals) and
+per-layer `router_stats` for logging.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.config import ModelConfig
+from models.layers import Attention, RMSNorm, SwiGLU, init_weights, rope_tables
+
+
+@dataclass
+class ModelOutput:
+    logits: torch.Tensor | None
+    loss: torch.Tensor | None = None
+    aux_loss: torch.Tensor | None = None
+    router_stats: list[dict] = field(default_factory=list)
+
+
+def build_ffn(cfg: ModelConfig, layer_idx: int) -> nn.Module:
+    moe = getattr(cfg, "moe", None)
+    if moe is not None:
+        from models.moe.block import build_moe_ffn  # MoE issue
+
+        ffn = build_moe_ffn(cfg, layer_idx)
+        if ffn is not None:
+            return ffn
+    return SwiGLU(cfg.d_model, cfg.ffn_dim)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_idx: int):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = build_ffn(cfg, layer_idx)
+
+    def forward(self, x, cos, sin, kv_cache=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache)
+        h = self.mlp(self.post_attention_layernorm(x))
+        aux = None
+        if isinstance(h, tuple):  # MoE layers return (output, RouterOutput-like stats)
+            h, aux = h
+        return x + h, aux
+
+
+class Backbone(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        if cfg.vocab_size is None:
+            raise ValueError("model.vocab_size must be resolved before building the model")
+        self.cfg = cfg
+        self.model = Backbone(cfg)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        init_weights(self, cfg)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        cos, sin = rope_tables(cfg.head_dim, cfg.seq_len, cfg.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def _rope(self, start: int, length: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        end = start + length
+        if end > self.rope_cos.shape[0]:  # longer than training context (eval/generation)
+            cos, sin = rope_tables(self.cfg.head_dim, end, self.cfg.rope_theta, device=device)
+            return cos[start:end], sin[start:end]
+        return self.rope_cos[start:end], self.rope_sin[start:end]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        kv_caches: list | None = None,
+        logits: bool = True,
+    ) -> ModelOutput:
+        start = kv_caches[0].length if kv_caches else 0
+        cos, sin = self._rope(start, input_ids.shape[1], input_ids.device)
+        cos, sin = cos.to(self.model.embed_tokens.weight.dtype), sin.to(self.model.embed_tokens.weight.dtype)
+        x = self.model.embed_tokens(input_ids)
+        aux_losses, stats = [], []
+        for i, layer in enumerate(self.model.layers):
+            x, aux = layer(x, cos, sin, kv_caches[i] if kv_caches else None)
+            if aux is not None:
+                aux_losses.append(aux.loss)
+                stats.append(aux.stats | {"layer": i})
+        x = self.model.norm(x)
+        out = self.lm_head(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(out.float().view(-1, out.shape[-1]), targets.reshape(-1), ignore_index=-100)
+        aux_loss = torch.stack(aux_losses).sum() if aux_losses else None
+        return ModelOutput(logits=out if logits else None, loss=loss, aux_loss=aux_loss, router_stats=stats)
+
+
+class KVCache:
+    """Per-layer key/value cache for incremental decoding (generation in evaluation)."""
+
+    def __init__(self):
+        self.k = self.v = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def update(self, k: torch.Tensor, v: torch.Tensor):
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+        return self.k, self.v

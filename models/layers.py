@@ -1,0 +1,93 @@
+"""Transformer building blocks with Llama's parameter layout (so HF export is a rename-free copy)."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.config import ModelConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in fp32 for bf16 stability, as Llama does.
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def rope_tables(head_dim: int, seq_len: int, theta: float, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin of shape (seq_len, head_dim) in HF Llama's rotate-half convention."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim))
+    t = torch.arange(seq_len, dtype=torch.float32, device=device)
+    freqs = torch.outer(t, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (batch, heads, seq, head_dim); cos/sin: (seq, head_dim)."""
+    return (x * cos + _rotate_half(x) * sin).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.n_kv, self.hd = cfg.n_heads, cfg.kv_heads, cfg.head_dim
+        self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, self.n_kv * self.hd, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, self.n_kv * self.hd, bias=False)
+        self.o_proj = nn.Linear(cfg.n_heads * self.hd, cfg.d_model, bias=False)
+
+    def forward(self, x, cos, sin, kv_cache=None):
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.n_heads, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.n_kv, self.hd).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        causal = True
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v)
+            # A single new token attends to everything cached; a prefill uses the causal mask.
+            causal = t > 1 and k.shape[2] == t
+            if t > 1 and k.shape[2] != t:
+                raise ValueError("multi-token decode steps after a prefill are not supported")
+        if self.n_kv != self.n_heads:
+            rep = self.n_heads // self.n_kv
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def init_weights(module: nn.Module, cfg: ModelConfig) -> None:
+    """Normal(0, init_std) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2)."""
+    out_std = cfg.init_std / math.sqrt(2 * cfg.n_layers)
+    for name, p in module.named_parameters():
+        if p.dim() < 2:
+            continue
+        std = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name else cfg.init_std
+        nn.init.normal_(p, mean=0.0, std=std)

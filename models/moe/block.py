@@ -1,0 +1,78 @@
+"""The MoE feed-forward block that replaces a dense SwiGLU in selected layers.
+
+forward(x) -> (y, MoEAux): `aux.loss` is the already-weighted router loss (GPT sums it into
+`out.aux_loss`), `aux.stats` the per-layer router statistics as detached tensors (converted to
+floats only when the trainer logs, via `models.moe.metrics.summarize`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from models.config import ModelConfig
+from models.layers import SwiGLU
+from models.moe.config import MoEConfig
+from models.moe.dispatch import dispatch_combine
+from models.moe.experts import GroupedExperts
+from models.moe.routers import build_router
+from models.moe.routers.base import capacity
+
+
+@dataclass
+class MoEAux:
+    loss: torch.Tensor
+    stats: dict
+
+
+def expert_d_ff(cfg: ModelConfig) -> int:
+    return cfg.moe.d_ff or cfg.ffn_dim
+
+
+class MoEFeedForward(nn.Module):
+    def __init__(self, d_model: int, moe: MoEConfig, d_ff: int):
+        super().__init__()
+        self.moe_cfg = moe
+        self.num_experts = moe.num_experts
+        self.router = build_router(moe, d_model)
+        self.experts = GroupedExperts(moe.num_experts, d_model, d_ff, moe.grouped_mm)
+        # Named without "expert" on purpose: DeepSpeed's MoE checkpointing treats every key
+        # containing "expert" as a routed-expert weight.
+        self.shared_mlp = SwiGLU(d_model, d_ff * moe.num_shared_experts) if moe.num_shared_experts else None
+        # Expert parallelism, set by pretrain.expert_parallel (None: all experts local).
+        self.ep_group = None
+        self.ep_size = 1
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        routing = self.router(flat, seq_len=shape[-2] if x.dim() == 3 else flat.shape[0])
+        cf = self.moe_cfg.capacity_factor
+        if cf is not None and routing.priority is not None:
+            cap = capacity(cf, flat.shape[0], self.moe_cfg.top_k, self.num_experts)
+            routing = routing.limit_capacity(cap, self.num_experts)
+        y = dispatch_combine(flat, routing, self.experts, self.num_experts, self.ep_group, self.ep_size)
+        if self.shared_mlp is not None:
+            y = y + self.shared_mlp(flat)
+        return y.view(shape), MoEAux(loss=routing.loss, stats=self._stats(routing))
+
+    def _stats(self, r) -> dict:
+        probs = r.probs.detach()
+        entropy = -(probs * probs.clamp_min(1e-20).log()).sum(-1).mean()
+        dropped = torch.as_tensor(r.dropped, dtype=torch.float32) / max(1, r.dropped_of)
+        return {
+            "router": self.moe_cfg.router,
+            "load": r.requested.detach().float(),
+            "dropped_frac": dropped,
+            "entropy": entropy,
+            **{k: v for k, v in r.stats.items()},
+        }
+
+
+def build_moe_ffn(cfg: ModelConfig, layer_idx: int) -> MoEFeedForward | None:
+    """The MoE FFN for `layer_idx`, or None where the layer stays dense."""
+    moe = cfg.moe
+    if moe is None or not moe.is_moe_layer(layer_idx):
+        return None
+    return MoEFeedForward(cfg.d_model, moe, expert_d_ff(cfg))

@@ -1,0 +1,64 @@
+"""Routed experts as stacked SwiGLU weights, run over tokens already grouped by expert.
+
+Weights are stored stacked, (E, d_ff, d_model) for gate/up and (E, d_model, d_ff) for down, with
+Llama's names, so that one grouped GEMM (`torch._grouped_mm`, CUDA) covers all experts; on CPU
+(or when the grouped kernel is unavailable) each expert runs one matmul on its contiguous slice.
+Either way there is no loop over tokens, only over the (few) local experts.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def grouped_mm_available(x: torch.Tensor, *weights: torch.Tensor) -> bool:
+    """torch._grouped_mm needs CUDA bf16 on recent GPUs and 16-byte aligned strides."""
+    if not hasattr(torch, "_grouped_mm") or not x.is_cuda or x.dtype != torch.bfloat16:
+        return False
+    return all(w.dtype == x.dtype and w.shape[-1] % 8 == 0 and w.shape[-2] % 8 == 0 for w in weights)
+
+
+class GroupedExperts(nn.Module):
+    def __init__(self, num_experts: int, d_model: int, d_ff: int, grouped_mm: str = "auto"):
+        super().__init__()
+        self.num_experts, self.d_model, self.d_ff = num_experts, d_model, d_ff
+        self.grouped_mm = grouped_mm  # "auto" | "on" | "off"
+        self.gate_proj = nn.Parameter(torch.empty(num_experts, d_ff, d_model))
+        self.up_proj = nn.Parameter(torch.empty(num_experts, d_ff, d_model))
+        self.down_proj = nn.Parameter(torch.empty(num_experts, d_model, d_ff))
+        for p in (self.gate_proj, self.up_proj, self.down_proj):
+            nn.init.normal_(p, std=0.02)  # GPT.init_weights re-initialises with the model's scheme
+
+    def use_grouped_mm(self, x: torch.Tensor) -> bool:
+        if self.grouped_mm == "off":
+            return False
+        if self.grouped_mm == "on":
+            return hasattr(torch, "_grouped_mm")
+        return grouped_mm_available(x, self.gate_proj, self.down_proj)
+
+    def forward(self, x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """x: (N, d_model) rows sorted by local expert; counts: (E_local,) rows per expert."""
+        if x.shape[0] == 0:
+            # Keep x and the weights in the graph: under expert parallelism every rank must run the
+            # backward all-to-all even when it received no tokens.
+            return x.new_zeros(0, self.d_model) + 0 * (x.sum() + self.down_proj.sum())
+        if self.use_grouped_mm(x):
+            return self._grouped(x, counts)
+        return self._slices(x, counts)
+
+    def _grouped(self, x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        gate = torch._grouped_mm(x, self.gate_proj.transpose(-2, -1), offs=offs)
+        up = torch._grouped_mm(x, self.up_proj.transpose(-2, -1), offs=offs)
+        h = (F.silu(gate) * up).contiguous()
+        return torch._grouped_mm(h, self.down_proj.transpose(-2, -1), offs=offs)
+
+    def _slices(self, x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        outs = []
+        for e, xe in enumerate(torch.split(x, counts.tolist())):
+            if xe.shape[0] == 0:
+                continue
+            h = F.silu(F.linear(xe, self.gate_proj[e])) * F.linear(xe, self.up_proj[e])
+            outs.append(F.linear(h, self.down_proj[e]))
+        return torch.cat(outs) if outs else x.new_zeros(0, self.d_model)

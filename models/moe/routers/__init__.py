@@ -1,0 +1,27 @@
+"""Routers, selectable by name (`model.moe.router`); one small module each."""
+from __future__ import annotations
+
+from models.moe.config import MoEConfig
+from models.moe.routers.aux_free_bias import AuxFreeBiasRouter
+from models.moe.routers.base import Router, Routing
+from models.moe.routers.expert_choice import ExpertChoiceRouter
+from models.moe.routers.sinkhorn import SinkhornRouter
+from models.moe.routers.softmax_topk import SoftmaxTopKRouter
+
+ROUTERS: dict[str, type[Router]] = {
+    "softmax_topk": SoftmaxTopKRouter,
+    "aux_free_bias": AuxFreeBiasRouter,
+    "expert_choice": ExpertChoiceRouter,
+    "sinkhorn": SinkhornRouter,
+}
+
+
+def build_router(cfg: MoEConfig, d_model: int) -> Router:
+    try:
+        cls = ROUTERS[cfg.router]
+    except KeyError:
+        raise ValueError(f"model.moe.router={cfg.router!r} is unknown; allowed: {', '.join(ROUTERS)}") from None
+    return cls(cfg, d_model)
+
+
+__all__ = ["ROUTERS", "Router", "Routing", "build_router"]

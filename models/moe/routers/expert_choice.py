@@ -1,0 +1,61 @@
+"""Expert choice (Zhou et al. 2022): each expert takes its top-C tokens.
+
+C = ceil(capacity_factor * tokens * top_k / num_experts) (capacity_factor null means 1), so every
+expert gets exactly C tokens (perfect balance by construction) and a token may get 0..E experts.
+Weights are the softmax-over-experts probabilities of the chosen (token, expert) pairs.
+
+NOT CAUSAL: a token's routing depends on every other token in the micro-batch, later positions
+included, so training-time routing leaks information across positions. In eval mode (evaluation,
+generation) the router therefore falls back to token-choice top-k over the same probabilities and
+warns once per layer.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from models.moe.routers.base import Router, Routing, capacity, router_z_loss, topk_assignments
+
+
+class ExpertChoiceRouter(Router):
+    token_choice = False
+
+    def __init__(self, cfg, d_model):
+        super().__init__(cfg, d_model)
+        self._warned = False
+
+    def forward(self, x: torch.Tensor, seq_len: int) -> Routing:
+        cfg = self.cfg
+        logits = self.logits(x)
+        probs = logits.softmax(-1)
+        t, e = probs.shape
+        z = router_z_loss(logits)
+        common = dict(probs=probs, loss=cfg.z_loss_coef * z, stats={"z_loss": z.detach()}, num_tokens=t)
+        if not self.training:
+            if not self._warned:
+                warnings.warn(
+                    "expert_choice routing is not causal (experts choose among all tokens of the batch); "
+                    "in eval mode this layer falls back to token-choice top-k over the same router "
+                    "probabilities, so eval/generation results differ from training-time routing",
+                    stacklevel=2,
+                )
+                self._warned = True
+            token_idx, expert_idx, weight, _ = topk_assignments(probs, probs, self.top_k, False)
+            return Routing(token_idx=token_idx, expert_idx=expert_idx, weight=weight,
+                           requested=torch.bincount(expert_idx, minlength=e), dropped_of=t, **common)
+        cap = min(t, capacity(cfg.capacity_factor or 1.0, t, self.top_k, e))
+        weight, token_idx = probs.t().topk(cap, dim=1)  # (E, C)
+        token_idx = token_idx.reshape(-1)
+        expert_idx = torch.arange(e, device=x.device).repeat_interleave(cap)
+        routed = torch.zeros(t, dtype=torch.bool, device=x.device)
+        routed[token_idx] = True
+        return Routing(
+            token_idx=token_idx,
+            expert_idx=expert_idx,
+            weight=weight.reshape(-1),
+            requested=torch.full((e,), cap, device=x.device),
+            dropped=(~routed).sum(),  # tokens no expert picked: they pass through on the residual
+            dropped_of=t,
+            **common,
+        )

@@ -1,0 +1,190 @@
+"""`scalelab train` (and `python -m pretrain.cli` for the `deepspeed` launcher).
+
+Order matters: everything that can be wrong with the input is checked before any file is
+written or any process group is created, and a rerun resumes from the run directory.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from pretrain.errors import ConfigError, DataError
+
+# Keys that may change between attempts of one run without changing what it computes.
+RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
+                  "train.keep_checkpoints", "train.threads", "train.device_peak_flops", "extras", "name"}
+
+
+def add_train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="train config YAML (e.g. configs/train/tiny.yaml)")
+    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
+    p.add_argument("--run-dir", help="run directory (default runs/<config name>)")
+    p.add_argument("--no-progress", action="store_true", help="no console progress lines")
+    p.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train a model (resumes from the run directory)",
+                       description="Train a GPT/MoE model with DeepSpeed. Exit codes: 0 done, 1 failed, "
+                       "2 configuration error, 3 stopped by SIGTERM/SIGUSR1 after a checkpoint.")
+    add_train_args(p)
+    p.set_defaults(func=cmd_train)
+    cp = sub.add_parser("config", help="show a resolved config or the config reference")
+    cp.add_argument("what", choices=["show", "reference"])
+    cp.add_argument("config", nargs="?", help="train config YAML (for show)")
+    cp.add_argument("overrides", nargs="*", metavar="key.sub=value")
+    cp.set_defaults(func=cmd_config)
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def config_differences(old: dict, new: dict) -> list[str]:
+    a, b = _flatten(old), _flatten(new)
+    diffs = []
+    for k in sorted(set(a) | set(b)):
+        if any(k == r or k.startswith(r + ".") for r in RESUMABLE_KEYS):
+            continue
+        if a.get(k) != b.get(k):
+            diffs.append(f"{k}: {a.get(k)!r} -> {b.get(k)!r}")
+    return diffs
+
+
+def cmd_train(args) -> int:
+    try:
+        return _train(args)
+    except (ConfigError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _train(args) -> int:
+    from pretrain.config.loader import load_train_config
+    from pretrain.distributed import env_world_size
+    from pretrain.ds_config import grad_accum_steps
+    from pretrain.run_dir import RunDir
+
+    cfg = load_train_config(args.config, args.overrides)
+    grad_accum_steps(cfg, env_world_size())
+    run_dir = Path(args.run_dir or Path("runs") / cfg.name)
+    rd = RunDir(run_dir)
+    summary = rd.read_summary()
+    if summary and summary.get("status") == "done" and rd.config.exists():
+        diffs = config_differences(yaml.safe_load(rd.config.read_text()), _with_vocab(cfg, summary_vocab(rd)).model_dump(mode="json"))
+        if not diffs:
+            if int(os.environ.get("RANK", "0")) == 0:
+                print(f"{run_dir}: already done (final loss {summary.get('final_loss')}); nothing to do")
+            return 0
+
+    from pretrain.distributed import barrier, setup
+
+    dist = setup(cfg.train.threads)
+    prepared = _prepare_data(cfg, dist)
+    cfg = _with_vocab(cfg, prepared.vocab_size)
+    if rd.config.exists():
+        diffs = config_differences(yaml.safe_load(rd.config.read_text()), cfg.model_dump(mode="json"))
+        if diffs:
+            raise ConfigError(
+                f"{run_dir} holds a run with a different configuration; use another --run-dir or delete it:\n  "
+                + "\n  ".join(diffs)
+            )
+    if dist.is_main:
+        from pretrain.trainer import write_resolved_config
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_resolved_config(cfg, run_dir)
+        _copy_tokenizer(prepared, run_dir)
+        print(f"run directory: {run_dir}", flush=True)
+    barrier(dist)
+
+    from pretrain.trainer import Trainer
+
+    trainer = Trainer(cfg, run_dir, dist, prepared, callbacks=_callbacks(cfg), progress=not args.no_progress)
+    trainer.build()
+    return trainer.train()
+
+
+def _copy_tokenizer(prepared, run_dir: Path) -> None:
+    """Make the run directory self-contained for evaluation and export."""
+    import json
+    import shutil
+
+    shutil.copyfile(prepared.tokenizer_path, run_dir / "tokenizer.json")
+    meta = {"vocab_size": prepared.vocab_size, "eot_id": prepared.eot_id, "data_dir": str(Path(prepared.out_dir).resolve()),
+            "tokenizer": prepared.meta.get("tokenizer"), "fingerprint": prepared.meta.get("fingerprint")}
+    (run_dir / "tokenizer_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def summary_vocab(rd) -> int | None:
+    try:
+        return yaml.safe_load(rd.config.read_text())["model"]["vocab_size"]
+    except Exception:
+        return None
+
+
+def _with_vocab(cfg, vocab: int | None):
+    if vocab is None:
+        return cfg
+    if cfg.model.vocab_size is None:
+        return cfg.model_copy(update={"model": cfg.model.model_copy(update={"vocab_size": vocab})})
+    if cfg.model.vocab_size < vocab:
+        raise ConfigError(
+            f"invalid configuration:\n  model.vocab_size: {cfg.model.vocab_size} is smaller than the tokenizer's "
+            f"vocabulary ({vocab}); remove it to use the tokenizer's size"
+        )
+    return cfg
+
+
+def _prepare_data(cfg, dist):
+    from pretrain.data.prepare import load_prepared, prepare
+    from pretrain.distributed import barrier
+
+    if dist.is_main:
+        prepared = prepare(cfg.data, log=lambda m: print(m, flush=True))
+    barrier(dist)
+    if not dist.is_main:
+        prepared = load_prepared(Path(cfg.data.out_dir or Path("data") / cfg.data.name))
+    return prepared
+
+
+def _callbacks(cfg) -> list:
+    return []
+
+
+def cmd_config(args) -> int:
+    from pretrain.config.loader import dump_config, load_train_config
+    from pretrain.config.reference import reference_markdown
+
+    try:
+        if args.what == "reference":
+            print(reference_markdown())
+            return 0
+        if not args.config:
+            raise ConfigError("config show needs a CONFIG file")
+        print(dump_config(load_train_config(args.config, args.overrides)), end="")
+        return 0
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pretrain.cli", description="scalelab train (launcher entry point)")
+    add_train_args(p)
+    return cmd_train(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Process-group set-up: the same code path for one CPU process, the `deepspeed` launcher and
+multi-node GPU jobs (the launcher or Slurm exports RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*)."""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class DistInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env_world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def setup(threads: int | None) -> DistInfo:
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+        # Oversubscribed CPU ranks run many times slower: split the cores between local ranks.
+        n = threads or max(1, (os.cpu_count() or 1) // local_world)
+        torch.set_num_threads(n)
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", verbose=False)
+    return DistInfo(rank, world, local_rank, local_world, device)
+
+
+def barrier(info: DistInfo) -> None:
+    import torch.distributed as dist
+
+    if info.world_size > 1 and dist.is_initialized():
+        dist.barrier()
+
+
+def all_reduce_max(value: float, info: DistInfo) -> float:
+    import torch.distributed as dist
+
+    if info.world_size == 1 or not dist.is_initialized():
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=info.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def all_reduce_mean(value: float, info: DistInfo) -> float:
+    import torch.distributed as dist
+
+    if info.world_size == 1 or not dist.is_initialized():
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=info.device)
+    dist.all_reduce(t)
+    return t.item() / info.world_size

@@ -1,0 +1,19 @@
+"""AdamW parameter groups: decoupled weight decay on matrices only (never norms or biases)."""
+from __future__ import annotations
+
+from torch import nn
+
+from pretrain.config.schema import OptimConfig
+
+
+def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
+    decay, no_decay, seen = [], [], set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:  # tied weights appear once
+            continue
+        seen.add(id(p))
+        (decay if p.dim() >= 2 else no_decay).append(p)
+    return [
+        {"params": decay, "weight_decay": cfg.weight_decay, "name": "decay"},
+        {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
+    ]

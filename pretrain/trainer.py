@@ -1,0 +1,303 @@
+"""The training loop: a DeepSpeed engine over a `models.GPT`, step-indexed data and schedules.
+
+Everything that decides *what* a step does (data position, lr) is a pure function of the step,
+so resume from a checkpoint reproduces an uninterrupted run exactly.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from models.accounting import count
+from models.gpt import GPT
+from pretrain import checkpoint
+from pretrain.config.loader import dump_config
+from pretrain.config.schema import TrainConfig
+from pretrain.console import Progress
+from pretrain.distributed import DistInfo, all_reduce_max, all_reduce_mean, barrier
+from pretrain.ds_config import build_ds_config, grad_accum_steps
+from pretrain.errors import TrainingFailed
+from pretrain.evaluation import HeldOutEval
+from pretrain.metrics_log import MetricsFile
+from pretrain.mfu import device_peak
+from pretrain.optim import param_groups
+from pretrain.run_dir import RunDir
+from pretrain.sampler import WindowSampler, micro_batch_start
+from pretrain.schedules import lr_at
+from pretrain.signals import StopRequest
+from pretrain.wandb_logger import WandbLogger
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    wall_s: float = 0.0  # training wall time accumulated over earlier attempts
+    eval_s: float = 0.0
+    last_val: dict = field(default_factory=dict)
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, run_dir: Path, dist: DistInfo, prepared, callbacks=(), progress: bool = True):
+        self.cfg, self.dist, self.prepared = cfg, dist, prepared
+        self.rd = RunDir(run_dir)
+        self.callbacks = list(callbacks)
+        self.progress = Progress(enabled=progress and dist.is_main)
+        self.total_steps = cfg.total_steps()
+        self.gas = grad_accum_steps(cfg, dist.world_size)
+        self.counts = count(cfg.model)
+        self.state = TrainState()
+        self.stop = StopRequest()
+
+    # ----------------------------------------------------------------- set-up
+    def _log(self, text: str) -> None:
+        if self.dist.is_main:
+            self.progress.message(text)
+
+    def build(self) -> None:
+        import deepspeed
+
+        cfg = self.cfg
+        torch.manual_seed(cfg.train.seed)
+        model = GPT(cfg.model)
+        groups = param_groups(model, cfg.optim)
+        if getattr(cfg.model, "moe", None) is not None:
+            from pretrain.expert_parallel import prepare_moe
+
+            groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
+        if cfg.train.compile:
+            model = torch.compile(model)
+        fused = {"fused": True} if self.dist.device.type == "cuda" else {}
+        opt = torch.optim.AdamW(groups, lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
+        )
+        self.model = self.engine.module
+        self.sampler = WindowSampler(self.prepared.split_tokens("train"), cfg.model.seq_len, cfg.train.seed)
+        self.heldout = HeldOutEval(
+            self.prepared.split_tokens("val"), cfg.model.seq_len, cfg.train.eval_tokens,
+            self.prepared.bytes_per_token("val"), cfg.train.micro_batch_size,
+        )
+        self.peak, self.peak_source = device_peak(self.dist.device, cfg.precision, cfg.train.device_peak_flops)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
+        self.eval_autocast = torch.autocast(self.dist.device.type, dtype=dtype) if dtype else None
+
+    def resume(self) -> bool:
+        client = checkpoint.load_latest(self.engine, self.rd.checkpoints, self._log)
+        if client is None:
+            return False
+        self.state.step = client["step"]
+        self.state.wall_s = client.get("wall_s", 0.0)
+        self.state.eval_s = client.get("eval_s", 0.0)
+        self.state.last_val = client.get("last_val", {})
+        checkpoint.set_rng_state(client["rng"])
+        self._log(f"resumed from checkpoint step_{self.state.step} ({self.state.step}/{self.total_steps} steps done)")
+        return True
+
+    # ------------------------------------------------------------------- loop
+    def _set_lr(self, lr: float) -> None:
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+
+    def _after_step_hooks(self) -> None:
+        for m in self.model.modules():
+            fn = getattr(m, "after_optimizer_step", None)
+            if fn is not None:
+                fn()
+
+    def _save(self) -> Path:
+        client = {
+            "step": self.state.step,
+            "tokens": self.state.step * self.cfg.tokens_per_step(),
+            "wall_s": self.state.wall_s,
+            "eval_s": self.state.eval_s,
+            "last_val": self.state.last_val,
+            "rng": checkpoint.rng_state(),
+        }
+        t0 = time.perf_counter()
+        path = checkpoint.save(
+            self.engine, self.rd.checkpoints, self.state.step, client, self.cfg.train.keep_checkpoints,
+            self.dist.is_main, lambda: barrier(self.dist),
+        )
+        for cb in self.callbacks:
+            if hasattr(cb, "on_checkpoint"):
+                cb.on_checkpoint(self, self.state.step, path)
+        self._ckpt_s = getattr(self, "_ckpt_s", 0.0) + time.perf_counter() - t0
+        return path
+
+    def _evaluate(self) -> dict:
+        t0 = time.perf_counter()
+        res = self.heldout.run(self.model, self.dist.device, self.dist.rank, self.dist.world_size, self.eval_autocast)
+        self.state.eval_s += time.perf_counter() - t0
+        self.state.last_val = res
+        return res
+
+    def train(self) -> int:
+        cfg, d = self.cfg, self.dist
+        resumed = self.resume()
+        metrics = MetricsFile(self.rd.metrics, self.state.step if resumed else None) if d.is_main else None
+        wb = WandbLogger(cfg.wandb, self.rd.path, cfg.model_dump(mode="json"), resumed) if d.is_main else None
+        tps = cfg.tokens_per_step()
+        fault_nan = int(os.environ.get("SCALELAB_FAULT_NAN_STEP", "-1"))  # test hook: poison this step's loss
+        window_t0, window_tokens, window_loss, window_n = time.perf_counter(), 0, 0.0, 0
+        attempt_t0 = time.perf_counter()
+        wall_before = self.state.wall_s
+        status, error, code = "done", None, EXIT_OK
+        try:
+            while self.state.step < self.total_steps:
+                step = self.state.step
+                lr = lr_at(step, self.total_steps, cfg.optim.lr, cfg.schedule)
+                self._set_lr(lr)
+                step_loss, aux_total, stats = 0.0, 0.0, []
+                for micro in range(self.gas):
+                    first = micro_batch_start(step, micro, d.rank, cfg.train.global_batch_size, cfg.train.micro_batch_size, d.world_size)
+                    x, y = self.sampler.batch(first, cfg.train.micro_batch_size)
+                    out = self.engine(x.to(d.device), targets=y.to(d.device), logits=False)
+                    loss = out.loss if out.aux_loss is None else out.loss + out.aux_loss
+                    if step == fault_nan:
+                        loss = loss * float("nan")
+                    self.engine.backward(loss)
+                    self.engine.step()
+                    step_loss += out.loss.item() / self.gas
+                    if out.aux_loss is not None:
+                        aux_total += out.aux_loss.item() / self.gas
+                    stats = out.router_stats
+                if all_reduce_max(0.0 if math.isfinite(step_loss) else 1.0, d) > 0:
+                    raise TrainingFailed(
+                        f"non-finite loss ({step_loss}) at step {step + 1}; stopped without saving. "
+                        f"The last good checkpoint is kept in {self.rd.checkpoints}"
+                    )
+                self._after_step_hooks()
+                self.state.step = step = step + 1
+                window_tokens += tps
+                window_loss += step_loss
+                window_n += 1
+                now = time.perf_counter()
+                self.state.wall_s = wall_before + (now - attempt_t0)
+                do_eval = step == self.total_steps or (cfg.train.eval_every_steps and step % cfg.train.eval_every_steps == 0)
+                do_log = step % cfg.train.log_every_steps == 0 or do_eval or step == self.total_steps
+                if do_log:
+                    elapsed = max(1e-9, now - window_t0)
+                    tok_s = window_tokens / elapsed
+                    rec = {
+                        "step": step,
+                        "tokens": step * tps,
+                        "flops": step * tps * self.counts.flops_per_token,
+                        "loss": all_reduce_mean(window_loss / window_n, d),
+                        "lr": lr,
+                        "grad_norm": _grad_norm(self.engine),
+                        "tokens_per_s": tok_s,
+                        "mfu": self.counts.flops_per_token * tok_s / (self.peak * d.world_size),
+                        "epoch": self.sampler.epochs(step * cfg.train.global_batch_size),
+                        "eta_s": (self.total_steps - step) * elapsed / window_n,
+                        "wall_s": self.state.wall_s,
+                    }
+                    if aux_total:
+                        rec["aux_loss"] = all_reduce_mean(aux_total, d)
+                    extra = ""
+                    if stats:
+                        from models.moe.metrics import console_summary, summarize
+
+                        moe = summarize(stats)
+                        rec.update(moe)
+                        extra = console_summary(moe)
+                    if do_eval:
+                        rec.update(self._evaluate())
+                    if d.is_main:
+                        metrics.write(rec)
+                        wb.log(rec, step)
+                        self.progress.update(rec, self.total_steps, extra)
+                    window_t0, window_tokens, window_loss, window_n = time.perf_counter(), 0, 0.0, 0
+                if step == self.total_steps:
+                    break
+                stop = all_reduce_max(1.0 if self.stop.requested else 0.0, d) > 0
+                if stop:
+                    self._save()
+                    self._log(f"received {self.stop.name or 'stop signal'}: checkpoint step_{step} saved; rerun the same command to resume")
+                    status, code = "preempted", EXIT_STOPPED
+                    break
+                if cfg.train.checkpoint_every_steps and step % cfg.train.checkpoint_every_steps == 0:
+                    self._save()
+            if status == "done":
+                self._save()
+        except TrainingFailed as exc:
+            status, error, code = "failed", str(exc), EXIT_FAILED
+            self._log(f"error: {exc}")
+        finally:
+            summary = self.summary(status, error)
+            if d.is_main:
+                if metrics:
+                    metrics.close()
+                self.rd.write_summary(summary)
+                if wb:
+                    wb.summary({k: v for k, v in summary.items() if k.startswith(("final_", "params", "tokens", "flops"))})
+                    wb.finish(exit_code=0 if status != "failed" else 1)
+            for cb in self.callbacks:
+                if hasattr(cb, "on_end"):
+                    cb.on_end(self, summary)
+        if d.is_main and status == "done":
+            self._log(
+                f"done: {summary['steps']} steps, {summary['tokens']:,} tokens, final loss {summary['final_loss']:.4f}, "
+                f"val loss {summary['final_val_loss']:.4f}, {summary['wall_s']:.1f}s -> {self.rd.path}"
+            )
+        return code
+
+    def summary(self, status: str, error: str | None) -> dict:
+        from pretrain.metrics_log import read_metrics
+
+        cfg, c, step = self.cfg, self.counts, self.state.step
+        recs = read_metrics(self.rd.metrics) if self.dist.is_main else []
+        last = recs[-1] if recs else {}
+        train_wall = max(1e-9, self.state.wall_s - self.state.eval_s)
+        out = {
+            "status": status,
+            "name": cfg.name,
+            "steps": step,
+            "total_steps": self.total_steps,
+            "tokens": step * cfg.tokens_per_step(),
+            "params": c.total,
+            "non_embedding_params": c.non_embedding,
+            "active_params": c.active,
+            "active_non_embedding_params": c.active_non_embedding,
+            "flops_per_token": c.flops_per_token,
+            "flops": step * cfg.tokens_per_step() * c.flops_per_token,
+            "batch_tokens": cfg.tokens_per_step(),
+            "batch_size": cfg.train.global_batch_size,
+            "lr": cfg.optim.lr,
+            "final_loss": last.get("loss"),
+            "final_val_loss": self.state.last_val.get("val_loss"),
+            "final_val_bpb": self.state.last_val.get("val_bpb"),
+            "tokens_per_s": step * cfg.tokens_per_step() / train_wall if step else None,
+            "mfu": last.get("mfu"),
+            "peak_flops": self.peak,
+            "peak_source": self.peak_source,
+            "world_size": self.dist.world_size,
+            "wall_s": self.state.wall_s,
+            "eval_s": self.state.eval_s,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "extras": cfg.extras,
+        }
+        if error:
+            out["error"] = error
+        return out
+
+
+def _grad_norm(engine) -> float | None:
+    g = engine.get_global_grad_norm()
+    if g is None:
+        return None
+    return float(g.item() if torch.is_tensor(g) else g)
+
+
+def write_resolved_config(cfg: TrainConfig, run_dir: Path) -> None:
+    from pretrain.run_dir import atomic_write_text
+
+    atomic_write_text(RunDir(run_dir).config, dump_config(cfg))

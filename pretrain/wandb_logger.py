@@ -1,0 +1,56 @@
+"""W&B logging: offline by default (files under the run directory), online when configured.
+
+The W&B run id is kept in the run directory, so a resumed run continues the same W&B run.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from pretrain.config.schema import WandbConfig
+
+
+class WandbLogger:
+    def __init__(self, cfg: WandbConfig, run_dir: Path, config: dict, resume: bool):
+        self.run = None
+        if cfg.mode == "disabled":
+            return
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+
+        id_file = run_dir / "wandb_id"
+        if resume and id_file.exists():
+            run_id = id_file.read_text().strip()
+        else:
+            run_id = secrets.token_hex(4)
+            id_file.write_text(run_id + "\n")
+        self.run = wandb.init(
+            mode=cfg.mode,
+            project=cfg.project,
+            entity=cfg.entity,
+            group=cfg.group,
+            name=cfg.name or run_dir.name,
+            tags=cfg.tags or None,
+            config=config,
+            dir=str(run_dir),
+            id=run_id,
+            resume="allow",
+            settings=wandb.Settings(console="off", x_disable_stats=True),
+        )
+        self.run_id = run_id
+
+    def log(self, metrics: dict, step: int) -> None:
+        if self.run is not None:
+            self.run.log({k: v for k, v in metrics.items() if v is not None}, step=step)
+
+    def summary(self, values: dict) -> None:
+        if self.run is not None:
+            for k, v in values.items():
+                if isinstance(v, (int, float, str, bool)):
+                    self.run.summary[k] = v
+
+    def finish(self, exit_code: int = 0) -> None:
+        if self.run is not None:
+            self.run.finish(exit_code=exit_code)
+            self.run = None
