@@ -143,3 +143,24 @@ def test_killed_prepare_leaves_no_valid_looking_output(corpus):
     data, _ = run(cfg)
     assert not data.reused and load_prepared(out).fingerprint == data.fingerprint
     assert not [p for p in out.parent.iterdir() if ".tmp-" in p.name]
+
+
+def test_concurrent_prepares_build_once(corpus):
+    """Every rank of a job may call prepare(): the lock makes one build and the others reuse it."""
+    cfg = make_cfg(corpus)
+    script = ("import sys; from pretrain.data.config import DataConfig; from pretrain.data.prepare import prepare; "
+              f"d = prepare(DataConfig.model_validate({cfg.model_dump(mode='json')!r})); print('REUSED' if d.reused else 'BUILT')")
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    results = sorted(o.strip().splitlines()[-1] for o, _ in outs)
+    assert results == ["BUILT", "REUSED"], outs
+    assert load_prepared(cfg.out_dir).meta["splits"]["val"]["documents"] >= 1
+
+
+def test_bpe_training_sample_is_capped(corpus):
+    data, log = run(make_cfg(corpus, tokenizer={"vocab_size": 300, "train_max_chars": 500}))
+    assert "BPE trained on the first" in log
+    full, _ = run(make_cfg(corpus, out_dir=str(corpus.parent / "full")))
+    assert data.meta["tokenizer"]["sha256"] != full.meta["tokenizer"]["sha256"]

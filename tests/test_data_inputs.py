@@ -193,3 +193,11 @@ def test_several_shards_per_split(tmp_path):
     assert np.array_equal(many.split_tokens("train"), one.split_tokens("train"))
     for shard in many.split_shards("train"):
         assert shard[0] == many.eot_id  # shards start at document boundaries
+
+
+def test_literal_endoftext_in_text_is_not_a_document_boundary(tmp_path):
+    rows = [f"doc {i} mentions <|endoftext|> in its text" for i in range(6)]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in rows))
+    data = prepare(cfg(tmp_path, ["d.jsonl"]), **QUIET)
+    n_eot = sum(int((np.asarray(data.split_tokens(s)) == data.eot_id).sum()) for s in ("train", "val"))
+    assert n_eot == 6 and sorted(all_docs(data)) == sorted(rows)

@@ -80,3 +80,11 @@ def test_real_latin1_and_crlf_files_decode_cleanly(name, marker):
     assert "\ufffd" not in text and "\r" not in text
     if marker:
         assert marker in text
+
+
+@pytest.mark.parametrize("path", sorted((Path(pretrain.__file__).resolve().parents[1] / "configs" / "data").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_data_configs_validate(path):
+    from pretrain.config.loader import load_data_config
+
+    cfg = load_data_config(path)
+    assert cfg.sources and cfg.name

@@ -32,6 +32,11 @@ def real(tmp_path_factory):
     return cfg, data, logs, time.perf_counter() - start
 
 
+@pytest.fixture(scope="module")
+def decoded(real) -> dict[str, list[str]]:
+    return {split: _docs(real[1], split) for split in ("train", "val")}
+
+
 def _docs(data: PreparedData, split: str) -> list[str]:
     tok = data.load_tokenizer()
     arr = np.asarray(data.split_tokens(split))
@@ -64,21 +69,20 @@ def test_built_with_counts_consistent_with_meta(real):
     assert meta["config"]["tokenizer"]["vocab_size"] == 512 and len(meta["fingerprint"]) == 64
 
 
-def test_val_split_matches_seeded_hash_and_is_disjoint(real):
+def test_val_split_matches_seeded_hash_and_is_disjoint(real, decoded):
     cfg, data, _, _ = real
     sources = resolve_sources(cfg)
     docs = [d.text for d in iter_documents(cfg, sources)]
     plan = SplitPlan([doc_hash(t, cfg.seed) for t in docs], cfg.val_fraction)
     expected_val = [t for i, t in enumerate(docs) if plan.split_of(i) == "val"]
-    val, train = _docs(data, "val"), _docs(data, "train")
+    val, train = decoded["val"], decoded["train"]
     assert val == expected_val  # byte-exact round trip through the tokenizer, in order
     assert len(train) + len(val) == len(docs)
     assert not set(val) & set(train)
 
 
-def test_text_is_normalised(real):
-    _, data, _, _ = real
-    text = "".join(_docs(data, "train") + _docs(data, "val"))
+def test_text_is_normalised(decoded):
+    text = "".join(decoded["train"] + decoded["val"])
     assert "\r" not in text and "\ufffd" not in text and "\ufeff" not in text
     assert "Cæsar" in text or "Cæsar".upper() in text  # shakespeare-caesar.txt is Latin-1
 

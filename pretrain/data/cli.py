@@ -41,11 +41,11 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from pretrain.data.prepare import prepare
 
     overrides = [o.removeprefix("data.") for o in args.overrides]
-    if args.out:
-        overrides.append(f"out_dir={args.out}")
     start = time.perf_counter()
     try:
         cfg = load_data_config(_config_path(args.config), overrides)
+        if args.out:
+            cfg.out_dir = args.out
         prepared = prepare(cfg, log=lambda msg: print(msg, flush=True), force=args.force)
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)

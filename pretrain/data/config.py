@@ -31,6 +31,7 @@ class TokenizerConfig(StrictModel):
     vocab_size: int = Field(4096, ge=256, le=1_000_000, description="vocabulary size of the trained BPE (kind=bpe)")
     path: str | None = Field(None, description="tokenizer.json file or HF tokenizer directory (kind=hf)")
     min_frequency: int = Field(2, ge=1, description="minimum pair frequency when training the BPE")
+    train_max_chars: int = Field(500_000_000, gt=0, description="train the BPE on at most this many characters of the train split (its first documents); bounds time and memory on large corpora")
 
     @model_validator(mode="after")
     def _path_for_hf(self) -> "TokenizerConfig":

@@ -191,13 +191,15 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
     tcfg = cfg.tokenizer
     if tcfg.kind == "bpe":
         log(f"training byte-level BPE (vocab {tcfg.vocab_size}) on the train split")
-    train_texts = (d.text for i, d in enumerate(docs()) if plan.split_of(i) == "train")
+    train_texts = _capped((d.text for i, d in enumerate(docs()) if plan.split_of(i) == "train"), tcfg.train_max_chars, log)
     tok, eot = build_tokenizer(tcfg, data_root(cfg).path, train_texts if tcfg.kind == "bpe" else None, log)
     vocab = tok.get_vocab_size(with_added_tokens=True)
     if tcfg.kind == "bpe" and vocab < tcfg.vocab_size:
         log(f"note: the corpus supports only {vocab} BPE tokens (asked for {tcfg.vocab_size})")
     tok.save(str(tmp / TOKENIZER_FILE))
     dtype = token_dtype(vocab)
+    # Text that spells "<|endoftext|>" is encoded as plain text: only real boundaries get eot_id.
+    tok.encode_special_tokens = True
 
     log(f"encoding with {tcfg.kind} tokenizer (vocab {vocab}, {dtype.name})")
     writers = {s: ShardWriter(tmp, s, dtype, cfg.shard_tokens) for s in SPLITS}
@@ -260,6 +262,17 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
         "fingerprint_inputs": inputs,
     }
     _write_json(tmp / META_FILE, meta)
+
+
+def _capped(texts: Iterator[str], max_chars: int, log: Log) -> Iterator[str]:
+    """Stop once `max_chars` characters were yielded (the BPE needs a sample, not the whole corpus)."""
+    seen = 0
+    for text in texts:
+        if seen >= max_chars:
+            log(f"BPE trained on the first {seen:,} characters of the train split (tokenizer.train_max_chars)")
+            return
+        seen += len(text)
+        yield text
 
 
 def _sha256(path: Path) -> str:

@@ -81,6 +81,7 @@ class ResolvedSource:
     files: list[Path] = field(default_factory=list)
     hf_target: str | None = None  # local path or hub name for hf_dataset sources
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    dataset: Any = field(default=None, repr=False)  # loaded HF dataset, reused by every pass
 
     def describe(self) -> dict[str, Any]:
         """The meta.json entry: what was read, with sizes and hashes."""
@@ -156,8 +157,12 @@ def resolve_sources(cfg: DataConfig) -> list[ResolvedSource]:
             fp = {"local": True, "sha256": hashlib.sha256(json.dumps(_tree_hashes(local), sort_keys=True).encode()).hexdigest()}
             resolved.append(ResolvedSource(src, hf_target=str(local), fingerprint=fp))
         else:
-            # Hub datasets are identified by name/config/split; rerun with --force to refresh them.
-            resolved.append(ResolvedSource(src, hf_target=src.hf_dataset, fingerprint={"local": False}))
+            source = ResolvedSource(src, hf_target=src.hf_dataset, fingerprint={"local": False})
+            if not src.streaming:
+                # The downloaded dataset's fingerprint changes with its files; a streamed one is
+                # identified by name/config/split only (rerun with --force to refresh it).
+                source.fingerprint["dataset_fingerprint"] = getattr(_load_hf(source), "_fingerprint", None)
+            resolved.append(source)
     return resolved
 
 
@@ -232,7 +237,13 @@ def _file_documents(path: Path, src: SourceConfig, doc_chars: int) -> Iterator[s
 
 
 def _load_hf(source: ResolvedSource):
-    """Load an HF dataset (local save_to_disk folder, local data file/folder, or hub name)."""
+    """Load an HF dataset once (local save_to_disk folder, local data file/folder, or hub name)."""
+    if source.dataset is None:
+        source.dataset = _load_hf_uncached(source)
+    return source.dataset
+
+
+def _load_hf_uncached(source: ResolvedSource):
     src = source.config
     try:
         import datasets
