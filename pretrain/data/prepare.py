@@ -181,8 +181,8 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
     def docs() -> Iterator[Document]:
         return iter_documents(cfg, sources)
 
-    hashes = [doc_hash(d.text, cfg.seed) for d in docs()]
-    if not hashes:
+    hashes = np.fromiter((doc_hash(d.text, cfg.seed) for d in docs()), dtype=np.float64)
+    if not len(hashes):
         names = ", ".join(s.config.path or s.config.hf_dataset or "?" for s in sources)
         raise DataError(f"empty corpus: the sources ({names}) hold no text documents")
     plan = SplitPlan(hashes, cfg.val_fraction)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+import numpy as np
+
 from pretrain.errors import DataError
 
 SPLITS = ("train", "val")
@@ -29,18 +31,18 @@ class SplitPlan:
     """
 
     def __init__(self, hashes: Iterable[float], val_fraction: float):
-        hashes = list(hashes)
-        if len(hashes) < 2:
+        h = np.asarray(hashes if isinstance(hashes, np.ndarray) else list(hashes), dtype=np.float64)
+        if len(h) < 2:
             raise DataError(
-                f"the corpus has {len(hashes)} document(s); at least 2 are needed to hold out a validation "
+                f"the corpus has {len(h)} document(s); at least 2 are needed to hold out a validation "
                 "document (add text, or lower data.doc_chars to cut files into more documents)"
             )
-        self.val = {i for i, h in enumerate(hashes) if h < val_fraction}
+        self.val = set(np.flatnonzero(h < val_fraction).tolist())
         if not self.val:  # tiny corpus: hold out the document closest to the threshold
-            self.val = {min(range(len(hashes)), key=hashes.__getitem__)}
-        if len(self.val) == len(hashes):
-            self.val.discard(max(range(len(hashes)), key=hashes.__getitem__))
-        self.n_docs = len(hashes)
+            self.val = {int(np.argmin(h))}
+        if len(self.val) == len(h):
+            self.val.discard(int(np.argmax(h)))
+        self.n_docs = len(h)
 
     def split_of(self, position: int) -> str:
         return "val" if position in self.val else "train"
