@@ -160,7 +160,16 @@ def _prepare_data(cfg, dist):
 
 
 def _callbacks(cfg) -> list:
-    return []
+    """In-loop lm-eval (`eval:` section); its suite/tasks/data are validated here, before training."""
+    if getattr(cfg, "eval", None) is None:
+        return []
+    from evals.inloop import build
+    from evals.tasks import EvalError
+
+    try:
+        return build(cfg)
+    except EvalError as exc:
+        raise ConfigError(f"eval: {exc}") from None
 
 
 def cmd_config(args) -> int:

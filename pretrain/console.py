@@ -14,8 +14,9 @@ def _fmt_eta(s: float) -> str:
 
 
 class Progress:
-    def __init__(self, enabled: bool = True, stream=None):
-        self.enabled = enabled
+    def __init__(self, enabled: bool = True, stream=None, messages: bool = True):
+        self.enabled = enabled  # progress lines
+        self.messages = messages  # one-off messages (resume, warnings, done) are shown even without progress
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty()
         self._live = False
@@ -48,7 +49,7 @@ class Progress:
         self.stream.flush()
 
     def message(self, text: str) -> None:
-        if not self.enabled:
+        if not self.messages:
             return
         if self._live:
             self.stream.write("\n")

@@ -50,7 +50,7 @@ class Trainer:
         self.cfg, self.dist, self.prepared = cfg, dist, prepared
         self.rd = RunDir(run_dir)
         self.callbacks = list(callbacks)
-        self.progress = Progress(enabled=progress and dist.is_main)
+        self.progress = Progress(enabled=progress and dist.is_main, messages=dist.is_main)
         self.total_steps = cfg.total_steps()
         self.gas = grad_accum_steps(cfg, dist.world_size)
         self.counts = count(cfg.model)
@@ -156,7 +156,7 @@ class Trainer:
                 step = self.state.step
                 lr = lr_at(step, self.total_steps, cfg.optim.lr, cfg.schedule)
                 self._set_lr(lr)
-                step_loss, aux_total, stats = 0.0, 0.0, []
+                step_loss, aux_total, stats, finite = 0.0, 0.0, [], True
                 for micro in range(self.gas):
                     first = micro_batch_start(step, micro, d.rank, cfg.train.global_batch_size, cfg.train.micro_batch_size, d.world_size)
                     x, y = self.sampler.batch(first, cfg.train.micro_batch_size)
@@ -164,13 +164,18 @@ class Trainer:
                     loss = out.loss if out.aux_loss is None else out.loss + out.aux_loss
                     if step == fault_nan:
                         loss = loss * float("nan")
+                    loss_val = loss.item()
+                    # Every rank must agree before backward, or the others would hang in its all-reduce.
+                    if all_reduce_max(0.0 if math.isfinite(loss_val) else 1.0, d) > 0:
+                        finite, step_loss = False, loss_val
+                        break  # never step on a non-finite loss: the weights stay as they were
                     self.engine.backward(loss)
                     self.engine.step()
                     step_loss += out.loss.item() / self.gas
                     if out.aux_loss is not None:
                         aux_total += out.aux_loss.item() / self.gas
                     stats = out.router_stats
-                if all_reduce_max(0.0 if math.isfinite(step_loss) else 1.0, d) > 0:
+                if not finite:
                     raise TrainingFailed(
                         f"non-finite loss ({step_loss}) at step {step + 1}; stopped without saving. "
                         f"The last good checkpoint is kept in {self.rd.checkpoints}"

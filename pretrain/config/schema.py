@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from evals.config import EvalSection
 from models.config import ModelConfig, StrictModel
 from pretrain.data.config import DataConfig
 
@@ -93,6 +94,7 @@ class TrainConfig(StrictModel):
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
     precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="fp32 on CPU; bf16 (or fp16) on GPUs")
     wandb: WandbConfig = Field(default_factory=WandbConfig)
+    eval: EvalSection | None = Field(None, description="in-loop lm-eval evaluation at checkpoints (evals/inloop.py); null: none")
     extras: dict[str, Any] = Field(default_factory=dict, description="free-form metadata (sweep axes, notes); copied to W&B config")
 
     def total_steps(self) -> int:

@@ -1,0 +1,66 @@
+"""Configuration errors: named key, allowed values, exit code 2, nothing written."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import REPO, run_cli
+from pretrain.config.loader import load_train_config
+from pretrain.errors import ConfigError
+
+TINY = str(REPO / "configs/train/tiny.yaml")
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("model.n_heads=5", "model.n_heads=5 must divide model.d_model=64"),
+        ("optim.lrr=0.1", "optim.lrr: unknown key; allowed keys: beta1, beta2, eps, grad_clip, lr, weight_decay"),
+        ("schedule.name=exp", "schedule.name: Input should be 'cosine', 'linear', 'constant' or 'wsd'"),
+        ("train.global_batch_size=20", "train.global_batch_size=20 must be a multiple of train.micro_batch_size=16"),
+        ("precision=fp8", "precision: Input should be 'fp32', 'bf16' or 'fp16'"),
+        ("model=n7", "model: unknown preset 'n7'; allowed:"),
+        ("deepspeed.zero_stage=4", "deepspeed.zero_stage: Input should be 0, 1, 2 or 3"),
+        ("optim.lr=-1", "optim.lr: Input should be greater than 0"),
+        ("train.steps=10", "set exactly one of train.tokens or train.steps"),
+        ("model.n_kv_heads=3", "model.n_kv_heads=3 must divide model.n_heads=4"),
+    ],
+)
+def test_bad_values_name_the_key(override, expected):
+    with pytest.raises(ConfigError) as err:
+        load_train_config(TINY, [override])
+    assert expected in str(err.value)
+
+
+def test_cli_rejects_before_any_work(tmp_path):
+    for bad in (["optim.lrr=0.1"], ["model.n_heads=5"], ["data.tokenizer.kind=sentencepiece"], ["train.tokens=lots"]):
+        res = run_cli(["train", TINY, *bad, "--run-dir", str(tmp_path / "run")], cwd=tmp_path)
+        assert res.returncode == 2, res.stderr
+        assert "invalid configuration" in res.stderr
+        assert not (tmp_path / "run").exists() and not (tmp_path / "data").exists()
+
+
+def test_world_size_divisibility_checked_before_work(tmp_path):
+    res = run_cli(["train", TINY, "train.micro_batch_size=8", "--run-dir", str(tmp_path / "run")], cwd=tmp_path,
+                  env={"WORLD_SIZE": "3"})
+    assert res.returncode == 2
+    assert "train.global_batch_size: 16 must be a multiple of train.micro_batch_size (8) x world size (3) = 24" in res.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_config_file(tmp_path):
+    res = run_cli(["train", str(tmp_path / "nope.yaml")], cwd=tmp_path)
+    assert res.returncode == 2 and "config file not found" in res.stderr
+
+
+def test_overrides_apply_on_top_of_presets():
+    cfg = load_train_config(TINY, ["model=n400k", "model.n_layers=2", "optim.lr=1e-3", "train.tokens=2e6"])
+    assert (cfg.model.preset, cfg.model.d_model, cfg.model.n_layers) == ("n400k", 96, 2)
+    assert cfg.optim.lr == 1e-3 and cfg.train.tokens == 2_000_000
+    assert cfg.total_steps() == -(-2_000_000 // (16 * 256))
+
+
+def test_config_reference_lists_every_key():
+    res = run_cli(["config", "reference"], cwd=REPO)
+    assert res.returncode == 0
+    for key in ("`optim.lr`", "`train.tokens`", "`deepspeed.zero_stage`", "`wandb.mode`", "`data.tokenizer.vocab_size`", "`schedule.decay_shape`"):
+        assert key in res.stdout
