@@ -1,0 +1,153 @@
+"""`lm_eval` model over scalelab checkpoints: `lm_eval --model scalelab --model_args path=RUN_OR_CKPT`.
+
+Subclasses lm-eval's `TemplateLM`, so context/continuation tokenisation at the boundary (trailing
+spaces moved to the continuation, whole string encoded then split) and empty contexts
+(conditioned on EOT, our BOS) are exactly the reference client's; the scoring itself is in
+`evals.requests`. Importing this module registers the model name with lm-eval.
+"""
+from __future__ import annotations
+
+import torch
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from tqdm import tqdm
+
+from evals import requests as R
+
+
+def _bool(v) -> bool:
+    return v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes")
+
+
+@register_model("scalelab")
+class ScalelabLM(TemplateLM):
+    """Model args: path (run dir or checkpoints/step_N), device, dtype, batch_size, max_length,
+    max_batch_tokens, rolling_context (tokens of context per rolling window, 1 = lm-eval's
+    default), seed (sampling)."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        device: str | None = None,
+        dtype: str = "float32",
+        batch_size: int | str = 32,
+        max_length: int | None = None,
+        max_batch_tokens: int | None = 16384,
+        rolling_context: int = 1,
+        seed: int = 1234,
+        max_gen_toks: int = 256,
+        loaded=None,
+        **_ignored,
+    ):
+        super().__init__()
+        from pretrain.checkpoint_io import load_run
+
+        self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if loaded is None:
+            if path is None:
+                raise ValueError("scalelab model needs path=<run dir or checkpoints/step_N>")
+            loaded = load_run(path, device=self._device, dtype=getattr(torch, str(dtype)))
+        self.loaded = loaded
+        self.model = loaded.model.to(self._device).eval()
+        self.tokenizer = loaded.tokenizer
+        self._eot = loaded.eot_id
+        self._max_length = int(max_length) if max_length else loaded.config.model.seq_len
+        bs = str(batch_size)
+        self.batch_size = 32 if bs.startswith("auto") else int(bs)
+        self.max_batch_tokens = int(max_batch_tokens) if max_batch_tokens else None
+        self.rolling_context = int(rolling_context)
+        self._max_gen_toks = int(max_gen_toks)
+        self.generator = torch.Generator().manual_seed(int(seed))
+
+    @classmethod
+    def from_model(cls, model, tokenizer, eot_id: int, seq_len: int, **kw) -> "ScalelabLM":
+        """Wrap an in-memory GPT and `tokenizers.Tokenizer` (tests, notebooks)."""
+        from types import SimpleNamespace
+
+        loaded = SimpleNamespace(model=model, tokenizer=tokenizer, eot_id=eot_id,
+                                 config=SimpleNamespace(model=SimpleNamespace(seq_len=seq_len)))
+        return cls(loaded=loaded, device=kw.pop("device", "cpu"), **kw)
+
+    # ----------------------------------------------------------------- tokenizer
+    @property
+    def eot_token_id(self) -> int:
+        return self._eot
+
+    @property
+    def prefix_token_id(self) -> int:
+        return self._eot  # exported as bos_token too, so `hf` conditions on the same token
+
+    @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    @property
+    def max_gen_toks(self) -> int:
+        return self._max_gen_toks
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def tokenizer_name(self) -> str:
+        return "scalelab"
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        return self.tokenizer.encode(string, add_special_tokens=False).ids
+
+    def tok_decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=False)
+
+    # ----------------------------------------------------------------- requests
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        pairs = [(ctx, cont) for _, ctx, cont in requests]
+        bar = tqdm(total=len(pairs), disable=disable_tqdm or len(pairs) < 2, desc="loglikelihood")
+        out = R.score_pairs(self.model, pairs, self.max_length, self._device, self.batch_size,
+                            self.max_batch_tokens, progress=bar.update)
+        bar.close()
+        for (key, _, _), res in zip(requests, out):
+            if key is not None:
+                self.cache_hook.add_partial("loglikelihood", key, res)
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        windows, owner = [], []
+        for i, (string,) in enumerate(req.args for req in requests):
+            ws = R.rolling_windows(self.tok_encode(string), self.prefix_token_id, self.max_length, self.rolling_context)
+            windows += ws
+            owner += [i] * len(ws)
+        scores = R.score_pairs(self.model, windows, self.max_length, self._device, self.batch_size, self.max_batch_tokens)
+        totals = [0.0] * len(requests)
+        for i, (lp, _) in zip(owner, scores):
+            totals[i] += lp
+        for req, total in zip(requests, totals):
+            self.cache_hook.add_partial("loglikelihood_rolling", (req.args[0],), total)
+        return totals
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        out = []
+        for req in tqdm(requests, disable=disable_tqdm or len(requests) < 2, desc="generate_until"):
+            context, gen_kwargs = req.args
+            kw = dict(gen_kwargs or {})
+            until = kw.pop("until", None) or []
+            until = [until] if isinstance(until, str) else list(until)
+            eot_text = self.tok_decode([self._eot])
+            if eot_text not in until:
+                until.append(eot_text)
+            max_new = int(kw.pop("max_gen_toks", kw.pop("max_new_tokens", self.max_gen_toks)))
+            do_sample = _bool(kw.pop("do_sample", False))
+            temperature = float(kw.pop("temperature", 1.0 if do_sample else 0.0))
+            if not do_sample:
+                temperature = 0.0
+            top_k, top_p = kw.pop("top_k", None), kw.pop("top_p", None)
+            ctx = self.tok_encode(context) or [self.prefix_token_id]
+            ctx = ctx[-max(1, self.max_length - max_new):]  # left-truncate, leave room to generate
+            text = R.generate(
+                self.model, ctx, max_new, self.tok_decode, until, self._eot, temperature,
+                int(top_k) if top_k else None, float(top_p) if top_p is not None else None,
+                self.generator, self._device,
+            )
+            self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
+            out.append(text)
+        return out

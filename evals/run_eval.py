@@ -1,0 +1,130 @@
+"""Evaluate one checkpoint on a suite or task list: validate, load, run lm-eval, record.
+
+`evaluate_run` is the one entry point for `scalelab eval`, `scalelab sweep eval` and the in-loop
+evaluator's subprocess. Order: everything that can be wrong with the input (suite, task names,
+data, checkpoint path, tokenizer) is checked before the model is loaded; each task then runs in
+its own lm-eval call, so one failing task is recorded as failed and the others still run.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from pathlib import Path
+
+from evals import results as res
+from evals.suites import Suite, adhoc, load_suite
+from evals.tasks import EvalError, plan
+
+FAULT_ENV = "SCALELAB_EVAL_FAULT"  # test hook: "task:<name>" makes that task raise
+
+
+def resolve_suite(suite: str | Suite | None, tasks: list[str] | str | None, limit=None, num_fewshot: int | None = None) -> Suite:
+    if isinstance(tasks, str):
+        tasks = [t for t in tasks.split(",") if t.strip()]
+    if suite is None and not tasks:
+        raise EvalError("give --suite NAME or --tasks a,b,c")
+    if suite is None:
+        return adhoc(tasks, limit, num_fewshot or 0)
+    s = suite if isinstance(suite, Suite) else load_suite(suite)
+    if tasks:  # a subset of the suite's tasks (or extra ones) with the suite's settings
+        names = {e if isinstance(e, str) else e.task for e in s.tasks}
+        extra = [t for t in tasks if t not in names]
+        s = s.model_copy(update={"tasks": [e for e in s.tasks if (e if isinstance(e, str) else e.task) in tasks] + extra})
+    if num_fewshot is not None:
+        s = s.model_copy(update={"num_fewshot": num_fewshot})
+    return s
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    suite: str | Suite | None = None,
+    tasks: list[str] | str | None = None,
+    limit: int | float | None = None,
+    *,
+    num_fewshot: int | None = None,
+    online: bool = False,
+    device: str | None = None,
+    batch_size: int = 32,
+    model_args: dict | None = None,
+    wandb: bool = True,
+    bootstrap_iters: int = 1000,
+    lm=None,
+    log=print,
+) -> dict:
+    """Evaluate a run directory (newest checkpoint) or a `checkpoints/step_N` directory.
+
+    Returns {"path", "step", "results", "failed", "eval_s"}; writes `<run>/evals/<step>.json` and,
+    unless `wandb=False`, logs `eval/<task>/<metric>` to the run's W&B run.
+    """
+    import lm_eval
+
+    from pretrain.checkpoint_io import load_config, load_tokenizer, resolve_checkpoint
+
+    t0 = time.perf_counter()
+    s = resolve_suite(suite, tasks, limit, num_fewshot)
+    entries = s.entries(limit_override=limit)
+    run_path, ckpt, step = resolve_checkpoint(run_dir)
+    cfg = load_config(run_path)
+    load_tokenizer(run_path, cfg.model.vocab_size)  # tokenizer mismatch: fail before loading weights
+    task_plan = plan([e.task for e in entries], online=online)
+    margs = {"batch_size": batch_size, **(model_args or {})}
+    try:
+        if lm is None:
+            from evals.adapter import ScalelabLM
+
+            log(f"loading {ckpt} (step {step})")
+            lm = ScalelabLM(path=str(ckpt), device=device, **margs)
+        tm = task_plan.task_manager()
+        records, failed = [], []
+        for e in entries:
+            t1 = time.perf_counter()
+            try:
+                if os.environ.get(FAULT_ENV) == f"task:{e.task}":
+                    raise RuntimeError(f"injected fault ({FAULT_ENV})")
+                out = lm_eval.simple_evaluate(
+                    model=lm, tasks=[e.task], task_manager=tm, limit=e.limit, num_fewshot=e.num_fewshot,
+                    bootstrap_iters=bootstrap_iters, log_samples=False, verbosity="WARNING",
+                )
+                if out is None or e.task not in out.get("results", {}):
+                    raise RuntimeError("lm-eval returned no results for this task")
+                recs = res.records_from_lm_eval(out, s.name, e.limit)
+                records += recs
+                shown = ", ".join(f"{r['metric']}={r['value']:.4g}" for r in recs if r["value"] is not None)
+                log(f"  {e.task}: {shown} (n={recs[0]['n'] if recs else '?'}, {time.perf_counter() - t1:.1f}s)")
+            except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
+                failed.append({"task": e.task, "error": f"{type(exc).__name__}: {exc}",
+                               "traceback": traceback.format_exc(limit=5)})
+                log(f"  {e.task}: FAILED ({type(exc).__name__}: {exc})")
+    finally:
+        task_plan.cleanup()
+    records += res.aggregate_blimp(records, s.name)
+    eval_s = time.perf_counter() - t0
+    meta = {
+        "suite": s.name,
+        "checkpoint": str(ckpt),
+        "tokens": step * cfg.tokens_per_step(),
+        "lm_eval_version": lm_eval.__version__ if hasattr(lm_eval, "__version__") else _version("lm_eval"),
+        "eval_s": eval_s,
+        "config": {"suite": s.model_dump(mode="json"), "limit_override": limit, "online": online,
+                   "model_args": {**margs, "device": str(getattr(lm, "device", device))},
+                   "bootstrap_iters": bootstrap_iters},
+    }
+    path = res.write_results(run_path, step, records, failed, meta)
+    logged = False
+    if wandb:
+        try:
+            logged = res.log_to_wandb(run_path, step, meta["tokens"], res.wandb_metrics(records, failed), eval_s)
+        except Exception as exc:  # noqa: BLE001 - results are on disk; W&B is best effort
+            log(f"warning: W&B logging failed ({type(exc).__name__}: {exc})")
+    log(f"wrote {path} ({len(records)} results, {len(failed)} failed, {eval_s:.1f}s)" + (", logged to W&B" if logged else ""))
+    return {"path": path, "step": step, "results": records, "failed": failed, "eval_s": eval_s}
+
+
+def _version(pkg: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
