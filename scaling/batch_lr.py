@@ -1,0 +1,174 @@
+"""Optimal learning rate and batch size as power laws (DeepSeek LLM and Step Law forms).
+
+Procedure (Step Law's `fit_tool.py`, DeepSeek's "near-optimal" variant):
+1. Group runs by (N, D) for form 'nd', or by compute budget C for form 'compute'.
+2. In each group locate the optimum: the best run, or (optimum='quadratic') the minimum of a
+   quadratic surface of loss in (log lr, log B) fitted to the group's runs.
+3. Keep the near-optimal runs: loss <= L_opt * (1 + tol), tol = 0.0025 by default.
+   With optimum='quadratic' the fitted optimum itself is the group's point instead.
+4. OLS in log space: 'nd':      log lr = log lr_coef + lr_exp_N log N + lr_exp_D log D,
+                                log B  = log bs_coef + bs_exp_D log D
+                     'compute': log lr = log lr_coef + lr_exp_C log C,  log B = log bs_coef + bs_exp_C log C
+Batch sizes are in tokens. Bootstrap resamples runs within each group.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from scaling import bootstrap as bs
+from scaling import inputs
+from scaling.common import compute_C, distinct, group_by_tolerance, ols
+from scaling.errors import FitError, InputError
+from scaling.record import FitRecord, data_sha256, make_record
+from scaling.threads import blas_single_thread
+
+
+def _groups(df, form: str, C: np.ndarray, budget_tol: float) -> np.ndarray:
+    if form == "compute":
+        return group_by_tolerance(C, budget_tol)
+    gn = group_by_tolerance(df["N"].to_numpy(float), 0.01)
+    gd = group_by_tolerance(df["D"].to_numpy(float), 0.01)
+    _, labels = np.unique(np.stack([gn, gd], 1), axis=0, return_inverse=True)
+    return labels.ravel()
+
+
+def _quadratic_optimum(llr, lb, loss):
+    """Minimum of loss ~ quadratic(log lr, log B); None if not positive definite or off-range."""
+    if llr.size < 6 or distinct(np.exp(llr)) < 3 or distinct(np.exp(lb)) < 3:
+        return None
+    X = np.column_stack([np.ones_like(llr), llr, lb, llr**2, lb**2, llr * lb])
+    c, *_ = np.linalg.lstsq(X, loss, rcond=None)
+    H = np.array([[2 * c[3], c[5]], [c[5], 2 * c[4]]])
+    if np.any(np.linalg.eigvalsh(H) <= 0):
+        return None
+    x = np.linalg.solve(H, -c[1:3])
+    if not (llr.min() <= x[0] <= llr.max() and lb.min() <= x[1] <= lb.max()):
+        return None
+    lo = float(c[0] + c[1] * x[0] + c[2] * x[1] + c[3] * x[0] ** 2 + c[4] * x[1] ** 2 + c[5] * x[0] * x[1])
+    return float(x[0]), float(x[1]), lo
+
+
+def select_points(logN, logD, logC, llr, lb, loss, groups, tol: float, optimum: str):
+    """Per-group optimum and the regression points. Returns (points dict of arrays, group rows)."""
+    pts = {k: [] for k in ("logN", "logD", "logC", "llr", "lb", "group")}
+    rows = []
+    for g in np.unique(groups):
+        m = np.flatnonzero(groups == g)
+        j = m[np.argmin(loss[m])]
+        row = {"group": int(g), "N": float(np.exp(logN[m].mean())), "D": float(np.exp(logD[m].mean())), "C": float(np.exp(logC[m].mean())),
+               "n_runs": int(m.size), "best_loss": float(loss[j]), "best_lr": float(np.exp(llr[j])), "best_batch_tokens": float(np.exp(lb[j]))}
+        row["lr_on_grid_edge"] = bool(distinct(np.exp(llr[m])) > 1 and (llr[j] <= llr[m].min() or llr[j] >= llr[m].max()))
+        row["batch_on_grid_edge"] = bool(distinct(np.exp(lb[m])) > 1 and (lb[j] <= lb[m].min() or lb[j] >= lb[m].max()))
+        q = _quadratic_optimum(llr[m], lb[m], loss[m]) if optimum == "quadratic" else None
+        if optimum == "quadratic" and q is not None:
+            row.update({"opt_lr": float(np.exp(q[0])), "opt_batch_tokens": float(np.exp(q[1])), "opt_loss": q[2], "optimum": "quadratic"})
+            for k, v in (("logN", logN[m].mean()), ("logD", logD[m].mean()), ("logC", logC[m].mean()), ("llr", q[0]), ("lb", q[1]), ("group", g)):
+                pts[k].append(v)
+            row["n_near_optimal"] = 1
+        else:
+            near = m[loss[m] <= loss[j] * (1 + tol)]
+            row.update({"opt_lr": row["best_lr"], "opt_batch_tokens": row["best_batch_tokens"], "opt_loss": row["best_loss"], "optimum": "best run", "n_near_optimal": int(near.size)})
+            for k, arr in (("logN", logN), ("logD", logD), ("logC", logC), ("llr", llr), ("lb", lb)):
+                pts[k].extend(arr[near].tolist())
+            pts["group"].extend([g] * near.size)
+        rows.append(row)
+    return {k: np.asarray(v, dtype=float) for k, v in pts.items()}, rows
+
+
+def regress(pts, form: str) -> dict[str, float]:
+    """Power-law coefficients from the selected points (NaN where not identified)."""
+    out: dict[str, float] = {}
+    if form == "compute":
+        (c, e), _ = ols(pts["logC"], pts["llr"])
+        out.update(lr_coef=float(np.exp(c)), lr_exp_C=float(e))
+        (c, e), _ = ols(pts["logC"], pts["lb"])
+        out.update(bs_coef=float(np.exp(c)), bs_exp_C=float(e))
+        return out
+    nN, nD = distinct(np.exp(pts["logN"]), 1e-3), distinct(np.exp(pts["logD"]), 1e-3)
+    if nN >= 2 and nD >= 2:
+        (c, eN, eD), _ = ols(np.column_stack([pts["logN"], pts["logD"]]), pts["llr"])
+    elif nD >= 2:
+        (c, eD), _ = ols(pts["logD"], pts["llr"])
+        eN = float("nan")
+    elif nN >= 2:
+        (c, eN), _ = ols(pts["logN"], pts["llr"])
+        eD = float("nan")
+    else:
+        raise FitError("batch-lr (nd): need at least 2 distinct N or D among the near-optimal runs")
+    out.update(lr_coef=float(np.exp(c)), lr_exp_N=float(eN), lr_exp_D=float(eD))
+    if nD >= 2:
+        (c, e), _ = ols(pts["logD"], pts["lb"])
+        out.update(bs_coef=float(np.exp(c)), bs_exp_D=float(e))
+    else:
+        out.update(bs_coef=float(np.exp(pts["lb"].mean())), bs_exp_D=float("nan"))
+    return out
+
+
+@blas_single_thread
+def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.0025, optimum: str = "best", bootstrap: int = 0,
+                 seed: int = 0, columns=None, n_kind: str = "total", budget_tol: float = 0.05, ci: float = 0.95) -> FitRecord:
+    """Fit lr_opt and B_opt power laws from an lr x batch sweep; returns a FitRecord."""
+    if form not in ("compute", "nd"):
+        raise InputError(f"--form must be 'compute' or 'nd' (got {form!r})")
+    if optimum not in ("best", "quadratic"):
+        raise InputError(f"--optimum must be 'best' or 'quadratic' (got {optimum!r})")
+    if not near_optimal_tol >= 0:
+        raise InputError(f"--near-optimal-tol must be >= 0 (got {near_optimal_tol})")
+    ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
+    inputs.validate(ds, ("N", "D", "loss", "lr", "batch_tokens"), min_points=3, law=f"batch-lr ({form})")
+    df = ds.df
+    warnings = list(ds.warnings)
+    t0 = time.perf_counter()
+    C = compute_C(df)
+    groups = _groups(df, form, C, budget_tol)
+    logN, logD, logC = np.log(df.N.to_numpy(float)), np.log(df.D.to_numpy(float)), np.log(C)
+    llr, lb, loss = np.log(df.lr.to_numpy(float)), np.log(df.batch_tokens.to_numpy(float)), df.loss.to_numpy(float)
+    pts, rows = select_points(logN, logD, logC, llr, lb, loss, groups, near_optimal_tol, optimum)
+    n_groups = len(rows)
+    if form == "compute" and distinct(np.exp(pts["logC"]), 1e-3) < 2:
+        raise InputError(f"batch-lr (compute): need runs at 2 or more compute budgets; found {n_groups} group(s) (budgets within {budget_tol:.0%} are merged)")
+    params = regress(pts, form)
+    for k, v in params.items():
+        if not np.isfinite(v):
+            warnings.append(f"{k} not identified: the sweep does not vary the quantity it multiplies")
+    edges = [r for r in rows if r["lr_on_grid_edge"] or r["batch_on_grid_edge"]]
+    if edges:
+        warnings.append(f"{len(edges)} of {n_groups} groups have their best run on the edge of the lr or batch grid: the true optimum may lie outside the sweep")
+    small = [r for r in rows if r["n_runs"] < 3]
+    if small:
+        warnings.append(f"{len(small)} groups have fewer than 3 runs: their optimum is barely located")
+    intervals, boot = {}, None
+    if bootstrap:
+        idxs = bs.resample_indices(len(df), bootstrap, seed, groups=groups)
+
+        def one(idx):
+            p, _ = select_points(logN[idx], logD[idx], logC[idx], llr[idx], lb[idx], loss[idx], groups[idx], near_optimal_tol, optimum)
+            return regress(p, form)
+
+        t = time.perf_counter()
+        samples, failed = bs.run_bootstrap(one, idxs)
+        intervals = bs.percentile_intervals(samples, ci)
+        boot = {"n": bootstrap, "failed": failed, "seed": seed, "ci": ci, "seconds": time.perf_counter() - t, "samples": samples,
+                "method": "resample runs with replacement within each group; percentile intervals", "standard_errors": bs.standard_errors(samples)}
+    resid_lr = pts["llr"] - np.log(_predict_lr(params, form, pts))
+    rec = make_record(
+        law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr), n_points=len(df),
+        warnings=warnings, data_sha256=data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
+        settings={"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum, "budget_tol": budget_tol if form == "compute" else None,
+                  "bootstrap": bootstrap, "seed": seed, "ci": ci, "batch_unit": "tokens", "objective": "sum of squared log-lr residuals"},
+        diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size), "fit_seconds": time.perf_counter() - t0},
+        data_range={"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())], "C": [float(C.min()), float(C.max())]},
+    )
+    if boot:
+        rec["bootstrap"] = boot
+    return rec
+
+
+def _predict_lr(p, form, pts):
+    if form == "compute":
+        return p["lr_coef"] * np.exp(pts["logC"]) ** p["lr_exp_C"]
+    eN = 0.0 if not np.isfinite(p["lr_exp_N"]) else p["lr_exp_N"]
+    eD = 0.0 if not np.isfinite(p["lr_exp_D"]) else p["lr_exp_D"]
+    return p["lr_coef"] * np.exp(pts["logN"] * eN + pts["logD"] * eD)

@@ -1,0 +1,66 @@
+"""Bootstrap by resampling runs (rows) with replacement: intervals for any fitted quantity.
+
+Deterministic given the seed: resample indices come from numpy's PCG64 seeded once, in order.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+
+def resample_indices(n: int, n_boot: int, seed: int, groups: np.ndarray | None = None) -> list[np.ndarray]:
+    """`n_boot` index arrays of length n. With `groups`, resample within each group (stratified),
+    so every IsoFLOP budget / (N, D) cell keeps its size."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_boot):
+        if groups is None:
+            out.append(rng.integers(0, n, size=n))
+        else:
+            parts = []
+            for g in np.unique(groups):
+                members = np.flatnonzero(groups == g)
+                parts.append(members[rng.integers(0, members.size, size=members.size)])
+            out.append(np.sort(np.concatenate(parts)))
+    return out
+
+
+def run_bootstrap(fit_one: Callable[[np.ndarray], dict[str, float] | None], indices: list[np.ndarray]) -> tuple[dict[str, list[float]], int]:
+    """Apply `fit_one(idx) -> params or None` to each resample; collect samples per parameter.
+    Returns (samples, n_failed). A failed resample (degenerate data) is counted, not fatal."""
+    samples: dict[str, list[float]] = {}
+    failed = 0
+    for idx in indices:
+        try:
+            p = fit_one(idx)
+        except Exception:
+            p = None
+        if p is None:
+            failed += 1
+            continue
+        for k, v in p.items():
+            samples.setdefault(k, []).append(float(v))
+    return samples, failed
+
+
+def percentile_intervals(samples: dict[str, list[float]], ci: float = 0.95) -> dict[str, list[float]]:
+    """Percentile intervals (lo, hi) at level `ci`, ignoring non-finite samples."""
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    out = {}
+    for k, v in samples.items():
+        arr = np.asarray(v, dtype=float)
+        arr = arr[np.isfinite(arr)]
+        if arr.size >= 2:
+            out[k] = [float(np.percentile(arr, lo_q)), float(np.percentile(arr, hi_q))]
+    return out
+
+
+def standard_errors(samples: dict[str, list[float]]) -> dict[str, float]:
+    out = {}
+    for k, v in samples.items():
+        arr = np.asarray(v, dtype=float)
+        arr = arr[np.isfinite(arr)]
+        if arr.size >= 2:
+            out[k] = float(arr.std(ddof=1))
+    return out

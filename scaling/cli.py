@@ -1,0 +1,194 @@
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch}` and `scalelab plan`.
+
+Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
+command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return v
+
+
+def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
+    p.add_argument("data", metavar="DATA", help="CSV/Parquet file (columns N, D, loss, ...) or a run-directory tree")
+    p.add_argument("--out", metavar="F.json", help="write the fit record here")
+    p.add_argument("--plot", metavar="F.png", help="write diagnostic plots here (matplotlib)")
+    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (N, D, loss, flops, batch_tokens, lr, steps); repeatable")
+    p.add_argument("--n-kind", default="total", choices=["total", "non_embedding", "active"], help="which parameter count is N for run directories (default: total = summary 'params')")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (fits are deterministic given it)")
+    p.add_argument("--ci", type=float, default=0.95, help="interval level (default 0.95)")
+    if bootstrap:
+        p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples for intervals (0: none)")
+    p.add_argument("--json", action="store_true", help="print the full record as JSON instead of a summary")
+
+
+def register(subparsers) -> None:
+    fit = subparsers.add_parser("fit", help="fit a scaling law to runs or a table", description="Fit scaling laws; writes a JSON fit record.")
+    fsub = fit.add_subparsers(dest="law", metavar="LAW")
+    fsub.required = True
+
+    p = fsub.add_parser("chinchilla", help="L(N,D) = E + A/N^alpha + B/D^beta (approach 3) or the compute-optimal frontier (1, 2)")
+    _common(p)
+    p.add_argument("--approach", type=int, default=3, choices=[1, 2, 3], help="1: lower envelope, 2: IsoFLOP parabolas, 3: parametric Huber fit (default)")
+    p.add_argument("--drop-highest", type=int, default=0, metavar="K", help="drop the K highest-loss points first (Epoch drops 5)")
+    p.add_argument("--holdout", choices=["largest"], help="fit on the smaller runs, report relative error on the largest")
+    p.add_argument("--holdout-fraction", type=float, default=0.1, help="fraction of points (largest N) held out (default 0.1)")
+    p.add_argument("--grid", choices=["fast", "full"], default="fast", help="fast: L-BFGS-B from the best --top-k of the 4500-point grid; full: from all 4500")
+    p.add_argument("--top-k", type=int, default=32, help="starts run in the fast mode (default 32)")
+    p.add_argument("--budget-tol", type=float, default=0.15, help="approach 2: runs within this relative compute are one IsoFLOP budget")
+    p.add_argument("--compute", type=_positive_float, action="append", metavar="C", help="also report N_opt/D_opt/loss at this compute (repeatable)")
+    p.set_defaults(func=cmd_fit_chinchilla)
+
+    p = fsub.add_parser("kaplan", help="Kaplan L(N,D) = [(Nc/N)^(aN/aD) + Dc/D]^aD, or L(N), L(D)")
+    _common(p)
+    p.add_argument("--form", choices=["nd", "n", "d"], default="nd", help="nd (default), n = L(N), d = L(D)")
+    p.add_argument("--drop-highest", type=int, default=0, metavar="K")
+    p.add_argument("--holdout", choices=["largest"])
+    p.set_defaults(func=cmd_fit_kaplan)
+
+    p = fsub.add_parser("batch-lr", help="optimal lr and batch size as power laws in C (DeepSeek) or N, D (Step Law)")
+    _common(p)
+    p.add_argument("--form", choices=["compute", "nd"], default="compute", help="compute: lr, B ~ C^x; nd: lr ~ N^x D^y, B ~ D^z")
+    p.add_argument("--near-optimal-tol", type=float, default=0.0025, help="keep runs with loss <= best * (1 + tol) (default 0.0025)")
+    p.add_argument("--optimum", choices=["best", "quadratic"], default="best", help="locate each group's optimum by its best run or a quadratic in (log lr, log B)")
+    p.add_argument("--budget-tol", type=float, default=0.05, help="compute form: runs within this relative compute form one group")
+    p.set_defaults(func=cmd_fit_batch_lr)
+
+    p = fsub.add_parser("critical-batch", help="steps-to-target vs batch: S = S_min (1 + B_crit/B) per model, B_crit(N)")
+    _common(p)
+    p.set_defaults(func=cmd_fit_critical_batch)
+
+    p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
+                              description="Combine fit records into a recommendation for compute C.")
+    p.add_argument("--fit", action="append", required=True, metavar="F.json", help="fit record (chinchilla required; batch-lr, critical-batch optional); repeatable")
+    p.add_argument("--compute", type=_positive_float, required=True, metavar="C", help="training compute budget in FLOPs, e.g. 1e21")
+    p.add_argument("--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)")
+    p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation")
+    p.add_argument("--micro-batch-size", type=int, default=16, help="micro batch (sequences) for the emitted config")
+    p.add_argument("--ci", type=float, default=0.95)
+    p.add_argument("--out", metavar="plan.json", help="write the plan as JSON")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=cmd_plan)
+
+
+# ---------------------------------------------------------------- helpers
+def _fail(msg: str, code: int) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return code
+
+
+def _check_outputs(args) -> str | None:
+    """Validate options before any work: interval level, output locations."""
+    if hasattr(args, "ci") and not 0 < args.ci < 1:
+        return f"--ci must be between 0 and 1 (got {args.ci})"
+    if getattr(args, "bootstrap", 0) < 0:
+        return f"--bootstrap must be >= 0 (got {args.bootstrap})"
+    plot = getattr(args, "plot", None)
+    if plot and Path(plot).suffix.lower() not in (".png", ".pdf", ".svg"):
+        return f"--plot {plot}: use a .png, .pdf or .svg file name"
+    for opt in ("out", "plot", "emit_config"):
+        v = getattr(args, opt, None)
+        if v and Path(v).exists() and Path(v).is_dir():
+            return f"--{opt.replace('_', '-')} {v} is a directory"
+    return None
+
+
+def _run_fit(args, fit_fn, **kwargs) -> int:
+    from scaling import inputs
+    from scaling.errors import FitError, InputError
+
+    problem = _check_outputs(args)
+    if problem:
+        return _fail(problem, 2)
+    try:
+        cols = inputs.parse_col_overrides(args.col)
+        ds = inputs.load(args.data, cols, args.n_kind)
+        rec = fit_fn(ds, seed=args.seed, ci=args.ci, **kwargs)
+    except InputError as exc:
+        return _fail(str(exc), 2)
+    except FitError as exc:
+        return _fail(str(exc), 1)
+    if args.out:
+        rec.save(args.out)
+    if args.plot:
+        from scaling.plots import plot_fit
+
+        try:
+            plot_fit(rec, ds.df, args.plot)
+        except Exception as exc:  # a plot must never lose a finished fit
+            print(f"warning: plot failed: {exc}", file=sys.stderr)
+    print(rec.to_json() if args.json else rec.summary())
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_fit_chinchilla(args) -> int:
+    from scaling.chinchilla import fit_chinchilla
+
+    if args.top_k < 1:
+        return _fail(f"--top-k must be >= 1 (got {args.top_k})", 2)
+    return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
+                    holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
+                    budget_tol=args.budget_tol, compute=args.compute)
+
+
+def cmd_fit_kaplan(args) -> int:
+    from scaling.kaplan_fit import fit_kaplan
+
+    return _run_fit(args, fit_kaplan, form=args.form, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap, holdout=args.holdout)
+
+
+def cmd_fit_batch_lr(args) -> int:
+    from scaling.batch_lr import fit_batch_lr
+
+    return _run_fit(args, fit_batch_lr, form=args.form, near_optimal_tol=args.near_optimal_tol, optimum=args.optimum,
+                    bootstrap=args.bootstrap, budget_tol=args.budget_tol)
+
+
+def cmd_fit_critical_batch(args) -> int:
+    from scaling.critical_batch import fit_critical_batch
+
+    return _run_fit(args, fit_critical_batch, bootstrap=args.bootstrap)
+
+
+def cmd_plan(args) -> int:
+    import json
+
+    from scaling.errors import InputError
+    from scaling.plan import emit_config, format_plan, make_plan
+    from scaling.record import FitRecord
+
+    problem = _check_outputs(args)
+    if problem:
+        return _fail(problem, 2)
+    if args.vocab_size is not None and args.vocab_size <= 0:
+        return _fail(f"--vocab-size must be > 0 (got {args.vocab_size})", 2)
+    if args.micro_batch_size <= 0:
+        return _fail(f"--micro-batch-size must be > 0 (got {args.micro_batch_size})", 2)
+    try:
+        fits = [FitRecord.load(f) for f in args.fit]
+        plan = make_plan(fits, args.compute, vocab_size=args.vocab_size, ci=args.ci)
+        if args.emit_config:
+            emit_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size)
+            plan["emitted_config"] = args.emit_config
+    except InputError as exc:
+        return _fail(str(exc), 2)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(plan, indent=2) + "\n")
+    print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
+    if args.emit_config:
+        print(f"wrote {args.emit_config}", file=sys.stderr)
+    return 0

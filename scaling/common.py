@@ -1,0 +1,108 @@
+"""Helpers shared by the fits: compute column, subsetting, log-space OLS, identification checks."""
+from __future__ import annotations
+
+import numpy as np
+
+from scaling.errors import InputError
+
+EXTRAPOLATION_WARN_FACTOR = 100.0  # predictions beyond 100x the largest fitted compute are flagged
+
+
+def compute_C(df) -> np.ndarray:
+    """Training FLOPs per run: the `flops` column where valid, else 6 N D."""
+    c6 = 6.0 * df["N"].to_numpy(float) * df["D"].to_numpy(float)
+    if "flops" in df.columns:
+        f = df["flops"].to_numpy(float)
+        return np.where(np.isfinite(f) & (f > 0), f, c6)
+    return c6
+
+
+def drop_highest(df, k: int):
+    """Drop the k highest-loss rows (Epoch drops 5 outliers from the 245 extracted points)."""
+    if k < 0:
+        raise InputError(f"--drop-highest must be >= 0 (got {k})")
+    if k == 0:
+        return df
+    if k >= len(df):
+        raise InputError(f"--drop-highest {k} would drop all {len(df)} points")
+    keep = df["loss"].rank(method="first", ascending=False) > k
+    return df[keep].reset_index(drop=True)
+
+
+def holdout_split(df, fraction: float, key: str = "N"):
+    """Split off the largest runs: every row with `key` >= its (1 - fraction) quantile (>= 1 row).
+    Returns (train, held_out)."""
+    if not 0 < fraction < 1:
+        raise InputError(f"holdout fraction must be in (0, 1) (got {fraction})")
+    v = df[key].to_numpy(float)
+    n_out = max(1, int(round(fraction * len(df))))
+    thresh = np.sort(v)[-n_out]
+    mask = v >= thresh
+    return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)
+
+
+def ols(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """Least squares y ~ [1, X] b. Returns (coefficients incl. intercept, R^2)."""
+    X = np.atleast_2d(np.asarray(X, dtype=float))
+    if X.shape[0] != len(y):
+        X = X.T
+    A = np.column_stack([np.ones(len(y)), X])
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    resid = y - A @ coef
+    ss = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float(resid @ resid) / ss if ss > 0 else float("nan")
+    return coef, r2
+
+
+def distinct(values: np.ndarray, rtol: float = 1e-6) -> int:
+    """Number of distinct values up to a relative tolerance (log scale)."""
+    lv = np.sort(np.log(np.asarray(values, dtype=float)))
+    if lv.size == 0:
+        return 0
+    return int(1 + np.sum(np.diff(lv) > rtol))
+
+
+def identification_warnings(N: np.ndarray, D: np.ndarray) -> list[str]:
+    """Warn when the design cannot separate the N and D terms."""
+    out = []
+    nN, nD = distinct(N), distinct(D)
+    if nN < 2:
+        out.append("not identified: all runs have the same N, so A and alpha cannot be estimated (E absorbs the N term)")
+    elif nN < 3:
+        out.append(f"weakly identified: only {nN} distinct N values for A, alpha and E")
+    if nD < 2:
+        out.append("not identified: all runs have the same D, so B and beta cannot be estimated (E absorbs the D term)")
+    elif nD < 3:
+        out.append(f"weakly identified: only {nD} distinct D values for B, beta and E")
+    if nN >= 2 and nD >= 2:
+        r = np.corrcoef(np.log(N), np.log(D))[0, 1]
+        if abs(r) > 0.995:
+            out.append(f"weakly identified: log N and log D are collinear (corr {r:.4f}), e.g. a fixed tokens-per-parameter ratio; alpha and beta trade off")
+    return out
+
+
+def group_by_tolerance(values: np.ndarray, rel_tol: float) -> np.ndarray:
+    """Cluster positive values whose logs lie within log(1+rel_tol) of a cluster's densest point.
+
+    Greedy mode-seeking: repeatedly take the point with the most neighbours within the window,
+    make it and its (unassigned) neighbours a group. Works both for exact sweep budgets and for
+    noisy extracted data (Epoch's IsoFLOP points). Returns integer labels ordered by value.
+    """
+    lv = np.log(np.asarray(values, dtype=float))
+    w = np.log1p(rel_tol)
+    labels = np.full(lv.size, -1)
+    nxt = 0
+    while (labels < 0).any():
+        free = np.flatnonzero(labels < 0)
+        d = np.abs(lv[free][:, None] - lv[free][None, :]) <= w
+        counts = d.sum(1)
+        centre = free[int(np.argmax(counts))]
+        members = free[np.abs(lv[free] - lv[centre]) <= w]
+        labels[members] = nxt
+        nxt += 1
+    # relabel in increasing order of the group's mean value
+    means = np.array([lv[labels == g].mean() for g in range(nxt)])
+    order = np.argsort(means)
+    remap = np.empty(nxt, dtype=int)
+    remap[order] = np.arange(nxt)
+    return remap[labels]

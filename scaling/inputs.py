@@ -1,0 +1,263 @@
+"""Reading fit inputs: a DataFrame, a CSV/Parquet file, or a tree of scalelab run directories.
+
+Every fit works on one canonical table with the columns
+    N (parameters; which kind is recorded), D (tokens), loss,
+and optionally flops, batch_tokens, lr, steps, run. The run-directory reader is isolated in
+`read_run_dirs` so it can later be swapped for the sweep registry without touching the fits.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from scaling.errors import InputError
+
+ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps")
+
+# Column names recognised automatically (case-insensitive) when --col does not say otherwise.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "N": ("n", "params", "n_params", "parameters", "model size", "model_size"),
+    "D": ("d", "tokens", "n_tokens", "training tokens", "train_tokens"),
+    "loss": ("loss", "final_val_loss", "val_loss", "final_loss", "eval_loss"),
+    "flops": ("flops", "training flop", "training_flop", "c", "compute"),
+    "batch_tokens": ("batch_tokens", "batch_size_tokens", "bs_tokens", "b"),
+    "lr": ("lr", "learning_rate", "eta"),
+    "steps": ("steps", "step", "s", "steps_to_target"),
+}
+
+N_KINDS = {"total": "params", "non_embedding": "non_embedding_params", "active": "active_params"}
+
+
+@dataclass
+class Dataset:
+    """A canonical table plus where it came from and what the reader had to say about it."""
+
+    df: Any  # pandas.DataFrame with canonical column names
+    source: str
+    n_kind: str
+    columns: dict[str, str] = field(default_factory=dict)  # role -> original column
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_col_overrides(items: Iterable[str] | None) -> dict[str, str]:
+    """['N=params', 'loss=val'] -> {'N': 'params', 'loss': 'val'}; unknown roles are errors."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(f"--col '{item}' must look like role=column (roles: {', '.join(ROLES)})")
+        role, col = item.split("=", 1)
+        role = role.strip()
+        if role not in ROLES:
+            raise InputError(f"--col '{item}': unknown role '{role}' (roles: {', '.join(ROLES)})")
+        out[role] = col.strip()
+    return out
+
+
+def load(source, columns: dict[str, str] | None = None, n_kind: str = "total") -> Dataset:
+    """Load DATA (DataFrame, .csv/.parquet path, or run-directory tree) into a canonical Dataset."""
+    import pandas as pd
+
+    if n_kind not in N_KINDS:
+        raise InputError(f"unknown N kind '{n_kind}' (choose from {', '.join(N_KINDS)})")
+    columns = dict(columns or {})
+    warnings: list[str] = []
+    if isinstance(source, pd.DataFrame):
+        raw, desc = source.copy(), "DataFrame"
+    else:
+        path = Path(source)
+        desc = str(path)
+        if not path.exists():
+            raise InputError(f"data not found: {path}")
+        if path.is_dir():
+            raw, warnings = read_run_dirs(path, n_kind=n_kind)
+            if not columns:
+                return _canonical(raw, {r: r for r in ROLES if r in raw.columns}, desc, f"{n_kind} ({N_KINDS[n_kind]} from summary.json)", warnings)
+        elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
+            try:
+                raw = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
+            except Exception as exc:  # pandas raises many types for malformed text
+                raise InputError(f"{path}: cannot read as CSV: {exc}") from None
+        elif path.suffix.lower() in (".parquet", ".pq"):
+            try:
+                raw = pd.read_parquet(path)
+            except Exception as exc:
+                raise InputError(f"{path}: cannot read as Parquet: {exc}") from None
+        else:
+            raise InputError(f"{path}: unsupported data file type '{path.suffix}' (use .csv, .parquet or a run directory)")
+    mapping = _resolve_columns(raw, columns)
+    kind = f"as given (column '{mapping['N']}')" if "N" in mapping else n_kind
+    return _canonical(raw, mapping, desc, kind, warnings)
+
+
+def _resolve_columns(raw, overrides: dict[str, str]) -> dict[str, str]:
+    lower = {str(c).strip().lower(): c for c in raw.columns}
+    mapping: dict[str, str] = {}
+    for role, col in overrides.items():
+        if col not in raw.columns:
+            raise InputError(f"--col {role}={col}: no column '{col}' (columns: {', '.join(map(str, raw.columns))})")
+        mapping[role] = col
+    used = set(mapping.values())
+    for role in ROLES:
+        if role in mapping:
+            continue
+        for alias in (role.lower(),) + ALIASES[role]:
+            col = lower.get(alias)
+            if col is not None and col not in used:
+                mapping[role] = col
+                used.add(col)
+                break
+    return mapping
+
+
+def _canonical(raw, mapping: dict[str, str], desc: str, n_kind: str, warnings: list[str]) -> Dataset:
+    import pandas as pd
+
+    df = pd.DataFrame(index=raw.index)
+    for role, col in mapping.items():
+        df[role] = pd.to_numeric(raw[col], errors="coerce")
+        bad = raw[col].notna() & df[role].isna()
+        if bad.any():
+            raise InputError(f"column '{col}' ({role}) has non-numeric values, e.g. {raw[col][bad].iloc[0]!r}")
+    for extra in ("run", "sweep"):
+        if extra in raw.columns and extra not in df.columns:
+            df[extra] = raw[extra].astype(str)
+    if "D" not in df.columns and "flops" in df.columns and "N" in df.columns:
+        df["D"] = df["flops"] / (6.0 * df["N"])
+        mapping = dict(mapping, D="flops/(6N)")
+    df = df.reset_index(drop=True)
+    return Dataset(df=df, source=desc, n_kind=n_kind, columns={k: str(v) for k, v in mapping.items()}, warnings=list(warnings))
+
+
+def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) -> None:
+    """Check required columns exist, are finite and positive, and that there are enough rows.
+    Error messages name the column (as the user called it) and the offending rows."""
+    import numpy as np
+
+    df = ds.df
+    for role in roles:
+        if role not in df.columns:
+            hint = " (or 'flops' together with N)" if role == "D" else ""
+            avail = ", ".join(map(str, df.columns)) or "(none)"
+            raise InputError(f"{law}: missing column for '{role}'{hint}; map one with --col {role}=COLUMN (found: {avail})")
+        name = ds.columns.get(role, role)
+        vals = df[role].to_numpy(dtype=float)
+        bad = np.flatnonzero(~np.isfinite(vals))
+        if bad.size:
+            raise InputError(f"{law}: column '{name}' ({role}) has {bad.size} NaN/infinite value(s), first at row {int(bad[0])}")
+        bad = np.flatnonzero(vals <= 0)
+        if bad.size:
+            raise InputError(f"{law}: column '{name}' ({role}) has {bad.size} non-positive value(s), first at row {int(bad[0])} ({vals[bad[0]]:g})")
+    if len(df) < min_points:
+        raise InputError(f"{law}: too few points: {len(df)} (need at least {min_points})")
+
+
+# ---------------------------------------------------------------- run directories
+def _read_yaml(path: Path) -> dict:
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    return data if isinstance(data, dict) else {}
+
+
+def _get(d: dict, dotted: str):
+    node: Any = d
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def read_run_dirs(root: str | Path, n_kind: str = "total"):
+    """Scan `root` for run directories (`<sweep>/<run>/summary.json`, any depth).
+
+    Uses only runs with status "done"; loss = final_val_loss if present else final_loss;
+    N = summary[N_KINDS[n_kind]]; D = tokens. Half-written or malformed runs become warnings.
+    Returns (DataFrame, warnings).
+    """
+    import pandas as pd
+
+    root = Path(root)
+    warnings: list[str] = []
+    rows = []
+    skipped: dict[str, int] = {}
+    run_dirs = sorted({p.parent for p in root.rglob("summary.json")} | {p.parent for p in root.rglob("config.yaml")})
+    for run in run_dirs:
+        rel = str(run.relative_to(root)) if run != root else run.name
+        summ_path = run / "summary.json"
+        if not summ_path.exists():
+            if (run / "metrics.jsonl").exists() or (run / "checkpoints").exists():
+                skipped["no summary.json yet"] = skipped.get("no summary.json yet", 0) + 1
+            continue
+        try:
+            summary = json.loads(summ_path.read_text())
+            if not isinstance(summary, dict):
+                raise ValueError("top level is not an object")
+        except Exception as exc:
+            warnings.append(f"run {rel}: unreadable summary.json ({exc}); skipped")
+            continue
+        status = summary.get("status")
+        if status != "done":
+            key = f"status {status!r}"
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        cfg: dict = {}
+        if (run / "config.yaml").exists():
+            try:
+                cfg = _read_yaml(run / "config.yaml")
+            except Exception as exc:
+                warnings.append(f"run {rel}: unreadable config.yaml ({exc}); using summary.json only")
+        loss = summary.get("final_val_loss")
+        if loss is None:
+            loss = summary.get("final_loss")
+        n_key = N_KINDS[n_kind]
+        seq_len = _get(cfg, "model.seq_len")
+        gbs = _get(cfg, "train.global_batch_size")
+        batch_tokens = summary.get("batch_tokens")
+        if batch_tokens is None and seq_len and gbs:
+            batch_tokens = seq_len * gbs
+        lr = summary.get("lr", _get(cfg, "optim.lr"))
+        row = {
+            "run": rel,
+            "sweep": run.parent.name if run.parent != root.parent else "",
+            "N": summary.get(n_key),
+            "D": summary.get("tokens"),
+            "loss": loss,
+            "flops": summary.get("flops"),
+            "batch_tokens": batch_tokens,
+            "lr": lr,
+            "steps": summary.get("steps"),
+            "params": summary.get("params"),
+            "non_embedding_params": summary.get("non_embedding_params"),
+            "wall_s": summary.get("wall_s"),
+            "d_model": _get(cfg, "model.d_model"),
+            "n_layers": _get(cfg, "model.n_layers"),
+            "seq_len": seq_len,
+        }
+        missing = [k for k, v in (("N (" + n_key + ")", row["N"]), ("tokens", row["D"]), ("final_val_loss/final_loss", loss)) if v is None]
+        if missing:
+            warnings.append(f"run {rel}: summary.json lacks {', '.join(missing)}; skipped")
+            continue
+        bad = [k for k in ("N", "D", "loss") if not _is_number(row[k])]
+        if bad:
+            warnings.append(f"run {rel}: non-numeric {', '.join(bad)} in summary.json; skipped")
+            continue
+        rows.append(row)
+    for why, n in sorted(skipped.items()):
+        warnings.append(f"skipped {n} run(s) with {why}")
+    if not rows:
+        raise InputError(f"{root}: no finished runs (status 'done' with N, tokens and loss) found" + (f"; {'; '.join(warnings)}" if warnings else ""))
+    df = pd.DataFrame(rows)
+    for col in ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df, warnings
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,132 @@
+"""The fit record: one JSON document per fit, read by `plan`, the dashboard and notebooks.
+
+Keys: law, approach, params, intervals (name -> [lo, hi]), objective, n_points, warnings,
+data_sha256, plus settings, diagnostics, n_kind, columns, source, and (when bootstrapped)
+bootstrap.samples so that consumers can propagate uncertainty to any derived quantity.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+def data_sha256(df, columns) -> str:
+    """SHA-256 of the fitted table: for each column (in order) its name and float64 bytes.
+    Identical numbers in the same order give the same hash whatever file they came from."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    for c in columns:
+        h.update(str(c).encode())
+        h.update(np.ascontiguousarray(df[c].to_numpy(dtype="<f8")).tobytes())
+    return h.hexdigest()
+
+
+def _clean(obj: Any) -> Any:
+    """Make numpy scalars/arrays JSON-safe; NaN/inf become None (strict JSON)."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        np = None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if np is not None:
+        if isinstance(obj, np.ndarray):
+            return _clean(obj.tolist())
+        if isinstance(obj, np.bool_):
+            return bool(obj)
+        if isinstance(obj, np.integer):
+            return int(obj)
+        if isinstance(obj, np.floating):
+            obj = float(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+class FitRecord(dict):
+    """A dict (JSON-ready) with helpers. Same content from the CLI and the Python API."""
+
+    REQUIRED = ("law", "approach", "params", "intervals", "objective", "n_points", "warnings", "data_sha256")
+
+    @property
+    def params(self) -> dict:
+        return self["params"]
+
+    @property
+    def intervals(self) -> dict:
+        return self["intervals"]
+
+    @property
+    def warnings(self) -> list:
+        return self["warnings"]
+
+    def to_json(self) -> str:
+        return json.dumps(_clean(dict(self)), indent=2, allow_nan=False)
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(self.to_json() + "\n")
+        tmp.replace(p)
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> "FitRecord":
+        from scaling.errors import InputError
+
+        p = Path(path)
+        if not p.exists():
+            raise InputError(f"fit record not found: {p}")
+        try:
+            data = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: not a JSON fit record ({exc})") from None
+        missing = [k for k in ("law", "params") if k not in data]
+        if missing:
+            raise InputError(f"{p}: not a fit record (missing {', '.join(missing)})")
+        return cls(data)
+
+    def law(self):
+        """The law object (with `predict`) for this record's point estimate."""
+        from scaling import laws
+
+        return laws.from_record(self)
+
+    def summary(self) -> str:
+        """A short human-readable table of parameters and intervals."""
+        lines = [f"law: {self['law']}" + (f" (approach {self['approach']})" if self.get("approach") else ""), f"points: {self.get('n_points')}"]
+        if self.get("objective") is not None:
+            lines.append(f"objective: {self['objective']:.10g}")
+        ivs = self.get("intervals") or {}
+        for k, v in self["params"].items():
+            if isinstance(v, (int, float)) and v is not None:
+                iv = ivs.get(k)
+                s = f"  {k:>12} = {v:.6g}"
+                if iv and None not in iv:
+                    s += f"   [{iv[0]:.6g}, {iv[1]:.6g}]"
+                lines.append(s)
+        ho = self.get("holdout")
+        if ho:
+            lines.append(f"holdout ({ho['n_points']} largest runs): mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}")
+        for w in self.get("warnings", []):
+            lines.append(f"warning: {w}")
+        return "\n".join(lines)
+
+
+def make_record(**fields) -> FitRecord:
+    """Build a FitRecord, cleaning values and checking the required keys are present."""
+    rec = FitRecord(_clean(fields))
+    rec.setdefault("schema_version", SCHEMA_VERSION)
+    missing = [k for k in FitRecord.REQUIRED if k not in rec]
+    if missing:  # programming error, not user error
+        raise KeyError(f"fit record lacks {missing}")
+    return rec
