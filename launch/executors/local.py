@@ -1,0 +1,195 @@
+"""Local executor: N worker slots on this machine, one trainer subprocess per run.
+
+CPU: each run gets `train.threads` = cores / workers and the same OMP_NUM_THREADS (oversubscribed
+ranks run many times slower). GPUs: each slot gets its own CUDA_VISIBLE_DEVICES slice. The
+launcher holds each run's lock and passes it to the trainer; Ctrl-C / SIGTERM forwards SIGTERM so
+running trainers checkpoint and exit, and the next launch resumes them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from launch.locks import RunLock
+from launch.status import last_record
+from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, train_argv, write_launch_config
+
+
+def visible_gpus() -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g for g in env.split(",") if g.strip() != ""]
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    except Exception:
+        return []
+
+
+@dataclass
+class Slot:
+    index: int
+    env: dict
+    threads: int | None
+    run: object = None
+    proc: object = None
+    lock: RunLock | None = None
+    log: object = None
+    started: float = 0.0
+
+
+@dataclass
+class LaunchResult:
+    done: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # name -> why
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else (3 if self.stopped else 0)
+
+
+class LocalExecutor:
+    def __init__(self, workers: int = 1, threads: int | None = None, gpus_per_run: int = 1, progress: bool = True,
+                 poll_s: float = 0.5, stream=None):
+        self.workers = max(1, workers)
+        self.gpus = visible_gpus()
+        self.stream = stream or sys.stdout
+        if self.gpus:
+            per = max(1, gpus_per_run)
+            self.workers = max(1, min(self.workers, len(self.gpus) // per))
+            self.slots = [Slot(i, {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus[i * per:(i + 1) * per])}, threads)
+                          for i in range(self.workers)]
+        else:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            t = threads or max(1, cores // self.workers)
+            self.slots = [Slot(i, {"OMP_NUM_THREADS": str(t), "CUDA_VISIBLE_DEVICES": ""}, t) for i in range(self.workers)]
+        self.progress = progress
+        self.poll_s = poll_s
+        self._stop = False
+        self._tty = self.stream.isatty()
+
+    def _say(self, text: str) -> None:
+        if self._tty:
+            self.stream.write("\r\x1b[2K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def launch(self, runs: list, retry_failed: bool = False) -> LaunchResult:
+        res = LaunchResult()
+        queue = []
+        for r in runs:
+            what = decide(Path(r.run_dir), retry_failed)
+            if what == "done":
+                res.skipped[r.name] = "done"
+            elif what == "failed":
+                res.skipped[r.name] = "failed (use --retry-failed)"
+                res.failed.append(r.name)
+            else:
+                queue.append(r)
+        self._say(f"local executor: {len(queue)} to run, {len(res.skipped)} skipped, {len(self.slots)} workers "
+                  + (f"(GPUs {','.join(self.gpus)})" if self.gpus else f"({self.slots[0].threads} threads each)"))
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._loop(queue, res, retry_failed)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        return res
+
+    def _on_signal(self, signum, frame) -> None:
+        if not self._stop:
+            self._say(f"{signal.Signals(signum).name}: asking running trainers to checkpoint and stop")
+        self._stop = True
+        for s in self.slots:
+            if s.proc is not None and s.proc.poll() is None:
+                try:
+                    os.killpg(s.proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def _start(self, slot: Slot, run, res: LaunchResult, retry_failed: bool) -> bool:
+        run_dir = Path(run.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(run_dir)
+        if not lock.acquire(wait_s=0.5):
+            res.skipped[run.name] = "running under another launch"
+            return False
+        what = decide(run_dir, retry_failed)  # re-check under the lock: another launch may have finished it
+        if what != "run":
+            lock.release()
+            res.skipped[run.name] = what
+            return False
+        write_launch_config(run)
+        argv = train_argv(run_dir, overrides=[f"train.threads={slot.threads}"] if slot.threads and not self.gpus else [])
+        log = open_log(run_dir, f"local worker {slot.index}: {' '.join(argv)}")
+        slot.proc = start_trainer(run_dir, argv, {**os.environ, **slot.env}, lock, log)
+        slot.run, slot.lock, slot.log, slot.started = run, lock, log, time.time()
+        self._say(f"start  {run.name} (slot {slot.index}) -> {run_dir / 'train.log'}")
+        return True
+
+    def _finish(self, slot: Slot, code: int, res: LaunchResult) -> None:
+        name = slot.run.name
+        slot.log.write(f"=== trainer exit code {code}\n".encode())
+        slot.log.close()
+        slot.lock.release()
+        took = time.time() - slot.started
+        rec = last_record(Path(slot.run.run_dir) / "metrics.jsonl") or {}
+        loss = rec.get("loss")
+        tail = f", loss {loss:.4f}" if isinstance(loss, float) else ""
+        if code == EXIT_OK:
+            res.done.append(name)
+            self._say(f"done   {name} in {took:.0f}s{tail}")
+        elif code == EXIT_STOPPED:
+            res.stopped.append(name)
+            self._say(f"stopped {name} after a checkpoint{tail} (relaunch resumes it)")
+        else:
+            res.failed.append(name)
+            self._say(f"FAILED {name} (exit {code}); see {Path(slot.run.run_dir) / 'train.log'}")
+        slot.run = slot.proc = slot.lock = slot.log = None
+
+    def _loop(self, queue: list, res: LaunchResult, retry_failed: bool) -> None:
+        total = len(queue)
+        last_line = 0.0
+        while True:
+            for slot in self.slots:
+                if slot.proc is not None:
+                    code = slot.proc.poll()
+                    if code is not None:
+                        self._finish(slot, code, res)
+                while slot.proc is None and queue and not self._stop:
+                    self._start(slot, queue.pop(0), res, retry_failed)
+            busy = [s for s in self.slots if s.proc is not None]
+            if not busy and (not queue or self._stop):
+                break
+            now = time.time()
+            if self.progress and (self._tty or now - last_line > 30):
+                self._progress(busy, res, total, len(queue))
+                last_line = now
+            time.sleep(self.poll_s)
+        if self._tty:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+    def _progress(self, busy: list[Slot], res: LaunchResult, total: int, waiting: int) -> None:
+        parts = []
+        for s in busy:
+            rec = last_record(Path(s.run.run_dir) / "metrics.jsonl") or {}
+            step = rec.get("step", 0)
+            loss = rec.get("loss")
+            parts.append(f"{s.run.name} {step}/{s.run.steps}" + (f" {loss:.3f}" if isinstance(loss, float) else ""))
+        head = f"[{len(res.done)}/{total} done, {len(busy)} running, {waiting} waiting, {len(res.failed)} failed]"
+        text = head + " " + " | ".join(parts)
+        if self._tty:
+            width = os.get_terminal_size(self.stream.fileno()).columns if hasattr(self.stream, "fileno") else 120
+            self.stream.write("\r\x1b[2K" + text[: max(20, width - 1)])
+            self.stream.flush()
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()

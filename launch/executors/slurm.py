@@ -1,0 +1,195 @@
+"""Slurm executor: one sbatch job array per launch, one array task per run.
+
+The script asks Slurm for `--signal=B:USR1@<secs>` (delivered to the batch shell, which `exec`s
+the worker; the worker forwards it to the trainer, which checkpoints and exits 3, then requeues
+its own task) and `--requeue` (preempted tasks go back to the queue and resume from their
+checkpoint). Multi-GPU runs spawn one process per GPU; multi-node runs use `srun` per rank (no
+ssh between nodes) or, with `launcher: deepspeed`, the DeepSpeed launcher with a hostfile built
+from `scontrol show hostnames $SLURM_JOB_NODELIST`. Submitted jobs are recorded in
+`<runs_dir>/.sweep/jobs.jsonl` so `status` and `cancel` find them again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pretrain.errors import ConfigError
+
+from launch.worker import decide, write_launch_config
+
+
+class SlurmError(RuntimeError):
+    pass
+
+
+def sweep_meta_dir(root: Path) -> Path:
+    return Path(root) / ".sweep"
+
+
+def rank_mode(s) -> str:
+    if s.launcher != "auto":
+        return s.launcher
+    if s.nodes > 1:
+        return "srun"
+    return "local" if s.gpus_per_node > 1 else "single"
+
+
+def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool = False, python: str | None = None) -> str:
+    s = spec.executor.slurm
+    meta = sweep_meta_dir(spec.runs_root().resolve())
+    n = len(run_dirs)
+    mode = rank_mode(s)
+    tasks_per_node = max(1, s.gpus_per_node) if mode == "srun" else 1
+    d = [f"--job-name={spec.name}", f"--array=0-{n - 1}" + (f"%{s.max_parallel}" if s.max_parallel else ""),
+         f"--output={meta}/slurm-%A_%a.out", "--open-mode=append", f"--chdir={Path.cwd()}",
+         f"--nodes={s.nodes}", f"--ntasks-per-node={tasks_per_node}", f"--signal=B:USR1@{s.signal_secs}"]
+    if s.requeue:
+        d.append("--requeue")
+    for key, val in (("partition", s.partition), ("account", s.account), ("qos", s.qos), ("mem", s.mem), ("time", s.time)):
+        if val:
+            d.append(f"--{key}={val}")
+    if s.gpus_per_node:
+        d.append(f"--gpus-per-node={s.gpus_per_node}")
+    if s.cpus_per_task:
+        d.append(f"--cpus-per-task={s.cpus_per_task}")
+    for extra in s.extra:
+        d.append(extra if extra.startswith("-") else f"--{extra}")
+    py = python or s.python or sys.executable
+    threads = s.cpus_per_task if (s.cpus_per_task and not s.gpus_per_node) else None
+    worker = [py, "-m", "launch.worker", "--manifest", str(manifest), "--index", "$SLURM_ARRAY_TASK_ID",
+              "--mode", mode, "--nodes", str(s.nodes), "--gpus", str(s.gpus_per_node), "--port", str(s.master_port)]
+    if threads:
+        worker += ["--threads", str(threads)]
+    if s.requeue:
+        worker.append("--requeue")
+    if retry_failed:
+        worker.append("--retry-failed")
+    lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: {n} runs, one array task each (rank mode: {mode})"]
+    lines += [f"#SBATCH {x}" for x in d]
+    lines += ["", "set -eo pipefail", "export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1}"]
+    if threads:
+        lines.append(f"export OMP_NUM_THREADS={threads}")
+    lines += s.setup
+    lines += ["# exec: the worker receives Slurm's USR1 itself and forwards it to the trainer",
+              "exec " + " ".join(a if a.startswith("$") else shlex.quote(a) for a in worker), ""]
+    return "\n".join(lines)
+
+
+def _need(cmd: str) -> str:
+    path = shutil.which(cmd)
+    if not path:
+        raise SlurmError(f"`{cmd}` not found: the slurm executor needs the Slurm client tools on PATH")
+    return path
+
+
+def queued_jobs(root: Path) -> dict[str, str]:
+    """run name -> 'jobid_task (STATE)' for this sweep's tasks still known to squeue."""
+    meta = sweep_meta_dir(Path(root))
+    records = _records(meta)
+    if not records or not shutil.which("squeue"):
+        return {}
+    ids = ",".join(r["job_id"] for r in records)
+    out = subprocess.run(["squeue", "-h", "-r", "-j", ids, "-o", "%i|%T"], capture_output=True, text=True)
+    if out.returncode != 0:
+        return {}
+    by_job = {r["job_id"]: r for r in records}
+    found: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        jid, _, state = line.strip().partition("|")
+        job, _, task = jid.partition("_")
+        rec = by_job.get(job)
+        if rec is None or not task.isdigit():
+            continue
+        idx = int(task)
+        if idx < len(rec["runs"]):
+            found[rec["runs"][idx]] = f"{jid} ({state})"
+    return found
+
+
+def _records(meta: Path) -> list[dict]:
+    path = meta / "jobs.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+class SlurmExecutor:
+    def __init__(self, spec):
+        self.spec = spec
+
+    def select(self, runs: list, retry_failed: bool) -> tuple[list, dict[str, str]]:
+        """Runs that need a task now; skipped ones with the reason."""
+        queued = queued_jobs(self.spec.runs_root())
+        todo, skipped = [], {}
+        from launch.locks import is_locked
+
+        for r in runs:
+            what = decide(Path(r.run_dir), retry_failed)
+            if what != "run":
+                skipped[r.name] = what
+            elif r.name in queued:
+                skipped[r.name] = f"already queued as {queued[r.name]}"
+            elif is_locked(r.run_dir):
+                skipped[r.name] = "running"
+            else:
+                todo.append(r)
+        return todo, skipped
+
+    def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=sys.stdout) -> dict:
+        todo, skipped = self.select(runs, retry_failed)
+        root = self.spec.runs_root().resolve()
+        meta = sweep_meta_dir(root)
+        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        manifest = meta / f"array-{stamp}.txt"
+        run_dirs = [Path(r.run_dir).resolve() for r in todo]
+        if not todo:
+            return {"job_id": None, "runs": [], "skipped": skipped, "script": None}
+        script = render_script(self.spec, run_dirs, manifest, retry_failed)
+        if dry_run:
+            out.write(f"# manifest {manifest} (index -> run dir)\n" + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs)))
+            out.write(script)
+            return {"job_id": None, "runs": [r.name for r in todo], "skipped": skipped, "script": script}
+        sbatch = _need("sbatch")
+        meta.mkdir(parents=True, exist_ok=True)
+        for r in todo:
+            Path(r.run_dir).mkdir(parents=True, exist_ok=True)
+            write_launch_config(r)
+        manifest.write_text("".join(f"{d}\n" for d in run_dirs))
+        script_path = meta / f"{self.spec.name}-{stamp}.sbatch"
+        script_path.write_text(script)
+        res = subprocess.run([sbatch, "--parsable", str(script_path)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SlurmError(f"sbatch failed ({res.returncode}): {res.stderr.strip() or res.stdout.strip()}")
+        job_id = res.stdout.strip().split(";")[0]
+        rec = {"job_id": job_id, "submitted": stamp, "script": str(script_path), "manifest": str(manifest),
+               "runs": [r.name for r in todo]}
+        with open(meta / "jobs.jsonl", "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        return {**rec, "skipped": skipped}
+
+    def cancel(self, names: list[str] | None = None) -> list[str]:
+        """scancel this sweep's queued/running tasks (all, or only those of `names`)."""
+        scancel = _need("scancel")
+        queued = queued_jobs(self.spec.runs_root())
+        targets = [q.split()[0] for n, q in queued.items() if names is None or n in names]
+        if targets:
+            subprocess.run([scancel, *targets], check=False)
+        return targets
+
+
+def check_spec(spec) -> None:
+    s = spec.executor.slurm
+    if s.nodes > 1 and rank_mode(s) in ("single", "local"):
+        raise ConfigError("executor.slurm: nodes > 1 needs launcher srun or deepspeed")

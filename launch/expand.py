@@ -1,0 +1,253 @@
+"""Spec -> runs. Deterministic: the same spec always gives the same runs, names and ids.
+
+Every expanded run is validated through `validate_train`, so an unknown key or an impossible
+value fails at plan time with the trainer's own message, prefixed by the run's name.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launch.naming import axis_label, config_id, fmt_num, fmt_sci, model_label, sanitize
+from launch.spec import SweepSpec
+from pretrain.errors import ConfigError
+
+STARTUP_S = 15.0  # process start, DeepSpeed import and data mapping per run (measured on CPU)
+
+
+@dataclass
+class PlannedRun:
+    name: str
+    id: str
+    raw: dict  # the config a worker hands to `scalelab train`
+    axes: dict
+    cfg: Any  # pretrain.config.schema.TrainConfig
+    params: int
+    non_embedding_params: int
+    flops_per_token: float
+    steps: int
+    tokens: int
+    batch_tokens: int
+    lr: float
+    flops: float
+    est_s: float
+    run_dir: Path = field(default=Path("."))
+
+
+@dataclass
+class Plan:
+    spec: SweepSpec
+    runs: list[PlannedRun]
+    skipped: list[str]  # human-readable notes (e.g. isoflop pairs below min_steps)
+
+    @property
+    def root(self) -> Path:
+        return self.spec.runs_root()
+
+    def by_name(self) -> dict[str, PlannedRun]:
+        return {r.name: r for r in self.runs}
+
+
+def vocab_for(cfg) -> int:
+    if cfg.model.vocab_size:
+        return cfg.model.vocab_size
+    tok = cfg.data.tokenizer
+    return 50257 if tok.kind == "gpt2" else tok.vocab_size
+
+
+def _ov(key: str, value: Any) -> str:
+    return f"{key}={json.dumps(value)}"
+
+
+class _Builder:
+    """Resolves (overrides) -> validated TrainConfig, caching the base YAML read."""
+
+    def __init__(self, spec: SweepSpec):
+        from pretrain.config.loader import build_train_raw
+
+        self.spec = spec
+        base = spec.base_path()
+        if not base.exists():
+            raise ConfigError(f"sweep spec: base config not found: {spec.base}")
+        self.base_raw = build_train_raw(base, [])
+        self.common = [_ov(k, v) for k, v in spec.set.items()]
+
+    def resolve(self, items: list[tuple[str, Any]], label: str):
+        from pretrain.config.loader import apply_overrides, validate_train
+
+        try:
+            raw = apply_overrides(self.base_raw, self.common + [_ov(k, v) for k, v in items])
+            return raw, validate_train(raw)
+        except ConfigError as exc:
+            raise ConfigError(f"run {label}: {exc}") from None
+
+
+def expand(spec: SweepSpec) -> Plan:
+    b = _Builder(spec)
+    points, skipped = _points(spec, b)
+    if spec.seeds is not None and spec.kind != "seeds":
+        if not spec.seeds:
+            raise ConfigError("sweep spec: seeds: empty axis")
+        points = [(parts + [f"s{s}"], items + [("train.seed", s)], {**axes, "seed": s})
+                  for parts, items, axes in points for s in spec.seeds]
+    runs: list[PlannedRun] = []
+    seen: dict[str, str] = {}
+    for parts, items, axes in points:
+        name = sanitize("-".join(p for p in parts if p)) or spec.name
+        raw, cfg = b.resolve(items, name)
+        run = _finish(spec, name, raw, cfg, axes)
+        if name in seen:
+            raise ConfigError(f"sweep spec: two runs would both be named '{name}' (duplicate axis values?)")
+        seen[name] = run.id
+        runs.append(run)
+    if not runs:
+        raise ConfigError("sweep spec expands to no runs")
+    return Plan(spec, runs, skipped)
+
+
+def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:
+    """(name parts, overrides, axes) per run, before seeds."""
+    if spec.kind in ("grid", "zip"):
+        keys = list(spec.axes)
+        for k, vals in spec.axes.items():
+            if not isinstance(vals, list) or not vals:
+                raise ConfigError(f"sweep spec: axes.{k}: empty axis (give at least one value)")
+        if spec.kind == "grid":
+            combos = list(itertools.product(*(spec.axes[k] for k in keys)))
+        else:
+            lengths = {k: len(v) for k, v in spec.axes.items()}
+            if len(set(lengths.values())) != 1:
+                raise ConfigError(f"sweep spec: zip axes must have equal lengths, got {lengths}")
+            combos = list(zip(*(spec.axes[k] for k in keys)))
+        varying = [k for k in keys if len(spec.axes[k]) > 1] or keys
+        out = []
+        for combo in combos:
+            items = list(zip(keys, combo))
+            parts = [axis_label(k, v) for k, v in items if k in varying]
+            axes = {k: (model_label(v) if k == "model" else v) for k, v in items}
+            out.append((parts, items, axes))
+        return out, []
+    if spec.kind == "seeds":
+        if not spec.seeds:
+            raise ConfigError("sweep spec: seeds: empty axis")
+        return [([f"s{s}"], [("train.seed", s)], {"seed": s}) for s in spec.seeds], []
+    if spec.kind == "isoflop":
+        return _isoflop(spec, b)
+    return _batch_lr(spec, b), []
+
+
+def _isoflop(spec: SweepSpec, b: _Builder):
+    iso = spec.isoflop
+    from models.accounting import count
+
+    for what, vals in (("budgets", iso.budgets), ("models", iso.models)):
+        if not vals:
+            raise ConfigError(f"sweep spec: isoflop.{what}: empty axis")
+    for c in iso.budgets:
+        if not c > 0:
+            raise ConfigError(f"sweep spec: isoflop.budgets: {c} must be > 0")
+    models = []
+    for m in iso.models:
+        label = model_label(m)
+        _, cfg = b.resolve([("model", m)], label)
+        fpt = count(cfg.model, vocab_for(cfg)).flops_per_token
+        models.append((m, label, fpt, cfg.tokens_per_step()))
+    out, skipped = [], []
+    for c in sorted(iso.budgets):
+        kept = 0
+        for m, label, fpt, tps in models:
+            tokens = c / fpt
+            steps = math.ceil(tokens / tps)
+            if steps < iso.min_steps:
+                skipped.append(f"c{fmt_sci(c)}-{label}: {steps} steps < isoflop.min_steps={iso.min_steps}")
+                continue
+            kept += 1
+            items = [("model", m), ("train.steps", None), ("train.tokens", int(round(tokens)))]
+            out.append(([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label}))
+        if not kept:
+            smallest = min(models, key=lambda t: t[2])
+            need = iso.min_steps * smallest[3] * smallest[2]
+            raise ConfigError(
+                f"sweep spec: isoflop budget {fmt_sci(c)} FLOPs is too small for the smallest model {smallest[1]} "
+                f"({iso.min_steps} steps of {smallest[3]} tokens need >= {fmt_sci(need)} FLOPs; raise the budget "
+                f"or lower isoflop.min_steps)"
+            )
+    return out, skipped
+
+
+def _batch_lr(spec: SweepSpec, b: _Builder):
+    bl = spec.batch_lr
+    from models.accounting import count
+
+    models = bl.models if bl.models else [None]
+    out = []
+    for m in models:
+        label = model_label(m) if m is not None else ""
+        centre = bl.per_model.get(label) or bl.centre or {}
+        batches = bl.batch_sizes or [_need(centre, "batch_size", label) * f for f in (bl.batch_factors or [1.0])]
+        lrs = bl.lrs or [_need(centre, "lr", label) * f for f in (bl.lr_factors or [1.0])]
+        batches = [int(round(x)) for x in batches]
+        if not batches or not lrs:
+            raise ConfigError("sweep spec: batch_lr: empty axis (batch sizes or lrs)")
+        if any(x < 1 for x in batches):
+            raise ConfigError(f"sweep spec: batch_lr: batch sizes must be >= 1, got {batches}")
+        base_items = [("model", m)] if m is not None else []
+        _, cfg = b.resolve(base_items, label or "base")
+        micro0 = cfg.train.micro_batch_size
+        length: list[tuple[str, Any]] = []
+        if bl.tokens_per_param:
+            n = count(cfg.model, vocab_for(cfg)).non_embedding
+            length = [("train.steps", None), ("train.tokens", int(round(bl.tokens_per_param * n)))]
+        elif bl.tokens:
+            length = [("train.steps", None), ("train.tokens", int(bl.tokens))]
+        for bs in batches:
+            micro = max(d for d in range(1, min(micro0, bs) + 1) if bs % d == 0)
+            for lr in lrs:
+                lr = float(f"{lr:.6g}")
+                items = base_items + length + [("train.global_batch_size", bs), ("train.micro_batch_size", micro), ("optim.lr", lr)]
+                parts = [label, f"b{bs}", f"lr{fmt_num(lr)}"]
+                out.append((parts, items, {"model": label or None, "batch_size": bs, "lr": lr}))
+    return out
+
+
+def _need(centre: dict, key: str, label: str) -> float:
+    if key not in centre:
+        raise ConfigError(f"sweep spec: batch_lr needs `{key}s` or `centre.{key}`" + (f" (model {label})" if label else ""))
+    return centre[key]
+
+
+def _finish(spec: SweepSpec, name: str, raw: dict, cfg, axes: dict) -> PlannedRun:
+    from models.accounting import count
+
+    rid = config_id(cfg.model_dump(mode="json", exclude_defaults=True))
+    extras = {**cfg.extras, "sweep": spec.name, "sweep_kind": spec.kind, "run": name, "run_id": rid, "axes": axes}
+    wandb = {**raw.get("wandb", {}), "group": spec.name, "name": name}
+    raw = {**raw, "name": name, "extras": extras, "wandb": wandb}
+    cfg = cfg.model_copy(update={"name": name, "extras": extras, "wandb": cfg.wandb.model_copy(update={"group": spec.name, "name": name})})
+    c = count(cfg.model, vocab_for(cfg))
+    steps, tps = cfg.total_steps(), cfg.tokens_per_step()
+    flops = steps * tps * c.flops_per_token
+    return PlannedRun(
+        name=name, id=rid, raw=raw, axes=axes, cfg=cfg, params=c.total, non_embedding_params=c.non_embedding,
+        flops_per_token=c.flops_per_token, steps=steps, tokens=steps * tps, batch_tokens=tps, lr=cfg.optim.lr,
+        flops=flops, est_s=STARTUP_S + flops / _throughput(spec), run_dir=spec.runs_root() / name,
+    )
+
+
+def _throughput(spec: SweepSpec) -> float:
+    if spec.flops_per_s:
+        return spec.flops_per_s
+    s = spec.executor.slurm
+    if s.gpus_per_node:  # ~40% MFU of a bf16 H100 per GPU
+        return 0.4 * 989e12 * s.gpus_per_node * s.nodes
+    return 2e10  # fp32 on a couple of busy CPU cores
+
+
+def plan(path: str | Path, overrides: list[str] | None = None) -> Plan:
+    from launch.spec import load_spec
+
+    return expand(load_spec(path, overrides))

@@ -1,0 +1,126 @@
+"""Readable, stable run names (`n200k-d1m`, `c1e13-n400k`, `n200k-b16-lr3e-3-s1`) and ids.
+
+A name is built only from the values that vary, never from positions in the expansion, so
+adding a budget or a seed to a spec never renames existing runs. The id is a hash of the
+resolved config (minus bookkeeping keys), so it changes when what a run computes changes. Only values that differ from the schema's
+defaults are hashed (`exclude_defaults`), so a new config key added later never renumbers runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+# Short prefixes for common axes; other keys use their last segment.
+ALIASES = {
+    "optim.lr": "lr",
+    "train.tokens": "d",
+    "train.steps": "steps",
+    "train.global_batch_size": "b",
+    "train.micro_batch_size": "mb",
+    "train.seed": "s",
+    "optim.weight_decay": "wd",
+    "schedule.name": "",
+    "model.seq_len": "T",
+    "model.moe.num_experts": "e",
+    "model.moe.top_k": "k",
+    "model.d_model": "d_model",
+    "model.n_layers": "L",
+}
+# Keys that do not change what a run computes (same list as the trainer's RESUMABLE_KEYS).
+BOOKKEEPING = ("name", "extras", "wandb", "train.log_every_steps", "train.eval_every_steps",
+               "train.checkpoint_every_steps", "train.keep_checkpoints", "train.threads", "train.device_peak_flops")
+_SI = [(1e12, "t"), (1e9, "g"), (1e6, "m"), (1e3, "k")]
+
+
+def fmt_num(x: float | int) -> str:
+    """1e6 -> 1m, 2500000 -> 2.5m, 0.003 -> 3e-3, 16 -> 16, 1e13 -> 1e13 (budgets use fmt_sci)."""
+    if isinstance(x, bool):
+        return str(x).lower()
+    x = float(x)
+    if x == 0:
+        return "0"
+    if x.is_integer() and abs(x) >= 1000:
+        for scale, suffix in _SI:
+            if abs(x) >= scale:
+                return f"{x / scale:.3g}{suffix}"
+    if x.is_integer():
+        return str(int(x))
+    if abs(x) < 0.1:
+        return fmt_sci(x)
+    return f"{x:.3g}"
+
+
+def fmt_sci(x: float) -> str:
+    """1e13 -> 1e13, 3e12 -> 3e12, 0.003 -> 3e-3, 1.5e-4 -> 1.5e-4."""
+    m, e = f"{float(x):.3e}".split("e")
+    m = m.rstrip("0").rstrip(".")
+    return f"{m}e{int(e)}"
+
+
+def model_label(value: Any) -> str:
+    """A model axis value: preset name as is, a mapping by its preset or shape."""
+    if isinstance(value, str):
+        return value.removesuffix(".yaml").rsplit("/", 1)[-1]
+    if isinstance(value, dict):
+        if "preset" in value and len(value) == 1:
+            return str(value["preset"])
+        parts = [str(value["preset"])] if "preset" in value else []
+        for k in ("d_model", "n_layers"):
+            if k in value:
+                parts.append(f"{ALIASES.get('model.' + k, k)}{value[k]}")
+        moe = value.get("moe")
+        if isinstance(moe, dict):
+            parts.append(f"e{moe.get('num_experts', 8)}k{moe.get('top_k', 2)}")
+        return "-".join(parts) or "m" + short_hash(value, 6)
+    return str(value)
+
+
+def axis_label(key: str, value: Any) -> str:
+    if key == "model":
+        return model_label(value)
+    if key == "model.moe":
+        return "dense" if value is None else model_label({"moe": value if isinstance(value, dict) else {}})
+    prefix = ALIASES.get(key, key.rsplit(".", 1)[-1])
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = fmt_num(value)
+    elif value is None:
+        text = "none"
+    elif isinstance(value, (dict, list)):
+        text = short_hash(value, 6)
+    else:
+        text = str(value)
+    return sanitize(f"{prefix}{text}" if prefix and not text.startswith(prefix) else text)
+
+
+def sanitize(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "run"
+
+
+def short_hash(obj: Any, n: int = 10) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def config_id(resolved: dict) -> str:
+    """Hash of what a run computes: the resolved config minus bookkeeping keys."""
+    cfg = json.loads(json.dumps(resolved, default=str))
+    for key in BOOKKEEPING:
+        node, parts = cfg, key.split(".")
+        for p in parts[:-1]:
+            node = node.get(p, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(parts[-1], None)
+    return short_hash(_canon(cfg), 10)
+
+
+def _canon(x: Any) -> Any:
+    """Floats that are integers compare equal to ints (1e6 vs 1000000 in YAML)."""
+    if isinstance(x, dict):
+        return {k: _canon(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_canon(v) for v in x]
+    if isinstance(x, float) and math.isfinite(x) and x.is_integer():
+        return int(x)
+    return x

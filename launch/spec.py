@@ -1,0 +1,213 @@
+"""Sweep spec: a short YAML file that names a base train config and what varies.
+
+The spec is validated like every other config (unknown keys are errors naming the key); the
+expansion into runs lives in `launch.expand`, executor settings are typed here so a typo in a
+Slurm option fails at `sweep plan`, not after a day in the queue.
+
+    name: isoflop-tiny
+    base: configs/train/tiny.yaml          # train config every run starts from
+    set: {data.tokenizer.vocab_size: 1024} # overrides applied to every run
+    kind: isoflop                          # grid | zip | isoflop | batch_lr | seeds
+    isoflop: {budgets: [1e12, 3e12], models: [n50k, n100k]}
+    seeds: [0, 1]                          # optional: every run repeated per seed
+    executor: {local: {workers: 2}, slurm: {partition: gpu, gpus_per_node: 8}}
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pretrain.errors import ConfigError
+
+Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _as_float_list(v: Any) -> Any:
+    if isinstance(v, list):
+        return [float(x) if isinstance(x, str) else x for x in v]
+    return v
+
+
+class IsoflopSpec(Strict):
+    budgets: list[float] = Field(description="compute budgets C in training FLOPs; tokens D = C / FLOPs-per-token")
+    models: list[Any] = Field(description="model presets (names) or model sections (mappings)")
+    min_steps: int = Field(10, ge=1, description="pairs (budget, model) giving fewer optimizer steps are skipped")
+
+    @field_validator("budgets", mode="before")
+    @classmethod
+    def _floats(cls, v: Any) -> Any:
+        return _as_float_list(v)
+
+
+class BatchLrSpec(Strict):
+    models: list[Any] | None = Field(None, description="model presets; default: the base config's model")
+    batch_sizes: list[int] | None = Field(None, description="global batch sizes in sequences")
+    lrs: list[float] | None = Field(None, description="peak learning rates")
+    centre: dict[str, float] | None = Field(None, description="{batch_size, lr} the factors multiply")
+    batch_factors: list[float] | None = Field(None, description="multipliers of centre.batch_size")
+    lr_factors: list[float] | None = Field(None, description="multipliers of centre.lr")
+    per_model: dict[str, dict[str, float]] = Field(default_factory=dict, description="model name -> its own centre")
+    tokens: float | None = Field(None, gt=0, description="training tokens of every run (default: the base config's)")
+    tokens_per_param: float | None = Field(None, gt=0, description="tokens = this x non-embedding params, per model")
+
+    @field_validator("lrs", "tokens", "tokens_per_param", mode="before")
+    @classmethod
+    def _floats(cls, v: Any) -> Any:
+        return float(v) if isinstance(v, str) else _as_float_list(v)
+
+
+class LocalExec(Strict):
+    workers: int = Field(1, ge=1, description="runs at once")
+    threads: int | None = Field(None, ge=1, description="torch threads per run (default cores / workers)")
+    gpus_per_run: int = Field(1, ge=0, description="GPUs per run when CUDA devices are visible")
+
+
+class SlurmExec(Strict):
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    nodes: int = Field(1, ge=1)
+    gpus_per_node: int = Field(0, ge=0)
+    cpus_per_task: int | None = Field(None, ge=1)
+    mem: str | None = Field(None, description="e.g. 64G (Slurm --mem)")
+    time: str | None = Field(None, description="e.g. 04:00:00 (Slurm --time)")
+    signal_secs: int = Field(120, ge=1, description="SIGUSR1 this many seconds before the time limit: checkpoint then requeue")
+    requeue: bool = Field(True, description="--requeue, and requeue the task after a signal-triggered checkpoint")
+    max_parallel: int | None = Field(None, ge=1, description="array throttle (%N)")
+    launcher: Literal["auto", "single", "local", "srun", "deepspeed"] = Field(
+        "auto", description="ranks: auto = single process (1 GPU/CPU), local spawn (1 node, >1 GPU), srun per rank (>1 node)")
+    extra: list[str] = Field(default_factory=list, description="extra #SBATCH directives, e.g. --constraint=h100")
+    setup: list[str] = Field(default_factory=list, description="shell lines run before training (module load, source venv)")
+    python: str | None = Field(None, description="python executable in the job (default: the launching one)")
+    master_port: int = Field(29500, ge=1024, le=65535)
+
+
+class DeepSpeedExec(Strict):
+    hostfile: str | None = Field(None, description="DeepSpeed hostfile: `host slots=N` per line")
+    num_nodes: int | None = Field(None, ge=1)
+    num_gpus: int | None = Field(None, ge=1, description="GPUs per node")
+    master_addr: str | None = None
+    master_port: int = Field(29500, ge=1024, le=65535)
+    launcher: str = Field("pdsh", description="deepspeed --launcher (pdsh, openmpi, mvapich, ...)")
+
+
+class ExecutorSpec(Strict):
+    local: LocalExec = Field(default_factory=LocalExec)
+    slurm: SlurmExec = Field(default_factory=SlurmExec)
+    deepspeed: DeepSpeedExec = Field(default_factory=DeepSpeedExec)
+
+
+class SweepSpec(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    base: str = Field(description="base train config YAML")
+    set: dict[str, Any] = Field(default_factory=dict, description="dotted-key overrides applied to every run")
+    kind: Kind
+    axes: dict[str, list[Any]] = Field(default_factory=dict, description="grid/zip: dotted key -> values")
+    isoflop: IsoflopSpec | None = None
+    batch_lr: BatchLrSpec | None = None
+    seeds: list[int] | None = Field(None, description="repeat every run per seed (train.seed)")
+    runs_dir: str | None = Field(None, description="where run directories go (default runs/<name>)")
+    flops_per_s: float | None = Field(None, gt=0, description="achieved model FLOP/s per run for the plan's time estimate")
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+
+    @field_validator("set", mode="before")
+    @classmethod
+    def _set_list(cls, v: Any) -> Any:
+        if isinstance(v, list):  # ["k=v", ...]
+            out = {}
+            for item in v:
+                if not isinstance(item, str) or "=" not in item:
+                    raise ValueError(f"entries must look like key.sub=value, got {item!r}")
+                k, raw = item.split("=", 1)
+                out[k] = yaml.safe_load(raw)
+            return out
+        return v
+
+    @model_validator(mode="after")
+    def _kind_section(self) -> "SweepSpec":
+        need = {"grid": "axes", "zip": "axes", "isoflop": "isoflop", "batch_lr": "batch_lr", "seeds": "seeds"}[self.kind]
+        if not getattr(self, need):
+            raise ValueError(f"kind '{self.kind}' needs a non-empty `{need}` section")
+        return self
+
+    # Filled by load_spec: the spec file, for resolving relative paths and naming.
+    _path: Path | None = None
+
+    def base_path(self) -> Path:
+        return resolve_path(self.base, self._path)
+
+    def runs_root(self) -> Path:
+        return Path(self.runs_dir or Path("runs") / self.name)
+
+
+def resolve_path(p: str, spec_path: Path | None) -> Path:
+    """A relative path is tried against the cwd, the spec's folder, then the project root."""
+    path = Path(os.path.expanduser(p))
+    if path.is_absolute():
+        return path
+    from pretrain.config.loader import PROJECT_ROOT
+
+    for base in (Path.cwd(), spec_path.parent if spec_path else None, PROJECT_ROOT):
+        if base is not None and (base / path).exists():
+            return (base / path).resolve()
+    return path
+
+
+def _format_errors(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "spec"
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  {key}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_spec(data: dict, path: Path | None = None) -> SweepSpec:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'sweep spec'}: top level must be a mapping")
+    data = dict(data)
+    if path is not None:
+        data.setdefault("name", path.stem)
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid sweep spec {path or ''}:\n{_format_errors(exc)}".replace(" :", ":")) from None
+    spec._path = path
+    return spec
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
+    """Read a spec file; `overrides` (key=value) edit the spec itself, e.g. runs_dir=/scratch/x."""
+    from pretrain.config.loader import apply_overrides, read_yaml
+
+    p = Path(path)
+    data = read_yaml(p)
+    if overrides:
+        # Spec keys hold dots themselves (set.data.name), so only the first segment nests.
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"spec override '{item}' must look like key=value")
+            key, raw = item.split("=", 1)
+            head, _, rest = key.partition(".")
+            value = yaml.safe_load(raw) if raw else ""
+            if head in ("set", "axes") and rest:
+                data.setdefault(head, {})
+                data[head] = dict(data[head] or {})
+                data[head][rest] = value
+            else:
+                data = apply_overrides(data, [f"{key}={raw}"])
+    return parse_spec(data, p.resolve())

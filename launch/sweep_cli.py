@@ -1,0 +1,230 @@
+"""`scalelab sweep plan|launch|status|cancel` (and, through `launch.runs_cli`, `scalelab runs`).
+
+Later issues add sweep subcommands without editing this file: any module listed in
+SWEEP_PLUGINS that exists and defines `register_sweep(sweep_subparsers)` is wired in (the eval
+issue's `sweep eval` goes in `evals/sweep_cli.py`).
+Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+
+from pretrain.errors import ConfigError
+
+SWEEP_PLUGINS = ["evals.sweep_cli"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="plan, launch and follow sweeps of training runs",
+                       description="Sweeps: a spec file (configs/sweeps/*.yaml) expanded into runs. Exit codes: 0 ok, "
+                       "1 failed runs, 2 bad spec, 3 stopped by a signal.")
+    ss = p.add_subparsers(dest="sweep_command", metavar="ACTION")
+    ss.required = True
+
+    def common(q):
+        q.add_argument("spec", help="sweep spec YAML (configs/sweeps/...)")
+        q.add_argument("--set", dest="spec_overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="edit the spec, e.g. --set runs_dir=/scratch/runs/x --set set.data.out_dir=/data/v512")
+        q.add_argument("--only", help="comma-separated run names (default: all)")
+
+    q = ss.add_parser("plan", help="expand a spec: runs, N, D, batch, lr, FLOPs, estimated time (dry run)")
+    common(q)
+    q.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    q.set_defaults(func=cmd_plan)
+
+    q = ss.add_parser("launch", help="start the runs that are not done (idempotent)")
+    common(q)
+    q.add_argument("--executor", choices=["local", "slurm", "deepspeed"], default="local")
+    q.add_argument("--workers", type=int, help="local: runs at once (default: spec executor.local.workers)")
+    q.add_argument("--threads", type=int, help="local: torch threads per run (default cores / workers)")
+    q.add_argument("--retry-failed", action="store_true", help="also restart runs whose summary says failed")
+    q.add_argument("--dry-run", action="store_true", help="slurm/deepspeed: print the script/commands, submit nothing")
+    q.add_argument("--hostfile", help="deepspeed: hostfile (overrides executor.deepspeed.hostfile)")
+    q.add_argument("--no-progress", action="store_true")
+    q.set_defaults(func=cmd_launch)
+
+    q = ss.add_parser("status", help="pending/queued/running/done/failed/preempted per run, last loss, progress")
+    common(q)
+    q.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    q.add_argument("--watch", type=float, metavar="SECONDS", help="refresh until nothing is pending or running")
+    q.set_defaults(func=cmd_status)
+
+    q = ss.add_parser("cancel", help="scancel the sweep's Slurm tasks and stop local launches (runs checkpoint first)")
+    common(q)
+    q.set_defaults(func=cmd_cancel)
+
+    for name in SWEEP_PLUGINS:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name in (name, name.rsplit(".", 1)[0]):
+                continue
+            raise
+        if hasattr(mod, "register_sweep"):
+            mod.register_sweep(ss)
+
+    from launch import runs_cli
+
+    runs_cli.register(sub)
+
+
+def _wrap(fn):
+    def run(args) -> int:
+        try:
+            return fn(args)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return run
+
+
+def load_plan(args):
+    from launch.expand import plan
+
+    p = plan(args.spec, args.spec_overrides)
+    if getattr(args, "only", None):
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        names = p.by_name()
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise ConfigError(f"--only: no run named {', '.join(unknown)}; runs: {', '.join(names)}")
+        p.runs = [names[n] for n in wanted]
+    return p
+
+
+PLAN_COLUMNS = [("name", "run", ""), ("id", "id", ""), ("non_embedding_params", "N", ""), ("params", "params", ""),
+                ("tokens", "D", ""), ("batch_tokens", "B", ""), ("lr", "lr", ""), ("steps", "steps", ""),
+                ("flops", "FLOPs", "sci"), ("est_s", "est. time", "time")]
+
+
+@_wrap
+def cmd_plan(args) -> int:
+    from launch.tables import human, render
+
+    p = load_plan(args)
+    rows = [{k: getattr(r, k) for k, _, _ in PLAN_COLUMNS} for r in p.runs]
+    render(rows, PLAN_COLUMNS, args.format)
+    if args.format == "table":
+        tot_f = sum(r.flops for r in p.runs)
+        tot_s = sum(r.est_s for r in p.runs)
+        workers = p.spec.executor.local.workers
+        print(f"\n{len(p.runs)} runs ({p.spec.kind}) -> {p.root}/<run>; total {tot_f:.2e} FLOPs, "
+              f"~{human(tot_s, 'time')} of run time (~{human(tot_s / workers, 'time')} on {workers} local workers)")
+        for note in p.skipped:
+            print(f"skipped {note}")
+    return 0
+
+
+@_wrap
+def cmd_launch(args) -> int:
+    p = load_plan(args)
+    spec = p.spec
+    if args.executor == "local":
+        if args.dry_run:
+            for r in p.runs:
+                print(f"{r.name}: scalelab train {r.run_dir}/launch.yaml --run-dir {r.run_dir}")
+            return 0
+        from launch.executors.local import LocalExecutor
+
+        loc = spec.executor.local
+        ex = LocalExecutor(workers=args.workers or loc.workers, threads=args.threads or loc.threads,
+                           gpus_per_run=loc.gpus_per_run, progress=not args.no_progress)
+        t0 = time.time()
+        res = ex.launch(p.runs, retry_failed=args.retry_failed)
+        print(f"{spec.name}: {len(res.done)} done, {len(res.failed)} failed, {len(res.stopped)} stopped, "
+              f"{len(res.skipped)} skipped in {time.time() - t0:.0f}s")
+        for name, why in res.skipped.items():
+            print(f"  skipped {name}: {why}")
+        return res.exit_code
+    if args.executor == "slurm":
+        from launch.executors.slurm import SlurmError, SlurmExecutor, check_spec
+
+        check_spec(spec)
+        try:
+            res = SlurmExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
+        except SlurmError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        for name, why in res["skipped"].items():
+            print(f"skipped {name}: {why}")
+        if args.dry_run:
+            return 0
+        if res["job_id"]:
+            print(f"submitted job array {res['job_id']} ({len(res['runs'])} tasks): {res['script']}")
+        else:
+            print("nothing to submit")
+        return 0
+    from launch.executors.deepspeed_multinode import DeepSpeedExecutor
+
+    if args.hostfile:
+        spec.executor.deepspeed.hostfile = args.hostfile
+    res = DeepSpeedExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
+    return 1 if res["failed"] else 0
+
+
+STATUS_COLUMNS = [("name", "run", ""), ("state", "state", ""), ("step", "step", ""), ("total_steps", "of", ""),
+                  ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""),
+                  ("wall_s", "wall", "time"), ("job", "job", "")]
+
+
+@_wrap
+def cmd_status(args) -> int:
+    from launch.executors.slurm import queued_jobs
+    from launch.status import counts, sweep_status
+    from launch.tables import render
+
+    p = load_plan(args)
+    while True:
+        sts = sweep_status(p, queued_jobs(p.root))
+        c = counts(sts)
+        if args.watch and sys.stdout.isatty():
+            sys.stdout.write("\x1b[2J\x1b[H")
+        render([s.to_dict() for s in sts], STATUS_COLUMNS, args.format)
+        if args.format == "table":
+            print(f"\n{p.spec.name}: " + ", ".join(f"{v} {k}" for k, v in c.items()))
+            for s in sts:
+                if s.state in ("failed", "stale") and s.error:
+                    print(f"  {s.name}: {s.error.splitlines()[0][:200]}")
+        if not args.watch or not any(k in c for k in ("pending", "queued", "running")):
+            return 0
+        time.sleep(args.watch)
+
+
+@_wrap
+def cmd_cancel(args) -> int:
+    import os
+    import signal
+    import socket
+
+    from launch.executors.slurm import SlurmExecutor
+    from launch.locks import LOCK_NAME, is_locked
+
+    p = load_plan(args)
+    names = [r.name for r in p.runs] if args.only else None
+    import shutil
+
+    cancelled = SlurmExecutor(p.spec).cancel(names) if shutil.which("scancel") else []
+    if cancelled:
+        print(f"scancel {' '.join(cancelled)}")
+    host = socket.gethostname()
+    signalled = set()
+    for r in p.runs:
+        if not is_locked(r.run_dir):
+            continue
+        try:
+            h, pid, _ = (Path(r.run_dir) / LOCK_NAME).read_text().split()
+        except (OSError, ValueError):
+            continue
+        if h == host and int(pid) not in signalled and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+                signalled.add(int(pid))
+                print(f"SIGTERM launcher pid {pid} (holds {r.name}); its runs checkpoint and stop")
+            except ProcessLookupError:
+                pass
+    if not cancelled and not signalled:
+        print("nothing to cancel")
+    return 0

@@ -1,0 +1,196 @@
+"""Train one run of a sweep under its lock: the unit every executor starts.
+
+`python -m launch.worker RUN_DIR` (or `--manifest FILE --index I` inside a Slurm array task):
+takes `<run_dir>/.lock`, skips a run that is done (or failed, unless --retry-failed), starts the
+trainer on `<run_dir>/launch.yaml` with output appended to `<run_dir>/train.log`, forwards
+SIGUSR1/SIGTERM to it (the trainer checkpoints and exits 3), and under Slurm requeues the task
+after such a checkpoint so it resumes. Ranks: single process, locally spawned ranks (one node,
+several GPUs), `srun` per rank (several nodes, no ssh) or the DeepSpeed launcher with a hostfile
+built from SLURM_JOB_NODELIST.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from launch.locks import RunLock
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
+LAUNCH_CONFIG = "launch.yaml"
+LOG_NAME = "train.log"
+
+
+def write_launch_config(run) -> Path:
+    """The fully expanded config a run trains on (rewritten only when it changed)."""
+    import yaml
+
+    from pretrain.run_dir import atomic_write_text
+
+    path = Path(run.run_dir) / LAUNCH_CONFIG
+    text = f"# written by scalelab sweep for run {run.name} (id {run.id}); do not edit\n" + yaml.safe_dump(run.raw, sort_keys=False)
+    if not path.exists() or path.read_text() != text:
+        atomic_write_text(path, text)
+    return path
+
+
+def decide(run_dir: Path, retry_failed: bool) -> str:
+    """'done', 'failed' (skip) or 'run' (fresh, partial or preempted: the trainer resumes)."""
+    try:
+        status = json.loads((run_dir / "summary.json").read_text()).get("status")
+    except (FileNotFoundError, json.JSONDecodeError, AttributeError):
+        return "run"
+    if status == "done":
+        return "done"
+    if status == "failed" and not retry_failed:
+        return "failed"
+    return "run"
+
+
+def train_argv(run_dir: Path, python: str | None = None, overrides: list[str] | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "pretrain.cli", str(run_dir / LAUNCH_CONFIG), *(overrides or []),
+            "--run-dir", str(run_dir)]
+
+
+def open_log(run_dir: Path, header: str):
+    f = open(run_dir / LOG_NAME, "ab", buffering=0)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    f.write(f"=== {stamp} {socket.gethostname()} {header}\n".encode())
+    return f
+
+
+def start_trainer(run_dir: Path, argv: list[str], env: dict, lock: RunLock, log) -> subprocess.Popen:
+    """Start the trainer; it inherits the lock's descriptor so the lock outlives a dead parent."""
+    env = {**env, "PYTHONUNBUFFERED": "1", "SCALELAB_RUN_LOCK_FD": str(lock.fd)}
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            pass_fds=(lock.fd,), start_new_session=True)
+
+
+# ------------------------------------------------------------------ ranks inside a job
+def slurm_hosts() -> list[str]:
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    if not nodelist:
+        return [socket.gethostname()]
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def rank_commands(mode: str, base_argv: list[str], nodes: int, gpus: int, port: int, run_dir: Path) -> list[tuple[list[str], dict]]:
+    """(argv, extra env) per process the worker starts itself."""
+    python, rest = base_argv[0], base_argv[3:]  # drop "-m pretrain.cli"
+    if mode == "single":
+        return [(base_argv, {})]
+    if mode == "local":
+        n = max(1, gpus)
+        return [(base_argv, {"RANK": str(i), "LOCAL_RANK": str(i), "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
+                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}) for i in range(n)]
+    hosts = slurm_hosts()
+    if mode == "srun":
+        per = max(1, gpus)
+        argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes * per}", f"--ntasks-per-node={per}", "--kill-on-bad-exit=1",
+                python, "-m", "launch.worker", "--rank-shim", "--", *base_argv[1:]]
+        return [(argv, {"MASTER_ADDR": hosts[0], "MASTER_PORT": str(port)})]
+    if mode == "deepspeed":
+        hostfile = run_dir / "hostfile"
+        hostfile.write_text("".join(f"{h} slots={max(1, gpus)}\n" for h in hosts[:nodes]))
+        argv = ["deepspeed", "--hostfile", str(hostfile), "--num_nodes", str(nodes), "--num_gpus", str(max(1, gpus)),
+                "--master_addr", hosts[0], "--master_port", str(port), "--module", "pretrain.cli", *rest]
+        return [(argv, {})]
+    raise ValueError(f"unknown rank mode {mode}")
+
+
+def rank_shim(argv: list[str]) -> None:
+    """Under `srun`: map SLURM_PROCID/NTASKS/LOCALID to the torch/DeepSpeed env, then exec."""
+    env = os.environ
+    env["RANK"] = env.get("SLURM_PROCID", "0")
+    env["WORLD_SIZE"] = env.get("SLURM_NTASKS", "1")
+    env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+    env["LOCAL_WORLD_SIZE"] = env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0]
+    os.execv(sys.executable, [sys.executable, *argv])
+
+
+def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", nodes: int = 1, gpus: int = 0,
+            port: int = 29500, threads: int | None = None, requeue: bool = False, python: str | None = None) -> int:
+    run_dir = Path(run_dir)
+    if not (run_dir / LAUNCH_CONFIG).exists():
+        print(f"{run_dir}: no {LAUNCH_CONFIG}; plan and launch the sweep first", file=sys.stderr)
+        return EXIT_CONFIG
+    lock = RunLock(run_dir)
+    if not lock.acquire(wait_s=2.0):
+        print(f"{run_dir.name}: already running under another launch; skipped")
+        return EXIT_OK
+    try:
+        what = decide(run_dir, retry_failed)
+        if what != "run":
+            print(f"{run_dir.name}: {what}; skipped" + (" (use --retry-failed)" if what == "failed" else ""))
+            return EXIT_OK if what == "done" else EXIT_FAILED
+        overrides = [f"train.threads={threads}"] if threads else []
+        base = train_argv(run_dir, python, overrides)
+        env = dict(os.environ)
+        if threads:
+            env["OMP_NUM_THREADS"] = str(threads)
+        job = os.environ.get("SLURM_ARRAY_JOB_ID")
+        job = f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else os.environ.get("SLURM_JOB_ID")
+        log = open_log(run_dir, f"worker pid {os.getpid()} job {job or '-'} mode {mode}: {' '.join(base)}")
+        procs = [start_trainer(run_dir, argv, {**env, **extra}, lock, log) for argv, extra in
+                 rank_commands(mode, base, nodes, gpus, port, run_dir)]
+        got: list[int] = []
+
+        def forward(signum, frame):
+            got.append(signum)
+            for p in procs:
+                try:
+                    os.killpg(p.pid, signum) if mode != "srun" else p.send_signal(signum)
+                except ProcessLookupError:
+                    pass
+
+        for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, forward)
+        codes = [p.wait() for p in procs]
+        code = max(codes, key=lambda c: (c != 0, c))
+        log.write(f"=== trainer exit code {code}\n".encode())
+        log.close()
+        if code == EXIT_STOPPED and requeue and job:
+            print(f"{run_dir.name}: checkpointed after {signal.Signals(got[0]).name if got else 'signal'}; requeueing {job}")
+            lock.release()
+            subprocess.run(["scontrol", "requeue", job], check=False)
+        return code
+    finally:
+        lock.release()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--rank-shim"]:
+        rank_shim(argv[2:] if argv[1:2] == ["--"] else argv[1:])
+    p = argparse.ArgumentParser(prog="python -m launch.worker", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", nargs="?")
+    p.add_argument("--manifest", help="file with one run directory per line (Slurm array)")
+    p.add_argument("--index", type=int, help="line of the manifest (SLURM_ARRAY_TASK_ID)")
+    p.add_argument("--retry-failed", action="store_true")
+    p.add_argument("--mode", default="single", choices=["single", "local", "srun", "deepspeed"])
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--gpus", type=int, default=0)
+    p.add_argument("--port", type=int, default=29500)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--requeue", action="store_true")
+    a = p.parse_args(argv)
+    run_dir = a.run_dir
+    if a.manifest:
+        lines = [ln.strip() for ln in Path(a.manifest).read_text().splitlines() if ln.strip()]
+        run_dir = lines[a.index if a.index is not None else int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))]
+    if not run_dir:
+        p.error("give RUN_DIR or --manifest")
+    port = a.port + (int(os.environ.get("SLURM_ARRAY_TASK_ID", "0")) % 1000 if a.mode != "single" else 0)
+    return run_one(Path(run_dir), retry_failed=a.retry_failed, mode=a.mode, nodes=a.nodes, gpus=a.gpus, port=port,
+                   threads=a.threads, requeue=a.requeue)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

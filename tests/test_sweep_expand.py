@@ -1,0 +1,212 @@
+"""Sweep specs: expansion of every kind (counts, stable names and ids, FLOPs = accounting),
+invalid specs rejected with a message naming the problem, shipped example sweeps, and the
+Slurm script the executor would submit (no training here: fast)."""
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from test_sweep_helpers import ROOT, scalelab, write_base, write_spec
+
+from launch.expand import expand, plan, vocab_for
+from launch.naming import fmt_num, fmt_sci
+from launch.spec import parse_spec
+from models.accounting import count
+from pretrain.errors import ConfigError
+
+
+@pytest.fixture()
+def base(tmp_path):
+    return write_base(tmp_path / "base", tmp_path / "data")
+
+
+def spec_of(base, **kw):
+    d = {"name": "t", "base": str(base), **kw}
+    return parse_spec(copy.deepcopy(d))
+
+
+def names(p):
+    return [r.name for r in p.runs]
+
+
+def test_grid_counts_names_and_axes(base):
+    p = expand(spec_of(base, kind="grid", axes={"model": ["n50k", "n100k"], "optim.lr": [1e-3, 3e-3, 1e-2]}))
+    assert len(p.runs) == 6
+    assert names(p) == ["n50k-lr1e-3", "n50k-lr3e-3", "n50k-lr1e-2", "n100k-lr1e-3", "n100k-lr3e-3", "n100k-lr1e-2"]
+    r = p.runs[4]
+    assert r.cfg.model.d_model == 64 and r.cfg.optim.lr == 3e-3
+    assert r.cfg.extras["axes"] == {"model": "n100k", "optim.lr": 3e-3}
+    assert r.cfg.extras["sweep"] == "t" and r.cfg.wandb.group == "t" and r.cfg.wandb.name == r.name
+    assert len({r.id for r in p.runs}) == 6
+
+
+def test_zip_and_seeds(base):
+    p = expand(spec_of(base, kind="zip", axes={"model": ["n50k", "n100k"], "train.steps": [10, 20]}, seeds=[0, 1]))
+    assert names(p) == ["n50k-steps10-s0", "n50k-steps10-s1", "n100k-steps20-s0", "n100k-steps20-s1"]
+    assert [r.cfg.train.seed for r in p.runs] == [0, 1, 0, 1]
+    s = expand(spec_of(base, kind="seeds", seeds=[3, 4, 5]))
+    assert names(s) == ["s3", "s4", "s5"] and [r.steps for r in s.runs] == [12] * 3
+
+
+def test_isoflop_flops_match_accounting(base):
+    budgets = [6e8, 2e9, 6e9]
+    p = expand(spec_of(base, kind="isoflop", set={"model.seq_len": 64},
+                       isoflop={"budgets": budgets, "models": ["n50k", "n100k", "n200k"], "min_steps": 3}))
+    assert len(p.runs) + len(p.skipped) == 9
+    for r in p.runs:
+        c = count(r.cfg.model, vocab_for(r.cfg))
+        assert r.flops_per_token == c.flops_per_token
+        assert r.non_embedding_params == c.non_embedding
+        assert r.flops == r.cfg.total_steps() * r.cfg.tokens_per_step() * c.flops_per_token
+        budget = r.axes["budget"]
+        # Tokens are rounded up to whole steps: at most one step's FLOPs above the budget.
+        assert budget <= r.flops < budget + r.batch_tokens * c.flops_per_token + 1
+        assert r.cfg.train.tokens == round(budget / c.flops_per_token)
+        assert r.name == f"c{fmt_sci(budget)}-{r.axes['model']}"
+    # Bigger models get fewer tokens at equal budget.
+    same = [r for r in p.runs if r.axes["budget"] == 6e9]
+    assert [r.tokens for r in same] == sorted((r.tokens for r in same), reverse=True)
+
+
+def test_batch_lr_grid_around_centre(base):
+    p = expand(spec_of(base, kind="batch_lr", batch_lr={
+        "models": ["n50k", "n100k"], "centre": {"batch_size": 8, "lr": 2e-3}, "batch_factors": [0.5, 1, 2],
+        "lr_factors": [0.5, 1, 2], "tokens_per_param": 0.5, "per_model": {"n100k": {"batch_size": 16, "lr": 1e-3}}}))
+    assert len(p.runs) == 18
+    n50 = [r for r in p.runs if r.axes["model"] == "n50k"]
+    assert sorted({r.cfg.train.global_batch_size for r in n50}) == [4, 8, 16]
+    assert sorted({r.lr for r in n50}) == [1e-3, 2e-3, 4e-3]
+    n100 = [r for r in p.runs if r.axes["model"] == "n100k"]
+    assert sorted({r.cfg.train.global_batch_size for r in n100}) == [8, 16, 32]
+    for r in p.runs:  # micro-batch always divides the batch
+        assert r.cfg.train.global_batch_size % r.cfg.train.micro_batch_size == 0
+        assert r.cfg.train.tokens == round(0.5 * r.non_embedding_params)
+    assert "n50k-b4-lr1e-3" in names(p)
+
+
+def test_replanning_never_renames(base, tmp_path):
+    spec = {"name": "t", "base": str(base), "kind": "isoflop", "set": {"model.seq_len": 64},
+            "isoflop": {"budgets": [6e8, 2e9], "models": ["n50k", "n100k"], "min_steps": 3}}
+    a = expand(parse_spec(copy.deepcopy(spec)))
+    b = expand(parse_spec(copy.deepcopy(spec)))
+    assert [(r.name, r.id) for r in a.runs] == [(r.name, r.id) for r in b.runs]
+    spec["isoflop"]["budgets"] = [2e9, 6e8, 6e9]  # reordered + one more budget
+    spec["isoflop"]["models"].append("n200k")
+    c = {r.name: r.id for r in expand(parse_spec(spec)).runs}
+    for r in a.runs:
+        assert c[r.name] == r.id
+    # The id follows the config: a different lr is a different run.
+    d = expand(parse_spec({**spec, "set": {"model.seq_len": 64, "optim.lr": 1e-2}}))
+    assert {r.name: r.id for r in d.runs}.keys() == c.keys()
+    assert all(c[r.name] != r.id for r in d.runs)
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"kind": "grid", "axes": {"optim.lrr": [1e-3]}}, "optim.lrr: unknown key"),
+    ({"kind": "grid", "axes": {"optim.lr": [1e-3]}, "set": {"train.bogus": 1}}, "train.bogus: unknown key"),
+    ({"kind": "grid", "axes": {"optim.lr": []}}, "axes.optim.lr: empty axis"),
+    ({"kind": "grid", "axes": {}}, "needs a non-empty `axes`"),
+    ({"kind": "zip", "axes": {"optim.lr": [1e-3, 2e-3], "train.seed": [1]}}, "equal lengths"),
+    ({"kind": "isoflop", "isoflop": {"budgets": [1e3, 1e9], "models": ["n50k", "n100k"]}}, "too small for the smallest model n50k"),
+    ({"kind": "isoflop", "isoflop": {"budgets": [], "models": ["n50k"]}}, "isoflop.budgets: empty axis"),
+    ({"kind": "isoflop", "isoflop": {"budgets": [1e9], "models": ["n7b"]}}, "unknown preset 'n7b'"),
+    ({"kind": "grid", "axes": {"optim.lr": [-1.0]}}, "optim.lr"),
+    ({"kind": "grid", "axes": {"train.global_batch_size": [6]}}, "must be a multiple"),
+    ({"kind": "grid", "axes": {"optim.lr": [1e-3, 0.001]}}, "both be named"),
+    ({"kind": "batch_lr", "batch_lr": {"batch_sizes": [4]}}, "needs `lrs` or `centre.lr`"),
+    ({"kind": "sweepy"}, "kind"),
+    ({"kind": "grid", "axes": {"optim.lr": [1e-3]}, "colour": "red"}, "colour: unknown key"),
+    ({"kind": "seeds"}, "needs a non-empty `seeds`"),
+])
+def test_invalid_specs_are_rejected_with_the_problem_named(base, kw, needle):
+    with pytest.raises(ConfigError) as e:
+        expand(spec_of(base, **kw))
+    assert needle in str(e.value)
+
+
+def test_cli_plan_table_and_bad_spec_exit_2(base, tmp_path):
+    good = write_spec(tmp_path, {"name": "g", "base": str(base), "kind": "grid", "axes": {"model": ["n50k", "n100k"]}})
+    r = scalelab("sweep", "plan", good)
+    assert r.returncode == 0, r.stderr
+    assert "n50k" in r.stdout and "FLOPs" in r.stdout and "2 runs (grid)" in r.stdout
+    r = scalelab("sweep", "plan", good, "--format", "json")
+    assert r.returncode == 0 and '"flops"' in r.stdout
+    bad = write_spec(tmp_path, {"name": "b", "base": str(base), "kind": "grid", "axes": {"model.d_modl": [8]}})
+    r = scalelab("sweep", "plan", bad)
+    assert r.returncode == 2 and "model.d_modl: unknown key" in r.stderr
+
+
+def test_shipped_example_sweeps_plan():
+    for name in ["isoflop-tiny", "bs-lr-tiny", "moe-vs-dense-tiny", "isoflop-125m-1.3b", "bs-lr-125m"]:
+        p = plan(ROOT / "configs" / "sweeps" / f"{name}.yaml")
+        assert p.runs, name
+        if name == "isoflop-tiny":
+            assert len({r.axes["budget"] for r in p.runs}) >= 3 and len({r.axes["model"] for r in p.runs}) >= 3
+            assert sum(r.est_s for r in p.runs) < 15 * 60
+        if name == "moe-vs-dense-tiny":
+            assert {r.cfg.model.moe is None for r in p.runs} == {True, False}
+            assert any(r.name.endswith("-dense") for r in p.runs)
+        if name.endswith(("125m", "1.3b")):
+            assert p.spec.executor.slurm.gpus_per_node == 8
+
+
+def test_naming_formats():
+    assert fmt_num(1_000_000) == "1m" and fmt_num(2_500_000) == "2.5m" and fmt_num(0.003) == "3e-3"
+    assert fmt_num(16) == "16" and fmt_sci(1e13) == "1e13" and fmt_sci(1.5e-4) == "1.5e-4"
+
+
+def test_slurm_script_dry_run(base, tmp_path):
+    from launch.executors.slurm import render_script
+
+    spec = spec_of(base, kind="seeds", seeds=[0, 1, 2], runs_dir=str(tmp_path / "runs"), executor={"slurm": {
+        "partition": "gpu", "account": "proj", "qos": "high", "nodes": 1, "gpus_per_node": 8, "cpus_per_task": 64,
+        "mem": "500G", "time": "04:00:00", "signal_secs": 300, "max_parallel": 2, "extra": ["--constraint=h100"],
+        "setup": ["module load cuda"]}})
+    text = render_script(spec, [tmp_path / f"r{i}" for i in range(3)], tmp_path / "m.txt")
+    for needle in ["#SBATCH --array=0-2%2", "#SBATCH --partition=gpu", "#SBATCH --account=proj", "#SBATCH --qos=high",
+                   "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=64", "#SBATCH --mem=500G",
+                   "#SBATCH --time=04:00:00", "#SBATCH --signal=B:USR1@300", "#SBATCH --requeue",
+                   "#SBATCH --constraint=h100", "module load cuda", "--mode local", "--gpus 8", "exec "]:
+        assert needle in text, needle
+    multi = spec_of(base, kind="seeds", seeds=[0], executor={"slurm": {"nodes": 4, "gpus_per_node": 8}})
+    text = render_script(multi, [tmp_path / "r0"], tmp_path / "m.txt")
+    assert "--mode srun" in text and "#SBATCH --nodes=4" in text and "#SBATCH --ntasks-per-node=8" in text
+    ds = spec_of(base, kind="seeds", seeds=[0], executor={"slurm": {"nodes": 2, "gpus_per_node": 8, "launcher": "deepspeed"}})
+    assert "--mode deepspeed" in render_script(ds, [tmp_path / "r0"], tmp_path / "m.txt")
+    # The CLI dry run prints the script and submits nothing.
+    path = write_spec(tmp_path, {"name": "d", "base": str(base), "kind": "seeds", "seeds": [0, 1],
+                                 "runs_dir": str(tmp_path / "dr"), "executor": {"slurm": {"partition": "p"}}})
+    r = scalelab("sweep", "launch", path, "--executor", "slurm", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "#SBATCH --array=0-1" in r.stdout and "#SBATCH --partition=p" in r.stdout
+    assert not (tmp_path / "dr").exists()
+
+
+def test_rank_commands_srun_and_deepspeed_hostfile(tmp_path, monkeypatch):
+    from launch import worker
+
+    monkeypatch.setattr(worker, "slurm_hosts", lambda: ["node1", "node2"])
+    base = worker.train_argv(tmp_path, "py")
+    [(argv, env)] = worker.rank_commands("srun", base, 2, 4, 29501, tmp_path)
+    assert argv[:5] == ["srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--kill-on-bad-exit=1"]
+    assert env == {"MASTER_ADDR": "node1", "MASTER_PORT": "29501"} and "--rank-shim" in argv
+    [(argv, _)] = worker.rank_commands("deepspeed", base, 2, 4, 29501, tmp_path)
+    assert (tmp_path / "hostfile").read_text() == "node1 slots=4\nnode2 slots=4\n"
+    assert argv[:2] == ["deepspeed", "--hostfile"] and "--module" in argv and "pretrain.cli" in argv
+    ranks = worker.rank_commands("local", base, 1, 2, 29501, tmp_path)
+    assert [e["RANK"] for _, e in ranks] == ["0", "1"] and ranks[0][1]["WORLD_SIZE"] == "2"
+
+
+def test_deepspeed_multinode_dry_run(base, tmp_path):
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("gpu-a slots=8\ngpu-b slots=8  # second node\n")
+    path = write_spec(tmp_path, {"name": "m", "base": str(base), "kind": "seeds", "seeds": [0, 1],
+                                 "runs_dir": str(tmp_path / "mr")})
+    r = scalelab("sweep", "launch", path, "--executor", "deepspeed", "--hostfile", hostfile, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2 and all(ln.startswith("deepspeed --hostfile") for ln in lines)
+    assert "--master_addr gpu-a" in lines[0] and "--module pretrain.cli" in lines[0] and "/mr/s1" in lines[1]

@@ -1,0 +1,71 @@
+"""Shared helpers for the sweep/registry/Slurm tests (no tests here).
+
+One tiny prepared data set (vocab 512, TinyShakespeare only) per test session, under pytest's
+session base temp, so every module reuses it (`prepare` caches by fingerprint)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+
+def data_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.getbasetemp() / "sweep-data-v512"
+
+
+def prepared_data(tmp_path_factory) -> Path:
+    from pretrain.config.loader import load_train_config
+    from pretrain.data.prepare import prepare
+
+    d = data_dir(tmp_path_factory)
+    base = write_base(tmp_path_factory.getbasetemp() / "sweep-base", d)
+    cfg = load_train_config(base)
+    prepare(cfg.data, log=lambda m: None)
+    return d
+
+
+def write_base(folder: Path, data: Path, **train) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = {
+        "model": {"preset": "n50k", "seq_len": 64},
+        "data": {"name": "tv512", "sources": ["corpus/tinyshakespeare.txt"],
+                 "tokenizer": {"kind": "bpe", "vocab_size": 512}, "out_dir": str(data)},
+        "optim": {"lr": 3e-3},
+        "schedule": {"name": "cosine", "warmup_steps": 2},
+        "train": {"steps": 12, "micro_batch_size": 4, "global_batch_size": 4, "log_every_steps": 2,
+                  "eval_every_steps": 0, "eval_tokens": 512, "checkpoint_every_steps": 4, **train},
+        "deepspeed": {"zero_stage": 0},
+        "wandb": {"mode": "disabled"},
+    }
+    path = folder / "base.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def write_spec(folder: Path, spec: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def scalelab(*args, cwd=None, timeout=600, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "launch.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def metrics_steps(run_dir: Path) -> list[int]:
+    return [json.loads(ln)["step"] for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
