@@ -136,11 +136,13 @@ def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) ->
     import numpy as np
 
     df = ds.df
+    missing = [r for r in roles if r not in df.columns]
+    if missing:
+        hint = " (or 'flops' together with N)" if "D" in missing else ""
+        avail = ", ".join(ds.columns.get(c, c) for c in df.columns) or "(none)"
+        which = ", ".join(f"'{r}'" for r in missing)
+        raise InputError(f"{law}: missing column for {which}{hint}; map one with --col ROLE=COLUMN (found: {avail})")
     for role in roles:
-        if role not in df.columns:
-            hint = " (or 'flops' together with N)" if role == "D" else ""
-            avail = ", ".join(map(str, df.columns)) or "(none)"
-            raise InputError(f"{law}: missing column for '{role}'{hint}; map one with --col {role}=COLUMN (found: {avail})")
         name = ds.columns.get(role, role)
         vals = df[role].to_numpy(dtype=float)
         bad = np.flatnonzero(~np.isfinite(vals))
