@@ -7,7 +7,8 @@ spaces moved to the continuation, whole string encoded then split) and empty con
 """
 from __future__ import annotations
 
-import torch
+import lm_eval.models  # noqa: F401 - registers lm-eval's own models first (its lazy registry
+import torch           # is only filled when empty, so registering ours first would hide "hf")
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
@@ -23,7 +24,7 @@ def _bool(v) -> bool:
 class ScalelabLM(TemplateLM):
     """Model args: path (run dir or checkpoints/step_N), device, dtype, batch_size, max_length,
     max_batch_tokens, rolling_context (tokens of context per rolling window, 1 = lm-eval's
-    default), seed (sampling)."""
+    default), seed (sampling), threads (torch CPU threads)."""
 
     def __init__(
         self,
@@ -36,12 +37,15 @@ class ScalelabLM(TemplateLM):
         rolling_context: int = 1,
         seed: int = 1234,
         max_gen_toks: int = 256,
+        threads: int | None = None,
         loaded=None,
         **_ignored,
     ):
         super().__init__()
         from pretrain.checkpoint_io import load_run
 
+        if threads:  # CPU: on a shared machine 1 thread is often many times faster than oversubscribed ones
+            torch.set_num_threads(int(threads))
         self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if loaded is None:
             if path is None:
@@ -100,6 +104,31 @@ class ScalelabLM(TemplateLM):
         return self.tokenizer.decode(tokens, skip_special_tokens=False)
 
     # ----------------------------------------------------------------- requests
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """TemplateLM's tokenisation rules (trailing context spaces move to the continuation; the
+        whole string is encoded and split after the context's tokens; an empty context becomes
+        EOT), with every distinct string encoded once, in one batch call."""
+        splits = []
+        for ctx, cont in (r.args for r in requests):
+            if ctx == "":
+                splits.append((None, cont))
+            else:
+                n = len(ctx) - len(ctx.rstrip())
+                c = ctx[: len(ctx) - n]
+                splits.append((c, c + ctx[len(ctx) - n:] + cont))
+        strings = list({s for pair in splits for s in pair if s is not None})
+        ids = dict(zip(strings, (e.ids for e in self.tokenizer.encode_batch(strings, add_special_tokens=False))))
+        new_reqs = []
+        for (ctx, cont), (c, whole) in zip((r.args for r in requests), splits):
+            if c is None:
+                w = ids[whole]
+                ctx_enc, cont_enc = ([self.prefix_token_id], w) if w[:1] != [self.prefix_token_id] else (w[:1], w[1:])
+            else:
+                ctx_enc = ids[c]
+                cont_enc = ids[whole][len(ctx_enc):]
+            new_reqs.append(((ctx, cont), ctx_enc, cont_enc))
+        return self._loglikelihood_tokens(new_reqs, disable_tqdm=disable_tqdm)
+
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         pairs = [(ctx, cont) for _, ctx, cont in requests]
         bar = tqdm(total=len(pairs), disable=disable_tqdm or len(pairs) < 2, desc="loglikelihood")

@@ -23,6 +23,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="requests per forward pass")
     p.add_argument("--rolling-context", type=int, default=1,
                    help="tokens of context per loglikelihood_rolling window (1 = lm-eval's default disjoint windows)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--no-wandb", action="store_true", help="do not log to the run's W&B run")
     p.add_argument("--bootstrap-iters", type=int, default=1000, help="bootstrap samples for non-mean stderrs")
     p.set_defaults(func=cmd_eval)
@@ -51,7 +52,7 @@ def cmd_eval(args) -> int:
         out = evaluate_run(
             args.path, suite=args.suite, tasks=args.tasks, limit=_limit(args.limit), num_fewshot=args.num_fewshot,
             online=args.online, device=args.device, batch_size=args.batch_size,
-            model_args={"rolling_context": args.rolling_context}, wandb=not args.no_wandb,
+            model_args={"rolling_context": args.rolling_context, "threads": args.threads}, wandb=not args.no_wandb,
             bootstrap_iters=args.bootstrap_iters,
         )
     except (EvalError, CheckpointError) as exc:

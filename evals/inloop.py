@@ -65,10 +65,18 @@ class InLoopEval:
         """Results document of this checkpoint (`evals/<step>.json`) after evaluating it."""
         s = self.section
         if not s.subprocess:
+            import torch
+
             from evals.run_eval import evaluate_run
 
-            evaluate_run(ckpt, suite=s.suite, tasks=s.tasks, limit=s.limit, num_fewshot=s.num_fewshot, online=s.online,
-                         device=s.device, batch_size=s.batch_size, wandb=False, log=lambda m: None)
+            threads = torch.get_num_threads()
+            try:
+                evaluate_run(ckpt, suite=s.suite, tasks=s.tasks, limit=s.limit, num_fewshot=s.num_fewshot,
+                             online=s.online,
+                             device=s.device, batch_size=s.batch_size, model_args={"threads": s.threads}, wandb=False,
+                             log=lambda m: None)
+            finally:
+                torch.set_num_threads(threads)  # the trainer's setting
         else:
             cmd = [sys.executable, "-m", "evals.inloop", str(ckpt), s.model_dump_json()]
             env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_PORT")}
@@ -133,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     from evals.run_eval import evaluate_run
 
     out = evaluate_run(ckpt, suite=section.suite, tasks=section.tasks, limit=section.limit, num_fewshot=section.num_fewshot,
-                       online=section.online, device=section.device, batch_size=section.batch_size, wandb=False)
+                       online=section.online, device=section.device, batch_size=section.batch_size,
+                       model_args={"threads": section.threads}, wandb=False)
     return 1 if out["failed"] else 0
 
 

@@ -1,0 +1,125 @@
+"""Run-directory evaluation end to end: a tiny run trained through the CLI with in-loop
+evaluation (one task made to fail: training must finish), then `scalelab eval --suite tiny`
+writing evals/<step>.json and eval/... W&B entries; crash/timeout isolation of the child."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import yaml
+
+from conftest import REPO, run_cli, tiny_overrides
+from evals import tasks as T
+
+pytestmark = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found")
+STEPS, CKPT_EVERY = 6, 3
+
+
+def wandb_bytes(run_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in run_dir.glob("wandb/*run-*/run-*.wandb"))
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("evalrun")
+    suite = tmp / "mini.yaml"
+    suite.write_text(yaml.safe_dump({"limit": 4, "tasks": ["blimp_anaphor_number_agreement", "lambada_openai"]}))
+    rd = tmp / "run"
+    tokens_per_ckpt = 8 * 64 * CKPT_EVERY
+    over = tiny_overrides(tiny_data, **{"train.steps": STEPS, "train.checkpoint_every_steps": CKPT_EVERY,
+                                        "train.eval_every_steps": STEPS, "wandb.mode": "offline",
+                                        "eval.suite": str(suite), "eval.every_tokens": tokens_per_ckpt,
+                                        "eval.threads": 1})
+    r = run_cli(["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(rd), "--no-progress"], cwd=tmp,
+                env={"SCALELAB_EVAL_FAULT": "task:lambada_openai", "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return rd, r
+
+
+def test_inloop_eval_survives_failing_task(trained):
+    rd, r = trained
+    summary = json.loads((rd / "summary.json").read_text())
+    assert summary["status"] == "done" and summary["steps"] == STEPS
+    for step in (CKPT_EVERY, STEPS):
+        doc = json.loads((rd / "evals" / f"{step}.json").read_text())
+        assert [f["task"] for f in doc["failed"]] == ["lambada_openai"]
+        accs = [x for x in doc["results"] if x["task"] == "blimp_anaphor_number_agreement" and x["metric"] == "acc"]
+        assert len(accs) == 1 and 0 <= accs[0]["value"] <= 1 and accs[0]["n"] == 4
+        assert doc["eval_s"] > 0 and doc["step"] == step and doc["tokens"] == step * 8 * 64
+    # evaluation time is accounted separately from training throughput
+    assert summary["eval_s"] >= sum(json.loads((rd / "evals" / f"{s}.json").read_text())["eval_s"] for s in (3, 6)) * 0.9
+    assert "eval at step 3" in r.stdout + r.stderr
+    data = wandb_bytes(rd)
+    assert b"eval/blimp_anaphor_number_agreement/acc" in data and b"eval/lambada_openai/failed" in data
+
+
+def test_suite_run_writes_results_and_wandb(trained):
+    rd, _ = trained
+    r = run_cli(["eval", str(rd), "--suite", "tiny", "--limit", "3", "--threads", "1"], cwd=rd.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((rd / "evals" / f"{STEPS}.json").read_text())
+    assert "tiny" in doc["suites"] and doc["lm_eval_version"] and doc["checkpoint"].endswith(f"step_{STEPS}")
+    got = {(x["task"], x["metric"]) for x in doc["results"]}
+    assert {("lambada_openai", "acc"), ("lambada_openai", "perplexity"), ("tinyshakespeare_bpb", "bits_per_byte"),
+            ("blimp_determiner_noun_agreement_1", "acc"), ("blimp", "acc")} <= got
+    assert doc["failed"] == []  # the in-loop failure of lambada was replaced by this run's result
+    bpb = next(x for x in doc["results"] if x["metric"] == "bits_per_byte")
+    assert 0 < bpb["value"] < 10 and bpb["n"] == 3
+    assert doc["config"]["suite"]["name"] == "tiny" and doc["config"]["limit_override"] == 3
+    assert b"eval/tinyshakespeare_bpb/bits_per_byte" in wandb_bytes(rd)
+
+
+def test_train_refuses_unknown_eval_suite_before_training(tiny_data, tmp_path):
+    over = tiny_overrides(tiny_data, **{"eval.suite": "no_such_suite"})
+    r = run_cli(["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(tmp_path / "r")], cwd=tmp_path)
+    assert r.returncode == 2 and "unknown suite 'no_such_suite'" in r.stderr
+    assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def _fake_trainer(rd: Path, step: int):
+    from evals.testing import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
+
+    tok = tiny_tokenizer()
+    write_run_dir(rd, tiny_model(tiny_model_config(tok.get_vocab_size())), tok, step=step)
+    logs = []
+    return SimpleNamespace(
+        dist=SimpleNamespace(is_main=True), total_steps=step, state=SimpleNamespace(eval_s=0.0),
+        cfg=SimpleNamespace(tokens_per_step=lambda: 100, train=SimpleNamespace(checkpoint_every_steps=step),
+                            wandb=SimpleNamespace(mode="disabled")),
+        rd=SimpleNamespace(path=rd, checkpoints=rd / "checkpoints"), _log=logs.append, logs=logs,
+    )
+
+
+@pytest.mark.parametrize("fault,timeout", [("crash", 600.0), ("", 0.5)])
+def test_inloop_child_crash_or_timeout_is_recorded(tmp_path, monkeypatch, fault, timeout):
+    from evals.config import EvalSection
+    from evals.inloop import InLoopEval
+
+    monkeypatch.setenv("SCALELAB_EVAL_FAULT", fault)
+    tr = _fake_trainer(tmp_path / "run", 5)
+    cb = InLoopEval(EvalSection(suite=None, tasks=["blimp_anaphor_number_agreement"], limit=2, timeout_s=timeout))
+    cb.on_checkpoint(tr, 5, tr.rd.checkpoints / "step_5")  # must not raise
+    doc = json.loads((tmp_path / "run" / "evals" / "5.json").read_text())
+    assert doc["failed"][0]["task"] == "*"
+    assert ("137" in doc["failed"][0]["error"]) if fault else ("timed out" in doc["failed"][0]["error"])
+    assert tr.state.eval_s > 0 and "FAILED" in tr.logs[-1]
+
+
+def test_inloop_in_process_mode_records_task_failure(tmp_path, monkeypatch):
+    from evals.config import EvalSection
+    from evals.inloop import InLoopEval
+
+    monkeypatch.setenv("SCALELAB_EVAL_FAULT", "task:lambada_openai")
+    tr = _fake_trainer(tmp_path / "run", 4)
+    threads = torch.get_num_threads()
+    cb = InLoopEval(EvalSection(suite=None, tasks=["blimp_anaphor_number_agreement", "lambada_openai"], limit=2,
+                                subprocess=False, threads=1))
+    cb.on_checkpoint(tr, 4, tr.rd.checkpoints / "step_4")
+    doc = json.loads((tmp_path / "run" / "evals" / "4.json").read_text())
+    assert [f["task"] for f in doc["failed"]] == ["lambada_openai"]
+    assert any(x["task"] == "blimp_anaphor_number_agreement" for x in doc["results"])
+    assert torch.get_num_threads() == threads

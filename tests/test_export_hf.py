@@ -1,0 +1,107 @@
+"""`scalelab export hf`: transformers directory loadable offline, logits equal ours (dense, MoE)."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+
+from evals.testing import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
+from models.hf_export import ExportError, export_model
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_tokenizer()
+
+
+def _parity(model, out_dir, arch: str, tol: float = 1e-4):
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32, local_files_only=True).eval()
+    assert type(hf).__name__ == arch
+    ids = torch.randint(0, model.cfg.vocab_size, (3, model.cfg.seq_len))
+    with torch.no_grad():
+        diff = (hf(ids).logits - model(ids).logits).abs().max().item()
+    assert diff < tol, diff
+    return hf
+
+
+def test_dense_round_trip_via_cli(tmp_path, tok):
+    from launch.cli import main
+    from transformers import AutoConfig, AutoTokenizer
+
+    cfg = tiny_model_config(tok.get_vocab_size(), rope_theta=12345.0, norm_eps=1e-6)
+    model = tiny_model(cfg)
+    rd = write_run_dir(tmp_path / "run", model, tok, step=5)
+    out = tmp_path / "hf"
+    assert main(["export", "hf", str(rd / "checkpoints" / "step_5"), str(out)]) == 0
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    c = AutoConfig.from_pretrained(out, local_files_only=True)
+    assert (c.rope_parameters["rope_theta"], c.rms_norm_eps, c.num_key_value_heads, c.head_dim) == (12345.0, 1e-6, 2, 8)
+    assert c.tie_word_embeddings is False and c.max_position_embeddings == cfg.seq_len
+    _parity(model, out, "LlamaForCausalLM")
+    t = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    text = "Who should Derek hug after shocking Richard?"
+    assert t.encode(text) == tok.encode(text, add_special_tokens=False).ids  # no BOS added
+    assert t.bos_token == t.eos_token == "<|endoftext|>" and t.bos_token_id == 0
+    assert t.decode(t.encode(text)) == text
+    assert json.loads((out / "scalelab_export.json").read_text())["step"] == 5
+
+
+def test_tied_embeddings(tmp_path, tok):
+    model = tiny_model(tiny_model_config(tok.get_vocab_size(), tie_embeddings=True, n_kv_heads=None))
+    export_model(model, model.cfg, tok, 0, tmp_path)
+    hf = _parity(model, tmp_path, "LlamaForCausalLM")
+    assert hf.config.tie_word_embeddings is True
+
+
+@pytest.mark.parametrize("moe,arch", [
+    (dict(num_experts=4, top_k=2, renormalize=True), "MixtralForCausalLM"),
+    (dict(num_experts=4, top_k=2), "Qwen2MoeForCausalLM"),  # un-normalised top-k weights
+    (dict(num_experts=4, top_k=1, first_dense_layers=1, d_ff=48), "Qwen2MoeForCausalLM"),  # dense prefix
+])
+def test_moe_parity(tmp_path, tok, moe, arch):
+    model = tiny_model(tiny_model_config(tok.get_vocab_size(), n_layers=3, moe=moe))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_model(model, model.cfg, tok, 0, tmp_path)
+        _parity(model, tmp_path, arch)
+
+
+@pytest.mark.parametrize("moe,match", [
+    (dict(router="expert_choice"), "expert_choice.*no standard transformers equivalent"),
+    (dict(router="aux_free_bias"), "aux_free_bias"),
+    (dict(router="softmax_topk", num_shared_experts=1), "num_shared_experts"),
+])
+def test_unsupported_moe_is_refused(tmp_path, tok, moe, match):
+    model = tiny_model(tiny_model_config(tok.get_vocab_size(), moe=moe))
+    with pytest.raises(ExportError, match=match):
+        export_model(model, model.cfg, tok, 0, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_moe_checkpoint_with_deepspeed_expert_files(tmp_path, tok):
+    """Expert-parallel checkpoints keep one file per expert; the loader restacks them."""
+    from pretrain.checkpoint_io import load_run
+
+    model = tiny_model(tiny_model_config(tok.get_vocab_size(), moe=dict(num_experts=2, top_k=1, renormalize=True)))
+    rd = write_run_dir(tmp_path / "run", model, tok, step=3)
+    ck = rd / "checkpoints" / "step_3"
+    sd = model.state_dict()
+    main, experts = {}, {}
+    for k, v in sd.items():
+        if ".mlp.experts." in k:
+            prefix, name = k.rsplit(".experts.", 1)
+            for e in range(v.shape[0]):
+                experts.setdefault(e, {})[f"{prefix}.deepspeed_moe.experts.deepspeed_experts.{e}.{name}"] = v[e].clone()
+        else:
+            main[k] = v
+    torch.save({"module": main}, ck / "mp_rank_00_model_states.pt")
+    for e, part in experts.items():
+        torch.save(part, ck / f"layer_0_expert_{e}_mp_rank_00_model_states.pt")
+    loaded = load_run(rd)
+    ids = torch.randint(0, 300, (1, 9))
+    with torch.no_grad():
+        assert torch.equal(loaded.model(ids).logits, model(ids).logits)
