@@ -1,0 +1,134 @@
+"""MoE end to end through `scalelab train` on the real corpus: loss falls, router metrics in
+metrics.jsonl, exact resume after SIGKILL, and expert parallelism (EP=2, 2 ranks under the
+`deepspeed` launcher) matching EP=1."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SCALELAB, run_cli, tiny_overrides
+
+TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
+MOE = {"model.moe.num_experts": 4, "model.moe.top_k": 2, "model.moe.d_ff": 64, "model.moe.capacity_factor": 1.25}
+COMPARED = ("step", "loss", "grad_norm", "aux_loss", "val_loss", "moe/imbalance", "moe/layer1/load/expert0",
+            "moe/dropped_frac", "moe/bias_norm")
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def comparable(run: Path) -> list[tuple]:
+    return [tuple(r.get(k) for k in COMPARED) for r in metrics(run)]
+
+
+def moe_args(data: Path, run: str, **extra) -> list[str]:
+    return ["train", TINY_MOE, *tiny_overrides(data, **(MOE | extra)), "--run-dir", run, "--no-progress"]
+
+
+def popen(args: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    e = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.Popen(args, cwd=cwd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def kill_after_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 400) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if (run / "metrics.jsonl").exists():
+            lines = (run / "metrics.jsonl").read_text().splitlines()
+            if lines and json.loads(lines[-1])["step"] >= step:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended early: {proc.stdout.read()[-3000:]}")
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for training progress")
+
+
+@pytest.fixture(scope="module")
+def moe_reference(tiny_data, tmp_path_factory):
+    """An uninterrupted 36-step aux_free_bias MoE run (its bias buffers must survive resume)."""
+    cwd = tmp_path_factory.mktemp("moe")
+    res = run_cli(moe_args(tiny_data, "ref", **{"train.steps": 36, "model.moe.router": "aux_free_bias",
+                                                "model.moe.bias_update_rate": 0.01}), cwd)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return cwd / "ref"
+
+
+def test_moe_loss_falls_and_router_metrics_logged(moe_reference):
+    recs = metrics(moe_reference)
+    first, last = sum(r["loss"] for r in recs[:3]) / 3, sum(r["loss"] for r in recs[-3:]) / 3
+    assert first > 6.0 and last < first - 0.8, (first, last)  # ln(512) = 6.24 at init
+    for r in recs:
+        for i in (0, 1):  # n50k: 2 layers, both MoE
+            for k in ("imbalance", "cv", "dropped_frac", "entropy", "aux_loss", "z_loss", "bias_norm"):
+                assert f"moe/layer{i}/{k}" in r, k
+            assert sum(r[f"moe/layer{i}/load/expert{j}"] for j in range(4)) == pytest.approx(1.0)
+        for k in ("moe/imbalance", "moe/dropped_frac", "moe/aux_loss", "moe/z_loss", "moe/entropy"):
+            assert k in r
+        assert r["aux_loss"] >= 0
+    assert recs[-1]["moe/bias_norm"] > 0  # the bias was updated after optimizer steps
+    summary = json.loads((moe_reference / "summary.json").read_text())
+    assert summary["status"] == "done"
+    from models.accounting import count
+    from pretrain.config.loader import load_train_config
+
+    cfg = load_train_config(moe_reference / "config.yaml")
+    assert summary["params"] == count(cfg.model).total
+
+
+def test_moe_exact_resume_after_sigkill(moe_reference, tiny_data, tmp_path):
+    args = moe_args(tiny_data, "run", **{"train.steps": 36, "model.moe.router": "aux_free_bias",
+                                         "model.moe.bias_update_rate": 0.01})
+    kill_after_step(tmp_path / "run", 15, popen(SCALELAB + args, tmp_path))
+    res = run_cli(args, tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "resumed from checkpoint step_" in res.stdout
+    assert comparable(tmp_path / "run") == comparable(moe_reference)  # bitwise, router metrics included
+
+
+def launch(over: list[str], run: str, cwd: Path, port: int) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    launcher = Path(sys.executable).parent / "deepspeed"
+    return subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli",
+                           TINY_MOE, *over, "--run-dir", run, "--no-progress"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tmp_path):
+    base = {"train.steps": 12, "train.global_batch_size": 16, "deepspeed.zero_stage": 1,
+            "model.moe.router": "aux_free_bias", "model.moe.bias_update_rate": 0.01}
+    ep1 = tiny_overrides(tiny_data, **(MOE | base | {"model.moe.ep_size": 1}))
+    ep2 = tiny_overrides(tiny_data, **(MOE | base | {"model.moe.ep_size": 2}))
+    r1 = launch(ep1, "ep1", tmp_path, 29741)
+    assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
+    r2 = launch(ep2, "ep2", tmp_path, 29742)
+    assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
+    m1, m2 = metrics(tmp_path / "ep1"), metrics(tmp_path / "ep2")
+    assert len(m1) == len(m2) == 12
+    for a, b in zip(m1, m2):
+        for k in ("loss", "aux_loss", "grad_norm", "moe/imbalance"):
+            assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6), (a["step"], k)
+    # Expert-parallel checkpoints: one file per global expert per MoE layer.
+    ckpt = sorted((tmp_path / "ep2" / "checkpoints").glob("step_*"))[-1]
+    assert len(list(ckpt.rglob("layer_*_expert_*_model_states.pt"))) == 2 * 4
+    # Kill an EP=2 run after its step-6 checkpoint and resume it: identical to the uninterrupted one.
+    launcher = Path(sys.executable).parent / "deepspeed"
+    cmd = [str(launcher), "--num_gpus", "2", "--master_port", "29743", "--module", "pretrain.cli", TINY_MOE, *ep2,
+           "--run-dir", "ep2k", "--no-progress"]
+    kill_after_step(tmp_path / "ep2k", 8, popen(cmd, tmp_path, {"OMP_NUM_THREADS": "1"}))
+    r3 = launch(ep2, "ep2k", tmp_path, 29744)
+    assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
+    assert "resumed from checkpoint step_" in r3.stdout + r3.stderr
+    assert [tuple(r.get(k) for k in COMPARED) for r in metrics(tmp_path / "ep2k")] == \
+        [tuple(r.get(k) for k in COMPARED) for r in m2]
