@@ -77,19 +77,21 @@ class Objective:
 
 
 def fit_theta(
-    N, D, L, *, grid: str = "fast", top_k: int = 32, delta: float = DELTA, extra_starts=(), starts: np.ndarray | None = None
+    N, D, L, *, grid: str = "fast", top_k: int = 32, delta: float = DELTA, extra_starts=(), starts: np.ndarray | None = None,
+    polish: bool = True,
 ) -> MultiStartResult:
-    """Best theta over the grid. grid='full' runs L-BFGS-B from all 4500 starts; 'fast' from the
-    `top_k` best grid points (ranked by a vectorised objective evaluation) plus `extra_starts`."""
+    """Best theta over the grid. grid='full' runs L-BFGS-B from all 4500 starts (or all `starts`);
+    'fast' from the `top_k` best grid points (ranked by a vectorised objective evaluation), plus
+    `extra_starts` in both modes. `polish` restarts L-BFGS-B once from the best point."""
     obj = Objective(N, D, L, delta)
     grid_pts = paper_grid() if starts is None else np.atleast_2d(starts)
     bounds = [BOUNDS[k] for k in THETA]
     k = None if grid == "full" else top_k
     res = multistart_lbfgsb(obj, grid_pts, bounds, top_k=k, batch_objective=obj.batch, extra_starts=extra_starts)
-    # Polish: one more run from the best point (L-BFGS-B memory restart) -- cheap and never worse.
-    polish = multistart_lbfgsb(obj, res.x[None, :], bounds, top_k=None)
-    if polish.fun < res.fun:
-        res.x, res.fun, res.nit = polish.x, polish.fun, res.nit + polish.nit
+    if polish:  # one more run from the best point (fresh L-BFGS memory): cheap and never worse
+        again = multistart_lbfgsb(obj, res.x[None, :], bounds, top_k=None)
+        if again.fun < res.fun:
+            res.x, res.fun, res.nit = again.x, again.fun, res.nit + again.nit
     return res
 
 
