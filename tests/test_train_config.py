@@ -64,3 +64,11 @@ def test_config_reference_lists_every_key():
     assert res.returncode == 0
     for key in ("`optim.lr`", "`train.tokens`", "`deepspeed.zero_stage`", "`wandb.mode`", "`data.tokenizer.vocab_size`", "`schedule.decay_shape`"):
         assert key in res.stdout
+
+
+def test_readme_config_reference_is_current():
+    from pretrain.config.reference import END, START, reference_markdown
+
+    text = (REPO / "README.md").read_text()
+    block = text.split(START, 1)[1].split(END, 1)[0].strip()
+    assert block == reference_markdown(), "run: python -m pretrain.config.reference README.md"

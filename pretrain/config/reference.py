@@ -52,3 +52,26 @@ def reference_markdown(model: type[BaseModel] = TrainConfig) -> str:
         esc = [t.replace("|", "\\|") for t in (typ, default, desc)]
         lines.append(f"| `{key}` | {esc[0]} | `{esc[1]}` | {esc[2]} |")
     return "\n".join(lines)
+
+
+START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
+
+
+def update_readme(path) -> bool:
+    """Rewrite the README's config reference block; returns True when it changed."""
+    from pathlib import Path
+
+    p = Path(path)
+    text = p.read_text()
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{START}\n{reference_markdown()}\n{END}{tail}"
+    if new != text:
+        p.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    import sys
+
+    update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md")

@@ -1,0 +1,27 @@
+# The README's two commands: `make quickstart` and `make test`. Both set up the venv first.
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup quickstart test test-fast clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch is pinned here, not in the package: on this CPU machine pip takes the local CPU wheel,
+	# on a GPU machine the same pin installs the CUDA build.
+	$(BIN)/pip install -q torch==2.13.0 -e '.[dev]'
+	touch $@
+
+quickstart: setup
+	$(BIN)/scalelab quickstart
+
+test: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -q -ra
+
+test-fast: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -q -ra -m "not slow"
+
+clean:
+	rm -rf $(VENV) runs data fits quickstart
