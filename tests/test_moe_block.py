@@ -118,25 +118,3 @@ def test_gpt_with_moe_forward_backward_and_stats():
     torch.manual_seed(0)
     again = GPT(cfg)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
-
-
-def test_expert_parallel_sharding_and_deepspeed_key_layout():
-    """Single process: shard as rank 1 of 2, check the slice and the checkpoint key round trip."""
-    pytest.importorskip("deepspeed")
-    from pretrain.expert_parallel import shard_experts
-
-    block = make_block(router="aux_free_bias")
-    full = block.experts.up_proj.detach().clone()
-    shard_experts(block, ep_size=2, ep_rank=1, ep_group=None, group_name="ep_size_2")
-    assert torch.equal(block.experts.up_proj, full[2:4])
-    assert block.experts.up_proj.allreduce is False and block.experts.up_proj.group_name == "ep_size_2"
-    from deepspeed.moe.layer import MoE
-
-    assert isinstance(block, MoE) and block.num_local_experts == 2
-    sd = {k: v.clone() for k, v in block.state_dict().items()}
-    assert "deepspeed_moe.experts.deepspeed_experts.1.up_proj" in sd and "experts.up_proj" not in sd
-    assert not [k for k in sd if "expert" in k and "deepspeed_experts" not in k]  # DeepSpeed's rule
-    with torch.no_grad():
-        block.experts.up_proj.zero_()
-    block.load_state_dict(sd)
-    assert torch.equal(block.experts.up_proj, full[2:4])
