@@ -118,3 +118,13 @@ def test_gpt_with_moe_forward_backward_and_stats():
     torch.manual_seed(0)
     again = GPT(cfg)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_capacity_applies_in_training_only():
+    block = make_block(top_k=1, capacity_factor=0.25)
+    x = torch.randn(1, 12, 16)
+    _, aux = block(x)
+    assert aux.stats["dropped_frac"].item() > 0
+    block.eval()
+    y, aux = block(x)
+    assert aux.stats["dropped_frac"].item() == 0 and (y.abs().sum(-1) > 0).all()

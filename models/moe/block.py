@@ -49,7 +49,9 @@ class MoEFeedForward(nn.Module):
         flat = x.reshape(-1, shape[-1])
         routing = self.router(flat, seq_len=shape[-2] if x.dim() == 3 else flat.shape[0])
         cf = self.moe_cfg.capacity_factor
-        if cf is not None and routing.priority is not None:
+        # Capacity is a training-time limit: dropping depends on the other tokens of the batch,
+        # so evaluation and generation route dropless (as Switch/ST-MoE raise eval capacity).
+        if cf is not None and routing.priority is not None and self.training:
             cap = capacity(cf, flat.shape[0], self.moe_cfg.top_k, self.num_experts)
             routing = routing.limit_capacity(cap, self.num_experts)
         y = dispatch_combine(flat, routing, self.experts, self.num_experts, self.ep_group, self.ep_size)

@@ -22,7 +22,8 @@ class MoEConfig(BaseModel):
     capacity_factor: float | None = Field(
         None, gt=0,
         description="expert capacity = ceil(capacity_factor * tokens * top_k / num_experts) per micro-batch; the lowest-scoring "
-        "assignments beyond it are dropped (the token keeps its residual). null: dropless (expert_choice: 1.0)",
+        "assignments beyond it are dropped (the token keeps its residual); training only, eval/generation is dropless. "
+        "null: dropless (expert_choice: its capacity, default 1.0)",
     )
     router: RouterName = Field("softmax_topk", description="routing rule: " + ", ".join(ROUTER_NAMES))
     every_k_layers: int = Field(1, ge=1, description="MoE in every k-th layer after the dense prefix: layer i is MoE iff i >= first_dense_layers and (i - first_dense_layers + 1) % k == 0")
