@@ -15,7 +15,7 @@ from scaling import inputs
 from scaling.common import EXTRAPOLATION_WARN_FACTOR, compute_C, drop_highest, holdout_split, identification_warnings
 from scaling.errors import FitError, InputError
 from scaling.threads import blas_single_thread
-from scaling.record import FitRecord, data_sha256, make_record
+from scaling.record import FitRecord, _clean, data_sha256, make_record
 
 CORE = ("E", "A", "B", "alpha", "beta")
 
@@ -97,7 +97,7 @@ def fit_chinchilla(
         **body,
     )
     if held is not None:
-        rec["holdout"] = _holdout_report(rec, held)
+        rec["holdout"] = _clean(_holdout_report(rec, held))
     return rec
 
 

@@ -114,9 +114,14 @@ class FitRecord(dict):
                 if iv and None not in iv:
                     s += f"   [{iv[0]:.6g}, {iv[1]:.6g}]"
                 lines.append(s)
+        for m in self.get("models") or []:  # critical-batch: one line per model size
+            iv = m.get("B_crit_interval")
+            lines.append(f"  N={m['N']:.4g}: S_min={m['S_min']:.4g} E_min={m['E_min']:.4g} B_crit={m['B_crit']:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""))
         ho = self.get("holdout")
-        if ho:
+        if ho and ho.get("mean_abs_rel_error") is not None:
             lines.append(f"holdout ({ho['n_points']} largest runs): mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}")
+        elif ho:
+            lines.append(f"holdout: {ho['n_points']} largest runs excluded ({ho.get('note', '')})")
         for w in self.get("warnings", []):
             lines.append(f"warning: {w}")
         return "\n".join(lines)

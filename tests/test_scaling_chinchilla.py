@@ -134,3 +134,18 @@ def test_record_roundtrip(tmp_path, epoch_fit):
     assert isinstance(law, ChinchillaLaw)
     n, d = law.compute_optimal(5.76e23)
     assert 5e10 < n < 1e11 and d / n == pytest.approx(18.4, rel=0.05)  # SCALING_LAWS.md, reproduced
+
+
+def test_holdout_for_frontier_approaches_is_honest():
+    rec = fit_chinchilla(epoch_csv(), approach=2, drop_highest_k=5, holdout="largest")
+    assert rec["holdout"]["mean_abs_rel_error"] is None and "do not predict loss" in rec["holdout"]["note"]
+    assert "holdout" in rec.summary()
+
+
+def test_cli_module_is_light():
+    import subprocess
+    import sys
+
+    code = "import sys, argparse, scaling.cli as c; p = argparse.ArgumentParser(); c.register(p.add_subparsers()); print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'torch', 'matplotlib') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
