@@ -173,7 +173,79 @@ def _get(d: dict, dotted: str):
 
 
 def read_run_dirs(root: str | Path, n_kind: str = "total"):
-    """Scan `root` for run directories (`<sweep>/<run>/summary.json`, any depth).
+    """Runs under `root` as a canonical table plus warnings.
+
+    Uses the sweep registry (`launch.registry.load_runs`) when it is installed, else a
+    self-contained scan of the same run-directory contract (`_scan_run_dirs`). Either way:
+    only runs with status "done"; loss = final_val_loss if present else final_loss;
+    N = summary[N_KINDS[n_kind]]; D = tokens; broken runs become warnings, never exceptions.
+    """
+    try:
+        from launch.registry import load_runs
+    except ImportError:
+        return _scan_run_dirs(root, n_kind)
+    return _from_registry(load_runs, Path(root), n_kind)
+
+
+def _num(v):
+    """A finite float or None (registry tables hold None/NaN for absent fields)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def _from_registry(load_runs, root: Path, n_kind: str):
+    import os
+
+    import pandas as pd
+
+    table, problems = load_runs(root)
+    warnings = [f"run {os.path.relpath(p['path'], root)}: {p['problem']}" for p in problems]
+    rows, skipped = [], {}
+    n_key = N_KINDS[n_kind]
+    for rec in table.to_dict("records"):
+        rel = os.path.relpath(rec.get("path", rec.get("run", "?")), root)
+        status = rec.get("status")
+        if status != "done":
+            key = f"status {status!r}"
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        loss = _num(rec.get("final_val_loss"))
+        if loss is None:
+            loss = _num(rec.get("final_loss"))
+        N, D = _num(rec.get(n_key)), _num(rec.get("tokens"))
+        missing = [k for k, v in ((f"N ({n_key})", N), ("tokens", D), ("final_val_loss/final_loss", loss)) if v is None]
+        if missing:
+            warnings.append(f"run {rel}: summary.json lacks {', '.join(missing)}; skipped")
+            continue
+        bt, lr = _num(rec.get("batch_tokens")), _num(rec.get("lr"))
+        if (bt is None or lr is None) and rec.get("path") and (Path(rec["path"]) / "config.yaml").exists():
+            try:  # older summaries: take lr and batch from the resolved config
+                cfg = _read_yaml(Path(rec["path"]) / "config.yaml")
+            except Exception:
+                cfg = {}
+            lr = lr if lr is not None else _num(_get(cfg, "optim.lr"))
+            seq, gbs = _num(_get(cfg, "model.seq_len")), _num(_get(cfg, "train.global_batch_size"))
+            if bt is None and seq and gbs:
+                bt = seq * gbs
+        rows.append({"run": rel, "sweep": rec.get("sweep") or Path(rel).parent.name, "N": N, "D": D, "loss": loss,
+                     "flops": _num(rec.get("flops")), "batch_tokens": bt, "lr": lr, "steps": _num(rec.get("steps")),
+                     "params": _num(rec.get("params")), "non_embedding_params": _num(rec.get("non_embedding_params")),
+                     "wall_s": _num(rec.get("wall_s")), "d_model": rec.get("d_model"), "n_layers": rec.get("n_layers"), "seq_len": rec.get("seq_len")})
+    for why, n in sorted(skipped.items()):
+        warnings.append(f"skipped {n} run(s) with {why}")
+    if not rows:
+        raise InputError(f"{root}: no finished runs (status 'done' with N, tokens and loss) found" + (f"; {'; '.join(warnings)}" if warnings else ""))
+    df = pd.DataFrame(rows)
+    for col in ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df, warnings
+
+
+def _scan_run_dirs(root: str | Path, n_kind: str = "total"):
+    """Self-contained scan for `<sweep>/<run>/summary.json` (any depth), used without the registry.
 
     Uses only runs with status "done"; loss = final_val_loss if present else final_loss;
     N = summary[N_KINDS[n_kind]]; D = tokens. Half-written or malformed runs become warnings.
