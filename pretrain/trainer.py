@@ -56,6 +56,11 @@ class Trainer:
         self.counts = count(cfg.model)
         self.state = TrainState()
         self.stop = StopRequest()
+        self.noise_probe = None
+        if cfg.train.noise_scale_every_steps:
+            from pretrain.noise_scale import GradNoiseProbe
+
+            self.noise_probe = GradNoiseProbe()
 
     # ----------------------------------------------------------------- set-up
     def _log(self, text: str) -> None:
@@ -99,6 +104,8 @@ class Trainer:
         self.state.eval_s = client.get("eval_s", 0.0)
         self.state.last_val = client.get("last_val", {})
         checkpoint.set_rng_state(client["rng"])
+        if self.noise_probe is not None and client.get("noise_probe"):
+            self.noise_probe.load_state_dict(client["noise_probe"])
         self._log(f"resumed from checkpoint step_{self.state.step} ({self.state.step}/{self.total_steps} steps done)")
         return True
 
@@ -121,6 +128,7 @@ class Trainer:
             "eval_s": self.state.eval_s,
             "last_val": self.state.last_val,
             "rng": checkpoint.rng_state(),
+            "noise_probe": self.noise_probe.state_dict() if self.noise_probe is not None else None,
         }
         t0 = time.perf_counter()
         path = checkpoint.save(
@@ -132,6 +140,21 @@ class Trainer:
                 cb.on_checkpoint(self, self.state.step, path)
         self._ckpt_s = getattr(self, "_ckpt_s", 0.0) + time.perf_counter() - t0
         return path
+
+    def _measure_noise(self, step: int) -> dict:
+        """Gradient noise scale from this step's samples (rank-local; outside DeepSpeed's buffers).
+
+        Its time counts as evaluation time, not training throughput."""
+        t0 = time.perf_counter()
+        mb, k = self.cfg.train.micro_batch_size, self.cfg.train.noise_scale_batches
+        first = micro_batch_start(step, 0, self.dist.rank, self.cfg.train.global_batch_size, mb, self.dist.world_size)
+        batches = []
+        for j in range(k):
+            x, y = self.sampler.batch(first + j * mb, mb)
+            batches.append((x.to(self.dist.device), y.to(self.dist.device)))
+        out = self.noise_probe.measure(self.model, batches)
+        self.state.eval_s += time.perf_counter() - t0
+        return {k: v for k, v in out.items() if k in ("grad_noise_scale", "grad_noise_scale_raw")}
 
     def _evaluate(self) -> dict:
         t0 = time.perf_counter()
@@ -148,6 +171,7 @@ class Trainer:
         tps = cfg.tokens_per_step()
         fault_nan = int(os.environ.get("SCALELAB_FAULT_NAN_STEP", "-1"))  # test hook: poison this step's loss
         window_t0, window_tokens, window_loss, window_n = time.perf_counter(), 0, 0.0, 0
+        noise: dict = {}
         attempt_t0 = time.perf_counter()
         wall_before = self.state.wall_s
         status, error, code = "done", None, EXIT_OK
@@ -181,6 +205,8 @@ class Trainer:
                         f"The last good checkpoint is kept in {self.rd.checkpoints}"
                     )
                 self._after_step_hooks()
+                if self.noise_probe is not None and (step + 1) % cfg.train.noise_scale_every_steps == 0:
+                    noise = self._measure_noise(step)
                 self.state.step = step = step + 1
                 window_tokens += tps
                 window_loss += step_loss
@@ -207,6 +233,8 @@ class Trainer:
                     }
                     if aux_total:
                         rec["aux_loss"] = all_reduce_mean(aux_total, d)
+                    if noise:
+                        rec.update(noise)
                     extra = ""
                     if stats:
                         from models.moe.metrics import console_summary, summarize

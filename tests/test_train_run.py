@@ -166,3 +166,15 @@ def test_two_ranks_under_deepspeed_launcher_match_one_rank(tiny_data, tmp_path):
         assert a["step"] == b["step"]
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-5, abs=1e-5)
     assert s2["final_val_loss"] == pytest.approx(s1["final_val_loss"], rel=1e-5)
+
+
+def test_gradient_noise_scale_is_logged_and_resumed(tiny_data, tmp_path):
+    over = tiny_overrides(tiny_data, **{"train.steps": 12, "train.noise_scale_every_steps": 2, "train.log_every_steps": 2,
+                                        "train.checkpoint_every_steps": 6})
+    res = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    recs = metrics(tmp_path / "run")
+    values = [r.get("grad_noise_scale") for r in recs]
+    assert len(values) == 6 and all(v is not None for v in values[2:])
+    # B_simple is in tokens: positive and finite once the EMAs have a few measurements
+    assert all(0 < v < 1e9 for v in values[2:])

@@ -44,6 +44,8 @@ class LoopConfig(StrictModel):
     compile: bool = Field(False, description="torch.compile the model (GPU option; slower on CPU)")
     device_peak_flops: float | None = Field(None, gt=0, description="override the per-device peak FLOP/s used for MFU")
     threads: int | None = Field(None, gt=0, description="torch CPU threads per rank (default: cores / local ranks)")
+    noise_scale_every_steps: int = Field(0, ge=0, description="measure the gradient noise scale B_simple every this many steps (0: off); logged as grad_noise_scale")
+    noise_scale_batches: int = Field(4, ge=2, description="micro-batches per noise-scale measurement (B_big = this x micro-batch tokens)")
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -96,6 +98,12 @@ class TrainConfig(StrictModel):
     wandb: WandbConfig = Field(default_factory=WandbConfig)
     eval: EvalSection | None = Field(None, description="in-loop lm-eval evaluation at checkpoints (evals/inloop.py); null: none")
     extras: dict[str, Any] = Field(default_factory=dict, description="free-form metadata (sweep axes, notes); copied to W&B config")
+
+    @model_validator(mode="after")
+    def _probe_needs_full_params(self) -> "TrainConfig":
+        if self.train.noise_scale_every_steps and self.deepspeed.zero_stage == 3:
+            raise ValueError("train.noise_scale_every_steps needs full parameters on each rank: use deepspeed.zero_stage 0-2")
+        return self
 
     def total_steps(self) -> int:
         if self.train.steps is not None:
