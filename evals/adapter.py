@@ -63,6 +63,18 @@ class ScalelabLM(TemplateLM):
         self._max_gen_toks = int(max_gen_toks)
         self.generator = torch.Generator().manual_seed(int(seed))
 
+    @property
+    def _split_safe(self) -> bool:
+        """Byte-level BPE with GPT-2's pre-tokenisation regex and no normaliser (our tokenizers)."""
+        if not hasattr(self, "_split_ok"):
+            import json
+
+            spec = json.loads(self.tokenizer.to_str())
+            pre = spec.get("pre_tokenizer") or {}
+            self._split_ok = (spec.get("normalizer") is None and pre.get("type") == "ByteLevel"
+                              and pre.get("use_regex", True) and not pre.get("add_prefix_space", False))
+        return self._split_ok
+
     @classmethod
     def from_model(cls, model, tokenizer, eot_id: int, seq_len: int, **kw) -> "ScalelabLM":
         """Wrap an in-memory GPT and `tokenizers.Tokenizer` (tests, notebooks)."""
@@ -111,21 +123,24 @@ class ScalelabLM(TemplateLM):
         splits = []
         for ctx, cont in (r.args for r in requests):
             if ctx == "":
-                splits.append((None, cont))
+                splits.append((None, cont, False))
             else:
                 n = len(ctx) - len(ctx.rstrip())
-                c = ctx[: len(ctx) - n]
-                splits.append((c, c + ctx[len(ctx) - n:] + cont))
-        strings = list({s for pair in splits for s in pair if s is not None})
+                c, x = ctx[: len(ctx) - n], ctx[len(ctx) - n:] + cont
+                # " word" after a non-space: no pre-token crosses the boundary, so
+                # encode(c + x) == encode(c) + encode(x) exactly; encode x alone (shorter)
+                split = self._split_safe and x[:1] == " " and x[1:2] not in ("", " ", "\t", "\n", "\r")
+                splits.append((c, x if split else c + x, split))
+        strings = list({s for c, w, _ in splits for s in (c, w) if s is not None})
         ids = dict(zip(strings, (e.ids for e in self.tokenizer.encode_batch(strings, add_special_tokens=False))))
         new_reqs = []
-        for (ctx, cont), (c, whole) in zip((r.args for r in requests), splits):
+        for (ctx, cont), (c, whole, split) in zip((r.args for r in requests), splits):
             if c is None:
                 w = ids[whole]
                 ctx_enc, cont_enc = ([self.prefix_token_id], w) if w[:1] != [self.prefix_token_id] else (w[:1], w[1:])
             else:
                 ctx_enc = ids[c]
-                cont_enc = ids[whole][len(ctx_enc):]
+                cont_enc = ids[whole] if split else ids[whole][len(ctx_enc):]
             new_reqs.append(((ctx, cont), ctx_enc, cont_enc))
         return self._loglikelihood_tokens(new_reqs, disable_tqdm=disable_tqdm)
 

@@ -55,6 +55,53 @@ def batches(order: list[int], lengths: list[int], batch_size: int, max_batch_tok
     return out
 
 
+def _layers(model, ids: torch.Tensor, pos: torch.Tensor, past=None, past_valid=None, keep_kv: bool = False):
+    """Backbone over `ids` at positions `pos`, optionally attending to per-row cached keys/values.
+
+    `past`: per layer (k, v) of shape (B, n_kv, P, hd) (a context already run), `past_valid`:
+    (B, P) which of them are real. Without `past` this is the model's causal forward. Mirrors
+    Block/Attention.forward (tests compare against the model's own logits).
+    """
+    from models.layers import apply_rope
+
+    emb = model.model.embed_tokens
+    cos_t, sin_t = model._rope(0, int(pos.max()) + 1, ids.device)
+    cos = cos_t.to(emb.weight.dtype)[pos][:, None]
+    sin = sin_t.to(emb.weight.dtype)[pos][:, None]
+    b, t = ids.shape
+    mask = None
+    if past is not None:
+        causal = torch.ones(t, t, dtype=torch.bool, device=ids.device).tril()
+        mask = torch.cat([past_valid[:, None, :].expand(b, t, -1), causal.expand(b, t, t)], dim=-1)[:, None]
+    x = emb(ids)
+    kv = []
+    for i, layer in enumerate(model.model.layers):
+        a = layer.self_attn
+        h = layer.input_layernorm(x)
+        q = a.q_proj(h).view(b, t, a.n_heads, a.hd).transpose(1, 2)
+        k = a.k_proj(h).view(b, t, a.n_kv, a.hd).transpose(1, 2)
+        v = a.v_proj(h).view(b, t, a.n_kv, a.hd).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if keep_kv:
+            kv.append((k, v))
+        if past is not None:
+            k, v = torch.cat([past[i][0], k], dim=2), torch.cat([past[i][1], v], dim=2)
+        if a.n_kv != a.n_heads:
+            k = k.repeat_interleave(a.n_heads // a.n_kv, dim=1)
+            v = v.repeat_interleave(a.n_heads // a.n_kv, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        x = x + a.o_proj(y.transpose(1, 2).reshape(b, t, -1))
+        m = layer.mlp(layer.post_attention_layernorm(x))
+        x = x + (m[0] if isinstance(m, tuple) else m)
+    return model.model.norm(x), kv
+
+
+def _padded(seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(x) for x in seqs)
+    ids = torch.tensor([list(x) + [0] * (width - len(x)) for x in seqs], dtype=torch.long)
+    return ids, torch.arange(width).expand(len(seqs), width)
+
+
 @torch.inference_mode()
 def score_pairs(
     model,
@@ -67,45 +114,69 @@ def score_pairs(
 ) -> list[tuple[float, bool]]:
     """(sum of log-probs of the continuation, whether it is the greedy continuation) per pair.
 
-    Longest first, so the first batch fails fast if memory is short and padding stays small;
-    identical pairs (common in multiple-choice tasks) are scored once.
+    Identical pairs are scored once. Pairs whose truncated inputs agree up to the continuation
+    (the choices of a multiple-choice question) share one pass over that context: pass 1 runs
+    the distinct contexts and keeps their keys/values, pass 2 runs only the continuation tokens
+    against them. Contexts go longest first (the first batch fails fast if memory is short).
+    `batch_size` counts distinct contexts per pass.
     """
     results: list[tuple[float, bool] | None] = [None] * len(pairs)
     unique: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
     for i, (ctx, cont) in enumerate(pairs):
         unique.setdefault((tuple(ctx), tuple(cont)), []).append(i)
-    keys = list(unique)
-    prepared = [truncate_pair(c, k, max_length) for c, k in keys]
-    lengths = [len(inp) for inp, _ in prepared]
-    order = sorted(range(len(keys)), key=lambda j: (-lengths[j], keys[j]))
+    groups: dict[tuple[int, ...], list] = {}
+    for key in unique:
+        inp, n = truncate_pair(key[0], key[1], max_length)
+        if n == 0:
+            for i in unique[key]:
+                results[i] = (0.0, True)
+            continue
+        cut = len(inp) - n + 1  # the prefix ends with the token that predicts the first target
+        groups.setdefault(tuple(inp[:cut]), []).append((key, list(inp[cut:]), list(key[1][len(key[1]) - n:])))
+    prefixes = list(groups)
+    sizes = [len(p) + max(len(b) for _, b, _ in groups[p]) * len(groups[p]) for p in prefixes]
+    order = sorted(range(len(prefixes)), key=lambda j: (-len(prefixes[j]), -sizes[j], prefixes[j]))
     head = model.lm_head
-    for group in batches(order, lengths, batch_size, max_batch_tokens):
-        width = max(lengths[j] for j in group)
-        ids = torch.zeros(len(group), width, dtype=torch.long)
-        rows, cols, targets, owner = [], [], [], []
-        for r, j in enumerate(group):
-            inp, n = prepared[j]
-            ids[r, : len(inp)] = torch.tensor(inp, dtype=torch.long)
-            cont = keys[j][1][len(keys[j][1]) - n:]
-            rows += [r] * n
-            cols += range(len(inp) - n, len(inp))
-            targets += cont
-            owner += [r] * n
-        h = hidden_states(model, ids.to(device))
-        sel = h[torch.tensor(rows, device=h.device), torch.tensor(cols, device=h.device)]
-        logp = F.log_softmax(head(sel).float(), dim=-1)
-        tgt = torch.tensor(targets, device=logp.device)
-        tok_lp = logp.gather(1, tgt[:, None])[:, 0].double().cpu()
-        hit = (logp.argmax(-1) == tgt).cpu()
-        own = torch.tensor(owner)
-        sums = torch.zeros(len(group), dtype=torch.float64).index_add_(0, own, tok_lp)
-        misses = torch.zeros(len(group), dtype=torch.long).index_add_(0, own, (~hit).long())
-        for r, j in enumerate(group):
-            res = (float(sums[r]), bool(misses[r] == 0))
-            for i in unique[keys[j]]:
+    for batch in batches(order, sizes, batch_size, max_batch_tokens):
+        pre = [list(prefixes[j]) for j in batch]
+        ids, pos = _padded(pre)
+        h1, kv = _layers(model, ids.to(device), pos.to(device), keep_kv=True)
+        lens = torch.tensor([len(p) for p in pre])
+        first = h1[torch.arange(len(pre), device=h1.device), (lens - 1).to(h1.device)]  # predicts target 0
+        items = [(r, key, br, tg) for r, j in enumerate(batch) for key, br, tg in groups[prefixes[j]]]
+        feats = [first[[r for r, _, _, _ in items]]]
+        owner = [(key, 0) for _, key, _, _ in items]
+        targets = [tg[0] for _, _, _, tg in items]
+        branched = [(r, key, br, tg) for r, key, br, tg in items if br]
+        if branched:
+            rows = torch.tensor([r for r, _, _, _ in branched], device=h1.device)
+            b_ids, _ = _padded([br for _, _, br, _ in branched])
+            b_pos = lens[rows.cpu()][:, None] + torch.arange(b_ids.shape[1])[None]
+            valid = (torch.arange(ids.shape[1])[None] < lens[rows.cpu()][:, None]).to(h1.device)
+            past = [(k[rows], v[rows]) for k, v in kv]
+            h2, _ = _layers(model, b_ids.to(device), b_pos.to(device), past=past, past_valid=valid)
+            sel_r, sel_c = [], []
+            for q, (_, key, br, tg) in enumerate(branched):
+                sel_r += [q] * len(br)
+                sel_c += range(len(br))
+                owner += [(key, c + 1) for c in range(len(br))]
+                targets += tg[1:]
+            feats.append(h2[torch.tensor(sel_r, device=h2.device), torch.tensor(sel_c, device=h2.device)])
+        logits = head(torch.cat(feats)).float()
+        tgt = torch.tensor(targets, device=logits.device)
+        hit = (logits.argmax(-1) == tgt).cpu().tolist()
+        tok_lp = F.log_softmax(logits, dim=-1).gather(1, tgt[:, None])[:, 0].double().cpu().tolist()
+        acc: dict = {}
+        for (key, _), lp, ok in zip(owner, tok_lp, hit):
+            s_, g = acc.get(key, (0.0, True))
+            acc[key] = (s_ + lp, g and ok)
+        done = 0
+        for key, res in acc.items():
+            for i in unique[key]:
                 results[i] = res
+            done += len(unique[key])
         if progress:
-            progress(sum(len(unique[keys[j]]) for j in group))
+            progress(done)
     return results  # type: ignore[return-value]
 
 

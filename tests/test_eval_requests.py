@@ -185,3 +185,54 @@ def test_kv_cache_decode_matches_full_forward(setup):
         h = R.hidden_states(model, ids[:, t: t + 1], caches)
     full = model(ids).logits[0, -1]
     assert math.isclose(float((model.lm_head(h)[0, -1] - full).abs().max()), 0.0, abs_tol=1e-5)
+
+
+@pytest.mark.parametrize("moe", [None, dict(num_experts=4, top_k=2, renormalize=True)])
+def test_shared_context_packing_matches_hand_computed(setup, moe):
+    """Multiple-choice requests share one pass over their context; scores must not change."""
+    tok = setup[0]
+    model = setup[1] if moe is None else tiny_model(tiny_model_config(tok.get_vocab_size(), seq_len=SEQ, moe=moe))
+    ctx = enc(tok, "Question: The cat sat on\nAnswer:")
+    conts = [enc(tok, " the mat."), enc(tok, " a tree while the children play"), enc(tok, " it"), enc(tok, " the mat.")]
+    pairs = [(ctx, c) for c in conts] + [([0], enc(tok, "Who should Derek hug?"))]
+    got = R.score_pairs(model, pairs, SEQ, batch_size=2)
+    for (c, x), (lp, greedy) in zip(pairs, got):
+        ref, ref_greedy = hand_logprob(model, c, x)
+        assert lp == pytest.approx(ref, abs=1e-4) and greedy == ref_greedy
+
+
+@pytest.mark.skipif(not __import__("evals.tasks").tasks.data_root().exists(), reason="bundled eval data not found")
+def test_boundary_fast_path_equals_whole_string_encoding():
+    """The adapter encodes ' word' continuations separately; on real task text that must give
+    exactly lm-eval's encode(context + continuation)[len(encode(context)):]."""
+    import json
+
+    from evals.tasks import data_root
+
+    text = (data_root() / "lambada_openai_test.jsonl").read_text()
+    tok = tiny_tokenizer(vocab_size=500, text=text[:200000])
+    lm = ScalelabLM.from_model(tiny_model(tiny_model_config(tok.get_vocab_size())), tok, 0, SEQ)
+    assert lm._split_safe
+    docs = [json.loads(x)["text"] for x in text.splitlines()[:300]]
+    reqs = [req("loglikelihood", d.rsplit(" ", 1)[0], " " + d.rsplit(" ", 1)[1]) for d in docs]
+    reqs += [req("loglikelihood", "Question: why?\nAnswer:", " Because 42 !"), req("loglikelihood", "it's", " 's a'")]
+    fast = [(c, x) for _, c, x in _captured(lm, reqs)]
+    slow = [TemplateLMpair(lm, *r.args) for r in reqs]
+    assert fast == slow
+
+
+def TemplateLMpair(lm, ctx, cont):
+    from lm_eval.api.model import TemplateLM
+
+    return TemplateLM._encode_pair(lm, ctx, cont)
+
+
+def _captured(lm, reqs):
+    seen = []
+    orig = lm._loglikelihood_tokens
+    lm._loglikelihood_tokens = lambda new_reqs, **k: seen.extend(new_reqs) or [(0.0, True)] * len(new_reqs)
+    try:
+        lm.loglikelihood(reqs)
+    finally:
+        lm._loglikelihood_tokens = orig
+    return seen
