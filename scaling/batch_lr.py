@@ -133,6 +133,10 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
     for k, v in params.items():
         if not np.isfinite(v):
             warnings.append(f"{k} not identified: the sweep does not vary the quantity it multiplies")
+    if form == "nd" and distinct(np.exp(pts["logN"]), 1e-3) >= 2 and distinct(np.exp(pts["logD"]), 1e-3) >= 2:
+        r = np.corrcoef(pts["logN"], pts["logD"])[0, 1]
+        if abs(r) > 0.995:
+            warnings.append(f"lr_exp_N and lr_exp_D are not separately identified: log N and log D are collinear in this sweep (corr {r:.4f}); vary N at fixed D")
     edges = [r for r in rows if r["lr_on_grid_edge"] or r["batch_on_grid_edge"]]
     if edges:
         warnings.append(f"{len(edges)} of {n_groups} groups have their best run on the edge of the lr or batch grid: the true optimum may lie outside the sweep")

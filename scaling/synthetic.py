@@ -104,3 +104,25 @@ def write_run_tree(root, df, *, sweep: str = "synthetic-isoflop", seq_len: int =
         broken.mkdir(exist_ok=True)
         (broken / "summary.json").write_text('{"status": "done", "tokens": ')
     return root
+
+
+def step_law_sweep(*, models=(1e7, 3e7, 1e8), tokens=(1e9, 3e9, 1e10), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.25, 0.5, 1, 2, 4),
+                   curvature: float = 0.02, noise: float = 0.0003, seed: int = 0, chinchilla: ChinchillaLaw = TRUE_CHINCHILLA):
+    """lr x batch grid per (N, D) cell with N and D varied independently, optimum at Step Law's
+    published lr_opt = 1.79 N^-0.713 D^0.307, B_opt = 0.58 D^0.571 (tokens)."""
+    import pandas as pd
+
+    from scaling.laws import STEP_LAW_2025
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in models:
+        for d in tokens:
+            base = float(chinchilla.predict(n, d))
+            lr0, b0 = STEP_LAW_2025.predict(N=n, D=d)
+            for lm in lr_mults:
+                for bm in bs_mults:
+                    pen = curvature * (np.log(lm) ** 2 + 0.5 * np.log(bm) ** 2)
+                    rows.append({"N": n, "D": d, "lr": float(lr0 * lm), "batch_tokens": float(b0 * bm),
+                                 "loss": float((base + pen) * np.exp(noise * rng.standard_normal()))})
+    return pd.DataFrame(rows)

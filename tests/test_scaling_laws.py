@@ -47,6 +47,7 @@ def test_batch_lr_nd_form_and_edge_warning():
     rec = fit_batch_lr(df, form="nd")
     assert set(rec.params) == {"lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D"}
     assert any("edge" in w for w in rec.warnings)
+    assert any("collinear" in w for w in rec.warnings)  # compute-optimal (N, D) pairs: N and D move together
 
 
 def test_critical_batch_recovers_power_law():
@@ -85,3 +86,17 @@ def test_kaplan_nd_recovers_truth():
 def test_chinchilla_law_vectorised():
     law = ChinchillaLaw(E=1.0, A=1.0, B=1.0, alpha=0.5, beta=0.5)
     assert law.predict(np.array([1.0, 4.0]), 1.0).tolist() == [3.0, 2.5]
+
+
+def test_batch_lr_nd_form_recovers_step_law():
+    from scaling.synthetic import step_law_sweep
+
+    rec = fit_batch_lr(step_law_sweep(seed=0), form="nd", optimum="quadratic", bootstrap=10)
+    p = rec.params
+    assert p["lr_exp_N"] == pytest.approx(-0.713, abs=0.02)
+    assert p["lr_exp_D"] == pytest.approx(0.307, abs=0.02)
+    assert p["bs_exp_D"] == pytest.approx(0.571, abs=0.02)
+    assert not any("collinear" in w for w in rec.warnings)
+    # best run + near-optimal runs: quantised to the factor-2 grid, so only roughly right
+    best = fit_batch_lr(step_law_sweep(seed=0), form="nd").params
+    assert best["lr_exp_N"] == pytest.approx(-0.713, abs=0.1)
