@@ -149,3 +149,11 @@ def test_cli_module_is_light():
     code = "import sys, argparse, scaling.cli as c; p = argparse.ArgumentParser(); c.register(p.add_subparsers()); print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'torch', 'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_bound_hit_is_warned():
+    # no irreducible loss at all: the fit drives log E to its lower bound and must say so
+    truth = ChinchillaLaw(E=0.0, A=480.0, B=2100.0, alpha=0.35, beta=0.37)
+    df = chinchilla_table(truth, noise=0.0, budgets=(1e17, 1e18, 1e19))
+    rec = fit_chinchilla(df, top_k=8)
+    assert any("bound" in w and w.startswith("parameter e") for w in rec.warnings), rec.warnings
