@@ -68,7 +68,7 @@ class MoEFeedForward(nn.Module):
             "load": r.requested.detach().float(),
             "dropped_frac": dropped,
             "entropy": entropy,
-            **{k: v for k, v in r.stats.items()},
+            **r.stats,
         }
 
 
