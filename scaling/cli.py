@@ -48,6 +48,7 @@ def register(subparsers) -> None:
     p.add_argument("--top-k", type=int, default=32, help="starts run in the fast mode (default 32)")
     p.add_argument("--budget-tol", type=float, default=0.15, help="approach 2: runs within this relative compute are one IsoFLOP budget")
     p.add_argument("--compute", type=_positive_float, action="append", metavar="C", help="also report N_opt/D_opt/loss at this compute (repeatable)")
+    p.add_argument("--curves", action="store_true", help="approach 1 on run directories: use every metrics.jsonl point of each run (training curves)")
     p.set_defaults(func=cmd_fit_chinchilla)
 
     p = fsub.add_parser("kaplan", help="Kaplan L(N,D) = [(Nc/N)^(aN/aD) + Dc/D]^aD, or L(N), L(D)")
@@ -104,7 +105,7 @@ def _check_outputs(args) -> str | None:
     return None
 
 
-def _run_fit(args, fit_fn, **kwargs) -> int:
+def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
     from scaling import inputs
     from scaling.errors import FitError, InputError
 
@@ -113,7 +114,7 @@ def _run_fit(args, fit_fn, **kwargs) -> int:
         return _fail(problem, 2)
     try:
         cols = inputs.parse_col_overrides(args.col)
-        ds = inputs.load(args.data, cols, args.n_kind)
+        ds = inputs.load(args.data, cols, args.n_kind, curves=curves)
         rec = fit_fn(ds, seed=args.seed, ci=args.ci, **kwargs)
     except InputError as exc:
         return _fail(str(exc), 2)
@@ -139,9 +140,11 @@ def cmd_fit_chinchilla(args) -> int:
 
     if args.top_k < 1:
         return _fail(f"--top-k must be >= 1 (got {args.top_k})", 2)
+    if args.curves and args.approach != 1:
+        return _fail("--curves applies to --approach 1 only (intermediate points of a decaying schedule bias approaches 2 and 3)", 2)
     return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
                     holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
-                    budget_tol=args.budget_tol, compute=args.compute)
+                    budget_tol=args.budget_tol, compute=args.compute, curves=args.curves)
 
 
 def cmd_fit_kaplan(args) -> int:

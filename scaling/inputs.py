@@ -55,8 +55,9 @@ def parse_col_overrides(items: Iterable[str] | None) -> dict[str, str]:
     return out
 
 
-def load(source, columns: dict[str, str] | None = None, n_kind: str = "total") -> Dataset:
-    """Load DATA (DataFrame, .csv/.parquet path, or run-directory tree) into a canonical Dataset."""
+def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", curves: bool = False) -> Dataset:
+    """Load DATA (DataFrame, .csv/.parquet path, or run-directory tree) into a canonical Dataset.
+    `curves=True` (run directories only) gives one row per metrics.jsonl record instead of per run."""
     import pandas as pd
 
     if n_kind not in N_KINDS:
@@ -70,8 +71,10 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total") -
         desc = str(path)
         if not path.exists():
             raise InputError(f"data not found: {path}")
+        if curves and not path.is_dir():
+            raise InputError(f"{path}: training curves (--curves) need a run-directory tree")
         if path.is_dir():
-            raw, warnings = read_run_dirs(path, n_kind=n_kind)
+            raw, warnings = read_curves(path, n_kind=n_kind) if curves else read_run_dirs(path, n_kind=n_kind)
             if not columns:
                 return _canonical(raw, {r: r for r in ROLES if r in raw.columns}, desc, f"{n_kind} ({N_KINDS[n_kind]} from summary.json)", warnings)
         elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
@@ -335,3 +338,35 @@ def _is_number(v) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", skip_fraction: float = 0.1):
+    """Training curves of finished runs: one row per metrics.jsonl record (run, N, D=tokens so far,
+    loss=`metric`), for Chinchilla Approach 1's lower envelope. The first `skip_fraction` of each
+    curve (warmup, far from the envelope) is dropped. Returns (DataFrame, warnings)."""
+    import pandas as pd
+
+    final, warnings = read_run_dirs(root, n_kind)
+    root = Path(root)
+    rows = []
+    for r in final.to_dict("records"):
+        path = root / r["run"] / "metrics.jsonl"
+        if not path.exists():
+            warnings.append(f"run {r['run']}: no metrics.jsonl; using its final point only")
+            rows.append({"run": r["run"], "N": r["N"], "D": r["D"], "loss": r["loss"]})
+            continue
+        recs = []
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn line from a killed writer
+            t, v = _num(rec.get("tokens")), _num(rec.get(metric))
+            if t and v and t > 0 and v > 0:
+                recs.append((t, v))
+        recs = recs[int(len(recs) * skip_fraction):]
+        if not recs:
+            warnings.append(f"run {r['run']}: metrics.jsonl has no '{metric}' with tokens; using its final point only")
+            recs = [(r["D"], r["loss"])]
+        rows.extend({"run": r["run"], "N": r["N"], "D": t, "loss": v} for t, v in recs)
+    return pd.DataFrame(rows), warnings

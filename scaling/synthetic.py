@@ -91,6 +91,12 @@ def write_run_tree(root, df, *, sweep: str = "synthetic-isoflop", seq_len: int =
                    "active_params": n, "flops": 6.0 * n * float(r["D"]), "flops_per_token": 6.0 * n, "batch_tokens": bt,
                    "lr": float(r.get("lr", 3e-3)), "final_loss": float(r["loss"]) * 1.01, "final_val_loss": float(r["loss"]), "wall_s": 1.0}
         (run / "summary.json").write_text(json.dumps(summary))
+        # a training curve consistent with the final loss: the true law at the tokens seen so far
+        ratio = float(r["loss"]) / float(TRUE_CHINCHILLA.predict(n, float(r["D"])))
+        with open(run / "metrics.jsonl", "w") as fh:
+            for k in range(1, 21):
+                t = float(r["D"]) * k / 20
+                fh.write(json.dumps({"step": k, "tokens": t, "loss": float(TRUE_CHINCHILLA.predict(n, t)) * ratio}) + "\n")
     if extra_broken:
         bad = sdir / "failed-run"
         bad.mkdir(exist_ok=True)

@@ -105,3 +105,12 @@ def test_other_fit_commands(tmp_path):
     r = scalelab("fit", "chinchilla", ch, "--approach", "2", "--plot", tmp_path / "a2.png", "--out", tmp_path / "a2.json")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "a2.png").exists()
+
+
+def test_curves_flag(tmp_path):
+    write_run_tree(tmp_path / "runs", chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=5, noise=0.0))
+    r = scalelab("fit", "chinchilla", tmp_path / "runs", "--approach", "1", "--curves", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["n_points"] == 15 * 18
+    r = scalelab("fit", "chinchilla", tmp_path / "runs", "--curves")
+    assert r.returncode == 2 and "--curves applies to --approach 1" in r.stderr

@@ -93,3 +93,22 @@ def test_bad_options():
         load(df, {"N": "nope"})
     with pytest.raises(InputError, match="drop all"):
         fit_chinchilla(df, drop_highest_k=100)
+
+
+def test_training_curves_for_approach1(tmp_path):
+    from scaling.inputs import read_curves
+    from scaling.synthetic import TRUE_CHINCHILLA
+
+    write_run_tree(tmp_path, chinchilla_table(budgets=(1e15, 1e16, 1e17, 1e18), n_per_budget=7, noise=0.0))
+    curves, warnings = read_curves(tmp_path)
+    assert len(curves) == 28 * 18  # 20 records per run, first 10% skipped
+    final = read_run_dirs(tmp_path)[0].set_index("run")["D"]
+    last = curves.groupby("run")["D"].max()
+    assert np.allclose(last[final.index], final)
+    rec = fit_chinchilla(load(tmp_path, curves=True), approach=1)
+    assert rec.params["a"] == pytest.approx(TRUE_CHINCHILLA.a, abs=0.03)
+    assert not any("one final loss per run" in w for w in rec.warnings)
+    csv = tmp_path / "t.csv"
+    chinchilla_table().to_csv(csv, index=False)
+    with pytest.raises(InputError, match="run-directory"):
+        load(csv, curves=True)
