@@ -46,6 +46,11 @@ class ScalelabLM(TemplateLM):
 
         if threads:  # CPU: on a shared machine 1 thread is often many times faster than oversubscribed ones
             torch.set_num_threads(int(threads))
+        if device and str(device).startswith("cuda") and not torch.cuda.is_available():
+            import warnings
+
+            warnings.warn(f"device={device} requested but CUDA is not available; using cpu", stacklevel=2)
+            device = "cpu"
         self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if loaded is None:
             if path is None:

@@ -166,5 +166,5 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", dtype: torch.
         raise CheckpointError(
             f"{ckpt}: weights do not match the run's config.yaml (missing {missing[:5]}, unexpected {unexpected[:5]})"
         )
-    model.to(device=device, dtype=dtype).eval()
+    model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     return LoadedRun(model=model, config=cfg, tokenizer=tok, eot_id=eot, run_dir=run_dir, checkpoint=ckpt, step=step, meta=meta)

@@ -1,0 +1,216 @@
+"""Cached, incremental reading of a runs root for the dashboard.
+
+Rows come from the run registry (`launch.registry.read_run`, the one reader of the run-directory
+contract); this module only adds what a long-lived server needs on top:
+  * a per-run cache keyed by the (mtime, size) of the files a row depends on, so a refresh
+    re-reads only the runs that changed (1,000 finished runs: one stat pass, no parsing);
+  * unfinished runs (no summary.json) are always re-read, so status/progress stay live;
+  * metrics.jsonl is read incrementally from the last complete line (append-only contract),
+    a torn last line is left for the next read;
+  * evals/<step>.json files are cached by mtime.
+Nothing here writes anywhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evals.dashboard.security import resolve_known
+from launch import registry  # the run registry: row contract and dir discovery
+
+_KEY_FILES = ("summary.json", "config.yaml", "launch.yaml", "metrics.jsonl")
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Columns the Runs view shows first (the registry may add more; all are sent).
+TABLE_COLUMNS = ["id", "sweep", "run", "model", "params", "active_params", "tokens", "batch_size", "batch_tokens", "lr",
+                 "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
+                 "tokens_per_s", "mfu", "wall_s", "n_evals", "problem"]
+
+
+def _stat_key(run_dir: Path) -> tuple:
+    out = []
+    for name in _KEY_FILES:
+        try:
+            st = os.stat(run_dir / name)
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _num_or_none(v: Any) -> Any:
+    if isinstance(v, float) and v != v:
+        return None
+    try:  # pandas/numpy scalars -> python
+        import numpy as np
+
+        if isinstance(v, np.generic):
+            v = v.item()
+            return None if isinstance(v, float) and v != v else v
+    except ImportError:  # pragma: no cover
+        pass
+    return v
+
+
+class _MetricsTail:
+    """metrics.jsonl read incrementally: new complete lines only; reset on truncation/replace."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.ino, self.records, self.bad_lines = path, 0, None, [], 0
+
+    def read(self) -> list[dict]:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self.offset, self.records = 0, []
+            return self.records
+        if st.st_ino != self.ino or st.st_size < self.offset:
+            self.offset, self.ino, self.records, self.bad_lines = 0, st.st_ino, [], 0
+        if st.st_size > self.offset:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(st.st_size - self.offset)
+            end = data.rfind(b"\n")
+            if end >= 0:  # the bytes after the last newline are a line still being written
+                for line in data[: end + 1].splitlines():
+                    if not line.strip():
+                        continue
+                    try:
+                        rec = json.loads(line)
+                    except (ValueError, UnicodeDecodeError):
+                        self.bad_lines += 1
+                        continue
+                    if isinstance(rec, dict):
+                        self.records.append(rec)
+                self.offset += end + 1
+        return self.records
+
+
+class RunStore:
+    """All runs under `root`, refreshed at most every `min_interval` seconds."""
+
+    def __init__(self, root: str | Path, min_interval: float = 1.0):
+        self.root = Path(root).resolve()
+        self.min_interval = min_interval
+        self._rows: dict[str, tuple[tuple, dict | None, str | None]] = {}  # id -> (key, row, problem)
+        self._metrics: dict[str, _MetricsTail] = {}
+        self._evals: dict[str, tuple] = {}  # path -> (mtime_ns, size, doc|problem)
+        self._last = 0.0
+        self._lock = threading.Lock()
+        self.last_refresh_s = 0.0
+
+    # ------------------------------------------------------------------ table
+    def refresh(self, force: bool = False) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if not force and self._rows and now - self._last < self.min_interval:
+                return
+            t0 = time.perf_counter()
+            seen = {}
+            dirs = registry.find_run_dirs(self.root) if self.root.is_dir() else []
+            for d in dirs:
+                rid = d.relative_to(self.root).as_posix() or "."
+                key = _stat_key(d)
+                old = self._rows.get(rid)
+                cacheable = key[0] is not None  # summary.json present: the run has ended
+                if old is not None and old[0] == key and cacheable:
+                    seen[rid] = old
+                    continue
+                seen[rid] = (key, *self._read(d, rid))
+            self._rows = seen
+            self._last = time.monotonic()
+            self.last_refresh_s = time.perf_counter() - t0
+
+    def _read(self, d: Path, rid: str) -> tuple[dict | None, str | None]:
+        try:
+            row, problem = registry.read_run(d)
+        except Exception as exc:  # one bad directory never stops the scan
+            return None, f"{type(exc).__name__}: {exc}"
+        if row is None:
+            return None, problem
+        row = {k: _num_or_none(v) for k, v in row.items()}
+        row["id"] = rid
+        row.pop("path", None)  # never send server paths to the browser
+        if row.get("num_experts"):
+            row["router"] = self._router(d)
+        ev = d / "evals"
+        row["n_evals"] = sum(1 for p in ev.glob("*.json")) if ev.is_dir() else 0
+        if problem:
+            row["problem"] = problem
+        return row, problem
+
+    @staticmethod
+    def _router(d: Path) -> str | None:
+        try:
+            cfg = yaml.load((d / "config.yaml").read_text(), Loader=_Loader) or {}
+            return ((cfg.get("model") or {}).get("moe") or {}).get("router")
+        except Exception:
+            return None
+
+    def table(self) -> tuple[list[dict], list[dict]]:
+        """(rows, problems); problems are {id, problem} for dirs that are malformed or half-written."""
+        self.refresh()
+        rows, problems = [], []
+        for rid, (_, row, problem) in sorted(self._rows.items()):
+            if row is not None:
+                rows.append(row)
+            if problem:
+                problems.append({"id": rid, "problem": problem})
+        if not self.root.is_dir():
+            problems.append({"id": ".", "problem": f"runs root {self.root} does not exist"})
+        return rows, problems
+
+    def ids(self) -> set[str]:
+        self.refresh()
+        return {rid for rid, (_, row, _) in self._rows.items() if row is not None}
+
+    def row(self, rid: str) -> dict:
+        self.run_dir(rid)
+        return self._rows[rid][1]
+
+    def run_dir(self, rid: str) -> Path:
+        return resolve_known(self.root, rid, self.ids())
+
+    # ---------------------------------------------------------------- per run
+    def metrics(self, rid: str) -> tuple[list[dict], int]:
+        """(records, bad_line_count) of the run's metrics.jsonl, read incrementally."""
+        d = self.run_dir(rid)
+        with self._lock:
+            tail = self._metrics.get(rid)
+            if tail is None:
+                tail = self._metrics[rid] = _MetricsTail(d / "metrics.jsonl")
+            return list(tail.read()), tail.bad_lines
+
+    def evals(self, rid: str) -> list[dict]:
+        """Every evals/<step>.json of the run as {step, tokens, doc | problem}, sorted by step."""
+        d = self.run_dir(rid) / "evals"
+        out = []
+        if not d.is_dir():
+            return out
+        for p in sorted(d.glob("*.json")):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            c = self._evals.get(str(p))
+            if c is None or c[:2] != (st.st_mtime_ns, st.st_size):
+                try:
+                    doc = json.loads(p.read_text())
+                    if not isinstance(doc, dict):
+                        raise ValueError("not a JSON object")
+                    c = (st.st_mtime_ns, st.st_size, doc, None)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    c = (st.st_mtime_ns, st.st_size, None, f"{p.name}: unreadable ({exc})")
+                self._evals[str(p)] = c
+            doc, problem = c[2], c[3]
+            step = doc.get("step") if doc else None
+            if step is None:
+                step = int(p.stem) if p.stem.isdigit() else None
+            out.append({"step": step, "file": p.name, "doc": doc, "problem": problem})
+        out.sort(key=lambda e: (e["step"] is None, e["step"] or 0))
+        return out

@@ -1,0 +1,238 @@
+"""Fit record (+ its data points) -> Plotly figures for the Scaling view.
+
+Server-side so the law algebra lives in Python next to `scaling.laws`; the browser only draws.
+Every figure is a plain dict {id, title, data, layout}. Curves beyond the largest fitted compute
+are drawn dashed and labelled as extrapolation.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+EXTRAPOLATE = 100.0  # frontier drawn up to this factor beyond the largest fitted compute
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def _fig(fid, title, data, xt, yt, logx=True, logy=False):
+    return {"id": fid, "title": title, "data": data,
+            "layout": {"title": {"text": title}, "xaxis": {"title": {"text": xt}, "type": "log" if logx else "linear"},
+                       "yaxis": {"title": {"text": yt}, "type": "log" if logy else "linear"},
+                       "margin": {"t": 40, "r": 10}, "legend": {"font": {"size": 10}}}}
+
+
+def _group(values, rel_tol=0.15):
+    """Group indices whose values lie within rel_tol (in log space) of the group's first value."""
+    order = np.argsort(values)
+    groups, cur, ref = [], [], None
+    for i in order:
+        v = values[i]
+        if ref is None or abs(math.log(v / ref)) > math.log1p(rel_tol):
+            if cur:
+                groups.append(cur)
+            cur, ref = [], v
+        cur.append(int(i))
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _arr(points, key):
+    return np.array([float(p[key]) if p.get(key) is not None else np.nan for p in points])
+
+
+def figures(rec: dict, points: list[dict]) -> list[dict]:
+    law = rec.get("law")
+    try:
+        if law == "chinchilla":
+            return _chinchilla(rec, points)
+        if law == "batch-lr" or law == "batch_lr":
+            return _batch_lr(rec, points)
+        if law == "critical-batch" or law == "critical_batch":
+            return _critical_batch(rec, points)
+        if law == "kaplan":
+            return _kaplan(rec, points)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        return [{"id": "error", "title": f"cannot draw this {law} record: {exc}", "data": [], "layout": {}}]
+    return []
+
+
+def _c_range(rec, C):
+    lo, hi = (rec.get("data_range") or {}).get("C") or [None, None]
+    if lo is None and C.size:
+        lo, hi = float(np.nanmin(C)), float(np.nanmax(C))
+    return lo, hi
+
+
+def _chinchilla(rec, points):
+    p = rec["params"]
+    N, D, L = _arr(points, "N"), _arr(points, "D"), _arr(points, "loss")
+    C = _arr(points, "flops") if points and all(pt.get("flops") for pt in points) else 6 * N * D
+    figs = []
+    param3 = all(p.get(k) is not None for k in ("E", "A", "B", "alpha", "beta"))
+    pred = (lambda n, d: p["E"] + p["A"] / n ** p["alpha"] + p["B"] / d ** p["beta"]) if param3 else None
+    # loss vs N, one colour per (log-binned) D
+    if points:
+        data = []
+        for gi, idx in enumerate(_group(D, rel_tol=0.5)[:10]):
+            col = PALETTE[gi % len(PALETTE)]
+            dg = float(np.exp(np.mean(np.log(D[idx]))))
+            data.append({"type": "scatter", "mode": "markers", "x": N[idx].tolist(), "y": L[idx].tolist(), "name": f"D≈{dg:.3g}",
+                         "marker": {"color": col}, "legendgroup": str(gi)})
+            if pred:
+                ns = np.geomspace(N[idx].min() / 2, N[idx].max() * 2, 60)
+                data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": pred(ns, dg).tolist(), "name": f"fit D≈{dg:.3g}",
+                             "line": {"color": col}, "legendgroup": str(gi), "showlegend": False})
+        figs.append(_fig("loss_vs_n", "Loss vs N per D (points: data, lines: fit)", data, "N (parameters)", "loss"))
+    # IsoFLOP curves
+    budgets = (rec.get("diagnostics") or {}).get("budgets") or []
+    if points:
+        data = []
+        for gi, idx in enumerate(_group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.15))[:10]):
+            col = PALETTE[gi % len(PALETTE)]
+            cg = float(np.exp(np.mean(np.log(C[idx]))))
+            data.append({"type": "scatter", "mode": "markers", "x": N[idx].tolist(), "y": L[idx].tolist(), "name": f"C≈{cg:.3g}",
+                         "marker": {"color": col}, "legendgroup": f"c{gi}"})
+            ns = np.geomspace(N[idx].min(), N[idx].max(), 60)
+            ys = None
+            if pred:
+                ys = pred(ns, cg / (6 * ns))
+            else:
+                b = min(budgets, key=lambda r: abs(math.log(r["C"] / cg)), default=None)
+                if b and b.get("curvature") is not None and abs(math.log(b["C"] / cg)) < 0.2:
+                    ys = b["loss_opt"] + b["curvature"] * (np.log(ns) - math.log(b["N_opt"])) ** 2
+            if ys is not None:
+                data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": np.asarray(ys).tolist(), "name": f"fit C≈{cg:.3g}",
+                             "line": {"color": col}, "legendgroup": f"c{gi}", "showlegend": False})
+        figs.append(_fig("isoflop", "IsoFLOP curves: loss vs N at fixed compute", data, "N (parameters)", "loss"))
+    # compute-optimal frontier with intervals and extrapolation
+    lo, hi = _c_range(rec, C)
+    if lo and hi:
+        cs = np.geomspace(lo, hi * EXTRAPOLATE, 80)
+        if param3:
+            a, b = p["beta"] / (p["alpha"] + p["beta"]), p["alpha"] / (p["alpha"] + p["beta"])
+            G = (p["alpha"] * p["A"] / (p["beta"] * p["B"])) ** (1 / (p["alpha"] + p["beta"]))
+            nopt = G * (cs / 6) ** a
+        else:
+            nopt = p["N_coef"] * cs ** p["a"]
+        inside = cs <= hi * (1 + 1e-9)
+        data = [{"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": nopt[inside].tolist(), "name": "N_opt(C) fit", "line": {"color": PALETTE[0]}},
+                {"type": "scatter", "mode": "lines", "x": cs[~inside | (np.arange(cs.size) == inside.sum() - 1)].tolist(),
+                 "y": nopt[~inside | (np.arange(cs.size) == inside.sum() - 1)].tolist(), "name": "extrapolation", "line": {"color": PALETTE[0], "dash": "dash"}}]
+        band = _bootstrap_band(rec, cs) if param3 else None
+        if band is not None:
+            data.insert(0, {"type": "scatter", "mode": "lines", "x": cs.tolist() + cs[::-1].tolist(), "y": band[1].tolist() + band[0][::-1].tolist(),
+                            "fill": "toself", "fillcolor": "rgba(31,119,180,0.15)", "line": {"width": 0}, "name": f"{int(100 * float(rec.get('bootstrap', {}).get('ci', 0.95)))}% interval (bootstrap)"})
+        opt = budgets or (rec.get("diagnostics") or {}).get("envelope") or []
+        if opt:
+            data.append({"type": "scatter", "mode": "markers", "x": [r["C"] for r in opt], "y": [r["N_opt"] for r in opt], "name": "per-budget optimum",
+                         "marker": {"color": PALETTE[1], "size": 9}})
+        elif points and param3:  # best run per IsoFLOP group
+            best = [min(idx, key=lambda i: L[i]) for idx in _group(C)]
+            data.append({"type": "scatter", "mode": "markers", "x": C[best].tolist(), "y": N[best].tolist(), "name": "best run per budget",
+                         "marker": {"color": PALETTE[1], "size": 9}})
+        der = [r for r in rec.get("derived") or [] if r.get("N_opt") is not None]
+        if der:
+            tr = {"type": "scatter", "mode": "markers", "x": [r["C"] for r in der], "y": [r["N_opt"] for r in der], "name": "derived (record)",
+                  "marker": {"symbol": "diamond", "size": 10, "color": PALETTE[3]}}
+            if all(r.get("N_opt_interval") for r in der):
+                tr["error_y"] = {"type": "data", "symmetric": False, "array": [r["N_opt_interval"][1] - r["N_opt"] for r in der],
+                                 "arrayminus": [r["N_opt"] - r["N_opt_interval"][0] for r in der]}
+            data.append(tr)
+        fig = _fig("frontier", "Compute-optimal frontier N_opt(C) (dashed: extrapolation)", data, "C (training FLOPs)", "N_opt (parameters)", logy=True)
+        fig["layout"]["shapes"] = [{"type": "line", "x0": hi, "x1": hi, "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "#999"}}]
+        figs.append(fig)
+    return figs
+
+
+def _bootstrap_band(rec, cs):
+    s = (rec.get("bootstrap") or {}).get("samples") or {}
+    try:
+        al, be, A, B = (np.asarray(s[k], float) for k in ("alpha", "beta", "A", "B"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    ok = np.isfinite(al) & np.isfinite(be) & np.isfinite(A) & np.isfinite(B) & (al > 0) & (be > 0)
+    if ok.sum() < 5:
+        return None
+    al, be, A, B = al[ok], be[ok], A[ok], B[ok]
+    G = (al * A / (be * B)) ** (1 / (al + be))
+    n = G[:, None] * (cs[None, :] / 6) ** (be / (al + be))[:, None]
+    ci = float((rec.get("bootstrap") or {}).get("ci") or 0.95)
+    return np.percentile(n, 50 * (1 - ci), axis=0), np.percentile(n, 100 - 50 * (1 - ci), axis=0)
+
+
+def _batch_lr(rec, points):
+    p = rec["params"]
+    groups = (rec.get("diagnostics") or {}).get("groups") or []
+    form = (rec.get("settings") or {}).get("form", "compute")
+    figs = []
+    if form == "compute" and groups:
+        lo, hi = min(g["C"] for g in groups), max(g["C"] for g in groups)
+        cs = np.geomspace(lo, hi * EXTRAPOLATE, 60)
+        for key, coef, exp, yt in (("opt_lr", "lr_coef", "lr_exp_C", "optimal lr"), ("opt_batch_tokens", "bs_coef", "bs_exp_C", "optimal batch (tokens)")):
+            y = p[coef] * cs ** p[exp]
+            inside = cs <= hi * (1 + 1e-9)
+            data = [{"type": "scatter", "mode": "markers", "x": [g["C"] for g in groups], "y": [g.get(key) for g in groups], "name": "per-budget optimum", "marker": {"size": 9}},
+                    {"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": y[inside].tolist(), "name": f"fit {p[coef]:.3g}·C^{p[exp]:.3f}"},
+                    {"type": "scatter", "mode": "lines", "x": cs[cs >= hi].tolist(), "y": y[cs >= hi].tolist(), "name": "extrapolation", "line": {"dash": "dash"}}]
+            figs.append(_fig(key, f"{yt} vs compute", data, "C (training FLOPs)", yt, logy=True))
+    if points and any(pt.get("lr") for pt in points):
+        C = _arr(points, "flops") if all(pt.get("flops") for pt in points) else 6 * _arr(points, "N") * _arr(points, "D")
+        lr, loss, bt = _arr(points, "lr"), _arr(points, "loss"), _arr(points, "batch_tokens")
+        data = []
+        for gi, idx in enumerate(_group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.05))[:10]):
+            col = PALETTE[gi % len(PALETTE)]
+            cg = float(np.exp(np.mean(np.log(C[idx]))))
+            data.append({"type": "scatter", "mode": "markers", "x": lr[idx].tolist(), "y": loss[idx].tolist(), "name": f"C≈{cg:.3g}",
+                         "marker": {"color": col}, "text": [f"batch {b:.3g} tokens" for b in bt[idx]]})
+            g = min(groups, key=lambda r: abs(math.log(r["C"] / cg)), default=None)
+            if g and g.get("opt_lr"):
+                data.append({"type": "scatter", "mode": "markers", "x": [g["opt_lr"]], "y": [g.get("opt_loss")], "name": f"optimum C≈{cg:.3g}",
+                             "marker": {"color": col, "symbol": "star", "size": 14}, "showlegend": False})
+        figs.append(_fig("loss_vs_lr", "Loss vs learning rate per compute budget (stars: optimum)", data, "learning rate", "loss"))
+    if form == "nd" and groups:
+        from scaling.laws import NDHParamLaw
+
+        law = NDHParamLaw(**{k: p.get(k) for k in ("lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D")})
+        pl, pb = law.predict(N=[g["N"] for g in groups], D=[g["D"] for g in groups])
+        for key, pr, yt in (("opt_lr", pl, "lr"), ("opt_batch_tokens", pb, "batch (tokens)")):
+            obs = [g.get(key) for g in groups]
+            data = [{"type": "scatter", "mode": "markers", "x": obs, "y": np.asarray(pr).tolist(), "name": "groups"},
+                    {"type": "scatter", "mode": "lines", "x": [min(obs), max(obs)], "y": [min(obs), max(obs)], "name": "y = x", "line": {"dash": "dot"}}]
+            figs.append(_fig(key, f"optimal {yt}: fitted vs observed", data, f"observed optimal {yt}", f"predicted optimal {yt}", logy=True))
+    return figs
+
+
+def _critical_batch(rec, points):
+    p, models = rec["params"], rec.get("models") or []
+    figs = []
+    if models:
+        ns = np.geomspace(min(m["N"] for m in models), max(m["N"] for m in models) * EXTRAPOLATE, 50)
+        data = [{"type": "scatter", "mode": "markers", "x": [m["N"] for m in models], "y": [m["B_crit"] for m in models], "name": "per-model B_crit", "marker": {"size": 9}},
+                {"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": (p["bcrit_coef"] * ns ** p["bcrit_exp_N"]).tolist(), "name": "fit B_crit(N)"}]
+        figs.append(_fig("bcrit", "Critical batch vs model size", data, "N (parameters)", "B_crit (tokens)", logy=True))
+    if points and models:
+        N, B, S = _arr(points, "N"), _arr(points, "batch_tokens"), _arr(points, "steps")
+        data = []
+        for gi, m in enumerate(models[:10]):
+            col = PALETTE[gi % len(PALETTE)]
+            idx = np.where(np.abs(np.log(N / m["N"])) < 0.05)[0]
+            data.append({"type": "scatter", "mode": "markers", "x": B[idx].tolist(), "y": S[idx].tolist(), "name": f"N={m['N']:.3g}", "marker": {"color": col}})
+            bs = np.geomspace(*(m.get("B_range") or [B[idx].min(), B[idx].max()]), 50)
+            data.append({"type": "scatter", "mode": "lines", "x": bs.tolist(), "y": (m["S_min"] * (1 + m["B_crit"] / bs)).tolist(), "line": {"color": col}, "showlegend": False})
+        figs.append(_fig("steps_vs_batch", "Steps to target vs batch (lines: S_min(1+B_crit/B))", data, "batch (tokens)", "steps", logy=True))
+    return figs
+
+
+def _kaplan(rec, points):
+    from scaling.laws import from_record
+
+    law = from_record(rec)
+    if not points:
+        return []
+    N, D, L = _arr(points, "N"), _arr(points, "D"), _arr(points, "loss")
+    x, xt = (D, "D (tokens)") if law.form == "d" else (N, "N (parameters)")
+    pred = law.predict(N=N if law.form != "d" else None, D=D if law.form != "n" else None)
+    data = [{"type": "scatter", "mode": "markers", "x": x.tolist(), "y": L.tolist(), "name": "data"},
+            {"type": "scatter", "mode": "markers", "x": x.tolist(), "y": np.asarray(pred).tolist(), "name": "fit", "marker": {"symbol": "x"}}]
+    return [_fig("kaplan", f"Kaplan ({law.form}) fit vs data", data, xt, "loss", logy=True)]
