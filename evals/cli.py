@@ -20,7 +20,7 @@ def register(sub) -> None:
     p.add_argument("--num-fewshot", type=int, default=None, help="few-shot examples (overrides the suite)")
     p.add_argument("--online", action="store_true", help="use the stock lm-eval tasks (downloads data) instead of local copies")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
-    p.add_argument("--batch-size", type=int, default=32, help="requests per forward pass")
+    p.add_argument("--batch-size", type=int, default=32, help="distinct contexts per forward pass")
     p.add_argument("--rolling-context", type=int, default=1,
                    help="tokens of context per loglikelihood_rolling window (1 = lm-eval's default disjoint windows)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")

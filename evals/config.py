@@ -26,7 +26,7 @@ class EvalSection(StrictModel):
     num_fewshot: int | None = Field(None, ge=0, description="few-shot examples, overriding the suite's")
     online: bool = Field(False, description="use the stock lm-eval tasks (downloads data) instead of the local copies")
     device: str | None = Field(None, description="evaluation device (default: cuda if available, else cpu)")
-    batch_size: int = Field(32, gt=0, description="loglikelihood requests per forward pass")
+    batch_size: int = Field(32, gt=0, description="distinct contexts per forward pass (loglikelihood requests sharing a context are scored together)")
     threads: int | None = Field(None, gt=0, description="torch CPU threads for evaluation (default: torch's choice)")
     subprocess: bool = Field(True, description="run each evaluation in a child process (isolates crashes/OOM); false: in-process with try/except")
     timeout_s: float = Field(3600.0, gt=0, description="an evaluation running longer is stopped and recorded as failed")

@@ -44,17 +44,8 @@ def _stat_key(run_dir: Path) -> tuple:
 
 
 def _num_or_none(v: Any) -> Any:
-    if isinstance(v, float) and v != v:
-        return None
-    try:  # pandas/numpy scalars -> python
-        import numpy as np
-
-        if isinstance(v, np.generic):
-            v = v.item()
-            return None if isinstance(v, float) and v != v else v
-    except ImportError:  # pragma: no cover
-        pass
-    return v
+    """NaN -> None (the registry returns plain JSON/YAML values, never numpy scalars)."""
+    return None if isinstance(v, float) and v != v else v
 
 
 class _MetricsTail:

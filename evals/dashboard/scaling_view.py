@@ -173,8 +173,8 @@ def _batch_lr(rec, points):
             y = p[coef] * cs ** p[exp]
             inside = cs <= hi * (1 + 1e-9)
             data = [{"type": "scatter", "mode": "markers", "x": [g["C"] for g in groups], "y": [g.get(key) for g in groups], "name": "per-budget optimum", "marker": {"size": 9}},
-                    {"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": y[inside].tolist(), "name": f"fit {p[coef]:.3g}·C^{p[exp]:.3f}"},
-                    {"type": "scatter", "mode": "lines", "x": cs[cs >= hi].tolist(), "y": y[cs >= hi].tolist(), "name": "extrapolation", "line": {"dash": "dash"}}]
+                    {"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": y[inside].tolist(), "name": f"fit {p[coef]:.3g}·C^{p[exp]:.3f}", "line": {"color": PALETTE[1]}},
+                    {"type": "scatter", "mode": "lines", "x": cs[cs >= hi].tolist(), "y": y[cs >= hi].tolist(), "name": "extrapolation", "line": {"dash": "dash", "color": PALETTE[1]}}]
             figs.append(_fig(key, f"{yt} vs compute", data, "C (training FLOPs)", yt, logy=True))
     if points and any(pt.get("lr") for pt in points):
         C = _arr(points, "flops") if all(pt.get("flops") for pt in points) else 6 * _arr(points, "N") * _arr(points, "D")

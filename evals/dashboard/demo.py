@@ -1,0 +1,94 @@
+"""Build dashboard inputs with the real producers: a tiny sweep (`scalelab train`), an MoE run,
+an evaluation (`scalelab eval`) and fit records (`scalelab fit`), plus deliberately broken dirs.
+
+Used by the browser tests (once per session) and to make the README screenshots:
+    python -m evals.dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
+The fits are fitted by `scalelab fit` on SYNTHETIC IsoFLOP / batch-lr tables from
+scaling.synthetic (a 3-run CPU sweep is too small to fit a 5-parameter law); the runs, metrics,
+MoE router statistics and eval results are real.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [("n50k-lr3e-3", "n50k", 3e-3), ("n50k-lr1e-2", "n50k", 1e-2), ("n100k-lr3e-3", "n100k", 3e-3)]
+BROKEN = {"tiny-sweep/broken-summary": {"summary.json": '{"status": "done", "tokens": '},
+          "tiny-sweep/torn-config": {"config.yaml": "model: [unclosed\n  : - x", "summary.json": "[1, 2]"}}
+
+
+def _scalelab() -> list[str]:
+    exe = Path(sys.executable).with_name("scalelab")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "launch.cli"]
+
+
+def _env() -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
+            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _run(args: list[str], log, done: Path | None = None) -> None:
+    if done is not None and done.exists():  # reuse an existing demo tree (e.g. SCALELAB_DASHBOARD_DEMO)
+        return
+    r = subprocess.run(_scalelab() + args, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log.write(f"$ scalelab {' '.join(args)}\n{r.stdout}\n")
+    if r.returncode != 0:
+        raise RuntimeError(f"scalelab {' '.join(args[:2])} failed ({r.returncode}):\n{r.stdout[-3000:]}")
+
+
+def train_args(run_dir: Path, data_dir: Path, steps: int = 20) -> list[str]:
+    return [f"train.tokens={steps * 8 * 64}", "train.micro_batch_size=8", "train.global_batch_size=8", "train.log_every_steps=2",
+            "train.eval_every_steps=10", "train.eval_tokens=2048", f"train.checkpoint_every_steps={steps}", "train.threads=1",
+            "wandb.mode=disabled", "data.tokenizer.vocab_size=512", "data.name=tiny512", f"data.out_dir={data_dir}",
+            "model.seq_len=64", "--run-dir", str(run_dir)]
+
+
+def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = True, broken: bool = True) -> dict:
+    """Create OUT/runs and OUT/fits; returns what was produced (paths and run ids)."""
+    out = Path(out).resolve()
+    runs, fdir, data = out / "runs", out / "fits", out / "data"
+    runs.mkdir(parents=True, exist_ok=True)
+    fdir.mkdir(parents=True, exist_ok=True)
+    made = {"runs": runs, "fits": fdir, "ids": [], "broken": [], "fit_ids": []}
+    with open(out / "producers.log", "a") as log:
+        for name, model, lr in TINY:
+            _run(["train", "configs/train/tiny.yaml", f"model={model}", f"optim.lr={lr}", *train_args(runs / "tiny-sweep" / name, data)], log,
+                 runs / "tiny-sweep" / name / "summary.json")
+            made["ids"].append(f"tiny-sweep/{name}")
+        if moe:
+            _run(["train", "configs/train/tiny-moe.yaml", "model.preset=n50k", "model.moe.d_ff=64", *train_args(runs / "tiny-moe" / "moe-n50k", data)], log,
+                 runs / "tiny-moe" / "moe-n50k" / "summary.json")
+            made["ids"].append("tiny-moe/moe-n50k")
+        if evals:
+            tasks = "blimp_anaphor_gender_agreement,blimp_anaphor_number_agreement,blimp_determiner_noun_agreement_1"
+            for rid in made["ids"][:3:2]:
+                _run(["eval", str(runs / rid), "--suite", "tiny", "--tasks", tasks, "--limit", "20", "--device", "cpu",
+                      "--threads", "1", "--no-wandb", "--batch-size", "64"], log, runs / rid / "evals")
+        if fits:
+            import scaling.synthetic as syn
+
+            syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(out / "isoflop_synthetic.csv", index=False)
+            syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2)).to_csv(out / "batch_lr_synthetic.csv", index=False)
+            _run(["fit", "chinchilla", str(out / "isoflop_synthetic.csv"), "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--compute", "1e19",
+                  "--out", str(fdir / "chinchilla-a3.json")], log, fdir / "chinchilla-a3.json")
+            _run(["fit", "chinchilla", str(out / "isoflop_synthetic.csv"), "--approach", "2", "--out", str(fdir / "chinchilla-a2.json")], log, fdir / "chinchilla-a2.json")
+            _run(["fit", "batch-lr", str(out / "batch_lr_synthetic.csv"), "--out", str(fdir / "batch-lr.json")], log, fdir / "batch-lr.json")
+            made["fit_ids"] = ["batch-lr.json", "chinchilla-a2.json", "chinchilla-a3.json"]
+            (fdir / "not-a-fit.json").write_text('{"law": "chinchilla", "par')
+    if broken:
+        for rid, files in BROKEN.items():
+            d = runs / rid
+            d.mkdir(parents=True, exist_ok=True)
+            for fn, text in files.items():
+                (d / fn).write_text(text)
+            made["broken"].append(rid)
+    return made
+
+
+if __name__ == "__main__":
+    res = make(sys.argv[1] if len(sys.argv) > 1 else "dashboard-demo")
+    print(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in res.items()}, indent=1))

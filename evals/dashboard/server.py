@@ -1,0 +1,191 @@
+"""The FastAPI app: static front end, Plotly from the installed package, read-only JSON/CSV API.
+
+Only GET/HEAD are served (anything else is 405), every run/fit id from the browser goes through
+security.py, responses never contain server paths, and a Content-Security-Policy keeps the page
+to its own origin (no CDN, no inline script).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+from pathlib import Path
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from evals.dashboard import evals_view, moe_view, scaling_view
+from evals.dashboard.fits import FitStore
+from evals.dashboard.runs import TABLE_COLUMNS, RunStore
+from evals.dashboard.security import BadId, UnknownId
+
+STATIC = Path(__file__).parent / "static"
+CURVE_KEYS = ("step", "tokens", "flops", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tokens_per_s", "mfu", "wall_s")
+MAX_RUNS_PER_REQUEST = 50
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
+
+
+def _clean(o):
+    """Strict JSON: NaN/inf -> null."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+class StrictJSON(JSONResponse):
+    def render(self, content) -> bytes:
+        return json.dumps(_clean(content), allow_nan=False, separators=(",", ":")).encode()
+
+
+def _csv(rows: list[dict], columns: list[str] | None, name: str) -> Response:
+    cols = columns or sorted({k for r in rows for k in r})
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        # a leading =,+,-,@ would be a formula in spreadsheet apps; quote it as text
+        w.writerow({k: ("'" + v if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+    return Response(buf.getvalue(), media_type="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def _plotly_js() -> Path:
+    import plotly
+
+    p = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not p.exists():  # pragma: no cover - broken plotly install
+        raise RuntimeError(f"plotly.min.js not found in the installed plotly package ({p})")
+    return p
+
+
+def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refresh_s: float = 1.0) -> FastAPI:
+    runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root)
+    plotly_js = _plotly_js()
+    app = FastAPI(title="scalelab dashboard", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.middleware("http")
+    async def read_only_and_headers(request: Request, call_next):
+        if request.method not in ("GET", "HEAD"):
+            return PlainTextResponse("read-only dashboard", status_code=405)
+        resp = await call_next(request)
+        resp.headers["Content-Security-Policy"] = CSP
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        resp.headers["Referrer-Policy"] = "no-referrer"
+        return resp
+
+    @app.exception_handler(BadId)
+    async def bad_id(_req, exc):
+        return StrictJSON({"error": f"refused: {exc}"}, status_code=400)
+
+    @app.exception_handler(UnknownId)
+    async def unknown_id(_req, exc):
+        return StrictJSON({"error": f"unknown id {exc.args[0]!r}"}, status_code=404)
+
+    @app.get("/")
+    def index():
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/vendor/plotly.min.js")
+    def plotly():
+        return FileResponse(plotly_js, media_type="application/javascript", headers={"Cache-Control": "max-age=86400"})
+
+    @app.get("/api/runs")
+    def api_runs():
+        t0 = time.perf_counter()
+        rows, problems = runs.table()
+        for r in rows:
+            if not r.get("sweep"):
+                r["sweep"] = r["id"].rsplit("/", 1)[0] if "/" in r["id"] else ""
+        return StrictJSON({"columns": TABLE_COLUMNS, "runs": rows, "problems": problems,
+                           "scan_s": runs.last_refresh_s, "serve_s": time.perf_counter() - t0, "time": time.time()})
+
+    @app.get("/api/runs.csv")
+    def api_runs_csv():
+        rows, _ = runs.table()
+        extra = sorted({k for r in rows for k in r} - set(TABLE_COLUMNS))
+        return _csv(rows, TABLE_COLUMNS + extra, "runs.csv")
+
+    @app.get("/api/problems.csv")
+    def api_problems_csv():
+        return _csv(runs.table()[1] + fits.listing()[1], ["id", "problem"], "problems.csv")
+
+    def _ids(run: list[str]) -> list[str]:
+        if len(run) > MAX_RUNS_PER_REQUEST:
+            raise BadId(f"at most {MAX_RUNS_PER_REQUEST} runs per request")
+        for r in run:
+            runs.run_dir(r)  # validates (400/404) before anything is read
+        return run
+
+    @app.get("/api/curves")
+    def api_curves(run: list[str] = Query(default=[])):
+        out = []
+        for rid in _ids(run):
+            recs, bad = runs.metrics(rid)
+            series = {k: [r.get(k) for r in recs] for k in CURVE_KEYS}
+            out.append({"id": rid, "n_records": len(recs), "bad_lines": bad, "series": series})
+        return StrictJSON({"runs": out})
+
+    @app.get("/api/curves.csv")
+    def api_curves_csv(run: list[str] = Query(default=[])):
+        rows = []
+        for rid in _ids(run):
+            rows += [{"run": rid, **{k: r.get(k) for k in CURVE_KEYS}} for r in runs.metrics(rid)[0]]
+        return _csv(rows, ["run", *CURVE_KEYS], "curves.csv")
+
+    def _eval_rows():
+        rows, problems = [], []
+        for row in runs.table()[0]:
+            if row.get("n_evals"):
+                r, p = evals_view.rows_for_run(row, runs.evals(row["id"]))
+                rows += r
+                problems += p
+        return rows, problems
+
+    @app.get("/api/evals")
+    def api_evals():
+        rows, problems = _eval_rows()
+        return StrictJSON({"rows": rows, "problems": problems})
+
+    @app.get("/api/evals.csv")
+    def api_evals_csv():
+        return _csv(_eval_rows()[0], ["run", "step", "tokens", "flops", "task", "metric", "value", "stderr", "n", "suite", "status"], "evals.csv")
+
+    @app.get("/api/moe")
+    def api_moe(run: str):
+        rid = _ids([run])[0]
+        recs, _ = runs.metrics(rid)
+        return StrictJSON({"id": rid, "row": runs.row(rid), "figures": moe_view.figures(recs)})
+
+    @app.get("/api/fits")
+    def api_fits():
+        items, problems = fits.listing()
+        return StrictJSON({"fits": items, "problems": problems})
+
+    @app.get("/api/fit")
+    def api_fit(id: str):
+        rec = fits.record(id)
+        points, why = fits.points(rec)
+        summary = {k: rec.get(k) for k in ("law", "approach", "params", "intervals", "objective", "n_points", "warnings",
+                                            "data_sha256", "n_kind", "data_range", "derived", "holdout", "models")}
+        return StrictJSON({"id": id, "record": summary, "points_note": why, "n_data_points": len(points),
+                           "figures": scaling_view.figures(rec, points)})
+
+    @app.get("/api/fit.csv")
+    def api_fit_csv(id: str):
+        rec = fits.record(id)
+        ivs = rec.get("intervals") or {}
+        rows = [{"param": k, "value": v, "lo": (ivs.get(k) or [None, None])[0], "hi": (ivs.get(k) or [None, None])[1]}
+                for k, v in rec["params"].items()]
+        return _csv(rows, ["param", "value", "lo", "hi"], Path(id).stem + "-params.csv")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.state.runs, app.state.fits = runs, fits
+    return app

@@ -1,0 +1,32 @@
+// Scaling view: pick a fit record; its parameters with intervals, warnings, and the server-built figures.
+import { el, fmt, getJSON, plot, downloadLink, problemsBox, setStatus } from "../app.js";
+
+export default {
+  async render(root, params) {
+    const { fits, problems } = await getJSON("/api/fits");
+    const sel = el("select", { id: "fit-select" }, ...fits.map(f => el("option", { value: f.id },
+      `${f.id} — ${f.law}${f.approach ? " (approach " + f.approach + ")" : ""}, ${f.n_points ?? "?"} points`)));
+    const csv = downloadLink("#", "parameters CSV");
+    const info = el("div", { id: "fit-info" }), plots = el("div", { class: "plots", id: "scaling-plots" });
+    root.append(el("div", { class: "toolbar" }, el("label", {}, "fit record: ", sel), csv), info, plots, problemsBox(problems, "Unreadable fit records"));
+    if (!fits.length) { info.append(el("p", { id: "no-fits" }, "No fit records (write one with `scalelab fit chinchilla runs/SWEEP --out fits/NAME.json`).")); return; }
+    if (params.get("fit") && fits.some(f => f.id === params.get("fit"))) sel.value = params.get("fit");
+    const show = async () => {
+      const d = await getJSON("/api/fit?id=" + encodeURIComponent(sel.value));
+      csv.href = "/api/fit.csv?id=" + encodeURIComponent(sel.value);
+      const rec = d.record, iv = rec.intervals || {};
+      const prow = Object.entries(rec.params || {}).filter(([, v]) => typeof v === "number").map(([k, v]) =>
+        el("tr", {}, el("td", {}, k), el("td", {}, fmt(v)), el("td", {}, iv[k] ? `[${fmt(iv[k][0])}, ${fmt(iv[k][1])}]` : "")));
+      info.replaceChildren(
+        el("table", { class: "data params", id: "fit-params" }, el("thead", {}, el("tr", {}, el("th", { class: "text" }, "param"), el("th", {}, "value"), el("th", {}, "interval"))), el("tbody", {}, prow)),
+        el("p", { class: "muted" }, `${rec.law}${rec.approach ? " approach " + rec.approach : ""} · ${rec.n_points} points · N = ${rec.n_kind ?? "?"} · objective ${fmt(rec.objective)}` +
+          (d.points_note ? ` · data points not shown: ${d.points_note}` : ` · ${d.n_data_points} data points`)),
+        ...(rec.warnings || []).map(w => el("p", { class: "error" }, "warning: " + w)));
+      plots.replaceChildren(...d.figures.map(f => el("div", { class: "plot", id: "scaling-" + f.id })));
+      for (const f of d.figures) plot("scaling-" + f.id, f.data, f.layout, f.id);
+      setStatus(`${fits.length} fit records`);
+    };
+    sel.addEventListener("change", () => show().catch(e => info.replaceChildren(el("p", { class: "error" }, e.message))));
+    await show();
+  },
+};
