@@ -103,16 +103,19 @@ def short_hash(obj: Any, n: int = 10) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
-def config_id(resolved: dict) -> str:
-    """Hash of what a run computes: the resolved config minus bookkeeping keys."""
-    cfg = json.loads(json.dumps(resolved, default=str))
+def config_id(cfg) -> str:
+    """Hash of what a run computes: the validated TrainConfig's non-default values, minus
+    bookkeeping keys (validation makes types canonical: 1e6 and 1000000 tokens hash alike)."""
+    exclude: dict = {}
     for key in BOOKKEEPING:
-        node, parts = cfg, key.split(".")
-        for p in parts[:-1]:
-            node = node.get(p, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict):
-            node.pop(parts[-1], None)
-    return short_hash(_canon(cfg), 10)
+        head, _, rest = key.partition(".")
+        if rest:
+            if exclude.get(head) is not True:
+                exclude.setdefault(head, set()).add(rest)
+        else:
+            exclude[head] = True
+    text = cfg.model_dump_json(exclude_defaults=True, exclude=exclude)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def _canon(x: Any) -> Any:

@@ -40,8 +40,16 @@ def write_launch_config(run) -> Path:
     return path
 
 
-def decide(run_dir: Path, retry_failed: bool) -> str:
-    """'done', 'failed' (skip) or 'run' (fresh, partial or preempted: the trainer resumes)."""
+def decide(run_dir: Path, retry_failed: bool, planned_id: str | None = None) -> str:
+    """'done', 'failed', 'stale' (skip) or 'run' (fresh, partial or preempted: the trainer resumes).
+
+    stale: the directory holds a run of a different config than the spec now plans under this
+    name (the trainer would refuse it); the user deletes the directory or renames the sweep."""
+    if planned_id:
+        from launch.status import run_status
+
+        if run_status(run_dir, planned_id=planned_id).state == "stale":
+            return "stale"
     try:
         status = json.loads((run_dir / "summary.json").read_text()).get("status")
     except (FileNotFoundError, json.JSONDecodeError, AttributeError):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_sweep_helpers import ROOT, scalelab, write_base, write_spec
+from test_sweep_helpers import work, ROOT, scalelab, write_base, write_spec  # noqa: F401 (work is a fixture)
 
 from launch.expand import expand, plan, vocab_for
 from launch.naming import fmt_num, fmt_sci
@@ -19,8 +19,8 @@ from pretrain.errors import ConfigError
 
 
 @pytest.fixture()
-def base(tmp_path):
-    return write_base(tmp_path / "base", tmp_path / "data")
+def base(work):
+    return write_base(work / "base", work / "data")
 
 
 def spec_of(base, **kw):
@@ -87,7 +87,7 @@ def test_batch_lr_grid_around_centre(base):
     assert "n50k-b4-lr1e-3" in names(p)
 
 
-def test_replanning_never_renames(base, tmp_path):
+def test_replanning_never_renames(base, work):
     spec = {"name": "t", "base": str(base), "kind": "isoflop", "set": {"model.seq_len": 64},
             "isoflop": {"budgets": [6e8, 2e9], "models": ["n50k", "n100k"], "min_steps": 3}}
     a = expand(parse_spec(copy.deepcopy(spec)))
@@ -127,14 +127,14 @@ def test_invalid_specs_are_rejected_with_the_problem_named(base, kw, needle):
     assert needle in str(e.value)
 
 
-def test_cli_plan_table_and_bad_spec_exit_2(base, tmp_path):
-    good = write_spec(tmp_path, {"name": "g", "base": str(base), "kind": "grid", "axes": {"model": ["n50k", "n100k"]}})
+def test_cli_plan_table_and_bad_spec_exit_2(base, work):
+    good = write_spec(work, {"name": "g", "base": str(base), "kind": "grid", "axes": {"model": ["n50k", "n100k"]}})
     r = scalelab("sweep", "plan", good)
     assert r.returncode == 0, r.stderr
     assert "n50k" in r.stdout and "FLOPs" in r.stdout and "2 runs (grid)" in r.stdout
     r = scalelab("sweep", "plan", good, "--format", "json")
     assert r.returncode == 0 and '"flops"' in r.stdout
-    bad = write_spec(tmp_path, {"name": "b", "base": str(base), "kind": "grid", "axes": {"model.d_modl": [8]}})
+    bad = write_spec(work, {"name": "b", "base": str(base), "kind": "grid", "axes": {"model.d_modl": [8]}})
     r = scalelab("sweep", "plan", bad)
     assert r.returncode == 2 and "model.d_modl: unknown key" in r.stderr
 
@@ -158,53 +158,53 @@ def test_naming_formats():
     assert fmt_num(16) == "16" and fmt_sci(1e13) == "1e13" and fmt_sci(1.5e-4) == "1.5e-4"
 
 
-def test_slurm_script_dry_run(base, tmp_path):
+def test_slurm_script_dry_run(base, work):
     from launch.executors.slurm import render_script
 
-    spec = spec_of(base, kind="seeds", seeds=[0, 1, 2], runs_dir=str(tmp_path / "runs"), executor={"slurm": {
+    spec = spec_of(base, kind="seeds", seeds=[0, 1, 2], runs_dir=str(work / "runs"), executor={"slurm": {
         "partition": "gpu", "account": "proj", "qos": "high", "nodes": 1, "gpus_per_node": 8, "cpus_per_task": 64,
         "mem": "500G", "time": "04:00:00", "signal_secs": 300, "max_parallel": 2, "extra": ["--constraint=h100"],
         "setup": ["module load cuda"]}})
-    text = render_script(spec, [tmp_path / f"r{i}" for i in range(3)], tmp_path / "m.txt")
+    text = render_script(spec, [work / f"r{i}" for i in range(3)], work / "m.txt")
     for needle in ["#SBATCH --array=0-2%2", "#SBATCH --partition=gpu", "#SBATCH --account=proj", "#SBATCH --qos=high",
                    "#SBATCH --gpus-per-node=8", "#SBATCH --cpus-per-task=64", "#SBATCH --mem=500G",
                    "#SBATCH --time=04:00:00", "#SBATCH --signal=B:USR1@300", "#SBATCH --requeue",
                    "#SBATCH --constraint=h100", "module load cuda", "--mode local", "--gpus 8", "exec "]:
         assert needle in text, needle
     multi = spec_of(base, kind="seeds", seeds=[0], executor={"slurm": {"nodes": 4, "gpus_per_node": 8}})
-    text = render_script(multi, [tmp_path / "r0"], tmp_path / "m.txt")
+    text = render_script(multi, [work / "r0"], work / "m.txt")
     assert "--mode srun" in text and "#SBATCH --nodes=4" in text and "#SBATCH --ntasks-per-node=8" in text
     ds = spec_of(base, kind="seeds", seeds=[0], executor={"slurm": {"nodes": 2, "gpus_per_node": 8, "launcher": "deepspeed"}})
-    assert "--mode deepspeed" in render_script(ds, [tmp_path / "r0"], tmp_path / "m.txt")
+    assert "--mode deepspeed" in render_script(ds, [work / "r0"], work / "m.txt")
     # The CLI dry run prints the script and submits nothing.
-    path = write_spec(tmp_path, {"name": "d", "base": str(base), "kind": "seeds", "seeds": [0, 1],
-                                 "runs_dir": str(tmp_path / "dr"), "executor": {"slurm": {"partition": "p"}}})
+    path = write_spec(work, {"name": "d", "base": str(base), "kind": "seeds", "seeds": [0, 1],
+                                 "runs_dir": str(work / "dr"), "executor": {"slurm": {"partition": "p"}}})
     r = scalelab("sweep", "launch", path, "--executor", "slurm", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "#SBATCH --array=0-1" in r.stdout and "#SBATCH --partition=p" in r.stdout
-    assert not (tmp_path / "dr").exists()
+    assert not (work / "dr").exists()
 
 
-def test_rank_commands_srun_and_deepspeed_hostfile(tmp_path, monkeypatch):
+def test_rank_commands_srun_and_deepspeed_hostfile(work, monkeypatch):
     from launch import worker
 
     monkeypatch.setattr(worker, "slurm_hosts", lambda: ["node1", "node2"])
-    base = worker.train_argv(tmp_path, "py")
-    [(argv, env)] = worker.rank_commands("srun", base, 2, 4, 29501, tmp_path)
+    base = worker.train_argv(work, "py")
+    [(argv, env)] = worker.rank_commands("srun", base, 2, 4, 29501, work)
     assert argv[:5] == ["srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--kill-on-bad-exit=1"]
     assert env == {"MASTER_ADDR": "node1", "MASTER_PORT": "29501"} and "--rank-shim" in argv
-    [(argv, _)] = worker.rank_commands("deepspeed", base, 2, 4, 29501, tmp_path)
-    assert (tmp_path / "hostfile").read_text() == "node1 slots=4\nnode2 slots=4\n"
+    [(argv, _)] = worker.rank_commands("deepspeed", base, 2, 4, 29501, work)
+    assert (work / "hostfile").read_text() == "node1 slots=4\nnode2 slots=4\n"
     assert argv[:2] == ["deepspeed", "--hostfile"] and "--module" in argv and "pretrain.cli" in argv
-    ranks = worker.rank_commands("local", base, 1, 2, 29501, tmp_path)
+    ranks = worker.rank_commands("local", base, 1, 2, 29501, work)
     assert [e["RANK"] for _, e in ranks] == ["0", "1"] and ranks[0][1]["WORLD_SIZE"] == "2"
 
 
-def test_deepspeed_multinode_dry_run(base, tmp_path):
-    hostfile = tmp_path / "hostfile"
+def test_deepspeed_multinode_dry_run(base, work):
+    hostfile = work / "hostfile"
     hostfile.write_text("gpu-a slots=8\ngpu-b slots=8  # second node\n")
-    path = write_spec(tmp_path, {"name": "m", "base": str(base), "kind": "seeds", "seeds": [0, 1],
-                                 "runs_dir": str(tmp_path / "mr")})
+    path = write_spec(work, {"name": "m", "base": str(base), "kind": "seeds", "seeds": [0, 1],
+                                 "runs_dir": str(work / "mr")})
     r = scalelab("sweep", "launch", path, "--executor", "deepspeed", "--hostfile", hostfile, "--dry-run")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()

@@ -1,7 +1,9 @@
 """Shared helpers for the sweep/registry/Slurm tests (no tests here).
 
-One tiny prepared data set (vocab 512, TinyShakespeare only) per test session, under pytest's
-session base temp, so every module reuses it (`prepare` caches by fingerprint)."""
+One tiny prepared data set (vocab 512, TinyShakespeare only), built once under the system temp
+dir and reused by every module and session (`prepare` caches by fingerprint). Tests work in
+their own temp dirs (`work` fixture) rather than pytest's tmp_path: Slurm jobs outlive a test's
+bookkeeping, and concurrent pytest sessions on a shared machine prune each other's basetemps."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import shutil
+import tempfile
+
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,18 +24,24 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 
 
-def data_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.getbasetemp() / "sweep-data-v512"
+SHARED = Path(tempfile.gettempdir()) / f"scalelab-sweep-tests-{os.getuid()}"
 
 
-def prepared_data(tmp_path_factory) -> Path:
+@pytest.fixture()
+def work():
+    SHARED.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix="run-", dir=SHARED))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def prepared_data(_factory=None) -> Path:
     from pretrain.config.loader import load_train_config
     from pretrain.data.prepare import prepare
 
-    d = data_dir(tmp_path_factory)
-    base = write_base(tmp_path_factory.getbasetemp() / "sweep-base", d)
-    cfg = load_train_config(base)
-    prepare(cfg.data, log=lambda m: None)
+    d = SHARED / "data-tv512"
+    base = write_base(SHARED / "data-base", d)
+    prepare(load_train_config(base).data, log=lambda m: None)
     return d
 
 

@@ -61,7 +61,7 @@ class DeepSpeedExecutor:
             if dry_run:
                 out.write(" ".join(shlex.quote(a) for a in argv) + "\n")
                 continue
-            what = decide(run_dir, retry_failed)
+            what = decide(run_dir, retry_failed, r.id)
             if what != "run":
                 skipped[r.name] = what
                 continue

@@ -60,6 +60,7 @@ class LocalExecutor:
                  poll_s: float = 0.5, stream=None):
         self.workers = max(1, workers)
         self.gpus = visible_gpus()
+        self.per_run_gpus = max(1, gpus_per_run) if self.gpus else 0
         self.stream = stream or sys.stdout
         if self.gpus:
             per = max(1, gpus_per_run)
@@ -85,9 +86,11 @@ class LocalExecutor:
         res = LaunchResult()
         queue = []
         for r in runs:
-            what = decide(Path(r.run_dir), retry_failed)
+            what = decide(Path(r.run_dir), retry_failed, r.id)
             if what == "done":
                 res.skipped[r.name] = "done"
+            elif what == "stale":
+                res.skipped[r.name] = "stale: the run dir holds another config (delete it to rerun)"
             elif what == "failed":
                 res.skipped[r.name] = "failed (use --retry-failed)"
                 res.failed.append(r.name)
@@ -117,11 +120,21 @@ class LocalExecutor:
     def _start(self, slot: Slot, run, res: LaunchResult, retry_failed: bool) -> bool:
         run_dir = Path(run.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
+        if self.per_run_gpus > 1:  # one rank per GPU: the worker spawns them and holds the lock
+            import subprocess
+
+            write_launch_config(run)
+            argv = [sys.executable, "-m", "launch.worker", str(run_dir), "--mode", "local", "--gpus", str(self.per_run_gpus),
+                    "--port", str(29500 + slot.index)] + (["--retry-failed"] if retry_failed else [])
+            slot.proc = subprocess.Popen(argv, env={**os.environ, **slot.env}, stdout=subprocess.DEVNULL, start_new_session=True)
+            slot.run, slot.lock, slot.log, slot.started = run, None, None, time.time()
+            self._say(f"start  {run.name} (slot {slot.index}, {self.per_run_gpus} GPUs) -> {run_dir / 'train.log'}")
+            return True
         lock = RunLock(run_dir)
         if not lock.acquire(wait_s=0.5):
             res.skipped[run.name] = "running under another launch"
             return False
-        what = decide(run_dir, retry_failed)  # re-check under the lock: another launch may have finished it
+        what = decide(run_dir, retry_failed, run.id)  # re-check under the lock: another launch may have finished it
         if what != "run":
             lock.release()
             res.skipped[run.name] = what
@@ -136,9 +149,11 @@ class LocalExecutor:
 
     def _finish(self, slot: Slot, code: int, res: LaunchResult) -> None:
         name = slot.run.name
-        slot.log.write(f"=== trainer exit code {code}\n".encode())
-        slot.log.close()
-        slot.lock.release()
+        if slot.log is not None:
+            slot.log.write(f"=== trainer exit code {code}\n".encode())
+            slot.log.close()
+        if slot.lock is not None:
+            slot.lock.release()
         took = time.time() - slot.started
         rec = last_record(Path(slot.run.run_dir) / "metrics.jsonl") or {}
         loss = rec.get("loss")

@@ -136,7 +136,7 @@ class SlurmExecutor:
         from launch.locks import is_locked
 
         for r in runs:
-            what = decide(Path(r.run_dir), retry_failed)
+            what = decide(Path(r.run_dir), retry_failed, r.id)
             if what != "run":
                 skipped[r.name] = what
             elif r.name in queued:
