@@ -29,7 +29,7 @@ class EvalSection(StrictModel):
     batch_size: int = Field(32, gt=0, description="distinct contexts per forward pass (loglikelihood requests sharing a context are scored together)")
     threads: int | None = Field(None, gt=0, description="torch CPU threads for evaluation (default: torch's choice)")
     subprocess: bool = Field(True, description="run each evaluation in a child process (isolates crashes/OOM); false: in-process with try/except")
-    timeout_s: float = Field(3600.0, gt=0, description="an evaluation running longer is stopped and recorded as failed")
+    timeout_s: float = Field(1500.0, gt=0, description="an evaluation running longer is stopped and recorded as failed (keep it below the process-group timeout: other ranks wait at a barrier meanwhile)")
 
     @field_validator("every_tokens", mode="before")
     @classmethod
