@@ -63,9 +63,13 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
             _run(["train", "configs/train/tiny-moe.yaml", "model.preset=n50k", "model.moe.d_ff=64", *train_args(runs / "tiny-moe" / "moe-n50k", data)], log,
                  runs / "tiny-moe" / "moe-n50k" / "summary.json")
             made["ids"].append("tiny-moe/moe-n50k")
+            _run(["train", "configs/train/tiny-moe.yaml", "model.preset=n50k", "model.moe.d_ff=64", "model.moe.router=aux_free_bias",
+                  "model.moe.capacity_factor=null", *train_args(runs / "tiny-moe" / "moe-n50k-auxfree", data)], log,
+                 runs / "tiny-moe" / "moe-n50k-auxfree" / "summary.json")
+            made["ids"].append("tiny-moe/moe-n50k-auxfree")
         if evals:
             tasks = "blimp_anaphor_gender_agreement,blimp_anaphor_number_agreement,blimp_determiner_noun_agreement_1"
-            for rid in made["ids"][:3:2]:
+            for rid in made["ids"][:3:2]:  # n50k-lr3e-3 and n100k-lr3e-3
                 _run(["eval", str(runs / rid), "--suite", "tiny", "--tasks", tasks, "--limit", "20", "--device", "cpu",
                       "--threads", "1", "--no-wandb", "--batch-size", "64"], log, runs / rid / "evals")
         if fits:

@@ -45,3 +45,23 @@ def figures(records: list[dict]) -> list[dict]:
                                                    "entropy": "Router entropy", "aux_loss": "Load-balancing aux loss"}[name]},
                                 "xaxis": {"title": {"text": "step"}}, "margin": {"t": 40, "r": 10}}})
     return figs
+
+
+RUN_LEVEL = (("moe/imbalance", "Load imbalance, mean over layers"), ("moe/dropped_frac", "Dropped tokens, mean over layers"))
+
+
+def compare(runs: list[tuple[dict, list[dict]]]) -> list[dict]:
+    """Router comparison across MoE runs: run-level moe/* means vs step, one trace per run (router in the name)."""
+    figs = []
+    for key, title in RUN_LEVEL:
+        data = []
+        for row, recs in runs:
+            pts = [(r.get("step"), r[key]) for r in recs if r.get(key) is not None]
+            if pts:
+                data.append({"type": "scatter", "mode": "lines", "name": f"{row['id']} ({row.get('router') or '?'})",
+                             "x": [p[0] for p in pts], "y": [p[1] for p in pts]})
+        if data:
+            figs.append({"id": "compare_" + key.split("/")[1], "title": title, "data": data,
+                         "layout": {"title": {"text": f"{title} — per router"}, "xaxis": {"title": {"text": "step"}}, "margin": {"t": 40, "r": 10},
+                                    "legend": {"font": {"size": 10}}}})
+    return figs

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import threading
 import time
 from pathlib import Path
 
@@ -164,6 +165,11 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         recs, _ = runs.metrics(rid)
         return StrictJSON({"id": rid, "row": runs.row(rid), "figures": moe_view.figures(recs)})
 
+    @app.get("/api/moe/compare")
+    def api_moe_compare():
+        moe = [r for r in runs.table()[0] if r.get("num_experts")][:MAX_RUNS_PER_REQUEST]
+        return StrictJSON({"figures": moe_view.compare([(r, runs.metrics(r["id"])[0]) for r in moe])})
+
     @app.get("/api/fits")
     def api_fits():
         items, problems = fits.listing()
@@ -188,4 +194,6 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.state.runs, app.state.fits = runs, fits
+    # warm the run cache in the background so the first page load does not pay the cold scan
+    threading.Thread(target=runs.refresh, kwargs={"force": True}, daemon=True, name="dashboard-warm").start()
     return app

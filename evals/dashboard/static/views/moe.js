@@ -9,7 +9,12 @@ export default {
     const sel = el("select", { id: "moe-run" }, ...moe.map(r => el("option", { value: r.id }, `${r.id} — ${r.router ?? "?"} router, ${r.num_experts} experts, top-${r.top_k ?? "?"}`)));
     if (params.get("run")) sel.value = params.get("run");
     const info = el("p", { class: "muted" }), plots = el("div", { class: "plots", id: "moe-plots" });
-    root.append(el("div", { class: "toolbar" }, el("label", {}, "MoE run: ", sel)), info, plots);
+    const cmp = el("div", { class: "plots", id: "moe-compare" });
+    root.append(el("h3", {}, "Routers compared (all MoE runs)"), cmp, el("h3", {}, "One run, per layer"),
+      el("div", { class: "toolbar" }, el("label", {}, "MoE run: ", sel)), info, plots);
+    const c = await getJSON("/api/moe/compare");
+    cmp.replaceChildren(...c.figures.map(f => el("div", { class: "plot", id: "moe-" + f.id })));
+    for (const f of c.figures) plot("moe-" + f.id, f.data, f.layout, f.id);
     const show = async () => {
       const d = await getJSON("/api/moe?run=" + encodeURIComponent(sel.value));
       info.textContent = `router ${d.row.router ?? "?"} · ${d.row.num_experts} experts · top-${d.row.top_k ?? "?"} · status ${d.row.status}`;

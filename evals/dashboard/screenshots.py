@@ -1,0 +1,61 @@
+"""README screenshots of every view, taken with Debian Chromium via Playwright.
+
+    python -m evals.dashboard.screenshots DEMO_DIR [OUT_DIR=docs/screenshots]
+DEMO_DIR is filled by evals.dashboard.demo (a real tiny sweep) if it is empty.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+SHOTS = [("runs", "#runs-table tbody tr", None), ("curves", "#plot-loss .scatterlayer .trace", None),
+         ("evals", "#plot-eval-flops .scatterlayer .trace", None), ("scaling", "#scaling-frontier .scatterlayer .trace", "?fit=chinchilla-a3.json"),
+         ("scaling-batch-lr", "#scaling-opt_lr .scatterlayer .trace", "?fit=batch-lr.json"), ("moe", "#moe-load_layer0 .hm, #moe-load_layer0 .heatmaplayer", None)]
+
+
+def main(demo_dir: str, out: str = "docs/screenshots") -> None:
+    from playwright.sync_api import sync_playwright
+
+    from evals.dashboard.demo import make
+
+    made = make(demo_dir)
+    out_p = Path(out)
+    out_p.mkdir(parents=True, exist_ok=True)
+    exe = Path(sys.executable).with_name("scalelab")
+    proc = subprocess.Popen([str(exe), "dashboard", "--runs", str(made["runs"]), "--fits", str(made["fits"]), "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://\S+/", proc.stdout.readline()).group(0)
+        for _ in range(50):
+            try:
+                urllib.request.urlopen(url + "api/runs", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            page = b.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(url + "#runs")
+            page.wait_for_selector("#runs-table tbody tr")
+            for rid in made["ids"]:
+                page.check(f'#runs-table tr[data-id="{rid}"] input.sel')
+            for name, wait, query in SHOTS:
+                page.goto(f"{url}#{name.split('-')[0]}{query or ''}")
+                page.wait_for_selector(wait, timeout=20000)
+                page.wait_for_timeout(800)
+                page.screenshot(path=str(out_p / f"{name}.png"), full_page=True)
+                print(out_p / f"{name}.png")
+            b.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,183 @@
+"""The dashboard in a real browser (Debian Chromium via Playwright) on a real tiny sweep.
+
+One set of inputs per session (3 dense runs + 1 MoE run from `scalelab train`, an eval from
+`scalelab eval`, fit records from `scalelab fit`, two broken run dirs) and one `scalelab
+dashboard` server per module, started as a subprocess on a free port.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason=f"{CHROMIUM} not installed (run .ci/browser_up.sh: apt-get install chromium chromium-driver)")
+playwright_api = pytest.importorskip("playwright.sync_api", reason="python package 'playwright' not installed")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    from evals.dashboard.demo import make
+
+    # SCALELAB_DASHBOARD_DEMO=DIR reuses (or fills) a demo tree between local test runs
+    return make(os.environ.get("SCALELAB_DASHBOARD_DEMO") or tmp_path_factory.mktemp("dash"))
+
+
+@pytest.fixture(scope="module")
+def server(demo):
+    exe = Path(sys.executable).with_name("scalelab")
+    proc = subprocess.Popen([str(exe), "dashboard", "--runs", str(demo["runs"]), "--fits", str(demo["fits"]), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+    assert m, f"no URL printed: {line!r}"
+    url = m.group(0)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "api/runs", timeout=2)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    pg = ctx.new_page()
+    pg.errors = []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.on("requestfailed", lambda r: pg.errors.append(f"request failed: {r.url}"))
+    yield pg
+    ctx.close()
+
+
+def _open(page, url, view, wait):
+    page.goto(f"{url}#{view}")
+    page.wait_for_selector(wait, timeout=20000)
+
+
+def _traces(page, div_id):
+    return page.eval_on_selector(f"#{div_id}", "d => (d.data || []).length")
+
+
+def test_runs_table_rows_sort_filter_and_problems(page, server, demo):
+    _open(page, server, "runs", "#runs-table tbody tr")
+    ids = page.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.id)")
+    assert sorted(ids) == sorted(demo["ids"])
+    # sorting: click the N column twice -> descending params
+    page.click("#runs-table th[data-key=params]")
+    page.click("#runs-table th[data-key=params]")
+    ns = page.eval_on_selector_all("#runs-table tbody td[data-key=params]", "tds => tds.map(t => Number(t.textContent))")
+    assert ns == sorted(ns, reverse=True) and ns[0] > ns[-1]
+    # filtering: text and a numeric expression
+    page.fill("#filter", "n50k-lr")
+    assert page.locator("#runs-table tbody tr").count() == 2
+    page.fill("#filter", "lr>0.005")
+    assert page.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.id)") == ["tiny-sweep/n50k-lr1e-2"]
+    page.fill("#filter", "")
+    assert page.locator("#runs-table tbody tr").count() == len(demo["ids"])
+    # broken run directories are listed with the reason
+    probs = page.inner_text("#problems")
+    for rid in demo["broken"]:
+        assert rid in probs
+    assert "summary.json unreadable" in probs
+    assert page.errors == []
+
+
+def test_selecting_runs_draws_curves(page, server, demo):
+    _open(page, server, "runs", "#runs-table tbody tr")
+    for rid in demo["ids"][:2]:
+        page.check(f'#runs-table tr[data-id="{rid}"] input.sel')
+    page.click("#plot-selected")
+    page.wait_for_selector("#plot-loss .scatterlayer .trace", timeout=20000)
+    for div in ("plot-loss", "plot-val_loss", "plot-lr"):
+        assert _traces(page, div) == 2
+        assert page.locator(f"#{div} .scatterlayer .trace").count() == 2
+    page.check(f'#curve-runs input[value="{demo["ids"][2]}"]')
+    page.wait_for_function("() => document.getElementById('plot-loss').data.length === 3")
+    # x axis, log axes and smoothing redraw without errors
+    page.select_option("#xaxis", "flops")
+    page.check("#logx")
+    page.fill("#smooth", "0.9")
+    page.dispatch_event("#smooth", "input")
+    assert page.eval_on_selector("#plot-loss", "d => d.layout.xaxis.type") == "log"
+    assert page.locator("#plot-loss .modebar").count() == 1  # PNG/SVG export lives in the mode bar
+    assert page.errors == []
+
+
+def test_evals_matrix(page, server, demo):
+    _open(page, server, "evals", "#eval-matrix tbody tr")
+    heads = page.eval_on_selector_all("#eval-matrix th", "ths => ths.map(t => t.textContent)")
+    evaluated = [demo["ids"][0], demo["ids"][2]]
+    assert all(any(h.startswith(r) for h in heads) for r in evaluated)
+    tasks = page.eval_on_selector_all("#eval-matrix td[data-key=task]", "tds => tds.map(t => t.textContent)")
+    assert "blimp_anaphor_gender_agreement" in tasks
+    assert "±" in page.inner_text("#eval-matrix")
+    page.click(f'#eval-matrix th[data-key="{evaluated[0]}"]')
+    page.wait_for_selector("#plot-eval-flops .scatterlayer .trace")
+    assert _traces(page, "plot-eval-flops") == 2
+    assert page.errors == []
+
+
+def test_scaling_view_renders_fits(page, server, demo):
+    _open(page, server, "scaling?fit=chinchilla-a3.json", "#scaling-frontier .scatterlayer .trace")
+    assert "alpha" in page.inner_text("#fit-params")
+    for fid in ("loss_vs_n", "isoflop", "frontier"):
+        assert _traces(page, f"scaling-{fid}") >= 2
+    names = page.eval_on_selector("#scaling-frontier", "d => d.data.map(t => t.name)")
+    assert "extrapolation" in names and any("interval" in n for n in names)
+    page.select_option("#fit-select", "batch-lr.json")
+    page.wait_for_selector("#scaling-opt_lr .scatterlayer .trace")
+    assert _traces(page, "scaling-loss_vs_lr") >= 3
+    assert "not-a-fit.json" in page.inner_text("#problems")
+    assert page.errors == []
+
+
+def test_moe_view(page, server, demo):
+    _open(page, server, "moe", "#moe-load_layer0 .heatmaplayer, #moe-load_layer0 .hm")
+    assert page.eval_on_selector("#moe-load_layer0", "d => d.data[0].type") == "heatmap"
+    assert page.eval_on_selector("#moe-load_layer0", "d => d.data[0].z.length") == 8  # experts
+    for fid in ("imbalance", "dropped_frac"):
+        assert _traces(page, f"moe-{fid}") >= 1
+    moe_runs = [r for r in demo["ids"] if r.startswith("tiny-moe/")]
+    assert _traces(page, "moe-compare_imbalance") == len(moe_runs)  # one trace per router/run
+    page.select_option("#moe-run", moe_runs[-1])
+    page.wait_for_function("() => document.querySelector('#moe-plots .plot') && document.getElementById('moe-load_layer0').data")
+    assert page.errors == []
+
+
+def test_path_traversal_and_writes_refused(page, server):
+    for path in ("api/curves?run=../../../etc/passwd", "api/curves?run=tiny-sweep%2F..%2F..%2Fetc", "api/fit?id=..%2Fruns%2Fx.json",
+                 "api/moe?run=%2Fetc%2Fpasswd"):
+        r = page.request.get(server + path)
+        assert r.status == 400, path
+        assert "refused" in r.json()["error"]
+    assert page.request.get(server + "api/curves?run=no-such/run").status == 404
+    assert page.request.get(server + "static/..%2F..%2F..%2Fsetup.py").status == 404
+    assert page.request.post(server + "api/runs").status == 405
+    csv = page.request.get(server + "api/runs.csv")
+    assert csv.status == 200 and csv.text().splitlines()[0].startswith("id,sweep,run")
+    assert "/tmp" not in page.request.get(server + "api/runs").text()  # no server paths leak

@@ -1,0 +1,73 @@
+"""Dashboard data layer without a browser: id validation, incremental caches, figure builders."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from evals.dashboard import moe_view, scaling_view
+from evals.dashboard.runs import RunStore
+from evals.dashboard.security import BadId, UnknownId, check_id, inside
+
+
+@pytest.mark.parametrize("bad", ["", "..", "../x", "a/../../b", "/etc/passwd", "a//b", "a/./b", "a\\..\\b", "a\x00b", "x" * 600])
+def test_bad_ids_refused(bad):
+    with pytest.raises(BadId):
+        check_id(bad)
+
+
+def test_symlink_escape_refused(tmp_path):
+    (tmp_path / "root").mkdir()
+    os.symlink("/etc", tmp_path / "root" / "link")
+    with pytest.raises(BadId):
+        inside(tmp_path / "root", "link/passwd")
+
+
+def _run(root: Path, rid: str, n: int = 3, summary: bool = True):
+    d = root / rid
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text("model: {preset: n50k, d_model: 32}\noptim: {lr: 0.003}\ntrain: {global_batch_size: 8}\n")
+    (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "loss": 5.0 - i / 10, "lr": 1e-3}) + "\n" for i in range(n)))
+    if summary:
+        (d / "summary.json").write_text(json.dumps({"status": "done", "steps": n, "params": 1000, "final_loss": 4.0}))
+    return d
+
+
+def test_cache_and_incremental_metrics(tmp_path):
+    _run(tmp_path, "s/a")
+    live = _run(tmp_path, "s/b", summary=False)
+    (tmp_path / "s" / "bad").mkdir()
+    (tmp_path / "s" / "bad" / "summary.json").write_text("{")
+    store = RunStore(tmp_path, min_interval=0)
+    rows, problems = store.table()
+    assert {r["id"] for r in rows} == {"s/a", "s/b"} and problems[0]["id"] == "s/bad"
+    first = store._rows["s/a"][1]
+    store.refresh()
+    assert store._rows["s/a"][1] is first  # finished run not re-read
+    recs, _ = store.metrics("s/b")
+    assert len(recs) == 3
+    with open(live / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 3, "loss": 4.6}) + "\n" + '{"step": 4, "lo')  # torn last line
+    recs, bad = store.metrics("s/b")
+    assert [r["step"] for r in recs] == [0, 1, 2, 3] and bad == 0
+    with open(live / "metrics.jsonl", "a") as f:
+        f.write('ss": 4.5}\n')
+    assert [r["step"] for r in store.metrics("s/b")[0]] == [0, 1, 2, 3, 4]
+    with pytest.raises(UnknownId):
+        store.metrics("s/bad")
+
+
+def test_figures_from_records():
+    figs = moe_view.figures([{"step": s, "moe/layer0/load/expert0": 0.6, "moe/layer0/load/expert1": 0.4, "moe/layer0/imbalance": 1.2} for s in (1, 2)])
+    assert figs[0]["data"][0]["z"] == [[0.6, 0.6], [0.4, 0.4]] and figs[1]["id"] == "imbalance"
+    rec = {"law": "chinchilla", "approach": 3, "params": {"E": 1.8, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37},
+           "data_range": {"C": [1e15, 1e17]}}
+    pts = [{"N": n, "D": 1e17 / (6 * n), "loss": 3.0, "flops": 1e17} for n in (1e6, 3e6, 1e7)]
+    by_id = {f["id"]: f for f in scaling_view.figures(rec, pts)}
+    assert set(by_id) == {"loss_vs_n", "isoflop", "frontier"}
+    front = by_id["frontier"]["data"][0]
+    # N_opt = G (C/6)^a at the smallest C
+    a, G = 0.37 / 0.72, (0.35 * 480 / (0.37 * 2100)) ** (1 / 0.72)
+    assert front["y"][0] == pytest.approx(G * (1e15 / 6) ** a)
