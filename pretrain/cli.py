@@ -16,7 +16,7 @@ from pretrain.errors import ConfigError, DataError
 
 # Keys that may change between attempts of one run without changing what it computes.
 RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
-                  "train.keep_checkpoints", "train.threads", "train.device_peak_flops", "extras", "name"}
+                  "train.keep_checkpoints", "train.threads", "train.device_peak_flops", "extras", "name", "eval"}
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:

@@ -57,6 +57,7 @@ class Trainer:
         self.state = TrainState()
         self.stop = StopRequest()
         self.noise_probe = None
+        self.paused_s = 0.0  # time spent outside training steps (checkpoints, probes), excluded from tokens/s
         if cfg.train.noise_scale_every_steps:
             from pretrain.noise_scale import GradNoiseProbe
 
@@ -138,7 +139,7 @@ class Trainer:
         for cb in self.callbacks:
             if hasattr(cb, "on_checkpoint"):
                 cb.on_checkpoint(self, self.state.step, path)
-        self._ckpt_s = getattr(self, "_ckpt_s", 0.0) + time.perf_counter() - t0
+        self.paused_s += time.perf_counter() - t0  # checkpoints and in-loop evals are not training time
         return path
 
     def _measure_noise(self, step: int) -> dict:
@@ -154,6 +155,7 @@ class Trainer:
             batches.append((x.to(self.dist.device), y.to(self.dist.device)))
         out = self.noise_probe.measure(self.model, batches)
         self.state.eval_s += time.perf_counter() - t0
+        self.paused_s += time.perf_counter() - t0
         return {k: v for k, v in out.items() if k in ("grad_noise_scale", "grad_noise_scale_raw")}
 
     def _evaluate(self) -> dict:
@@ -171,6 +173,7 @@ class Trainer:
         tps = cfg.tokens_per_step()
         fault_nan = int(os.environ.get("SCALELAB_FAULT_NAN_STEP", "-1"))  # test hook: poison this step's loss
         window_t0, window_tokens, window_loss, window_n = time.perf_counter(), 0, 0.0, 0
+        window_paused = self.paused_s
         noise: dict = {}
         attempt_t0 = time.perf_counter()
         wall_before = self.state.wall_s
@@ -216,7 +219,7 @@ class Trainer:
                 do_eval = step == self.total_steps or (cfg.train.eval_every_steps and step % cfg.train.eval_every_steps == 0)
                 do_log = step % cfg.train.log_every_steps == 0 or do_eval or step == self.total_steps
                 if do_log:
-                    elapsed = max(1e-9, now - window_t0)
+                    elapsed = max(1e-9, now - window_t0 - (self.paused_s - window_paused))
                     tok_s = window_tokens / elapsed
                     rec = {
                         "step": step,
@@ -249,6 +252,7 @@ class Trainer:
                         wb.log(rec, step)
                         self.progress.update(rec, self.total_steps, extra)
                     window_t0, window_tokens, window_loss, window_n = time.perf_counter(), 0, 0.0, 0
+                    window_paused = self.paused_s
                 if step == self.total_steps:
                     break
                 stop = all_reduce_max(1.0 if self.stop.requested else 0.0, d) > 0
