@@ -125,6 +125,12 @@ def test_selecting_runs_draws_curves(page, server, demo):
     page.dispatch_event("#smooth", "input")
     assert page.eval_on_selector("#plot-loss", "d => d.layout.xaxis.type") == "log"
     assert page.locator("#plot-loss .modebar").count() == 1  # PNG/SVG export lives in the mode bar
+    for fmt in ("png", "svg"):  # what the mode bar's export buttons call
+        uri = page.evaluate(f"() => Plotly.toImage(document.getElementById('plot-loss'), {{format: '{fmt}', width: 400, height: 300}})")
+        assert uri.startswith(f"data:image/{fmt}"), uri[:40]
+    with page.expect_download() as dl:
+        page.click("text=curves CSV")
+    assert dl.value.suggested_filename == "curves.csv"
     assert page.errors == []
 
 
@@ -149,6 +155,8 @@ def test_scaling_view_renders_fits(page, server, demo):
         assert _traces(page, f"scaling-{fid}") >= 2
     names = page.eval_on_selector("#scaling-frontier", "d => d.data.map(t => t.name)")
     assert "extrapolation" in names and any("interval" in n for n in names)
+    page.select_option("#fit-select", "chinchilla-a2.json")
+    page.wait_for_function("() => (document.getElementById('scaling-frontier')?.data || []).some(t => t.name === 'per-budget optimum')")
     page.select_option("#fit-select", "batch-lr.json")
     page.wait_for_selector("#scaling-opt_lr .scatterlayer .trace")
     assert _traces(page, "scaling-loss_vs_lr") >= 3
@@ -181,3 +189,31 @@ def test_path_traversal_and_writes_refused(page, server):
     csv = page.request.get(server + "api/runs.csv")
     assert csv.status == 200 and csv.text().splitlines()[0].startswith("id,sweep,run")
     assert "/tmp" not in page.request.get(server + "api/runs").text()  # no server paths leak
+
+
+def test_host_header_checked_on_loopback(server):
+    req = urllib.request.Request(server + "api/runs", headers={"Host": "evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=5)
+    assert e.value.code == 400
+
+
+def test_auto_refresh_shows_a_new_running_run(page, server, demo):
+    """Runs appear and progress while a sweep writes them (last: it adds a run to the tree)."""
+    _open(page, server, "runs", "#runs-table tbody tr")
+    src = Path(demo["runs"]) / demo["ids"][0]
+    live = Path(demo["runs"]) / "tiny-sweep" / "live-run"
+    live.mkdir()
+    try:
+        shutil.copy(src / "config.yaml", live / "config.yaml")
+        lines = (src / "metrics.jsonl").read_text().splitlines(keepends=True)
+        (live / "metrics.jsonl").write_text("".join(lines[:3]))
+        page.wait_for_selector('#runs-table tr[data-id="tiny-sweep/live-run"]', timeout=15000)
+        with open(live / "metrics.jsonl", "a") as f:
+            f.write("".join(lines[3:6]))
+        step = str(__import__("json").loads(lines[5])["step"])
+        page.wait_for_function("s => document.querySelector('#runs-table tr[data-id=\"tiny-sweep/live-run\"] td[data-key=status]').textContent.includes(s)",
+                               arg=step, timeout=15000)
+        assert page.errors == []
+    finally:
+        shutil.rmtree(live)

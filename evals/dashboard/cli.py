@@ -34,7 +34,11 @@ def run(args) -> int:
     if args.fits and not Path(args.fits).is_dir():
         print(f"error: fits directory {args.fits} does not exist", file=sys.stderr)
         return 2
-    app = create_app(runs, args.fits, refresh_s=args.refresh_s)
+    from evals.dashboard.server import LOOPBACK_HOSTS
+
+    loopback = args.host in ("127.0.0.1", "localhost", "::1")
+    # on loopback, also refuse other Host headers: a web page elsewhere cannot DNS-rebind to us
+    app = create_app(runs, args.fits, refresh_s=args.refresh_s, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -45,7 +49,7 @@ def run(args) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"scalelab dashboard: http://{shown}:{port}/  (runs: {runs.resolve()}, fits: {Path(args.fits).resolve() if args.fits else '-'})", flush=True)
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if not loopback:
         print(f"warning: listening on {args.host}: anyone who can reach this port can read these runs", file=sys.stderr)
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])

@@ -67,10 +67,20 @@ def _plotly_js() -> Path:
     return p
 
 
-def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refresh_s: float = 1.0) -> FastAPI:
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+
+def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refresh_s: float = 1.0,
+               allowed_hosts: list[str] | None = None) -> FastAPI:
+    """The app. `allowed_hosts` (Host header check against DNS rebinding) defaults to any;
+    the CLI passes the loopback names when bound to 127.0.0.1."""
     runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root)
     plotly_js = _plotly_js()
     app = FastAPI(title="scalelab dashboard", docs_url=None, redoc_url=None, openapi_url=None)
+    if allowed_hosts:
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
     @app.middleware("http")
     async def read_only_and_headers(request: Request, call_next):

@@ -7,7 +7,7 @@ const COLS = [
   { key: "sweep", label: "sweep", text: true }, { key: "run", label: "run", text: true }, { key: "model", label: "model", text: true },
   { key: "params", label: "N" }, { key: "active_params", label: "active N" }, { key: "tokens", label: "D (tokens)" },
   { key: "batch_size", label: "batch" }, { key: "lr", label: "lr" }, { key: "router", label: "router", text: true },
-  { key: "status", label: "status", text: true, render: r => el("span", { class: `status-${r.status}`, title: r.error || r.problem || "" }, r.status + (r.status !== "done" && r.total_steps ? ` ${r.steps ?? 0}/${r.total_steps}` : "")) },
+  { key: "status", label: "status", text: true, render: r => el("span", { class: `status-${r.status}`, title: r.error || r.problem || "" }, r.status + (r.status !== "done" && r.steps != null ? ` · step ${r.steps}${r.total_steps ? "/" + r.total_steps : ""}` : "")) },
   { key: "final_loss", label: "loss" }, { key: "final_val_loss", label: "val loss" },
   { key: "tokens_per_s", label: "tokens/s" }, { key: "mfu", label: "MFU", render: r => r.mfu == null ? "" : (100 * r.mfu).toFixed(1) + "%" },
   { key: "n_evals", label: "evals" },
