@@ -17,6 +17,8 @@ SUBSYSTEMS = [
     "scaling.cli",
     "launch.sweep_cli",
     "evals.cli",
+    "evals.dashboard.cli",
+    "launch.quickstart",
 ]
 
 

@@ -105,6 +105,13 @@ class TrainConfig(StrictModel):
             raise ValueError("train.noise_scale_every_steps needs full parameters on each rank: use deepspeed.zero_stage 0-2")
         return self
 
+    @model_validator(mode="after")
+    def _expert_parallel_zero(self) -> "TrainConfig":
+        moe = getattr(self.model, "moe", None)
+        if moe is not None and getattr(moe, "ep_size", 1) > 1 and self.deepspeed.zero_stage == 3:
+            raise ValueError("model.moe.ep_size > 1 needs deepspeed.zero_stage 0, 1 or 2 (DeepSpeed's MoE path rejects ZeRO-3)")
+        return self
+
     def total_steps(self) -> int:
         if self.train.steps is not None:
             return self.train.steps

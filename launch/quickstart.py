@@ -1,0 +1,274 @@
+"""`scalelab quickstart`: the main job. A real scaling study on the bundled corpus, end to end.
+
+1. prepare the data (BPE trained on the corpus);
+2. an IsoFLOP sweep and a batch-size x LR sweep through the local executor (live progress);
+3. evaluation of the final checkpoints with an lm-eval suite;
+4. Chinchilla approach 2 and 3 fits and the batch/LR law, with bootstrap intervals;
+5. a plan for a larger budget, one run of it, and its predicted vs measured loss;
+6. report.md (with the plots) and the command that opens the dashboard.
+
+Every step is the ordinary `scalelab` command a user would type, run as a subprocess, and every
+step is idempotent: sweeps skip finished runs, evaluations and fits are skipped when their
+outputs are newer than their inputs, so a rerun finishes in seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from pretrain.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("quickstart", help="run the main job: sweeps, evals, fits, plan, report",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", nargs="?", default=str(PROJECT_ROOT / "configs/quickstart.yaml"), help="main-job config YAML")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. out=/tmp/qs workers=1")
+    p.set_defaults(func=cmd_quickstart)
+
+
+def load_config(path: str, overrides: list[str]):
+    from pydantic import ValidationError
+
+    from launch.quickstart_config import QuickstartConfig
+    from pretrain.config.loader import apply_overrides, format_validation_error, read_yaml
+
+    raw = apply_overrides(read_yaml(path), overrides)
+    try:
+        return QuickstartConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, QuickstartConfig)) from None
+
+
+def cmd_quickstart(args) -> int:
+    try:
+        cfg = load_config(args.config, args.overrides)
+        return MainJob(cfg).run()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StepFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+def _newer(output: Path, inputs: list[Path]) -> bool:
+    """True when `output` exists and is at least as new as every input (make-style)."""
+    if not output.exists():
+        return False
+    t = output.stat().st_mtime
+    return all(p.stat().st_mtime <= t for p in inputs if p.exists())
+
+
+class MainJob:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.out = Path(cfg.out).resolve()
+        self.timings: dict[str, float] = {}
+
+    # ----------------------------------------------------------------- helpers
+    def scalelab(self, *args: str, allow_fail: bool = False) -> int:
+        cmd = [sys.executable, "-m", "launch.cli", *map(str, args)]
+        print(f"\n$ scalelab {' '.join(shlex.quote(str(a)) for a in args)}", flush=True)
+        code = subprocess.run(cmd, cwd=PROJECT_ROOT).returncode
+        if code != 0 and not allow_fail:
+            raise StepFailed(f"`scalelab {args[0]} {args[1] if len(args) > 1 else ''}` exited with {code}")
+        return code
+
+    def step(self, name: str):
+        job = self
+
+        class _Timer:
+            def __enter__(self):
+                print(f"\n=== {name} ===", flush=True)
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                job.timings[name] = round(time.perf_counter() - self.t0, 1)
+
+        return _Timer()
+
+    def _spec(self, step) -> dict:
+        spec = yaml.safe_load((PROJECT_ROOT / step.spec).read_text() if not Path(step.spec).is_absolute() else Path(step.spec).read_text())
+        return spec
+
+    def runs_dir(self, step) -> Path:
+        return self.out / "runs" / self._spec(step)["name"]
+
+    def data_settings(self) -> tuple[str, int, Path]:
+        from pretrain.config.loader import load_data_config
+
+        dcfg = load_data_config(PROJECT_ROOT / self.cfg.data.config, self.cfg.data.overrides)
+        return dcfg.name, dcfg.tokenizer.vocab_size, self.out / "data" / dcfg.name
+
+    def done_runs(self, root: Path) -> list[Path]:
+        out = []
+        for s in sorted(root.glob("**/summary.json")):
+            try:
+                if json.loads(s.read_text()).get("status") == "done":
+                    out.append(s.parent)
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    # ------------------------------------------------------------------- steps
+    def run(self) -> int:
+        t0 = time.perf_counter()
+        self.out.mkdir(parents=True, exist_ok=True)
+        name, vocab, data_dir = self.data_settings()
+        data_set = [f"set.data.name={name}", f"set.data.tokenizer.vocab_size={vocab}", f"set.data.out_dir={data_dir}"]
+
+        with self.step("1. data"):
+            self.scalelab("data", "prepare", PROJECT_ROOT / self.cfg.data.config, *self.cfg.data.overrides, f"out_dir={data_dir}")
+
+        with self.step("2. sweeps"):
+            for step in (self.cfg.isoflop, self.cfg.batch_lr):
+                sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *step.set]
+                code = self.scalelab("sweep", "launch", PROJECT_ROOT / step.spec, "--executor", "local", "--workers",
+                                     self.cfg.workers, *[a for s in sets for a in ("--set", s)], allow_fail=True)
+                if code != 0:
+                    print(f"warning: some runs of {step.spec} did not finish (exit {code}); continuing with the finished ones")
+
+        iso_runs, bslr_runs = self.runs_dir(self.cfg.isoflop), self.runs_dir(self.cfg.batch_lr)
+        with self.step("3. evaluation"):
+            self.evaluate(self.done_runs(iso_runs) + self.done_runs(bslr_runs))
+
+        fits = self.out / "fits"
+        with self.step("4. fits"):
+            boot = str(self.cfg.fit.bootstrap)
+            for approach in ("3", "2"):
+                self.fit(["chinchilla", iso_runs, "--approach", approach, "--bootstrap", boot], fits / f"chinchilla-a{approach}", iso_runs)
+            self.fit(["batch-lr", bslr_runs, "--bootstrap", boot], fits / "batch-lr", bslr_runs, required=False)
+
+        with self.step("5. plan and its run"):
+            plan_run = self.plan_and_train(fits, iso_runs, data_set)
+            self.evaluate([plan_run])
+            comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
+
+        self.timings["total"] = round(time.perf_counter() - t0, 1)
+        with self.step("6. report"):
+            from launch.quickstart_report import write_report
+
+            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings)
+        print(f"\nreport: {report}")
+        print(f"predicted loss {comparison['predicted']:.4f} (95% interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
+              f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}")
+        print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
+        return 0
+
+    def evaluate(self, runs: list[Path]) -> None:
+        """`scalelab eval` on each run, batched into one process per worker (imports paid once)."""
+        from launch.quickstart_eval import already_done
+
+        todo = [r for r in runs if not already_done(r, self.cfg.eval.suite)]
+        if not todo:
+            print(f"evaluations up to date ({len(runs)} runs)")
+            return
+        workers = max(1, min(self.cfg.workers, len(todo)))
+        limit = [] if self.cfg.eval.limit is None else ["--limit", str(self.cfg.eval.limit)]
+        procs = []
+        for w in range(workers):
+            chunk = todo[w::workers]
+            cmd = [sys.executable, "-m", "launch.quickstart_eval", *map(str, chunk), "--suite", self.cfg.eval.suite, *limit,
+                   "--threads", str(max(1, (os.cpu_count() or 1) // workers))]
+            print(f"\n$ scalelab eval <{len(chunk)} runs> --suite {self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})", flush=True)
+            procs.append(subprocess.Popen(cmd, cwd=PROJECT_ROOT))
+        if any(p.wait() != 0 for p in procs):
+            print("warning: some evaluations failed; the study goes on without them")
+
+    def fit(self, args: list, stem: Path, runs: Path, required: bool = True) -> None:
+        out = stem.with_suffix(".json")
+        if _newer(out, [p / "summary.json" for p in self.done_runs(runs)]):
+            print(f"{out.name}: up to date")
+            return
+        code = self.scalelab("fit", *args, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required)
+        if code != 0:
+            print(f"warning: the {args[0]} fit failed; the plan goes on without it")
+
+    def plan_and_train(self, fits: Path, iso_runs: Path, data_set: list[str]) -> Path:
+        budgets = [json.loads((r / "summary.json").read_text())["flops"] for r in self.done_runs(iso_runs)]
+        if not budgets:
+            raise StepFailed(f"no finished IsoFLOP runs in {iso_runs}")
+        compute = self.cfg.plan.compute_multiplier * max(budgets)
+        plan_dir = self.out / "plan"
+        plan_dir.mkdir(parents=True, exist_ok=True)
+        emitted = plan_dir / "emitted.yaml"
+        _, vocab, _ = self.data_settings()
+        fit_args = ["--fit", fits / "chinchilla-a3.json"]
+        if (fits / "batch-lr.json").exists():
+            fit_args += ["--fit", fits / "batch-lr.json"]
+        if not _newer(plan_dir / "plan.json", [fits / "chinchilla-a3.json", fits / "batch-lr.json"]):
+            self.scalelab("plan", *fit_args, "--compute", f"{compute:.4g}", "--vocab-size", vocab,
+                          "--emit-config", emitted, "--out", plan_dir / "plan.json")
+        train_cfg = self.plan_train_config(emitted, plan_dir / "train.yaml", data_set)
+        run_dir = self.out / "runs" / "plan" / yaml.safe_load(train_cfg.read_text())["name"]
+        self.scalelab("train", train_cfg, "--run-dir", run_dir)
+        return run_dir
+
+    def plan_train_config(self, emitted: Path, out: Path, data_set: list[str]) -> Path:
+        """The emitted config, trained like the sweep runs it extrapolates from.
+
+        The sweep's shared settings (sequence length, data, eval and logging cadence) are applied
+        on top; what the plan decided (model, tokens, lr, batch) is kept."""
+        cfg = yaml.safe_load(emitted.read_text())
+        if isinstance(cfg.get("model"), str):
+            cfg["model"] = {"preset": cfg["model"]}
+        cfg["data"] = yaml.safe_load((PROJECT_ROOT / self.cfg.data.config).read_text())  # the sweeps' data
+        base = dict(self._spec(self.cfg.isoflop).get("set") or {})
+        for s in [*data_set, *(x for x in self.cfg.isoflop.set if x.startswith("set."))]:
+            k, v = s.removeprefix("set.").split("=", 1)
+            base[k] = yaml.safe_load(v)
+        decided = ["optim.lr", "train.tokens", "train.steps"]
+        if self.cfg.plan.batch_from_fit:
+            decided += ["train.global_batch_size", "train.micro_batch_size"]
+        for key, value in base.items():
+            if key in decided or not key.startswith(("model.", "data.", "train.", "optim.", "schedule.", "precision", "deepspeed.")):
+                continue
+            node, parts = cfg, key.split(".")
+            for part in parts[:-1]:
+                if not isinstance(node.get(part), dict):
+                    node[part] = {}
+                node = node[part]
+            node[parts[-1]] = value
+        cfg["wandb"] = {"mode": "offline", "group": "plan"}
+        out.write_text("# The plan's run: `scalelab plan --emit-config` + the IsoFLOP sweep's shared settings.\n"
+                       + yaml.safe_dump(cfg, sort_keys=False))
+        return out
+
+    def compare(self, fit_path: Path, run: Path) -> dict:
+        """Approach 3's prediction for the run actually trained (its N and D) vs its measured loss."""
+        import numpy as np
+
+        from scaling.record import FitRecord
+
+        rec = FitRecord.load(fit_path)
+        s = json.loads((run / "summary.json").read_text())
+        n, d = float(s["params"]), float(s["tokens"])
+        measured = s["final_val_loss"] if s.get("final_val_loss") is not None else s["final_loss"]
+        p = rec.params
+        law = lambda q: q["E"] + q["A"] / n ** q["alpha"] + q["B"] / d ** q["beta"]  # noqa: E731
+        predicted = law(p)
+        samples = (rec.get("bootstrap") or {}).get("samples") or {}
+        if all(k in samples for k in ("E", "A", "B", "alpha", "beta")):
+            draws = np.array([law({k: samples[k][i] for k in ("E", "A", "B", "alpha", "beta")}) for i in range(len(samples["E"]))])
+            interval = [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))]
+        else:
+            interval = [predicted, predicted]
+        out = {"run": str(run), "N": n, "D": d, "predicted": predicted, "interval": interval, "measured": measured,
+               "rel_error": (measured - predicted) / predicted, "n_kind": rec.get("n_kind", "total")}
+        (self.out / "plan" / "comparison.json").write_text(json.dumps(out, indent=2) + "\n")
+        return out

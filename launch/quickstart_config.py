@@ -1,0 +1,43 @@
+"""Typed settings of the main job (configs/quickstart.yaml)."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataStep(_Strict):
+    config: str = Field("configs/data/default.yaml", description="data config every run trains on")
+    overrides: list[str] = Field(default_factory=list, description="key=value overrides of the data config")
+
+
+class SweepStep(_Strict):
+    spec: str = Field(description="sweep spec YAML")
+    set: list[str] = Field(default_factory=list, description="`scalelab sweep launch --set` edits of the spec")
+
+
+class EvalStep(_Strict):
+    suite: str = Field("tiny", description="eval suite for the final checkpoints")
+    limit: int | None = Field(100, description="documents per task (null: the suite's)")
+
+
+class FitStep(_Strict):
+    bootstrap: int = Field(200, ge=0, description="bootstrap resamples for every fit")
+
+
+class PlanStep(_Strict):
+    compute_multiplier: float = Field(10.0, gt=1, description="plan budget = this x the largest IsoFLOP budget")
+    batch_from_fit: bool = Field(True, description="train the plan with the batch-lr fit's batch size (false: the IsoFLOP sweep's)")
+
+
+class QuickstartConfig(_Strict):
+    out: str = Field("quickstart", description="output folder (runs/, fits/, plan/, report.md)")
+    workers: int = Field(2, ge=1, description="local sweep workers")
+    data: DataStep = Field(default_factory=DataStep)
+    isoflop: SweepStep
+    batch_lr: SweepStep
+    eval: EvalStep = Field(default_factory=EvalStep)
+    fit: FitStep = Field(default_factory=FitStep)
+    plan: PlanStep = Field(default_factory=PlanStep)

@@ -1,0 +1,111 @@
+"""report.md of the main job: tables, fits, the plan and its honest test, with the plots."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _fmt(v, spec=".4g") -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "–"
+    return format(v, spec) if isinstance(v, (int, float)) else str(v)
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_fmt(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _evals(run: Path) -> dict[str, float]:
+    """{task/metric: value} of the run's newest evals file (headline metric per task)."""
+    files = sorted((run / "evals").glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1)
+    if not files:
+        return {}
+    doc = json.loads(files[-1].read_text())
+    out = {}
+    for r in doc.get("results", []):
+        if r["metric"] in ("acc", "bits_per_byte") and not r["task"].startswith("blimp_") or r["task"] == "blimp":
+            out[f"{r['task']} {r['metric']}"] = r["value"]
+    return out
+
+
+def _runs_table(root: Path) -> tuple[str, list[Path]]:
+    runs = sorted((p.parent for p in root.glob("**/summary.json")), key=lambda p: p.name)
+    rows, evals_cols = [], []
+    per_run = {}
+    for run in runs:
+        s = json.loads((run / "summary.json").read_text())
+        ev = _evals(run)
+        per_run[run] = (s, ev)
+        evals_cols += [k for k in ev if k not in evals_cols]
+    headers = ["run", "status", "params", "tokens", "FLOPs", "batch", "lr", "val loss", "val bpb", *evals_cols]
+    for run in runs:
+        s, ev = per_run[run]
+        rows.append([run.name, s.get("status"), s.get("params"), s.get("tokens"), s.get("flops"), s.get("batch_tokens"),
+                     s.get("lr"), s.get("final_val_loss"), s.get("final_val_bpb"), *[ev.get(k) for k in evals_cols]])
+    return _table(headers, rows), runs
+
+
+def _fit_section(path: Path, title: str) -> str:
+    if not path.exists():
+        return f"### {title}\n\n(not fitted: {path.name} missing)\n"
+    from scaling.record import FitRecord
+
+    rec = FitRecord.load(path)
+    text = f"### {title}\n\n```\n{rec.summary()}\n```\n"
+    png = path.with_suffix(".png")
+    if png.exists():
+        text += f"\n![{title}](fits/{png.name})\n"
+    return text
+
+
+def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_run: Path, comparison: dict, timings: dict) -> Path:
+    from scaling.plan import format_plan
+
+    iso_table, _ = _runs_table(iso_runs)
+    bslr_table, _ = _runs_table(bslr_runs)
+    plan_table, _ = _runs_table(plan_run.parent)
+    plan = json.loads((out / "plan" / "plan.json").read_text())
+    c = comparison
+    parts = [
+        "# scalelab quickstart: a scaling study on the bundled corpus\n",
+        "Every number below was measured by this run; rerun `make quickstart` to reproduce it.\n",
+        "## Wall time\n",
+        _table(["step", "seconds"], [[k, v] for k, v in timings.items()]),
+        "\n## The honest test: predicted vs measured loss\n",
+        f"The plan for {plan['compute']:.3g} FLOPs ({plan.get('compute', 0) / max(1, max(_budgets(iso_runs))):.3g}x the largest IsoFLOP budget) "
+        f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} parameters, D = {c['D']:.4g} tokens).\n",
+        _table(["", "validation loss"], [
+            ["predicted by approach 3 (point)", c["predicted"]],
+            ["95% bootstrap interval", f"{c['interval'][0]:.4f} – {c['interval'][1]:.4f}"],
+            ["measured", c["measured"]],
+            ["relative error", f"{c['rel_error']:+.2%}"],
+        ]),
+        "\n## Plan\n",
+        f"```\n{format_plan(plan)}\n```\n",
+        "## Fits\n",
+        _fit_section(fits / "chinchilla-a3.json", "Chinchilla approach 3 (parametric, Huber on log loss)"),
+        _fit_section(fits / "chinchilla-a2.json", "Chinchilla approach 2 (IsoFLOP parabolas)"),
+        _fit_section(fits / "batch-lr.json", "Batch size and learning rate"),
+        "## IsoFLOP sweep\n",
+        iso_table,
+        "\n## Batch-size x learning-rate sweep\n",
+        bslr_table,
+        "\n## The plan's run\n",
+        plan_table,
+        "\n## Dashboard\n",
+        f"```\nscalelab dashboard --runs {out / 'runs'} --fits {fits}\n```\n",
+    ]
+    path = out / "report.md"
+    path.write_text("\n".join(parts) + "\n")
+    return path
+
+
+def _budgets(root: Path) -> list[float]:
+    out = []
+    for s in root.glob("**/summary.json"):
+        d = json.loads(s.read_text())
+        if d.get("status") == "done" and d.get("flops"):
+            out.append(d["flops"])
+    return out or [1.0]
