@@ -23,6 +23,8 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return [g for g in env.split(",") if g.strip() != ""]
+    if not any(Path("/dev").glob("nvidia[0-9]*")):  # no NVIDIA device: skip importing torch (seconds)
+        return []
     try:
         import torch
 
