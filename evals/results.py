@@ -137,7 +137,7 @@ def log_to_wandb(run_dir: Path, step: int, tokens: int | None, metrics: dict, ev
     run = wandb.init(
         mode=mode, project=wcfg.get("project", "scalelab"), entity=wcfg.get("entity"), group=wcfg.get("group"),
         name=wcfg.get("name") or run_dir.name, dir=str(run_dir), id=id_file.read_text().strip(), resume="allow",
-        settings=wandb.Settings(console="off", x_disable_stats=True),
+        settings=wandb.Settings(console="off", x_disable_stats=True, x_save_requirements=False, disable_git=True),
     )
     try:
         _define(run)

@@ -36,7 +36,8 @@ class WandbLogger:
             dir=str(run_dir),
             id=run_id,
             resume="allow",
-            settings=wandb.Settings(console="off", x_disable_stats=True),
+            # no pip freeze or git probing at start-up: they cost seconds per run in a sweep
+            settings=wandb.Settings(console="off", x_disable_stats=True, x_save_requirements=False, disable_git=True),
         )
         self.run_id = run_id
 
