@@ -71,3 +71,32 @@ def test_figures_from_records():
     # N_opt = G (C/6)^a at the smallest C
     a, G = 0.37 / 0.72, (0.35 * 480 / (0.37 * 2100)) ** (1 / 0.72)
     assert front["y"][0] == pytest.approx(G * (1e15 / 6) ** a)
+
+
+def test_eval_rows_tolerate_schema_drift():
+    from evals.dashboard.evals_view import rows_for_run
+
+    row = {"id": "s/a", "flops_per_token": 10.0}
+    evs = [{"step": 5, "doc": {"tokens": 100, "results": [{"task": "t", "value": 0.5}, "junk", {"value": 1}],
+                               "failed": [{"task": "u", "error": "boom"}]}, "problem": None},
+           {"step": 6, "doc": None, "problem": "6.json: unreadable"}]
+    rows, problems = rows_for_run(row, evs)
+    assert [(r["task"], r["metric"], r["flops"], r["status"]) for r in rows] == [("t", "value", 1000.0, "ok"), ("u", "failed", 1000.0, "failed")]
+    assert problems == [{"id": "s/a", "problem": "evals/6.json: unreadable"}]
+
+
+def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
+    from evals.dashboard.fits import FitStore
+
+    (tmp_path / "good.json").write_text(json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "source": "/nonexistent.csv"}))
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "other.json").write_text("[]")
+    store = FitStore(tmp_path)
+    items, problems = store.listing()
+    assert [i["id"] for i in items] == ["good.json"] and {p["id"] for p in problems} == {"bad.json", "other.json"}
+    rec = store.record("good.json")
+    assert store.points(rec)[1].startswith("data source /nonexistent.csv is not available")
+    with pytest.raises(UnknownId):
+        store.record("bad.json")
+    with pytest.raises(BadId):
+        store.record("../good.json")

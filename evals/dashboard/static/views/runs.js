@@ -42,7 +42,7 @@ export default {
     const wrap = el("div", { class: "tablewrap" });
     const probs = el("div");
     root.append(wrap, probs);
-    let all = [], table = null;
+    let all = [], table = null, lastSig = null;
     const apply = () => {
       const rows = all.filter(r => matches(r, filter.value.trim(), statusSel.value));
       table.setRows(rows);
@@ -50,6 +50,9 @@ export default {
     };
     const load = async () => {
       const d = await getJSON("/api/runs");
+      const sig = JSON.stringify([d.runs, d.problems]);
+      if (sig === lastSig && table) { setStatus(`${d.runs.length} runs · unchanged · ${new Date(d.time * 1000).toLocaleTimeString()}`); return; }
+      lastSig = sig;
       all = d.runs;
       if (!table) { table = sortableTable(COLS, [], { id: "runs-table", sortKey: "sweep" }); wrap.append(table); }
       apply();
