@@ -126,3 +126,24 @@ def test_retry_failed_only_on_request(work, data):
     r = scalelab("sweep", "launch", spec, "--retry-failed", cwd=work)
     assert r.returncode == 0, r.stdout
     assert summary(run_dir)["status"] == "done"
+
+
+def test_cancel_stops_a_local_launch_after_a_checkpoint(work, data):
+    base = write_base(work / "base", data, steps=400, checkpoint_every_steps=50, log_every_steps=5)
+    spec = write_spec(work, {"name": "cancel", "base": str(base), "kind": "seeds", "seeds": [0],
+                             "runs_dir": str(work / "runs")})
+    run_dir = work / "runs" / "s0"
+    a = subprocess.Popen([sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"], cwd=work,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert wait_for(lambda: (run_dir / "metrics.jsonl").exists() and metrics_steps(run_dir)), "never started"
+        c = scalelab("sweep", "cancel", spec)
+        assert c.returncode == 0 and "SIGTERM launcher pid" in c.stdout, c.stdout
+        out, _ = a.communicate(timeout=120)
+    finally:
+        if a.poll() is None:
+            a.kill()
+    assert a.returncode == 3, out
+    assert summary(run_dir)["status"] == "preempted"
+    assert "received SIGTERM: checkpoint step_" in (run_dir / "train.log").read_text()
+    assert run_status(run_dir).state == "preempted"
