@@ -4,11 +4,8 @@ Slurm script the executor would submit (no training here: fast)."""
 from __future__ import annotations
 
 import copy
-import math
-from pathlib import Path
 
 import pytest
-import yaml
 from test_sweep_helpers import work, ROOT, scalelab, write_base, write_spec  # noqa: F401 (work is a fixture)
 
 from launch.expand import expand, plan, vocab_for
