@@ -72,3 +72,10 @@ def test_readme_config_reference_is_current():
     text = (REPO / "README.md").read_text()
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
     assert block == reference_markdown(), "run: python -m pretrain.config.reference README.md"
+
+
+def test_preset_override_rebases_the_model_and_keeps_file_keys():
+    cfg = load_train_config(str(REPO / "configs/train/tiny-moe.yaml"), ["model.preset=n50k", "model.moe.d_ff=64"])
+    assert (cfg.model.preset, cfg.model.d_model, cfg.model.n_layers) == ("n50k", 48, 2)  # not just a relabel
+    assert cfg.model.moe.num_experts == 8 and cfg.model.moe.d_ff == 64  # the file's MoE section survives
+    assert load_train_config(TINY, ["model.preset=n400k"]).model.d_model == 96

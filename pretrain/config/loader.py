@@ -145,13 +145,31 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix
     return "invalid configuration:\n" + "\n".join(lines)
 
 
+def _rebase_presets(raw: dict[str, Any], overrides: list[str]) -> list[str]:
+    """Apply `model=X` / `model.preset=X` before presets are expanded, so the new preset's
+    fields replace the old preset's while the file's own keys (e.g. `model.moe`) are kept."""
+    rest = []
+    for item in overrides:
+        path, value = parse_override(item)
+        if path[0] in PRESET_DIRS and (len(path) == 1 or (len(path) == 2 and path[1] == "preset")):
+            section = raw.get(path[0])
+            if len(path) == 2 and isinstance(section, dict):
+                section["preset"] = value
+            else:
+                raw[path[0]] = value
+            continue
+        rest.append(item)
+    return rest
+
+
 def build_train_raw(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     raw = read_yaml(path)
     raw.setdefault("name", Path(path).stem)
+    rest = _rebase_presets(raw, overrides or [])
     for section in PRESET_DIRS:
         if section in raw:
             raw[section] = resolve_section(section, raw[section])
-    return apply_overrides(raw, overrides or [])
+    return apply_overrides(raw, rest)
 
 
 def validate_train(raw: dict[str, Any]) -> TrainConfig:
