@@ -180,6 +180,8 @@ class MainJob:
             return
         workers = max(1, min(self.cfg.workers, len(todo)))
         limit = [] if self.cfg.eval.limit is None else ["--limit", str(self.cfg.eval.limit)]
+        if self.cfg.eval.tasks:
+            limit += ["--tasks", ",".join(self.cfg.eval.tasks)]
         procs = []
         for w in range(workers):
             chunk = todo[w::workers]

@@ -21,6 +21,7 @@ class SweepStep(_Strict):
 class EvalStep(_Strict):
     suite: str = Field("tiny", description="eval suite for the final checkpoints")
     limit: int | None = Field(100, description="documents per task (null: the suite's)")
+    tasks: list[str] | None = Field(None, description="a subset of the suite's tasks (null: all)")
 
 
 class FitStep(_Strict):

@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", default="tiny")
     ap.add_argument("--limit", type=float, default=None)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--tasks", default=None, help="comma-separated subset of the suite")
     args = ap.parse_args(argv)
     if args.threads:
         import torch
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         if already_done(run, args.suite):
             continue
         try:
-            evaluate_run(run, suite=args.suite, limit=limit, bootstrap_iters=100, device="cpu")
+            evaluate_run(run, suite=args.suite, tasks=args.tasks, limit=limit, bootstrap_iters=100, device="cpu")
         except Exception as exc:  # one bad run must not stop the study
             failed += 1
             print(f"warning: evaluation of {run} failed: {type(exc).__name__}: {exc}", flush=True)

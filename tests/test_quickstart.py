@@ -1,0 +1,65 @@
+"""The main job end to end from the CLI, scaled down (tiny budgets), and its idempotent rerun."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import REPO, requires_corpus, run_cli
+
+pytestmark = [requires_corpus, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("qs") / "study"
+    res = run_cli(["quickstart", str(REPO / "configs/quickstart-test.yaml"), f"out={out}"], REPO, timeout=1800)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    return out, res
+
+
+def test_every_step_produced_its_output(study):
+    out, res = study
+    iso = sorted(p.parent for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json"))
+    bslr = sorted(p.parent for p in (out / "runs" / "bs-lr-tiny").glob("*/summary.json"))
+    assert len(iso) == 9 and len(bslr) == 4
+    for run in iso + bslr:
+        s = json.loads((run / "summary.json").read_text())
+        assert s["status"] == "done"
+        ev = json.loads((run / "evals" / f"{s['steps']}.json").read_text())
+        assert "tiny" in ev["suites"] and not ev["failed"]
+        assert {r["task"] for r in ev["results"]} >= {"blimp_anaphor_gender_agreement", "tinyshakespeare_bpb"}
+    for name in ("chinchilla-a3", "chinchilla-a2", "batch-lr"):
+        rec = json.loads((out / "fits" / f"{name}.json").read_text())
+        assert rec["n_points"] >= 6 and (out / "fits" / f"{name}.png").stat().st_size > 1000
+    a3 = json.loads((out / "fits" / "chinchilla-a3.json").read_text())
+    assert set(a3["params"]) >= {"E", "A", "B", "alpha", "beta"} and a3["intervals"]
+
+
+def test_plan_was_trained_and_compared(study):
+    out, res = study
+    cmp = json.loads((out / "plan" / "comparison.json").read_text())
+    plan = json.loads((out / "plan" / "plan.json").read_text())
+    run = json.loads((REPO / cmp["run"] / "summary.json").read_text()) if not cmp["run"].startswith("/") else \
+        json.loads(((out / "plan").parent / cmp["run"] / "summary.json").read_text())
+    assert run["status"] == "done"
+    assert math.isfinite(cmp["predicted"]) and cmp["measured"] == run["final_val_loss"]
+    assert cmp["rel_error"] == pytest.approx((cmp["measured"] - cmp["predicted"]) / cmp["predicted"])
+    # the plan's budget is the configured multiple of the largest IsoFLOP run's FLOPs
+    largest = max(json.loads(p.read_text())["flops"] for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json"))
+    assert plan["compute"] == pytest.approx(3 * largest, rel=1e-3)
+    report = (out / "report.md").read_text()
+    for section in ("predicted vs measured", "## Fits", "## IsoFLOP sweep", "## Plan", "scalelab dashboard --runs"):
+        assert section in report
+    assert "predicted loss" in res.stdout and "open the dashboard:" in res.stdout
+
+
+def test_rerun_reuses_everything(study):
+    out, _ = study
+    fits = {p: p.stat().st_mtime for p in (out / "fits").glob("*.json")}
+    res = run_cli(["quickstart", str(REPO / "configs/quickstart-test.yaml"), f"out={out}"], REPO, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "evaluations up to date" in res.stdout and "already done" in res.stdout
+    assert "reusing prepared data" in res.stdout
+    assert {p: p.stat().st_mtime for p in (out / "fits").glob("*.json")} == fits
