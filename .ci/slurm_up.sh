@@ -57,7 +57,9 @@ fi
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if ! alive /run/munge/munged.pid; then
-  $SUDO -u munge /usr/sbin/munged --pid-file=/run/munge/munged.pid 2>/dev/null || $SUDO /usr/sbin/munged --force --pid-file=/run/munge/munged.pid
+  if [ "$(id -u)" -eq 0 ]; then as_munge="runuser -u munge --"; else as_munge="sudo -u munge"; fi
+  $as_munge /usr/sbin/munged --pid-file=/run/munge/munged.pid 2>/dev/null \
+    || $SUDO /usr/sbin/munged --force --pid-file=/run/munge/munged.pid
 fi
 alive "$STATE/run/slurmctld.pid" || $SUDO slurmctld
 alive "$STATE/run/slurmd.pid" || $SUDO slurmd
