@@ -269,6 +269,9 @@ class Trainer:
         except TrainingFailed as exc:
             status, error, code = "failed", str(exc), EXIT_FAILED
             self._log(f"error: {exc}")
+        except Exception as exc:  # OOM, I/O errors...: record the failure, keep the last checkpoint, re-raise
+            status, error, code = "failed", f"{type(exc).__name__}: {exc}", EXIT_FAILED
+            raise
         finally:
             summary = self.summary(status, error)
             if d.is_main:
