@@ -51,8 +51,20 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def _normalised(cfg: dict) -> dict:
+    """Re-validate a stored config so keys added to the schema later read as their defaults."""
+    from pydantic import ValidationError
+
+    from pretrain.config.schema import TrainConfig
+
+    try:
+        return TrainConfig.model_validate(cfg).model_dump(mode="json")
+    except ValidationError:
+        return cfg
+
+
 def config_differences(old: dict, new: dict) -> list[str]:
-    a, b = _flatten(old), _flatten(new)
+    a, b = _flatten(_normalised(old)), _flatten(new)
     diffs = []
     for k in sorted(set(a) | set(b)):
         if any(k == r or k.startswith(r + ".") for r in RESUMABLE_KEYS):

@@ -79,3 +79,13 @@ def test_preset_override_rebases_the_model_and_keeps_file_keys():
     assert (cfg.model.preset, cfg.model.d_model, cfg.model.n_layers) == ("n50k", 48, 2)  # not just a relabel
     assert cfg.model.moe.num_experts == 8 and cfg.model.moe.d_ff == 64  # the file's MoE section survives
     assert load_train_config(TINY, ["model.preset=n400k"]).model.d_model == 96
+
+
+def test_keys_added_to_the_schema_later_do_not_block_resume():
+    from pretrain.cli import config_differences
+
+    cfg = load_train_config(TINY).model_dump(mode="json")
+    old = {**cfg, "train": {k: v for k, v in cfg["train"].items() if k != "noise_scale_batches"}}
+    assert config_differences(old, cfg) == []
+    changed = {**cfg, "optim": {**cfg["optim"], "lr": 0.5}}
+    assert config_differences(changed, cfg) == [f"optim.lr: 0.5 -> {cfg['optim']['lr']!r}"]
