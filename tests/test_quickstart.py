@@ -32,7 +32,7 @@ def test_every_step_produced_its_output(study):
         assert {r["task"] for r in ev["results"]} >= {"blimp_anaphor_gender_agreement", "tinyshakespeare_bpb"}
     for name in ("chinchilla-a3", "chinchilla-a2", "batch-lr"):
         rec = json.loads((out / "fits" / f"{name}.json").read_text())
-        assert rec["n_points"] >= 6 and (out / "fits" / f"{name}.png").stat().st_size > 1000
+        assert rec["n_points"] >= (4 if name == "batch-lr" else 9) and (out / "fits" / f"{name}.png").stat().st_size > 1000
     a3 = json.loads((out / "fits" / "chinchilla-a3.json").read_text())
     assert set(a3["params"]) >= {"E", "A", "B", "alpha", "beta"} and a3["intervals"]
 
