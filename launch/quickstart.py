@@ -150,8 +150,10 @@ class MainJob:
         fits = self.out / "fits"
         with self.step("4. fits"):
             boot = str(self.cfg.fit.bootstrap)
+            # approach 3 drives the plan; approach 2 needs interior IsoFLOP minima and may not find them
             for approach in ("3", "2"):
-                self.fit(["chinchilla", iso_runs, "--approach", approach, "--bootstrap", boot], fits / f"chinchilla-a{approach}", iso_runs)
+                self.fit(["chinchilla", iso_runs, "--approach", approach, "--bootstrap", boot], fits / f"chinchilla-a{approach}",
+                         iso_runs, required=approach == "3")
             self.fit(["batch-lr", bslr_runs, "--bootstrap", boot], fits / "batch-lr", bslr_runs, required=False)
 
         with self.step("5. plan and its run"):
