@@ -248,6 +248,15 @@ class MainJob:
                     node[part] = {}
                 node = node[part]
             node[parts[-1]] = value
+        plan = json.loads((emitted.parent / "plan.json").read_text()) if (emitted.parent / "plan.json").exists() else {}
+        seq_len = (cfg.get("model") or {}).get("seq_len")
+        if self.cfg.plan.batch_from_fit and plan.get("batch_tokens") and seq_len:
+            # the emitted batch is in sequences of the preset's length: keep the planned *tokens* per step
+            micro = int(cfg["train"].get("micro_batch_size", 16))
+            n_seq = max(1, round(plan["batch_tokens"] / seq_len))
+            micro = min(micro, n_seq)
+            cfg["train"]["micro_batch_size"] = micro
+            cfg["train"]["global_batch_size"] = max(micro, round(n_seq / micro) * micro)
         cfg["wandb"] = {"mode": "offline", "group": "plan"}
         out.write_text("# The plan's run: `scalelab plan --emit-config` + the IsoFLOP sweep's shared settings.\n"
                        + yaml.safe_dump(cfg, sort_keys=False))
