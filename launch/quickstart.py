@@ -252,7 +252,7 @@ class MainJob:
         seq_len = (cfg.get("model") or {}).get("seq_len")
         if self.cfg.plan.batch_from_fit and plan.get("batch_tokens") and seq_len:
             # the emitted batch is in sequences of the preset's length: keep the planned *tokens* per step
-            micro = int(cfg["train"].get("micro_batch_size", 16))
+            micro = 16  # the sweeps' micro-batch; smaller when the planned batch is smaller
             n_seq = max(1, round(plan["batch_tokens"] / seq_len))
             micro = min(micro, n_seq)
             cfg["train"]["micro_batch_size"] = micro
