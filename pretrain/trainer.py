@@ -88,6 +88,10 @@ class Trainer:
             model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
         )
         self.model = self.engine.module
+        # DeepSpeed reports the global grad norm for ZeRO and mixed precision, not for plain fp32
+        # ZeRO-0 (it clips without keeping the norm): measure it ourselves there.
+        self.own_grad_norm = cfg.deepspeed.zero_stage == 0 and cfg.precision == "fp32"
+        self.last_grad_norm = None
         self.sampler = WindowSampler(self.prepared.split_tokens("train"), cfg.model.seq_len, cfg.train.seed)
         self.heldout = HeldOutEval(
             self.prepared.split_tokens("val"), cfg.model.seq_len, cfg.train.eval_tokens,
@@ -198,6 +202,8 @@ class Trainer:
                         finite, step_loss = False, loss_val
                         break  # never step on a non-finite loss: the weights stay as they were
                     self.engine.backward(loss)
+                    if micro == self.gas - 1 and self.own_grad_norm:
+                        self.last_grad_norm = _total_norm(self.model)
                     self.engine.step()
                     step_loss += out.loss.item() / self.gas
                     if out.aux_loss is not None:
@@ -228,7 +234,7 @@ class Trainer:
                         "flops": step * tps * self.counts.flops_per_token,
                         "loss": all_reduce_mean(window_loss / window_n, d),
                         "lr": lr,
-                        "grad_norm": _grad_norm(self.engine),
+                        "grad_norm": self.last_grad_norm if self.own_grad_norm else _grad_norm(self.engine),
                         "tokens_per_s": tok_s,
                         "mfu": self.counts.flops_per_token * tok_s / (self.peak * d.world_size),
                         "epoch": self.sampler.epochs(step * cfg.train.global_batch_size),
@@ -329,6 +335,12 @@ class Trainer:
         if error:
             out["error"] = error
         return out
+
+
+def _total_norm(model) -> float:
+    """Global L2 norm of the (already all-reduced) gradients, before clipping."""
+    norms = [p.grad.detach().float().norm() for p in model.parameters() if p.grad is not None]
+    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
 
 
 def _grad_norm(engine) -> float | None:
