@@ -85,29 +85,10 @@ def apply_values(raw: dict, items: list[tuple[str, Any]]) -> dict:
     """`pretrain.config.loader.apply_overrides` for already-parsed values (no YAML round trip:
     planning 1,000 runs must stay well under a second). Same rules: whole sections (presets)
     first, then dotted keys on top."""
-    from pretrain.config.loader import PRESET_DIRS, resolve_section
+    from pretrain.config.loader import apply_parsed
 
     cfg = json.loads(json.dumps(raw))
-    for key, value in sorted(items, key=lambda kv: kv[0].count(".")):
-        path = key.split(".")
-        if any(not p for p in path):
-            raise ConfigError(f"override {key}: empty key")
-        value = json.loads(json.dumps(value))
-        if len(path) == 1:
-            cfg[path[0]] = resolve_section(path[0], value)
-            continue
-        if path[0] in PRESET_DIRS:
-            cfg[path[0]] = resolve_section(path[0], cfg.get(path[0], {}))
-        node = cfg
-        for i, part in enumerate(path[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
-                raise ConfigError(f"override {key}: '{'.'.join(path[: i + 1])}' is not a section")
-            node = child
-        node[path[-1]] = value
-    return cfg
+    return apply_parsed(cfg, [(key.split("."), json.loads(json.dumps(value))) for key, value in items])
 
 
 def expand(spec: SweepSpec) -> Plan:

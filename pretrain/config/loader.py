@@ -86,10 +86,15 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    cfg = copy.deepcopy(raw)
-    parsed = [parse_override(o) for o in overrides]
+    return apply_parsed(copy.deepcopy(raw), [parse_override(o) for o in overrides])
+
+
+def apply_parsed(cfg: dict[str, Any], parsed: list[tuple[list[str], Any]]) -> dict[str, Any]:
+    """Apply already-parsed (path, value) overrides to `cfg` in place (sweeps call this directly)."""
     # Whole-section replacements (model=small) first, so model.n_layers=4 applies on top.
     for path, value in sorted(parsed, key=lambda kv: len(kv[0])):
+        if any(not part for part in path):
+            raise ConfigError(f"override {'.'.join(path)}: empty key")
         if len(path) == 1:
             cfg[path[0]] = resolve_section(path[0], value)
             continue
