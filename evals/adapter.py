@@ -7,6 +7,8 @@ spaces moved to the continuation, whole string encoded then split) and empty con
 """
 from __future__ import annotations
 
+import os
+
 import lm_eval.models  # noqa: F401 - registers lm-eval's own models first (its lazy registry
 import torch           # is only filled when empty, so registering ours first would hide "hf")
 from lm_eval.api.model import TemplateLM
@@ -151,7 +153,7 @@ class ScalelabLM(TemplateLM):
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         pairs = [(ctx, cont) for _, ctx, cont in requests]
-        bar = tqdm(total=len(pairs), disable=disable_tqdm or len(pairs) < 2, desc="loglikelihood")
+        bar = tqdm(total=len(pairs), disable=_quiet(disable_tqdm) or len(pairs) < 2, desc="loglikelihood")
         out = R.score_pairs(self.model, pairs, self.max_length, self._device, self.batch_size,
                             self.max_batch_tokens, progress=bar.update)
         bar.close()
@@ -176,7 +178,7 @@ class ScalelabLM(TemplateLM):
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         out = []
-        for req in tqdm(requests, disable=disable_tqdm or len(requests) < 2, desc="generate_until"):
+        for req in tqdm(requests, disable=_quiet(disable_tqdm) or len(requests) < 2, desc="generate_until"):
             context, gen_kwargs = req.args
             kw = dict(gen_kwargs or {})
             until = kw.pop("until", None) or []
@@ -200,3 +202,8 @@ class ScalelabLM(TemplateLM):
             self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
             out.append(text)
         return out
+
+
+def _quiet(disable_tqdm: bool) -> bool:
+    """lm-eval passes disable_tqdm=False explicitly; TQDM_DISABLE=1 (tqdm's own switch) still wins."""
+    return disable_tqdm or os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")

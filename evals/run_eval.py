@@ -50,18 +50,22 @@ def evaluate_run(
     wandb: bool = True,
     bootstrap_iters: int = 1000,
     lm=None,
+    task_cache: dict | None = None,
     log=print,
 ) -> dict:
     """Evaluate a run directory (newest checkpoint) or a `checkpoints/step_N` directory.
 
     Returns {"path", "step", "results", "failed", "eval_s"}; writes `<run>/evals/<step>.json` and,
     unless `wandb=False`, logs `eval/<task>/<metric>` to the run's W&B run.
+    `task_cache` (a dict the caller keeps) holds built lm-eval task objects across calls, so a
+    process evaluating many checkpoints loads each task's data once (about 1 s per task).
     """
     import lm_eval
 
     from pretrain.checkpoint_io import load_config, load_tokenizer, resolve_checkpoint
 
     t0 = time.perf_counter()
+    _env_info_once()
     s = resolve_suite(suite, tasks, limit, num_fewshot)
     entries = s.entries(limit_override=limit)
     run_path, ckpt, step = resolve_checkpoint(run_dir)
@@ -83,7 +87,7 @@ def evaluate_run(
                 if os.environ.get(FAULT_ENV) == f"task:{e.task}":
                     raise RuntimeError(f"injected fault ({FAULT_ENV})")
                 out = lm_eval.simple_evaluate(
-                    model=lm, tasks=[e.task], task_manager=tm, limit=e.limit, num_fewshot=e.num_fewshot,
+                    model=lm, tasks=[_task(e.task, tm, task_cache)], task_manager=tm, limit=e.limit, num_fewshot=e.num_fewshot,
                     bootstrap_iters=bootstrap_iters, log_samples=False, verbosity="WARNING",
                 )
                 if out is None or e.task not in out.get("results", {}):
@@ -119,6 +123,43 @@ def evaluate_run(
             log(f"warning: W&B logging failed ({type(exc).__name__}: {exc})")
     log(f"wrote {path} ({len(records)} results, {len(failed)} failed, {eval_s:.1f}s)" + (", logged to W&B" if logged else ""))
     return {"path": path, "step": step, "results": records, "failed": failed, "eval_s": eval_s}
+
+
+def _env_info_once() -> None:
+    """Compute lm-eval's environment report once per process instead of once per task.
+
+    `simple_evaluate` ends with `add_env_info`, which runs torch's `collect_env` (several pip and
+    shell subprocesses, about 0.5 s). We call `simple_evaluate` once per task so that one failing
+    task cannot sink the others, which made the report most of the cost of a tiny-model eval.
+    The report is the same for the whole process, so the first one is reused.
+    """
+    import lm_eval.evaluator as evaluator
+
+    if getattr(evaluator.add_env_info, "scalelab_once", False):
+        return
+    compute, saved = evaluator.add_env_info, {}
+
+    def add_env_info(storage: dict) -> None:
+        if not saved:
+            compute(saved)
+        storage.update(saved)
+
+    add_env_info.scalelab_once = True
+    evaluator.add_env_info = add_env_info
+
+
+def _task(name: str, tm, cache: dict | None):
+    """The task by name, or its built object from `cache` (built and stored on first use)."""
+    if cache is None:
+        return name
+    if name not in cache:
+        from lm_eval.tasks import get_task_dict
+
+        built = get_task_dict([name], tm)
+        if name not in built:  # a group, not a single task: let lm-eval expand it each time
+            return name
+        cache[name] = built[name]
+    return cache[name]
 
 
 def _version(pkg: str) -> str | None:

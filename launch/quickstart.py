@@ -2,9 +2,10 @@
 
 1. prepare the data (BPE trained on the corpus);
 2. an IsoFLOP sweep and a batch-size x LR sweep through the local executor (live progress);
-3. evaluation of the final checkpoints with an lm-eval suite;
-4. Chinchilla approach 2 and 3 fits and the batch/LR law, with bootstrap intervals;
-5. a plan for a larger budget, one run of it, and its predicted vs measured loss;
+3. Chinchilla approach 2 and 3 fits and the batch/LR law, with bootstrap intervals;
+4. a plan for a larger budget and one run of it, while the sweeps' final checkpoints are
+   evaluated with an lm-eval suite on the other core;
+5. the plan run's evaluation and its predicted vs measured loss;
 6. report.md (with the plots) and the command that opens the dashboard.
 
 Every step is the ordinary `scalelab` command a user would type, run as a subprocess, and every
@@ -144,11 +145,8 @@ class MainJob:
                     print(f"warning: some runs of {step.spec} did not finish (exit {code}); continuing with the finished ones")
 
         iso_runs, bslr_runs = self.runs_dir(self.cfg.isoflop), self.runs_dir(self.cfg.batch_lr)
-        with self.step("3. evaluation"):
-            self.evaluate(self.done_runs(iso_runs) + self.done_runs(bslr_runs))
-
         fits = self.out / "fits"
-        with self.step("4. fits"):
+        with self.step("3. fits"):
             boot = str(self.cfg.fit.bootstrap)
             # approach 3 drives the plan; approach 2 needs interior IsoFLOP minima and may not find them
             for approach in ("3", "2"):
@@ -156,9 +154,15 @@ class MainJob:
                          iso_runs, required=approach == "3")
             self.fit(["batch-lr", bslr_runs, "--bootstrap", boot], fits / "batch-lr", bslr_runs, required=False)
 
-        with self.step("5. plan and its run"):
-            plan_run = self.plan_and_train(fits, iso_runs, data_set)
-            self.evaluate([plan_run])
+        with self.step("4. plan, its run, and evaluation of the sweeps (in parallel)"):
+            # A tiny model's training gains little from a second thread, so the sweeps' checkpoints
+            # are evaluated on the other core while the plan's run trains on one.
+            evals = self.start_evaluation(self.done_runs(iso_runs) + self.done_runs(bslr_runs), workers=1)
+            plan_run = self.plan_and_train(fits, iso_runs, data_set, threads=1 if evals else None)
+            self.wait_evaluation(evals)
+
+        with self.step("5. evaluation of the plan's run, predicted vs measured"):
+            self.wait_evaluation(self.start_evaluation([plan_run]))
             comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
 
         self.timings["total"] = round(time.perf_counter() - t0, 1)
@@ -172,15 +176,16 @@ class MainJob:
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
         return 0
 
-    def evaluate(self, runs: list[Path]) -> None:
-        """`scalelab eval` on each run, batched into one process per worker (imports paid once)."""
+    def start_evaluation(self, runs: list[Path], workers: int | None = None) -> list[subprocess.Popen]:
+        """Start `scalelab eval` on the runs not yet evaluated, batched into one process per worker
+        (lm-eval, torch and each task's data are loaded once per process)."""
         from launch.quickstart_eval import already_done
 
         todo = [r for r in runs if not already_done(r, self.cfg.eval.suite)]
         if not todo:
             print(f"evaluations up to date ({len(runs)} runs)")
-            return
-        workers = max(1, min(self.cfg.workers, len(todo)))
+            return []
+        workers = max(1, min(workers or self.cfg.workers, len(todo)))
         limit = [] if self.cfg.eval.limit is None else ["--limit", str(self.cfg.eval.limit)]
         if self.cfg.eval.tasks:
             limit += ["--tasks", ",".join(self.cfg.eval.tasks)]
@@ -188,9 +193,13 @@ class MainJob:
         for w in range(workers):
             chunk = todo[w::workers]
             cmd = [sys.executable, "-m", "launch.quickstart_eval", *map(str, chunk), "--suite", self.cfg.eval.suite, *limit,
-                   "--threads", str(max(1, (os.cpu_count() or 1) // workers))]
+                   "--threads", str(max(1, (os.cpu_count() or 1) // max(2, workers)))]
             print(f"\n$ scalelab eval <{len(chunk)} runs> --suite {self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})", flush=True)
-            procs.append(subprocess.Popen(cmd, cwd=PROJECT_ROOT))
+            # lm-eval's per-task progress bars would bury the study's own output
+            procs.append(subprocess.Popen(cmd, cwd=PROJECT_ROOT, env={**os.environ, "TQDM_DISABLE": "1"}))
+        return procs
+
+    def wait_evaluation(self, procs: list[subprocess.Popen]) -> None:
         if any(p.wait() != 0 for p in procs):
             print("warning: some evaluations failed; the study goes on without them")
 
@@ -203,7 +212,7 @@ class MainJob:
         if code != 0:
             print(f"warning: the {args[0]} fit failed; the plan goes on without it")
 
-    def plan_and_train(self, fits: Path, iso_runs: Path, data_set: list[str]) -> Path:
+    def plan_and_train(self, fits: Path, iso_runs: Path, data_set: list[str], threads: int | None = None) -> Path:
         budgets = [json.loads((r / "summary.json").read_text())["flops"] for r in self.done_runs(iso_runs)]
         if not budgets:
             raise StepFailed(f"no finished IsoFLOP runs in {iso_runs}")
@@ -220,7 +229,7 @@ class MainJob:
                           "--emit-config", emitted, "--out", plan_dir / "plan.json")
         train_cfg = self.plan_train_config(emitted, plan_dir / "train.yaml", data_set)
         run_dir = self.out / "runs" / "plan" / yaml.safe_load(train_cfg.read_text())["name"]
-        self.scalelab("train", train_cfg, "--run-dir", run_dir)
+        self.scalelab("train", train_cfg, *([f"train.threads={threads}"] if threads else []), "--run-dir", run_dir)
         return run_dir
 
     def plan_train_config(self, emitted: Path, out: Path, data_set: list[str]) -> Path:

@@ -37,12 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     from evals.run_eval import evaluate_run
 
     limit = int(args.limit) if args.limit and args.limit >= 1 else args.limit
-    failed = 0
+    failed, task_cache = 0, {}
     for run in map(Path, args.runs):
         if already_done(run, args.suite):
             continue
         try:
-            evaluate_run(run, suite=args.suite, tasks=args.tasks, limit=limit, bootstrap_iters=100, device="cpu")
+            evaluate_run(run, suite=args.suite, tasks=args.tasks, limit=limit, bootstrap_iters=100, device="cpu",
+                         task_cache=task_cache)
         except Exception as exc:  # one bad run must not stop the study
             failed += 1
             print(f"warning: evaluation of {run} failed: {type(exc).__name__}: {exc}", flush=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -41,9 +42,10 @@ def test_plan_was_trained_and_compared(study):
     out, res = study
     cmp = json.loads((out / "plan" / "comparison.json").read_text())
     plan = json.loads((out / "plan" / "plan.json").read_text())
-    run = json.loads((REPO / cmp["run"] / "summary.json").read_text()) if not cmp["run"].startswith("/") else \
-        json.loads(((out / "plan").parent / cmp["run"] / "summary.json").read_text())
+    run = json.loads((Path(cmp["run"]) / "summary.json").read_text())
     assert run["status"] == "done"
+    ev = json.loads((Path(cmp["run"]) / "evals" / f"{run['steps']}.json").read_text())  # the plan's run is evaluated too
+    assert "tiny" in ev["suites"] and not ev["failed"]
     assert math.isfinite(cmp["predicted"]) and cmp["measured"] == run["final_val_loss"]
     assert cmp["rel_error"] == pytest.approx((cmp["measured"] - cmp["predicted"]) / cmp["predicted"])
     # the plan's budget is the configured multiple of the largest IsoFLOP run's FLOPs
