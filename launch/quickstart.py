@@ -99,9 +99,22 @@ class MainJob:
                 self.t0 = time.perf_counter()
 
             def __exit__(self, *exc):
-                job.timings[name] = round(time.perf_counter() - self.t0, 1)
+                job.record_time(name, time.perf_counter() - self.t0)
 
         return _Timer()
+
+    def record_time(self, name: str, seconds: float) -> None:
+        """This invocation's seconds for a step, and the sum over every invocation in `timings.json`
+        (a rerun reuses finished work, so its own seconds alone would hide what the study cost)."""
+        self.timings[name] = round(seconds, 1)
+        path = self.out / "timings.json"
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            saved = {}
+        cumulative = saved.setdefault("cumulative_seconds", {})
+        cumulative[name] = round(cumulative.get(name, 0.0) + seconds, 1)
+        path.write_text(json.dumps(saved, indent=1) + "\n")
 
     def _spec(self, step) -> dict:
         spec = yaml.safe_load((PROJECT_ROOT / step.spec).read_text() if not Path(step.spec).is_absolute() else Path(step.spec).read_text())
@@ -165,11 +178,12 @@ class MainJob:
             self.wait_evaluation(self.start_evaluation([plan_run]))
             comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
 
-        self.timings["total"] = round(time.perf_counter() - t0, 1)
+        self.record_time("total", time.perf_counter() - t0)
         with self.step("6. report"):
             from launch.quickstart_report import write_report
 
-            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings)
+            cumulative = json.loads((self.out / "timings.json").read_text())["cumulative_seconds"]
+            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, cumulative)
         print(f"\nreport: {report}")
         print(f"predicted loss {comparison['predicted']:.4f} (95% interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
               f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}")

@@ -60,7 +60,8 @@ def _fit_section(path: Path, title: str) -> str:
     return text
 
 
-def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_run: Path, comparison: dict, timings: dict) -> Path:
+def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_run: Path, comparison: dict, timings: dict,
+                 cumulative: dict | None = None) -> Path:
     from scaling.plan import format_plan
 
     iso_table, _ = _runs_table(iso_runs)
@@ -72,7 +73,10 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
         "# scalelab quickstart: a scaling study on the bundled corpus\n",
         "Every number below was measured by this run; rerun `make quickstart` to reproduce it.\n",
         "## Wall time\n",
-        _table(["step", "seconds"], [[k, v] for k, v in timings.items()]),
+        "Seconds per step in this invocation, and summed over every invocation that built this folder "
+        "(a rerun reuses finished work).\n",
+        _table(["step", "this invocation", "all invocations"],
+               [[k, v, (cumulative or timings).get(k, v)] for k, v in timings.items()]),
         "\n## The honest test: predicted vs measured loss\n",
         f"The plan for {plan['compute']:.3g} FLOPs ({plan.get('compute', 0) / max(1, max(_budgets(iso_runs))):.3g}x the largest IsoFLOP budget) "
         f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} parameters, D = {c['D']:.4g} tokens).\n",

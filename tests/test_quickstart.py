@@ -60,8 +60,13 @@ def test_plan_was_trained_and_compared(study):
 def test_rerun_reuses_everything(study):
     out, _ = study
     fits = {p: p.stat().st_mtime for p in (out / "fits").glob("*.json")}
+    first = json.loads((out / "timings.json").read_text())["cumulative_seconds"]
     res = run_cli(["quickstart", str(REPO / "configs/quickstart-test.yaml"), f"out={out}"], REPO, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "evaluations up to date" in res.stdout and "already done" in res.stdout
     assert "reusing prepared data" in res.stdout
     assert {p: p.stat().st_mtime for p in (out / "fits").glob("*.json")} == fits
+    # the report keeps what the study cost: the first invocation's seconds are summed in, not replaced
+    both = json.loads((out / "timings.json").read_text())["cumulative_seconds"]
+    assert both["2. sweeps"] > first["2. sweeps"] and both["total"] < 2 * first["total"]
+    assert "| total |" in (out / "report.md").read_text() and "all invocations" in (out / "report.md").read_text()
