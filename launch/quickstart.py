@@ -80,6 +80,7 @@ class MainJob:
         self.cfg = cfg
         self.out = Path(cfg.out).resolve()
         self.timings: dict[str, float] = {}
+        self.cumulative: dict[str, float] = {}  # summed over invocations, as saved in timings.json
 
     # ----------------------------------------------------------------- helpers
     def scalelab(self, *args: str, allow_fail: bool = False) -> int:
@@ -115,6 +116,7 @@ class MainJob:
         cumulative = saved.setdefault("cumulative_seconds", {})
         cumulative[name] = round(cumulative.get(name, 0.0) + seconds, 1)
         path.write_text(json.dumps(saved, indent=1) + "\n")
+        self.cumulative = cumulative
 
     def _spec(self, step) -> dict:
         spec = yaml.safe_load((PROJECT_ROOT / step.spec).read_text() if not Path(step.spec).is_absolute() else Path(step.spec).read_text())
@@ -182,8 +184,7 @@ class MainJob:
         with self.step("6. report"):
             from launch.quickstart_report import write_report
 
-            cumulative = json.loads((self.out / "timings.json").read_text())["cumulative_seconds"]
-            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, cumulative)
+            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, self.cumulative)
         print(f"\nreport: {report}")
         print(f"predicted loss {comparison['predicted']:.4f} (95% interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
               f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}")
