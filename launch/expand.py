@@ -159,7 +159,9 @@ def _isoflop(spec: SweepSpec, b: _Builder):
     for m in iso.models:
         label = model_label(m)
         _, cfg = b.resolve([("model", m)], label)
-        fpt = count(cfg.model, vocab_for(cfg)).flops_per_token
+        c = count(cfg.model, vocab_for(cfg))
+        # FLOPs per token under the sweep's convention: every run of a budget spends it in that currency
+        fpt = {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(iso.compute, c.flops_per_token)
         models.append((m, label, fpt, cfg.tokens_per_step()))
     out, skipped = [], []
     for c in sorted(iso.budgets):
@@ -172,7 +174,7 @@ def _isoflop(spec: SweepSpec, b: _Builder):
                 continue
             kept += 1
             items = [("model", m), ("train.steps", None), ("train.tokens", int(round(tokens)))]
-            out.append(([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label}))
+            out.append(([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label, "compute": iso.compute}))
         if not kept:
             smallest = min(models, key=lambda t: t[2])
             need = iso.min_steps * smallest[3] * smallest[2]

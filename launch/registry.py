@@ -24,7 +24,7 @@ SKIP_DIRS = {"checkpoints", "wandb", "evals", ".sweep", "__pycache__", "data"}
 SUMMARY_COLUMNS = [
     "steps", "total_steps", "tokens", "params", "non_embedding_params", "active_params", "active_non_embedding_params",
     "flops_per_token", "flops", "batch_tokens", "batch_size", "lr", "final_loss", "final_val_loss", "final_val_bpb",
-    "tokens_per_s", "mfu", "wall_s", "world_size", "finished_at", "error",
+    "tokens_per_s", "mfu", "wall_s", "world_size", "finished_at", "error", "unique_tokens", "epochs",
 ]
 CONFIG_COLUMNS = {
     "model": ("model", "preset"), "d_model": ("model", "d_model"), "n_layers": ("model", "n_layers"),

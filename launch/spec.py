@@ -37,9 +37,12 @@ def _as_float_list(v: Any) -> Any:
 
 
 class IsoflopSpec(Strict):
-    budgets: list[float] = Field(description="compute budgets C in training FLOPs; tokens D = C / FLOPs-per-token")
+    budgets: list[float] = Field(description="compute budgets C in FLOPs under `compute`; tokens D = C / (FLOPs per token)")
     models: list[Any] = Field(description="model presets (names) or model sections (mappings)")
     min_steps: int = Field(10, ge=1, description="pairs (budget, model) giving fewer optimizer steps are skipped")
+    compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
+        "trainer_flops", description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
+        "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention")
 
     @field_validator("budgets", mode="before")
     @classmethod

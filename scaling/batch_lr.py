@@ -9,6 +9,10 @@ Procedure (Step Law's `fit_tool.py`, DeepSeek's "near-optimal" variant):
 4. OLS in log space: 'nd':      log lr = log lr_coef + lr_exp_N log N + lr_exp_D log D,
                                 log B  = log bs_coef + bs_exp_D log D
                      'compute': log lr = log lr_coef + lr_exp_C log C,  log B = log bs_coef + bs_exp_C log C
+   The regressions are centred (x - mean x): the intercepts lr_at_center / bs_at_center are the
+   optimum at the sweep's geometric-mean C (or N, D), the quantity the sweep actually measured;
+   lr_coef (the value at C = 1) is derived from them and its interval is as wide as the
+   extrapolation to C = 1 makes it.
 Batch sizes are in tokens. Bootstrap resamples runs within each group.
 """
 from __future__ import annotations
@@ -19,7 +23,8 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import inputs
-from scaling.common import compute_C, distinct, group_by_tolerance, ols
+from scaling.common import distinct, group_by_tolerance, ols
+from scaling.conventions import check_kinds, compute_column, default_compute
 from scaling.errors import FitError, InputError
 from scaling.record import FitRecord, data_sha256, make_record
 from scaling.threads import blas_single_thread
@@ -77,14 +82,17 @@ def select_points(logN, logD, logC, llr, lb, loss, groups, tol: float, optimum: 
     return {k: np.asarray(v, dtype=float) for k, v in pts.items()}, rows
 
 
-def regress(pts, form: str) -> dict[str, float]:
-    """Power-law coefficients from the selected points (NaN where not identified)."""
+def regress(pts, form: str, center: dict[str, float] | None = None) -> dict[str, float]:
+    """Power-law coefficients from the selected points (NaN where not identified).
+    `center` (log C, log N, log D) fixes where the intercepts *_at_center are taken (the full
+    data's centre, also in bootstrap resamples, so their intervals are comparable)."""
     out: dict[str, float] = {}
     if form == "compute":
-        (c, e), _ = ols(pts["logC"], pts["llr"])
-        out.update(lr_coef=float(np.exp(c)), lr_exp_C=float(e))
-        (c, e), _ = ols(pts["logC"], pts["lb"])
-        out.update(bs_coef=float(np.exp(c)), bs_exp_C=float(e))
+        x0 = (center or {}).get("logC", float(pts["logC"].mean()))
+        (c, e), _ = ols(pts["logC"] - x0, pts["llr"])
+        out.update(lr_at_center=float(np.exp(c)), lr_exp_C=float(e), lr_coef=float(np.exp(c - e * x0)))
+        (c, e), _ = ols(pts["logC"] - x0, pts["lb"])
+        out.update(bs_at_center=float(np.exp(c)), bs_exp_C=float(e), bs_coef=float(np.exp(c - e * x0)))
         return out
     nN, nD = distinct(np.exp(pts["logN"]), 1e-3), distinct(np.exp(pts["logD"]), 1e-3)
     if nN >= 2 and nD >= 2:
@@ -108,28 +116,43 @@ def regress(pts, form: str) -> dict[str, float]:
 
 @blas_single_thread
 def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.0025, optimum: str = "best", bootstrap: int = 0,
-                 seed: int = 0, columns=None, n_kind: str = "total", budget_tol: float = 0.05, ci: float = 0.95) -> FitRecord:
-    """Fit lr_opt and B_opt power laws from an lr x batch sweep; returns a FitRecord."""
+                 seed: int = 0, columns=None, n_kind: str = "total", compute_kind: str | None = None, budget_tol: float = 0.05,
+                 ci: float = 0.95, holdout: str | None = None) -> FitRecord:
+    """Fit lr_opt and B_opt power laws from an lr x batch sweep; returns a FitRecord.
+    holdout='largest': fit without the largest-compute group and report the law's error there."""
     if form not in ("compute", "nd"):
         raise InputError(f"--form must be 'compute' or 'nd' (got {form!r})")
+    if holdout not in (None, "largest"):
+        raise InputError(f"--holdout must be 'largest' (got {holdout!r})")
     if optimum not in ("best", "quadratic"):
         raise InputError(f"--optimum must be 'best' or 'quadratic' (got {optimum!r})")
     if not near_optimal_tol >= 0:
         raise InputError(f"--near-optimal-tol must be >= 0 (got {near_optimal_tol})")
     ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
+    check_kinds(ds.n_kind, compute_kind)
     inputs.validate(ds, ("N", "D", "loss", "lr", "batch_tokens"), min_points=3, law=f"batch-lr ({form})")
     df = ds.df
     warnings = list(ds.warnings)
     t0 = time.perf_counter()
-    C = compute_C(df)
+    compute_kind = compute_kind or default_compute(ds.n_kind)
+    C = compute_column(df, compute_kind, ds.n_kind)
     groups = _groups(df, form, C, budget_tol)
+    held = None
+    if holdout:
+        top = groups == groups[np.argmax(C)]
+        if np.unique(groups).size < 3:
+            raise InputError(f"batch-lr --holdout largest needs 3 or more groups (found {np.unique(groups).size})")
+        held = {"df": df[top].reset_index(drop=True), "C": C[top]}
+        df, C = df[~top].reset_index(drop=True), C[~top]
+        groups = _groups(df, form, C, budget_tol)
     logN, logD, logC = np.log(df.N.to_numpy(float)), np.log(df.D.to_numpy(float)), np.log(C)
     llr, lb, loss = np.log(df.lr.to_numpy(float)), np.log(df.batch_tokens.to_numpy(float)), df.loss.to_numpy(float)
     pts, rows = select_points(logN, logD, logC, llr, lb, loss, groups, near_optimal_tol, optimum)
     n_groups = len(rows)
     if form == "compute" and distinct(np.exp(pts["logC"]), 1e-3) < 2:
         raise InputError(f"batch-lr (compute): need runs at 2 or more compute budgets; found {n_groups} group(s) (budgets within {budget_tol:.0%} are merged)")
-    params = regress(pts, form)
+    center = {"logC": float(np.mean([np.log(r["C"]) for r in rows]))}
+    params = regress(pts, form, center)
     for k, v in params.items():
         if not np.isfinite(v):
             warnings.append(f"{k} not identified: the sweep does not vary the quantity it multiplies")
@@ -149,7 +172,7 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
 
         def one(idx):
             p, _ = select_points(logN[idx], logD[idx], logC[idx], llr[idx], lb[idx], loss[idx], groups[idx], near_optimal_tol, optimum)
-            return regress(p, form)
+            return regress(p, form, center)
 
         t = time.perf_counter()
         samples, failed = bs.run_bootstrap(one, idxs)
@@ -161,13 +184,36 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
         law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr), n_points=len(df),
         warnings=warnings, data_sha256=data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
         settings={"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum, "budget_tol": budget_tol if form == "compute" else None,
-                  "bootstrap": bootstrap, "seed": seed, "ci": ci, "batch_unit": "tokens", "objective": "sum of squared log-lr residuals"},
+                  "bootstrap": bootstrap, "seed": seed, "ci": ci, "batch_unit": "tokens", "objective": "sum of squared log-lr residuals",
+                  "center_C": float(np.exp(center["logC"])), "holdout": holdout},
+        conventions={"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
         diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size), "fit_seconds": time.perf_counter() - t0},
         data_range={"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())], "C": [float(C.min()), float(C.max())]},
     )
     if boot:
         rec["bootstrap"] = boot
+    if held is not None:
+        rec["holdout"] = _holdout_report(rec, held, form, near_optimal_tol, optimum)
     return rec
+
+
+def _holdout_report(rec, held, form, tol, optimum) -> dict:
+    """The held-out group's own optimum (lr, batch) vs what the law fitted without it predicts."""
+    from scaling.laws import from_record
+
+    h = held["df"]
+    g = np.zeros(len(h), dtype=int)
+    lg = lambda c: np.log(h[c].to_numpy(float))  # noqa: E731
+    pts, rows = select_points(lg("N"), lg("D"), np.log(held["C"]), lg("lr"), lg("batch_tokens"), h["loss"].to_numpy(float), g, tol, optimum)
+    r = rows[0]
+    law = from_record(rec)
+    lr_p, bt_p = law.predict(C=r["C"]) if form == "compute" else law.predict(N=r["N"], D=r["D"])
+    lr_p, bt_p = float(np.asarray(lr_p)), float(np.asarray(bt_p))
+    return {"n_points": len(h), "rule": f"the largest-compute group (C ~ {r['C']:.3g}, {len(h)} runs)", "quantity": "lr_opt, B_opt",
+            "points": [{"C": r["C"], "lr_observed": r["opt_lr"], "lr_predicted": lr_p, "batch_tokens_observed": r["opt_batch_tokens"],
+                        "batch_tokens_predicted": bt_p}],
+            "mean_abs_rel_error": float(np.mean([abs(lr_p / r["opt_lr"] - 1), abs(bt_p / r["opt_batch_tokens"] - 1)])),
+            "max_abs_rel_error": float(max(abs(lr_p / r["opt_lr"] - 1), abs(bt_p / r["opt_batch_tokens"] - 1)))}
 
 
 def _predict_lr(p, form, pts):

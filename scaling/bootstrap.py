@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+from scaling.errors import FitError
+
 
 def resample_indices(n: int, n_boot: int, seed: int, groups: np.ndarray | None = None) -> list[np.ndarray]:
     """`n_boot` index arrays of length n. With `groups`, resample within each group (stratified),
@@ -26,18 +28,38 @@ def resample_indices(n: int, n_boot: int, seed: int, groups: np.ndarray | None =
     return out
 
 
-def run_bootstrap(fit_one: Callable[[np.ndarray], dict[str, float] | None], indices: list[np.ndarray]) -> tuple[dict[str, list[float]], int]:
+def resample_clusters(labels: np.ndarray, n_boot: int, seed: int) -> list[np.ndarray]:
+    """Resample whole clusters (e.g. runs, each contributing many curve points) with replacement:
+    the points of one run are not independent, so they are never resampled separately."""
+    rng = np.random.default_rng(seed)
+    labels = np.asarray(labels)
+    uniq = np.unique(labels)
+    members = [np.flatnonzero(labels == u) for u in uniq]
+    return [np.concatenate([members[j] for j in rng.integers(0, uniq.size, size=uniq.size)]) for _ in range(n_boot)]
+
+
+# What a degenerate resample may raise; anything else is a bug and must fail the command.
+DEGENERATE = (FitError, np.linalg.LinAlgError)
+
+
+def run_bootstrap(fit_one: Callable[[np.ndarray], dict[str, float] | None], indices: list[np.ndarray],
+                  reasons: dict[str, int] | None = None) -> tuple[dict[str, list[float]], int]:
     """Apply `fit_one(idx) -> params or None` to each resample; collect samples per parameter.
-    Returns (samples, n_failed). A failed resample (degenerate data) is counted, not fatal."""
+    Returns (samples, n_failed). A resample whose data is degenerate (fit_one returns None or
+    raises FitError / LinAlgError) is counted, and its reason tallied into `reasons`; any other
+    exception is a programming error and propagates."""
     samples: dict[str, list[float]] = {}
     failed = 0
     for idx in indices:
         try:
             p = fit_one(idx)
-        except Exception:
-            p = None
+            why = "no fit"
+        except DEGENERATE as exc:
+            p, why = None, str(exc) or type(exc).__name__
         if p is None:
             failed += 1
+            if reasons is not None:
+                reasons[why] = reasons.get(why, 0) + 1
             continue
         for k, v in p.items():
             samples.setdefault(k, []).append(float(v))

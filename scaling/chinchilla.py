@@ -12,12 +12,17 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import inputs
-from scaling.common import EXTRAPOLATION_WARN_FACTOR, compute_C, drop_highest, holdout_split, identification_warnings
+from scaling.common import EXTRAPOLATION_WARN_FACTOR, drop_highest, group_by_tolerance, holdout_by_compute, identification_warnings
+from scaling.conventions import TokenCost, check_kinds, compute_column, default_compute, embedding_warning, isoflop_budget_convention
 from scaling.errors import FitError, InputError
+from scaling.frontier import allocate, search_range
+from scaling.recipe import read_recipe, recipe_warning
 from scaling.threads import blas_single_thread
 from scaling.record import FitRecord, _clean, data_sha256, make_record
 
 CORE = ("E", "A", "B", "alpha", "beta")
+EPOCHS_WARN = 4.0  # Muennighoff et al. 2023: up to ~4 epochs of repeated data are nearly as good as new
+IDENTIFIED_RATIO = 2.0  # a 95% interval wider than this factor means the runs do not pin the parameter down
 
 
 def _compute_grid(C: np.ndarray) -> list[float]:
@@ -37,6 +42,7 @@ def fit_chinchilla(
     seed: int = 0,
     columns: dict[str, str] | None = None,
     n_kind: str = "total",
+    compute_kind: str | None = None,
     grid: str = "fast",
     top_k: int = 32,
     bootstrap_top_k: int = 2,
@@ -44,13 +50,17 @@ def fit_chinchilla(
     ci: float = 0.95,
     budget_tol: float = 0.15,
     n_bins: int = 20,
-    compute: list[float] | None = None,
+    at_compute: list[float] | None = None,
+    curves: bool | None = None,
 ) -> FitRecord:
     """Fit the Chinchilla law (approach 3) or frontier (approaches 1, 2) to `data`.
 
     data: DataFrame / CSV / Parquet path / run-directory tree with N, D (or flops), loss.
+    n_kind / compute_kind: the conventions (scaling.conventions); compute_kind defaults to the one
+    the runs' IsoFLOP sweep used, else 6 N D with the same N.
     grid: 'fast' (vectorised grid ranking, L-BFGS-B from the best `top_k`) or 'full' (all 4500).
-    holdout: None or 'largest' (fit on the smaller runs, report relative error on the largest).
+    holdout: None or 'largest' (fit on the smaller-compute runs, report the error on the largest).
+    at_compute: also report the optimum at these budgets (in the record's convention).
     """
     if approach not in (1, 2, 3):
         raise InputError(f"--approach must be 1, 2 or 3 (got {approach})")
@@ -61,27 +71,39 @@ def fit_chinchilla(
     if bootstrap < 0:
         raise InputError(f"--bootstrap must be >= 0 (got {bootstrap})")
     ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
+    check_kinds(ds.n_kind, compute_kind)
     min_pts = {1: 3, 2: 6, 3: 6}[approach]
     inputs.validate(ds, ("N", "D", "loss"), min_points=min_pts, law=f"chinchilla approach {approach}")
     df = drop_highest(ds.df, drop_highest_k)
     if len(df) < min_pts:
         raise InputError(f"chinchilla approach {approach}: too few points after --drop-highest: {len(df)} (need {min_pts})")
     warnings = list(ds.warnings)
-    held = None
+    compute_kind = _resolve_compute(df, ds.n_kind, compute_kind, warnings)
+    C_all = compute_column(df, compute_kind, ds.n_kind)
+    warnings.extend(w for w in (embedding_warning(df), _repetition_warning(df)) if w)
+    recipe = read_recipe(df["path"]) if "path" in df.columns else None
+    if recipe_warning(recipe):
+        warnings.append(recipe_warning(recipe))
+    held = held_C = None
+    C = C_all
     if holdout == "largest":
-        df, held = holdout_split(df, holdout_fraction, key="N")
+        df, held, C, held_C, rule = holdout_by_compute(df, C_all, holdout_fraction, budget_tol)
         if len(df) < min_pts:
             raise InputError(f"--holdout largest leaves {len(df)} points to fit (need {min_pts})")
-    C = compute_C(df)
+    N, D = df["N"].to_numpy(float), df["D"].to_numpy(float)
+    if curves is None:  # several rows per run: points of training curves (bootstrap resamples runs)
+        curves = "run" in df.columns and df["run"].nunique() < len(df)
+    cost = TokenCost.from_runs(N, C, D, compute_kind, ds.n_kind)
+    conventions = {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source, "token_cost": cost.to_dict()}
     t0 = time.perf_counter()
     settings = {
         "approach": approach, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci,
-        "holdout": holdout, "holdout_fraction": holdout_fraction if holdout else None,
+        "holdout": holdout, "holdout_fraction": holdout_fraction if holdout else None, "curves": bool(curves),
     }
     if approach == 3:
-        body = _approach3(df, C, warnings, settings, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=compute)
+        body = _approach3(df, C, cost, warnings, settings, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute)
     else:
-        body = _frontier(df, C, warnings, settings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol, n_bins=n_bins, compute=compute)
+        body = _frontier(df, C, warnings, settings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol, n_bins=n_bins, at_compute=at_compute, curves=curves)
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     rec = make_record(
         law="chinchilla",
@@ -89,20 +111,99 @@ def fit_chinchilla(
         n_points=len(df),
         data_sha256=data_sha256(df, ["N", "D", "loss"]),
         n_kind=ds.n_kind,
+        conventions=conventions,
         source=ds.source,
         columns=ds.columns,
         settings=settings,
-        data_range={"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())], "C": [float(C.min()), float(C.max())], "loss": [float(df.loss.min()), float(df.loss.max())]},
+        data_range={"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())], "loss": [float(df.loss.min()), float(df.loss.max())]},
         warnings=warnings,
         **body,
     )
+    if recipe:
+        rec["recipe"] = _clean(recipe)
+    data_info = _data_info(df)
+    if data_info:
+        rec["data"] = data_info
     if held is not None:
-        rec["holdout"] = _clean(_holdout_report(rec, held))
+        rec["holdout"] = _clean(_holdout_report(rec, held, held_C, rule, budget_tol))
     return rec
 
 
+def _resolve_compute(df, n_kind: str, compute_kind: str | None, warnings: list[str]) -> str:
+    """The explicit choice, else the runs' IsoFLOP sweep convention, else 6 N D of the same N.
+    A choice that differs from the sweep's is allowed but said: its budgets then spread."""
+    swept = isoflop_budget_convention(df)
+    if compute_kind is None:
+        return swept or default_compute(n_kind)
+    if swept and swept != compute_kind:
+        warnings.append(f"the IsoFLOP sweep sized its runs for equal {swept} per budget, but this fit counts compute as {compute_kind}: "
+                        "budgets are not iso-compute in this convention")
+    return compute_kind
+
+
+def _repetition_warning(df) -> str | None:
+    if "epochs" not in df.columns:
+        return None
+    ep = df["epochs"].to_numpy(float)
+    many = np.isfinite(ep) & (ep > EPOCHS_WARN)
+    if not many.any():
+        return None
+    return (f"{int(many.sum())} of {len(ep)} runs repeated their training data more than {EPOCHS_WARN:g} times (up to {np.nanmax(ep):.3g} epochs): "
+            "their loss measures memorisation too; use more data or fit --law data-constrained")
+
+
+def _data_info(df) -> dict | None:
+    """Unique training tokens of the runs' data (when they share one data set) and the most epochs."""
+    out = {}
+    if "unique_tokens" in df.columns:
+        u = df["unique_tokens"].to_numpy(float)
+        u = u[np.isfinite(u)]
+        if u.size and np.all(u == u[0]):
+            out["unique_tokens"] = float(u[0])
+    if "epochs" in df.columns and np.isfinite(df["epochs"].to_numpy(float)).any():
+        out["max_epochs"] = float(np.nanmax(df["epochs"].to_numpy(float)))
+    return out or None
+
+
+def _identification(intervals: dict, warnings: list[str], keys=("E", "alpha", "beta")) -> None:
+    """Say plainly when the bootstrap shows a parameter is not pinned down by the runs."""
+    for k in keys:
+        iv = intervals.get(k)
+        if iv and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
+            warnings.append(f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}; "
+                            "the runs do not pin it down (widen the range of N and D)")
+        elif iv and iv[0] <= 0 < iv[1]:
+            warnings.append(f"{k} is not identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] includes 0")
+
+
 # ---------------------------------------------------------------- approach 3
-def _approach3(df, C, warnings, settings, *, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, compute):
+def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
+    """Derived compute-optimal N, D and loss at each budget, with intervals from the samples."""
+    from scaling.frontier import optimal
+    from scaling.laws import ChinchillaLaw
+
+    rows = []
+    s = {k: np.asarray(samples[k], dtype=float)[:, None] for k in CORE} if samples else None
+    for c in C_grid:
+        n_opt, d_opt = optimal(law, c, cost, n_range)
+        row = {"C": c, "N_opt": float(n_opt), "D_opt": float(d_opt), "loss_opt": float(law.predict(n_opt, d_opt)), "extrapolation_factor": c / cmax}
+        if s:
+            draws = ChinchillaLaw(**s)
+            with np.errstate(all="ignore"):
+                if cost.exact:
+                    ns, ds_ = (v[:, 0] for v in draws.compute_optimal(c))
+                else:
+                    ns, ds_ = allocate(draws.predict, c, cost, n_range)
+                ls = ChinchillaLaw(**{k: v[:, 0] for k, v in s.items()}).predict(ns, ds_)
+            for key, arr in (("N_opt", ns), ("D_opt", ds_), ("loss_opt", ls)):
+                arr = arr[np.isfinite(arr)]
+                if arr.size > 1:
+                    row[key + "_interval"] = [float(np.percentile(arr, 100 * (1 - ci) / 2)), float(np.percentile(arr, 100 * (1 + ci) / 2))]
+        rows.append(row)
+    return rows
+
+
+def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute):
     from scaling.chinchilla_fit import BOUNDS, THETA, Objective, fit_theta, theta_to_params
     from scaling.laws import ChinchillaLaw
 
@@ -124,14 +225,14 @@ def _approach3(df, C, warnings, settings, *, grid, top_k, bootstrap, boot_top_k,
         "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
         "residual_log_max_abs": float(np.max(np.abs(resid))),
         "frac_within_delta": float(np.mean(np.abs(resid) <= delta)),
+        "residuals_log": [float(r) for r in resid],
     })
     law = ChinchillaLaw(**{k: params[k] for k in CORE})
-    grid_C = compute or _compute_grid(C)
     intervals: dict = {}
     boot = None
     samples: dict = {}
     if bootstrap:
-        idxs = bs.resample_indices(len(N), bootstrap, seed)
+        idxs = _resample(df, len(N), bootstrap, seed, settings)
         # Starts per resample: the full-data optimum plus the full-data grid ranking's best
         # `boot_top_k` points (ranking once, not per resample; checked to reach the same
         # objective as 32 fresh starts on every tested Epoch resample).
@@ -145,56 +246,73 @@ def _approach3(df, C, warnings, settings, *, grid, top_k, bootstrap, boot_top_k,
             return theta_to_params(r.x)
 
         t = time.perf_counter()
-        samples, failed = bs.run_bootstrap(one, idxs)
+        reasons: dict[str, int] = {}
+        samples, failed = bs.run_bootstrap(one, idxs, reasons)
         intervals = bs.percentile_intervals(samples, ci)
-        boot = {"n": bootstrap, "failed": failed, "seed": seed, "ci": ci, "method": "resample runs with replacement; percentile intervals",
+        boot = {"n": bootstrap, "failed": failed, "failure_reasons": reasons, "seed": seed, "ci": ci, "method": settings["resample"],
                 "starts_per_resample": f"full-data optimum + the {boot_top_k} best grid points on the full data", "seconds": time.perf_counter() - t,
                 "standard_errors": bs.standard_errors(samples), "samples": {k: samples[k] for k in CORE}}
         if failed:
-            warnings.append(f"{failed} of {bootstrap} bootstrap resamples failed to fit")
-    derived = []
+            warnings.append(f"{failed} of {bootstrap} bootstrap resamples failed to fit ({_reasons_text(reasons)})")
+        _identification(intervals, warnings)
     cmax = float(C.max())
-    for c in grid_C:
-        n_opt, d_opt = law.compute_optimal(c)
-        row = {"C": c, "N_opt": float(n_opt), "D_opt": float(d_opt), "loss_opt": float(law.predict(n_opt, d_opt)), "extrapolation_factor": c / cmax}
-        if samples:
-            s = {k: np.asarray(samples[k]) for k in CORE}
-            with np.errstate(all="ignore"):
-                laws_n, laws_d = ChinchillaLaw(**s).compute_optimal(c)
-                laws_l = ChinchillaLaw(**s).predict(laws_n, laws_d)
-            for key, arr in (("N_opt", laws_n), ("D_opt", laws_d), ("loss_opt", laws_l)):
-                arr = arr[np.isfinite(arr)]
-                if arr.size > 1:
-                    row[key + "_interval"] = [float(np.percentile(arr, 100 * (1 - ci) / 2)), float(np.percentile(arr, 100 * (1 + ci) / 2))]
-        derived.append(row)
-    if grid_C and max(grid_C) > EXTRAPOLATION_WARN_FACTOR * cmax and compute:
-        warnings.append(f"derived predictions extrapolate up to {max(grid_C) / cmax:.3g}x beyond the largest fitted compute ({cmax:.3g} FLOPs)")
+    grid_C = sorted(set(_compute_grid(C) + list(at_compute or [])))
+    derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
+    if at_compute and max(at_compute) > EXTRAPOLATION_WARN_FACTOR * cmax:
+        warnings.append(f"derived predictions extrapolate up to {max(at_compute) / cmax:.3g}x beyond the largest fitted compute ({cmax:.3g} FLOPs)")
     out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived}
     if boot:
         out["bootstrap"] = boot
     return out
 
 
+def _resample(df, n: int, n_boot: int, seed: int, settings: dict) -> list:
+    """Resample runs: whole runs when rows are points of training curves, rows otherwise."""
+    if settings.get("curves"):
+        settings["resample"] = "resample runs (all points of a run together) with replacement; percentile intervals"
+        return bs.resample_clusters(df["run"].to_numpy(), n_boot, seed)
+    settings["resample"] = "resample runs with replacement; percentile intervals"
+    return bs.resample_indices(n, n_boot, seed)
+
+
+def _reasons_text(reasons: dict[str, int]) -> str:
+    return "; ".join(f"{n}x {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+
+
 # ---------------------------------------------------------------- approaches 1 and 2
-def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, compute):
-    from scaling.isoflop import approach1, approach2
+def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves):
+    from scaling.isoflop import MIN_SIZES, approach1, approach2, approach2_resample, note_text
 
     N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
     if approach == 2:
-        params, rows, notes, groups = approach2(N, D, L, C, budget_tol=budget_tol)
-        settings.update({"budget_tol": budget_tol, "method": "parabola in log N per IsoFLOP budget; OLS of log N_opt, log D_opt on log C"})
+        groups = _budget_groups(df, C, budget_tol)
+        params, rows, notes, groups = approach2(N, D, L, C, groups=groups)
+        settings.update({"budget_tol": budget_tol, "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); "
+                         "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) (delta method, pooled residual variance)"})
         if notes:
-            warnings.append(f"{len(notes)} of {int(np.unique(groups).size)} compute groups gave no usable parabola minimum (see diagnostics.skipped_budgets)")
+            warnings.append(f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: " + "; ".join(map(note_text, notes)))
+        few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
+        if few:
+            warnings.append(f"{len(few)} budget(s) have fewer than {MIN_SIZES} model sizes ("
+                            + ", ".join(f"C~{r['C']:.3g}: {r['n_sizes']}" for r in few) + "): their parabola is barely constrained")
+        edge = [r for r in rows if r["edge"]]
+        if edge:
+            warnings.append(f"{len(edge)} budget(s) have their best run at the smallest or largest size ("
+                            + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge) + "): the true minimum may lie outside the sweep")
         if params is None:
             raise FitError(f"approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found {len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)")
-        diagnostics = {"budgets": rows, "n_budgets": len(rows), "n_groups": int(np.unique(groups).size), "skipped_budgets": notes}
+        if not params.pop("weighted"):
+            warnings.append("approach 2 regression is unweighted: no residual degrees of freedom to weight budgets by (3 sizes per budget)")
+        for r in rows:
+            r.pop("_var_unit", None)
+        diagnostics = {"budgets": rows, "n_budgets": len(rows), "n_groups": int(np.unique(groups).size), "skipped_budgets": [note_text(n) for n in notes]}
     else:
         params, rows = approach1(N, D, L, C, n_bins=n_bins)
         settings.update({"n_bins": n_bins, "method": "lowest loss per log-compute bin; OLS of log N, log D on log C"})
         if params is None:
             raise FitError("approach 1 found fewer than 2 envelope points with different N")
         diagnostics = {"envelope": rows, "n_envelope_points": len(rows)}
-        if "run" not in df.columns or df["run"].nunique() == len(df):
+        if not curves:
             warnings.append("approach 1 on one final loss per run: the envelope is coarse; Approach 2 or 3 is more reliable here")
     if len(rows) < 3:
         warnings.append(f"only {len(rows)} frontier points: a and b are barely constrained")
@@ -202,26 +320,30 @@ def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budge
     intervals = {}
     boot = None
     if bootstrap:
+        reasons: dict[str, int] = {}
         if approach == 2:
             idxs = bs.resample_indices(len(N), bootstrap, seed, groups=groups)
-            one = lambda idx: approach2(N[idx], D[idx], L[idx], C[idx], groups=groups[idx])[0]  # noqa: E731
+            one = lambda idx: approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx])  # noqa: E731
+            method = "resample runs with replacement within each budget; percentile intervals"
         else:
-            idxs = bs.resample_indices(len(N), bootstrap, seed)
+            idxs = _resample(df, len(N), bootstrap, seed, settings)
             one = lambda idx: approach1(N[idx], D[idx], L[idx], C[idx], n_bins=n_bins)[0]  # noqa: E731
+            method = settings["resample"]
         t = time.perf_counter()
-        samples, failed = bs.run_bootstrap(one, idxs)
+        samples, failed = bs.run_bootstrap(one, idxs, reasons)
         keys = ("a", "b", "N_coef", "D_coef")
         intervals = bs.percentile_intervals({k: samples[k] for k in keys if k in samples}, ci)
-        boot = {"n": bootstrap, "failed": failed, "seed": seed, "ci": ci, "seconds": time.perf_counter() - t,
-                "method": "resample runs with replacement" + (" within each budget" if approach == 2 else "") + "; percentile intervals",
-                "standard_errors": bs.standard_errors({k: samples[k] for k in keys if k in samples}), "samples": {k: samples[k] for k in keys if k in samples}}
+        boot = {"n": bootstrap, "failed": failed, "failure_reasons": reasons, "seed": seed, "ci": ci, "seconds": time.perf_counter() - t,
+                "method": method, "standard_errors": bs.standard_errors({k: samples[k] for k in keys if k in samples}),
+                "samples": {k: samples[k] for k in keys if k in samples}}
         if failed:
-            warnings.append(f"{failed} of {bootstrap} bootstrap resamples gave no frontier fit")
+            warnings.append(f"{failed} of {bootstrap} bootstrap resamples gave no frontier fit: {_reasons_text(reasons)}")
+        _identification(intervals, warnings, keys=("a", "b"))
     from scaling.laws import FrontierLaw
 
     law = FrontierLaw(N_coef=params["N_coef"], a=params["a"], D_coef=params["D_coef"], b=params["b"])
     derived = []
-    for c in compute or _compute_grid(C):
+    for c in sorted(set(_compute_grid(C) + list(at_compute or []))):
         n, d = law.compute_optimal(c)
         derived.append({"C": c, "N_opt": float(n), "D_opt": float(d), "extrapolation_factor": c / float(C.max())})
     diagnostics.update({"r2_N": params.pop("r2_N"), "r2_D": params.pop("r2_D")})
@@ -231,21 +353,44 @@ def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budge
     return out
 
 
-def _holdout_report(rec: FitRecord, held) -> dict:
-    """Relative error of the fitted law on the held-out (largest) runs."""
-    if rec["approach"] != 3:
-        # frontier fits predict allocation, not loss: compare the N_opt at held-out budgets instead
-        return {"n_points": len(held), "note": "approaches 1/2 do not predict loss; held-out runs were excluded from the fit only", "mean_abs_rel_error": float("nan"), "max_abs_rel_error": float("nan")}
-    law = rec.law()
-    pred = law.predict(held["N"].to_numpy(float), held["D"].to_numpy(float))
+def _budget_groups(df, C, budget_tol):
+    """IsoFLOP budgets: the sweep's own budget labels when every run has one, else compute clusters."""
+    if "budget" in df.columns:
+        b = df["budget"].to_numpy(float)
+        if np.all(np.isfinite(b)):
+            _, labels = np.unique(b, return_inverse=True)
+            return labels.ravel()
+    return group_by_tolerance(C, budget_tol)
+
+
+def _holdout_report(rec: FitRecord, held, held_C, rule: str, budget_tol: float) -> dict:
+    """How well the fit predicts the held-out (largest-compute) runs: loss for approach 3,
+    the compute-optimal size N_opt at the held-out budget for approaches 1 and 2."""
     obs = held["loss"].to_numpy(float)
-    rel = (pred - obs) / obs
-    return {
-        "n_points": len(held),
-        "rule": "runs with N >= the (1 - holdout_fraction) quantile of N",
-        "N_min": float(held["N"].min()),
-        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
-        "max_abs_rel_error": float(np.max(np.abs(rel))),
-        "mean_rel_error": float(np.mean(rel)),
-        "points": [{"N": float(n), "D": float(d), "loss": float(o), "pred": float(p)} for n, d, o, p in zip(held["N"], held["D"], obs, pred)],
-    }
+    out = {"n_points": len(held), "rule": rule, "C_min": float(np.min(held_C))}
+    if rec["approach"] == 3:
+        pred = rec.law().predict(held["N"].to_numpy(float), held["D"].to_numpy(float))
+        rel = (pred - obs) / obs
+        out.update({"quantity": "loss", "mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
+                    "mean_rel_error": float(np.mean(rel)),
+                    "points": [{"N": float(n), "D": float(d), "loss": float(o), "pred": float(p)} for n, d, o, p in zip(held["N"], held["D"], obs, pred)]})
+        return out
+    from scaling.isoflop import approach1, approach2
+
+    N, D = held["N"].to_numpy(float), held["D"].to_numpy(float)
+    if rec["approach"] == 2:
+        params, rows, notes, _ = approach2(N, D, obs, held_C, groups=np.zeros(len(held), dtype=int))
+        rows = rows or []
+    else:
+        rows = approach1(N, D, obs, held_C, n_bins=1)[1]
+    if not rows:
+        out.update({"quantity": "N_opt", "note": "the held-out runs have no minimum of their own (approach 2 needs 3+ sizes with an interior minimum)",
+                    "mean_abs_rel_error": None, "max_abs_rel_error": None})
+        return out
+    pts = []
+    for r in rows:
+        pred_n, _ = rec.law().compute_optimal(r["C"])
+        pts.append({"C": r["C"], "N_opt_observed": r["N_opt"], "N_opt_predicted": float(pred_n), "rel_error": float(pred_n / r["N_opt"] - 1)})
+    errs = np.abs([p["rel_error"] for p in pts])
+    out.update({"quantity": "N_opt", "mean_abs_rel_error": float(errs.mean()), "max_abs_rel_error": float(errs.max()), "points": pts})
+    return out

@@ -25,12 +25,23 @@ def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
     p.add_argument("--out", metavar="F.json", help="write the fit record here")
     p.add_argument("--plot", metavar="F.png", help="write diagnostic plots here (matplotlib)")
     p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (N, D, loss, flops, batch_tokens, lr, steps); repeatable")
-    p.add_argument("--n-kind", default="total", choices=["total", "non_embedding", "active"], help="which parameter count is N for run directories (default: total = summary 'params')")
+    p.add_argument("--n-kind", default="total", choices=["total", "non_embedding", "active"],
+                   help="which parameter count is N: run directories read it from summary.json; tables use their column of that kind "
+                   "(params / non_embedding_params / active_params) or declare the N column's kind (default: total)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (fits are deterministic given it)")
     p.add_argument("--ci", type=float, default=0.95, help="interval level (default 0.95)")
     if bootstrap:
         p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples for intervals (0: none)")
     p.add_argument("--json", action="store_true", help="print the full record as JSON instead of a summary")
+
+
+COMPUTE_KINDS = ("6ND_total", "6ND_nonembed", "trainer_flops")  # scaling.conventions (kept light: no numpy at --help)
+
+
+def _compute_kind(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compute-kind", choices=COMPUTE_KINDS, default=None,
+                   help="what compute C counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
+                   "(default: the convention the runs' IsoFLOP sweep used, else 6*N*D with --n-kind's N)")
 
 
 def register(subparsers) -> None:
@@ -42,13 +53,15 @@ def register(subparsers) -> None:
     _common(p)
     p.add_argument("--approach", type=int, default=3, choices=[1, 2, 3], help="1: lower envelope, 2: IsoFLOP parabolas, 3: parametric Huber fit (default)")
     p.add_argument("--drop-highest", type=int, default=0, metavar="K", help="drop the K highest-loss points first (Epoch drops 5)")
-    p.add_argument("--holdout", choices=["largest"], help="fit on the smaller runs, report relative error on the largest")
-    p.add_argument("--holdout-fraction", type=float, default=0.1, help="fraction of points (largest N) held out (default 0.1)")
+    p.add_argument("--holdout", choices=["largest"], help="fit on the smaller-compute runs, report the error on the largest: "
+                   "loss (approach 3) or N_opt at the held-out budget (approaches 1, 2)")
+    p.add_argument("--holdout-fraction", type=float, default=0.1, help="without IsoFLOP budgets: fraction of runs (largest compute) held out (default 0.1)")
     p.add_argument("--grid", choices=["fast", "full"], default="fast", help="fast: L-BFGS-B from the best --top-k of the 4500-point grid; full: from all 4500")
     p.add_argument("--top-k", type=int, default=32, help="starts run in the fast mode (default 32)")
     p.add_argument("--budget-tol", type=float, default=0.15, help="approach 2: runs within this relative compute are one IsoFLOP budget")
     p.add_argument("--compute", type=_positive_float, action="append", metavar="C", help="also report N_opt/D_opt/loss at this compute (repeatable)")
     p.add_argument("--curves", action="store_true", help="approach 1 on run directories: use every metrics.jsonl point of each run (training curves)")
+    _compute_kind(p)
     p.set_defaults(func=cmd_fit_chinchilla)
 
     p = fsub.add_parser("kaplan", help="Kaplan L(N,D) = [(Nc/N)^(aN/aD) + Dc/D]^aD, or L(N), L(D)")
@@ -64,6 +77,8 @@ def register(subparsers) -> None:
     p.add_argument("--near-optimal-tol", type=float, default=0.0025, help="keep runs with loss <= best * (1 + tol) (default 0.0025)")
     p.add_argument("--optimum", choices=["best", "quadratic"], default="best", help="locate each group's optimum by its best run or a quadratic in (log lr, log B)")
     p.add_argument("--budget-tol", type=float, default=0.05, help="compute form: runs within this relative compute form one group")
+    p.add_argument("--holdout", choices=["largest"], help="fit on the other groups, report the error of lr_opt and B_opt on the largest-compute group")
+    _compute_kind(p)
     p.set_defaults(func=cmd_fit_batch_lr)
 
     p = fsub.add_parser("critical-batch", help="steps-to-target vs batch: S = S_min (1 + B_crit/B) per model, B_crit(N)")
@@ -73,7 +88,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
                               description="Combine fit records into a recommendation for compute C.")
     p.add_argument("--fit", action="append", required=True, metavar="F.json", help="fit record (chinchilla required; batch-lr, critical-batch optional); repeatable")
-    p.add_argument("--compute", type=_positive_float, required=True, metavar="C", help="training compute budget in FLOPs, e.g. 1e21")
+    p.add_argument("--compute", type=_positive_float, required=True, metavar="C", help="training compute budget in FLOPs, e.g. 1e21, in the chinchilla fit's convention")
+    p.add_argument("--compute-kind", choices=COMPUTE_KINDS, default=None, help="the convention --compute is given in; refused when it differs from the fit's")
     p.add_argument("--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)")
     p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation")
     p.add_argument("--micro-batch-size", type=int, default=16, help="micro batch (sequences) for the emitted config")
@@ -144,7 +160,7 @@ def cmd_fit_chinchilla(args) -> int:
         return _fail("--curves applies to --approach 1 only (intermediate points of a decaying schedule bias approaches 2 and 3)", 2)
     return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
                     holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
-                    budget_tol=args.budget_tol, compute=args.compute, curves=args.curves)
+                    budget_tol=args.budget_tol, at_compute=args.compute, curves=args.curves, compute_kind=args.compute_kind)
 
 
 def cmd_fit_kaplan(args) -> int:
@@ -157,7 +173,7 @@ def cmd_fit_batch_lr(args) -> int:
     from scaling.batch_lr import fit_batch_lr
 
     return _run_fit(args, fit_batch_lr, form=args.form, near_optimal_tol=args.near_optimal_tol, optimum=args.optimum,
-                    bootstrap=args.bootstrap, budget_tol=args.budget_tol)
+                    bootstrap=args.bootstrap, budget_tol=args.budget_tol, holdout=args.holdout, compute_kind=args.compute_kind)
 
 
 def cmd_fit_critical_batch(args) -> int:
@@ -182,7 +198,7 @@ def cmd_plan(args) -> int:
         return _fail(f"--micro-batch-size must be > 0 (got {args.micro_batch_size})", 2)
     try:
         fits = [FitRecord.load(f) for f in args.fit]
-        plan = make_plan(fits, args.compute, vocab_size=args.vocab_size, ci=args.ci)
+        plan = make_plan(fits, args.compute, vocab_size=args.vocab_size, ci=args.ci, compute_kind=args.compute_kind)
         if args.emit_config:
             emit_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config

@@ -8,8 +8,13 @@ from scaling.errors import InputError
 EXTRAPOLATION_WARN_FACTOR = 100.0  # predictions beyond 100x the largest fitted compute are flagged
 
 
-def compute_C(df) -> np.ndarray:
-    """Training FLOPs per run: the `flops` column where valid, else 6 N D."""
+def compute_C(df, compute: str | None = None, n_kind: str = "total") -> np.ndarray:
+    """Compute per run under the convention `compute` (see scaling.conventions); without one, the
+    legacy rule: the `flops` column where valid, else 6 N D."""
+    if compute is not None:
+        from scaling.conventions import compute_column
+
+        return compute_column(df, compute, n_kind)
     c6 = 6.0 * df["N"].to_numpy(float) * df["D"].to_numpy(float)
     if "flops" in df.columns:
         f = df["flops"].to_numpy(float)
@@ -41,16 +46,38 @@ def holdout_split(df, fraction: float, key: str = "N"):
     return df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True)
 
 
-def ols(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-    """Least squares y ~ [1, X] b. Returns (coefficients incl. intercept, R^2)."""
+def holdout_by_compute(df, C: np.ndarray, fraction: float, budget_tol: float = 0.15):
+    """Hold out the largest-compute runs: the top compute group when the runs form 3+ budgets
+    (an IsoFLOP design: a whole budget is what a study extrapolates to), else the runs with C at
+    or above the (1 - fraction) quantile. Returns (train, held, train_C, held_C, rule)."""
+    if not 0 < fraction < 1:
+        raise InputError(f"holdout fraction must be in (0, 1) (got {fraction})")
+    C = np.asarray(C, dtype=float)
+    groups = group_by_tolerance(C, budget_tol)
+    top = groups == groups.max()
+    if np.unique(groups).size >= 3 and top.sum() >= 2:
+        mask, rule = top, f"the largest compute budget (C ~ {float(np.exp(np.log(C[top]).mean())):.3g}, {int(top.sum())} runs)"
+    else:
+        n_out = max(1, int(round(fraction * len(C))))
+        mask = C >= np.sort(C)[-n_out]
+        rule = f"runs with compute >= the {1 - fraction:.0%} quantile ({int(mask.sum())} runs)"
+    return (df[~mask].reset_index(drop=True), df[mask].reset_index(drop=True), C[~mask], C[mask], rule)
+
+
+def ols(X: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """(Weighted) least squares y ~ [1, X] b. Returns (coefficients incl. intercept, R^2)."""
     X = np.atleast_2d(np.asarray(X, dtype=float))
+    y = np.asarray(y, dtype=float)
     if X.shape[0] != len(y):
         X = X.T
     A = np.column_stack([np.ones(len(y)), X])
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
+    sw = np.sqrt(w)
+    coef, *_ = np.linalg.lstsq(A * sw[:, None], y * sw, rcond=None)
     resid = y - A @ coef
-    ss = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - float(resid @ resid) / ss if ss > 0 else float("nan")
+    ybar = float(w @ y / w.sum())
+    ss = float(w @ (y - ybar) ** 2)
+    r2 = 1.0 - float(w @ resid**2) / ss if ss > 0 else float("nan")
     return coef, r2
 
 

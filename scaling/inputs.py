@@ -27,7 +27,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "steps": ("steps", "step", "s", "steps_to_target"),
 }
 
-N_KINDS = {"total": "params", "non_embedding": "non_embedding_params", "active": "active_params"}
+from scaling.conventions import N_COLUMNS as N_KINDS  # N kind -> summary.json key  # noqa: E402
+
+# Per-run columns kept next to the roles when present: conventions (parameter counts of every kind,
+# the sweep's compute convention and budget), data repetition, and where the run lives.
+PASSTHROUGH = ("run", "sweep", "path", "params", "non_embedding_params", "active_params", "flops_per_token",
+               "unique_tokens", "epochs", "isoflop_compute", "budget")
 
 
 @dataclass
@@ -36,9 +41,10 @@ class Dataset:
 
     df: Any  # pandas.DataFrame with canonical column names
     source: str
-    n_kind: str
+    n_kind: str  # total | non_embedding | active (what N is)
     columns: dict[str, str] = field(default_factory=dict)  # role -> original column
     warnings: list[str] = field(default_factory=list)
+    n_source: str = ""  # where N came from, for the record
 
 
 def parse_col_overrides(items: Iterable[str] | None) -> dict[str, str]:
@@ -62,6 +68,7 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", c
 
     if n_kind not in N_KINDS:
         raise InputError(f"unknown N kind '{n_kind}' (choose from {', '.join(N_KINDS)})")
+    n_kind = str(n_kind)
     columns = dict(columns or {})
     warnings: list[str] = []
     if isinstance(source, pd.DataFrame):
@@ -76,7 +83,7 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", c
         if path.is_dir():
             raw, warnings = read_curves(path, n_kind=n_kind) if curves else read_run_dirs(path, n_kind=n_kind)
             if not columns:
-                return _canonical(raw, {r: r for r in ROLES if r in raw.columns}, desc, f"{n_kind} ({N_KINDS[n_kind]} from summary.json)", warnings)
+                return _canonical(raw, {r: r for r in ROLES if r in raw.columns}, desc, n_kind, warnings, f"{N_KINDS[n_kind]} from summary.json")
         elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
             try:
                 raw = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
@@ -89,18 +96,21 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", c
                 raise InputError(f"{path}: cannot read as Parquet: {exc}") from None
         else:
             raise InputError(f"{path}: unsupported data file type '{path.suffix}' (use .csv, .parquet or a run directory)")
-    mapping = _resolve_columns(raw, columns)
-    kind = f"as given (column '{mapping['N']}')" if "N" in mapping else n_kind
-    return _canonical(raw, mapping, desc, kind, warnings)
+    mapping = _resolve_columns(raw, columns, n_kind)
+    source_n = f"column '{mapping['N']}'" + (" (--col)" if "N" in columns else "") if "N" in mapping else ""
+    return _canonical(raw, mapping, desc, n_kind, warnings, source_n)
 
 
-def _resolve_columns(raw, overrides: dict[str, str]) -> dict[str, str]:
+def _resolve_columns(raw, overrides: dict[str, str], n_kind: str = "total") -> dict[str, str]:
     lower = {str(c).strip().lower(): c for c in raw.columns}
     mapping: dict[str, str] = {}
     for role, col in overrides.items():
         if col not in raw.columns:
             raise InputError(f"--col {role}={col}: no column '{col}' (columns: {', '.join(map(str, raw.columns))})")
         mapping[role] = col
+    # --n-kind picks the table's column of that kind when it has one (e.g. non_embedding_params)
+    if "N" not in mapping and N_KINDS[n_kind] in lower and n_kind != "total":
+        mapping["N"] = lower[N_KINDS[n_kind]]
     used = set(mapping.values())
     for role in ROLES:
         if role in mapping:
@@ -114,7 +124,7 @@ def _resolve_columns(raw, overrides: dict[str, str]) -> dict[str, str]:
     return mapping
 
 
-def _canonical(raw, mapping: dict[str, str], desc: str, n_kind: str, warnings: list[str]) -> Dataset:
+def _canonical(raw, mapping: dict[str, str], desc: str, n_kind: str, warnings: list[str], n_source: str = "") -> Dataset:
     import pandas as pd
 
     df = pd.DataFrame(index=raw.index)
@@ -123,14 +133,17 @@ def _canonical(raw, mapping: dict[str, str], desc: str, n_kind: str, warnings: l
         bad = raw[col].notna() & df[role].isna()
         if bad.any():
             raise InputError(f"column '{col}' ({role}) has non-numeric values, e.g. {raw[col][bad].iloc[0]!r}")
-    for extra in ("run", "sweep"):
-        if extra in raw.columns and extra not in df.columns:
-            df[extra] = raw[extra].astype(str)
+    lower = {str(c).strip().lower(): c for c in raw.columns}
+    for extra in PASSTHROUGH:
+        col = lower.get(extra)
+        if col is None or extra in df.columns:
+            continue
+        df[extra] = raw[col].astype(str) if extra in ("run", "sweep", "path", "isoflop_compute") else pd.to_numeric(raw[col], errors="coerce")
     if "D" not in df.columns and "flops" in df.columns and "N" in df.columns:
         df["D"] = df["flops"] / (6.0 * df["N"])
         mapping = dict(mapping, D="flops/(6N)")
     df = df.reset_index(drop=True)
-    return Dataset(df=df, source=desc, n_kind=n_kind, columns={k: str(v) for k, v in mapping.items()}, warnings=list(warnings))
+    return Dataset(df=df, source=desc, n_kind=n_kind, columns={k: str(v) for k, v in mapping.items()}, warnings=list(warnings), n_source=n_source)
 
 
 def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) -> None:
@@ -199,44 +212,38 @@ def _num(v):
     return f if f == f and f not in (float("inf"), float("-inf")) else None
 
 
-def _from_registry(load_runs, root: Path, n_kind: str):
-    import os
+def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, n_key: str, cfg: dict | None = None):
+    """One canonical row from a finished run's summary fields and sweep axes, or (None, why)."""
+    loss = _num(summary.get("final_val_loss"))
+    if loss is None:
+        loss = _num(summary.get("final_loss"))
+    N, D = _num(summary.get(n_key)), _num(summary.get("tokens"))
+    missing = [k for k, v in ((f"N ({n_key})", N), ("tokens", D), ("final_val_loss/final_loss", loss)) if v is None]
+    if missing:
+        return None, f"summary.json lacks {', '.join(missing)}; skipped"
+    bt, lr = _num(summary.get("batch_tokens")), _num(summary.get("lr"))
+    if (bt is None or lr is None) and cfg is None and path and (Path(path) / "config.yaml").exists():
+        try:  # older summaries: take lr and batch from the resolved config
+            cfg = _read_yaml(Path(path) / "config.yaml")
+        except Exception:
+            cfg = {}
+    cfg = cfg or {}
+    lr = lr if lr is not None else _num(_get(cfg, "optim.lr"))
+    seq, gbs = _num(_get(cfg, "model.seq_len")), _num(_get(cfg, "train.global_batch_size"))
+    if bt is None and seq and gbs:
+        bt = seq * gbs
+    row = {"run": rel, "sweep": sweep, "path": path, "N": N, "D": D, "loss": loss, "flops": _num(summary.get("flops")),
+           "batch_tokens": bt, "lr": lr, "steps": _num(summary.get("steps")), "wall_s": _num(summary.get("wall_s"))}
+    for k in ("params", "non_embedding_params", "active_params", "flops_per_token", "unique_tokens", "epochs"):
+        row[k] = _num(summary.get(k))
+    row["isoflop_compute"] = axes.get("compute")
+    row["budget"] = _num(axes.get("budget"))
+    return row, None
 
+
+def _table(rows: list[dict], root, warnings: list[str], skipped: dict[str, int]):
     import pandas as pd
 
-    table, problems = load_runs(root)
-    warnings = [f"run {os.path.relpath(p['path'], root)}: {p['problem']}" for p in problems]
-    rows, skipped = [], {}
-    n_key = N_KINDS[n_kind]
-    for rec in table.to_dict("records"):
-        rel = os.path.relpath(rec.get("path", rec.get("run", "?")), root)
-        status = rec.get("status")
-        if status != "done":
-            key = f"status {status!r}"
-            skipped[key] = skipped.get(key, 0) + 1
-            continue
-        loss = _num(rec.get("final_val_loss"))
-        if loss is None:
-            loss = _num(rec.get("final_loss"))
-        N, D = _num(rec.get(n_key)), _num(rec.get("tokens"))
-        missing = [k for k, v in ((f"N ({n_key})", N), ("tokens", D), ("final_val_loss/final_loss", loss)) if v is None]
-        if missing:
-            warnings.append(f"run {rel}: summary.json lacks {', '.join(missing)}; skipped")
-            continue
-        bt, lr = _num(rec.get("batch_tokens")), _num(rec.get("lr"))
-        if (bt is None or lr is None) and rec.get("path") and (Path(rec["path"]) / "config.yaml").exists():
-            try:  # older summaries: take lr and batch from the resolved config
-                cfg = _read_yaml(Path(rec["path"]) / "config.yaml")
-            except Exception:
-                cfg = {}
-            lr = lr if lr is not None else _num(_get(cfg, "optim.lr"))
-            seq, gbs = _num(_get(cfg, "model.seq_len")), _num(_get(cfg, "train.global_batch_size"))
-            if bt is None and seq and gbs:
-                bt = seq * gbs
-        rows.append({"run": rel, "sweep": rec.get("sweep") or Path(rel).parent.name, "N": N, "D": D, "loss": loss,
-                     "flops": _num(rec.get("flops")), "batch_tokens": bt, "lr": lr, "steps": _num(rec.get("steps")),
-                     "params": _num(rec.get("params")), "non_embedding_params": _num(rec.get("non_embedding_params")),
-                     "wall_s": _num(rec.get("wall_s")), "d_model": rec.get("d_model"), "n_layers": rec.get("n_layers"), "seq_len": rec.get("seq_len")})
     for why, n in sorted(skipped.items()):
         warnings.append(f"skipped {n} run(s) with {why}")
     if not rows:
@@ -247,6 +254,28 @@ def _from_registry(load_runs, root: Path, n_kind: str):
     return df, warnings
 
 
+def _from_registry(load_runs, root: Path, n_kind: str):
+    import os
+
+    table, problems = load_runs(root)
+    warnings = [f"run {os.path.relpath(p['path'], root)}: {p['problem']}" for p in problems]
+    rows, skipped = [], {}
+    for rec in table.to_dict("records"):
+        rel = os.path.relpath(rec.get("path", rec.get("run", "?")), root)
+        status = rec.get("status")
+        if status != "done":
+            key = f"status {status!r}"
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        axes = {k.removeprefix("axis."): v for k, v in rec.items() if k.startswith("axis.") and v == v and v is not None}
+        row, why = _run_row(rel, rec.get("sweep") or Path(rel).parent.name, rec.get("path"), rec, axes, N_KINDS[n_kind])
+        if row is None:
+            warnings.append(f"run {rel}: {why}")
+        else:
+            rows.append(row)
+    return _table(rows, root, warnings, skipped)
+
+
 def _scan_run_dirs(root: str | Path, n_kind: str = "total"):
     """Self-contained scan for `<sweep>/<run>/summary.json` (any depth), used without the registry.
 
@@ -254,8 +283,6 @@ def _scan_run_dirs(root: str | Path, n_kind: str = "total"):
     N = summary[N_KINDS[n_kind]]; D = tokens. Half-written or malformed runs become warnings.
     Returns (DataFrame, warnings).
     """
-    import pandas as pd
-
     root = Path(root)
     warnings: list[str] = []
     rows = []
@@ -286,58 +313,13 @@ def _scan_run_dirs(root: str | Path, n_kind: str = "total"):
                 cfg = _read_yaml(run / "config.yaml")
             except Exception as exc:
                 warnings.append(f"run {rel}: unreadable config.yaml ({exc}); using summary.json only")
-        loss = summary.get("final_val_loss")
-        if loss is None:
-            loss = summary.get("final_loss")
-        n_key = N_KINDS[n_kind]
-        seq_len = _get(cfg, "model.seq_len")
-        gbs = _get(cfg, "train.global_batch_size")
-        batch_tokens = summary.get("batch_tokens")
-        if batch_tokens is None and seq_len and gbs:
-            batch_tokens = seq_len * gbs
-        lr = summary.get("lr", _get(cfg, "optim.lr"))
-        row = {
-            "run": rel,
-            "sweep": run.parent.name if run.parent != root.parent else "",
-            "N": summary.get(n_key),
-            "D": summary.get("tokens"),
-            "loss": loss,
-            "flops": summary.get("flops"),
-            "batch_tokens": batch_tokens,
-            "lr": lr,
-            "steps": summary.get("steps"),
-            "params": summary.get("params"),
-            "non_embedding_params": summary.get("non_embedding_params"),
-            "wall_s": summary.get("wall_s"),
-            "d_model": _get(cfg, "model.d_model"),
-            "n_layers": _get(cfg, "model.n_layers"),
-            "seq_len": seq_len,
-        }
-        missing = [k for k, v in (("N (" + n_key + ")", row["N"]), ("tokens", row["D"]), ("final_val_loss/final_loss", loss)) if v is None]
-        if missing:
-            warnings.append(f"run {rel}: summary.json lacks {', '.join(missing)}; skipped")
-            continue
-        bad = [k for k in ("N", "D", "loss") if not _is_number(row[k])]
-        if bad:
-            warnings.append(f"run {rel}: non-numeric {', '.join(bad)} in summary.json; skipped")
+        axes = (summary.get("extras") or {}).get("axes") or {}
+        row, why = _run_row(rel, run.parent.name if run.parent != root.parent else "", str(run), summary, axes, N_KINDS[n_kind], cfg)
+        if row is None:
+            warnings.append(f"run {rel}: {why}")
             continue
         rows.append(row)
-    for why, n in sorted(skipped.items()):
-        warnings.append(f"skipped {n} run(s) with {why}")
-    if not rows:
-        raise InputError(f"{root}: no finished runs (status 'done' with N, tokens and loss) found" + (f"; {'; '.join(warnings)}" if warnings else ""))
-    df = pd.DataFrame(rows)
-    for col in ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    return df, warnings
-
-
-def _is_number(v) -> bool:
-    try:
-        float(v)
-    except (TypeError, ValueError):
-        return False
-    return True
+    return _table(rows, root, warnings, skipped)
 
 
 def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", skip_fraction: float = 0.1):

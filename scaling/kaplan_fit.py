@@ -14,7 +14,8 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import inputs
-from scaling.common import drop_highest, holdout_split, identification_warnings
+from scaling.common import drop_highest, holdout_by_compute, holdout_split, identification_warnings
+from scaling.conventions import compute_column, default_compute
 from scaling.errors import InputError
 from scaling.huber import DELTA, huber, huber_grad
 from scaling.multistart import multistart_lbfgsb
@@ -99,9 +100,12 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     inputs.validate(ds, need, min_points=min_pts, law=f"kaplan ({form})")
     df = drop_highest(ds.df, drop_highest_k)
     warnings = list(ds.warnings)
-    held = None
-    if holdout:
+    held, rule = None, None
+    if holdout and form == "nd":  # by compute, like the other fits: what a study extrapolates to
+        df, held, _, _, rule = holdout_by_compute(df, compute_column(df, default_compute(ds.n_kind), ds.n_kind), holdout_fraction)
+    elif holdout:  # L(N) or L(D) alone: the largest N or D
         df, held = holdout_split(df, holdout_fraction, key="N" if "N" in need else "D")
+        rule = f"the largest {'N' if 'N' in need else 'D'} ({len(held)} runs)"
     if len(df) < min_pts:
         raise InputError(f"kaplan ({form}): too few points to fit: {len(df)} (need {min_pts})")
     col = lambda c: df[c].to_numpy(float) if c in need else None  # noqa: E731
@@ -131,6 +135,7 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     rec = make_record(
         law="kaplan", approach=None, params=params, intervals=intervals, objective=res.fun, n_points=len(df),
         warnings=warnings, data_sha256=data_sha256(df, list(need)), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
+        conventions={"compute": default_compute(ds.n_kind), "n_kind": ds.n_kind, "n_source": ds.n_source},
         settings={"form": form, "delta": delta, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci, "holdout": holdout},
         diagnostics=diagnostics,
     )
@@ -139,5 +144,6 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     if held is not None:
         pred = rec.law().predict(N=held["N"].to_numpy(float) if "N" in need else None, D=held["D"].to_numpy(float) if "D" in need else None)
         rel = (pred - held["loss"].to_numpy(float)) / held["loss"].to_numpy(float)
-        rec["holdout"] = {"n_points": len(held), "mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel)))}
+        rec["holdout"] = {"n_points": len(held), "rule": rule, "quantity": "loss", "mean_abs_rel_error": float(np.mean(np.abs(rel))),
+                          "max_abs_rel_error": float(np.max(np.abs(rel)))}
     return rec

@@ -1,9 +1,15 @@
 """`plan`: combine fit records into a recommendation for a compute budget C.
 
-Answers: N_opt, D_opt (from a Chinchilla fit: approach 3 also predicts the loss), learning rate
-and batch size (from a batch-lr fit), the critical batch (from a critical-batch fit), each with
-an interval propagated from the records' bootstrap samples, plus the nearest model preset in
-configs/models/ and, optionally, a train config for it.
+Answers, in the Chinchilla record's conventions (compute kind and N kind, stated in the output):
+- the continuous optimum N_opt, D_opt (approach 3 also predicts its loss);
+- the run to train: the configs/models/ preset with the lowest predicted loss at C (approach 3;
+  nearest N_opt in log space for approaches 1-2), its tokens D = C / k(preset) in the same
+  convention, its predicted loss with a prediction interval, and its learning rate and batch
+  from a batch-lr fit (evaluated at that run's own N, D and C in the batch-lr fit's convention);
+- every warning of the fits used, and the plan's own (extrapolation, data repetition, a batch-lr
+  law used outside the range it was fitted on).
+`emit_config` writes that run as a train config carrying the fits' training recipe (schedule,
+warmup, weight decay, sequence length, data), so the run is trained like the runs the law saw.
 """
 from __future__ import annotations
 
@@ -13,10 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from scaling.common import EXTRAPOLATION_WARN_FACTOR
+from scaling.conventions import TokenCost
 from scaling.errors import InputError
 from scaling.record import FitRecord, _clean
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+EPOCHS_WARN = 4.0
+PRESET_KEY = {"total": "total", "non_embedding": "non_embedding", "active": "active"}
 
 
 def configs_dir() -> Path:
@@ -34,8 +43,10 @@ def default_vocab_size() -> int | None:
     return (data.get("tokenizer") or {}).get("vocab_size")
 
 
-def model_presets(vocab_size: int) -> list[dict]:
-    """Every configs/models/*.yaml preset with its parameter counts (pure Python, no torch)."""
+def model_presets(vocab_size: int, seq_len: int | None = None) -> list[dict]:
+    """Every configs/models/*.yaml preset with its parameter counts and per-token costs in each
+    compute convention (pure Python, no torch). `seq_len` overrides the presets' context length
+    (attention FLOPs depend on it)."""
     import yaml
 
     from models.accounting import count
@@ -44,30 +55,17 @@ def model_presets(vocab_size: int) -> list[dict]:
     out = []
     for p in sorted((configs_dir() / "models").glob("*.yaml")):
         try:
-            cfg = ModelConfig(**(yaml.safe_load(p.read_text()) or {}))
+            raw = yaml.safe_load(p.read_text()) or {}
+            if seq_len:
+                raw["seq_len"] = seq_len
+            cfg = ModelConfig(**raw)
             c = count(cfg, vocab_size)
         except Exception:  # a broken preset is skipped, not fatal for planning
             continue
         out.append({"name": p.stem, "total": c.total, "non_embedding": c.non_embedding, "active": c.active,
-                    "flops_per_token": c.flops_per_token, "seq_len": cfg.seq_len})
+                    "flops_per_token": c.flops_per_token, "seq_len": cfg.seq_len,
+                    "k": {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding, "trainer_flops": c.flops_per_token}})
     return out
-
-
-def _kind_key(n_kind: str) -> str:
-    for k in ("non_embedding", "active"):
-        if str(n_kind).startswith(k):
-            return k
-    return "total"
-
-
-def nearest_preset(N: float, n_kind: str, vocab_size: int) -> dict | None:
-    """The preset whose parameter count (same kind as the fit's N) is nearest N in log space."""
-    presets = model_presets(vocab_size)
-    if not presets:
-        return None
-    key = _kind_key(n_kind)
-    best = min(presets, key=lambda p: abs(np.log(p[key]) - np.log(N)))
-    return dict(best, n_kind=key, N=best[key], ratio_to_N_opt=best[key] / N)
 
 
 def _interval(samples, ci):
@@ -86,9 +84,30 @@ def _samples(rec: FitRecord, keys) -> dict | None:
     return None
 
 
-def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None = None, ci: float = 0.95) -> dict:
-    """Recommendation for compute C (FLOPs) from the given fit records."""
+def conventions_of(rec: FitRecord, warnings: list[str] | None = None) -> dict:
+    """The record's conventions; records written before they were stated are read as 6 N D."""
+    conv = rec.get("conventions")
+    if conv and conv.get("compute"):
+        return conv
+    kind = next((k for k in PRESET_KEY if str(rec.get("n_kind") or "total").startswith(k)), "total")
+    if warnings is not None:
+        warnings.append(f"{rec['law']} fit states no compute convention (an older record): read as 6*N*D with {kind} N")
+    return {"compute": {"total": "6ND_total", "non_embedding": "6ND_nonembed"}.get(kind, "trainer_flops"), "n_kind": kind}
+
+
+def _fit_warnings(fits: list[FitRecord]) -> list[str]:
+    out = []
+    for f in fits:
+        name = f["law"] + (f" approach {f['approach']}" if f.get("approach") else "")
+        out += [f"{name} fit: {w}" for w in f.get("warnings") or []]
+    return out
+
+
+def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None = None, ci: float = 0.95,
+              compute_kind: str | None = None) -> dict:
+    """Recommendation for compute C (in the Chinchilla record's convention) from the given fits."""
     from scaling import laws
+    from scaling.frontier import optimal, search_range
 
     if not (compute > 0 and np.isfinite(compute)):
         raise InputError(f"--compute must be a positive number of FLOPs (got {compute})")
@@ -100,140 +119,241 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     ch = alloc[0]
     hp = [f for f in fits if f["law"] == "batch-lr"]
     cb = [f for f in fits if f["law"] == "critical-batch"]
-    warnings: list[str] = []
-    out: dict = {"compute": compute, "ci": ci, "fits": [{"law": f["law"], "approach": f.get("approach"), "data_sha256": f.get("data_sha256")} for f in fits]}
+    warnings: list[str] = _fit_warnings(fits)
+    conv = conventions_of(ch, warnings)
+    if compute_kind and compute_kind != conv["compute"]:
+        raise InputError(f"--compute-kind {compute_kind} differs from the chinchilla fit's convention ({conv['compute']}): "
+                         f"give the budget in {conv['compute']} FLOPs (or refit with --compute-kind {compute_kind})")
     C = float(compute)
+    out: dict = {"compute": C, "ci": ci, "conventions": {"compute": conv["compute"], "n_kind": conv["n_kind"]},
+                 "fits": [{"law": f["law"], "approach": f.get("approach"), "data_sha256": f.get("data_sha256")} for f in fits]}
     law = laws.from_record(ch)
-    n_opt, d_opt = (float(v) for v in law.compute_optimal(C))
-    out["N_opt"], out["D_opt"] = n_opt, d_opt
-    out["n_kind"] = ch.get("n_kind", "total")
-    n_samp = d_samp = None
+    cost = TokenCost.from_record(ch) if ch.get("conventions") else TokenCost(conv["compute"], conv["n_kind"])
+    rng = ch.get("data_range") or {}
+    n_range = search_range(np.asarray(rng.get("N") or [1.0, 1.0]))
     if ch.get("approach") == 3:
-        out["loss"] = float(law.predict(n_opt, d_opt))
-        s = _samples(ch, ("E", "A", "B", "alpha", "beta"))
-        if s:
-            with np.errstate(all="ignore"):
-                L = laws.ChinchillaLaw(**s)
-                n_samp, d_samp = L.compute_optimal(C)
-                out["loss_interval"] = _interval(L.predict(n_samp, d_samp), ci)
+        n_opt, d_opt = (float(v) for v in optimal(law, C, cost, n_range))
+        out["loss_at_optimum"] = float(law.predict(n_opt, d_opt))
     else:
-        s = _samples(ch, ("N_coef", "a", "D_coef", "b"))
-        if s:
-            n_samp, d_samp = laws.FrontierLaw(**s).compute_optimal(C)
+        n_opt, d_opt = (float(v) for v in law.compute_optimal(C))
         warnings.append(f"approach {ch.get('approach')} fit: no loss prediction (only approach 3 predicts loss)")
-    if n_samp is not None:
-        out["N_opt_interval"] = _interval(n_samp, ci)
-        out["D_opt_interval"] = _interval(d_samp, ci)
-    else:
-        warnings.append("chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)")
-    rng = (ch.get("data_range") or {}).get("C")
-    if rng:
-        factor = C / rng[1]
+    out["N_opt"], out["D_opt"] = n_opt, d_opt
+    out["n_kind"] = conv["n_kind"]
+    _frontier_intervals(out, ch, C, cost, n_range, ci, warnings)
+    if rng.get("C"):
+        factor = C / rng["C"][1]
         out["extrapolation_factor"] = factor
         if factor > EXTRAPOLATION_WARN_FACTOR:
-            warnings.append(f"compute {C:.3g} is {factor:.3g}x the largest fitted run ({rng[1]:.3g} FLOPs): a far extrapolation, intervals understate the risk")
-        elif C < rng[0]:
-            warnings.append(f"compute {C:.3g} is below the smallest fitted run ({rng[0]:.3g} FLOPs)")
+            warnings.append(f"compute {C:.3g} is {factor:.3g}x the largest fitted run ({rng['C'][1]:.3g} FLOPs): a far extrapolation, intervals understate the risk")
+        elif C < rng["C"][0]:
+            warnings.append(f"compute {C:.3g} is below the smallest fitted run ({rng['C'][0]:.3g} FLOPs)")
+    recipe = ch.get("recipe") or {}
+    if recipe:
+        out["recipe"] = {"settings": recipe.get("settings"), "data": recipe.get("data")}
+    seq_len = (recipe.get("settings") or {}).get("model.seq_len")
+    vocab = vocab_size or _recipe_vocab(recipe) or default_vocab_size()
+    out["vocab_size"] = vocab
+    run = _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings) if vocab else None
+    if run:
+        out["run"] = run
+        unique = (ch.get("data") or {}).get("unique_tokens")
+        if unique:
+            run["epochs"] = run["tokens"] / unique
+            if run["epochs"] > EPOCHS_WARN:
+                warnings.append(f"the planned run would see its {unique:.3g} unique training tokens {run['epochs']:.3g} times "
+                                f"(> {EPOCHS_WARN:g} epochs): repeated data makes the loss law optimistic; use more data or fit --law data-constrained")
     if hp:
-        h = hp[-1]
-        hl = laws.from_record(h)
-        form = h.get("settings", {}).get("form")
-        p = h["params"]
-        if form == "nd":
-            lr, bt = hl.predict(N=n_opt, D=d_opt)
-            keys = ("lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D")
-        else:
-            lr, bt = hl.predict(C=C)
-            keys = ("lr_coef", "lr_exp_C", "bs_coef", "bs_exp_C")
-        if any(p.get(k) is None for k in keys):
-            warnings.append("batch-lr fit has non-identified exponents: lr/batch predictions are unreliable")
-        out["lr"], out["batch_tokens"] = float(lr), float(bt)
-        s = _samples(h, keys)
-        if s:
-            with np.errstate(all="ignore"):
-                if form == "nd":
-                    k = len(s["lr_coef"])
-                    nn = np.resize(n_samp, k) if n_samp is not None else n_opt
-                    dd = np.resize(d_samp, k) if d_samp is not None else d_opt
-                    lrs, bts = laws.NDHParamLaw(**s).predict(N=nn, D=dd)
-                else:
-                    lrs, bts = laws.ComputeHParamLaw(**s).predict(C=C)
-            out["lr_interval"], out["batch_tokens_interval"] = _interval(lrs, ci), _interval(bts, ci)
-        hr = (h.get("data_range") or {}).get("C")
-        if hr and C / hr[1] > EXTRAPOLATION_WARN_FACTOR:
-            warnings.append(f"batch-lr law extrapolated {C / hr[1]:.3g}x beyond its largest run")
+        _hparams(out, hp[-1], C, n_opt, d_opt, ci, warnings)
     else:
-        warnings.append("no batch-lr fit given: no learning-rate / batch-size recommendation")
+        warnings.append("no batch-lr fit given: no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)")
     if cb:
         c = cb[-1]
         if "bcrit_coef" in c["params"]:
             out["B_crit_tokens"] = float(laws.from_record(c).predict(n_opt))
-            if out.get("batch_tokens") and out["batch_tokens"] > out["B_crit_tokens"]:
-                warnings.append(f"recommended batch {out['batch_tokens']:.3g} tokens exceeds the critical batch {out['B_crit_tokens']:.3g}: diminishing returns per token")
-    vocab = vocab_size or default_vocab_size()
-    out["vocab_size"] = vocab
-    if vocab:
-        preset = nearest_preset(n_opt, out["n_kind"], vocab)
-        if preset:
-            preset["tokens_at_compute"] = C / (6.0 * preset["N"])
-            out["preset"] = preset
-            if not 0.5 <= preset["ratio_to_N_opt"] <= 2.0:
-                warnings.append(f"nearest preset {preset['name']} has {preset['N']:.3g} parameters, {preset['ratio_to_N_opt']:.2g}x N_opt: no preset close to the optimum")
+            bt = (out.get("run") or {}).get("batch_tokens")
+            if bt and bt > out["B_crit_tokens"]:
+                warnings.append(f"recommended batch {bt:.3g} tokens exceeds the critical batch {out['B_crit_tokens']:.3g}: diminishing returns per token")
     out["warnings"] = warnings
     return _clean(out)
 
 
+def _recipe_vocab(recipe: dict) -> int | None:
+    tok = ((recipe or {}).get("data") or {}).get("tokenizer") or {}
+    return tok.get("vocab_size")
+
+
+def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings):
+    from scaling import laws
+    from scaling.frontier import allocate
+
+    if ch.get("approach") == 3:
+        s = _samples(ch, ("E", "A", "B", "alpha", "beta"))
+        if s:
+            with np.errstate(all="ignore"):
+                if cost.exact:
+                    n_s, d_s = laws.ChinchillaLaw(**s).compute_optimal(C)
+                else:
+                    n_s, d_s = allocate(laws.ChinchillaLaw(**{k: v[:, None] for k, v in s.items()}).predict, C, cost, n_range)
+    else:
+        s = _samples(ch, ("N_coef", "a", "D_coef", "b"))
+        if s:
+            n_s, d_s = laws.FrontierLaw(**s).compute_optimal(C)
+    if s:
+        out["N_opt_interval"] = _interval(n_s, ci)
+        out["D_opt_interval"] = _interval(d_s, ci)
+    else:
+        warnings.append("chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)")
+
+
+def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings) -> dict | None:
+    """The preset to train at C: lowest predicted loss (approach 3), else nearest N_opt."""
+    from scaling.prediction import predict_loss
+
+    presets = model_presets(vocab, seq_len)
+    if not presets:
+        return None
+    key = PRESET_KEY.get(conv["n_kind"], "total")
+    for p in presets:
+        p["N"] = p[key]
+        p["tokens"] = C / p["k"][conv["compute"]]
+    if ch.get("approach") == 3:
+        for p in presets:
+            p["predicted_loss"] = float(law.predict(p["N"], p["tokens"]))
+        best = min(presets, key=lambda p: p["predicted_loss"])
+        rule = "lowest predicted loss at this compute"
+    else:
+        best = min(presets, key=lambda p: abs(np.log(p["N"]) - np.log(n_opt)))
+        rule = "nearest N_opt (log scale)"
+    run = {"preset": best["name"], "choice": rule, "n_kind": key, "N": best["N"], "params": best["total"],
+           "non_embedding_params": best["non_embedding"], "flops_per_token": best["flops_per_token"], "seq_len": best["seq_len"],
+           "tokens": best["tokens"], "ratio_to_N_opt": best["N"] / n_opt,
+           "compute": {k: v * best["tokens"] for k, v in best["k"].items()}}
+    if ch.get("approach") == 3:
+        pred = predict_loss(ch, best["N"], best["tokens"], ci)
+        run.update({"loss": pred["loss"], "loss_interval": pred["interval"], "loss_interval_kind": pred["interval_kind"]})
+        if "parameter_interval" in pred:
+            run["loss_parameter_interval"] = pred["parameter_interval"]
+        ranked = sorted(presets, key=lambda p: p["predicted_loss"])
+        run["runners_up"] = [{"preset": p["name"], "N": p["N"], "tokens": p["tokens"], "predicted_loss": p["predicted_loss"]} for p in ranked[1:3]]
+    if not 0.5 <= run["ratio_to_N_opt"] <= 2.0:
+        warnings.append(f"the chosen preset {best['name']} has {best['N']:.3g} {key} parameters, {run['ratio_to_N_opt']:.2g}x N_opt: no preset close to the optimum")
+    rng = (ch.get("data_range") or {})
+    if rng.get("N") and not (rng["N"][0] / 2 <= best["N"] <= rng["N"][1] * 10):
+        warnings.append(f"the chosen preset's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}")
+    return run
+
+
+def _hparams(out, h, C, n_opt, d_opt, ci, warnings):
+    """lr and batch from the batch-lr law, at the planned run's own N, D and C in the law's convention."""
+    from scaling import laws
+
+    hl = laws.from_record(h)
+    form = h.get("settings", {}).get("form")
+    hconv = conventions_of(h)
+    run = out.get("run")
+    if run:  # the run's own size and compute in the batch-lr fit's conventions (exact: the preset is known)
+        N = run["non_embedding_params"] if hconv["n_kind"] == "non_embedding" else run["params"]
+        D, Ch = run["tokens"], run["compute"].get(hconv["compute"], C)
+    else:
+        N, D, Ch = n_opt, d_opt, C
+    if form == "nd":
+        lr, bt = hl.predict(N=N, D=D)
+        keys = ("lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D")
+    else:
+        lr, bt = hl.predict(C=Ch)
+        keys = ("lr_coef", "lr_exp_C", "bs_coef", "bs_exp_C")
+    p = h["params"]
+    if any(p.get(k) is None for k in keys):
+        warnings.append("batch-lr fit has non-identified exponents: lr/batch predictions are unreliable")
+    target = run if run else out
+    target["lr"], target["batch_tokens"] = float(lr), float(bt)
+    s = _samples(h, keys)
+    if s:
+        with np.errstate(all="ignore"):
+            lrs, bts = laws.NDHParamLaw(**s).predict(N=N, D=D) if form == "nd" else laws.ComputeHParamLaw(**s).predict(C=Ch)
+        target["lr_interval"], target["batch_tokens_interval"] = _interval(lrs, ci), _interval(bts, ci)
+    rng = h.get("data_range") or {}
+    where = {"N": N, "D": D, "C": Ch}
+    outside = [f"{k} = {where[k]:.3g} (fitted {rng[k][0]:.3g}-{rng[k][1]:.3g})" for k in ("N", "D", "C")
+               if rng.get(k) and not rng[k][0] / 1.01 <= where[k] <= rng[k][1] * 1.01]
+    if outside:
+        warnings.append("batch-lr law used outside the range it was fitted on: " + ", ".join(outside))
+
+
 def format_plan(plan: dict) -> str:
-    def iv(k):
-        v = plan.get(k + "_interval")
+    def iv(v):
         return f"  [{v[0]:.4g}, {v[1]:.4g}]" if v else ""
 
-    lines = [f"compute: {plan['compute']:.4g} FLOPs ({plan.get('ci', 0.95):.0%} intervals)"]
-    lines.append(f"N_opt: {plan['N_opt']:.4g} parameters ({plan['n_kind']}){iv('N_opt')}")
-    lines.append(f"D_opt: {plan['D_opt']:.4g} tokens{iv('D_opt')}  (D/N = {plan['D_opt'] / plan['N_opt']:.3g})")
-    if "loss" in plan:
-        lines.append(f"loss: {plan['loss']:.4f}{iv('loss')}")
-    if "lr" in plan:
-        lines.append(f"lr: {plan['lr']:.4g}{iv('lr')}")
-        lines.append(f"batch: {plan['batch_tokens']:.4g} tokens{iv('batch_tokens')}")
+    conv = plan.get("conventions") or {}
+    lines = [f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute', '?')}; N = {conv.get('n_kind', plan.get('n_kind'))} parameters; {plan.get('ci', 0.95):.0%} intervals)"]
+    lines.append(f"N_opt: {plan['N_opt']:.4g} parameters ({plan['n_kind']}){iv(plan.get('N_opt_interval'))}")
+    lines.append(f"D_opt: {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}  (D/N = {plan['D_opt'] / plan['N_opt']:.3g})")
+    if "loss_at_optimum" in plan:
+        lines.append(f"loss at the optimum: {plan['loss_at_optimum']:.4f}")
+    r = plan.get("run")
+    if r:
+        lines.append(f"run: preset {r['preset']} ({r['N']:.4g} {r['n_kind']} params, {r['ratio_to_N_opt']:.3g}x N_opt; {r['choice']}), "
+                     f"{r['tokens']:.4g} tokens" + (f" ({r['epochs']:.2g} epochs of the data)" if r.get("epochs") else ""))
+        if "loss" in r:
+            lines.append(f"predicted loss: {r['loss']:.4f}{iv(r.get('loss_interval'))}  ({plan.get('ci', 0.95):.0%} {r['loss_interval_kind']})")
+        if "lr" in r:
+            lines.append(f"lr: {r['lr']:.4g}{iv(r.get('lr_interval'))}")
+            lines.append(f"batch: {r['batch_tokens']:.4g} tokens{iv(r.get('batch_tokens_interval'))}")
+    elif "lr" in plan:
+        lines.append(f"lr: {plan['lr']:.4g}{iv(plan.get('lr_interval'))}")
+        lines.append(f"batch: {plan['batch_tokens']:.4g} tokens{iv(plan.get('batch_tokens_interval'))}")
     if "B_crit_tokens" in plan:
         lines.append(f"critical batch: {plan['B_crit_tokens']:.4g} tokens")
-    p = plan.get("preset")
-    if p:
-        lines.append(f"nearest preset: {p['name']} ({p['N']:.4g} {p['n_kind']} params, {p['ratio_to_N_opt']:.3g}x N_opt; {p['tokens_at_compute']:.4g} tokens at this compute)")
     for w in plan.get("warnings", []):
         lines.append(f"warning: {w}")
     return "\n".join(lines)
 
 
-def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str = "default", name: str | None = None) -> Path:
-    """Write a train config (configs/train/*.yaml shape) for the plan's nearest preset.
+def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str | dict | None = None, name: str | None = None) -> Path:
+    """Write a train config (configs/train/*.yaml shape) for the plan's run.
 
-    Tokens are C / (6 N_preset) so the run spends the planned compute on the preset actually used;
-    global_batch_size is the recommended batch in sequences, a multiple of micro_batch_size.
+    Tokens are the run's planned tokens (its budget in the fits' convention); lr and batch come
+    from the batch-lr fit when given, else the recipe; schedule, warmup, weight decay, betas,
+    clipping, sequence length, precision and data come from the chinchilla fit's recipe.
     """
     import yaml
 
-    p = plan.get("preset")
-    if not p:
+    run = plan.get("run")
+    if not run:
         raise InputError("plan has no model preset (no configs/models/ presets or vocab size): cannot emit a config")
-    seq_len = int(p["seq_len"])
-    n_seq = max(1, int(round(plan.get("batch_tokens", seq_len * micro_batch_size) / seq_len)))
-    micro = max(1, min(micro_batch_size, n_seq))
+    recipe = plan.get("recipe") or {}
+    st = recipe.get("settings") or {}
+    seq_len = int(st.get("model.seq_len") or run["seq_len"])
+    batch_tokens = run.get("batch_tokens") or (st.get("train.global_batch_size") or micro_batch_size) * seq_len
+    n_seq = max(1, int(round(batch_tokens / seq_len)))
+    micro = max(1, min(int(st.get("train.micro_batch_size") or micro_batch_size), n_seq))
     gbs = max(micro, int(round(n_seq / micro)) * micro)
-    tokens = int(round(p["tokens_at_compute"]))
-    cfg = {
-        "name": name or f"plan-{p['name']}-C{plan['compute']:.0e}".replace("+", ""),
-        "model": p["name"],
-        "data": data,
-        "optim": {"lr": float(f"{plan['lr']:.4g}")} if "lr" in plan else {},
+    tokens = int(round(run["tokens"]))
+    optim = {k.split(".", 1)[1]: v for k, v in st.items() if k.startswith("optim.") and v is not None}
+    if run.get("lr"):
+        optim["lr"] = float(f"{run['lr']:.4g}")
+    schedule = {k.split(".", 1)[1]: v for k, v in st.items() if k.startswith("schedule.") and v is not None}
+    cfg: dict = {
+        "name": name or f"plan-{run['preset']}-C{plan['compute']:.0e}".replace("+", ""),
+        "model": {"preset": run["preset"], "seq_len": seq_len},
+        "data": data or recipe.get("data") or "default",
+        "optim": optim,
+        "schedule": schedule,
         "train": {"tokens": max(tokens, gbs * seq_len), "micro_batch_size": micro, "global_batch_size": gbs},
-        "extras": {"plan": {k: plan.get(k) for k in ("compute", "N_opt", "D_opt", "loss", "lr", "batch_tokens", "n_kind") if k in plan}},
+        "extras": {"plan": {k: plan.get(k) for k in ("compute", "N_opt", "D_opt", "n_kind", "conventions") if k in plan}
+                   | {"run": {k: run.get(k) for k in ("preset", "N", "tokens", "loss", "loss_interval", "lr", "batch_tokens") if k in run}}},
     }
-    if not cfg["optim"]:
-        del cfg["optim"]
+    if st.get("train.eval_tokens"):
+        cfg["train"]["eval_tokens"] = st["train.eval_tokens"]
+    for key in ("precision",):
+        if st.get(key):
+            cfg[key] = st[key]
+    for section in ("optim", "schedule"):
+        if not cfg[section]:
+            del cfg[section]
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    header = "# Written by `scalelab plan --emit-config`: the compute-optimal run for the planned budget.\n"
+    header = ("# Written by `scalelab plan --emit-config`: the planned run for the budget, trained with the recipe of the runs\n"
+              "# the laws were fitted on (schedule, warmup, weight decay, sequence length, data).\n")
     out.write_text(header + yaml.safe_dump(cfg, sort_keys=False))
     return out

@@ -104,6 +104,10 @@ class FitRecord(dict):
     def summary(self) -> str:
         """A short human-readable table of parameters and intervals."""
         lines = [f"law: {self['law']}" + (f" (approach {self['approach']})" if self.get("approach") else ""), f"points: {self.get('n_points')}"]
+        conv = self.get("conventions")
+        if conv:
+            lines.append(f"conventions: N = {conv.get('n_kind')} parameters" + (f" ({conv['n_source']})" if conv.get("n_source") else "")
+                         + (f", compute = {conv['compute']}" if conv.get("compute") else ""))
         if self.get("objective") is not None:
             lines.append(f"objective: {self['objective']:.10g}")
         ivs = self.get("intervals") or {}
@@ -118,10 +122,12 @@ class FitRecord(dict):
             iv = m.get("B_crit_interval")
             lines.append(f"  N={m['N']:.4g}: S_min={m['S_min']:.4g} E_min={m['E_min']:.4g} B_crit={m['B_crit']:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""))
         ho = self.get("holdout")
-        if ho and ho.get("mean_abs_rel_error") is not None:
-            lines.append(f"holdout ({ho['n_points']} largest runs): mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}")
-        elif ho:
-            lines.append(f"holdout: {ho['n_points']} largest runs excluded ({ho.get('note', '')})")
+        if ho:
+            what = f"held out {ho.get('rule') or str(ho['n_points']) + ' largest runs'}"
+            if ho.get("mean_abs_rel_error") is not None:
+                lines.append(f"holdout ({what}): {ho.get('quantity', 'loss')} mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}")
+            else:
+                lines.append(f"holdout ({what}): {ho.get('note', 'no error computed')}")
         for w in self.get("warnings", []):
             lines.append(f"warning: {w}")
         return "\n".join(lines)

@@ -69,17 +69,21 @@ def test_run_tree_fit_then_plan_emits_loadable_config(tmp_path):
     r = scalelab("plan", "--fit", fit, "--fit", bfit, "--compute", "3e17", "--emit-config", cfg, "--out", tmp_path / "plan.json")
     assert r.returncode == 0, r.stderr
     plan = json.loads((tmp_path / "plan.json").read_text())
-    for k in ("N_opt", "D_opt", "lr", "batch_tokens", "loss"):
-        assert plan[k] > 0
-        assert plan[k + "_interval"][0] <= plan[k] <= plan[k + "_interval"][1]
-    assert plan["preset"]["name"]
+    run = plan["run"]
+    for src, k in ((plan, "N_opt"), (plan, "D_opt"), (run, "lr"), (run, "batch_tokens"), (run, "loss")):
+        assert src[k] > 0
+        assert src[k + "_interval"][0] <= src[k] <= src[k + "_interval"][1]
+    assert plan["conventions"] == {"compute": "6ND_total", "n_kind": "total"}
+    # the fit's warnings reach the plan, prefixed with the fit they came from
+    assert any(w.startswith("chinchilla approach 3 fit:") and "failed" in w for w in plan["warnings"])
+    assert "prediction interval" in run["loss_interval_kind"]
     from pretrain.config.loader import load_train_config
 
     tc = load_train_config(cfg)
-    assert tc.model.preset == plan["preset"]["name"]
-    assert tc.optim.lr == pytest.approx(plan["lr"], rel=1e-3)
+    assert tc.model.preset == run["preset"]
+    assert tc.optim.lr == pytest.approx(run["lr"], rel=1e-3)
     assert tc.train.global_batch_size % tc.train.micro_batch_size == 0
-    assert tc.train.tokens == pytest.approx(3e17 / (6 * plan["preset"]["N"]), rel=1e-6)
+    assert tc.train.tokens == pytest.approx(3e17 / (6 * run["N"]), rel=1e-6)
 
 
 def test_plan_warns_on_far_extrapolation(tmp_path):

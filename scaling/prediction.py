@@ -1,0 +1,58 @@
+"""Loss predictions with prediction intervals from an approach-3 fit record.
+
+A prediction interval must cover a *new run's* measured loss, not only the law's mean: it combines
+the parameter uncertainty (the record's bootstrap samples) with the scatter of single runs around
+the law (the fit's log residuals, resampled). Without bootstrap samples it has only the residual
+part, and says so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+CORE = ("E", "A", "B", "alpha", "beta")
+RESIDUAL_DRAWS = 25  # residual draws per parameter sample (200 samples -> 5,000 draws)
+INTERVAL_KIND = "prediction interval (parameter bootstrap + residual scatter of single runs)"
+
+
+def _samples(rec) -> dict | None:
+    s = (rec.get("bootstrap") or {}).get("samples") or {}
+    if not all(k in s for k in CORE):
+        return None
+    n = min(len(s[k]) for k in CORE)
+    out = {k: np.asarray([np.nan if v is None else v for v in s[k][:n]], dtype=float) for k in CORE}
+    ok = np.all([np.isfinite(v) for v in out.values()], axis=0)
+    return {k: v[ok] for k, v in out.items()} if ok.any() else None
+
+
+def residuals(rec) -> np.ndarray:
+    r = (rec.get("diagnostics") or {}).get("residuals_log")
+    if r:
+        return np.asarray(r, dtype=float)
+    rms = (rec.get("diagnostics") or {}).get("residual_log_rms")
+    return np.asarray([-rms, rms], dtype=float) if rms else np.zeros(1)
+
+
+def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0) -> dict:
+    """Point prediction and prediction interval of the loss of one run with N (the record's kind)
+    parameters trained on D tokens. Returns {loss, interval, interval_kind, parameter_interval}."""
+    law = rec.law()
+    point = float(law.predict(float(N), float(D)))
+    res = residuals(rec)
+    rng = np.random.default_rng(seed)
+    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    s = _samples(rec)
+    out = {"loss": point, "interval_kind": INTERVAL_KIND, "ci": ci}
+    if s is not None:
+        from scaling.laws import ChinchillaLaw
+
+        with np.errstate(all="ignore"):
+            param_draws = ChinchillaLaw(**s).predict(float(N), float(D))
+        param_draws = param_draws[np.isfinite(param_draws)]
+        out["parameter_interval"] = [float(np.percentile(param_draws, lo_q)), float(np.percentile(param_draws, hi_q))]
+        eps = rng.choice(res, size=(param_draws.size, RESIDUAL_DRAWS))
+        draws = (param_draws[:, None] * np.exp(eps)).ravel()
+    else:
+        out["interval_kind"] = "residual scatter only (the fit has no bootstrap samples: parameter uncertainty not included)"
+        draws = point * np.exp(rng.choice(res, size=5000))
+    out["interval"] = [float(np.percentile(draws, lo_q)), float(np.percentile(draws, hi_q))]
+    return out

@@ -1,0 +1,128 @@
+"""One compute convention and one N kind per fit record, used by sweeps, approach 2, plan and the
+emitted config; data repetition seen by the fits and the plan."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scaling import InputError, fit_chinchilla
+from scaling.conventions import TokenCost
+from scaling.laws import ChinchillaLaw
+from scaling.plan import make_plan
+from scaling.record import FitRecord
+
+TRUE = ChinchillaLaw(E=2.0, A=60.0, B=400.0, alpha=0.40, beta=0.33)  # in non-embedding N
+
+
+def k_trainer(n_ne):
+    """The trainer's FLOPs per token for a model of n_ne non-embedding parameters: 6 N plus an
+    overhead (head, attention) that dominates tiny models -- deliberately not 6 N."""
+    return 6.0 * n_ne * (1.0 + 2.0 * (2e4 / n_ne) ** 0.5)
+
+
+def write_isoflop_tree(root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="trainer_flops", unique=None, noise=0.0, seed=0):
+    """Run directories laid out like an IsoFLOP sweep sized in `compute`: equal C per budget."""
+    rng = np.random.default_rng(seed)
+    sizes = sizes or list(np.geomspace(1e4, 1e6, 7))
+    i = 0
+    for C in budgets:
+        for n in sizes:
+            total = n + 3e4  # a 30k-parameter embedding: over half of the smallest models
+            k = {"trainer_flops": k_trainer(n), "6ND_total": 6 * total, "6ND_nonembed": 6 * n}[compute]
+            D = C / k
+            run = root / "iso" / f"r{i:02d}"
+            run.mkdir(parents=True)
+            loss = float(TRUE.predict(n, D) * np.exp(noise * rng.standard_normal()))
+            summary = {"status": "done", "params": total, "non_embedding_params": n, "active_params": total, "tokens": D,
+                       "flops": k_trainer(n) * D, "flops_per_token": k_trainer(n), "final_val_loss": loss, "steps": 100,
+                       "extras": {"axes": {"budget": C, "compute": compute}}}
+            if unique:
+                summary.update(unique_tokens=unique, epochs=D / unique)
+            (run / "summary.json").write_text(json.dumps(summary))
+            (run / "config.yaml").write_text(json.dumps({"name": run.name, "model": {"seq_len": 128}, "optim": {"lr": 3e-3, "weight_decay": 0.05},
+                                                         "schedule": {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1},
+                                                         "train": {"global_batch_size": 8, "micro_batch_size": 8},
+                                                         "data": {"name": "toy", "sources": ["x.txt"], "tokenizer": {"vocab_size": 512}}}))
+            i += 1
+    return root / "iso"
+
+
+def test_fit_takes_the_sweeps_convention_and_records_it(tmp_path):
+    runs = write_isoflop_tree(tmp_path)
+    rec = fit_chinchilla(runs, n_kind="non_embedding", approach=2)
+    conv = rec["conventions"]
+    assert conv["compute"] == "trainer_flops" and conv["n_kind"] == "non_embedding"
+    assert "non_embedding_params" in conv["n_source"]
+    assert rec["diagnostics"]["n_budgets"] == 3
+    for b in rec["diagnostics"]["budgets"]:
+        # D_opt = C / k(N_opt) with the trainer's k, not C / (6 N_opt)
+        assert b["D_opt"] * k_trainer(b["N_opt"]) == pytest.approx(b["C"], rel=0.03)
+        assert b["D_opt"] * 6 * b["N_opt"] / b["C"] < 0.8
+    assert "compute = trainer_flops" in FitRecord(rec).summary()
+
+
+def test_a_flops_column_that_differs_from_6ND_is_not_mixed_with_6ND(tmp_path):
+    runs = write_isoflop_tree(tmp_path)
+    # counting compute as 6 N D breaks the iso-compute budgets: said, and the groups spread
+    rec = fit_chinchilla(runs, n_kind="non_embedding", compute_kind="6ND_nonembed")
+    assert rec["conventions"]["compute"] == "6ND_nonembed"
+    assert any("not iso-compute" in w for w in rec["warnings"])
+    assert rec["data_range"]["C"][0] < 0.5e13  # 6 N D of the smallest runs is far below their trainer budget
+    with pytest.raises(InputError, match="trainer_flops needs a 'flops' column"):
+        fit_chinchilla(pd.DataFrame({"N": [1e6] * 6, "D": np.geomspace(1e8, 1e9, 6), "loss": np.linspace(3, 2.5, 6)}), compute_kind="trainer_flops")
+
+
+def test_approach3_optimum_under_trainer_flops_is_numeric_and_consistent(tmp_path):
+    runs = write_isoflop_tree(tmp_path)
+    rec = fit_chinchilla(runs, n_kind="non_embedding", top_k=8, at_compute=[1e15])
+    cost = TokenCost.from_record(rec)
+    assert not cost.exact and cost(1e5) == pytest.approx(k_trainer(1e5), rel=0.02)
+    row = next(r for r in rec["derived"] if r["C"] == 1e15)
+    # on the constraint C = k(N) D, and no other N on it does better
+    assert row["D_opt"] * k_trainer(row["N_opt"]) == pytest.approx(1e15, rel=0.03)
+    law = rec.law()
+    ns = np.geomspace(row["N_opt"] / 3, row["N_opt"] * 3, 41)
+    assert law.predict(row["N_opt"], row["D_opt"]) <= law.predict(ns, 1e15 / cost(ns)).min() + 1e-9
+
+
+def test_n_kind_is_honoured_for_tables_and_embeddings_warned(tmp_path):
+    n_ne = np.geomspace(1e4, 1e6, 6).repeat(3)
+    D = np.tile([1e7, 3e7, 1e8], 6)
+    df = pd.DataFrame({"params": n_ne + 5e4, "non_embedding_params": n_ne, "D": D, "loss": TRUE.predict(n_ne, D)})
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    ne = fit_chinchilla(str(path), n_kind="non_embedding", top_k=8)
+    assert ne["conventions"]["n_kind"] == "non_embedding" and "non_embedding_params" in ne["conventions"]["n_source"]
+    assert ne["params"]["alpha"] == pytest.approx(TRUE.alpha, abs=0.01)
+    tot = fit_chinchilla(str(path), n_kind="total", top_k=8)
+    assert tot["conventions"]["n_source"] == "column 'params'"
+    assert abs(tot["params"]["alpha"] - TRUE.alpha) > 0.05  # the wrong N distorts the exponent
+    assert any("embeddings are over half the parameters" in w for w in ne["warnings"])
+
+
+def test_repeated_data_warns_in_fit_and_plan(tmp_path):
+    runs = write_isoflop_tree(tmp_path, unique=2e6)
+    rec = fit_chinchilla(runs, n_kind="non_embedding", top_k=8, bootstrap=4)
+    assert any("repeated their training data more than 4 times" in w for w in rec["warnings"])
+    assert rec["data"]["unique_tokens"] == 2e6
+    plan = make_plan([rec], 5e14, vocab_size=512)
+    assert plan["run"]["epochs"] == pytest.approx(plan["run"]["tokens"] / 2e6)
+    assert any("would see its" in w and "unique training tokens" in w for w in plan["warnings"])
+
+
+def test_isoflop_sweep_spends_each_budget_in_its_convention(tmp_path):
+    from launch.expand import expand
+    from launch.spec import SweepSpec
+
+    raw = {"name": "iso", "base": "configs/train/tiny.yaml", "kind": "isoflop", "runs_dir": str(tmp_path),
+           "set": {"model.seq_len": 128, "data.tokenizer.vocab_size": 512, "train.global_batch_size": 8, "train.micro_batch_size": 8},
+           "isoflop": {"budgets": [1e12], "models": ["n25k", "n100k"], "min_steps": 1}}
+    for compute, n_of in (("trainer_flops", None), ("6ND_total", "params"), ("6ND_nonembed", "non_embedding_params")):
+        plan = expand(SweepSpec.model_validate({**raw, "isoflop": {**raw["isoflop"], "compute": compute}}))
+        for r in plan.runs:
+            assert r.axes["compute"] == compute
+            spent = r.flops if n_of is None else 6 * getattr(r, n_of) * r.tokens
+            assert spent == pytest.approx(1e12, rel=0.01)  # tokens round up to whole steps
