@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from scaling.errors import InputError
 
-ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps")
+ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps", "U")
 
 # Column names recognised automatically (case-insensitive) when --col does not say otherwise.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -25,6 +25,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "batch_tokens": ("batch_tokens", "batch_size_tokens", "bs_tokens", "b"),
     "lr": ("lr", "learning_rate", "eta"),
     "steps": ("steps", "step", "s", "steps_to_target"),
+    "U": ("u", "unique_tokens", "u_d", "unique tokens", "unique"),  # unique tokens a run saw (D / U = epochs)
 }
 
 N_KINDS = {"total": "params", "non_embedding": "non_embedding_params", "active": "active_params"}
@@ -142,6 +143,7 @@ def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) ->
     missing = [r for r in roles if r not in df.columns]
     if missing:
         hint = " (or 'flops' together with N)" if "D" in missing else ""
+        hint += " (unique tokens per run: a column U, unique_tokens or u_d)" if "U" in missing else ""
         avail = ", ".join(ds.columns.get(c, c) for c in df.columns) or "(none)"
         which = ", ".join(f"'{r}'" for r in missing)
         raise InputError(f"{law}: missing column for {which}{hint}; map one with --col ROLE=COLUMN (found: {avail})")
@@ -154,6 +156,11 @@ def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) ->
         bad = np.flatnonzero(vals <= 0)
         if bad.size:
             raise InputError(f"{law}: column '{name}' ({role}) has {bad.size} non-positive value(s), first at row {int(bad[0])} ({vals[bad[0]]:g})")
+    if "U" in roles and "D" in df.columns:  # unique tokens cannot exceed the tokens trained on
+        bad = np.flatnonzero(df["U"].to_numpy(float) > df["D"].to_numpy(float) * (1 + 1e-9))
+        if bad.size:
+            raise InputError(f"{law}: column '{ds.columns.get('U', 'U')}' (U, unique tokens) exceeds D (tokens trained) in {bad.size} row(s), "
+                             f"first at row {int(bad[0])}; U must be the unique tokens the run saw, so D >= U")
     if len(df) < min_points:
         raise InputError(f"{law}: too few points: {len(df)} (need at least {min_points})")
 

@@ -105,7 +105,8 @@ class FitRecord(dict):
         """A short human-readable table of parameters and intervals."""
         lines = [f"law: {self['law']}" + (f" (approach {self['approach']})" if self.get("approach") else ""), f"points: {self.get('n_points')}"]
         if self.get("objective") is not None:
-            lines.append(f"objective: {self['objective']:.10g}")
+            mle = (self.get("settings") or {}).get("objective") == "mle"
+            lines.append(f"objective{' (negative log-likelihood)' if mle else ''}: {self['objective']:.10g}")
         ivs = self.get("intervals") or {}
         for k, v in self["params"].items():
             if isinstance(v, (int, float)) and v is not None:
