@@ -22,6 +22,7 @@ _EXPORTS = {
     "read_run_dirs": "scaling.inputs",
     "plot_fit": "scaling.plots",
     "ChinchillaLaw": "scaling.laws",
+    "DataConstrainedLaw": "scaling.laws",
     "FrontierLaw": "scaling.laws",
     "KaplanLaw": "scaling.laws",
     "CriticalBatchLaw": "scaling.laws",

@@ -52,6 +52,8 @@ def fit_chinchilla(
     n_bins: int = 20,
     at_compute: list[float] | None = None,
     curves: bool | None = None,
+    objective: str = "huber",
+    law: str = "chinchilla",
 ) -> FitRecord:
     """Fit the Chinchilla law (approach 3) or frontier (approaches 1, 2) to `data`.
 
@@ -61,9 +63,18 @@ def fit_chinchilla(
     grid: 'fast' (vectorised grid ranking, L-BFGS-B from the best `top_k`) or 'full' (all 4500).
     holdout: None or 'largest' (fit on the smaller-compute runs, report the error on the largest).
     at_compute: also report the optimum at these budgets (in the record's convention).
+    objective (approach 3): 'huber' (summed Huber, default) or 'mle' (Huber-density likelihood, free sigma).
+    law (approach 3): 'chinchilla' or 'data-constrained' (Muennighoff et al. 2023; needs column U).
     """
     if approach not in (1, 2, 3):
         raise InputError(f"--approach must be 1, 2 or 3 (got {approach})")
+    if objective not in ("huber", "mle"):
+        raise InputError(f"--objective must be 'huber' or 'mle' (got {objective!r})")
+    if law not in ("chinchilla", "data-constrained"):
+        raise InputError(f"--law must be 'chinchilla' or 'data-constrained' (got {law!r})")
+    if approach != 3 and (objective != "huber" or law != "chinchilla"):
+        opt = f"--objective {objective}" if objective != "huber" else f"--law {law}"
+        raise InputError(f"{opt} applies to approach 3 only (got --approach {approach})")
     if holdout not in (None, "largest"):
         raise InputError(f"--holdout must be 'largest' (got {holdout!r})")
     if grid not in ("fast", "full"):
@@ -73,7 +84,9 @@ def fit_chinchilla(
     ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
     check_kinds(ds.n_kind, compute_kind)
     min_pts = {1: 3, 2: 6, 3: 6}[approach]
-    inputs.validate(ds, ("N", "D", "loss"), min_points=min_pts, law=f"chinchilla approach {approach}")
+    roles = ("N", "D", "loss", "U") if law == "data-constrained" else ("N", "D", "loss")
+    min_pts += law == "data-constrained"
+    inputs.validate(ds, roles, min_points=min_pts, law="chinchilla --law data-constrained" if law == "data-constrained" else f"chinchilla approach {approach}")
     df = drop_highest(ds.df, drop_highest_k)
     if len(df) < min_pts:
         raise InputError(f"chinchilla approach {approach}: too few points after --drop-highest: {len(df)} (need {min_pts})")
@@ -100,8 +113,12 @@ def fit_chinchilla(
         "approach": approach, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci,
         "holdout": holdout, "holdout_fraction": holdout_fraction if holdout else None, "curves": bool(curves),
     }
-    if approach == 3:
-        body = _approach3(df, C, cost, warnings, settings, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute)
+    if law == "data-constrained":
+        from scaling.data_constrained import fit_data_constrained
+
+        body = fit_data_constrained(df, C, warnings, settings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute)
+    elif approach == 3:
+        body = _approach3(df, C, cost, warnings, settings, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
     else:
         body = _frontier(df, C, warnings, settings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol, n_bins=n_bins, at_compute=at_compute, curves=curves)
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
@@ -109,7 +126,7 @@ def fit_chinchilla(
         law="chinchilla",
         approach=approach,
         n_points=len(df),
-        data_sha256=data_sha256(df, ["N", "D", "loss"]),
+        data_sha256=data_sha256(df, ["N", "D", "loss"] + (["U"] if law == "data-constrained" else [])),
         n_kind=ds.n_kind,
         conventions=conventions,
         source=ds.source,
@@ -203,21 +220,31 @@ def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
     return rows
 
 
-def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute):
+def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute, objective="huber"):
     from scaling.chinchilla_fit import BOUNDS, THETA, Objective, fit_theta, theta_to_params
     from scaling.laws import ChinchillaLaw
 
     N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
     warnings.extend(identification_warnings(N, D))
-    res = fit_theta(N, D, L, grid=grid, top_k=top_k, delta=delta)
+    if objective == "mle":  # Epoch's headline: likelihood of a Huber-shaped density with free sigma
+        from scaling.chinchilla_mle import fit_theta_mle, sigma_warnings
+
+        res, huber_res = fit_theta_mle(N, D, L, grid=grid, top_k=top_k, delta=delta)
+        warnings.extend(sigma_warnings(res))
+    else:
+        res = fit_theta(N, D, L, grid=grid, top_k=top_k, delta=delta)
     params = theta_to_params(res.x)
+    if objective == "mle":
+        params["sigma"] = res.sigma
     for k, v in zip(THETA, res.x):
         lo, hi = BOUNDS[k]
         if min(v - lo, hi - v) <= 1e-6 * (1 + abs(v)):
             warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum")
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
-    settings.update({"delta": delta, "grid": grid, "top_k": None if grid == "full" else top_k, "objective": "sum of Huber(delta) on log residuals", "parametrisation": "LSE(a - alpha log N, b - beta log D, e)"})
+    settings.update({"delta": delta, "grid": grid, "top_k": None if grid == "full" else top_k, "objective": objective, "parametrisation": "LSE(a - alpha log N, b - beta log D, e)",
+                     "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
+                     if objective == "mle" else "sum of Huber(delta) on log residuals"})
     resid = Objective(N, D, L, delta).residuals(res.x)
     diagnostics = res.to_diagnostics()
     diagnostics.update({
@@ -227,6 +254,8 @@ def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_
         "frac_within_delta": float(np.mean(np.abs(resid) <= delta)),
         "residuals_log": [float(r) for r in resid],
     })
+    if objective == "mle":
+        diagnostics["huber_start_objective"] = float(huber_res.fun)
     law = ChinchillaLaw(**{k: params[k] for k in CORE})
     intervals: dict = {}
     boot = None
@@ -245,12 +274,19 @@ def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_
             r = fit_theta(N[idx], D[idx], L[idx], grid="full", starts=boot_starts, delta=delta, extra_starts=[res.x], polish=False)
             return theta_to_params(r.x)
 
+        from scaling.chinchilla_mle import MLE_BOOTSTRAP_METHOD, refit_mle
+
+        def one_mle(idx):  # each resample refits the MLE itself (sigma included), warm-started
+            r = refit_mle(N[idx], D[idx], L[idx], [res.x, huber_res.x], delta=delta)
+            return {**theta_to_params(r.x), "sigma": r.sigma}
+
         t = time.perf_counter()
         reasons: dict[str, int] = {}
-        samples, failed = bs.run_bootstrap(one, idxs, reasons)
+        samples, failed = bs.run_bootstrap(one_mle if objective == "mle" else one, idxs, reasons)
         intervals = bs.percentile_intervals(samples, ci)
-        boot = {"n": bootstrap, "failed": failed, "failure_reasons": reasons, "seed": seed, "ci": ci, "method": settings["resample"],
-                "starts_per_resample": f"full-data optimum + the {boot_top_k} best grid points on the full data", "seconds": time.perf_counter() - t,
+        boot = {"n": bootstrap, "failed": failed, "failure_reasons": reasons, "seed": seed, "ci": ci,
+                "method": MLE_BOOTSTRAP_METHOD if objective == "mle" else settings["resample"],
+                "starts_per_resample": "full-data MLE and summed-Huber optima" if objective == "mle" else f"full-data optimum + the {boot_top_k} best grid points on the full data", "seconds": time.perf_counter() - t,
                 "standard_errors": bs.standard_errors(samples), "samples": {k: samples[k] for k in CORE}}
         if failed:
             warnings.append(f"{failed} of {bootstrap} bootstrap resamples failed to fit ({_reasons_text(reasons)})")
@@ -369,7 +405,8 @@ def _holdout_report(rec: FitRecord, held, held_C, rule: str, budget_tol: float) 
     obs = held["loss"].to_numpy(float)
     out = {"n_points": len(held), "rule": rule, "C_min": float(np.min(held_C))}
     if rec["approach"] == 3:
-        pred = rec.law().predict(held["N"].to_numpy(float), held["D"].to_numpy(float))
+        extra = {"U": held["U"].to_numpy(float)} if "U" in held and rec["settings"].get("law") == "data-constrained" else {}
+        pred = rec.law().predict(held["N"].to_numpy(float), held["D"].to_numpy(float), **extra)
         rel = (pred - obs) / obs
         out.update({"quantity": "loss", "mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
                     "mean_rel_error": float(np.mean(rel)),

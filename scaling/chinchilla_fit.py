@@ -63,17 +63,31 @@ class Objective:
 
     def batch(self, thetas: np.ndarray) -> np.ndarray:
         """Objective at many parameter vectors at once (rows of `thetas`), for ranking a grid."""
+        return huber(self.batch_residuals(thetas), self.delta).sum(axis=1)
+
+    def batch_residuals(self, thetas: np.ndarray) -> np.ndarray:
+        """Log residuals (one row per parameter vector in `thetas`)."""
         th = np.atleast_2d(thetas)
         t1 = th[:, 0:1] - th[:, 3:4] * self.logN[None, :]
         t2 = th[:, 1:2] - th[:, 4:5] * self.logD[None, :]
         e = np.broadcast_to(th[:, 2:3], t1.shape)
-        lse = np.logaddexp(np.logaddexp(t1, t2), e)
-        return huber(lse - self.logL[None, :], self.delta).sum(axis=1)
+        return np.logaddexp(np.logaddexp(t1, t2), e) - self.logL[None, :]
 
     def residuals(self, th: np.ndarray) -> np.ndarray:
         a, b, e, alpha, beta = th
         lse = np.logaddexp(np.logaddexp(a - alpha * self.logN, b - beta * self.logD), e)
         return lse - self.logL
+
+    def jacobian(self, th: np.ndarray) -> np.ndarray:
+        """d residuals / d theta (n x 5): the softmax weights of the three LSE terms."""
+        a, b, e, alpha, beta = th
+        t1 = a - alpha * self.logN
+        t2 = b - beta * self.logD
+        m = np.maximum(np.maximum(t1, t2), e)
+        w1, w2, w3 = np.exp(t1 - m), np.exp(t2 - m), np.exp(e - m)
+        s = w1 + w2 + w3
+        p1, p2 = w1 / s, w2 / s
+        return np.column_stack([p1, p2, w3 / s, -p1 * self.logN, -p2 * self.logD])
 
 
 def fit_theta(

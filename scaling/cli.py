@@ -24,7 +24,7 @@ def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
     p.add_argument("data", metavar="DATA", help="CSV/Parquet file (columns N, D, loss, ...) or a run-directory tree")
     p.add_argument("--out", metavar="F.json", help="write the fit record here")
     p.add_argument("--plot", metavar="F.png", help="write diagnostic plots here (matplotlib)")
-    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (N, D, loss, flops, batch_tokens, lr, steps); repeatable")
+    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (N, D, loss, flops, batch_tokens, lr, steps, U = unique tokens); repeatable")
     p.add_argument("--n-kind", default="total", choices=["total", "non_embedding", "active"],
                    help="which parameter count is N: run directories read it from summary.json; tables use their column of that kind "
                    "(params / non_embedding_params / active_params) or declare the N column's kind (default: total)")
@@ -62,6 +62,10 @@ def register(subparsers) -> None:
     p.add_argument("--compute", type=_positive_float, action="append", metavar="C", help="also report N_opt/D_opt/loss at this compute (repeatable)")
     p.add_argument("--curves", action="store_true", help="approach 1 on run directories: use every metrics.jsonl point of each run (training curves)")
     _compute_kind(p)
+    p.add_argument("--objective", choices=["huber", "mle"], default="huber",
+                   help="approach 3: huber = sum of Huber(1e-3) log residuals (default); mle = Epoch's maximum likelihood (Huber-shaped density, free sigma)")
+    p.add_argument("--law", dest="chinchilla_law", choices=["chinchilla", "data-constrained"], default="chinchilla",
+                   help="approach 3: data-constrained = Muennighoff et al. 2023 (repeated data discounted; needs unique tokens per run, column U)")
     p.set_defaults(func=cmd_fit_chinchilla)
 
     p = fsub.add_parser("kaplan", help="Kaplan L(N,D) = [(Nc/N)^(aN/aD) + Dc/D]^aD, or L(N), L(D)")
@@ -160,7 +164,8 @@ def cmd_fit_chinchilla(args) -> int:
         return _fail("--curves applies to --approach 1 only (intermediate points of a decaying schedule bias approaches 2 and 3)", 2)
     return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
                     holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
-                    budget_tol=args.budget_tol, at_compute=args.compute, curves=args.curves, compute_kind=args.compute_kind)
+                    budget_tol=args.budget_tol, at_compute=args.compute, curves=args.curves, compute_kind=args.compute_kind,
+                    objective=args.objective, law=args.chinchilla_law)
 
 
 def cmd_fit_kaplan(args) -> int:

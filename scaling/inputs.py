@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from scaling.errors import InputError
 
-ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps")
+ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps", "U")
 
 # Column names recognised automatically (case-insensitive) when --col does not say otherwise.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -25,6 +25,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "batch_tokens": ("batch_tokens", "batch_size_tokens", "bs_tokens", "b"),
     "lr": ("lr", "learning_rate", "eta"),
     "steps": ("steps", "step", "s", "steps_to_target"),
+    "U": ("u", "unique_tokens", "u_d", "unique tokens", "unique"),  # unique tokens a run could draw from (D / U = epochs)
 }
 
 from scaling.conventions import N_COLUMNS as N_KINDS  # N kind -> summary.json key  # noqa: E402
@@ -83,7 +84,10 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", c
         if path.is_dir():
             raw, warnings = read_curves(path, n_kind=n_kind) if curves else read_run_dirs(path, n_kind=n_kind)
             if not columns:
-                return _canonical(raw, {r: r for r in ROLES if r in raw.columns}, desc, n_kind, warnings, f"{N_KINDS[n_kind]} from summary.json")
+                mapping = {r: r for r in ROLES if r in raw.columns}
+                if "unique_tokens" in raw.columns and raw["unique_tokens"].notna().all():
+                    mapping["U"] = "unique_tokens"  # the training split's unique tokens (summary.json)
+                return _canonical(raw, mapping, desc, n_kind, warnings, f"{N_KINDS[n_kind]} from summary.json")
         elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
             try:
                 raw = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
@@ -155,6 +159,7 @@ def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) ->
     missing = [r for r in roles if r not in df.columns]
     if missing:
         hint = " (or 'flops' together with N)" if "D" in missing else ""
+        hint += " (unique tokens per run: a column U, unique_tokens or u_d)" if "U" in missing else ""
         avail = ", ".join(ds.columns.get(c, c) for c in df.columns) or "(none)"
         which = ", ".join(f"'{r}'" for r in missing)
         raise InputError(f"{law}: missing column for {which}{hint}; map one with --col ROLE=COLUMN (found: {avail})")

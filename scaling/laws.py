@@ -52,6 +52,44 @@ class ChinchillaLaw:
 
 
 @dataclass(frozen=True)
+class DataConstrainedLaw(ChinchillaLaw):
+    """Muennighoff et al. 2023: Chinchilla with repeated data discounted.
+
+    L(N, D, U) = E + A / N'^alpha + B / D'^beta, with U the unique tokens a run saw and
+    D' = U + U R_D_star (1 - exp(-R_D / R_D_star)), R_D = max(D/U - 1, 0) repetitions beyond the
+    first epoch: repeated tokens are worth less and less, saturating at U (1 + R_D_star).
+    N' = N unless R_N_star is given (the paper's excess-parameter term, not fitted by scalelab):
+    then U_N = min(N, N_opt for U tokens), N' = U_N + U_N R_N_star (1 - exp(-R_N / R_N_star)),
+    R_N = N/U_N - 1. With U None, or D <= U everywhere, predict is the Chinchilla law's.
+    compute_optimal is the Chinchilla frontier, i.e. it assumes enough unique data.
+    """
+
+    R_D_star: float = float("inf")
+    R_N_star: float | None = None
+
+    @staticmethod
+    def _decayed(unique, repeats, r_star):
+        return unique * (1.0 - r_star * np.expm1(-repeats / r_star))
+
+    def effective_data(self, D, U):
+        """D' (tokens); a run that saw fewer tokens than U (D <= U) repeated nothing: D' = D."""
+        D = np.asarray(D, dtype=float)
+        U = np.minimum(np.asarray(U, dtype=float), D)
+        return self._decayed(U, D / U - 1.0, self.R_D_star)
+
+    def predict(self, N, D, U=None):
+        if U is None:
+            return super().predict(N, D)
+        N, D = np.asarray(N, dtype=float), np.asarray(D, dtype=float)
+        n_eff = N
+        if self.R_N_star is not None:  # the paper's N' (needs the unique data U)
+            u = np.minimum(np.asarray(U, dtype=float), D)
+            u_n = np.minimum(N, self.G * (u * self.G) ** (self.beta / self.alpha))
+            n_eff = self._decayed(u_n, np.maximum(N / u_n - 1.0, 0.0), self.R_N_star)
+        return self.E + self.A / n_eff**self.alpha + self.B / self.effective_data(D, U) ** self.beta
+
+
+@dataclass(frozen=True)
 class FrontierLaw:
     """Compute-optimal allocation from Approaches 1/2: N_opt = N_coef C^a, D_opt = D_coef C^b."""
 
@@ -162,6 +200,9 @@ class NDHParamLaw:
 
 
 # Published constants, for comparison plots and tests.
+# Muennighoff et al. 2023 (datablations README, C4): a, b, e = 6.255414, 7.3049974, 0.6254804.
+MUENNIGHOFF_2023 = DataConstrainedLaw(E=float(np.exp(0.6254804)), A=float(np.exp(6.255414)), B=float(np.exp(7.3049974)), alpha=0.3526596,
+                                      beta=0.3526596, R_D_star=15.387756, R_N_star=5.309743)
 HOFFMANN_2022 = ChinchillaLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
 EPOCH_2024 = ChinchillaLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658)
 KAPLAN_2020_ND = KaplanLaw(form="nd", Nc=6.4e13, alphaN=0.076, Dc=1.8e13, alphaD=0.103)
@@ -181,6 +222,8 @@ def from_record(rec) -> object:
     if law == "chinchilla":
         if rec.get("approach") in (1, 2):
             return FrontierLaw(**_pick(p, FrontierLaw))
+        if (rec.get("settings") or {}).get("law") == "data-constrained":
+            return DataConstrainedLaw(**_pick(p, DataConstrainedLaw))
         return ChinchillaLaw(**_pick(p, ChinchillaLaw))
     if law == "kaplan":
         return KaplanLaw(form=rec.get("settings", {}).get("form", "nd"), **_pick(p, KaplanLaw))

@@ -99,7 +99,8 @@ def _chinchilla(plt, rec, df):
 
     ax = axes[1, 1]
     if isinstance(law, ChinchillaLaw):
-        r = np.log(law.predict(N, D)) - np.log(L)
+        extra = {"U": df["U"].to_numpy(float)} if "U" in df.columns and hasattr(law, "effective_data") else {}  # data-constrained
+        r = np.log(law.predict(N, D, **extra)) - np.log(L)
         ax.scatter(C, r, s=10, c=np.log10(N), cmap="viridis")
         ax.axhline(0, color="k", lw=0.8)
         ax.set(xscale="log", xlabel="C (FLOPs)", ylabel="log pred - log obs", title="residuals (colour: log10 N)")

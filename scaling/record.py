@@ -109,7 +109,8 @@ class FitRecord(dict):
             lines.append(f"conventions: N = {conv.get('n_kind')} parameters" + (f" ({conv['n_source']})" if conv.get("n_source") else "")
                          + (f", compute = {conv['compute']}" if conv.get("compute") else ""))
         if self.get("objective") is not None:
-            lines.append(f"objective: {self['objective']:.10g}")
+            mle = (self.get("settings") or {}).get("objective") == "mle"
+            lines.append(f"objective{' (negative log-likelihood)' if mle else ''}: {self['objective']:.10g}")
         ivs = self.get("intervals") or {}
         for k, v in self["params"].items():
             if isinstance(v, (int, float)) and v is not None:

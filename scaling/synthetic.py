@@ -11,9 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from scaling.laws import ChinchillaLaw, ComputeHParamLaw, StepsExamplesLaw
+from scaling.laws import ChinchillaLaw, ComputeHParamLaw, DataConstrainedLaw, StepsExamplesLaw
 
 TRUE_CHINCHILLA = ChinchillaLaw(E=1.8, A=480.0, B=2100.0, alpha=0.35, beta=0.37)
+TRUE_DATA_CONSTRAINED = DataConstrainedLaw(E=1.8, A=480.0, B=2100.0, alpha=0.35, beta=0.37, R_D_star=15.4)
 
 
 def chinchilla_table(law: ChinchillaLaw = TRUE_CHINCHILLA, *, budgets=(1e17, 1e18, 1e19, 1e20), n_per_budget: int = 9,
@@ -29,6 +30,29 @@ def chinchilla_table(law: ChinchillaLaw = TRUE_CHINCHILLA, *, budgets=(1e17, 1e1
         for n in n_opt * np.geomspace(1 / 8, 8, n_per_budget):
             d = C / (6 * n)
             rows.append({"N": float(n), "D": float(d), "flops": float(C), "loss": float(law.predict(n, d) * np.exp(noise * rng.standard_normal()))})
+    return pd.DataFrame(rows)
+
+
+def data_constrained_table(law: DataConstrainedLaw = TRUE_DATA_CONSTRAINED, *, budgets=(1e17, 1e18, 1e19, 1e20), n_per_budget: int = 7,
+                           unique=(3e8, 1e9, 3e9), models=(3e7, 1e8, 3e8), epochs=(1, 2, 4, 8, 12, 16, 20), noise: float = 0.0, seed: int = 0):
+    """Fresh-data IsoFLOP runs (U = D) plus repeated-data runs: every model in `models` trained for
+    each of `epochs` passes over each unique-token budget in `unique` (D = U * epochs). loss =
+    law(N, D, U) * exp(noise * z). Columns N, D, U, flops, loss."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for C in budgets:
+        n_opt, _ = law.compute_optimal(C)
+        for n in n_opt * np.geomspace(1 / 8, 8, n_per_budget):
+            d = C / (6 * n)
+            rows.append({"N": float(n), "D": float(d), "U": float(d)})
+    for u in unique:
+        for n in models:
+            rows.extend({"N": float(n), "D": float(u * ep), "U": float(u)} for ep in epochs)
+    for r in rows:
+        r["flops"] = 6.0 * r["N"] * r["D"]
+        r["loss"] = float(law.predict(r["N"], r["D"], r["U"]) * np.exp(noise * rng.standard_normal()))
     return pd.DataFrame(rows)
 
 
