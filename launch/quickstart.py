@@ -126,10 +126,18 @@ class MainJob:
         return self.out / "runs" / self._spec(step)["name"]
 
     def data_settings(self) -> tuple[str, int, Path]:
+        dcfg = self.data_config()
+        return dcfg.name, dcfg.tokenizer.vocab_size, self.out / "data" / dcfg.name
+
+    def data_config(self):
         from pretrain.config.loader import load_data_config
 
-        dcfg = load_data_config(PROJECT_ROOT / self.cfg.data.config, self.cfg.data.overrides)
-        return dcfg.name, dcfg.tokenizer.vocab_size, self.out / "data" / dcfg.name
+        return load_data_config(PROJECT_ROOT / self.cfg.data.config, self.cfg.data.overrides)
+
+    def data_section(self, data_dir: Path) -> dict:
+        """The whole data section every run trains on (the prepared folder included), so no run
+        re-resolves a preset on its own and the fits' recipe names the data exactly."""
+        return {**self.data_config().model_dump(mode="json", exclude_defaults=True), "out_dir": str(data_dir)}
 
     def done_runs(self, root: Path) -> list[Path]:
         out = []
@@ -146,7 +154,7 @@ class MainJob:
         t0 = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
         name, vocab, data_dir = self.data_settings()
-        data_set = [f"set.data.name={name}", f"set.data.tokenizer.vocab_size={vocab}", f"set.data.out_dir={data_dir}"]
+        data_set = [f"set.data={json.dumps(self.data_section(data_dir))}"]
 
         with self.step("1. data"):
             self.scalelab("data", "prepare", PROJECT_ROOT / self.cfg.data.config, *self.cfg.data.overrides, f"out_dir={data_dir}")
@@ -173,7 +181,7 @@ class MainJob:
             # A tiny model's training gains little from a second thread, so the sweeps' checkpoints
             # are evaluated on the other core while the plan's run trains on one.
             evals = self.start_evaluation(self.done_runs(iso_runs) + self.done_runs(bslr_runs), workers=1)
-            plan_run = self.plan_and_train(fits, iso_runs, data_set, threads=1 if evals else None)
+            plan_run = self.plan_and_train(fits, iso_runs, threads=self.cfg.plan.threads or (1 if evals else None))
             self.wait_evaluation(evals)
 
         with self.step("5. evaluation of the plan's run, predicted vs measured"):
@@ -186,7 +194,7 @@ class MainJob:
 
             report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, self.cumulative)
         print(f"\nreport: {report}")
-        print(f"predicted loss {comparison['predicted']:.4f} (95% interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
+        print(f"predicted loss {comparison['predicted']:.4f} (95% prediction interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
               f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}")
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
         return 0
@@ -223,89 +231,51 @@ class MainJob:
         if _newer(out, [p / "summary.json" for p in self.done_runs(runs)]):
             print(f"{out.name}: up to date")
             return
-        code = self.scalelab("fit", *args, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required)
+        conv = ["--n-kind", self.cfg.fit.n_kind] + (["--compute-kind", self.cfg.fit.compute_kind] if self.cfg.fit.compute_kind else [])
+        code = self.scalelab("fit", *args, *conv, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required)
         if code != 0:
             print(f"warning: the {args[0]} fit failed; the plan goes on without it")
 
-    def plan_and_train(self, fits: Path, iso_runs: Path, data_set: list[str], threads: int | None = None) -> Path:
-        budgets = [json.loads((r / "summary.json").read_text())["flops"] for r in self.done_runs(iso_runs)]
-        if not budgets:
-            raise StepFailed(f"no finished IsoFLOP runs in {iso_runs}")
-        compute = self.cfg.plan.compute_multiplier * max(budgets)
+    def plan_and_train(self, fits: Path, iso_runs: Path, threads: int | None = None) -> Path:
+        """Plan for `compute_multiplier` x the largest IsoFLOP budget (in the fit's own compute
+        convention), then train the emitted config as it is: it carries the sweep runs' recipe
+        and data, so the run is trained like the runs the law was fitted on."""
+        from scaling.record import FitRecord
+
+        a3 = fits / "chinchilla-a3.json"
+        if not a3.exists():
+            raise StepFailed(f"no approach-3 fit ({a3}): nothing to plan with")
+        compute = self.cfg.plan.compute_multiplier * FitRecord.load(a3)["data_range"]["C"][1]
         plan_dir = self.out / "plan"
         plan_dir.mkdir(parents=True, exist_ok=True)
         emitted = plan_dir / "emitted.yaml"
-        _, vocab, _ = self.data_settings()
-        fit_args = ["--fit", fits / "chinchilla-a3.json"]
-        if (fits / "batch-lr.json").exists():
+        fit_args = ["--fit", a3]
+        if self.cfg.plan.hparams_from_fit and (fits / "batch-lr.json").exists():
             fit_args += ["--fit", fits / "batch-lr.json"]
-        if not _newer(plan_dir / "plan.json", [fits / "chinchilla-a3.json", fits / "batch-lr.json"]):
-            self.scalelab("plan", *fit_args, "--compute", f"{compute:.4g}", "--vocab-size", vocab,
-                          "--emit-config", emitted, "--out", plan_dir / "plan.json")
-        train_cfg = self.plan_train_config(emitted, plan_dir / "train.yaml", data_set)
-        run_dir = self.out / "runs" / "plan" / yaml.safe_load(train_cfg.read_text())["name"]
-        self.scalelab("train", train_cfg, *([f"train.threads={threads}"] if threads else []), "--run-dir", run_dir)
+        if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
+            self.scalelab("plan", *fit_args, "--compute", f"{compute:.6g}", "--emit-config", emitted, "--out", plan_dir / "plan.json")
+        name = yaml.safe_load(emitted.read_text())["name"]
+        run_dir = self.out / "runs" / "plan" / name
+        extra = [f"train.threads={threads}"] if threads else []
+        self.scalelab("train", emitted, "wandb.mode=offline", "wandb.group=plan", *extra, "--run-dir", run_dir)
         return run_dir
 
-    def plan_train_config(self, emitted: Path, out: Path, data_set: list[str]) -> Path:
-        """The emitted config, trained like the sweep runs it extrapolates from.
-
-        The sweep's shared settings (sequence length, data, eval and logging cadence) are applied
-        on top; what the plan decided (model, tokens, lr, batch) is kept."""
-        cfg = yaml.safe_load(emitted.read_text())
-        if isinstance(cfg.get("model"), str):
-            cfg["model"] = {"preset": cfg["model"]}
-        cfg["data"] = yaml.safe_load((PROJECT_ROOT / self.cfg.data.config).read_text())  # the sweeps' data
-        base = dict(self._spec(self.cfg.isoflop).get("set") or {})
-        for s in [*data_set, *(x for x in self.cfg.isoflop.set if x.startswith("set."))]:
-            k, v = s.removeprefix("set.").split("=", 1)
-            base[k] = yaml.safe_load(v)
-        decided = ["optim.lr", "train.tokens", "train.steps"]
-        if self.cfg.plan.batch_from_fit:
-            decided += ["train.global_batch_size", "train.micro_batch_size"]
-        for key, value in base.items():
-            if key in decided or not key.startswith(("model.", "data.", "train.", "optim.", "schedule.", "precision", "deepspeed.")):
-                continue
-            node, parts = cfg, key.split(".")
-            for part in parts[:-1]:
-                if not isinstance(node.get(part), dict):
-                    node[part] = {}
-                node = node[part]
-            node[parts[-1]] = value
-        plan = json.loads((emitted.parent / "plan.json").read_text()) if (emitted.parent / "plan.json").exists() else {}
-        seq_len = (cfg.get("model") or {}).get("seq_len")
-        if self.cfg.plan.batch_from_fit and plan.get("batch_tokens") and seq_len:
-            # the emitted batch is in sequences of the preset's length: keep the planned *tokens* per step
-            micro = 16  # the sweeps' micro-batch; smaller when the planned batch is smaller
-            n_seq = max(1, round(plan["batch_tokens"] / seq_len))
-            micro = min(micro, n_seq)
-            cfg["train"]["micro_batch_size"] = micro
-            cfg["train"]["global_batch_size"] = max(micro, round(n_seq / micro) * micro)
-        cfg["wandb"] = {"mode": "offline", "group": "plan"}
-        out.write_text("# The plan's run: `scalelab plan --emit-config` + the IsoFLOP sweep's shared settings.\n"
-                       + yaml.safe_dump(cfg, sort_keys=False))
-        return out
-
     def compare(self, fit_path: Path, run: Path) -> dict:
-        """Approach 3's prediction for the run actually trained (its N and D) vs its measured loss."""
-        import numpy as np
-
+        """Approach 3's prediction for the run actually trained (its N of the fit's kind and its
+        tokens) with the 95% prediction interval, vs its measured validation loss."""
+        from scaling.conventions import N_COLUMNS
+        from scaling.prediction import predict_loss
         from scaling.record import FitRecord
 
         rec = FitRecord.load(fit_path)
         s = json.loads((run / "summary.json").read_text())
-        n, d = float(s["params"]), float(s["tokens"])
+        kind = (rec.get("conventions") or {}).get("n_kind", "total")
+        n, d = float(s[N_COLUMNS[kind]]), float(s["tokens"])
         measured = s["final_val_loss"] if s.get("final_val_loss") is not None else s["final_loss"]
-        p = rec.params
-        law = lambda q: q["E"] + q["A"] / n ** q["alpha"] + q["B"] / d ** q["beta"]  # noqa: E731
-        predicted = law(p)
-        samples = (rec.get("bootstrap") or {}).get("samples") or {}
-        if all(k in samples for k in ("E", "A", "B", "alpha", "beta")):
-            draws = np.array([law({k: samples[k][i] for k in ("E", "A", "B", "alpha", "beta")}) for i in range(len(samples["E"]))])
-            interval = [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))]
-        else:
-            interval = [predicted, predicted]
-        out = {"run": str(run), "N": n, "D": d, "predicted": predicted, "interval": interval, "measured": measured,
-               "rel_error": (measured - predicted) / predicted, "n_kind": rec.get("n_kind", "total")}
+        pred = predict_loss(rec, n, d)
+        out = {"run": str(run), "N": n, "n_kind": kind, "D": d, "params": s["params"], "predicted": pred["loss"], "interval": pred["interval"],
+               "interval_kind": pred["interval_kind"], "parameter_interval": pred.get("parameter_interval"), "measured": measured,
+               "rel_error": (measured - pred["loss"]) / pred["loss"], "inside": pred["interval"][0] <= measured <= pred["interval"][1],
+               "epochs": s.get("epochs"), "conventions": rec.get("conventions")}
         (self.out / "plan" / "comparison.json").write_text(json.dumps(out, indent=2) + "\n")
         return out

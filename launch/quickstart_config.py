@@ -1,6 +1,8 @@
 """Typed settings of the main job (configs/quickstart.yaml)."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -26,11 +28,15 @@ class EvalStep(_Strict):
 
 class FitStep(_Strict):
     bootstrap: int = Field(200, ge=0, description="bootstrap resamples for every fit")
+    n_kind: Literal["total", "non_embedding"] = Field("non_embedding", description="which parameter count is N in every fit")
+    compute_kind: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] | None = Field(
+        None, description="compute convention of the fits and the plan (null: the one the IsoFLOP sweep sized its runs with)")
 
 
 class PlanStep(_Strict):
     compute_multiplier: float = Field(10.0, gt=1, description="plan budget = this x the largest IsoFLOP budget")
-    batch_from_fit: bool = Field(True, description="train the plan with the batch-lr fit's batch size (false: the IsoFLOP sweep's)")
+    hparams_from_fit: bool = Field(True, description="train the plan with the batch-lr fit's lr and batch (false: the IsoFLOP runs' recipe)")
+    threads: int | None = Field(None, ge=1, description="torch threads of the plan's run (default: one per core left after the evaluations)")
 
 
 class QuickstartConfig(_Strict):

@@ -39,10 +39,10 @@ def _runs_table(root: Path) -> tuple[str, list[Path]]:
         ev = _evals(run)
         per_run[run] = (s, ev)
         evals_cols += [k for k in ev if k not in evals_cols]
-    headers = ["run", "status", "params", "tokens", "FLOPs", "batch", "lr", "val loss", "val bpb", *evals_cols]
+    headers = ["run", "status", "params", "non-emb params", "tokens", "epochs", "FLOPs", "batch", "lr", "val loss", "val bpb", *evals_cols]
     for run in runs:
         s, ev = per_run[run]
-        rows.append([run.name, s.get("status"), s.get("params"), s.get("tokens"), s.get("flops"), s.get("batch_tokens"),
+        rows.append([run.name, s.get("status"), s.get("params"), s.get("non_embedding_params"), s.get("tokens"), s.get("epochs"), s.get("flops"), s.get("batch_tokens"),
                      s.get("lr"), s.get("final_val_loss"), s.get("final_val_bpb"), *[ev.get(k) for k in evals_cols]])
     return _table(headers, rows), runs
 
@@ -69,6 +69,8 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
     plan_table, _ = _runs_table(plan_run.parent)
     plan = json.loads((out / "plan" / "plan.json").read_text())
     c = comparison
+    conv = c.get("conventions") or plan.get("conventions") or {}
+    largest = plan["compute"] / (plan.get("extrapolation_factor") or 1.0)
     parts = [
         "# scalelab quickstart: a scaling study on the bundled corpus\n",
         "Every number below was measured by this run; rerun `make quickstart` to reproduce it.\n",
@@ -78,13 +80,15 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
         _table(["step", "this invocation", "all invocations"],
                [[k, v, (cumulative or timings).get(k, v)] for k, v in timings.items()]),
         "\n## The honest test: predicted vs measured loss\n",
-        f"The plan for {plan['compute']:.3g} FLOPs ({plan.get('compute', 0) / max(1, max(_budgets(iso_runs))):.3g}x the largest IsoFLOP budget) "
-        f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} parameters, D = {c['D']:.4g} tokens).\n",
+        f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {plan['compute'] / largest:.3g}x the largest fitted budget) "
+        f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} {c.get('n_kind', '')} parameters, {c.get('params', 0):.4g} in all; "
+        f"D = {c['D']:.4g} tokens" + (f", {c['epochs']:.2f} epochs of the training data" if c.get("epochs") else "") + ").\n",
         _table(["", "validation loss"], [
             ["predicted by approach 3 (point)", c["predicted"]],
-            ["95% bootstrap interval", f"{c['interval'][0]:.4f} – {c['interval'][1]:.4f}"],
+            [f"95% {c.get('interval_kind', 'interval')}", f"{c['interval'][0]:.4f} – {c['interval'][1]:.4f}"],
+            *([["95% parameter-only interval", f"{c['parameter_interval'][0]:.4f} – {c['parameter_interval'][1]:.4f}"]] if c.get("parameter_interval") else []),
             ["measured", c["measured"]],
-            ["relative error", f"{c['rel_error']:+.2%}"],
+            ["relative error", f"{c['rel_error']:+.2%}" + (" (inside the interval)" if c.get("inside") else " (outside the interval)")],
         ]),
         "\n## Plan\n",
         f"```\n{format_plan(plan)}\n```\n",
@@ -105,11 +109,3 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
     path.write_text("\n".join(parts) + "\n")
     return path
 
-
-def _budgets(root: Path) -> list[float]:
-    out = []
-    for s in root.glob("**/summary.json"):
-        d = json.loads(s.read_text())
-        if d.get("status") == "done" and d.get("flops"):
-            out.append(d["flops"])
-    return out or [1.0]
