@@ -36,6 +36,7 @@ from scaling.record import FitRecord, data_sha256, make_record
 from scaling.threads import blas_single_thread
 
 MIN_BATCHES = 3
+MIN_BOOT = 10  # successful resamples needed before an interval is reported
 IDENTIFIED_FACTOR = 4.0  # B_crit beyond 4x outside the tested batches is an extrapolation: kept out of the laws
 DEFINITION = "B_crit = E_min / S_min from S = S_min (1 + B_crit / B), S = optimizer steps to first reach the target loss"
 D_DEFINITION = "D = 2 E_min: tokens to reach the target when training at B = B_crit"
@@ -327,6 +328,49 @@ def _noise_for_row(row: dict, table: list[dict]) -> None:
                    noise_scale_note="not measured (no grad_noise_scale records near the target; set train.noise_scale_every_steps)")
 
 
+def _keys(pts: dict, model: np.ndarray) -> list[tuple[int, float | None]]:
+    """One (model group, target) key per fit; equal targets (to 1e-6) are made identical."""
+    keys = []
+    for g in np.unique(model):
+        m = model == g
+        ts = pts["target"][m]
+        if np.isnan(ts).all():
+            keys.append((int(g), None))
+            continue
+        tg = group_by_tolerance(ts, 1e-6)
+        for k in np.unique(tg):
+            t = float(ts[tg == k][0])
+            pts["target"][np.flatnonzero(m)[tg == k]] = t
+            keys.append((int(g), t))
+    return keys
+
+
+def _build_rows(pts: dict, model: np.ndarray, keys, fits: dict, table: list[dict], warnings: list[str]) -> list[dict]:
+    """The record's `models` rows (one per fitted (model, target)), with their warnings."""
+    rows = []
+    for key in keys:
+        m = model == key[0]
+        n = float(np.exp(np.log(pts["N"][m]).mean()))
+        tl = "" if key[1] is None else f" target {key[1]:.4g}"
+        if key not in fits:
+            m2 = m if key[1] is None else m & (pts["target"] == key[1])
+            warnings.append(f"model N~{n:.3g}{tl}: only {distinct(pts['B'][m2], 0.01)} batch size(s) reach it (< {MIN_BATCHES}); no fit")
+            continue
+        f = fits[key]
+        run_names = sorted({pts["run"][i] for i in f["_idx"]})
+        row = {"N": n, "group": key[0], "target_loss": key[1], "n_runs": len(run_names), "_runs": run_names,
+               **{k: v for k, v in f.items() if not k.startswith("_")}}
+        row["points"] = [{"batch_tokens": b, "steps": s, "tokens": b * s, "lr": lr_, "runs": [pts["run"][i] for i in mm]} for b, s, lr_, mm in f["_cells"]]
+        lo, hi = row["B_range"]
+        if not lo <= row["B_crit"] <= hi:
+            warnings.append(f"model N~{n:.3g}{tl}: B_crit={row['B_crit']:.3g} lies outside the tested batch range [{lo:.3g}, {hi:.3g}] (extrapolated)"
+                            + ("" if row["in_laws"] else f"; more than {IDENTIFIED_FACTOR:g}x outside, so left out of the across-model laws"))
+        if table:
+            _noise_for_row(row, table)
+        rows.append(row)
+    return rows
+
+
 # ---------------------------------------------------------------- the fit
 @blas_single_thread
 def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None, n_kind: str = "total", ci: float = 0.95,
@@ -363,44 +407,12 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
     else:
         pts, info = _table_points(ds)
     if len(pts["S"]) == 0:
-        raise InputError("critical-batch: no run reached any target loss" + (f" (targets {target_loss})" if target_loss else ""))
+        why = f" (targets {target_loss})" if target_loss else f" ({'; '.join(warnings[-2:])})" if warnings else ""
+        raise InputError("critical-batch: no run reached any target loss" + why)
     model = group_by_tolerance(pts["N"], 0.01)
     pts["key_model"] = model
-    keys = []
-    for g in np.unique(model):
-        m = model == g
-        ts = pts["target"][m]
-        if np.isnan(ts).all():
-            keys.append((int(g), None))
-        else:
-            tg = group_by_tolerance(ts, 1e-6)
-            for k in np.unique(tg):
-                t = float(ts[tg == k][0])
-                pts["target"][np.flatnonzero(m)[tg == k]] = t  # one value per target group
-                keys.append((int(g), t))
-    fits = _fit_rows(pts, keys)
-    rows = []
-    for key in keys:
-        m = (model == key[0])
-        n = float(np.exp(np.log(pts["N"][m]).mean()))
-        tl = "" if key[1] is None else f" target {key[1]:.4g}"
-        if key not in fits:
-            m2 = m if key[1] is None else m & (pts["target"] == key[1])
-            nb = distinct(pts["B"][m2], 0.01) if m2.any() else 0
-            warnings.append(f"model N~{n:.3g}{tl}: only {nb} batch size(s) reach it (< {MIN_BATCHES}); no fit")
-            continue
-        f = fits[key]
-        run_names = sorted({pts["run"][i] for i in f["_idx"]})
-        row = {"N": n, "group": key[0], "target_loss": key[1], "n_runs": len(run_names), "_runs": run_names,
-               **{k: v for k, v in f.items() if not k.startswith("_")}}
-        row["points"] = [{"batch_tokens": b, "steps": s, "tokens": b * s, "lr": lr_, "runs": [pts["run"][i] for i in mm]} for b, s, lr_, mm in f["_cells"]]
-        lo, hi = row["B_range"]
-        if not lo <= row["B_crit"] <= hi:
-            warnings.append(f"model N~{n:.3g}{tl}: B_crit={row['B_crit']:.3g} lies outside the tested batch range [{lo:.3g}, {hi:.3g}] (extrapolated)"
-                            + ("" if row["in_laws"] else f"; more than {IDENTIFIED_FACTOR:g}x outside, so left out of the across-model laws"))
-        if from_runs:
-            _noise_for_row(row, table)
-        rows.append(row)
+    keys = _keys(pts, model)
+    rows = _build_rows(pts, model, keys, _fit_rows(pts, keys), table, warnings)
     if not rows:
         raise InputError(f"critical-batch: no model size has runs at {MIN_BATCHES} or more batch sizes reaching a target"
                          + ("; " + "; ".join(warnings[-3:]) if warnings else ""))
@@ -419,7 +431,7 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
     ho = _holdout(rows, compute) if holdout == "largest" else None
     intervals, boot = {}, None
     if bootstrap:
-        intervals, boot = _bootstrap(pts, model, keys, rows, params, bootstrap, seed, ci)
+        intervals, boot = _bootstrap(pts, model, keys, rows, params, bootstrap, seed, ci, warnings)
     for r in rows:
         r.pop("_runs", None)
     if from_runs:
@@ -449,7 +461,13 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
     return CriticalBatchRecord(rec)
 
 
-def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float):
+def _informative(vals) -> bool:
+    v = np.asarray(vals, dtype=float)
+    v = v[np.isfinite(v)]
+    return v.size >= MIN_BOOT and float(np.ptp(v)) > 1e-12 * float(np.abs(v).max())
+
+
+def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float, warnings: list[str]):
     """Resample runs (whole runs, never points of a curve) within each model size; targets stay
     fixed. A resample that loses a law the full data supports is a counted, explained failure;
     any other exception is a bug and fails the fit."""
@@ -469,21 +487,24 @@ def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float
                 per_row[key].append(f["B_crit"])
             n = float(np.exp(np.log(sub["N"][f["_idx"]]).mean()))
             rr.append({"N": n, "group": key[0], "target_loss": key[1], **f})
-        p, why = _across(rr)
+        p, _ = _across(rr)
         lost = sorted(want - set(p))
         if lost:
-            raise FitError(f"resample lost {', '.join(lost)} ({'; '.join(sorted(set(why.values())))})")
+            raise FitError(f"resample left {len(fits)} of {len(rows)} (model, target) fits with {MIN_BATCHES}+ batch sizes: too few for {', '.join(lost)}")
         return p
 
     t = time.perf_counter()
     idxs = bs.resample_indices(len(runs), n_boot, seed, groups=run_model)
     samples, failed, reasons = bs.run_bootstrap_strict(one, idxs)
-    intervals = bs.percentile_intervals(samples, ci)
+    intervals = {k: v for k, v in bs.percentile_intervals(samples, ci).items() if _informative(samples[k])}
     for r in rows:
-        iv = bs.percentile_intervals({"B_crit": per_row[(r["group"], r["target_loss"])]}, ci)
-        if iv:
-            r["B_crit_interval"] = iv["B_crit"]
-        r["B_crit_bootstrap_n"] = len(per_row[(r["group"], r["target_loss"])])
+        vals = per_row[(r["group"], r["target_loss"])]
+        r["B_crit_bootstrap_n"] = len(vals)
+        if _informative(vals):
+            r["B_crit_interval"] = bs.percentile_intervals({"B_crit": vals}, ci)["B_crit"]
+    if any(not _informative(v) for v in list(per_row.values()) + list(samples.values())) or len(samples) < len(want):
+        warnings.append(f"bootstrap: some quantities have no interval (fewer than {MIN_BOOT} successful resamples, or all alike: "
+                        "with one run per batch size, resampling runs mostly drops batch sizes; repeat runs or more batch sizes give intervals)")
     boot = {"n": n_boot, "failed": failed, "failed_reasons": reasons, "seed": seed, "ci": ci, "seconds": time.perf_counter() - t,
             "samples": samples, "method": "resample runs within each model size (targets fixed); percentile intervals; "
             f"a (model, target) fit is skipped in a resample keeping fewer than {MIN_BATCHES} batch sizes"}

@@ -114,7 +114,7 @@ def test_bootstrap_resamples_runs_and_explains_failures(tmp_path):
     b = rec["bootstrap"]
     # 3 runs per model resampled with replacement keep all 3 batch sizes in only 2/9 of draws per model
     assert b["failed"] > 0 and sum(b["failed_reasons"].values()) == b["failed"]
-    assert all("resample lost" in why for why in b["failed_reasons"])
+    assert all(why.startswith("resample left") and "3+ batch sizes" in why for why in b["failed_reasons"])
     assert "runs within each model size" in b["method"]
     assert all(m["B_crit_bootstrap_n"] < 30 for m in rec["models"])
 
