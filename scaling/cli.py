@@ -85,8 +85,13 @@ def register(subparsers) -> None:
     _compute_kind(p)
     p.set_defaults(func=cmd_fit_batch_lr)
 
-    p = fsub.add_parser("critical-batch", help="steps-to-target vs batch: S = S_min (1 + B_crit/B) per model, B_crit(N)")
+    p = fsub.add_parser("critical-batch", help="steps-to-target vs batch: S = S_min (1 + B_crit/B) per model and target, B_crit(N), B_crit(D)")
     _common(p)
+    p.add_argument("--target-loss", type=_positive_float, action="append", metavar="L",
+                   help="run directories: target loss whose first crossing is read from each curve (repeatable; default: 3 per model, chosen so every batch size reaches them)")
+    p.add_argument("--metric", choices=["loss", "val_loss"], default="loss", help="run directories: curve to read from metrics.jsonl (default: training loss)")
+    p.add_argument("--smooth", type=float, metavar="F", help="run directories: smoothing window, relative half-width in steps (default 0.1 for loss, 0 for val_loss; 0 = none)")
+    p.add_argument("--holdout", choices=["largest"], help="predict the largest-compute model's B_crit from the laws fitted on the other models")
     p.set_defaults(func=cmd_fit_critical_batch)
 
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
@@ -184,7 +189,8 @@ def cmd_fit_batch_lr(args) -> int:
 def cmd_fit_critical_batch(args) -> int:
     from scaling.critical_batch import fit_critical_batch
 
-    return _run_fit(args, fit_critical_batch, bootstrap=args.bootstrap)
+    return _run_fit(args, fit_critical_batch, bootstrap=args.bootstrap, target_loss=args.target_loss, metric=args.metric,
+                    smooth=args.smooth, holdout=args.holdout)
 
 
 def cmd_plan(args) -> int:

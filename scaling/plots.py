@@ -2,7 +2,7 @@
 
 chinchilla: loss vs N per D band, IsoFLOP profiles with fitted minima, compute-optimal frontier
 with bootstrap band, log-residuals. kaplan: data vs fit. batch-lr: optimal lr and batch vs
-compute (or D). critical-batch: steps vs batch per model, B_crit vs N.
+compute (or D). critical-batch: steps to target vs batch per (model, target), B_crit vs N and D.
 """
 from __future__ import annotations
 
@@ -173,27 +173,44 @@ def _batch_lr(plt, rec, df):
 
 
 def _critical(plt, rec, df):
+    """Steps to target vs batch per (model, target) with the fitted curves; B_crit vs N (each
+    model's lowest target) and vs D = 2 E_min (every fit), with the measured noise scale."""
     from scaling.laws import StepsExamplesLaw
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    N, B, S = (df[c].to_numpy(float) for c in ("N", "batch_tokens", "steps"))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    rows = rec["models"]
+    groups = sorted({m.get("group", i) for i, m in enumerate(rows)})
     ax = axes[0]
-    for i, m in enumerate(rec["models"]):
-        sel = np.abs(np.log(N) - np.log(m["N"])) < 0.01
-        ax.scatter(B[sel], S[sel], s=14, color=f"C{i % 10}", label=f"N={m['N']:.2g}")
-        bs = np.geomspace(B[sel].min() / 2, B[sel].max() * 2, 60)
-        ax.plot(bs, StepsExamplesLaw(m["S_min"], m["E_min"]).steps(bs), color=f"C{i % 10}", lw=1)
-        ax.axvline(m["B_crit"], color=f"C{i % 10}", ls=":", lw=0.8)
+    for i, m in enumerate(rows):
+        colour = f"C{groups.index(m.get('group', i)) % 10}"
+        if m.get("points"):
+            B = np.array([p["batch_tokens"] for p in m["points"]])
+            S = np.array([p["steps"] for p in m["points"]])
+        else:  # records written before per-fit points were stored: the table's rows
+            sel = np.abs(np.log(df["N"].to_numpy(float)) - np.log(m["N"])) < 0.01
+            B, S = df["batch_tokens"].to_numpy(float)[sel], df["steps"].to_numpy(float)[sel]
+        t = m.get("target_loss")
+        ax.scatter(B, S, s=14, color=colour, label=f"N={m['N']:.2g}" + (f", L={t:.3g}" if t is not None else ""))
+        bs = np.geomspace(B.min() / 2, B.max() * 2, 60)
+        ax.plot(bs, StepsExamplesLaw(m["S_min"], m["E_min"]).steps(bs), color=colour, lw=1)
+        ax.axvline(m["B_crit"], color=colour, ls=":", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="batch (tokens)", ylabel="steps to target", title="S = S_min (1 + B_crit/B); dotted: B_crit")
-    ax.legend(fontsize=7)
-    ax = axes[1]
-    ns = np.array([m["N"] for m in rec["models"]])
-    ax.scatter(ns, [m["B_crit"] for m in rec["models"]], color="k")
+    ax.legend(fontsize=6)
     p = rec["params"]
-    if "bcrit_coef" in p:
-        xs = np.geomspace(ns.min(), ns.max() * 10, 40)
-        ax.plot(xs, p["bcrit_coef"] * xs ** p["bcrit_exp_N"], "C3-", label=f"B_crit = {p['bcrit_coef']:.3g} N^{p['bcrit_exp_N']:.3f}")
+    for ax, key, coef, exp, xlabel in ((axes[1], "N", "bcrit_coef", "bcrit_exp_N", "N"),
+                                       (axes[2], "D_at_B_crit", "bcrit_coef_D", "bcrit_exp_D", "D = 2 E_min (tokens)")):
+        sel = [m for m in rows if key in m and (key != "N" or m.get("primary", True))]
+        if not sel:
+            continue
+        xs = np.array([m[key] for m in sel])
+        ax.scatter(xs, [m["B_crit"] for m in sel], color="k", label="fitted B_crit")
+        ns = [(m[key], m["noise_scale"]) for m in sel if m.get("noise_scale")]
+        if ns:
+            ax.scatter(*zip(*ns), facecolors="none", edgecolors="C1", label="measured noise scale (B_simple)")
+        if coef in p:
+            grid = np.geomspace(xs.min() / 2, xs.max() * 4, 40)
+            ax.plot(grid, p[coef] * grid ** p[exp], "C3-", label=f"B_crit = {p[coef]:.3g} {key.split('_')[0]}^{p[exp]:.3f}")
+        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="B_crit (tokens)")
         ax.legend(fontsize=7)
-    ax.set(xscale="log", yscale="log", xlabel="N", ylabel="B_crit (tokens)")
     fig.tight_layout()
     return fig
