@@ -86,25 +86,3 @@ def standard_errors(samples: dict[str, list[float]]) -> dict[str, float]:
         if arr.size >= 2:
             out[k] = float(arr.std(ddof=1))
     return out
-
-
-def run_bootstrap_strict(fit_one: Callable[[np.ndarray], dict[str, float]], indices: list[np.ndarray],
-                         degenerate: tuple[type[BaseException], ...] | None = None) -> tuple[dict[str, list[float]], int, dict[str, int]]:
-    """Like `run_bootstrap`, but only the exception types in `degenerate` (default: FitError,
-    which a fit raises deliberately for a degenerate resample) count as failed resamples, with
-    their messages tallied; anything else is a bug and propagates, failing the command.
-    Returns (samples, n_failed, {reason: count})."""
-    from scaling.errors import FitError
-
-    degenerate = degenerate or (FitError,)
-    samples: dict[str, list[float]] = {}
-    reasons: dict[str, int] = {}
-    for idx in indices:
-        try:
-            p = fit_one(idx)
-        except degenerate as exc:
-            reasons[str(exc)] = reasons.get(str(exc), 0) + 1
-            continue
-        for k, v in p.items():
-            samples.setdefault(k, []).append(float(v))
-    return samples, sum(reasons.values()), reasons

@@ -172,8 +172,9 @@ def _repetition_warning(df) -> str | None:
 def _data_info(df) -> dict | None:
     """Unique training tokens of the runs' data (when they share one data set) and the most epochs."""
     out = {}
-    if "unique_tokens" in df.columns:
-        u = df["unique_tokens"].to_numpy(float)
+    col = "unique_tokens" if "unique_tokens" in df.columns else "U" if "U" in df.columns else None
+    if col:
+        u = df[col].to_numpy(float)
         u = u[np.isfinite(u)]
         if u.size and np.all(u == u[0]):
             out["unique_tokens"] = float(u[0])

@@ -31,6 +31,7 @@ from scaling import bootstrap as bs
 from scaling import inputs
 from scaling import steps_to_target as stt
 from scaling.common import distinct, group_by_tolerance, ols
+from scaling.conventions import default_compute
 from scaling.errors import FitError, InputError
 from scaling.record import FitRecord, data_sha256, make_record
 from scaling.threads import blas_single_thread
@@ -449,6 +450,8 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
         law="critical-batch", approach=None, params=params, intervals=intervals, objective=None,
         n_points=len(set(pts["run"])) if from_runs else len(ds.df), warnings=warnings,
         data_sha256=sha, n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
+        conventions={"compute": default_compute(ds.n_kind), "n_kind": ds.n_kind, "n_source": ds.n_source,
+                     "batch": "tokens per optimizer step", "D": "tokens to the target at B_crit"},
         models=rows, settings=settings,
         diagnostics={"n_models": len({r["group"] for r in rows}), "n_fits": len(rows), "not_fitted": why, "fit_seconds": time.perf_counter() - t0},
     )
@@ -495,7 +498,8 @@ def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float
 
     t = time.perf_counter()
     idxs = bs.resample_indices(len(runs), n_boot, seed, groups=run_model)
-    samples, failed, reasons = bs.run_bootstrap_strict(one, idxs)
+    reasons: dict[str, int] = {}
+    samples, failed = bs.run_bootstrap(one, idxs, reasons)
     intervals = {k: v for k, v in bs.percentile_intervals(samples, ci).items() if _informative(samples[k])}
     for r in rows:
         vals = per_row[(r["group"], r["target_loss"])]

@@ -153,10 +153,10 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     seq_len = (recipe.get("settings") or {}).get("model.seq_len")
     vocab = vocab_size or _recipe_vocab(recipe) or default_vocab_size()
     out["vocab_size"] = vocab
-    run = _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings) if vocab else None
+    unique = (ch.get("data") or {}).get("unique_tokens")
+    run = _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique) if vocab else None
     if run:
         out["run"] = run
-        unique = (ch.get("data") or {}).get("unique_tokens")
         if unique:
             run["epochs"] = run["tokens"] / unique
             if run["epochs"] > EPOCHS_WARN:
@@ -167,10 +167,16 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     else:
         warnings.append("no batch-lr fit given: no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)")
     if cb:
-        c = cb[-1]
-        if "bcrit_coef" in c["params"]:
+        c, p = cb[-1], cb[-1]["params"]
+        run = out.get("run") or {}
+        if "bcrit_coef_D" in p and p.get("bcrit_exp_D") is not None:  # Zhang et al. 2024: B_crit follows the data
+            out["B_crit_tokens"] = float(p["bcrit_coef_D"] * (run.get("tokens") or d_opt) ** p["bcrit_exp_D"])
+            out["B_crit_from"] = "B_crit(D) at the run's tokens"
+        elif "bcrit_coef" in p:
             out["B_crit_tokens"] = float(laws.from_record(c).predict(n_opt))
-            bt = (out.get("run") or {}).get("batch_tokens")
+            out["B_crit_from"] = "B_crit(N) at N_opt"
+        if "B_crit_tokens" in out:
+            bt = run.get("batch_tokens")
             if bt and bt > out["B_crit_tokens"]:
                 warnings.append(f"recommended batch {bt:.3g} tokens exceeds the critical batch {out['B_crit_tokens']:.3g}: diminishing returns per token")
     out["warnings"] = warnings
@@ -205,10 +211,12 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings):
         warnings.append("chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)")
 
 
-def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings) -> dict | None:
-    """The preset to train at C: lowest predicted loss (approach 3), else nearest N_opt."""
-    from scaling.prediction import predict_loss
+def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=None) -> dict | None:
+    """The preset to train at C: lowest predicted loss (approach 3; a data-constrained law counts
+    the repetition of the fits' data), else nearest N_opt."""
+    from scaling.prediction import data_constrained, predict_loss
 
+    extra = {"U": unique} if unique and data_constrained(ch) else {}
     presets = model_presets(vocab, seq_len)
     if not presets:
         return None
@@ -218,7 +226,7 @@ def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings) -> dict |
         p["tokens"] = C / p["k"][conv["compute"]]
     if ch.get("approach") == 3:
         for p in presets:
-            p["predicted_loss"] = float(law.predict(p["N"], p["tokens"]))
+            p["predicted_loss"] = float(law.predict(p["N"], p["tokens"], **extra))
         best = min(presets, key=lambda p: p["predicted_loss"])
         rule = "lowest predicted loss at this compute"
     else:
@@ -229,7 +237,7 @@ def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings) -> dict |
            "tokens": best["tokens"], "ratio_to_N_opt": best["N"] / n_opt,
            "compute": {k: v * best["tokens"] for k, v in best["k"].items()}}
     if ch.get("approach") == 3:
-        pred = predict_loss(ch, best["N"], best["tokens"], ci)
+        pred = predict_loss(ch, best["N"], best["tokens"], ci, **extra)
         run.update({"loss": pred["loss"], "loss_interval": pred["interval"], "loss_interval_kind": pred["interval_kind"]})
         if "parameter_interval" in pred:
             run["loss_parameter_interval"] = pred["parameter_interval"]

@@ -14,12 +14,21 @@ RESIDUAL_DRAWS = 25  # residual draws per parameter sample (200 samples -> 5,000
 INTERVAL_KIND = "prediction interval (parameter bootstrap + residual scatter of single runs)"
 
 
+def _keys(rec) -> tuple[str, ...]:
+    return CORE + ("R_D_star",) if data_constrained(rec) else CORE
+
+
+def data_constrained(rec) -> bool:
+    return (rec.get("settings") or {}).get("law") == "data-constrained"
+
+
 def _samples(rec) -> dict | None:
     s = (rec.get("bootstrap") or {}).get("samples") or {}
-    if not all(k in s for k in CORE):
+    keys = _keys(rec)
+    if not all(k in s for k in keys):
         return None
-    n = min(len(s[k]) for k in CORE)
-    out = {k: np.asarray([np.nan if v is None else v for v in s[k][:n]], dtype=float) for k in CORE}
+    n = min(len(s[k]) for k in keys)
+    out = {k: np.asarray([np.nan if v is None else v for v in s[k][:n]], dtype=float) for k in keys}
     ok = np.all([np.isfinite(v) for v in out.values()], axis=0)
     return {k: v[ok] for k, v in out.items()} if ok.any() else None
 
@@ -32,21 +41,24 @@ def residuals(rec) -> np.ndarray:
     return np.asarray([-rms, rms], dtype=float) if rms else np.zeros(1)
 
 
-def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0) -> dict:
+def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0, U: float | None = None) -> dict:
     """Point prediction and prediction interval of the loss of one run with N (the record's kind)
-    parameters trained on D tokens. Returns {loss, interval, interval_kind, parameter_interval}."""
+    parameters trained on D tokens (drawn from U unique tokens: used by a data-constrained law).
+    Returns {loss, interval, interval_kind, parameter_interval}."""
     law = rec.law()
-    point = float(law.predict(float(N), float(D)))
+    extra = {"U": float(U)} if U and data_constrained(rec) else {}
+    point = float(law.predict(float(N), float(D), **extra))
     res = residuals(rec)
     rng = np.random.default_rng(seed)
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     s = _samples(rec)
     out = {"loss": point, "interval_kind": INTERVAL_KIND, "ci": ci}
     if s is not None:
-        from scaling.laws import ChinchillaLaw
+        from scaling.laws import ChinchillaLaw, DataConstrainedLaw
 
         with np.errstate(all="ignore"):
-            param_draws = ChinchillaLaw(**s).predict(float(N), float(D))
+            cls = DataConstrainedLaw if "R_D_star" in s else ChinchillaLaw
+            param_draws = cls(**s).predict(float(N), float(D), **extra)
         param_draws = param_draws[np.isfinite(param_draws)]
         out["parameter_interval"] = [float(np.percentile(param_draws, lo_q)), float(np.percentile(param_draws, hi_q))]
         eps = rng.choice(res, size=(param_draws.size, RESIDUAL_DRAWS))

@@ -134,18 +134,6 @@ def test_bootstrap_programming_error_fails_the_fit(tree, monkeypatch):
         fit_critical_batch(tree, bootstrap=3)
 
 
-def test_run_bootstrap_strict_counts_only_degenerate_errors():
-    def one(idx):
-        if idx[0] == 0:
-            raise FitError("too few batch sizes")
-        return {"x": float(idx[0])}
-
-    samples, failed, reasons = bs.run_bootstrap_strict(one, [np.array([0]), np.array([1]), np.array([0])])
-    assert samples == {"x": [1.0]} and failed == 2 and reasons == {"too few batch sizes": 2}
-    with pytest.raises(KeyError):
-        bs.run_bootstrap_strict(lambda idx: {}["missing"], [np.array([0])])
-
-
 def test_curve_reading_conventions(tmp_path):
     lines = [{"step": 10, "loss": 5.0, "grad_noise_scale": 100.0}, {"step": 20, "loss": 4.0, "grad_noise_scale": 100.0},
              {"step": 30, "loss": 3.0, "val_loss": 3.5, "grad_noise_scale": 300.0}]

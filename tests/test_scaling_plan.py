@@ -85,3 +85,22 @@ def test_plan_refuses_a_budget_in_another_convention(tree_fit, tmp_path):
     r = subprocess.run(cmd[:-4] + ["--vocab-size", "512"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "trainer_flops; N = non_embedding parameters" in r.stdout and "predicted loss:" in r.stdout
+
+
+def test_a_data_constrained_plan_counts_the_repetition_of_its_data():
+    import numpy as np
+    import pandas as pd
+
+    from scaling.synthetic import TRUE_DATA_CONSTRAINED as truth
+
+    # one corpus of 1e9 unique tokens; runs from a tenth of an epoch to 30 epochs
+    N, D = (a.ravel() for a in np.meshgrid(np.geomspace(1e7, 1e9, 6), np.geomspace(1e8, 3e10, 7)))
+    table = pd.DataFrame({"N": N, "D": D, "U": 1e9, "loss": truth.predict(N, D, U=1e9)})
+    rec = fit_chinchilla(table, law="data-constrained", top_k=8)
+    assert rec["data"]["unique_tokens"] == 1e9
+    plan = make_plan([rec], 3e21, vocab_size=4096)
+    run = plan["run"]
+    assert run["epochs"] > 4 and any("unique training tokens" in w for w in plan["warnings"])
+    fresh = ChinchillaLaw(**{k: rec.params[k] for k in ("E", "A", "B", "alpha", "beta")}).predict(run["N"], run["tokens"])
+    assert run["loss"] > fresh + 0.01  # repeated tokens are worth less than new ones
+    assert run["loss"] == pytest.approx(rec.law().predict(run["N"], run["tokens"], U=1e9))
