@@ -162,19 +162,25 @@ def _isoflop(spec: SweepSpec, b: _Builder):
         c = count(cfg.model, vocab_for(cfg))
         # FLOPs per token under the sweep's convention: every run of a budget spends it in that currency
         fpt = {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(iso.compute, c.flops_per_token)
-        models.append((m, label, fpt, cfg.tokens_per_step()))
+        models.append((m, label, fpt, cfg.tokens_per_step(), c.total))
     out, skipped = [], []
     for c in sorted(iso.budgets):
         kept = 0
-        for m, label, fpt, tps in models:
+        for m, label, fpt, tps, n_total in models:
             tokens = c / fpt
             steps = math.ceil(tokens / tps)
             if steps < iso.min_steps:
                 skipped.append(f"c{fmt_sci(c)}-{label}: {steps} steps < isoflop.min_steps={iso.min_steps}")
                 continue
+            if iso.tokens_per_param and not iso.tokens_per_param[0] <= tokens / n_total <= iso.tokens_per_param[1]:
+                skipped.append(f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per parameter outside isoflop.tokens_per_param={iso.tokens_per_param}")
+                continue
             kept += 1
             items = [("model", m), ("train.steps", None), ("train.tokens", int(round(tokens)))]
             out.append(([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label, "compute": iso.compute}))
+        if not kept and iso.tokens_per_param:
+            raise ConfigError(f"sweep spec: no model has tokens per parameter within isoflop.tokens_per_param={iso.tokens_per_param} "
+                              f"at budget {fmt_sci(c)} FLOPs; add models or widen the window")
         if not kept:
             smallest = min(models, key=lambda t: t[2])
             need = iso.min_steps * smallest[3] * smallest[2]

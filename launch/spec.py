@@ -40,6 +40,9 @@ class IsoflopSpec(Strict):
     budgets: list[float] = Field(description="compute budgets C in FLOPs under `compute`; tokens D = C / (FLOPs per token)")
     models: list[Any] = Field(description="model presets (names) or model sections (mappings)")
     min_steps: int = Field(10, ge=1, description="pairs (budget, model) giving fewer optimizer steps are skipped")
+    tokens_per_param: list[float] | None = Field(
+        None, description="[lo, hi]: per budget, keep the models whose tokens per (total) parameter lie in this window "
+        "(an IsoFLOP profile around the optimum: Chinchilla's ~20 sits inside [3, 100])")
     compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
         "trainer_flops", description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
         "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention")
@@ -48,6 +51,13 @@ class IsoflopSpec(Strict):
     @classmethod
     def _floats(cls, v: Any) -> Any:
         return _as_float_list(v)
+
+    @field_validator("tokens_per_param")
+    @classmethod
+    def _window(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and not (len(v) == 2 and 0 < v[0] < v[1]):
+            raise ValueError(f"must be [lo, hi] with 0 < lo < hi (got {v})")
+        return v
 
 
 class BatchLrSpec(Strict):

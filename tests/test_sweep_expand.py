@@ -68,6 +68,20 @@ def test_isoflop_flops_match_accounting(base):
     assert [r.tokens for r in same] == sorted((r.tokens for r in same), reverse=True)
 
 
+def test_isoflop_tokens_per_param_window(base):
+    spec = spec_of(base, kind="isoflop", set={"model.seq_len": 64},
+                   isoflop={"budgets": [1e11, 1e12], "models": ["n25k", "n50k", "n100k", "n200k"], "min_steps": 1, "tokens_per_param": [1.5, 40]})
+    p = expand(spec)
+    for r in p.runs:
+        assert 1.5 <= r.tokens / r.params <= 40 * 1.01  # tokens round up to whole steps
+    kept = {(r.axes["budget"], r.axes["model"]) for r in p.runs}
+    # 1e11: n25k (5.5 tokens/param), n50k (1.7); 1e12: n50k (17), n100k (6.2), n200k (2.1) -- n25k has 55
+    assert kept == {(1e11, "n25k"), (1e11, "n50k"), (1e12, "n50k"), (1e12, "n100k"), (1e12, "n200k")}
+    assert any("tokens per parameter outside isoflop.tokens_per_param" in s for s in p.skipped)
+    with pytest.raises(ConfigError, match="no model has tokens per parameter within"):
+        expand(spec_of(base, kind="isoflop", isoflop={"budgets": [1e12], "models": ["n25k"], "min_steps": 1, "tokens_per_param": [1, 2]}))
+
+
 def test_batch_lr_grid_around_centre(base):
     p = expand(spec_of(base, kind="batch_lr", batch_lr={
         "models": ["n50k", "n100k"], "centre": {"batch_size": 8, "lr": 2e-3}, "batch_factors": [0.5, 1, 2],
@@ -110,6 +124,7 @@ def test_replanning_never_renames(base, work):
     ({"kind": "isoflop", "isoflop": {"budgets": [1e3, 1e9], "models": ["n50k", "n100k"]}}, "too small for the smallest model n50k"),
     ({"kind": "isoflop", "isoflop": {"budgets": [], "models": ["n50k"]}}, "isoflop.budgets: empty axis"),
     ({"kind": "isoflop", "isoflop": {"budgets": [1e9], "models": ["n7b"]}}, "unknown preset 'n7b'"),
+    ({"kind": "isoflop", "isoflop": {"budgets": [1e9], "models": ["n50k"], "tokens_per_param": [20, 5]}}, "0 < lo < hi"),
     ({"kind": "grid", "axes": {"optim.lr": [-1.0]}}, "optim.lr"),
     ({"kind": "grid", "axes": {"train.global_batch_size": [6]}}, "must be a multiple"),
     ({"kind": "grid", "axes": {"optim.lr": [1e-3, 0.001]}}, "both be named"),
