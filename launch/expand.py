@@ -155,6 +155,7 @@ def _isoflop(spec: SweepSpec, b: _Builder):
     for c in iso.budgets:
         if not c > 0:
             raise ConfigError(f"sweep spec: isoflop.budgets: {c} must be > 0")
+    hparams = _hparams_law(iso)
     models = []
     for m in iso.models:
         label = model_label(m)
@@ -162,11 +163,13 @@ def _isoflop(spec: SweepSpec, b: _Builder):
         c = count(cfg.model, vocab_for(cfg))
         # FLOPs per token under the sweep's convention: every run of a budget spends it in that currency
         fpt = {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(iso.compute, c.flops_per_token)
-        models.append((m, label, fpt, cfg.tokens_per_step(), c.total))
+        models.append((m, label, fpt, cfg, c.total))
     out, skipped = [], []
     for c in sorted(iso.budgets):
         kept = 0
-        for m, label, fpt, tps, n_total in models:
+        for m, label, fpt, cfg, n_total in models:
+            hp_items, hp_axes = _budget_hparams(hparams, c, cfg) if hparams else ([], {})
+            tps = dict(hp_items).get("train.global_batch_size", cfg.train.global_batch_size) * cfg.model.seq_len
             tokens = c / fpt
             steps = math.ceil(tokens / tps)
             if steps < iso.min_steps:
@@ -176,20 +179,52 @@ def _isoflop(spec: SweepSpec, b: _Builder):
                 skipped.append(f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per parameter outside isoflop.tokens_per_param={iso.tokens_per_param}")
                 continue
             kept += 1
-            items = [("model", m), ("train.steps", None), ("train.tokens", int(round(tokens)))]
-            out.append(([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label, "compute": iso.compute}))
+            items = [("model", m), ("train.steps", None), ("train.tokens", int(round(tokens))), *hp_items]
+            out.append(([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label, "compute": iso.compute, **hp_axes}))
         if not kept and iso.tokens_per_param:
             raise ConfigError(f"sweep spec: no model has tokens per parameter within isoflop.tokens_per_param={iso.tokens_per_param} "
                               f"at budget {fmt_sci(c)} FLOPs; add models or widen the window")
         if not kept:
             smallest = min(models, key=lambda t: t[2])
-            need = iso.min_steps * smallest[3] * smallest[2]
+            tps = smallest[3].tokens_per_step()
+            need = iso.min_steps * tps * smallest[2]
             raise ConfigError(
                 f"sweep spec: isoflop budget {fmt_sci(c)} FLOPs is too small for the smallest model {smallest[1]} "
-                f"({iso.min_steps} steps of {smallest[3]} tokens need >= {fmt_sci(need)} FLOPs; raise the budget "
+                f"({iso.min_steps} steps of {tps} tokens need >= {fmt_sci(need)} FLOPs; raise the budget "
                 f"or lower isoflop.min_steps)"
             )
     return out, skipped
+
+
+def _hparams_law(iso):
+    """The batch-lr law an IsoFLOP sweep takes its per-budget lr and batch from, checked at plan time."""
+    if not iso.hparams_fit:
+        return None
+    from scaling.errors import InputError
+    from scaling.plan import conventions_of
+    from scaling.record import FitRecord
+
+    try:
+        rec = FitRecord.load(iso.hparams_fit)
+    except InputError as exc:
+        raise ConfigError(f"sweep spec: isoflop.hparams_fit: {exc}") from None
+    if rec["law"] != "batch-lr" or (rec.get("settings") or {}).get("form") != "compute":
+        raise ConfigError(f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form")
+    conv = conventions_of(rec)["compute"]
+    if conv != iso.compute:
+        raise ConfigError(f"sweep spec: isoflop.hparams_fit counts compute as {conv} but isoflop.compute is {iso.compute}: "
+                          "refit the batch-lr law with --compute-kind " + iso.compute)
+    return rec.law()
+
+
+def _budget_hparams(law, budget: float, cfg) -> tuple[list, dict]:
+    """lr and global batch (whole sequences, a multiple of the micro-batch) from the law at `budget`."""
+    lr, bt = (float(v) for v in law.predict(C=budget))
+    gbs = max(1, int(round(bt / cfg.model.seq_len)))
+    micro = max(d for d in range(1, min(cfg.train.micro_batch_size, gbs) + 1) if gbs % d == 0)
+    lr = float(f"{lr:.3g}")
+    return ([("optim.lr", lr), ("train.global_batch_size", gbs), ("train.micro_batch_size", micro)],
+            {"lr": lr, "batch_size": gbs})
 
 
 def _batch_lr(spec: SweepSpec, b: _Builder):

@@ -43,6 +43,9 @@ class IsoflopSpec(Strict):
     tokens_per_param: list[float] | None = Field(
         None, description="[lo, hi]: per budget, keep the models whose tokens per (total) parameter lie in this window "
         "(an IsoFLOP profile around the optimum: Chinchilla's ~20 sits inside [3, 100])")
+    hparams_fit: str | None = Field(
+        None, description="a `scalelab fit batch-lr` record (compute form, same compute convention): each budget's runs take "
+        "lr and global batch from its law at that budget instead of the base config's (DeepSeek's procedure)")
     compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
         "trainer_flops", description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
         "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention")

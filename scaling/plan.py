@@ -351,8 +351,9 @@ def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, dat
         "extras": {"plan": {k: plan.get(k) for k in ("compute", "N_opt", "D_opt", "n_kind", "conventions") if k in plan}
                    | {"run": {k: run.get(k) for k in ("preset", "N", "tokens", "loss", "loss_interval", "lr", "batch_tokens") if k in run}}},
     }
-    if st.get("train.eval_tokens"):
-        cfg["train"]["eval_tokens"] = st["train.eval_tokens"]
+    for key in ("eval_tokens", "eval_every_steps"):  # the same held-out measurement as the fitted runs
+        if st.get(f"train.{key}") is not None:
+            cfg["train"][key] = st[f"train.{key}"]
     for key in ("precision",):
         if st.get(key):
             cfg[key] = st[key]

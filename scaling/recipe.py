@@ -16,7 +16,7 @@ RECIPE_KEYS = (
     "schedule.name", "schedule.warmup_steps", "schedule.warmup_fraction", "schedule.min_lr_ratio",
     "schedule.decay_fraction", "schedule.decay_shape",
     "model.seq_len", "model.tie_embeddings", "train.global_batch_size", "train.micro_batch_size",
-    "train.eval_tokens", "precision", "deepspeed.zero_stage",
+    "train.eval_tokens", "train.eval_every_steps", "precision", "deepspeed.zero_stage",
 )
 # Settings a sweep varies on purpose: their spread is expected, not a warning.
 SWEPT = ("optim.lr", "train.global_batch_size", "train.micro_batch_size")

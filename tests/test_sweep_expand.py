@@ -82,6 +82,28 @@ def test_isoflop_tokens_per_param_window(base):
         expand(spec_of(base, kind="isoflop", isoflop={"budgets": [1e12], "models": ["n25k"], "min_steps": 1, "tokens_per_param": [1, 2]}))
 
 
+def test_isoflop_takes_lr_and_batch_from_a_batch_lr_law(base, work):
+    from scaling import fit_batch_lr
+    from scaling.laws import ComputeHParamLaw
+    from scaling.synthetic import batch_lr_sweep
+
+    truth = ComputeHParamLaw(lr_coef=3e-2, lr_exp_C=-0.05, bs_coef=0.01, bs_exp_C=0.5)
+    fit = fit_batch_lr(batch_lr_sweep(truth, budgets=(1e10, 1e11, 1e12), noise=0.0)).save(work / "bslr.json")
+    iso = {"budgets": [1e10, 1e12], "models": ["n25k", "n50k"], "min_steps": 1, "compute": "6ND_total", "hparams_fit": str(fit)}
+    p = expand(spec_of(base, kind="isoflop", set={"model.seq_len": 64}, isoflop=iso))
+    for r in p.runs:
+        lr, bt = truth.predict(C=r.axes["budget"])
+        assert r.cfg.optim.lr == pytest.approx(lr, rel=0.01) and r.axes["lr"] == r.cfg.optim.lr
+        assert r.cfg.train.global_batch_size == max(1, round(bt / 64)) == r.axes["batch_size"]
+        assert r.cfg.train.global_batch_size % r.cfg.train.micro_batch_size == 0
+        assert r.axes["budget"] <= 6 * r.params * r.tokens < r.axes["budget"] + 6 * r.params * r.batch_tokens  # whole steps
+    assert len({r.cfg.train.global_batch_size for r in p.runs}) == 2  # the batch grows with the budget
+    with pytest.raises(ConfigError, match="counts compute as 6ND_total but isoflop.compute is trainer_flops"):
+        expand(spec_of(base, kind="isoflop", isoflop={**iso, "compute": "trainer_flops"}))
+    with pytest.raises(ConfigError, match="isoflop.hparams_fit: fit record not found"):
+        expand(spec_of(base, kind="isoflop", isoflop={**iso, "hparams_fit": str(work / "missing.json")}))
+
+
 def test_batch_lr_grid_around_centre(base):
     p = expand(spec_of(base, kind="batch_lr", batch_lr={
         "models": ["n50k", "n100k"], "centre": {"batch_size": 8, "lr": 2e-3}, "batch_factors": [0.5, 1, 2],
