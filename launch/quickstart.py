@@ -1,12 +1,13 @@
 """`scalelab quickstart`: the main job. A real scaling study on the bundled corpus, end to end.
 
-1. prepare the data (BPE trained on the corpus);
-2. an IsoFLOP sweep and a batch-size x LR sweep through the local executor (live progress);
-3. Chinchilla approach 2 and 3 fits and the batch/LR law, with bootstrap intervals;
-4. a plan for a larger budget and one run of it, while the sweeps' final checkpoints are
-   evaluated with an lm-eval suite on the other core;
-5. the plan run's evaluation and its predicted vs measured loss;
-6. report.md (with the plots) and the command that opens the dashboard.
+1. prepare the data (BPE trained on a sample of the corpus);
+2. a batch-size x learning-rate sweep through the local executor (live progress) and its law;
+3. an IsoFLOP sweep whose budgets take lr and batch from that law (DeepSeek's procedure);
+4. Chinchilla approach 2 and 3 fits, with bootstrap intervals, in stated conventions;
+5. a plan for a larger budget and one run of it (trained with the recipe the law was fitted
+   on), while the sweeps' final checkpoints are evaluated with an lm-eval suite on the other core;
+6. the plan run's evaluation and its predicted loss (prediction interval) vs measured;
+7. report.md (with the plots) and the command that opens the dashboard.
 
 Every step is the ordinary `scalelab` command a user would type, run as a subprocess, and every
 step is idempotent: sweeps skip finished runs, evaluations and fits are skipped when their
@@ -159,37 +160,41 @@ class MainJob:
         with self.step("1. data"):
             self.scalelab("data", "prepare", PROJECT_ROOT / self.cfg.data.config, *self.cfg.data.overrides, f"out_dir={data_dir}")
 
-        with self.step("2. sweeps"):
-            for step in (self.cfg.isoflop, self.cfg.batch_lr):
-                sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *step.set]
-                code = self.scalelab("sweep", "launch", PROJECT_ROOT / step.spec, "--executor", "local", "--workers",
-                                     self.cfg.workers, *[a for s in sets for a in ("--set", s)], allow_fail=True)
-                if code != 0:
-                    print(f"warning: some runs of {step.spec} did not finish (exit {code}); continuing with the finished ones")
-
         iso_runs, bslr_runs = self.runs_dir(self.cfg.isoflop), self.runs_dir(self.cfg.batch_lr)
         fits = self.out / "fits"
-        with self.step("3. fits"):
-            boot = str(self.cfg.fit.bootstrap)
+        boot = str(self.cfg.fit.bootstrap)
+        with self.step("2. batch-size x learning-rate sweep and law"):
+            self.sweep(self.cfg.batch_lr, data_set)
+            self.fit(["batch-lr", bslr_runs, "--bootstrap", boot], fits / "batch-lr", bslr_runs, required=False)
+
+        with self.step("3. IsoFLOP sweep"):
+            hparams = []
+            if self.cfg.hparams_law and (fits / "batch-lr.json").exists():
+                # DeepSeek's procedure: each budget's runs train with the lr and batch the law gives there
+                hparams = [f"isoflop.hparams_fit={fits / 'batch-lr.json'}"]
+            elif self.cfg.hparams_law:
+                print("warning: no batch-lr law: the IsoFLOP runs keep the spec's lr and batch")
+            self.sweep(self.cfg.isoflop, data_set, hparams)
+
+        with self.step("4. scaling-law fits"):
             # approach 3 drives the plan; approach 2 needs interior IsoFLOP minima and may not find them
             for approach in ("3", "2"):
                 self.fit(["chinchilla", iso_runs, "--approach", approach, "--bootstrap", boot], fits / f"chinchilla-a{approach}",
                          iso_runs, required=approach == "3")
-            self.fit(["batch-lr", bslr_runs, "--bootstrap", boot], fits / "batch-lr", bslr_runs, required=False)
 
-        with self.step("4. plan, its run, and evaluation of the sweeps (in parallel)"):
+        with self.step("5. plan, its run, and evaluation of the sweeps (in parallel)"):
             # A tiny model's training gains little from a second thread, so the sweeps' checkpoints
             # are evaluated on the other core while the plan's run trains on one.
             evals = self.start_evaluation(self.done_runs(iso_runs) + self.done_runs(bslr_runs), workers=1)
             plan_run = self.plan_and_train(fits, iso_runs, threads=self.cfg.plan.threads or (1 if evals else None))
             self.wait_evaluation(evals)
 
-        with self.step("5. evaluation of the plan's run, predicted vs measured"):
+        with self.step("6. evaluation of the plan's run, predicted vs measured"):
             self.wait_evaluation(self.start_evaluation([plan_run]))
             comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
 
         self.record_time("total", time.perf_counter() - t0)
-        with self.step("6. report"):
+        with self.step("7. report"):
             from launch.quickstart_report import write_report
 
             report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, self.cumulative)
@@ -198,6 +203,13 @@ class MainJob:
               f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}")
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
         return 0
+
+    def sweep(self, step, data_set: list[str], extra: list[str] = ()) -> None:
+        sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *step.set, *extra]
+        code = self.scalelab("sweep", "launch", PROJECT_ROOT / step.spec, "--executor", "local", "--workers",
+                             self.cfg.workers, *[a for s in sets for a in ("--set", s)], allow_fail=True)
+        if code != 0:
+            print(f"warning: some runs of {step.spec} did not finish (exit {code}); continuing with the finished ones")
 
     def start_evaluation(self, runs: list[Path], workers: int | None = None) -> list[subprocess.Popen]:
         """Start `scalelab eval` on the runs not yet evaluated, batched into one process per worker

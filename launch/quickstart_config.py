@@ -43,8 +43,9 @@ class QuickstartConfig(_Strict):
     out: str = Field("quickstart", description="output folder (runs/, fits/, plan/, report.md)")
     workers: int = Field(2, ge=1, description="local sweep workers")
     data: DataStep = Field(default_factory=DataStep)
-    isoflop: SweepStep
     batch_lr: SweepStep
+    isoflop: SweepStep
+    hparams_law: bool = Field(True, description="fit the batch-size x lr law first; every IsoFLOP budget and the plan's run take lr and batch from it")
     eval: EvalStep = Field(default_factory=EvalStep)
     fit: FitStep = Field(default_factory=FitStep)
     plan: PlanStep = Field(default_factory=PlanStep)

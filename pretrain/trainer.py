@@ -83,7 +83,7 @@ class Trainer:
             model = torch.compile(model)
         # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop
         fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
-        opt = torch.optim.AdamW(groups, lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
+        opt = torch.optim.AdamW(groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
         )
@@ -186,7 +186,7 @@ class Trainer:
         try:
             while self.state.step < self.total_steps:
                 step = self.state.step
-                lr = lr_at(step, self.total_steps, cfg.optim.lr, cfg.schedule)
+                lr = lr_at(step, self.total_steps, cfg.peak_lr(), cfg.schedule)
                 self._set_lr(lr)
                 step_loss, aux_total, stats, finite = 0.0, 0.0, [], True
                 for micro in range(self.gas):
@@ -318,7 +318,8 @@ class Trainer:
             "flops": step * cfg.tokens_per_step() * c.flops_per_token,
             "batch_tokens": cfg.tokens_per_step(),
             "batch_size": cfg.train.global_batch_size,
-            "lr": cfg.optim.lr,
+            "lr": cfg.optim.lr,  # as configured (with optim.width_lr_ref: the reference width's lr)
+            "peak_lr": cfg.peak_lr(),
             "final_loss": last.get("loss"),
             "final_val_loss": self.state.last_val.get("val_loss"),
             "final_val_bpb": self.state.last_val.get("val_bpb"),

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 RECIPE_KEYS = (
-    "optim.lr", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.grad_clip",
+    "optim.lr", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.grad_clip", "optim.width_lr_ref",
     "schedule.name", "schedule.warmup_steps", "schedule.warmup_fraction", "schedule.min_lr_ratio",
     "schedule.decay_fraction", "schedule.decay_shape",
     "model.seq_len", "model.tie_embeddings", "train.global_batch_size", "train.micro_batch_size",

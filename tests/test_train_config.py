@@ -14,7 +14,7 @@ TINY = str(REPO / "configs/train/tiny.yaml")
     "override, expected",
     [
         ("model.n_heads=5", "model.n_heads=5 must divide model.d_model=64"),
-        ("optim.lrr=0.1", "optim.lrr: unknown key; allowed keys: beta1, beta2, eps, grad_clip, lr, weight_decay"),
+        ("optim.lrr=0.1", "optim.lrr: unknown key; allowed keys: beta1, beta2, eps, grad_clip, lr, weight_decay, width_lr_ref"),
         ("schedule.name=exp", "schedule.name: Input should be 'cosine', 'linear', 'constant' or 'wsd'"),
         ("train.global_batch_size=20", "train.global_batch_size=20 must be a multiple of train.micro_batch_size=16"),
         ("precision=fp8", "precision: Input should be 'fp32', 'bf16' or 'fp16'"),
@@ -50,6 +50,12 @@ def test_world_size_divisibility_checked_before_work(tmp_path):
 def test_missing_config_file(tmp_path):
     res = run_cli(["train", str(tmp_path / "nope.yaml")], cwd=tmp_path)
     assert res.returncode == 2 and "config file not found" in res.stderr
+
+
+def test_width_lr_ref_scales_the_peak_lr_by_inverse_width():
+    cfg = load_train_config(TINY, ["model=n100k", "optim.lr=1e-2", "optim.width_lr_ref=32"])
+    assert cfg.model.d_model == 64 and cfg.peak_lr() == pytest.approx(5e-3)
+    assert load_train_config(TINY, ["optim.lr=1e-2"]).peak_lr() == 1e-2  # off by default
 
 
 def test_overrides_apply_on_top_of_presets():

@@ -178,3 +178,14 @@ def test_gradient_noise_scale_is_logged_and_resumed(tiny_data, tmp_path):
     assert len(values) == 6 and all(v is not None for v in values[2:])
     # B_simple is in tokens: positive and finite once the EMAs have a few measurements
     assert all(0 < v < 1e9 for v in values[2:])
+
+
+def test_width_scaled_lr_is_what_trains(tiny_data, tmp_path):
+    over = tiny_overrides(tiny_data, **{"train.steps": 8, "optim.lr": 1e-2, "optim.width_lr_ref": 24, "schedule.name": "constant",
+                                        "schedule.warmup_steps": 0, "train.checkpoint_every_steps": 0})
+    res = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    # n50k is 48 wide: half the reference width's lr
+    assert s["lr"] == 1e-2 and s["peak_lr"] == pytest.approx(5e-3)
+    assert all(r["lr"] == pytest.approx(5e-3) for r in metrics(tmp_path / "run"))

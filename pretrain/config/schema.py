@@ -19,6 +19,9 @@ class OptimConfig(StrictModel):
     beta2: float = Field(0.95, ge=0, lt=1, description="AdamW beta2")
     eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     grad_clip: float = Field(1.0, ge=0, description="global gradient-norm clipping (0 disables)")
+    width_lr_ref: int | None = Field(
+        None, ge=1, description="scale the peak lr by width_lr_ref / model.d_model (Adam's 1/width rule, as in muP's hidden "
+        "layers): optim.lr is then the lr of a model of this width, so one lr serves a ladder of sizes")
 
 
 class ScheduleConfig(StrictModel):
@@ -117,6 +120,11 @@ class TrainConfig(StrictModel):
             return self.train.steps
         per_step = self.train.global_batch_size * self.model.seq_len
         return max(1, math.ceil(self.train.tokens / per_step))
+
+    def peak_lr(self) -> float:
+        """The peak lr this model trains with: optim.lr, scaled by width_lr_ref / d_model when set."""
+        ref = self.optim.width_lr_ref
+        return self.optim.lr * ref / self.model.d_model if ref else self.optim.lr
 
     def tokens_per_step(self) -> int:
         return self.train.global_batch_size * self.model.seq_len
