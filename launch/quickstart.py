@@ -155,17 +155,17 @@ class MainJob:
         t0 = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
         name, vocab, data_dir = self.data_settings()
-        data_set = [f"set.data={json.dumps(self.data_section(data_dir))}"]
+        data_set = [f"set.data={json.dumps(self.data_section(data_dir))}", f"set.train.seed={self.cfg.seed}"]
 
         with self.step("1. data"):
             self.scalelab("data", "prepare", PROJECT_ROOT / self.cfg.data.config, *self.cfg.data.overrides, f"out_dir={data_dir}")
 
         iso_runs, bslr_runs = self.runs_dir(self.cfg.isoflop), self.runs_dir(self.cfg.batch_lr)
         fits = self.out / "fits"
-        boot = str(self.cfg.fit.bootstrap)
+        boot = [str(self.cfg.fit.bootstrap), "--seed", str(self.cfg.seed)]
         with self.step("2. batch-size x learning-rate sweep and law"):
             self.sweep(self.cfg.batch_lr, data_set)
-            self.fit(["batch-lr", bslr_runs, "--bootstrap", boot], fits / "batch-lr", bslr_runs, required=False)
+            self.fit(["batch-lr", bslr_runs, "--bootstrap", *boot], fits / "batch-lr", bslr_runs, required=False)
 
         with self.step("3. IsoFLOP sweep"):
             hparams = []
@@ -178,9 +178,11 @@ class MainJob:
 
         with self.step("4. scaling-law fits"):
             # approach 3 drives the plan; approach 2 needs interior IsoFLOP minima and may not find them
+            emb = self.cfg.fit.max_embedding_fraction
+            a3_only = ["--max-embedding-fraction", str(emb)] if emb else []
             for approach in ("3", "2"):
-                self.fit(["chinchilla", iso_runs, "--approach", approach, "--bootstrap", boot], fits / f"chinchilla-a{approach}",
-                         iso_runs, required=approach == "3")
+                self.fit(["chinchilla", iso_runs, "--approach", approach, "--bootstrap", *boot, *(a3_only if approach == "3" else [])],
+                         fits / f"chinchilla-a{approach}", iso_runs, required=approach == "3")
 
         with self.step("5. plan, its run, and evaluation of the sweeps (in parallel)"):
             # A tiny model's training gains little from a second thread, so the sweeps' checkpoints
@@ -269,7 +271,7 @@ class MainJob:
         name = yaml.safe_load(emitted.read_text())["name"]
         run_dir = self.out / "runs" / "plan" / name
         extra = [f"train.threads={threads}"] if threads else []
-        self.scalelab("train", emitted, "wandb.mode=offline", "wandb.group=plan", *extra, "--run-dir", run_dir)
+        self.scalelab("train", emitted, "wandb.mode=offline", "wandb.group=plan", f"train.seed={self.cfg.seed}", *extra, "--run-dir", run_dir)
         return run_dir
 
     def compare(self, fit_path: Path, run: Path) -> dict:

@@ -31,6 +31,8 @@ class FitStep(_Strict):
     n_kind: Literal["total", "non_embedding"] = Field("non_embedding", description="which parameter count is N in every fit")
     compute_kind: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] | None = Field(
         None, description="compute convention of the fits and the plan (null: the one the IsoFLOP sweep sized its runs with)")
+    max_embedding_fraction: float | None = Field(
+        None, gt=0, lt=1, description="approach 3 leaves out runs whose embeddings exceed this fraction of their parameters")
 
 
 class PlanStep(_Strict):
@@ -42,6 +44,7 @@ class PlanStep(_Strict):
 class QuickstartConfig(_Strict):
     out: str = Field("quickstart", description="output folder (runs/, fits/, plan/, report.md)")
     workers: int = Field(2, ge=1, description="local sweep workers")
+    seed: int = Field(0, description="train.seed of every run and the fits' bootstrap seed (repeat the study with others)")
     data: DataStep = Field(default_factory=DataStep)
     batch_lr: SweepStep
     isoflop: SweepStep

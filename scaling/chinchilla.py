@@ -13,7 +13,8 @@ import numpy as np
 from scaling import bootstrap as bs
 from scaling import inputs
 from scaling.common import EXTRAPOLATION_WARN_FACTOR, drop_highest, group_by_tolerance, holdout_by_compute, identification_warnings
-from scaling.conventions import TokenCost, check_kinds, compute_column, default_compute, embedding_warning, isoflop_budget_convention
+from scaling.conventions import (TokenCost, check_kinds, compute_column, default_compute, drop_embedding_dominated, embedding_warning,
+                                 isoflop_budget_convention)
 from scaling.errors import FitError, InputError
 from scaling.frontier import allocate, search_range
 from scaling.recipe import read_recipe, recipe_warning
@@ -54,6 +55,7 @@ def fit_chinchilla(
     curves: bool | None = None,
     objective: str = "huber",
     law: str = "chinchilla",
+    max_embedding_fraction: float | None = None,
 ) -> FitRecord:
     """Fit the Chinchilla law (approach 3) or frontier (approaches 1, 2) to `data`.
 
@@ -65,6 +67,7 @@ def fit_chinchilla(
     at_compute: also report the optimum at these budgets (in the record's convention).
     objective (approach 3): 'huber' (summed Huber, default) or 'mle' (Huber-density likelihood, free sigma).
     law (approach 3): 'chinchilla' or 'data-constrained' (Muennighoff et al. 2023; needs column U).
+    max_embedding_fraction: leave out runs whose embeddings exceed this fraction of their parameters.
     """
     if approach not in (1, 2, 3):
         raise InputError(f"--approach must be 1, 2 or 3 (got {approach})")
@@ -87,10 +90,11 @@ def fit_chinchilla(
     roles = ("N", "D", "loss", "U") if law == "data-constrained" else ("N", "D", "loss")
     min_pts += law == "data-constrained"
     inputs.validate(ds, roles, min_points=min_pts, law="chinchilla --law data-constrained" if law == "data-constrained" else f"chinchilla approach {approach}")
-    df = drop_highest(ds.df, drop_highest_k)
+    df, dropped = drop_embedding_dominated(ds.df, max_embedding_fraction)
+    df = drop_highest(df, drop_highest_k)
     if len(df) < min_pts:
         raise InputError(f"chinchilla approach {approach}: too few points after --drop-highest: {len(df)} (need {min_pts})")
-    warnings = list(ds.warnings)
+    warnings = list(ds.warnings) + ([dropped] if dropped else [])
     compute_kind = _resolve_compute(df, ds.n_kind, compute_kind, warnings)
     C_all = compute_column(df, compute_kind, ds.n_kind)
     warnings.extend(w for w in (embedding_warning(df), _repetition_warning(df)) if w)
@@ -112,6 +116,7 @@ def fit_chinchilla(
     settings = {
         "approach": approach, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci,
         "holdout": holdout, "holdout_fraction": holdout_fraction if holdout else None, "curves": bool(curves),
+        "max_embedding_fraction": max_embedding_fraction,
     }
     if law == "data-constrained":
         from scaling.data_constrained import fit_data_constrained

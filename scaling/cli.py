@@ -62,6 +62,8 @@ def register(subparsers) -> None:
     p.add_argument("--compute", type=_positive_float, action="append", metavar="C", help="also report N_opt/D_opt/loss at this compute (repeatable)")
     p.add_argument("--curves", action="store_true", help="approach 1 on run directories: use every metrics.jsonl point of each run (training curves)")
     _compute_kind(p)
+    p.add_argument("--max-embedding-fraction", type=float, default=None, metavar="F",
+                   help="leave out runs whose embeddings exceed this fraction of their parameters (tiny, embedding-dominated models)")
     p.add_argument("--objective", choices=["huber", "mle"], default="huber",
                    help="approach 3: huber = sum of Huber(1e-3) log residuals (default); mle = Epoch's maximum likelihood (Huber-shaped density, free sigma)")
     p.add_argument("--law", dest="chinchilla_law", choices=["chinchilla", "data-constrained"], default="chinchilla",
@@ -170,7 +172,7 @@ def cmd_fit_chinchilla(args) -> int:
     return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
                     holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
                     budget_tol=args.budget_tol, at_compute=args.compute, curves=args.curves, compute_kind=args.compute_kind,
-                    objective=args.objective, law=args.chinchilla_law)
+                    objective=args.objective, law=args.chinchilla_law, max_embedding_fraction=args.max_embedding_fraction)
 
 
 def cmd_fit_kaplan(args) -> int:

@@ -105,6 +105,25 @@ def embedding_warning(df) -> str | None:
             "Porian et al. 2024); the record states which N it used")
 
 
+def drop_embedding_dominated(df, max_fraction: float | None):
+    """Leave out runs whose embeddings are more than `max_fraction` of their parameters: their
+    capacity sits in the embedding tables (bigram statistics), which neither N kind describes, and
+    they saturate early -- a law fitted through them bends too soon. Returns (df, note or None)."""
+    if max_fraction is None:
+        return df, None
+    if not 0 < max_fraction < 1:
+        raise InputError(f"--max-embedding-fraction must be in (0, 1) (got {max_fraction})")
+    if not {"params", "non_embedding_params"} <= set(df.columns):
+        raise InputError("--max-embedding-fraction needs params and non_embedding_params per run (run directories have them)")
+    frac = 1.0 - df["non_embedding_params"].to_numpy(float) / df["params"].to_numpy(float)
+    keep = ~(frac > max_fraction)
+    if keep.all():
+        return df, None
+    note = (f"left out {int((~keep).sum())} of {len(df)} runs whose embeddings exceed {max_fraction:.0%} of their parameters "
+            f"(--max-embedding-fraction; up to {frac.max():.0%})")
+    return df[keep].reset_index(drop=True), note
+
+
 @dataclass(frozen=True)
 class TokenCost:
     """k(N) = C / D under the record's convention, as a log-log interpolation over fitted runs

@@ -126,3 +126,14 @@ def test_isoflop_sweep_spends_each_budget_in_its_convention(tmp_path):
             assert r.axes["compute"] == compute
             spent = r.flops if n_of is None else 6 * getattr(r, n_of) * r.tokens
             assert spent == pytest.approx(1e12, rel=0.01)  # tokens round up to whole steps
+
+
+def test_embedding_dominated_runs_can_be_left_out(tmp_path):
+    runs = write_isoflop_tree(tmp_path)
+    full = fit_chinchilla(runs, n_kind="non_embedding", top_k=8)
+    rec = fit_chinchilla(runs, n_kind="non_embedding", top_k=8, max_embedding_fraction=0.6)
+    # the tree's smallest size (10k) carries a 30k embedding: 75% of its parameters; the next 58%
+    assert rec["n_points"] == full["n_points"] - 3 and rec["settings"]["max_embedding_fraction"] == 0.6
+    assert any(w.startswith("left out 3 of 21 runs whose embeddings exceed 60%") and "up to 75%" in w for w in rec["warnings"])
+    with pytest.raises(InputError, match="needs params and non_embedding_params"):
+        fit_chinchilla(pd.DataFrame({"N": np.geomspace(1e6, 1e8, 6), "D": 1e9, "loss": np.linspace(3, 2.5, 6)}), max_embedding_fraction=0.5)
