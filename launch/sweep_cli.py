@@ -166,7 +166,7 @@ def cmd_launch(args) -> int:
 
 
 STATUS_COLUMNS = [("name", "run", ""), ("state", "state", ""), ("step", "step", ""), ("total_steps", "of", ""),
-                  ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""),
+                  ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""), ("epochs", "epochs", ""),
                   ("wall_s", "wall", "time"), ("job", "job", "")]
 
 
