@@ -49,9 +49,8 @@ def output_dir(cfg: DataConfig) -> Path:
     return Path(cfg.out_dir or Path("data") / cfg.name).expanduser().resolve()
 
 
-def prepare(data_cfg: DataConfig, log: Log = print, force: bool = False) -> PreparedData:
-    """Build the prepared data set, or reuse it when its fingerprint matches the inputs."""
-    out_dir = output_dir(data_cfg)
+def _resolve(data_cfg: DataConfig):
+    """(sources, val_sources, fingerprint inputs, key): resolves and hashes every input, writes nothing."""
     if data_cfg.mixture is not None:
         raise DataError(f"data '{data_cfg.name}' is a mixture of prepared data sets ({', '.join(data_cfg.mixture)}): "
                         "prepare its components (`scalelab data prepare <component>`); training prepares them itself")
@@ -59,7 +58,24 @@ def prepare(data_cfg: DataConfig, log: Log = print, force: bool = False) -> Prep
     val_sources = resolve_sources(data_cfg, "val_sources") if data_cfg.val_sources is not None else None
     root = data_root(data_cfg).path
     inputs = fingerprint_inputs(data_cfg, sources, root, settings_fingerprint(data_cfg.tokenizer, root), val_sources)
-    key = fingerprint(inputs)
+    return sources, val_sources, inputs, fingerprint(inputs)
+
+
+def prepared_state(data_cfg: DataConfig) -> tuple[bool, str]:
+    """(up to date, reason): whether `prepare` would reuse the output as it is, without building anything.
+
+    Sweeps use it to prepare each data set once, as its own job, before the runs that need it."""
+    out_dir = output_dir(data_cfg)
+    _, _, inputs, key = _resolve(data_cfg)
+    if _reusable(out_dir, key) is not None:
+        return True, "up to date"
+    return False, _why_rebuild(out_dir, inputs)
+
+
+def prepare(data_cfg: DataConfig, log: Log = print, force: bool = False) -> PreparedData:
+    """Build the prepared data set, or reuse it when its fingerprint matches the inputs."""
+    out_dir = output_dir(data_cfg)
+    sources, val_sources, inputs, key = _resolve(data_cfg)
 
     if not force and (cached := _reusable(out_dir, key)) is not None:
         log(f"reusing prepared data in {out_dir} (fingerprint {key[:12]}, inputs unchanged)")
