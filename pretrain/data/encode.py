@@ -5,20 +5,30 @@ change: a newline between two non-whitespace characters. GPT-2's byte-level pre-
 that newline a token of its own whichever side of the cut it lands on, so the pieces' tokens,
 concatenated, are exactly the document's tokens (tested). Tokenizers with any other pipeline
 (normalizers, prefix spaces, ...) are encoded whole. Pieces are grouped into tasks of about
-`TASK_CHARS` and encoded by a pool of worker processes (one thread each), a bounded number of
-tasks ahead of the writer, and the results come back in input order. A corpus smaller than
+`TASK_CHARS` and encoded by worker processes (one thread each), at most two tasks per worker
+ahead of the writer, and the results come back in input order. A corpus smaller than
 `POOL_MIN_CHARS` is encoded in this process: starting workers would cost more than it saves.
+
+The workers are plain `python -m pretrain.data.encode` processes fed length-prefixed pickles
+over pipes (not `multiprocessing`: its spawn mode re-runs the caller's unguarded script in
+every worker, and fork copies a process that may hold threads, e.g. a trainer's).
 """
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from multiprocessing import get_context
-from typing import Any
+from pathlib import Path
+from queue import SimpleQueue
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -26,6 +36,8 @@ PIECE_CHARS = 1 << 16
 TASK_CHARS = 1 << 20
 POOL_MIN_CHARS = 8 << 20
 _SAFE_CUT = re.compile(r"(?<=\S\n)(?=\S)")
+_FRAME = struct.Struct("<Q")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def available_cores() -> int:
@@ -62,19 +74,22 @@ def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
     return out
 
 
-# ------------------------------------------------------------------------------- worker side
-_TOK = None
-_DTYPE = None
+# ------------------------------------------------------------------------------- both sides
+def _send(fh: BinaryIO, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    fh.write(_FRAME.pack(len(data)) + data)
+    fh.flush()
 
 
-def _init_worker(tokenizer_json: str, dtype: str) -> None:
-    global _TOK, _DTYPE
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process
-    from tokenizers import Tokenizer
-
-    _TOK = Tokenizer.from_str(tokenizer_json)
-    _TOK.encode_special_tokens = True
-    _DTYPE = np.dtype(dtype)
+def _recv(fh: BinaryIO) -> Any:
+    head = fh.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        raise EOFError
+    size = _FRAME.unpack(head)[0]
+    data = fh.read(size)
+    if len(data) < size:
+        raise EOFError
+    return pickle.loads(data)
 
 
 def _encode_with(tok, dtype: np.dtype, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -86,11 +101,69 @@ def _encode_with(tok, dtype: np.dtype, texts: list[str]) -> tuple[np.ndarray, np
     return (np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)), lengths
 
 
-def _encode_task(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    return _encode_with(_TOK, _DTYPE, texts)
+def worker_main() -> None:
+    """A worker: (tokenizer json, dtype), then task after task until None, on stdin; results on stdout."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process
+    from tokenizers import Tokenizer
+
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    spec, dtype = _recv(inp)
+    tok = Tokenizer.from_str(spec)
+    tok.encode_special_tokens = True
+    dtype = np.dtype(dtype)
+    while (task := _recv(inp)) is not None:
+        _send(out, _encode_with(tok, dtype, task))
 
 
 # ------------------------------------------------------------------------------- main side
+class _Worker:
+    def __init__(self, tokenizer_json: str, dtype: np.dtype):
+        self.errors = tempfile.TemporaryFile()
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false",
+               "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "pretrain.data.encode"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.errors, env=env)
+        self.inbox: SimpleQueue = SimpleQueue()  # tasks for the feeder thread: the main thread never blocks writing
+        self.feeder = threading.Thread(target=self._feed, daemon=True)
+        self.feeder.start()
+        self.inbox.put((tokenizer_json, dtype.str))
+
+    def _feed(self) -> None:
+        while True:
+            item = self.inbox.get()
+            try:
+                _send(self.proc.stdin, item)
+            except (BrokenPipeError, OSError, ValueError):
+                return  # the worker died; the reader reports it
+            if item is None:
+                return
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return _recv(self.proc.stdout)
+        except EOFError:
+            self.proc.wait()
+            self.errors.seek(0)
+            tail = self.errors.read().decode(errors="replace").strip().splitlines()[-5:]
+            from pretrain.errors import DataError
+
+            raise DataError(f"a tokenizer worker process failed (exit {self.proc.returncode}): " + " | ".join(tail)) from None
+
+    def close(self, kill: bool = False) -> None:
+        if kill and self.proc.poll() is None:
+            self.proc.kill()
+        else:
+            self.inbox.put(None)
+        self.feeder.join(timeout=5)
+        for fh in (self.proc.stdin, self.proc.stdout):
+            try:
+                fh.close()
+            except OSError:
+                pass
+        self.proc.wait()
+        self.errors.close()
+
+
 class Encoder:
     """`encode(items)`: (meta, text) pairs in, (meta, ids) pairs out, in the same order."""
 
@@ -98,46 +171,55 @@ class Encoder:
         self.tok, self.dtype = tok, np.dtype(dtype)
         self.workers = max(1, workers or available_cores())
         self.cut = chunk_safe(tok)
-        self.pool_workers = 0  # set once a pool was started (for the record)
+        self.pool_workers = 0  # set once worker processes were started (for the record)
 
     def encode(self, items: Iterable[tuple[Any, str]]) -> Iterator[tuple[Any, np.ndarray]]:
         docs: deque[list] = deque()  # [meta, pieces left, parts] per document not yet returned
         tasks = self._tasks(items, docs)
-        pool = None
         buffered: list[list[str]] = []
         chars = 0
-        try:
-            if self.workers > 1:
-                for task in tasks:  # decide on a pool only once the corpus is known to be large
-                    buffered.append(task)
-                    chars += sum(map(len, task))
-                    if chars >= POOL_MIN_CHARS:
-                        pool = self._pool()
-                        break
-            if pool is None:
-                for task in buffered or ():
-                    yield from self._collect(docs, _encode_with(self.tok, self.dtype, task))
-                for task in tasks:
-                    yield from self._collect(docs, _encode_with(self.tok, self.dtype, task))
-                return
-            ahead: deque[Future] = deque(pool.submit(_encode_task, t) for t in buffered)
-            buffered = []
-            limit = 2 * self.workers + 1
+        if self.workers > 1:
+            for task in tasks:  # decide on workers only once the corpus is known to be large
+                buffered.append(task)
+                chars += sum(map(len, task))
+                if chars >= POOL_MIN_CHARS:
+                    break
+        if chars < POOL_MIN_CHARS:
+            for task in buffered:
+                yield from self._collect(docs, _encode_with(self.tok, self.dtype, task))
             for task in tasks:
-                while len(ahead) >= limit:
+                yield from self._collect(docs, _encode_with(self.tok, self.dtype, task))
+            return
+        spec = self.tok.to_str()
+        pool = [_Worker(spec, self.dtype) for _ in range(self.workers)]
+        self.pool_workers = len(pool)
+        ok = False
+        try:
+            ahead: deque[_Worker] = deque()  # the worker of each task in flight, oldest first
+            n = 0
+
+            def submit(task: list[str]) -> None:
+                nonlocal n
+                w = pool[n % len(pool)]
+                n += 1
+                w.inbox.put(task)
+                ahead.append(w)
+
+            for task in buffered:
+                while len(ahead) >= 2 * len(pool):
                     yield from self._collect(docs, ahead.popleft().result())
-                ahead.append(pool.submit(_encode_task, task))
+                submit(task)
+            buffered = []
+            for task in tasks:
+                while len(ahead) >= 2 * len(pool):
+                    yield from self._collect(docs, ahead.popleft().result())
+                submit(task)
             while ahead:
                 yield from self._collect(docs, ahead.popleft().result())
+            ok = True
         finally:
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
-
-    def _pool(self) -> ProcessPoolExecutor:
-        self.pool_workers = self.workers
-        # spawn: workers start clean (no copy of this process's memory, no forked tokenizer threads)
-        return ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                   initargs=(self.tok.to_str(), self.dtype.str))
+            for w in pool:
+                w.close(kill=not ok)
 
     def _tasks(self, items: Iterable[tuple[Any, str]], docs: deque) -> Iterator[list[str]]:
         task: list[str] = []
@@ -167,3 +249,7 @@ class Encoder:
                 docs.popleft()
                 parts = doc[2]
                 yield doc[0], parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+if __name__ == "__main__":
+    worker_main()
