@@ -8,10 +8,10 @@ Each measurement is a separate process whose peak memory is the RSS summed over 
 (the encoding workers included; shared pages count once per process, so this overstates a
 little), sampled every 50 ms. Throughput is MB of UTF-8 text (after normalisation, both splits)
 per second of wall time, end to end: reading, the tokenizer's training sample, BPE training,
-encoding and writing. The reference, measured in the same run on the same machine (its speed
-drifts with other load), is the simplest correct pipeline: one process, `Tokenizer.encode` per
-document with TOKENIZERS_PARALLELISM=false, on the first `--reference-mb` MB of the same
-documents, with the tokenizer the prepare step trained. The synthetic corpus is gutenberg100's
+encoding and writing. The reference, measured right after each prepare on the same machine (its
+speed drifts with other load), is the simplest correct pipeline: one process, `Tokenizer.encode`
+per document with TOKENIZERS_PARALLELISM=false, on the first `--reference-mb` MB of the same
+corpus, with the tokenizer that prepare trained. The synthetic corpus is gutenberg100's
 lines drawn at random (seeded) into ~100 KB documents, gzip-compressed, to show that memory
 stays flat as the corpus grows.
 """
@@ -123,7 +123,7 @@ def reference(tokenizer: Path, corpus: Path, megabytes: float) -> dict:
 
 def row(name: str, r: dict, seconds: float | None = None) -> str:
     s = seconds or r["wall"]
-    return (f"{name:<28} {r['mb']:>9,.1f} {s:>9.1f} {r['mb'] / s:>8.2f} {r['peak'] / 2**20:>10,.0f} "
+    return (f"{name:<34} {r['mb']:>9,.1f} {s:>9.1f} {r['mb'] / s:>8.2f} {r['peak'] / 2**20:>10,.0f} "
             f"{r['tokens'] / 1e6:>9.1f}")
 
 
@@ -141,13 +141,11 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"data prepare benchmark: {cores} cores, load average {os.getloadavg()[0]:.2f}, work dir {work}")
 
-    g100 = prepare(ROOT / "configs/data/gutenberg100.yaml", work / "g100", extra)
-    from pretrain.data.sources import data_root
     from pretrain.data.config import DataConfig
+    from pretrain.data.sources import data_root
 
-    train_gz = data_root(DataConfig(sources=["x"])).path / "corpus/gutenberg100/train.txt.gz"
-    ref = reference(work / "g100" / "tokenizer.json", train_gz, args.reference_mb)
-    results = [("gutenberg100 (prepare)", g100)]
+    corpora = [("gutenberg100", ROOT / "configs/data/gutenberg100.yaml",
+                data_root(DataConfig(sources=["x"])).path / "corpus/gutenberg100/train.txt.gz")]
     if args.synthetic_mb > 0:
         t0 = time.perf_counter()
         corpus = synthetic_corpus(work, args.synthetic_mb)
@@ -155,15 +153,22 @@ def main() -> None:
         config = work / "synthetic.yaml"
         config.write_text(json.dumps({"name": "synthetic", "sources": [str(corpus)], "doc_chars": None,
                                       "val_fraction": 0.01, "tokenizer": {"kind": "bpe", "vocab_size": 512}}))
-        results.append((f"synthetic {args.synthetic_mb:g} MB (prepare)", prepare(config, work / "syn", extra)))
+        corpora.append((f"synthetic {args.synthetic_mb:g} MB", config, corpus))
+    results = []
+    for name, config, text in corpora:
+        r = prepare(config, work / name.split()[0], extra)
+        print(f"{name}: prepared in {r['wall']:.1f}s (load average {os.getloadavg()[0]:.2f})", flush=True)
+        ref = reference(work / name.split()[0] / "tokenizer.json", text, args.reference_mb)
+        results.append((name, r, ref))
 
-    print(f"\n{'':<28} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'peak MiB':>10} {'Mtokens':>9}")
-    print(row("reference loop (1 process)", ref))
-    for name, r in results:
-        print(row(name, r) + f"   {r['mb'] / r['wall'] / (ref['mb'] / ref['wall']):.2f}x reference")
-    print("\nreference: Tokenizer.encode per document, one process, TOKENIZERS_PARALLELISM=false, gzip read "
-          f"included, first {ref['mb']:.0f} MB of gutenberg100 train")
-    for name, r in results:
+    print(f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'peak MiB':>10} {'Mtokens':>9}")
+    for name, r, ref in results:
+        print(row(f"{name}: prepare", r) + f"   {r['mb'] / r['wall'] / (ref['mb'] / ref['wall']):.2f}x reference")
+        print(row(f"{name}: reference loop", ref))
+    print("\nprepare: end to end (read, sample, BPE training, encode, write), encode workers = cores unless --workers")
+    print(f"reference loop: one process, Tokenizer.encode per document, TOKENIZERS_PARALLELISM=false, gzip read "
+          f"included, the first {args.reference_mb:g} MB of the same corpus")
+    for name, r, _ in results:
         print(f"{name}: {r['encode_line'] or '(no encode line)'}; encode workers {r['workers']}")
     if work_ctx is not None:
         work_ctx.cleanup()
