@@ -55,6 +55,10 @@ class Plan:
 def vocab_for(cfg) -> int:
     if cfg.model.vocab_size:
         return cfg.model.vocab_size
+    if cfg.data.mixture is not None:
+        from pretrain.data.mixture import planned_vocab
+
+        return planned_vocab(cfg.data) or cfg.data.tokenizer.vocab_size
     tok = cfg.data.tokenizer
     return 50257 if tok.kind == "gpt2" else tok.vocab_size
 

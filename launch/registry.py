@@ -3,7 +3,8 @@
     from launch.registry import load_runs
     df, problems = load_runs("runs/isoflop-tiny")
 
-One row per run directory found under `root` (any depth): summary.json fields, the sweep axes
+One row per run directory found under `root` (any depth): summary.json fields (among them
+`epochs`, passes over the training split's unique tokens, and `unique_tokens`), the sweep axes
 (`axis.<name>` columns, from `extras.axes`), key model/train config values, and a status
 for unfinished runs. A malformed or half-written directory becomes an entry in `problems`
 ({path, problem}) instead of an exception: one bad run never hides the other 999.
@@ -24,8 +25,10 @@ SKIP_DIRS = {"checkpoints", "wandb", "evals", ".sweep", "__pycache__", "data"}
 SUMMARY_COLUMNS = [
     "steps", "total_steps", "tokens", "params", "non_embedding_params", "active_params", "active_non_embedding_params",
     "flops_per_token", "flops", "batch_tokens", "batch_size", "lr", "final_loss", "final_val_loss", "final_val_bpb",
-    "tokens_per_s", "mfu", "wall_s", "world_size", "finished_at", "error", "unique_tokens", "epochs",
+    "tokens_per_s", "mfu", "wall_s", "world_size", "finished_at", "error", "epochs", "unique_tokens", "peak_lr",
 ]
+# Per-source keys of mixture runs' summaries (`epochs/<label>`, ...), copied as they are.
+SOURCE_PREFIXES = ("epochs/", "tokens/", "unique_tokens/", "weight/")
 CONFIG_COLUMNS = {
     "model": ("model", "preset"), "d_model": ("model", "d_model"), "n_layers": ("model", "n_layers"),
     "n_heads": ("model", "n_heads"), "seq_len": ("model", "seq_len"), "vocab_size": ("model", "vocab_size"),
@@ -91,9 +94,12 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
     if summary:
         for k in SUMMARY_COLUMNS:
             row[k] = summary.get(k)
+        for k, v in summary.items():
+            if k.startswith(SOURCE_PREFIXES):
+                row[k] = v
     else:
         row.update({"steps": st.step, "total_steps": st.total_steps, "tokens": st.tokens, "final_loss": st.loss,
-                    "final_val_loss": st.val_loss, "wall_s": st.wall_s})
+                    "final_val_loss": st.val_loss, "wall_s": st.wall_s, "epochs": st.epochs})
         if cfg:
             row["lr"] = _dig(cfg, ("optim", "lr"))
             row["batch_size"] = _dig(cfg, ("train", "global_batch_size"))

@@ -5,8 +5,11 @@ import json
 import sys
 from pathlib import Path
 
-LIST_COLUMNS = ["run", "status", "axis.*", "params", "non_embedding_params", "tokens", "batch_size", "lr", "steps",
+LIST_COLUMNS = ["run", "status", "axis.*", "params", "non_embedding_params", "tokens", "epochs", "batch_size", "lr", "steps",
                 "flops", "final_loss", "final_val_loss", "wall_s"]
+
+
+_FORMATS = {"flops": "sci"}
 
 
 def register(sub) -> None:
@@ -58,7 +61,7 @@ def cmd_list(args) -> int:
         df = df[df["status"] == args.status]
     cols = _columns(df, args.columns)
     rows = json.loads(df[cols].to_json(orient="records")) if not df.empty else []
-    render(rows, [(c, c.removeprefix("axis."), "sci" if c == "flops" else "") for c in cols], args.format)
+    render(rows, [(c, c.removeprefix("axis."), _FORMATS.get(c, "")) for c in cols], args.format)
     if args.format == "table":
         print(f"\n{len(df)} runs under {args.root}" + (f", {len(problems)} unreadable (see warnings)" if problems else ""))
     _problems(problems)

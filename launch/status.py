@@ -30,6 +30,7 @@ class RunStatus:
     val_loss: float | None = None
     tokens: int | None = None
     wall_s: float | None = None
+    epochs: float | None = None  # passes over the training split's unique tokens
     error: str | None = None
     job: str | None = None
     run_dir: str = ""
@@ -95,6 +96,7 @@ def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | N
         st.step, st.loss, st.tokens = rec.get("step"), rec.get("loss"), rec.get("tokens")
         st.val_loss = rec.get("val_loss")
         st.wall_s = rec.get("wall_s")
+        st.epochs = rec.get("epoch")
     if summary:
         st.state = summary.get("status") or "failed"
         st.step = summary.get("steps", st.step)
@@ -103,6 +105,7 @@ def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | N
         st.val_loss = summary.get("final_val_loss", st.val_loss)
         st.tokens = summary.get("tokens", st.tokens)
         st.wall_s = summary.get("wall_s", st.wall_s)
+        st.epochs = summary.get("epochs", st.epochs)
         st.error = summary.get("error")
         found_id = (summary.get("extras") or {}).get("run_id")
     else:

@@ -123,7 +123,13 @@ def cmd_launch(args) -> int:
     p = load_plan(args)
     spec = p.spec
     if args.executor == "local":
+        from launch.executors.slurm import sweep_meta_dir
+
         if args.dry_run:
+            from launch.data_jobs import data_jobs, describe
+
+            for job in data_jobs(p.runs):
+                print(f"first: scalelab data prepare {job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}")
             for r in p.runs:
                 print(f"{r.name}: scalelab train {r.run_dir}/launch.yaml --run-dir {r.run_dir}")
             return 0
@@ -131,7 +137,8 @@ def cmd_launch(args) -> int:
 
         loc = spec.executor.local
         ex = LocalExecutor(workers=args.workers or loc.workers, threads=args.threads or loc.threads,
-                           gpus_per_run=loc.gpus_per_run, progress=not args.no_progress)
+                           gpus_per_run=loc.gpus_per_run, progress=not args.no_progress,
+                           meta_dir=sweep_meta_dir(p.root.resolve()))
         t0 = time.time()
         res = ex.launch(p.runs, retry_failed=args.retry_failed)
         print(f"{spec.name}: {len(res.done)} done, {len(res.failed)} failed, {len(res.stopped)} stopped, "
@@ -152,8 +159,11 @@ def cmd_launch(args) -> int:
             print(f"skipped {name}: {why}")
         if args.dry_run:
             return 0
+        for dj in res.get("data_jobs") or []:
+            print(f"submitted data job {dj['job_id']} (scalelab data prepare: {dj['data']})")
         if res["job_id"]:
-            print(f"submitted job array {res['job_id']} ({len(res['runs'])} tasks): {res['script']}")
+            after = f", after data job(s) {', '.join(res['depends_on'])}" if res.get("depends_on") else ""
+            print(f"submitted job array {res['job_id']} ({len(res['runs'])} tasks{after}): {res['script']}")
         else:
             print("nothing to submit")
         return 0
@@ -166,7 +176,7 @@ def cmd_launch(args) -> int:
 
 
 STATUS_COLUMNS = [("name", "run", ""), ("state", "state", ""), ("step", "step", ""), ("total_steps", "of", ""),
-                  ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""),
+                  ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""), ("epochs", "epochs", ""),
                   ("wall_s", "wall", "time"), ("job", "job", "")]
 
 

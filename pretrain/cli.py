@@ -16,7 +16,11 @@ from pretrain.errors import ConfigError, DataError
 
 # Keys that may change between attempts of one run without changing what it computes.
 RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
-                  "train.keep_checkpoints", "train.threads", "train.device_peak_flops", "extras", "name", "eval"}
+                  "train.keep_checkpoints", "train.threads", "train.device_peak_flops", "extras", "name", "eval",
+                  "train.max_epochs_warn", "data.workers", "data.shard_tokens"}
+# Data keys that only change how the tokenizer is trained: a run may resume across them when the
+# prepared tokenizer came out identical (same sha256), since then the token stream is too.
+TOKENIZER_SAMPLE_KEYS = {"data.tokenizer.sample_chars", "data.tokenizer.train_max_chars"}
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
@@ -107,6 +111,8 @@ def _train(args) -> int:
     cfg = _with_vocab(cfg, prepared.vocab_size)
     if rd.config.exists():
         diffs = config_differences(yaml.safe_load(rd.config.read_text()), cfg.model_dump(mode="json"))
+        if diffs and _same_tokenizer(rd.path, prepared):
+            diffs = [d for d in diffs if d.split(":", 1)[0] not in TOKENIZER_SAMPLE_KEYS]
         if diffs:
             raise ConfigError(
                 f"{run_dir} holds a run with a different configuration; use another --run-dir or delete it:\n  "
@@ -136,7 +142,20 @@ def _copy_tokenizer(prepared, run_dir: Path) -> None:
     shutil.copyfile(prepared.tokenizer_path, run_dir / "tokenizer.json")
     meta = {"vocab_size": prepared.vocab_size, "eot_id": prepared.eot_id, "data_dir": str(Path(prepared.out_dir).resolve()),
             "tokenizer": prepared.meta.get("tokenizer"), "fingerprint": prepared.meta.get("fingerprint")}
+    if prepared.meta.get("mixture"):
+        meta["mixture"] = prepared.meta["mixture"]
     (run_dir / "tokenizer_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def _same_tokenizer(run_dir: Path, prepared) -> bool:
+    """The run directory's tokenizer (from its first attempt) is the prepared data's, byte for byte."""
+    import json
+
+    try:
+        old = json.loads((run_dir / "tokenizer_meta.json").read_text())["tokenizer"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return old == (prepared.meta.get("tokenizer") or {}).get("sha256")
 
 
 def summary_vocab(rd) -> int | None:
@@ -160,14 +179,23 @@ def _with_vocab(cfg, vocab: int | None):
 
 
 def _prepare_data(cfg, dist):
-    from pretrain.data.prepare import load_prepared, prepare
+    """Rank 0 prepares (or reuses) the data, the others then open it; a mixture does so per component."""
+    from pretrain.data.prepare import load_prepared, output_dir, prepare
     from pretrain.distributed import barrier
 
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    if cfg.data.mixture is not None:
+        from pretrain.data.mixture import open_mixture
+
+        if dist.is_main:
+            prepared = open_mixture(cfg.data, prepare_missing=True, log=log)
+        barrier(dist)
+        return prepared if dist.is_main else open_mixture(cfg.data, prepare_missing=False)
     if dist.is_main:
-        prepared = prepare(cfg.data, log=lambda m: print(m, flush=True))
+        prepared = prepare(cfg.data, log=log)
     barrier(dist)
     if not dist.is_main:
-        prepared = load_prepared(Path(cfg.data.out_dir or Path("data") / cfg.data.name))
+        prepared = load_prepared(output_dir(cfg.data))
     return prepared
 
 

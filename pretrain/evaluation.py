@@ -1,31 +1,57 @@
-"""Held-out loss and bits per byte on fixed, evenly spaced windows of the validation split."""
+"""Held-out loss and bits per byte on fixed, evenly spaced windows of the validation split(s).
+
+One part (a data set's val split) gives `min(eval_tokens // seq_len, windows available)` evenly
+spaced windows. A mixture evaluates each component's val split with windows in proportion to
+its weight, reports each part's `val_loss/<label>`, and combines them: `val_loss` is the mean
+over all windows' tokens, `val_bpb` the total bits over the total bytes (each part has its own
+bytes per token).
+"""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
 
+@dataclass
+class EvalPart:
+    label: str | None  # None: the only part (no per-part metrics)
+    tokens: object  # 1-D token sequence (memmap or TokenStream)
+    bytes_per_token: float
+    share: float = 1.0  # fraction of eval_tokens given to this part
+
+
 class HeldOutEval:
-    def __init__(self, tokens: np.ndarray, seq_len: int, eval_tokens: int, bytes_per_token: float, batch_size: int):
-        n_avail = (len(tokens) - 1) // seq_len
-        if n_avail < 1:
-            raise ValueError(f"validation split has {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
-        n = max(1, min(n_avail, eval_tokens // seq_len))
-        self.starts = np.linspace(0, (n_avail - 1) * seq_len, n).astype(np.int64)
-        self.tokens, self.seq_len = tokens, seq_len
-        self.bytes_per_token, self.batch_size = bytes_per_token, batch_size
+    def __init__(self, tokens, seq_len: int, eval_tokens: int, bytes_per_token: float | None, batch_size: int):
+        parts = tokens if isinstance(tokens, list) else [EvalPart(None, tokens, bytes_per_token)]
+        self.parts, self.seq_len, self.batch_size = parts, seq_len, batch_size
+        rows = []
+        for p, part in enumerate(parts):
+            n_avail = (len(part.tokens) - 1) // seq_len
+            if n_avail < 1:
+                where = f" of {part.label}" if part.label else ""
+                raise ValueError(f"validation split{where} has {len(part.tokens)} tokens, fewer than one window of {seq_len + 1}")
+            n = max(1, min(n_avail, round(eval_tokens * part.share) // seq_len))
+            rows += [(p, int(s)) for s in np.linspace(0, (n_avail - 1) * seq_len, n).astype(np.int64)]
+        self.rows = rows
+        self.starts = np.array([s for _, s in rows], dtype=np.int64)
 
     @torch.no_grad()
     def run(self, model, device, rank: int = 0, world: int = 1, autocast=None) -> dict[str, float]:
         was_training = model.training
         model.eval()
-        mine = self.starts[rank::world]
-        total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of losses, tokens)
-        for i in range(0, len(mine), self.batch_size):
-            rows = np.stack([self.tokens[s : s + self.seq_len + 1].astype(np.int64) for s in mine[i : i + self.batch_size]])
+        mine = self.rows[rank::world]
+        total = torch.zeros(len(self.parts), 2, dtype=torch.float64, device=device)  # (sum of losses, tokens) per part
+        i = 0
+        while i < len(mine):
+            part = mine[i][0]
+            batch = [s for p, s in mine[i : i + self.batch_size] if p == part]  # a batch never mixes parts
+            i += len(batch)
+            tokens = self.parts[part].tokens
+            rows = np.stack([np.asarray(tokens[s : s + self.seq_len + 1], dtype=np.int64) for s in batch])
             x = torch.from_numpy(rows[:, :-1]).to(device)
             y = torch.from_numpy(rows[:, 1:]).to(device)
             if autocast is not None:
@@ -33,11 +59,22 @@ class HeldOutEval:
                     out = model(x, targets=y, logits=False)
             else:
                 out = model(x, targets=y, logits=False)
-            total[0] += out.loss.double() * y.numel()
-            total[1] += y.numel()
+            total[part, 0] += out.loss.double() * y.numel()
+            total[part, 1] += y.numel()
         if world > 1 and dist.is_initialized():
             dist.all_reduce(total)
         if was_training:
             model.train()
-        loss = (total[0] / total[1]).item()
-        return {"val_loss": loss, "val_bpb": loss / math.log(2) / self.bytes_per_token}
+        nats, count = total[:, 0].sum().item(), total[:, 1].sum().item()
+        loss = nats / count
+        if len(self.parts) == 1:
+            bpb = loss / math.log(2) / self.parts[0].bytes_per_token
+        else:  # total bits over total bytes: each part has its own bytes per token
+            bpb = nats / math.log(2) / sum(total[p, 1].item() * part.bytes_per_token for p, part in enumerate(self.parts))
+        res = {"val_loss": loss, "val_bpb": bpb}
+        for p, part in enumerate(self.parts):
+            if part.label is not None and total[p, 1].item() > 0:
+                loss = total[p, 0].item() / total[p, 1].item()
+                res[f"val_loss/{part.label}"] = loss
+                res[f"val_bpb/{part.label}"] = loss / math.log(2) / part.bytes_per_token
+        return res

@@ -1,9 +1,19 @@
-"""Deterministic, resumable batch sampler over fixed windows of a token array.
+"""Deterministic, resumable batch samplers over fixed windows of a token stream.
 
 Sample i of the run (counting over all steps, ranks and micro-batches) is window
 perm_epoch[i mod n] with epoch = i // n, where perm_epoch is a seeded permutation. The
 position in the data is therefore a pure function of the step: resume needs only the step,
 and a different world size sees the same global batch.
+
+The tokens are any 1-D sequence with len() and slicing: a memmap, or a `TokenStream` over a
+split's shards (windows may straddle shard boundaries; the stream is the shards concatenated,
+so a split gives the same windows however it was sharded).
+
+`MixtureSampler` draws from several such streams: a fixed seeded pattern of `period` slots,
+`quota[c]` of them for component c, repeats forever; sample i is slot i mod period of the
+pattern, and it is component c's k-th draw with k = (i // period) * quota[c] + (draws of c in
+the pattern before that slot). Which component and which of its windows sample i reads, and
+how many samples each component has given after n samples, are closed-form functions of i.
 """
 from __future__ import annotations
 
@@ -12,8 +22,8 @@ import torch
 
 
 class WindowSampler:
-    def __init__(self, tokens: np.ndarray, seq_len: int, seed: int):
-        self.tokens, self.seq_len, self.seed = tokens, seq_len, seed
+    def __init__(self, tokens, seq_len: int, seed: int, stream: int | None = None):
+        self.tokens, self.seq_len, self.seed, self.stream = tokens, seq_len, seed, stream
         self.n_windows = (len(tokens) - 1) // seq_len
         if self.n_windows < 1:
             raise ValueError(f"the training split has {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
@@ -22,21 +32,77 @@ class WindowSampler:
     def _window(self, sample: int) -> int:
         epoch, idx = divmod(sample, self.n_windows)
         if epoch != self._perm_epoch:
-            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_windows)
+            key = [self.seed, epoch] if self.stream is None else [self.seed, self.stream, epoch]
+            self._perm = np.random.default_rng(key).permutation(self.n_windows)
             self._perm_epoch = epoch
         return int(self._perm[idx])
+
+    def row(self, sample: int) -> np.ndarray:
+        """Tokens of window `sample` plus the next token (seq_len + 1)."""
+        start = self._window(sample) * self.seq_len
+        return self.tokens[start : start + self.seq_len + 1]
 
     def batch(self, first_sample: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(inputs, targets) for samples first_sample .. first_sample+size-1, int64 (size, seq_len)."""
         rows = np.empty((size, self.seq_len + 1), dtype=np.int64)
         for r in range(size):
-            start = self._window(first_sample + r) * self.seq_len
-            rows[r] = self.tokens[start : start + self.seq_len + 1]
+            rows[r] = self.row(first_sample + r)
         t = torch.from_numpy(rows)
         return t[:, :-1], t[:, 1:]
 
     def epochs(self, samples: int) -> float:
         return samples / self.n_windows
+
+
+def mixture_quotas(weights: list[float], period: int) -> list[int]:
+    """Integer slots per component summing to `period` (largest remainder; every component >= 1)."""
+    if period < len(weights):
+        raise ValueError(f"data.mixture_period={period} is smaller than the number of components ({len(weights)})")
+    w = np.asarray(weights, dtype=np.float64)
+    exact = w / w.sum() * period
+    quotas = np.maximum(1, np.floor(exact).astype(np.int64))
+    while quotas.sum() > period:  # the minimum of 1 took slots: give them back from the most over-served
+        over = np.where(quotas > 1, quotas - exact, -np.inf)
+        quotas[int(np.argmax(over))] -= 1
+    order = np.argsort(-(exact - quotas), kind="stable")
+    for i in range(int(period - quotas.sum())):
+        quotas[order[i % len(order)]] += 1
+    return quotas.tolist()
+
+
+class MixtureSampler:
+    def __init__(self, streams: list, weights: list[float], seq_len: int, seed: int, period: int):
+        self.seq_len, self.period = seq_len, period
+        self.quotas = np.asarray(mixture_quotas(weights, period), dtype=np.int64)
+        pattern = np.repeat(np.arange(len(streams)), self.quotas)
+        self.pattern = np.random.default_rng([seed, 0x6D6978]).permutation(pattern)  # 'mix'
+        # draws[c, j]: how many of the first j slots of the pattern belong to component c
+        self.draws = np.zeros((len(streams), period + 1), dtype=np.int64)
+        for c in range(len(streams)):
+            self.draws[c, 1:] = np.cumsum(self.pattern == c)
+        self.components = [WindowSampler(t, seq_len, seed, stream=c + 1) for c, t in enumerate(streams)]
+
+    def locate(self, sample: int) -> tuple[int, int]:
+        """(component, that component's own sample index) of global sample `sample`."""
+        block, slot = divmod(sample, self.period)
+        c = int(self.pattern[slot])
+        return c, block * int(self.quotas[c]) + int(self.draws[c, slot])
+
+    def counts(self, samples: int) -> np.ndarray:
+        """Samples drawn from each component among the first `samples`."""
+        block, slot = divmod(samples, self.period)
+        return block * self.quotas + self.draws[:, slot]
+
+    def row(self, sample: int) -> np.ndarray:
+        c, k = self.locate(sample)
+        return self.components[c].row(k)
+
+    def batch(self, first_sample: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = np.empty((size, self.seq_len + 1), dtype=np.int64)
+        for r in range(size):
+            rows[r] = self.row(first_sample + r)
+        t = torch.from_numpy(rows)
+        return t[:, :-1], t[:, 1:]
 
 
 def micro_batch_start(step: int, micro: int, rank: int, global_batch: int, micro_batch: int, world: int) -> int:

@@ -24,12 +24,13 @@ from pretrain.console import Progress
 from pretrain.distributed import DistInfo, all_reduce_max, all_reduce_mean, barrier
 from pretrain.ds_config import build_ds_config, grad_accum_steps
 from pretrain.errors import TrainingFailed
+from pretrain.data.feed import TrainFeed
 from pretrain.evaluation import HeldOutEval
 from pretrain.metrics_log import MetricsFile
 from pretrain.mfu import device_peak
 from pretrain.optim import param_groups
 from pretrain.run_dir import RunDir
-from pretrain.sampler import WindowSampler, micro_batch_start
+from pretrain.sampler import micro_batch_start
 from pretrain.schedules import lr_at
 from pretrain.signals import StopRequest
 from pretrain.wandb_logger import WandbLogger
@@ -92,11 +93,10 @@ class Trainer:
         # ZeRO-0 (it clips without keeping the norm): measure it ourselves there.
         self.own_grad_norm = cfg.deepspeed.zero_stage == 0 and cfg.precision == "fp32"
         self.last_grad_norm = None
-        self.sampler = WindowSampler(self.prepared.split_tokens("train"), cfg.model.seq_len, cfg.train.seed)
-        self.heldout = HeldOutEval(
-            self.prepared.split_tokens("val"), cfg.model.seq_len, cfg.train.eval_tokens,
-            self.prepared.bytes_per_token("val"), cfg.train.micro_batch_size,
-        )
+        # Windows are read straight from the memory-mapped shards (data/feed.py): nothing is loaded whole.
+        self.feed = TrainFeed(self.prepared, cfg.model.seq_len, cfg.train.seed)
+        self.sampler = self.feed.sampler
+        self.heldout = HeldOutEval(self.feed.val_parts, cfg.model.seq_len, cfg.train.eval_tokens, None, cfg.train.micro_batch_size)
         self.peak, self.peak_source = device_peak(self.dist.device, cfg.precision, cfg.train.device_peak_flops)
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
         self.eval_autocast = torch.autocast(self.dist.device.type, dtype=dtype) if dtype else None
@@ -176,6 +176,10 @@ class Trainer:
         metrics = MetricsFile(self.rd.metrics, self.state.step if resumed else None) if d.is_main else None
         wb = WandbLogger(cfg.wandb, self.rd.path, cfg.model_dump(mode="json"), resumed) if d.is_main else None
         tps = cfg.tokens_per_step()
+        repeat = self.feed.repetition_warning(self.total_steps * tps, self.total_steps * cfg.train.global_batch_size,
+                                              cfg.train.max_epochs_warn)
+        if repeat:
+            self._log(f"warning: {repeat}")
         fault_nan = int(os.environ.get("SCALELAB_FAULT_NAN_STEP", "-1"))  # test hook: poison this step's loss
         window_t0, window_tokens, window_loss, window_n = time.perf_counter(), 0, 0.0, 0
         window_paused = self.paused_s
@@ -237,10 +241,11 @@ class Trainer:
                         "grad_norm": self.last_grad_norm if self.own_grad_norm else _grad_norm(self.engine),
                         "tokens_per_s": tok_s,
                         "mfu": self.counts.flops_per_token * tok_s / (self.peak * d.world_size),
-                        "epoch": self.sampler.epochs(step * cfg.train.global_batch_size),
+                        "epoch": self.feed.epochs(step * tps),
                         "eta_s": (self.total_steps - step) * elapsed / window_n,
                         "wall_s": self.state.wall_s,
                     }
+                    rec.update(self.feed.source_tokens(step * cfg.train.global_batch_size))
                     if aux_total:
                         rec["aux_loss"] = all_reduce_mean(aux_total, d)
                     if noise:
@@ -333,6 +338,7 @@ class Trainer:
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "extras": cfg.extras,
         }
+        out.update(self.feed.summary(step * cfg.tokens_per_step(), step * cfg.train.global_batch_size))
         if error:
             out["error"] = error
         return out

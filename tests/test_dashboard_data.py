@@ -100,3 +100,15 @@ def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
         store.record("bad.json")
     with pytest.raises(BadId):
         store.record("../good.json")
+
+
+def test_runs_table_shows_epochs(tmp_path):
+    from evals.dashboard.runs import TABLE_COLUMNS
+
+    d = _run(tmp_path, "s/a")
+    (d / "summary.json").write_text(json.dumps({"status": "done", "steps": 3, "epochs": 1.25, "unique_tokens": 4096}))
+    rows, _ = RunStore(tmp_path, min_interval=0).table()
+    assert rows[0]["epochs"] == 1.25 and rows[0]["unique_tokens"] == 4096
+    assert TABLE_COLUMNS.index("epochs") == TABLE_COLUMNS.index("tokens") + 1
+    js = (Path(__file__).resolve().parents[1] / "evals/dashboard/static/views/runs.js").read_text()
+    assert '{ key: "epochs", label: "epochs"' in js

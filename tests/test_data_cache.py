@@ -159,8 +159,22 @@ def test_concurrent_prepares_build_once(corpus):
     assert load_prepared(cfg.out_dir).meta["splits"]["val"]["documents"] >= 1
 
 
-def test_bpe_training_sample_is_capped(corpus):
-    data, log = run(make_cfg(corpus, tokenizer={"vocab_size": 300, "train_max_chars": 500}))
-    assert "BPE trained on the first" in log
-    full, _ = run(make_cfg(corpus, out_dir=str(corpus.parent / "full")))
+def test_bpe_is_trained_on_a_seeded_sample_independent_of_file_order(corpus):
+    data, log = run(make_cfg(corpus, tokenizer={"vocab_size": 300, "sample_chars": 500}))
+    sample = data.meta["tokenizer"]["sample"]
+    assert "a seeded sample of" in log and sample["sample_chars"] == 500
+    assert 1 <= sample["documents"] < sample["train_documents"] == data.meta["splits"]["train"]["documents"]
+    assert 500 <= sample["chars"] < sample["train_chars"]
+    full, log = run(make_cfg(corpus, out_dir=str(corpus.parent / "full")))
+    assert "the whole train split" in log and full.meta["tokenizer"]["sample"]["documents"] == sample["train_documents"]
     assert data.meta["tokenizer"]["sha256"] != full.meta["tokenizer"]["sha256"]
+    # the sample is a function of the documents and the seed, not of where they come from
+    reordered, _ = run(make_cfg(corpus, sources=["books/c.txt", "books/b.txt", "books/a.txt"], out_dir=str(corpus.parent / "rev"),
+                                tokenizer={"vocab_size": 300, "sample_chars": 500}))
+    assert reordered.meta["tokenizer"]["sha256"] == data.meta["tokenizer"]["sha256"]
+    other_seed, _ = run(make_cfg(corpus, seed=1, out_dir=str(corpus.parent / "s1"), tokenizer={"vocab_size": 300, "sample_chars": 500}))
+    assert other_seed.meta["tokenizer"]["sample"] != sample
+
+
+def test_old_train_max_chars_key_is_read_as_sample_chars(corpus):
+    assert make_cfg(corpus, tokenizer={"train_max_chars": 1234}).tokenizer.sample_chars == 1234

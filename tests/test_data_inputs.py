@@ -201,3 +201,104 @@ def test_literal_endoftext_in_text_is_not_a_document_boundary(tmp_path):
     data = prepare(cfg(tmp_path, ["d.jsonl"]), **QUIET)
     n_eot = sum(int((np.asarray(data.split_tokens(s)) == data.eot_id).sum()) for s in ("train", "val"))
     assert n_eot == 6 and sorted(all_docs(data)) == sorted(rows)
+
+
+def book(i: int) -> str:
+    return "\n\n".join(f"Book {i}, paragraph {p}: call me Ishmael, some years ago {p * i}." for p in range(8))
+
+
+def test_delimited_gzip_books_stay_whole_with_a_given_validation_file(tmp_path):
+    """gutenberg100's layout: BOOK\\n<|endoftext|>\\n repeated, gzip, train and valid given apart."""
+    with gzip.open(tmp_path / "train.txt.gz", "wt") as fh:
+        fh.write("".join(book(i) + "\n<|endoftext|>\n" for i in range(6)))
+    with gzip.open(tmp_path / "valid.txt.gz", "wt") as fh:
+        fh.write("".join(book(i) + "\n<|endoftext|>\n" for i in (100, 101)))
+    data = prepare(cfg(tmp_path, ["train.txt.gz"], val_sources=["valid.txt.gz"], doc_chars=None), **QUIET)
+    assert decoded_docs(data, "train") == [book(i) for i in range(6)]
+    assert decoded_docs(data, "val") == [book(100), book(101)]
+    meta = data.meta
+    assert meta["split"] == {"kind": "given", "val_sources": 1}
+    assert meta["val_sources"][0]["documents"] == 2 and meta["sources"][0]["documents"] == 6
+    assert meta["splits"]["train"]["unique_tokens"] == meta["splits"]["train"]["tokens"]
+    # with doc_chars the books are cut at paragraph breaks, still never across a delimiter
+    cut = prepare(cfg(tmp_path, ["train.txt.gz"], val_sources=["valid.txt.gz"], doc_chars=150, out_dir=str(tmp_path / "cut")), **QUIET)
+    train = decoded_docs(cut, "train")
+    assert len(train) > 12 and "\n\n".join(train) == "\n\n".join(book(i) for i in range(6))
+
+
+def test_changing_the_validation_file_rebuilds(tmp_path):
+    (tmp_path / "t.txt").write_text(paragraphs("train"))
+    (tmp_path / "v.txt").write_text(paragraphs("val"))
+    prepare(cfg(tmp_path, ["t.txt"], val_sources=["v.txt"]), **QUIET)
+    (tmp_path / "v.txt").write_text(paragraphs("val changed"))
+    logs: list[str] = []
+    again = prepare(cfg(tmp_path, ["t.txt"], val_sources=["v.txt"]), log=logs.append)
+    assert not again.reused and any("changed: v.txt" in m for m in logs)
+
+
+def test_empty_validation_source_is_an_error_naming_it(tmp_path):
+    (tmp_path / "t.txt").write_text(paragraphs("train"))
+    (tmp_path / "v.txt").write_text("\n\n")
+    with pytest.raises(DataError, match=r"empty validation split: data.val_sources \(v.txt\)"):
+        prepare(cfg(tmp_path, ["t.txt"], val_sources=["v.txt"]), **QUIET)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.xz", ".jsonl.zst"])
+def test_compressed_jsonl(tmp_path, suffix):
+    import lzma
+
+    rows = "".join(json.dumps({"text": f"row {i}: compressed json lines"}) + "\n" for i in range(12)).encode()
+    if suffix.endswith(".gz"):
+        data = gzip.compress(rows)
+    elif suffix.endswith(".xz"):
+        data = lzma.compress(rows)
+    else:
+        data = pytest.importorskip("zstandard").ZstdCompressor().compress(rows)
+    (tmp_path / f"d{suffix}").write_bytes(data)
+    got = prepare(cfg(tmp_path, [f"d{suffix}"]), **QUIET)
+    assert sorted(all_docs(got)) == sorted(f"row {i}: compressed json lines" for i in range(12))
+
+
+def test_parquet_text_column_streamed_in_batches(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pretrain.data import readers
+
+    texts = [f"parquet row {i} with words" for i in range(25)] + [None]
+    pq.write_table(pa.table({"id": list(range(26)), "body": texts}), tmp_path / "d.parquet", row_group_size=10)
+    monkeypatch.setattr(readers, "PARQUET_BATCH_ROWS", 4)
+    data = prepare(cfg(tmp_path, [{"path": "d.parquet", "text_field": "body"}]), **QUIET)
+    assert sorted(all_docs(data)) == sorted(texts[:25])  # the null row is skipped
+    with pytest.raises(DataError, match=r"no column 'text'.*columns: id, body"):
+        prepare(cfg(tmp_path, ["d.parquet"], out_dir=str(tmp_path / "o2")), **QUIET)
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "n.parquet")
+    with pytest.raises(DataError, match="column 'text' is int64, expected text"):
+        prepare(cfg(tmp_path, ["n.parquet"], out_dir=str(tmp_path / "o3")), **QUIET)
+
+
+def test_folder_picks_up_compressed_and_parquet_files(tmp_path):
+    import lzma
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.txt.xz").write_bytes(lzma.compress(paragraphs("xz").encode()))
+    pq.write_table(pa.table({"text": ["from parquet"] * 2}), tmp_path / "c" / "b.parquet")
+    data = prepare(cfg(tmp_path, ["c"]), **QUIET)
+    assert [Path(f["path"]).name for f in data.meta["sources"][0]["files"]] == ["a.txt.xz", "b.parquet"]
+    docs = all_docs(data)
+    assert any("xz paragraph" in d for d in docs) and docs.count("from parquet") == 2
+
+
+def test_duplicate_documents_count_once_in_unique_tokens(tmp_path):
+    rows = [f"unique document {i}" for i in range(8)] + ["a repeated document"] * 5
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in rows))
+    data = prepare(cfg(tmp_path, ["d.jsonl"], val_fraction=0.1), **QUIET)
+    splits = data.meta["splits"]
+    side = next(s for s in ("train", "val") if "a repeated document" in decoded_docs(data, s))
+    assert splits[side]["duplicate_documents"] == 4  # identical texts hash alike: one side, counted once
+    per_copy = len(data.load_tokenizer().encode("a repeated document").ids) + 1  # + its end-of-text
+    assert splits[side]["unique_tokens"] == splits[side]["tokens"] - 4 * per_copy
+    assert data.unique_tokens(side) == splits[side]["unique_tokens"]

@@ -143,3 +143,23 @@ def test_status_over_1000_run_dirs_under_2s(work):
     scan = time.perf_counter() - t0
     assert scan < 2.0, scan
     assert counts(sts)["failed"] == 167
+
+
+def test_epochs_and_unique_tokens_columns(work):
+    root = work / "runs" / "ep"
+    fake_run(root / "done", "done", "done")
+    summ = json.loads((root / "done" / "summary.json").read_text())
+    summ.update({"epochs": 2.5, "unique_tokens": 1024, "epochs/books": 3.0, "tokens/books": 1536, "weight/books": 0.6})
+    (root / "done" / "summary.json").write_text(json.dumps(summ))
+    fake_run(root / "live", "live", None, steps=4)  # still training: epochs from its last metrics record
+    with open(root / "live" / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 6, "tokens": 1536, "loss": 5.4, "epoch": 1.5}) + "\n")
+    df, _ = load_runs(root)
+    by = df.set_index("run")
+    assert by.loc["done", "epochs"] == 2.5 and by.loc["done", "unique_tokens"] == 1024
+    assert by.loc["done", "epochs/books"] == 3.0 and by.loc["done", "tokens/books"] == 1536
+    assert by.loc["live", "epochs"] == 1.5
+    r = scalelab("runs", "list", root)
+    header = r.stdout.splitlines()[0].split()
+    assert "epochs" in header and "2.5" in r.stdout and "1.5" in r.stdout
+    assert run_status(root / "live").epochs == 1.5

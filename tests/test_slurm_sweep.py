@@ -116,3 +116,28 @@ def test_preempted_task_checkpoints_requeues_and_resumes(cluster, work, data):
     show = subprocess.run(["scontrol", "show", "job", task], capture_output=True, text=True).stdout
     if show:  # still known to slurmctld (MinJobAge)
         assert "Restarts=1" in show
+
+
+def test_unprepared_data_is_prepared_by_its_own_job_before_the_array(cluster, work):
+    import yaml
+
+    data_dir = work / "data-tv300"
+    base = write_base(work / "base", data_dir)
+    cfg = yaml.safe_load(base.read_text())
+    cfg["data"].update({"name": "tv300", "tokenizer": {"kind": "bpe", "vocab_size": 300}})
+    base.write_text(yaml.safe_dump(cfg))
+    spec = write_spec(work, {"name": "sldata", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
+                             "axes": {"optim.lr": [1e-3, 3e-3]},
+                             "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00"}}})
+    r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data_job = re.search(r"submitted data job (\d+)", r.stdout).group(1)
+    assert f"after data job(s) {data_job}" in r.stdout
+    rows = wait_states(spec, {"done", "failed"}, timeout=600)
+    assert [x["state"] for x in rows] == ["done"] * 2, rows
+    assert (data_dir / "meta.json").is_file()
+    out = (work / "runs" / ".sweep" / f"slurm-data-tv300-{data_job}.out").read_text()
+    assert "data 'tv300': built" in out
+    for x in rows:
+        log = (work / "runs" / x["name"] / "train.log").read_text()
+        assert "reusing prepared data" in log and "building" not in log

@@ -147,3 +147,33 @@ def test_cancel_stops_a_local_launch_after_a_checkpoint(work, data):
     assert summary(run_dir)["status"] == "preempted"
     assert "received SIGTERM: checkpoint step_" in (run_dir / "train.log").read_text()
     assert run_status(run_dir).state == "preempted"
+
+
+def test_data_is_prepared_once_as_its_own_job_before_the_runs(work):
+    import yaml
+
+    data_dir = work / "data-tv300"  # a data set nothing has prepared yet
+    base = write_base(work / "base", data_dir, steps=4)
+    cfg = yaml.safe_load(base.read_text())
+    cfg["data"].update({"name": "tv300", "tokenizer": {"kind": "bpe", "vocab_size": 300}})
+    base.write_text(yaml.safe_dump(cfg))
+    spec = write_spec(work, {"name": "prep", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
+                             "axes": {"optim.lr": [1e-3, 3e-3]}})
+    dry = scalelab("sweep", "launch", spec, "--dry-run", cwd=work)
+    assert dry.returncode == 0 and dry.stdout.startswith("first: scalelab data prepare ") and "for 2 run(s)" in dry.stdout
+    r = scalelab("sweep", "launch", spec, "--workers", "2", "--no-progress", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    prepares = [i for i, ln in enumerate(lines) if ln.startswith("prepare data 'tv300'")]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("start")]
+    assert len(prepares) == 1 and len(starts) == 2 and prepares[0] < min(starts), r.stdout
+    assert "for 2 run(s) (no prepared data yet)" in lines[prepares[0]]
+    logs = list((work / "runs" / ".sweep").glob("data-tv300-*.log"))
+    assert len(logs) == 1 and "data 'tv300': built" in logs[0].read_text()
+    for name in ("lr1e-3", "lr3e-3"):
+        log = (work / "runs" / name / "train.log").read_text()
+        assert "reusing prepared data" in log and "building" not in log
+        assert summary(work / "runs" / name)["unique_tokens"] > 0
+    (work / "runs" / "lr3e-3" / "summary.json").unlink()  # one run to redo; its data is ready
+    again = scalelab("sweep", "launch", spec, "--no-progress", cwd=work)
+    assert again.returncode == 0 and "prepare data" not in again.stdout, again.stdout

@@ -27,7 +27,7 @@ from launch import registry  # the run registry: row contract and dir discovery
 _KEY_FILES = ("summary.json", "config.yaml", "launch.yaml", "metrics.jsonl")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Columns the Runs view shows first (the registry may add more; all are sent).
-TABLE_COLUMNS = ["id", "sweep", "run", "model", "params", "active_params", "tokens", "batch_size", "batch_tokens", "lr",
+TABLE_COLUMNS = ["id", "sweep", "run", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
                  "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
                  "tokens_per_s", "mfu", "wall_s", "n_evals", "problem"]
 

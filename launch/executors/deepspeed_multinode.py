@@ -3,6 +3,7 @@
 Runs execute one after another, each over all hosts of the hostfile (the DeepSpeed launcher
 reaches the other nodes through pdsh/ssh, or `launcher: openmpi` etc.). The run directory must
 be on a filesystem every node sees. Locks, skipping and train.log work as for the other executors.
+Data sets the runs need are prepared first, once each, on this host (`launch.data_jobs`).
 """
 from __future__ import annotations
 
@@ -55,7 +56,20 @@ class DeepSpeedExecutor:
         import os
 
         done, failed, skipped = [], [], {}
+        blocked: dict[str, str] = {}
+        if not dry_run:
+            from launch.data_jobs import data_jobs, run_locally
+            from launch.executors.slurm import sweep_meta_dir
+
+            todo = [r for r in runs if decide(Path(r.run_dir), retry_failed, r.id) == "run"]
+            jobs = data_jobs(todo)
+            if jobs:
+                blocked = run_locally(jobs, sweep_meta_dir(self.spec.runs_root().resolve()), lambda m: out.write(m + "\n"))
         for r in runs:
+            if r.name in blocked:
+                failed.append(r.name)
+                out.write(f"FAILED {r.name}: {blocked[r.name]}\n")
+                continue
             run_dir = Path(r.run_dir)
             argv = command(self.ds, run_dir)
             if dry_run:

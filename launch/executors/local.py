@@ -1,5 +1,8 @@
 """Local executor: N worker slots on this machine, one trainer subprocess per run.
 
+Data sets the runs need that are not prepared yet are prepared first, once each, by a
+`scalelab data prepare` process (`launch.data_jobs`), before any run starts.
+
 CPU: each run gets `train.threads` = cores / workers and the same OMP_NUM_THREADS (oversubscribed
 ranks run many times slower). GPUs: each slot gets its own CUDA_VISIBLE_DEVICES slice. The
 launcher holds each run's lock and passes it to the trainer; Ctrl-C / SIGTERM forwards SIGTERM so
@@ -59,8 +62,9 @@ class LaunchResult:
 
 class LocalExecutor:
     def __init__(self, workers: int = 1, threads: int | None = None, gpus_per_run: int = 1, progress: bool = True,
-                 poll_s: float = 0.5, stream=None):
+                 poll_s: float = 0.5, stream=None, meta_dir: Path | None = None):
         self.workers = max(1, workers)
+        self.meta_dir = meta_dir  # where data jobs write their config and log (default <runs>/.sweep)
         self.gpus = visible_gpus()
         self.per_run_gpus = max(1, gpus_per_run) if self.gpus else 0
         self.stream = stream or sys.stdout
@@ -98,6 +102,8 @@ class LocalExecutor:
                 res.failed.append(r.name)
             else:
                 queue.append(r)
+        if queue:
+            queue = self._prepare_data(queue, res)
         self._say(f"local executor: {len(queue)} to run, {len(res.skipped)} skipped, {len(self.slots)} workers "
                   + (f"(GPUs {','.join(self.gpus)})" if self.gpus else f"({self.slots[0].threads} threads each)"))
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -107,6 +113,21 @@ class LocalExecutor:
             for s, h in old.items():
                 signal.signal(s, h)
         return res
+
+    def _prepare_data(self, queue: list, res: LaunchResult) -> list:
+        """Prepare every data set the queued runs need, once, before they start; drop the runs whose data failed."""
+        from launch.data_jobs import data_jobs, run_locally
+
+        jobs = data_jobs(queue)
+        if not jobs:
+            return queue
+        meta = self.meta_dir or Path(os.path.commonpath([str(Path(r.run_dir).resolve().parent) for r in queue])) / ".sweep"
+        blocked = run_locally(jobs, meta, self._say)
+        for r in queue:
+            if r.name in blocked:
+                res.failed.append(r.name)
+                res.skipped[r.name] = blocked[r.name]
+        return [r for r in queue if r.name not in blocked]
 
     def _on_signal(self, signum, frame) -> None:
         if not self._stop:

@@ -7,6 +7,11 @@ checkpoint). Multi-GPU runs spawn one process per GPU; multi-node runs use `srun
 ssh between nodes) or, with `launcher: deepspeed`, the DeepSpeed launcher with a hostfile built
 from `scontrol show hostnames $SLURM_JOB_NODELIST`. Submitted jobs are recorded in
 `<runs_dir>/.sweep/jobs.jsonl` so `status` and `cancel` find them again.
+
+Data sets the runs need that are not prepared yet get one job each first (`scalelab data
+prepare`, same partition/account/time/cpus, no GPUs); the array depends on them
+(`--dependency=afterok:<ids>`, `--kill-on-invalid-dep=yes`: a failed prepare cancels the array
+instead of leaving it pending forever).
 """
 from __future__ import annotations
 
@@ -40,7 +45,40 @@ def rank_mode(s) -> str:
     return "local" if s.gpus_per_node > 1 else "single"
 
 
-def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool = False, python: str | None = None) -> str:
+def _common_directives(s) -> list[str]:
+    d = []
+    for key, val in (("partition", s.partition), ("account", s.account), ("qos", s.qos), ("mem", s.mem), ("time", s.time)):
+        if val:
+            d.append(f"--{key}={val}")
+    return d
+
+
+def _env_lines(s) -> list[str]:
+    return ["", "set -eo pipefail", "export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1}"]
+
+
+def render_data_script(spec, job, config_path: Path, python: str | None = None) -> str:
+    """One `scalelab data prepare` job: one task on one node, the CPUs of a run's task, no GPUs."""
+    from launch.data_jobs import prepare_argv
+
+    s = spec.executor.slurm
+    meta = sweep_meta_dir(spec.runs_root().resolve())
+    d = [f"--job-name={spec.name}-data-{job.name}", f"--output={meta}/slurm-data-{job.name}-%j.out", f"--chdir={Path.cwd()}",
+         "--nodes=1", "--ntasks=1"] + _common_directives(s)
+    if s.cpus_per_task:
+        d.append(f"--cpus-per-task={s.cpus_per_task}")
+    for extra in s.extra:
+        d.append(extra if extra.startswith("-") else f"--{extra}")
+    argv = prepare_argv(config_path, python or s.python or sys.executable)
+    lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: prepare data '{job.name}' once for {len(job.runs)} run(s) "
+             f"({job.reason})"]
+    lines += [f"#SBATCH {x}" for x in d] + _env_lines(s) + s.setup
+    lines += ["exec " + " ".join(shlex.quote(a) for a in argv), ""]
+    return "\n".join(lines)
+
+
+def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool = False, python: str | None = None,
+                  depends_on: list[str] | None = None) -> str:
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
     n = len(run_dirs)
@@ -51,9 +89,9 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
          f"--nodes={s.nodes}", f"--ntasks-per-node={tasks_per_node}", f"--signal=B:USR1@{s.signal_secs}"]
     if s.requeue:
         d.append("--requeue")
-    for key, val in (("partition", s.partition), ("account", s.account), ("qos", s.qos), ("mem", s.mem), ("time", s.time)):
-        if val:
-            d.append(f"--{key}={val}")
+    if depends_on:
+        d += ["--dependency=afterok:" + ":".join(depends_on), "--kill-on-invalid-dep=yes"]
+    d += _common_directives(s)
     if s.gpus_per_node:
         d.append(f"--gpus-per-node={s.gpus_per_node}")
     if s.cpus_per_task:
@@ -72,7 +110,7 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
         worker.append("--retry-failed")
     lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: {n} runs, one array task each (rank mode: {mode})"]
     lines += [f"#SBATCH {x}" for x in d]
-    lines += ["", "set -eo pipefail", "export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1}"]
+    lines += _env_lines(s)
     if threads:
         lines.append(f"export OMP_NUM_THREADS={threads}")
     lines += s.setup
@@ -155,14 +193,36 @@ class SlurmExecutor:
         manifest = meta / f"array-{stamp}.txt"
         run_dirs = [Path(r.run_dir).resolve() for r in todo]
         if not todo:
-            return {"job_id": None, "runs": [], "skipped": skipped, "script": None}
-        script = render_script(self.spec, run_dirs, manifest, retry_failed)
+            return {"job_id": None, "runs": [], "skipped": skipped, "script": None, "data_jobs": []}
+        from launch.data_jobs import data_jobs, write_config
+
+        jobs = data_jobs(todo)
         if dry_run:
+            for job in jobs:
+                out.write(f"# data job (submitted first): {job.config_path(meta)}\n")
+                out.write(render_data_script(self.spec, job, job.config_path(meta)) + "\n")
+            deps = [f"<data job {job.name}>" for job in jobs]
+            script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=deps)
             out.write(f"# manifest {manifest} (index -> run dir)\n" + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs)))
             out.write(script)
-            return {"job_id": None, "runs": [r.name for r in todo], "skipped": skipped, "script": script}
+            return {"job_id": None, "runs": [r.name for r in todo], "skipped": skipped, "script": script,
+                    "data_jobs": [job.name for job in jobs]}
         sbatch = _need("sbatch")
         meta.mkdir(parents=True, exist_ok=True)
+        data_ids = []
+        for job in jobs:
+            config = write_config(job, meta)
+            data_script = meta / f"{self.spec.name}-data-{job.name}-{stamp}.sbatch"
+            data_script.write_text(render_data_script(self.spec, job, config))
+            res = subprocess.run([sbatch, "--parsable", str(data_script)], capture_output=True, text=True)
+            if res.returncode != 0:
+                raise SlurmError(f"sbatch of the data job for '{job.name}' failed ({res.returncode}): "
+                                 f"{res.stderr.strip() or res.stdout.strip()}")
+            data_ids.append(res.stdout.strip().split(";")[0])
+            with open(meta / "jobs.jsonl", "a") as f:
+                f.write(json.dumps({"job_id": data_ids[-1], "kind": "data", "data": job.name, "submitted": stamp,
+                                    "script": str(data_script), "config": str(config), "runs": []}) + "\n")
+        script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=data_ids)
         for r in todo:
             Path(r.run_dir).mkdir(parents=True, exist_ok=True)
             write_launch_config(r)
@@ -175,9 +235,11 @@ class SlurmExecutor:
         job_id = res.stdout.strip().split(";")[0]
         rec = {"job_id": job_id, "submitted": stamp, "script": str(script_path), "manifest": str(manifest),
                "runs": [r.name for r in todo]}
+        if data_ids:
+            rec["depends_on"] = data_ids
         with open(meta / "jobs.jsonl", "a") as f:
             f.write(json.dumps(rec) + "\n")
-        return {**rec, "skipped": skipped}
+        return {**rec, "skipped": skipped, "data_jobs": [{"job_id": i, "data": j.name} for i, j in zip(data_ids, jobs)]}
 
     def cancel(self, names: list[str] | None = None) -> list[str]:
         """scancel this sweep's queued/running tasks (all, or only those of `names`)."""

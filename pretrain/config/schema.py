@@ -49,6 +49,7 @@ class LoopConfig(StrictModel):
     threads: int | None = Field(None, gt=0, description="torch CPU threads per rank (default: cores / local ranks)")
     noise_scale_every_steps: int = Field(0, ge=0, description="measure the gradient noise scale B_simple every this many steps (0: off); logged as grad_noise_scale")
     noise_scale_batches: int = Field(4, ge=2, description="micro-batches per noise-scale measurement (B_big = this x micro-batch tokens)")
+    max_epochs_warn: float | None = Field(4.0, gt=0, description="warn at start when the planned tokens exceed this many passes over the training split's unique tokens (or any mixture component's); null: never")
 
     @field_validator("tokens", mode="before")
     @classmethod

@@ -24,7 +24,7 @@ def _display_name(path: Path, root: Path) -> str:
         return str(path)
 
 
-def fingerprint_inputs(cfg: DataConfig, sources: list[ResolvedSource], root: Path, tokenizer: dict[str, Any]) -> dict[str, Any]:
+def _describe(sources: list[ResolvedSource], root: Path) -> list[dict[str, Any]]:
     srcs = []
     for s in sources:
         spec = s.config.model_dump(mode="json", exclude={"path"})
@@ -32,12 +32,18 @@ def fingerprint_inputs(cfg: DataConfig, sources: list[ResolvedSource], root: Pat
             srcs.append({"spec": spec, "content": s.fingerprint})
         else:
             srcs.append({"spec": spec, "files": {_display_name(p, root): s.fingerprint[str(p)] for p in s.files}})
-    return {
-        "format": FORMAT_VERSION,
-        "settings": {"val_fraction": cfg.val_fraction, "doc_chars": cfg.doc_chars, "seed": cfg.seed, "shard_tokens": cfg.shard_tokens},
-        "sources": srcs,
-        "tokenizer": tokenizer,
-    }
+    return srcs
+
+
+def fingerprint_inputs(cfg: DataConfig, sources: list[ResolvedSource], root: Path, tokenizer: dict[str, Any],
+                       val_sources: list[ResolvedSource] | None = None) -> dict[str, Any]:
+    settings = {"val_fraction": cfg.val_fraction, "doc_chars": cfg.doc_chars, "doc_delimiter": cfg.doc_delimiter,
+                "seed": cfg.seed, "shard_tokens": cfg.shard_tokens}
+    out = {"format": FORMAT_VERSION, "settings": settings, "sources": _describe(sources, root), "tokenizer": tokenizer}
+    if val_sources is not None:
+        out["val_sources"] = _describe(val_sources, root)
+        del settings["val_fraction"]  # unused with a given validation set
+    return out
 
 
 def fingerprint(inputs: dict[str, Any]) -> str:
@@ -61,9 +67,10 @@ def explain_change(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
         ot, nt = old.get("tokenizer", {}), new["tokenizer"]
         keys = [c for c in _changed_keys(ot, nt) if not c.startswith("files")] or ["tokenizer files changed"]
         reasons.append("tokenizer changed: " + ", ".join(keys))
-    if old.get("sources") != new["sources"]:
-        old_files = {n: h for s in old.get("sources", []) for n, h in s.get("files", {}).items()}
-        new_files = {n: h for s in new["sources"] for n, h in s.get("files", {}).items()}
+    if old.get("sources") != new["sources"] or old.get("val_sources") != new.get("val_sources"):
+        every = lambda d: [*d.get("sources", []), *(d.get("val_sources") or [])]  # noqa: E731
+        old_files = {n: h for s in every(old) for n, h in s.get("files", {}).items()}
+        new_files = {n: h for s in every(new) for n, h in s.get("files", {}).items()}
         changed = sorted(n for n in new_files if n in old_files and old_files[n] != new_files[n])
         added = sorted(set(new_files) - set(old_files))
         removed = sorted(set(old_files) - set(new_files))

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from pretrain.data.shards import open_shards
+from pretrain.data.tokens import TokenStream
 from pretrain.errors import DataError
 
 FORMAT_VERSION = 1
@@ -28,7 +29,7 @@ class PreparedData:
     meta: dict[str, Any]
     reused: bool = False  # set by prepare(): True when the cache was valid
     reason: str = ""  # why it was built (or "up to date")
-    _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _streams: dict[str, TokenStream] = field(default_factory=dict, repr=False)
 
     @property
     def vocab_size(self) -> int:
@@ -60,18 +61,27 @@ class PreparedData:
         """One read-only memmap per shard (lazy: nothing is read until indexed)."""
         return open_shards(self.out_dir, self._split(split)["shards"], self.dtype)
 
-    def split_tokens(self, split: str) -> np.ndarray:
-        """The whole split as one 1-D array; a memmap when it is one shard (the usual case).
+    def token_stream(self, split: str) -> TokenStream:
+        """The split's shards read as one stream (len, slices across shards); nothing is loaded."""
+        if split not in self._streams:
+            self._streams[split] = TokenStream(self.split_shards(split))
+        return self._streams[split]
 
-        Several shards are concatenated in memory; use `split_shards` to avoid that.
-        """
-        if split not in self._arrays:
-            shards = self.split_shards(split)
-            self._arrays[split] = shards[0] if len(shards) == 1 else np.concatenate(shards)
-        return self._arrays[split]
+    def split_tokens(self, split: str) -> np.ndarray | TokenStream:
+        """The split as one 1-D token sequence: its memmap when it is one shard, else a `TokenStream`
+        over the shards (never concatenated in memory; `np.asarray` materialises it explicitly)."""
+        shards = self.split_shards(split)
+        return shards[0] if len(shards) == 1 else self.token_stream(split)
 
     def num_tokens(self, split: str) -> int:
         return int(self._split(split)["tokens"])
+
+    def unique_tokens(self, split: str) -> int:
+        """Tokens of the split counting each distinct document once (= num_tokens without duplicates).
+
+        Folders prepared before this count was recorded fall back to the token count."""
+        info = self._split(split)
+        return int(info.get("unique_tokens", info["tokens"]))
 
     def bytes_per_token(self, split: str) -> float:
         """UTF-8 bytes of the split's text per token (separators included): bpb = nats/token / ln2 / this."""

@@ -6,6 +6,7 @@ past `data.shard_tokens`, always at a document boundary.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -26,6 +27,7 @@ class ShardWriter:
         self.folder, self.split, self.dtype, self.shard_tokens = folder, split, dtype, shard_tokens
         self.shards: list[dict] = []
         self._fh = None
+        self._sha = hashlib.sha256()  # of the whole split's token stream, whatever its shards
 
     def _open_next(self) -> None:
         self.close()
@@ -34,10 +36,24 @@ class ShardWriter:
         self.shards.append({"file": name, "tokens": 0})
 
     def write(self, ids: np.ndarray) -> None:
+        """One whole document (its leading end-of-text included)."""
         if self._fh is None or (self.shards[-1]["tokens"] and self.shards[-1]["tokens"] + len(ids) > self.shard_tokens):
             self._open_next()
-        self._fh.write(ids.astype(self.dtype, copy=False).tobytes())
+        data = ids.astype(self.dtype, copy=False).tobytes()
+        self._fh.write(data)
+        self._sha.update(data)
         self.shards[-1]["tokens"] += len(ids)
+
+    @property
+    def sha256(self) -> str:
+        return self._sha.hexdigest()
+
+    def remove(self) -> None:
+        """Delete what was written (a rebuild of the split starts over)."""
+        self.close()
+        for shard in self.shards:
+            (self.folder / shard["file"]).unlink(missing_ok=True)
+        self.shards, self._sha = [], hashlib.sha256()
 
     @property
     def tokens(self) -> int:

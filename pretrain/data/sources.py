@@ -1,16 +1,14 @@
-"""Resolve `data.sources` into concrete inputs and read them as a stream of documents.
+"""Resolve `data.sources` (and `data.val_sources`) into concrete inputs and stream their documents.
 
 Resolution (paths, globs, folders, hashes) happens before any work so that a missing file, an
 empty glob or a missing data root fails at once with the path that was tried. Reading is a
-generator so a corpus larger than memory can still be prepared (the pipeline makes several
-passes: split, tokenizer training, encoding).
+generator over streamed files (`readers`): compressed text is decompressed line by line, JSON
+Lines row by row, Parquet batch by batch, so a corpus larger than memory can be prepared.
 """
 from __future__ import annotations
 
 import glob as globlib
-import gzip
 import hashlib
-import io
 import json
 import os
 from collections.abc import Iterator
@@ -21,13 +19,16 @@ from typing import Any
 
 import pretrain
 from pretrain.data.config import DataConfig, SourceConfig
-from pretrain.data.normalize import decode_bytes, normalize_text, split_documents
+from pretrain.data.normalize import cut_lines, normalize_line, normalize_text
+from pretrain.data.readers import COMPRESSED, iter_json_texts, iter_lines, iter_parquet_texts, row_text, strip_compression
 from pretrain.errors import DataError
 
 PROJECT_ROOT = Path(pretrain.__file__).resolve().parents[1]
 DATA_ROOT_ENV = "SCALELAB_DATA_ROOT"
-FOLDER_SUFFIXES = (".txt", ".jsonl", ".jsonl.gz", ".json")
-_JSON_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson")
+_TEXT_KINDS = (".txt", ".jsonl", ".json", ".ndjson")
+# Files a folder source picks up: text kinds, plain or compressed, and Parquet.
+FOLDER_SUFFIXES = tuple(k + c for k in _TEXT_KINDS for c in ("", *COMPRESSED)) + (".parquet",)
+_JSON_KINDS = (".jsonl", ".json", ".ndjson")
 
 ORIGINS = {
     "tinyshakespeare": "TinyShakespeare is data/tinyshakespeare/input.txt in github.com/karpathy/char-rnn "
@@ -115,7 +116,7 @@ def _resolve_path_source(cfg: DataConfig, src: SourceConfig) -> list[Path]:
     if path.is_dir():
         files = _folder_files(path)
         if not files:
-            raise DataError(f"source folder {path} holds no {'/'.join(FOLDER_SUFFIXES)} files")
+            raise DataError(f"source folder {path} holds no {'/'.join(_TEXT_KINDS)} (optionally .gz/.xz/.zst) or .parquet files")
         return [f.resolve() for f in files]
     if path.is_file():
         return [path.resolve()]
@@ -144,10 +145,10 @@ def _tree_hashes(path: Path) -> dict[str, str]:
     return {str(p.relative_to(path) if path.is_dir() else p.name): sha256_file(p) for p in files}
 
 
-def resolve_sources(cfg: DataConfig) -> list[ResolvedSource]:
-    """Expand every source and hash its content (cheap: sha256 runs at ~1 GB/s)."""
+def resolve_sources(cfg: DataConfig, which: str = "sources") -> list[ResolvedSource]:
+    """Expand every entry of `data.<which>` (sources or val_sources) and hash its content (sha256: ~1 GB/s)."""
     resolved = []
-    for src in cfg.sources:
+    for src in getattr(cfg, which) or []:
         if src.path is not None:
             files = _resolve_path_source(cfg, src)
             resolved.append(ResolvedSource(src, files=files, fingerprint={str(p): sha256_file(p) for p in files}))
@@ -177,63 +178,21 @@ class Document:
     text: str
 
 
-def _open_bytes(path: Path) -> bytes:
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise DataError(f"{path}: not a valid gzip file ({exc})") from None
-    return data
-
-
 def _row_text(row: Any, src: SourceConfig, where: str) -> str | None:
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: expected a JSON object per row, got {type(row).__name__}")
-    if src.text_field not in row:
-        keys = ", ".join(sorted(map(str, row))) or "(none)"
-        raise DataError(f"{where}: row has no field '{src.text_field}' (data.sources[].text_field); fields: {keys}")
-    value = row[src.text_field]
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise DataError(f"{where}: field '{src.text_field}' is {type(value).__name__}, expected text")
-    return value
+    return row_text(row, src.text_field, where)
 
 
-def _json_rows(path: Path, src: SourceConfig) -> Iterator[str]:
-    text = decode_bytes(_open_bytes(path))
-    stripped = text.lstrip()
-    if path.name.endswith((".json", ".json.gz")) and stripped.startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: invalid JSON ({exc})") from None
-        for i, row in enumerate(rows):
-            value = _row_text(row, src, f"{path} item {i}")
-            if value is not None:
-                yield value
-        return
-    for lineno, line in enumerate(io.StringIO(text), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: invalid JSON line ({exc.msg})") from None
-        value = _row_text(row, src, f"{path}:{lineno}")
-        if value is not None:
-            yield value
-
-
-def _file_documents(path: Path, src: SourceConfig, doc_chars: int) -> Iterator[str]:
-    if path.name.endswith(_JSON_SUFFIXES) or path.name.endswith(".ndjson.gz"):
-        for text in _json_rows(path, src):
+def _file_documents(path: Path, src: SourceConfig, doc_chars: int | None, delimiter: str | None = None) -> Iterator[str]:
+    """Documents of one file: a row per document for JSON/Parquet, cut text for plain files."""
+    base = strip_compression(path.name)
+    if base.endswith(_JSON_KINDS) or path.name.endswith(".parquet"):
+        texts = iter_parquet_texts(path, src.text_field) if path.name.endswith(".parquet") else iter_json_texts(path, src.text_field)
+        for text in texts:
             text = normalize_text(text).strip()
             if text:
                 yield text
         return
-    yield from split_documents(normalize_text(decode_bytes(_open_bytes(path))), doc_chars)
+    yield from cut_lines(map(normalize_line, iter_lines(path)), doc_chars, delimiter)
 
 
 def _load_hf(source: ResolvedSource):
@@ -289,7 +248,7 @@ def _hf_documents(source: ResolvedSource) -> Iterator[str]:
 
 
 def iter_documents(cfg: DataConfig, sources: list[ResolvedSource]) -> Iterator[Document]:
-    """All documents in config order; `max_documents` caps each source."""
+    """All documents of `sources` in config order, streamed; `max_documents` caps each source."""
     for index, source in enumerate(sources):
         src = source.config
         if src.hf_dataset is not None:
@@ -302,7 +261,7 @@ def iter_documents(cfg: DataConfig, sources: list[ResolvedSource]) -> Iterator[D
 
         def file_texts() -> Iterator[tuple[str, str]]:
             for path in source.files:
-                for text in _file_documents(path, src, cfg.doc_chars):
+                for text in _file_documents(path, src, cfg.doc_chars, cfg.doc_delimiter):
                     yield str(path), text
 
         pairs = file_texts()

@@ -3,7 +3,9 @@
 A document goes to validation when a seeded hash of its *content* falls below `val_fraction`.
 Hashing content (not position) keeps every assignment stable when other files are added,
 removed or edited, and puts exact duplicates on the same side, so validation text never
-appears verbatim in training.
+appears verbatim in training. The decision is made per document as it streams past; only a
+corpus so small that one side would stay empty needs the whole list (`SplitPlan`).
+When `data.val_sources` is given, the split is given too and nothing is hashed for it.
 """
 from __future__ import annotations
 
@@ -17,10 +19,20 @@ from pretrain.errors import DataError
 SPLITS = ("train", "val")
 
 
+def doc_key(text: str, seed: int | str) -> int:
+    """A 64-bit seeded hash of the text: the split, the tokenizer sample and duplicate counting use it."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=str(seed).encode()).digest()
+    return int.from_bytes(digest, "big")
+
+
 def doc_hash(text: str, seed: int) -> float:
     """Uniform in [0, 1), a deterministic function of (seed, text)."""
-    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=str(seed).encode()).digest()
-    return int.from_bytes(digest, "big") / 2.0**64
+    return doc_key(text, seed) / 2.0**64
+
+
+def hashed_split(key: int, val_fraction: float) -> str:
+    """The split of a document with `doc_key` `key` (before SplitPlan's guarantees)."""
+    return "val" if key / 2.0**64 < val_fraction else "train"
 
 
 class SplitPlan:
@@ -46,3 +58,13 @@ class SplitPlan:
 
     def split_of(self, position: int) -> str:
         return "val" if position in self.val else "train"
+
+
+class StreamSplit:
+    """The split of each document as the corpus streams past: its hash, or a `SplitPlan` by position."""
+
+    def __init__(self, val_fraction: float, seed: int, plan: SplitPlan | None = None):
+        self.val_fraction, self.seed, self.plan = val_fraction, seed, plan
+
+    def of(self, position: int, key: int) -> str:
+        return self.plan.split_of(position) if self.plan is not None else hashed_split(key, self.val_fraction)

@@ -60,7 +60,7 @@ def settings_fingerprint(cfg: TokenizerConfig, data_root: Path | None) -> dict[s
 
     if cfg.kind == "bpe":
         return {"kind": "bpe", "vocab_size": cfg.vocab_size, "min_frequency": cfg.min_frequency,
-                "train_max_chars": cfg.train_max_chars, "tokenizers": tokenizers.__version__}
+                "sample_chars": cfg.sample_chars, "tokenizers": tokenizers.__version__}
     if cfg.kind == "gpt2":
         return {"kind": "gpt2", "files": {p.name: _sha256(p) for p in gpt2_files()}}
     path = resolve_hf_path(cfg, data_root)

@@ -6,6 +6,8 @@ const COLS = [
       onchange: e => { e.target.checked ? state.selected.add(r.id) : state.selected.delete(r.id); saveSelection(); } }), sortValue: r => state.selected.has(r.id) ? 0 : 1 },
   { key: "sweep", label: "sweep", text: true }, { key: "run", label: "run", text: true }, { key: "model", label: "model", text: true },
   { key: "params", label: "N" }, { key: "active_params", label: "active N" }, { key: "tokens", label: "D (tokens)" },
+  { key: "epochs", label: "epochs", title: "passes over the training split's unique tokens (tokens / unique_tokens)",
+    render: r => r.epochs == null ? "" : (r.epochs < 10 ? r.epochs.toFixed(2) : r.epochs.toFixed(1)) },
   { key: "batch_size", label: "batch" }, { key: "lr", label: "lr" }, { key: "router", label: "router", text: true },
   { key: "status", label: "status", text: true, render: r => el("span", { class: `status-${r.status}`, title: r.error || r.problem || "" }, r.status + (r.status !== "done" && r.steps != null ? ` · step ${r.steps}${r.total_steps ? "/" + r.total_steps : ""}` : "")) },
   { key: "final_loss", label: "loss" }, { key: "final_val_loss", label: "val loss" },

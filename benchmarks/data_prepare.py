@@ -1,0 +1,178 @@
+"""Data preparation speed and memory: `scalelab data prepare` vs a plain one-process tokenizers loop.
+
+    python benchmarks/data_prepare.py                      # gutenberg100 + a synthetic ~1 GB corpus
+    python benchmarks/data_prepare.py --synthetic-mb 200   # a quicker run
+    python benchmarks/data_prepare.py --synthetic-mb 0     # gutenberg100 only
+
+Each measurement is a separate process whose peak memory is the RSS summed over its process tree
+(the encoding workers included; shared pages count once per process, so this overstates a
+little), sampled every 50 ms. Throughput is MB of UTF-8 text (after normalisation, both splits)
+per second of wall time, end to end: reading, the tokenizer's training sample, BPE training,
+encoding and writing. The reference, measured right after each prepare on the same machine (its
+speed drifts with other load), is the simplest correct pipeline: one process, `Tokenizer.encode`
+per document with TOKENIZERS_PARALLELISM=false, on the first `--reference-mb` MB of the same
+corpus, with the tokenizer that prepare trained. The synthetic corpus is gutenberg100's
+lines drawn at random (seeded) into ~100 KB documents, gzip-compressed, to show that memory
+stays flat as the corpus grows.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+REFERENCE = r"""
+import gzip, sys, time
+import numpy as np
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(sys.argv[1])
+tok.encode_special_tokens = True
+limit, done, tokens, doc = float(sys.argv[3]) * 1e6, 0, 0, []
+t0 = time.perf_counter()
+def flush():
+    global done, tokens
+    text = "".join(doc).strip()
+    if text:
+        ids = np.asarray(tok.encode(text, add_special_tokens=False).ids, dtype=np.uint16)
+        done += len(text.encode()); tokens += len(ids) + 1
+with gzip.open(sys.argv[2], "rt", encoding="utf-8") as fh:
+    for line in fh:
+        if line.strip() == "<|endoftext|>":
+            flush(); doc = []
+            if done >= limit:
+                break
+        else:
+            doc.append(line)
+print(done, tokens, time.perf_counter() - t0)
+"""
+
+
+def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS of the process tree in bytes, stdout)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    ps, peak = psutil.Process(proc.pid), 0
+    out: list[str] = []
+    import threading
+
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+    reader.start()
+    while proc.poll() is None:
+        try:
+            tree = [ps, *ps.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    reader.join()
+    wall = time.perf_counter() - t0
+    text = "".join(out)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{text[-3000:]}")
+    return wall, peak, text
+
+
+def prepare(config: Path, out: Path, overrides: list[str]) -> dict:
+    argv = [sys.executable, "-m", "launch.cli", "data", "prepare", str(config), *overrides, "--out", str(out), "--force"]
+    wall, peak, log = run_measured(argv)
+    meta = json.loads((out / "meta.json").read_text())
+    text_mb = sum(s["bytes"] for s in meta["splits"].values()) / 1e6
+    encode = [ln for ln in log.splitlines() if "encoded" in ln and " in " in ln and "MB/s" in ln]
+    return {"wall": wall, "peak": peak, "mb": text_mb, "tokens": sum(s["tokens"] for s in meta["splits"].values()),
+            "encode_line": encode[-1].strip() if encode else "", "workers": meta.get("encode_workers"), "log": log}
+
+
+def synthetic_corpus(folder: Path, megabytes: float, seed: int = 0) -> Path:
+    """gutenberg100's train lines drawn at random into ~100 KB documents, gzip level 1."""
+    from pretrain.data.sources import data_root
+    from pretrain.data.config import DataConfig
+
+    src = data_root(DataConfig(sources=["x"])).path / "corpus/gutenberg100/train.txt.gz"
+    with gzip.open(src, "rt", encoding="utf-8") as fh:
+        lines = [ln for ln in fh if ln.strip() and ln.strip() != "<|endoftext|>"]
+    rng = np.random.default_rng(seed)
+    path = folder / "synthetic.txt.gz"
+    written, target = 0, megabytes * 1e6
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as out:
+        while written < target:
+            doc = "".join(lines[i] for i in rng.integers(0, len(lines), 1500))
+            out.write(doc + "<|endoftext|>\n")
+            written += len(doc.encode())
+    return path
+
+
+def reference(tokenizer: Path, corpus: Path, megabytes: float) -> dict:
+    wall, peak, out = run_measured([sys.executable, "-c", REFERENCE, str(tokenizer), str(corpus), str(megabytes)],
+                                   env={"TOKENIZERS_PARALLELISM": "false"})
+    done, tokens, loop_s = out.split()[-3:]
+    return {"wall": wall, "peak": peak, "mb": int(done) / 1e6, "tokens": int(tokens), "loop_s": float(loop_s)}
+
+
+def row(name: str, r: dict, seconds: float | None = None) -> str:
+    s = seconds or r["wall"]
+    return (f"{name:<34} {r['mb']:>9,.1f} {s:>9.1f} {r['mb'] / s:>8.2f} {r['peak'] / 2**20:>10,.0f} "
+            f"{r['tokens'] / 1e6:>9.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--synthetic-mb", type=float, default=1000, help="size of the synthetic corpus in MB of text (0: skip)")
+    ap.add_argument("--reference-mb", type=float, default=30, help="MB of text the reference loop encodes")
+    ap.add_argument("--workers", type=int, help="data.workers for prepare (default: all cores)")
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder, removed)")
+    args = ap.parse_args()
+    extra = [f"workers={args.workers}"] if args.workers else []
+    work_ctx = tempfile.TemporaryDirectory(prefix="data-bench-") if not args.keep else None
+    work = Path(args.keep or work_ctx.name)
+    work.mkdir(parents=True, exist_ok=True)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"data prepare benchmark: {cores} cores, load average {os.getloadavg()[0]:.2f}, work dir {work}")
+
+    from pretrain.data.config import DataConfig
+    from pretrain.data.sources import data_root
+
+    corpora = [("gutenberg100", ROOT / "configs/data/gutenberg100.yaml",
+                data_root(DataConfig(sources=["x"])).path / "corpus/gutenberg100/train.txt.gz")]
+    if args.synthetic_mb > 0:
+        t0 = time.perf_counter()
+        corpus = synthetic_corpus(work, args.synthetic_mb)
+        print(f"synthetic corpus: {corpus.stat().st_size / 1e6:,.0f} MB gzip written in {time.perf_counter() - t0:.0f}s")
+        config = work / "synthetic.yaml"
+        config.write_text(json.dumps({"name": "synthetic", "sources": [str(corpus)], "doc_chars": None,
+                                      "val_fraction": 0.01, "tokenizer": {"kind": "bpe", "vocab_size": 512}}))
+        corpora.append((f"synthetic {args.synthetic_mb:g} MB", config, corpus))
+    results = []
+    for name, config, text in corpora:
+        r = prepare(config, work / name.split()[0], extra)
+        print(f"{name}: prepared in {r['wall']:.1f}s (load average {os.getloadavg()[0]:.2f})", flush=True)
+        ref = reference(work / name.split()[0] / "tokenizer.json", text, args.reference_mb)
+        results.append((name, r, ref))
+
+    print(f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'peak MiB':>10} {'Mtokens':>9}")
+    for name, r, ref in results:
+        print(row(f"{name}: prepare", r) + f"   {r['mb'] / r['wall'] / (ref['mb'] / ref['wall']):.2f}x reference")
+        print(row(f"{name}: reference loop", ref))
+    print("\nprepare: end to end (read, sample, BPE training, encode, write), encode workers = cores unless --workers")
+    print(f"reference loop: one process, Tokenizer.encode per document, TOKENIZERS_PARALLELISM=false, gzip read "
+          f"included, the first {args.reference_mb:g} MB of the same corpus")
+    for name, r, _ in results:
+        print(f"{name}: {r['encode_line'] or '(no encode line)'}; encode workers {r['workers']}")
+    if work_ctx is not None:
+        work_ctx.cleanup()
+
+
+if __name__ == "__main__":
+    main()
