@@ -48,6 +48,10 @@ def test_plan_was_trained_and_compared(study):
     assert "tiny" in ev["suites"] and not ev["failed"]
     assert math.isfinite(cmp["predicted"]) and cmp["measured"] == run["final_val_loss"]
     assert cmp["rel_error"] == pytest.approx((cmp["measured"] - cmp["predicted"]) / cmp["predicted"])
+    # the prediction is for the run's own N in the fit's convention, with a prediction interval
+    assert cmp["n_kind"] == "non_embedding" and cmp["N"] == run["non_embedding_params"]
+    assert cmp["interval"][0] <= cmp["parameter_interval"][0] and cmp["parameter_interval"][1] <= cmp["interval"][1]
+    assert cmp["inside"] == (cmp["interval"][0] <= cmp["measured"] <= cmp["interval"][1])
     # the plan's budget is the configured multiple of the largest IsoFLOP run's FLOPs
     largest = max(json.loads(p.read_text())["flops"] for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json"))
     assert plan["compute"] == pytest.approx(3 * largest, rel=1e-3)
@@ -55,6 +59,8 @@ def test_plan_was_trained_and_compared(study):
     for section in ("predicted vs measured", "## Fits", "## IsoFLOP sweep", "## Plan", "scalelab dashboard --runs"):
         assert section in report
     assert "predicted loss" in res.stdout and "open the dashboard:" in res.stdout
+    last = [ln for ln in res.stdout.splitlines() if ln.startswith("predicted loss")][-1]
+    assert "(95% prediction interval " in last and "vs measured" in last and "relative error" in last
 
 
 def test_rerun_reuses_everything(study):
@@ -68,5 +74,5 @@ def test_rerun_reuses_everything(study):
     assert {p: p.stat().st_mtime for p in (out / "fits").glob("*.json")} == fits
     # the report keeps what the study cost: the first invocation's seconds are summed in, not replaced
     both = json.loads((out / "timings.json").read_text())["cumulative_seconds"]
-    assert both["2. sweeps"] > first["2. sweeps"] and both["total"] < 2 * first["total"]
+    assert both["3. IsoFLOP sweep"] > first["3. IsoFLOP sweep"] and both["total"] < 2 * first["total"]
     assert "| total |" in (out / "report.md").read_text() and "all invocations" in (out / "report.md").read_text()
