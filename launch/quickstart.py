@@ -165,7 +165,7 @@ class MainJob:
         boot = [str(self.cfg.fit.bootstrap), "--seed", str(self.cfg.seed)]
         with self.step("2. batch-size x learning-rate sweep and law"):
             self.sweep(self.cfg.batch_lr, data_set)
-            self.fit(["batch-lr", bslr_runs, "--bootstrap", *boot], fits / "batch-lr", bslr_runs, required=False)
+            self.fit(["batch-lr", bslr_runs, "--bootstrap", *boot, "--optimum", self.cfg.fit.batch_lr_optimum], fits / "batch-lr", bslr_runs, required=False)
 
         with self.step("3. IsoFLOP sweep"):
             hparams = []

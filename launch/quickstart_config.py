@@ -31,6 +31,8 @@ class FitStep(_Strict):
     n_kind: Literal["total", "non_embedding"] = Field("non_embedding", description="which parameter count is N in every fit")
     compute_kind: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] | None = Field(
         None, description="compute convention of the fits and the plan (null: the one the IsoFLOP sweep sized its runs with)")
+    batch_lr_optimum: Literal["best", "quadratic"] = Field(
+        "quadratic", description="each batch/LR group's optimum: its best run, or the vertex of a quadratic in (log lr, log batch)")
     max_embedding_fraction: float | None = Field(
         None, gt=0, lt=1, description="approach 3 leaves out runs whose embeddings exceed this fraction of their parameters")
 

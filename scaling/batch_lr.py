@@ -68,7 +68,10 @@ def select_points(logN, logD, logC, llr, lb, loss, groups, tol: float, optimum: 
         row["batch_on_grid_edge"] = bool(distinct(np.exp(lb[m])) > 1 and (lb[j] <= lb[m].min() or lb[j] >= lb[m].max()))
         q = _quadratic_optimum(llr[m], lb[m], loss[m]) if optimum == "quadratic" else None
         if optimum == "quadratic" and q is not None:
-            row.update({"opt_lr": float(np.exp(q[0])), "opt_batch_tokens": float(np.exp(q[1])), "opt_loss": q[2], "optimum": "quadratic"})
+            # the optimum used is the surface's vertex, inside the grid by construction
+            row.update({"opt_lr": float(np.exp(q[0])), "opt_batch_tokens": float(np.exp(q[1])), "opt_loss": q[2], "optimum": "quadratic",
+                        "best_run_on_grid_edge": row["lr_on_grid_edge"] or row["batch_on_grid_edge"],
+                        "lr_on_grid_edge": False, "batch_on_grid_edge": False})
             for k, v in (("logN", logN[m].mean()), ("logD", logD[m].mean()), ("logC", logC[m].mean()), ("llr", q[0]), ("lb", q[1]), ("group", g)):
                 pts[k].append(v)
             row["n_near_optimal"] = 1
@@ -162,7 +165,7 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
             warnings.append(f"lr_exp_N and lr_exp_D are not separately identified: log N and log D are collinear in this sweep (corr {r:.4f}); vary N at fixed D")
     edges = [r for r in rows if r["lr_on_grid_edge"] or r["batch_on_grid_edge"]]
     if edges:
-        warnings.append(f"{len(edges)} of {n_groups} groups have their best run on the edge of the lr or batch grid: the true optimum may lie outside the sweep")
+        warnings.append(f"{len(edges)} of {n_groups} groups have their optimum on the edge of the lr or batch grid: the true optimum may lie outside the sweep")
     small = [r for r in rows if r["n_runs"] < 3]
     if small:
         warnings.append(f"{len(small)} groups have fewer than 3 runs: their optimum is barely located")

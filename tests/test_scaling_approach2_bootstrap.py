@@ -99,3 +99,14 @@ def test_batch_lr_intercept_is_centred():
     width = lambda k: np.log(iv[k][1] / iv[k][0])  # noqa: E731
     # the intercept where the sweep measured is tight; the one at C = 1 carries the extrapolation
     assert width("lr_at_center") < 0.2 * width("lr_coef")
+
+
+def test_quadratic_optimum_inside_the_grid_is_not_an_edge():
+    # the truth lies between grid points, nearest the smallest lr: the best *run* is on the edge,
+    # the fitted surface's vertex (the optimum used) is not
+    df = batch_lr_sweep(budgets=(1e15, 1e16), lr_mults=(0.6, 1.8, 5.4), bs_mults=(0.5, 1, 2), noise=0.0)
+    rec = fit_batch_lr(df, optimum="quadratic")
+    groups = rec["diagnostics"]["groups"]
+    assert all(g["optimum"] == "quadratic" and g["best_run_on_grid_edge"] and not g["lr_on_grid_edge"] for g in groups)
+    assert not any("on the edge" in w for w in rec.warnings)
+    assert fit_batch_lr(df, optimum="best")["warnings"] and any("on the edge" in w for w in fit_batch_lr(df)["warnings"])
