@@ -89,6 +89,11 @@ class Trainer:
             model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
         )
         self.model = self.engine.module
+        if self.dist.world_size == 1 and cfg.deepspeed.zero_stage == 0:
+            # one plain data-parallel rank: DeepSpeed would still all-reduce every gradient through
+            # the process group (~10% of a tiny model's step); there is nothing to reduce with
+            self.engine.enable_backward_allreduce = False
+        self._step_hooks = [m.after_optimizer_step for m in self.model.modules() if hasattr(m, "after_optimizer_step")]
         # DeepSpeed reports the global grad norm for ZeRO and mixed precision, not for plain fp32
         # ZeRO-0 (it clips without keeping the norm): measure it ourselves there.
         self.own_grad_norm = cfg.deepspeed.zero_stage == 0 and cfg.precision == "fp32"
@@ -121,10 +126,8 @@ class Trainer:
             g["lr"] = lr
 
     def _after_step_hooks(self) -> None:
-        for m in self.model.modules():
-            fn = getattr(m, "after_optimizer_step", None)
-            if fn is not None:
-                fn()
+        for fn in self._step_hooks:  # e.g. the aux-free router's bias update
+            fn()
 
     def _save(self) -> Path:
         client = {
