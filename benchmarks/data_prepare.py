@@ -6,7 +6,7 @@
 
 Each measurement is a separate process whose peak memory is the RSS summed over its process tree
 (the encoding workers included; shared pages count once per process, so this overstates a
-little), sampled every 50 ms. Throughput is MB of UTF-8 text (after normalisation, both splits)
+little), sampled every 200 ms. Throughput is MB of UTF-8 text (after normalisation, both splits)
 per second of wall time, end to end: reading, the tokenizer's training sample, BPE training,
 encoding and writing. The reference, measured right after each prepare on the same machine (its
 speed drifts with other load), is the simplest correct pipeline: one process, `Tokenizer.encode`
@@ -59,8 +59,8 @@ print(done, tokens, time.perf_counter() - t0)
 """
 
 
-def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS of the process tree in bytes, stdout)."""
+def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, int, str, float, float]:
+    """(wall seconds, peak RSS of the process tree in bytes, stdout, CPU seconds of the tree, mean load average)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
@@ -70,29 +70,36 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, int, 
 
     reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
     reader.start()
-    while proc.poll() is None:
+    loads = []
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # usage covers the child and what it waited for
+        if pid:
+            break
         try:
             tree = [ps, *ps.children(recursive=True)]
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
         except psutil.Error:
             pass
-        time.sleep(0.05)
+        loads.append(os.getloadavg()[0])
+        time.sleep(0.2)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     reader.join()
     wall = time.perf_counter() - t0
     text = "".join(out)
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{text[-3000:]}")
-    return wall, peak, text
+    return wall, peak, text, usage.ru_utime + usage.ru_stime, sum(loads) / max(1, len(loads))
 
 
 def prepare(config: Path, out: Path, overrides: list[str]) -> dict:
     argv = [sys.executable, "-m", "launch.cli", "data", "prepare", str(config), *overrides, "--out", str(out), "--force"]
-    wall, peak, log = run_measured(argv)
+    wall, peak, log, cpu, load = run_measured(argv)
     meta = json.loads((out / "meta.json").read_text())
     text_mb = sum(s["bytes"] for s in meta["splits"].values()) / 1e6
     encode = [ln for ln in log.splitlines() if "encoded" in ln and " in " in ln and "MB/s" in ln]
     return {"wall": wall, "peak": peak, "mb": text_mb, "tokens": sum(s["tokens"] for s in meta["splits"].values()),
-            "encode_line": encode[-1].strip() if encode else "", "workers": meta.get("encode_workers"), "log": log}
+            "cpu": cpu, "load": load, "encode_line": encode[-1].strip() if encode else "",
+            "workers": meta.get("encode_workers"), "log": log}
 
 
 def synthetic_corpus(folder: Path, megabytes: float, seed: int = 0) -> Path:
@@ -115,16 +122,17 @@ def synthetic_corpus(folder: Path, megabytes: float, seed: int = 0) -> Path:
 
 
 def reference(tokenizer: Path, corpus: Path, megabytes: float) -> dict:
-    wall, peak, out = run_measured([sys.executable, "-c", REFERENCE, str(tokenizer), str(corpus), str(megabytes)],
-                                   env={"TOKENIZERS_PARALLELISM": "false"})
+    wall, peak, out, cpu, load = run_measured([sys.executable, "-c", REFERENCE, str(tokenizer), str(corpus), str(megabytes)],
+                                              env={"TOKENIZERS_PARALLELISM": "false"})
     done, tokens, loop_s = out.split()[-3:]
-    return {"wall": wall, "peak": peak, "mb": int(done) / 1e6, "tokens": int(tokens), "loop_s": float(loop_s)}
+    return {"wall": wall, "peak": peak, "mb": int(done) / 1e6, "tokens": int(tokens), "loop_s": float(loop_s),
+            "cpu": cpu, "load": load}
 
 
 def row(name: str, r: dict, seconds: float | None = None) -> str:
     s = seconds or r["wall"]
-    return (f"{name:<34} {r['mb']:>9,.1f} {s:>9.1f} {r['mb'] / s:>8.2f} {r['peak'] / 2**20:>10,.0f} "
-            f"{r['tokens'] / 1e6:>9.1f}")
+    return (f"{name:<34} {r['mb']:>9,.1f} {s:>9.1f} {r['mb'] / s:>8.2f} {r['mb'] / r['cpu']:>8.2f} "
+            f"{r['peak'] / 2**20:>10,.0f} {r['tokens'] / 1e6:>9.1f} {r['load']:>6.2f}")
 
 
 def main() -> None:
@@ -161,11 +169,13 @@ def main() -> None:
         ref = reference(work / name.split()[0] / "tokenizer.json", text, args.reference_mb)
         results.append((name, r, ref))
 
-    print(f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'peak MiB':>10} {'Mtokens':>9}")
+    print(f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'MB/cpu-s':>8} {'peak MiB':>10} {'Mtokens':>9} {'load':>6}")
     for name, r, ref in results:
         print(row(f"{name}: prepare", r) + f"   {r['mb'] / r['wall'] / (ref['mb'] / ref['wall']):.2f}x reference")
         print(row(f"{name}: reference loop", ref))
-    print("\nprepare: end to end (read, sample, BPE training, encode, write), encode workers = cores unless --workers")
+    print("\nMB/s: text per second of wall time; MB/cpu-s: per CPU second of the whole process tree; load: mean 1-min "
+          f"load average during the measurement (above {cores} the machine was shared and wall-time ratios understate)")
+    print("prepare: end to end (read, sample, BPE training, encode, write), encode workers = cores unless --workers")
     print(f"reference loop: one process, Tokenizer.encode per document, TOKENIZERS_PARALLELISM=false, gzip read "
           f"included, the first {args.reference_mb:g} MB of the same corpus")
     for name, r, _ in results:

@@ -131,3 +131,31 @@ def test_load_prepared_reads_and_rejects_damage(real, tmp_path):
     shard.write_bytes(shard.read_bytes()[:-2])
     with pytest.raises(DataError, match="expected"):
         load_prepared(damaged)
+
+
+G100 = CORPUS / "gutenberg100"
+
+
+@pytest.mark.skipif(not (G100 / "train.txt.gz").is_file(), reason=f"gutenberg100 not found at {G100}")
+def test_gutenberg100_books_are_whole_documents():
+    """The preset reads each book between `<|endoftext|>` lines as one document (no tokenizer needed)."""
+    import csv
+    import gzip
+    import hashlib
+
+    from pretrain.data.normalize import normalize_text
+
+    cfg = load_data_config(PROJECT_ROOT / "configs/data/gutenberg100.yaml", ["root=null"])
+    for which, manifest in (("val_sources", "manifest.valid.tsv"), ("sources", "manifest.train.tsv")):
+        rows = list(csv.DictReader(open(G100 / manifest, encoding="utf-8"), delimiter="\t"))
+        docs = (d.text for d in iter_documents(cfg, resolve_sources(cfg, which)))
+        n = 0
+        for doc, row in zip(docs, rows, strict=True):
+            n += 1
+            if not doc[0].isspace():  # books that start indented lose that indentation to strip()
+                same = hashlib.sha256((doc + "\n").encode()).hexdigest() == row["clean_sha256"]
+                assert same or len(doc.encode()) < int(row["clean_utf8_bytes"]), row["title"]
+        assert n == len(rows) == (26 if which == "val_sources" else 438)
+    with gzip.open(G100 / "valid.txt.gz", "rt", encoding="utf-8") as fh:
+        books = [normalize_text(b).strip() for b in fh.read().split("\n<|endoftext|>\n") if b.strip()]
+    assert [d.text for d in iter_documents(cfg, resolve_sources(cfg, "val_sources"))] == books

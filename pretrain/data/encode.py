@@ -106,13 +106,18 @@ def worker_main() -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process
     from tokenizers import Tokenizer
 
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    spec, dtype = _recv(inp)
-    tok = Tokenizer.from_str(spec)
-    tok.encode_special_tokens = True
-    dtype = np.dtype(dtype)
-    while (task := _recv(inp)) is not None:
-        _send(out, _encode_with(tok, dtype, task))
+    inp = sys.stdin.buffer
+    out = os.fdopen(os.dup(1), "wb")  # results go to a private copy of stdout...
+    os.dup2(2, 1)  # ...and anything a library prints goes to stderr, never into the frames
+    try:
+        spec, dtype = _recv(inp)
+        tok = Tokenizer.from_str(spec)
+        tok.encode_special_tokens = True
+        dtype = np.dtype(dtype)
+        while (task := _recv(inp)) is not None:
+            _send(out, _encode_with(tok, dtype, task))
+    except EOFError:  # the parent went away
+        pass
 
 
 # ------------------------------------------------------------------------------- main side
