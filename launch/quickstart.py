@@ -242,12 +242,17 @@ class MainJob:
 
     def fit(self, args: list, stem: Path, runs: Path, required: bool = True) -> None:
         out = stem.with_suffix(".json")
-        if _newer(out, [p / "summary.json" for p in self.done_runs(runs)]):
+        inputs = [p / "summary.json" for p in self.done_runs(runs)]
+        stamp = stem.with_suffix(".inputs")  # the runs the record was fitted on: a removed run refits too
+        listing = "\n".join(map(str, inputs)) + "\n"
+        if _newer(out, inputs) and stamp.exists() and stamp.read_text() == listing:
             print(f"{out.name}: up to date")
             return
         conv = ["--n-kind", self.cfg.fit.n_kind] + (["--compute-kind", self.cfg.fit.compute_kind] if self.cfg.fit.compute_kind else [])
         code = self.scalelab("fit", *args, *conv, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required)
-        if code != 0:
+        if code == 0:
+            stamp.write_text(listing)
+        else:
             print(f"warning: the {args[0]} fit failed; the plan goes on without it")
 
     def plan_and_train(self, fits: Path, iso_runs: Path, threads: int | None = None) -> Path:
