@@ -188,6 +188,23 @@ def _data_info(df) -> dict | None:
     return out or None
 
 
+def _bounds_in_samples(samples: dict, warnings: list[str]) -> None:
+    """Resamples whose optimum sits on a bound: the interval's end is then the box's, not the data's."""
+    from scaling.chinchilla_fit import BOUNDS
+
+    for name, key, to_theta in (("alpha", "alpha", np.asarray), ("beta", "beta", np.asarray), ("E", "e", np.log)):
+        vals = np.asarray(samples.get(name) or [], dtype=float)
+        vals = vals[np.isfinite(vals) & (vals > 0)] if name == "E" else vals[np.isfinite(vals)]
+        if not vals.size:
+            continue
+        lo, hi = BOUNDS[key]
+        th = to_theta(vals)
+        at = int(np.sum(np.minimum(th - lo, hi - th) <= 1e-6 * (1 + np.abs(th))))
+        if at:
+            warnings.append(f"{name} sat on its bound in {at} of {vals.size} bootstrap resamples: that end of its interval is the "
+                            f"fit's box ({key} in [{lo}, {hi}]), not a measurement")
+
+
 def _identification(intervals: dict, warnings: list[str], keys=("E", "alpha", "beta")) -> None:
     """Say plainly when the bootstrap shows a parameter is not pinned down by the runs."""
     for k in keys:
@@ -296,6 +313,7 @@ def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_
                 "standard_errors": bs.standard_errors(samples), "samples": {k: samples[k] for k in CORE}}
         if failed:
             warnings.append(f"{failed} of {bootstrap} bootstrap resamples failed to fit ({_reasons_text(reasons)})")
+        _bounds_in_samples(samples, warnings)
         _identification(intervals, warnings)
     cmax = float(C.max())
     grid_C = sorted(set(_compute_grid(C) + list(at_compute or [])))

@@ -166,3 +166,10 @@ def test_bound_hit_is_warned():
     df = chinchilla_table(truth, noise=0.0, budgets=(1e17, 1e18, 1e19))
     rec = fit_chinchilla(df, top_k=8)
     assert any("bound" in w and w.startswith("parameter e") for w in rec.warnings), rec.warnings
+
+
+def test_bound_hits_in_bootstrap_resamples_are_said():
+    truth = ChinchillaLaw(E=0.0, A=480.0, B=2100.0, alpha=0.35, beta=0.37)
+    rec = fit_chinchilla(chinchilla_table(truth, noise=0.0, budgets=(1e17, 1e18, 1e19)), top_k=8, bootstrap=10)
+    hit = [w for w in rec.warnings if w.startswith("E sat on its bound in")]
+    assert hit and "of 10 bootstrap resamples" in hit[0] and "not a measurement" in hit[0]
