@@ -147,7 +147,7 @@ def fit_chinchilla(
     if data_info:
         rec["data"] = data_info
     if held is not None:
-        rec["holdout"] = _clean(_holdout_report(rec, held, held_C, rule, budget_tol))
+        rec["holdout"] = _clean(_holdout_report(rec, held, held_C, rule))
     return rec
 
 
@@ -423,7 +423,7 @@ def _budget_groups(df, C, budget_tol):
     return group_by_tolerance(C, budget_tol)
 
 
-def _holdout_report(rec: FitRecord, held, held_C, rule: str, budget_tol: float) -> dict:
+def _holdout_report(rec: FitRecord, held, held_C, rule: str) -> dict:
     """How well the fit predicts the held-out (largest-compute) runs: loss for approach 3,
     the compute-optimal size N_opt at the held-out budget for approaches 1 and 2."""
     obs = held["loss"].to_numpy(float)
