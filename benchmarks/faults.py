@@ -1,0 +1,502 @@
+"""The fault matrix: inject each fault on tiny runs through the CLI and print one table.
+
+    python benchmarks/faults.py [--seeds 3] [--only kill9,nan_loss,...] [--workdir DIR] [--json OUT]
+
+Every row drives the real `scalelab` CLI (DeepSpeed trainer, local sweep executor, lm-eval, Slurm
+when a cluster answers `sinfo`) on a ~50K-parameter model trained on TinyShakespeare, and checks
+the run against an uninterrupted reference of the same config:
+
+- runs: how many faulted runs the row made;
+- resumed exactly: how many, after the fault was gone and the same command ran again, finished with
+  metrics equal bitwise, step for step, to the reference (`-` where the row has no resume);
+- data lost: finished results that existed before the fault and are gone or changed after it
+  (metrics rows up to the last complete checkpoint, complete checkpoints, finished runs, evaluation
+  results): it must be 0;
+- exit: the exit codes seen (fault run -> recovery run);
+- message: the line the user is shown about the fault.
+
+A fault the installation cannot stage (no Slurm, no tmpfs mount) is reported as skipped with why.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+COMPARED = ("step", "tokens", "loss", "lr", "grad_norm", "val_loss", "val_bpb")
+STEPS, EVERY = 60, 6
+
+
+@dataclass
+class Row:
+    fault: str
+    runs: int = 0
+    exact: list[bool] = field(default_factory=list)
+    lost: int = 0
+    exits: list[str] = field(default_factory=list)
+    message: str = ""
+    ok: bool = True  # the outcome the contract asks for
+    skipped: str = ""
+
+    def cells(self) -> list[str]:
+        if self.skipped:
+            return [self.fault, "0", "-", "-", "-", f"skipped: {self.skipped}"]
+        exact = f"{sum(self.exact)}/{len(self.exact)}" if self.exact else "-"
+        return [self.fault, str(self.runs), exact, str(self.lost), ", ".join(self.exits), self.message]
+
+
+# ---------------------------------------------------------------- plumbing
+
+def env(extra: dict | None = None) -> dict:
+    e = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
+         "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    e.pop("SCALELAB_FAULT_NAN_STEP", None)
+    return {**e, **(extra or {})}
+
+
+def cli(args: list[str], cwd: Path, extra_env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "launch.cli", *map(str, args)], cwd=cwd, env=env(extra_env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def start(args: list[str], cwd: Path, extra_env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "launch.cli", *map(str, args)], cwd=cwd, env=env(extra_env),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def base_config(folder: Path, data: Path, **train) -> Path:
+    data_cfg = {"name": "faults512", "sources": ["corpus/tinyshakespeare.txt"],
+                "tokenizer": {"kind": "bpe", "vocab_size": 512}, "out_dir": str(data)}
+    cfg = {
+        "model": {"preset": "n50k", "seq_len": 64},
+        "data": data_cfg,
+        "optim": {"lr": 3e-3},
+        "schedule": {"name": "cosine", "warmup_steps": 4},
+        "train": {"steps": STEPS, "micro_batch_size": 8, "global_batch_size": 8, "log_every_steps": 1,
+                  "eval_every_steps": 12, "eval_tokens": 2048, "checkpoint_every_steps": EVERY,
+                  "threads": 1, **train},
+        "deepspeed": {"zero_stage": 0},
+        "wandb": {"mode": "disabled"},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "data.yaml").write_text(yaml.safe_dump(data_cfg))
+    path = folder / "base.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def rows_of(run: Path) -> list[dict]:
+    out = []
+    path = run / "metrics.jsonl"
+    for line in (path.read_text().splitlines() if path.exists() else []):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def comparable(run: Path) -> list[tuple]:
+    return [tuple(r.get(k) for k in COMPARED) for r in rows_of(run)]
+
+
+def complete_steps(run: Path) -> list[int]:
+    d = run / "checkpoints"
+    return sorted(int(p.name[5:]) for p in d.glob("step_*") if (p / "COMPLETE").exists()) if d.exists() else []
+
+
+def wait_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 600) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        rs = rows_of(run)
+        if rs and rs[-1]["step"] >= step:
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"run ended before step {step}: {proc.stdout.read()[-800:]}")
+        time.sleep(0.01)
+    raise RuntimeError(f"timed out waiting for step {step}")
+
+
+def snapshot(run: Path) -> dict:
+    """What a fault must not take away: metrics up to the last complete checkpoint, and that checkpoint."""
+    steps = complete_steps(run)
+    last = steps[-1] if steps else 0
+    return {"rows": [tuple(r.get(k) for k in COMPARED) for r in rows_of(run) if r["step"] <= last],
+            "last_ckpt": last}
+
+
+def lost_since(run: Path, snap: dict, final: bool = True) -> int:
+    """Rows of the snapshot missing or changed now, plus the snapshot's checkpoint if it is gone
+    while the run is not finished (a finished run may prune it)."""
+    now = set(comparable(run))
+    lost = sum(1 for r in snap["rows"] if r not in now)
+    summary = run / "summary.json"
+    done = summary.exists() and json.loads(summary.read_text()).get("status") == "done"
+    if snap["last_ckpt"] and not done and snap["last_ckpt"] not in complete_steps(run):
+        lost += 1
+    return lost
+
+
+def first_line(text: str, *needles: str) -> str:
+    for line in text.splitlines():
+        if any(n.lower() in line.lower() for n in needles):
+            return line.strip()[:160]
+    return ""
+
+
+class Bench:
+    def __init__(self, work: Path, seeds: int):
+        self.work, self.seeds = work, seeds
+        self.data = work / "data"
+        self.base = base_config(work / "base", self.data)
+        self.rng = random.Random(0)
+        print(f"preparing data and the {STEPS}-step reference run in {work} ...", flush=True)
+        r = cli(["data", "prepare", self.base.parent / "data.yaml"], work)
+        if r.returncode != 0:
+            raise SystemExit(f"data prepare failed: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+        self.ref = work / "reference"
+        if not (self.ref / "summary.json").exists():
+            r = cli(["train", self.base, "--run-dir", self.ref, "--no-progress"], work)
+            if r.returncode != 0:
+                raise SystemExit(f"reference run failed: {r.stdout[-3000:]}")
+        self.reference = comparable(self.ref)
+        self.n = 0
+
+    def run_dir(self, tag: str) -> Path:
+        self.n += 1
+        d = self.work / f"{self.n:02d}-{tag}"
+        shutil.rmtree(d, ignore_errors=True)
+        return d
+
+    def train_args(self, run: Path, *over: str) -> list[str]:
+        return ["train", self.base, *over, "--run-dir", run, "--no-progress"]
+
+    def finish(self, row: Row, run: Path, snap: dict, over: tuple = (), extra_env: dict | None = None) -> subprocess.CompletedProcess:
+        """Run the same command again with the fault gone; record exactness, loss and exit."""
+        r = cli(self.train_args(run, *over), self.work, extra_env)
+        row.exact.append(r.returncode == 0 and comparable(run) == self.reference)
+        row.lost += lost_since(run, snap)
+        return r
+
+    # ------------------------------------------------------------ faults
+
+    def kill9(self) -> Row:
+        row = Row("kill -9 at a random step")
+        codes = []
+        for seed in range(self.seeds):
+            step = random.Random(seed).randint(4, STEPS - 4)
+            run = self.run_dir(f"kill9-s{seed}")
+            p = start(self.train_args(run), self.work)
+            wait_step(run, step, p)
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            snap = snapshot(run)
+            r = self.finish(row, run, snap)
+            row.runs += 1
+            codes.append(f"-9 -> {r.returncode}")
+            row.message = row.message or f"step {step}: " + first_line(r.stdout, "resumed from")
+        row.exits = sorted(set(codes))
+        row.message = f"{self.seeds} seeds; " + row.message
+        return row
+
+    def sigterm_in_checkpoint(self) -> Row:
+        row = Row("SIGTERM during a checkpoint write")
+        run = self.run_dir("sigterm-ckpt")
+        # The hook holds the write open between the state files and COMPLETE, so the signal lands inside it.
+        fault = {"SCALELAB_FAULT_CHECKPOINT_DELAY_S": "3"}
+        p = start(self.train_args(run), self.work, fault)
+        target = None
+        t0 = time.time()
+        while target is None and time.time() - t0 < 600 and p.poll() is None:
+            for d in (run / "checkpoints").glob("step_*") if (run / "checkpoints").exists() else []:
+                if int(d.name[5:]) >= 2 * EVERY and not (d / "COMPLETE").exists() and any(d.iterdir()):
+                    target = d
+            time.sleep(0.005)
+        if target is None:
+            row.skipped = "no checkpoint write was caught in progress"
+            p.kill()
+            return row
+        os.killpg(p.pid, signal.SIGTERM)
+        out, _ = p.communicate(timeout=300)
+        snap = snapshot(run)
+        r = self.finish(row, run, snap)
+        row.runs = 1
+        row.exits = [f"{p.returncode} -> {r.returncode}"]
+        row.message = first_line(out, "received SIGTERM") or out.strip().splitlines()[-1][:160]
+        row.ok = p.returncode == 3
+        return row
+
+    def disk_full(self) -> Row:
+        row = Row("disk fills during a checkpoint")
+        ckpt = sum(f.stat().st_size for f in (self.ref / "checkpoints" / f"step_{STEPS}").rglob("*") if f.is_file())
+        mnt = self.work / "tmpfs"
+        mnt.mkdir(exist_ok=True)
+        size = int(ckpt * 2.6) + 256 * 1024  # two checkpoints and the run's small files; the third cannot fit
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True)
+        if m.returncode != 0:
+            row.skipped = f"cannot mount a small tmpfs ({m.stderr.strip()[:80]})"
+            return row
+        try:
+            run = mnt / "run"
+            r1 = cli(self.train_args(run), self.work)
+            snap = snapshot(run)
+            row.message = first_line(r1.stdout + r1.stderr, "no space", "errno 28", "disk") or (r1.stdout + r1.stderr).strip().splitlines()[-1][:160]
+            steps = complete_steps(run)
+            ok_ckpt = bool(steps)
+            subprocess.run(["mount", "-o", f"remount,size={64 << 20}", str(mnt)], check=True)
+            r2 = self.finish(row, run, snap)
+            row.runs, row.exits = 1, [f"{r1.returncode} -> {r2.returncode}"]
+            row.ok = r1.returncode != 0 and ok_ckpt
+        finally:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        return row
+
+    def truncated_metrics(self) -> Row:
+        row = Row("truncated metrics.jsonl")
+        run = self.run_dir("torn-metrics")
+        p = start(self.train_args(run), self.work)
+        wait_step(run, 33, p)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        snap = snapshot(run)
+        with open(run / "metrics.jsonl", "a") as f:  # a torn last line, as a crash mid-write leaves it
+            f.write('{"step": 34, "tokens": 1, "lo')
+        r = self.finish(row, run, snap)
+        row.runs, row.exits = 1, [f"-9 -> {r.returncode}"]
+        row.message = first_line(r.stdout + r.stderr, "metrics", "resumed from")
+        return row
+
+    def corrupt_newest(self) -> Row:
+        row = Row("corrupt newest checkpoint")
+        run = self.run_dir("corrupt-newest")
+        p = start(self.train_args(run), self.work)
+        wait_step(run, 26, p)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        steps = complete_steps(run)
+        f = run / "checkpoints" / f"step_{steps[-1]}" / "mp_rank_00_model_states.pt"
+        f.write_bytes(f.read_bytes()[:100])
+        snap = snapshot(run)
+        snap["last_ckpt"] = steps[-2]  # the damaged one is not "good"; the one before it must survive
+        snap["rows"] = [x for x in snap["rows"] if x[0] <= steps[-2]]
+        r = self.finish(row, run, snap)
+        row.runs, row.exits = 1, [f"-9 -> {r.returncode}"]
+        row.message = first_line(r.stdout, "could not be loaded")
+        return row
+
+    def all_checkpoints_unloadable(self) -> Row:
+        row = Row("every checkpoint unloadable")
+        run = self.run_dir("all-corrupt")
+        p = start(self.train_args(run), self.work)
+        wait_step(run, 20, p)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        before = {f: f.stat().st_size for f in run.rglob("*") if f.is_file()}
+        for s in complete_steps(run):
+            f = run / "checkpoints" / f"step_{s}" / "mp_rank_00_model_states.pt"
+            f.write_bytes(f.read_bytes()[:100])
+            before[f] = 100
+        rows_before = comparable(run)
+        r = cli(self.train_args(run), self.work)
+        after = {f: f.stat().st_size for f in run.rglob("*") if f.is_file()}
+        row.runs, row.exits = 1, [f"-9 -> {r.returncode}"]
+        row.lost = sum(1 for f, size in before.items() if after.get(f) != size and f.name != "train.log")
+        row.lost += sum(1 for x in rows_before if x not in set(comparable(run)))
+        row.message = first_line(r.stdout + r.stderr, "no checkpoint", "could not be loaded", "error")
+        row.ok = r.returncode == 1 and row.lost == 0
+        return row
+
+    def nan_loss(self) -> Row:
+        row = Row("NaN loss")
+        run = self.run_dir("nan")
+        r1 = cli(self.train_args(run), self.work, {"SCALELAB_FAULT_NAN_STEP": "14"})
+        snap = snapshot(run)
+        r2 = self.finish(row, run, snap)
+        row.runs, row.exits = 1, [f"{r1.returncode} -> {r2.returncode}"]
+        row.message = first_line(r1.stdout + r1.stderr, "non-finite")
+        row.ok = r1.returncode == 1 and snap["last_ckpt"] == 12
+        return row
+
+    def inf_gradient(self) -> Row:
+        row = Row("inf gradient at a checkpoint step")
+        run = self.run_dir("inf-grad")
+        r1 = cli(self.train_args(run), self.work, {"SCALELAB_FAULT_INF_GRAD_STEP": str(2 * EVERY)})
+        out = r1.stdout + r1.stderr
+        summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
+        row.runs, row.exits = 1, [str(r1.returncode)]
+        row.message = first_line(out, "non-finite grad", "skipp") or "no message about the gradient"
+        # The contract: the step is skipped (counted) and every complete checkpoint has finite weights.
+        import torch
+        finite = True
+        for s in complete_steps(run):
+            sd = torch.load(run / "checkpoints" / f"step_{s}" / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)
+            finite &= all(torch.isfinite(v).all() for v in sd.get("module", {}).values() if torch.is_tensor(v))
+        row.ok = r1.returncode == 0 and finite and summary.get("skipped_steps", 0) >= 1
+        row.message += f"; finite weights in every complete checkpoint: {finite}"
+        return row
+
+    def failing_eval_task(self) -> Row:
+        row = Row("failing eval task")
+        run = self.ref
+        evals = run / "evals"
+        before = {p.name: p.read_text() for p in evals.glob("*.json")} if evals.exists() else {}
+        tasks = "blimp_anaphor_number_agreement,lambada_openai"
+        r1 = cli(["eval", run, "--tasks", tasks, "--limit", "4"], self.work, {"SCALELAB_EVAL_FAULT": "task:lambada_openai"})
+        doc1 = json.loads((evals / f"{STEPS}.json").read_text())
+        kept = any(x["task"] == "blimp_anaphor_number_agreement" for x in doc1["results"])
+        failed = [f["task"] for f in doc1["failed"]]
+        r2 = cli(["eval", run, "--tasks", tasks, "--limit", "4"], self.work)
+        doc2 = json.loads((evals / f"{STEPS}.json").read_text())
+        healed = not doc2["failed"] and any(x["task"] == "lambada_openai" for x in doc2["results"])
+        row.runs, row.exits = 1, [f"{r1.returncode} -> {r2.returncode}"]
+        row.lost = sum(1 for k in before if not (evals / k).exists()) + (0 if kept else 1)
+        row.exact = [healed]
+        row.message = (first_line(r1.stdout + r1.stderr, "failed") or f"failed tasks recorded: {failed}")
+        return row
+
+    def worker_killed_mid_sweep(self) -> Row:
+        row = Row("worker killed mid-sweep")
+        work = self.work / "sweep-kill"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        spec = work / "sk.yaml"
+        spec.write_text(yaml.safe_dump({"name": "sk", "base": str(self.base), "kind": "grid",
+                                        "runs_dir": str(work / "runs"), "axes": {"train.seed": [0, 1, 2]}}))
+        p = start(["sweep", "launch", spec, "--workers", "1"], work)
+        runs = work / "runs"
+        t0 = time.time()
+        while time.time() - t0 < 900:
+            done = [d for d in runs.glob("*/summary.json") if json.loads(d.read_text()).get("status") == "done"] if runs.exists() else []
+            partial = [d.parent.parent for d in runs.glob("*/checkpoints/step_*/COMPLETE")] if runs.exists() else []
+            partial = [d for d in partial if not (d / "summary.json").exists()]
+            if done and partial:
+                break
+            time.sleep(0.1)
+        # kill -9 the launcher and every trainer it started (they run in their own sessions)
+        victims = [int(x) for x in subprocess.run(["pgrep", "-f", str(runs)], capture_output=True, text=True).stdout.split()]
+        for pid in [p.pid, *victims]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait()
+        finished = {d.parent.name: d.read_text() for d in runs.glob("*/summary.json")}
+        snaps = {d.name: snapshot(d) for d in runs.iterdir() if d.is_dir() and not d.name.startswith(".")}
+        time.sleep(1)
+        r = cli(["sweep", "launch", spec, "--workers", "1"], work)
+        row.runs, row.exits = 3, [f"-9 -> {r.returncode}"]
+        row.lost = sum(1 for k, v in finished.items() if (runs / k / "summary.json").read_text() != v)
+        row.lost += sum(lost_since(runs / k, s) for k, s in snaps.items())
+        states = [json.loads((d / "summary.json").read_text())["status"] for d in runs.iterdir() if (d / "summary.json").exists()]
+        resumed = [d.name for d in runs.iterdir() if "resumed from checkpoint" in (d / "train.log").read_text()] if runs.exists() else []
+        row.exact = [states.count("done") == 3]
+        row.message = f"{len(finished)} finished run kept untouched; resumed: {', '.join(resumed) or 'none'}"
+        return row
+
+    def slurm_preemption(self) -> Row:
+        row = Row("Slurm preemption (SIGUSR1)")
+        s = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True) if shutil.which("sinfo") else None
+        if s is None or s.returncode != 0 or not any(x.rstrip("*") in ("idle", "mix", "alloc") for x in s.stdout.split()):
+            row.skipped = "no usable Slurm node (run .ci/slurm_up.sh)"
+            return row
+        work = self.work / "slurm"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        spec = work / "sp.yaml"
+        spec.write_text(yaml.safe_dump({"name": "sp", "base": str(self.base), "kind": "seeds", "seeds": [0],
+                                        "runs_dir": str(work / "runs"),
+                                        "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60}}}))
+        r = cli(["sweep", "launch", spec, "--executor", "slurm"], work)
+        job = next((w for w in r.stdout.split() if w.isdigit()), None)
+        run = work / "runs" / "s0"
+        t0 = time.time()
+        while not (run / "checkpoints" / f"step_{2 * EVERY}" / "COMPLETE").exists():
+            if time.time() - t0 > 600:
+                row.skipped = "the Slurm task never reached its second checkpoint"
+                return row
+            time.sleep(0.1)
+        snap = snapshot(run)
+        subprocess.run(["scancel", "--signal=USR1", "--batch", f"{job}_0"], capture_output=True)
+        t0 = time.time()
+        while time.time() - t0 < 900:
+            show = subprocess.run(["scontrol", "show", "job", f"{job}_0"], capture_output=True, text=True).stdout
+            if "JobState=PENDING" in show:
+                time.sleep(3)
+                subprocess.run(["scontrol", "update", f"JobId={job}_0", "StartTime=now"], capture_output=True)
+            sm = run / "summary.json"
+            if sm.exists() and json.loads(sm.read_text()).get("status") in ("done", "failed"):
+                break
+            time.sleep(1)
+        text = (run / "train.log").read_text()
+        row.runs = 1
+        row.exact = [comparable(run) == self.reference]
+        row.lost = lost_since(run, snap)
+        row.exits = [first_line(text, "trainer exit code").replace("=== ", "") or "?"]
+        row.message = first_line(text, "received SIGUSR1")
+        return row
+
+
+FAULTS = ["kill9", "sigterm_in_checkpoint", "disk_full", "truncated_metrics", "corrupt_newest",
+          "all_checkpoints_unloadable", "nan_loss", "inf_gradient", "failing_eval_task",
+          "worker_killed_mid_sweep", "slurm_preemption"]
+
+
+def table(rows: list[Row]) -> str:
+    head = ["fault", "runs", "resumed exactly", "data lost", "exit", "message"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in r.cells()) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=3, help="kill -9 repetitions at random steps")
+    ap.add_argument("--only", default="", help=f"comma-separated subset of: {','.join(FAULTS)}")
+    ap.add_argument("--workdir", type=Path, default=None, help="keep the runs here (default: a temp dir, removed)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    a = ap.parse_args()
+    names = [n for n in a.only.split(",") if n] or FAULTS
+    unknown = sorted(set(names) - set(FAULTS))
+    if unknown:
+        ap.error(f"--only: unknown fault(s) {unknown}; allowed: {', '.join(FAULTS)}")
+    work = a.workdir or Path(tempfile.mkdtemp(prefix="scalelab-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    bench = Bench(work.resolve(), a.seeds)
+    rows = []
+    for name in names:
+        t1 = time.time()
+        try:
+            row = getattr(bench, name)()
+        except Exception as exc:  # noqa: BLE001 - one broken row must not hide the others
+            row = Row(name, message=f"HARNESS ERROR {type(exc).__name__}: {str(exc)[:200]}", ok=False)
+        if not row.skipped and (row.lost or (row.exact and not all(row.exact))):
+            row.ok = False
+        rows.append(row)
+        print(f"  {name}: {time.time() - t1:.0f}s {'ok' if row.ok else 'NOT OK'}", flush=True)
+    print()
+    print(table(rows))
+    print(f"\n{len(rows)} faults in {time.time() - t0:.0f} s; "
+          f"{sum(not r.ok and not r.skipped for r in rows)} not as the contract asks, {sum(bool(r.skipped) for r in rows)} skipped")
+    if a.json:
+        a.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+    if a.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if any(not r.ok and not r.skipped for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
