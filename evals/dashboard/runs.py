@@ -119,10 +119,9 @@ class RunStore:
 
     def _read(self, d: Path, rid: str) -> tuple[dict | None, str | None]:
         # a symlink in a run directory is followed only when it stays inside the runs root
-        escaped = [n for n in ("", *_KEY_FILES) if os.path.lexists(d / n) and not contained(d / n, [self.root])]
+        escaped = [n for n in _KEY_FILES if self._links_out(d / n)]
         if escaped:
-            what = "the run directory" if "" in escaped else ", ".join(escaped)
-            return None, f"{what} links outside the served runs directory; not read"
+            return None, f"{', '.join(escaped)} links outside the served runs directory; not read"
         try:
             row, problem = registry.read_run(d)
         except Exception as exc:  # one bad directory never stops the scan
@@ -160,12 +159,17 @@ class RunStore:
             problems.append({"id": ".", "problem": "the runs directory (--runs) does not exist"})
         return rows, problems
 
+    def _links_out(self, p: Path) -> bool:
+        """p is a symlink leading outside the root. Only links need resolving: run dirs come from a
+        walk that does not follow links (or from run_dir, resolved), so a plain entry is inside."""
+        return os.path.islink(p) and not contained(p, [self.root])
+
     def _eval_files(self, d: Path) -> list[Path]:
         """evals/*.json of a run that resolve inside the runs root (a linked-out file is skipped)."""
         ev = d / "evals"
-        if not ev.is_dir() or not contained(ev, [self.root]):
+        if not ev.is_dir() or self._links_out(ev):
             return []
-        return [p for p in sorted(ev.glob("*.json")) if contained(p, [self.root])]
+        return [p for p in sorted(ev.glob("*.json")) if not self._links_out(p)]
 
     def ids(self) -> set[str]:
         self.refresh()
@@ -186,7 +190,7 @@ class RunStore:
             tail = self._metrics.get(rid)
             if tail is None:
                 tail = self._metrics[rid] = _MetricsTail(d / "metrics.jsonl")
-            if not contained(tail.path, [self.root]):  # re-checked each read: the link may change
+            if self._links_out(tail.path):  # re-checked each read: the link may change
                 return [], 0
             return list(tail.read()), tail.bad_lines
 

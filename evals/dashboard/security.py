@@ -83,7 +83,7 @@ def resolve_known(root: Path, rel: str, known) -> Path:
     return inside(root, rel)
 
 
-_ABS_PATH = re.compile(r"(?<![\w.~%@+-])(?:/[^\s'\"<>|,;:()\[\]{}/]+){2,}/?")
+_ABS_PATH = re.compile(r"(?<![\w.~%@+/-])(?:/[^\s'\"<>|,;:()\[\]{}/]+){2,}/?")
 
 
 class Scrubber:

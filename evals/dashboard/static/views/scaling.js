@@ -18,8 +18,8 @@ export default {
       csv.href = "/api/fit.csv?id=" + encodeURIComponent(sel.value);
       const rec = d.record, iv = rec.intervals || {}, flags = d.not_identified || [];
       const flagged = k => flags.some(f => f.startsWith(k + " ") || f.startsWith(k + "'s "));
-      const prow = Object.entries(rec.params || {}).map(([k, v]) =>
-        el("tr", { class: flagged(k) ? "flagged" : null, "data-param": k }, el("td", {}, k), el("td", {}, v == null ? "not identified" : fmt(v)),
+      const prow = Object.entries(rec.params || {}).filter(([, v]) => v == null || typeof v === "number").map(([k, v]) =>
+        el("tr", { class: flagged(k) ? "flagged" : null, "data-param": k }, el("td", {}, k), el("td", {}, v == null ? (flagged(k) ? "not identified" : "—") : fmt(v)),
           el("td", {}, iv[k] && iv[k][0] != null ? `[${fmt(iv[k][0])}, ${fmt(iv[k][1])}]` : "")));
       const flagBox = flags.length ? el("div", { class: "error flag", id: "fit-flag" },
         el("strong", {}, "not identified: "), flags.join("; "),
