@@ -210,3 +210,20 @@ def test_not_identified_reasons():
     w = ["only one model size: bcrit_coef and bcrit_exp_N are not identified", "parameter e stopped on its bound (0; bounds [-5, 5])",
          "alpha sat on its bound in 150 of 200 bootstrap resamples: that end ..."]
     assert not_identified({"params": {}, "warnings": w}) == w
+
+
+def test_a_law_flat_to_rounding_gets_a_readable_axis(tmp_path):
+    """Even when drawn (draw_fit=True), a curve flat to 1e-16 gets a padded axis range instead of
+    autorange's 1e-16-wide one (ticks like 0.00300000000000744); a normal curve keeps autorange."""
+    import scaling.synthetic as syn
+    from scaling.batch_lr import fit_batch_lr
+
+    from evals.dashboard import scaling_view
+
+    flat = {f["id"]: f for f in scaling_view.figures(_degenerate_batch_lr(tmp_path / "d.json"), [], draw_fit=True)}
+    lo, hi = flat["opt_lr"]["layout"]["yaxis"]["range"]
+    assert flat["opt_lr"]["layout"]["yaxis"]["type"] == "log" and hi - lo == pytest.approx(1.0)
+    good = fit_batch_lr(syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2)))
+    assert "range" not in {f["id"]: f for f in scaling_view.figures(good, [])}["opt_lr"]["layout"]["yaxis"]
+    titles = [f["title"] for f in scaling_view.figures(_degenerate_batch_lr(tmp_path / "d.json"), [{"N": 1e6, "D": 1e8, "loss": 3.0, "lr": 3e-3, "batch_tokens": 256.0, "flops": 6e14}], draw_fit=False)]
+    assert titles and all(t.endswith("fitted law not drawn (not identified)") for t in titles)

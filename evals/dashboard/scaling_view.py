@@ -44,18 +44,35 @@ def _arr(points, key):
 
 def figures(rec: dict, points: list[dict], draw_fit: bool = True) -> list[dict]:
     law = rec.get("law")
+    builder = {"chinchilla": _chinchilla, "batch-lr": _batch_lr, "batch_lr": _batch_lr, "critical-batch": _critical_batch,
+               "critical_batch": _critical_batch, "kaplan": _kaplan}.get(law)
+    if builder is None:
+        return []
     try:
-        if law == "chinchilla":
-            return _chinchilla(rec, points, draw_fit)
-        if law == "batch-lr" or law == "batch_lr":
-            return _batch_lr(rec, points, draw_fit)
-        if law == "critical-batch" or law == "critical_batch":
-            return _critical_batch(rec, points, draw_fit)
-        if law == "kaplan":
-            return _kaplan(rec, points, draw_fit)
+        figs = builder(rec, points, draw_fit)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         return [{"id": "error", "title": f"cannot draw this {law} record: {exc}", "data": [], "layout": {}}]
-    return []
+    for f in figs:
+        _readable_y(f)
+        if not draw_fit:
+            f["title"] += " — fitted law not drawn (not identified)"
+            f["layout"]["title"]["text"] = f["title"]
+    return figs
+
+
+def _readable_y(fig: dict) -> None:
+    """A y range narrower than 1e-6 relative (a law flat to rounding) would get ticks like
+    0.00300000000000744 and a staircase of float steps: give such an axis a range of its own."""
+    ys = np.array([v for t in fig["data"] for v in (t.get("y") or []) if isinstance(v, (int, float)) and math.isfinite(v)], float)
+    if ys.size == 0:
+        return
+    lo, hi = float(ys.min()), float(ys.max())
+    ax = fig["layout"].setdefault("yaxis", {})
+    if ax.get("type") == "log":
+        if lo > 0 and hi / lo < 1 + 1e-6:
+            ax["range"] = [math.log10(lo) - 0.5, math.log10(hi) + 0.5]
+    elif hi - lo <= 1e-6 * max(abs(hi), abs(lo)) and hi != 0:
+        ax["range"] = [lo - 0.1 * abs(lo), hi + 0.1 * abs(hi)]
 
 
 def _c_range(rec, C):
