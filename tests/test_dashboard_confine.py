@@ -62,6 +62,7 @@ def test_symlinks_out_of_the_runs_root_are_not_followed(tree):
     d = _run(runs, "s/linked-eval")
     (d / "evals").mkdir()
     os.symlink(outside / "eval.json", d / "evals" / "1.json")
+    os.symlink(outside / "eval.json", _run(runs, "s/linked-lock") / ".lock")  # the status probe would open it
     os.symlink(outside, runs / "s" / "linked-dir")  # a whole run dir that is a link out
     (outside / "config.yaml").write_text("model: {preset: n50k}\n")
     inside_link = _run(runs, "s/linked-inside")  # a link that stays inside the root is fine
@@ -74,6 +75,7 @@ def test_symlinks_out_of_the_runs_root_are_not_followed(tree):
     assert "s/linked-summary" not in rows and "summary.json links outside the served runs directory" in problems["s/linked-summary"]
     assert "metrics.jsonl links outside" in problems["s/linked-metrics"]
     assert "s/linked-dir" not in rows
+    assert ".lock links outside" in problems["s/linked-lock"]
     assert rows["s/linked-eval"]["n_evals"] == 0
     assert c.get("/api/curves?run=s/linked-metrics").status_code == 404
     assert c.get("/api/curves?run=s/linked-inside").json()["runs"][0]["n_records"] == 3

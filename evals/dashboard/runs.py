@@ -23,6 +23,7 @@ import yaml
 
 from evals.dashboard.security import contained, resolve_known
 from launch import registry  # the run registry: row contract and dir discovery
+from launch.locks import LOCK_NAME
 
 _KEY_FILES = ("summary.json", "config.yaml", "launch.yaml", "metrics.jsonl")  # every file the registry reads
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -119,7 +120,7 @@ class RunStore:
 
     def _read(self, d: Path, rid: str) -> tuple[dict | None, str | None]:
         # a symlink in a run directory is followed only when it stays inside the runs root
-        escaped = [n for n in _KEY_FILES if self._links_out(d / n)]
+        escaped = [n for n in (*_KEY_FILES, LOCK_NAME) if self._links_out(d / n)]  # the status probe opens the lock
         if escaped:
             return None, f"{', '.join(escaped)} links outside the served runs directory; not read"
         try:
