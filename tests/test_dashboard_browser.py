@@ -217,3 +217,121 @@ def test_auto_refresh_shows_a_new_running_run(page, server, demo):
         assert page.errors == []
     finally:
         shutil.rmtree(live)
+
+
+# ------------------------------------------------------------------ confinement and degenerate fits
+SECRET = "SECRET-OUTSIDE-THE-ROOTS"
+SPACED = "tiny-sweep/n50k lr3e-3 (copy)"
+
+
+def _serve(runs: Path, fits: Path):
+    exe = Path(sys.executable).with_name("scalelab")
+    proc = subprocess.Popen([str(exe), "dashboard", "--runs", str(runs), "--fits", str(fits), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stdout.readline())
+    assert m, "no URL printed"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(m.group(0) + "api/runs", timeout=2)
+            break
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.1)
+    return proc, m.group(0)
+
+
+@pytest.fixture(scope="module")
+def hostile(demo, tmp_path_factory):
+    """A second server over roots that hold what a shared cluster disk can: a run directory named
+    with spaces, runs and a fit record linking out of the roots, a fit whose `source` is outside,
+    and a degenerate batch-lr fit (both exponents ~1e-16, from the real fitter)."""
+    import scaling.synthetic as syn
+    from scaling.batch_lr import fit_batch_lr
+    from scaling.chinchilla import fit_chinchilla
+    from scaling.laws import ComputeHParamLaw
+
+    base = tmp_path_factory.mktemp("hostile")
+    runs, fits, outside = base / "runs", base / "fits", base / "outside"
+    fits.mkdir()
+    outside.mkdir()
+    src = Path(demo["runs"]) / demo["ids"][0]
+    ignore = shutil.ignore_patterns("checkpoints")
+    shutil.copytree(src, runs / SPACED, ignore=ignore)
+    (outside / "metrics.jsonl").write_text('{"step": 0, "loss": 1.0, "note": "%s"}\n' % SECRET)
+    (outside / "summary.json").write_text('{"status": "done", "steps": 1, "error": "%s"}' % SECRET)
+    (outside / "rec.json").write_text('{"law": "kaplan", "params": {"Nc": 1.0}, "warnings": ["%s"]}' % SECRET)
+    for name, link in (("linked-metrics", "metrics.jsonl"), ("linked-summary", "summary.json")):
+        d = runs / "tiny-sweep" / name
+        shutil.copytree(src, d, ignore=ignore)
+        (d / link).unlink()
+        os.symlink(outside / link, d / link)
+    os.symlink(outside / "rec.json", fits / "linked-record.json")
+    iso = syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=5)
+    iso.to_csv(outside / "isoflop.csv", index=False)
+    fit_chinchilla(str(outside / "isoflop.csv"), approach=2).save(fits / "outside-source.json")
+    flat = ComputeHParamLaw(lr_coef=3e-3, lr_exp_C=0.0, bs_coef=256.0, bs_exp_C=0.0)
+    df = syn.batch_lr_sweep(flat, budgets=(1e15, 1e16, 1e17), lr_mults=(0.5, 1, 2), bs_mults=(0.5, 1, 2), noise=0.0)
+    (fits / "data").mkdir()
+    df.to_csv(fits / "data" / "flat.csv", index=False)
+    rec = fit_batch_lr(str(fits / "data" / "flat.csv"))
+    assert abs(rec["params"]["lr_exp_C"]) < 1e-9 and abs(rec["params"]["bs_exp_C"]) < 1e-9
+    rec.save(fits / "degenerate-batch-lr.json")
+    proc, url = _serve(runs, fits)
+    yield {"url": url, "base": base}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _no_leaks(page, base):
+    html = page.content()
+    assert SECRET not in html and str(base) not in html
+
+
+def test_confined_runs_view_and_spaced_run_plots(page, hostile):
+    url, base = hostile["url"], hostile["base"]
+    _open(page, url, "runs", "#runs-table tbody tr")
+    ids = page.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.id)")
+    assert ids == [SPACED]  # the runs whose files link out are not rows...
+    probs = page.inner_text("#problems")  # ...but are listed with the reason
+    assert "tiny-sweep/linked-metrics: metrics.jsonl links outside the served runs directory" in probs
+    assert "tiny-sweep/linked-summary: summary.json links outside" in probs
+    _no_leaks(page, base)
+    page.check(f'#runs-table tr[data-id="{SPACED}"] input.sel')
+    page.click("#plot-selected")
+    page.wait_for_selector("#plot-loss .scatterlayer .trace", timeout=20000)
+    assert _traces(page, "plot-loss") == 1
+    assert page.eval_on_selector("#plot-loss", "d => d.data[0].x.length") > 3
+    _no_leaks(page, base)
+    for path in ("api/runs", "api/problems.csv", "api/fits", "api/curves?run=tiny-sweep/linked-metrics"):
+        text = page.request.get(url + path).text()
+        assert SECRET not in text and str(base) not in text, path
+    assert page.errors == []
+
+
+def test_fit_sources_and_records_outside_roots_not_read(page, hostile):
+    url, base = hostile["url"], hostile["base"]
+    _open(page, url, "scaling?fit=outside-source.json", "#fit-params tbody tr")
+    page.wait_for_function("() => document.getElementById('fit-info').innerText.includes('outside the served directories')")
+    assert "linked-record.json: links outside the served fits directory" in page.inner_text("#problems")
+    opts = page.eval_on_selector_all("#fit-select option", "os => os.map(o => o.value)")
+    assert "linked-record.json" not in opts
+    _no_leaks(page, base)
+    assert page.errors == []
+
+
+def test_degenerate_fit_flagged_with_table_and_no_broken_axes(page, hostile):
+    url = hostile["url"]
+    _open(page, url, "scaling?fit=degenerate-batch-lr.json", "#fit-flag")
+    flag = page.inner_text("#fit-flag")
+    assert flag.startswith("not identified:") and "lr_exp_C = " in flag and "zero to rounding" in flag
+    assert "not identified" in page.inner_text("#fit-select option:checked")
+    params = page.eval_on_selector_all("#fit-params tbody tr", "rs => rs.map(r => r.dataset.param)")
+    assert {"lr_exp_C", "lr_coef", "bs_exp_C", "bs_coef"} <= set(params)
+    assert page.locator("#fit-params tr.flagged").count() >= 2
+    # the law vs compute plots (flat to 1e-16: 0.00300000000000744 ticks, staircases) are not drawn
+    assert page.locator("#scaling-opt_lr, #scaling-opt_batch_tokens").count() == 0
+    page.wait_for_selector("#scaling-loss_vs_lr .scatterlayer .trace")  # the data still are
+    names = page.eval_on_selector("#scaling-loss_vs_lr", "d => d.data.map(t => t.name)")
+    assert "extrapolation" not in names and not any(n.startswith("fit ") for n in names)
+    ticks = page.eval_on_selector_all("#scaling-plots .xtick text, #scaling-plots .ytick text", "ts => ts.map(t => t.textContent)")
+    assert ticks and not any(re.search(r"0{6,}[1-9]", t) for t in ticks), ticks
+    assert page.errors == []

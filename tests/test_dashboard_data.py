@@ -95,7 +95,7 @@ def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
     items, problems = store.listing()
     assert [i["id"] for i in items] == ["good.json"] and {p["id"] for p in problems} == {"bad.json", "other.json"}
     rec = store.record("good.json")
-    assert store.points(rec)[1].startswith("data source /nonexistent.csv is not available")
+    assert store.points(rec)[1] == "its data source is not available on this machine"  # no server path echoed
     with pytest.raises(UnknownId):
         store.record("bad.json")
     with pytest.raises(BadId):

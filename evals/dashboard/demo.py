@@ -75,12 +75,15 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
         if fits:
             import scaling.synthetic as syn
 
-            syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(out / "isoflop_synthetic.csv", index=False)
-            syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2)).to_csv(out / "batch_lr_synthetic.csv", index=False)
-            _run(["fit", "chinchilla", str(out / "isoflop_synthetic.csv"), "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--compute", "1e19",
+            # the tables live under the fits root: the dashboard reads a record's source only inside its roots
+            tables = fdir / "data"
+            tables.mkdir(exist_ok=True)
+            syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(tables / "isoflop_synthetic.csv", index=False)
+            syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2)).to_csv(tables / "batch_lr_synthetic.csv", index=False)
+            _run(["fit", "chinchilla", str(tables / "isoflop_synthetic.csv"), "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--compute", "1e19",
                   "--out", str(fdir / "chinchilla-a3.json")], log, fdir / "chinchilla-a3.json")
-            _run(["fit", "chinchilla", str(out / "isoflop_synthetic.csv"), "--approach", "2", "--out", str(fdir / "chinchilla-a2.json")], log, fdir / "chinchilla-a2.json")
-            _run(["fit", "batch-lr", str(out / "batch_lr_synthetic.csv"), "--out", str(fdir / "batch-lr.json")], log, fdir / "batch-lr.json")
+            _run(["fit", "chinchilla", str(tables / "isoflop_synthetic.csv"), "--approach", "2", "--out", str(fdir / "chinchilla-a2.json")], log, fdir / "chinchilla-a2.json")
+            _run(["fit", "batch-lr", str(tables / "batch_lr_synthetic.csv"), "--out", str(fdir / "batch-lr.json")], log, fdir / "batch-lr.json")
             made["fit_ids"] = ["batch-lr.json", "chinchilla-a2.json", "chinchilla-a3.json"]
             (fdir / "not-a-fit.json").write_text('{"law": "chinchilla", "par')
     if broken:

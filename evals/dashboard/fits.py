@@ -2,8 +2,11 @@
 
 A record that is not valid JSON or lacks `law`/`params` is listed as a problem, not an error.
 The data points behind a fit are re-read from the record's own `source` (CSV/Parquet/run tree)
-through `scaling.inputs.load`, the same reader the fitter used; when that source is gone the
-Scaling view still draws the fitted curves and says why the points are missing.
+through `scaling.inputs.load`, the same reader the fitter used, but only when that source lies
+inside a served root (--runs or --fits, symlinks followed; a run tree must not link out either):
+a record is data, and its `source` must not make the server read arbitrary files. When the
+source is elsewhere or gone, the Scaling view still draws the fitted curves and says why the
+points are missing, without naming the server path.
 """
 from __future__ import annotations
 
@@ -12,12 +15,17 @@ import os
 import threading
 from pathlib import Path
 
-from evals.dashboard.security import resolve_known
+from evals.dashboard.fit_checks import not_identified
+from evals.dashboard.security import UnknownId, contained, escaping_links, resolve_known
+
+# the files scaling.inputs reads in a run tree (rglob: symlinked directories are not descended)
+_TREE_FILES = {"summary.json", "config.yaml", "metrics.jsonl"}
 
 
 class FitStore:
-    def __init__(self, root: str | Path | None):
+    def __init__(self, root: str | Path | None, runs_root: str | Path | None = None):
         self.root = Path(root).resolve() if root else None
+        self.runs_root = Path(runs_root).resolve() if runs_root else None
         self._cache: dict[str, tuple] = {}  # id -> (mtime_ns, size, record | None, problem | None)
         self._points: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
@@ -37,6 +45,9 @@ class FitStore:
                     st = p.stat()
                 except OSError:
                     continue
+                if not contained(p, [self.root]):
+                    out[rid] = (st.st_mtime_ns, st.st_size, None, "links outside the served fits directory; not read")
+                    continue
                 c = self._cache.get(rid)
                 if c is None or c[:2] != (st.st_mtime_ns, st.st_size):
                     c = (st.st_mtime_ns, st.st_size, *self._parse(p))
@@ -54,7 +65,7 @@ class FitStore:
         return rec, None
 
     def listing(self) -> tuple[list[dict], list[dict]]:
-        """([{id, law, approach, n_points, warnings}], [{id, problem}])."""
+        """([{id, law, approach, n_points, n_warnings, not_identified}], [{id, problem}])."""
         with self._lock:
             self._cache = self._scan()
             items, problems = [], []
@@ -63,9 +74,10 @@ class FitStore:
                     problems.append({"id": rid, "problem": problem})
                     continue
                 items.append({"id": rid, "law": rec.get("law"), "approach": rec.get("approach"),
-                              "n_points": rec.get("n_points"), "n_warnings": len(rec.get("warnings") or [])})
+                              "n_points": rec.get("n_points"), "n_warnings": len(rec.get("warnings") or []),
+                              "not_identified": bool(not_identified(rec))})
             if self.root is not None and not self.root.is_dir():
-                problems.append({"id": ".", "problem": f"fits root {self.root} does not exist"})
+                problems.append({"id": ".", "problem": "the fits directory (--fits) does not exist"})
             return items, problems
 
     def record(self, rid: str) -> dict:
@@ -73,24 +85,51 @@ class FitStore:
             self._cache = self._scan()
             known = {k for k, v in self._cache.items() if v[2] is not None}
             if self.root is None:
-                from evals.dashboard.security import UnknownId
-
                 raise UnknownId(rid)
             resolve_known(self.root, rid, known)
             return self._cache[rid][2]
 
-    def points(self, rec: dict) -> tuple[list[dict], str | None]:
-        """The fitted data as canonical rows (N, D, loss, flops, lr, batch_tokens, steps), or a reason."""
+    @property
+    def roots(self) -> list[Path]:
+        return [r for r in (self.root, self.runs_root) if r is not None]
+
+    def _source(self, src: str, rid: str | None) -> tuple[Path | None, str | None]:
+        """The record's data source as a path inside a served root, or (None, why)."""
+        raw = Path(src)
+        if raw.is_absolute():
+            cands = [raw]
+        else:  # relative to where the fitter ran: try the record's folder and the roots
+            rec_dir = (self.root / rid).parent if (self.root and rid) else None
+            cands = [c / raw for c in (rec_dir, self.root, self.runs_root, Path.cwd()) if c is not None]
+        seen = False
+        for c in cands:
+            if not os.path.lexists(c):
+                continue
+            seen = True
+            if contained(c, self.roots):
+                return c, None
+        if seen:
+            return None, "its data source is outside the served directories (--runs, --fits), so it is not read"
+        return None, "its data source is not available on this machine"
+
+    def points(self, rec: dict, rid: str | None = None) -> tuple[list[dict], str | None]:
+        """The fitted data as canonical rows (N, D, loss, flops, lr, batch_tokens, steps), or a reason.
+        `rid` (the record's id) lets a relative `source` resolve against the record's folder."""
         src = rec.get("source")
-        if not src or src == "DataFrame":
+        if not src or src == "DataFrame" or not isinstance(src, str):
             return [], "the record does not name a data file"
-        p = Path(src)
+        p, why = self._source(src, rid)
+        if p is None:
+            return [], why
         try:
             st = p.stat()
         except OSError:
-            return [], f"data source {src} is not available on this machine"
+            return [], "its data source is not available on this machine"
         key = (str(p), st.st_mtime_ns, st.st_size, json.dumps(rec.get("columns") or {}, sort_keys=True))
         if key not in self._points:
+            out = escaping_links(p, self.roots, _TREE_FILES) if p.is_dir() else []
+            if out:  # a run tree that links out: refuse it whole rather than read half of it
+                return [], f"its data source links outside the served directories ({', '.join(out[:3])}), so it is not read"
             try:
                 from scaling.inputs import load
 
@@ -99,8 +138,8 @@ class FitStore:
                 df = ds.df
                 keep = [c for c in ("N", "D", "loss", "flops", "lr", "batch_tokens", "steps", "run") if c in df.columns]
                 self._points[key] = (df[keep].to_dict("records"), None)
-            except Exception as exc:  # a bad source must not break the view
-                self._points[key] = ([], f"could not read {src}: {exc}")
+            except Exception as exc:  # a bad source must not break the view (the server scrubs paths from exc)
+                self._points[key] = ([], f"could not read its data source: {exc}")
         return self._points[key]
 
 

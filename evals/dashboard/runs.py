@@ -21,10 +21,11 @@ from typing import Any
 
 import yaml
 
-from evals.dashboard.security import resolve_known
+from evals.dashboard.security import contained, resolve_known
 from launch import registry  # the run registry: row contract and dir discovery
+from launch.locks import LOCK_NAME
 
-_KEY_FILES = ("summary.json", "config.yaml", "launch.yaml", "metrics.jsonl")
+_KEY_FILES = ("summary.json", "config.yaml", "launch.yaml", "metrics.jsonl")  # every file the registry reads
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Columns the Runs view shows first (the registry may add more; all are sent).
 TABLE_COLUMNS = ["id", "sweep", "run", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
@@ -118,6 +119,10 @@ class RunStore:
             self.last_refresh_s = time.perf_counter() - t0
 
     def _read(self, d: Path, rid: str) -> tuple[dict | None, str | None]:
+        # a symlink in a run directory is followed only when it stays inside the runs root
+        escaped = [n for n in (*_KEY_FILES, LOCK_NAME) if self._links_out(d / n)]  # the status probe opens the lock
+        if escaped:
+            return None, f"{', '.join(escaped)} links outside the served runs directory; not read"
         try:
             row, problem = registry.read_run(d)
         except Exception as exc:  # one bad directory never stops the scan
@@ -129,8 +134,7 @@ class RunStore:
         row.pop("path", None)  # never send server paths to the browser
         if row.get("num_experts"):
             row["router"] = self._router(d)
-        ev = d / "evals"
-        row["n_evals"] = sum(1 for p in ev.glob("*.json")) if ev.is_dir() else 0
+        row["n_evals"] = len(self._eval_files(d))
         if problem:
             row["problem"] = problem
         return row, problem
@@ -153,8 +157,20 @@ class RunStore:
             if problem:
                 problems.append({"id": rid, "problem": problem})
         if not self.root.is_dir():
-            problems.append({"id": ".", "problem": f"runs root {self.root} does not exist"})
+            problems.append({"id": ".", "problem": "the runs directory (--runs) does not exist"})
         return rows, problems
+
+    def _links_out(self, p: Path) -> bool:
+        """p is a symlink leading outside the root. Only links need resolving: run dirs come from a
+        walk that does not follow links (or from run_dir, resolved), so a plain entry is inside."""
+        return os.path.islink(p) and not contained(p, [self.root])
+
+    def _eval_files(self, d: Path) -> list[Path]:
+        """evals/*.json of a run that resolve inside the runs root (a linked-out file is skipped)."""
+        ev = d / "evals"
+        if not ev.is_dir() or self._links_out(ev):
+            return []
+        return [p for p in sorted(ev.glob("*.json")) if not self._links_out(p)]
 
     def ids(self) -> set[str]:
         self.refresh()
@@ -175,15 +191,14 @@ class RunStore:
             tail = self._metrics.get(rid)
             if tail is None:
                 tail = self._metrics[rid] = _MetricsTail(d / "metrics.jsonl")
+            if self._links_out(tail.path):  # re-checked each read: the link may change
+                return [], 0
             return list(tail.read()), tail.bad_lines
 
     def evals(self, rid: str) -> list[dict]:
         """Every evals/<step>.json of the run as {step, tokens, doc | problem}, sorted by step."""
-        d = self.run_dir(rid) / "evals"
         out = []
-        if not d.is_dir():
-            return out
-        for p in sorted(d.glob("*.json")):
+        for p in self._eval_files(self.run_dir(rid)):
             try:
                 st = p.stat()
             except OSError:

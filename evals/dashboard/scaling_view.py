@@ -2,7 +2,8 @@
 
 Server-side so the law algebra lives in Python next to `scaling.laws`; the browser only draws.
 Every figure is a plain dict {id, title, data, layout}. Curves beyond the largest fitted compute
-are drawn dashed and labelled as extrapolation.
+are drawn dashed and labelled as extrapolation. With draw_fit=False (a fit that fit_checks says
+is not identified) only the data are drawn: no fitted curve, band or extrapolation.
 """
 from __future__ import annotations
 
@@ -41,20 +42,37 @@ def _arr(points, key):
     return np.array([float(p[key]) if p.get(key) is not None else np.nan for p in points])
 
 
-def figures(rec: dict, points: list[dict]) -> list[dict]:
+def figures(rec: dict, points: list[dict], draw_fit: bool = True) -> list[dict]:
     law = rec.get("law")
+    builder = {"chinchilla": _chinchilla, "batch-lr": _batch_lr, "batch_lr": _batch_lr, "critical-batch": _critical_batch,
+               "critical_batch": _critical_batch, "kaplan": _kaplan}.get(law)
+    if builder is None:
+        return []
     try:
-        if law == "chinchilla":
-            return _chinchilla(rec, points)
-        if law == "batch-lr" or law == "batch_lr":
-            return _batch_lr(rec, points)
-        if law == "critical-batch" or law == "critical_batch":
-            return _critical_batch(rec, points)
-        if law == "kaplan":
-            return _kaplan(rec, points)
+        figs = builder(rec, points, draw_fit)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         return [{"id": "error", "title": f"cannot draw this {law} record: {exc}", "data": [], "layout": {}}]
-    return []
+    for f in figs:
+        _readable_y(f)
+        if not draw_fit:
+            f["title"] += " — fitted law not drawn (not identified)"
+            f["layout"]["title"]["text"] = f["title"]
+    return figs
+
+
+def _readable_y(fig: dict) -> None:
+    """A y range narrower than 1e-6 relative (a law flat to rounding) would get ticks like
+    0.00300000000000744 and a staircase of float steps: give such an axis a range of its own."""
+    ys = np.array([v for t in fig["data"] for v in (t.get("y") or []) if isinstance(v, (int, float)) and math.isfinite(v)], float)
+    if ys.size == 0:
+        return
+    lo, hi = float(ys.min()), float(ys.max())
+    ax = fig["layout"].setdefault("yaxis", {})
+    if ax.get("type") == "log":
+        if lo > 0 and hi / lo < 1 + 1e-6:
+            ax["range"] = [math.log10(lo) - 0.5, math.log10(hi) + 0.5]
+    elif hi - lo <= 1e-6 * max(abs(hi), abs(lo)) and hi != 0:
+        ax["range"] = [lo - 0.1 * abs(lo), hi + 0.1 * abs(hi)]
 
 
 def _c_range(rec, C):
@@ -64,13 +82,13 @@ def _c_range(rec, C):
     return lo, hi
 
 
-def _chinchilla(rec, points):
+def _chinchilla(rec, points, draw_fit=True):
     p = rec["params"]
     N, D, L = _arr(points, "N"), _arr(points, "D"), _arr(points, "loss")
     C = _arr(points, "flops") if points and all(pt.get("flops") for pt in points) else 6 * N * D
     figs = []
     param3 = all(p.get(k) is not None for k in ("E", "A", "B", "alpha", "beta"))
-    pred = (lambda n, d: p["E"] + p["A"] / n ** p["alpha"] + p["B"] / d ** p["beta"]) if param3 else None
+    pred = (lambda n, d: p["E"] + p["A"] / n ** p["alpha"] + p["B"] / d ** p["beta"]) if param3 and draw_fit else None
     # loss vs N, one colour per (log-binned) D
     if points:
         data = []
@@ -97,7 +115,7 @@ def _chinchilla(rec, points):
             ys = None
             if pred:
                 ys = pred(ns, cg / (6 * ns))
-            else:
+            elif draw_fit:
                 b = min(budgets, key=lambda r: abs(math.log(r["C"] / cg)), default=None)
                 if b and b.get("curvature") is not None and abs(math.log(b["C"] / cg)) < 0.2:
                     ys = b["loss_opt"] + b["curvature"] * (np.log(ns) - math.log(b["N_opt"])) ** 2
@@ -107,7 +125,7 @@ def _chinchilla(rec, points):
         figs.append(_fig("isoflop", "IsoFLOP curves: loss vs N at fixed compute", data, "N (parameters)", "loss"))
     # compute-optimal frontier with intervals and extrapolation
     lo, hi = _c_range(rec, C)
-    if lo and hi:
+    if lo and hi and draw_fit:
         cs = np.geomspace(lo, hi * EXTRAPOLATE, 80)
         if param3:
             a, b = p["beta"] / (p["alpha"] + p["beta"]), p["alpha"] / (p["alpha"] + p["beta"])
@@ -161,12 +179,12 @@ def _bootstrap_band(rec, cs):
     return np.percentile(n, 50 * (1 - ci), axis=0), np.percentile(n, 100 - 50 * (1 - ci), axis=0)
 
 
-def _batch_lr(rec, points):
+def _batch_lr(rec, points, draw_fit=True):
     p = rec["params"]
     groups = (rec.get("diagnostics") or {}).get("groups") or []
     form = (rec.get("settings") or {}).get("form", "compute")
     figs = []
-    if form == "compute" and groups:
+    if form == "compute" and groups and draw_fit:
         lo, hi = min(g["C"] for g in groups), max(g["C"] for g in groups)
         cs = np.geomspace(lo, hi * EXTRAPOLATE, 60)
         for key, coef, exp, yt in (("opt_lr", "lr_coef", "lr_exp_C", "optimal lr"), ("opt_batch_tokens", "bs_coef", "bs_exp_C", "optimal batch (tokens)")):
@@ -190,7 +208,7 @@ def _batch_lr(rec, points):
                 data.append({"type": "scatter", "mode": "markers", "x": [g["opt_lr"]], "y": [g.get("opt_loss")], "name": f"optimum C≈{cg:.3g}",
                              "marker": {"color": col, "symbol": "star", "size": 14}, "showlegend": False})
         figs.append(_fig("loss_vs_lr", "Loss vs learning rate per compute budget (stars: optimum)", data, "learning rate", "loss"))
-    if form == "nd" and groups:
+    if form == "nd" and groups and draw_fit:
         from scaling.laws import NDHParamLaw
 
         law = NDHParamLaw(**{k: p.get(k) for k in ("lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D")})
@@ -203,13 +221,14 @@ def _batch_lr(rec, points):
     return figs
 
 
-def _critical_batch(rec, points):
+def _critical_batch(rec, points, draw_fit=True):
     p, models = rec["params"], rec.get("models") or []
     figs = []
     if models:
         ns = np.geomspace(min(m["N"] for m in models), max(m["N"] for m in models) * EXTRAPOLATE, 50)
-        data = [{"type": "scatter", "mode": "markers", "x": [m["N"] for m in models], "y": [m["B_crit"] for m in models], "name": "per-model B_crit", "marker": {"size": 9}},
-                {"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": (p["bcrit_coef"] * ns ** p["bcrit_exp_N"]).tolist(), "name": "fit B_crit(N)"}]
+        data = [{"type": "scatter", "mode": "markers", "x": [m["N"] for m in models], "y": [m["B_crit"] for m in models], "name": "per-model B_crit", "marker": {"size": 9}}]
+        if draw_fit:
+            data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": (p["bcrit_coef"] * ns ** p["bcrit_exp_N"]).tolist(), "name": "fit B_crit(N)"})
         figs.append(_fig("bcrit", "Critical batch vs model size", data, "N (parameters)", "B_crit (tokens)", logy=True))
     if points and models:
         N, B, S = _arr(points, "N"), _arr(points, "batch_tokens"), _arr(points, "steps")
@@ -218,13 +237,15 @@ def _critical_batch(rec, points):
             col = PALETTE[gi % len(PALETTE)]
             idx = np.where(np.abs(np.log(N / m["N"])) < 0.05)[0]
             data.append({"type": "scatter", "mode": "markers", "x": B[idx].tolist(), "y": S[idx].tolist(), "name": f"N={m['N']:.3g}", "marker": {"color": col}})
+            if not draw_fit:
+                continue
             bs = np.geomspace(*(m.get("B_range") or [B[idx].min(), B[idx].max()]), 50)
             data.append({"type": "scatter", "mode": "lines", "x": bs.tolist(), "y": (m["S_min"] * (1 + m["B_crit"] / bs)).tolist(), "line": {"color": col}, "showlegend": False})
         figs.append(_fig("steps_vs_batch", "Steps to target vs batch (lines: S_min(1+B_crit/B))", data, "batch (tokens)", "steps", logy=True))
     return figs
 
 
-def _kaplan(rec, points):
+def _kaplan(rec, points, draw_fit=True):
     from scaling.laws import from_record
 
     law = from_record(rec)
@@ -232,7 +253,8 @@ def _kaplan(rec, points):
         return []
     N, D, L = _arr(points, "N"), _arr(points, "D"), _arr(points, "loss")
     x, xt = (D, "D (tokens)") if law.form == "d" else (N, "N (parameters)")
-    pred = law.predict(N=N if law.form != "d" else None, D=D if law.form != "n" else None)
-    data = [{"type": "scatter", "mode": "markers", "x": x.tolist(), "y": L.tolist(), "name": "data"},
-            {"type": "scatter", "mode": "markers", "x": x.tolist(), "y": np.asarray(pred).tolist(), "name": "fit", "marker": {"symbol": "x"}}]
+    data = [{"type": "scatter", "mode": "markers", "x": x.tolist(), "y": L.tolist(), "name": "data"}]
+    if draw_fit:
+        pred = law.predict(N=N if law.form != "d" else None, D=D if law.form != "n" else None)
+        data.append({"type": "scatter", "mode": "markers", "x": x.tolist(), "y": np.asarray(pred).tolist(), "name": "fit", "marker": {"symbol": "x"}})
     return [_fig("kaplan", f"Kaplan ({law.form}) fit vs data", data, xt, "loss", logy=True)]

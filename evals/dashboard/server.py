@@ -1,8 +1,9 @@
 """The FastAPI app: static front end, Plotly from the installed package, read-only JSON/CSV API.
 
 Only GET/HEAD are served (anything else is 405), every run/fit id from the browser goes through
-security.py, responses never contain server paths, and a Content-Security-Policy keeps the page
-to its own origin (no CDN, no inline script).
+security.py, every file read stays inside the served roots, every string of every response goes
+through security.Scrubber (no server paths), and a Content-Security-Policy keeps the page to its
+own origin (no CDN, no inline script).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import csv
 import io
 import json
 import math
+import re
 import threading
 import time
 from pathlib import Path
@@ -18,10 +20,10 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from evals.dashboard import evals_view, moe_view, scaling_view
+from evals.dashboard import evals_view, fit_checks, moe_view, scaling_view
 from evals.dashboard.fits import FitStore
 from evals.dashboard.runs import TABLE_COLUMNS, RunStore
-from evals.dashboard.security import BadId, UnknownId
+from evals.dashboard.security import BadId, Scrubber, UnknownId
 
 STATIC = Path(__file__).parent / "static"
 CURVE_KEYS = ("step", "tokens", "flops", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tokens_per_s", "mfu", "wall_s")
@@ -30,30 +32,35 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
 
 
-def _clean(o):
-    """Strict JSON: NaN/inf -> null."""
+def _clean(o, scrub=None):
+    """Strict JSON: NaN/inf -> null; string values passed through `scrub` (no server paths)."""
     if isinstance(o, float):
         return o if math.isfinite(o) else None
+    if isinstance(o, str):
+        return scrub(o) if scrub else o
     if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
+        return {k: _clean(v, scrub) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
+        return [_clean(v, scrub) for v in o]
     return o
 
 
 class StrictJSON(JSONResponse):
+    scrub = None  # a Scrubber; each app uses a subclass that knows its roots
+
     def render(self, content) -> bytes:
-        return json.dumps(_clean(content), allow_nan=False, separators=(",", ":")).encode()
+        return json.dumps(_clean(content, self.scrub), allow_nan=False, separators=(",", ":")).encode()
 
 
-def _csv(rows: list[dict], columns: list[str] | None, name: str) -> Response:
+def write_csv(rows: list[dict], columns: list[str] | None, name: str, scrub=None) -> Response:
     cols = columns or sorted({k for r in rows for k in r})
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
     w.writeheader()
     for r in rows:
         # a leading =,+,-,@ would be a formula in spreadsheet apps; quote it as text
-        w.writerow({k: ("'" + v if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+        w.writerow({k: ("'" + v if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in _clean(r, scrub).items()})
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", name)  # ids may hold spaces/non-ASCII; the header must stay plain
     return Response(buf.getvalue(), media_type="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
@@ -74,7 +81,12 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
                allowed_hosts: list[str] | None = None) -> FastAPI:
     """The app. `allowed_hosts` (Host header check against DNS rebinding) defaults to any;
     the CLI passes the loopback names when bound to 127.0.0.1."""
-    runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root)
+    runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root, runs_root=runs_root)
+    scrub = Scrubber([runs_root, fits_root])
+    JSON = type("JSON", (StrictJSON,), {"scrub": staticmethod(scrub)})  # noqa: N806
+
+    def _csv(rows, columns, name):
+        return write_csv(rows, columns, name, scrub)
     plotly_js = _plotly_js()
     app = FastAPI(title="scalelab dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     if allowed_hosts:
@@ -94,11 +106,11 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
 
     @app.exception_handler(BadId)
     async def bad_id(_req, exc):
-        return StrictJSON({"error": f"refused: {exc}"}, status_code=400)
+        return JSON({"error": f"refused: {exc}"}, status_code=400)
 
     @app.exception_handler(UnknownId)
     async def unknown_id(_req, exc):
-        return StrictJSON({"error": f"unknown id {exc.args[0]!r}"}, status_code=404)
+        return JSON({"error": f"unknown id {exc.args[0]!r}"}, status_code=404)
 
     @app.get("/")
     def index():
@@ -115,7 +127,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         for r in rows:
             if not r.get("sweep"):
                 r["sweep"] = r["id"].rsplit("/", 1)[0] if "/" in r["id"] else ""
-        return StrictJSON({"columns": TABLE_COLUMNS, "runs": rows, "problems": problems,
+        return JSON({"columns": TABLE_COLUMNS, "runs": rows, "problems": problems,
                            "scan_s": runs.last_refresh_s, "serve_s": time.perf_counter() - t0, "time": time.time()})
 
     @app.get("/api/runs.csv")
@@ -142,7 +154,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
             recs, bad = runs.metrics(rid)
             series = {k: [r.get(k) for r in recs] for k in CURVE_KEYS}
             out.append({"id": rid, "n_records": len(recs), "bad_lines": bad, "series": series})
-        return StrictJSON({"runs": out})
+        return JSON({"runs": out})
 
     @app.get("/api/curves.csv")
     def api_curves_csv(run: list[str] = Query(default=[])):
@@ -163,7 +175,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     @app.get("/api/evals")
     def api_evals():
         rows, problems = _eval_rows()
-        return StrictJSON({"rows": rows, "problems": problems})
+        return JSON({"rows": rows, "problems": problems})
 
     @app.get("/api/evals.csv")
     def api_evals_csv():
@@ -173,26 +185,27 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     def api_moe(run: str):
         rid = _ids([run])[0]
         recs, _ = runs.metrics(rid)
-        return StrictJSON({"id": rid, "row": runs.row(rid), "figures": moe_view.figures(recs)})
+        return JSON({"id": rid, "row": runs.row(rid), "figures": moe_view.figures(recs)})
 
     @app.get("/api/moe/compare")
     def api_moe_compare():
         moe = [r for r in runs.table()[0] if r.get("num_experts")][:MAX_RUNS_PER_REQUEST]
-        return StrictJSON({"figures": moe_view.compare([(r, runs.metrics(r["id"])[0]) for r in moe])})
+        return JSON({"figures": moe_view.compare([(r, runs.metrics(r["id"])[0]) for r in moe])})
 
     @app.get("/api/fits")
     def api_fits():
         items, problems = fits.listing()
-        return StrictJSON({"fits": items, "problems": problems})
+        return JSON({"fits": items, "problems": problems})
 
     @app.get("/api/fit")
     def api_fit(id: str):
         rec = fits.record(id)
-        points, why = fits.points(rec)
+        points, why = fits.points(rec, id)
         summary = {k: rec.get(k) for k in ("law", "approach", "params", "intervals", "objective", "n_points", "warnings",
                                             "data_sha256", "n_kind", "data_range", "derived", "holdout", "models")}
-        return StrictJSON({"id": id, "record": summary, "points_note": why, "n_data_points": len(points),
-                           "figures": scaling_view.figures(rec, points)})
+        flags = fit_checks.not_identified(rec)  # such a fit is flagged and its law is not drawn
+        return JSON({"id": id, "record": summary, "points_note": why, "n_data_points": len(points),
+                           "not_identified": flags, "figures": scaling_view.figures(rec, points, draw_fit=not flags)})
 
     @app.get("/api/fit.csv")
     def api_fit_csv(id: str):

@@ -1,11 +1,13 @@
 // Scaling view: pick a fit record; its parameters with intervals, warnings, and the server-built figures.
+// A fit the server flags as not identified shows the flag and its table; its law is not drawn.
 import { el, fmt, getJSON, plot, downloadLink, problemsBox, setStatus } from "../app.js";
 
 export default {
   async render(root, params) {
     const { fits, problems } = await getJSON("/api/fits");
     const sel = el("select", { id: "fit-select" }, ...fits.map(f => el("option", { value: f.id },
-      `${f.id} — ${f.law}${f.approach ? " (approach " + f.approach + ")" : ""}, ${f.n_points ?? "?"} points`)));
+      `${f.id} — ${f.law}${f.approach ? " (approach " + f.approach + ")" : ""}, ${f.n_points ?? "?"} points` +
+      (f.not_identified ? " — not identified" : ""))));
     const csv = downloadLink("#", "parameters CSV");
     const info = el("div", { id: "fit-info" }), plots = el("div", { class: "plots", id: "scaling-plots" });
     root.append(el("div", { class: "toolbar" }, el("label", {}, "fit record: ", sel), csv), info, plots, problemsBox(problems, "Unreadable fit records"));
@@ -14,10 +16,15 @@ export default {
     const show = async () => {
       const d = await getJSON("/api/fit?id=" + encodeURIComponent(sel.value));
       csv.href = "/api/fit.csv?id=" + encodeURIComponent(sel.value);
-      const rec = d.record, iv = rec.intervals || {};
-      const prow = Object.entries(rec.params || {}).filter(([, v]) => typeof v === "number").map(([k, v]) =>
-        el("tr", {}, el("td", {}, k), el("td", {}, fmt(v)), el("td", {}, iv[k] ? `[${fmt(iv[k][0])}, ${fmt(iv[k][1])}]` : "")));
-      info.replaceChildren(
+      const rec = d.record, iv = rec.intervals || {}, flags = d.not_identified || [];
+      const flagged = k => flags.some(f => f.startsWith(k + " ") || f.startsWith(k + "'s "));
+      const prow = Object.entries(rec.params || {}).filter(([, v]) => v == null || typeof v === "number").map(([k, v]) =>
+        el("tr", { class: flagged(k) ? "flagged" : null, "data-param": k }, el("td", {}, k), el("td", {}, v == null ? (flagged(k) ? "not identified" : "—") : fmt(v)),
+          el("td", {}, iv[k] && iv[k][0] != null ? `[${fmt(iv[k][0])}, ${fmt(iv[k][1])}]` : "")));
+      const flagBox = flags.length ? el("div", { class: "error flag", id: "fit-flag" },
+        el("strong", {}, "not identified: "), flags.join("; "),
+        el("p", {}, "The fitted law is not drawn (no curves, extrapolation or bands); the table shows its parameters as fitted.")) : null;
+      info.replaceChildren(flagBox ?? "",
         el("table", { class: "data params", id: "fit-params" }, el("thead", {}, el("tr", {}, el("th", { class: "text" }, "param"), el("th", {}, "value"), el("th", {}, "interval"))), el("tbody", {}, prow)),
         el("p", { class: "muted" }, `${rec.law}${rec.approach ? " approach " + rec.approach : ""} · ${rec.n_points} points · N = ${rec.n_kind ?? "?"} · objective ${fmt(rec.objective)}` +
           (d.points_note ? ` · data points not shown: ${d.points_note}` : ` · ${d.n_data_points} data points`)),

@@ -1,0 +1,57 @@
+"""Is a fit record's law identified well enough to draw? The reasons when it is not.
+
+A fitted law is drawn (curves, extrapolation, log axes spanning its predictions) only when it says
+something. It is flagged instead, and only its parameter table is shown, when:
+  * its own warnings say a parameter is not identified or its estimate stopped on a bound
+    (bootstrap resamples on a bound count when they are half or more of them);
+  * an exponent is zero to rounding (|value| < 1e-9): the fitted optimum did not move across the
+    data (e.g. the same grid point won at every budget), and its curve is flat to 1e-16, which a
+    log axis renders as ticks like 0.00300000000000744 and a staircase;
+  * an exponent's interval is wider than 1 (its size, even its sign, is not measured);
+  * any interval spans more than 30 decades (resamples that ran off to degenerate fits).
+The thresholds are deliberately loose: a flag means "this law cannot be read", not "wide".
+"""
+from __future__ import annotations
+
+import math
+import re
+
+ZERO_EXPONENT = 1e-9
+MAX_EXPONENT_WIDTH = 1.0
+MAX_DECADES = 30.0
+_EXPONENT = re.compile(r"(^|_)exp(_|$)|^alpha|^beta|^a$|^b$")
+_WARN = re.compile(r"not (separately )?identified|stopped on its bound|on a bound", re.I)
+_BOOT_BOUND = re.compile(r"on its bound in (\d+) of (\d+) bootstrap")
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def not_identified(rec: dict) -> list[str]:
+    """Plain-language reasons this record's law is not identified (empty: fine to draw)."""
+    out: list[str] = []
+    for w in rec.get("warnings") or []:
+        if not isinstance(w, str):
+            continue
+        m = _BOOT_BOUND.search(w)
+        if (m and int(m[1]) * 2 >= int(m[2])) or (not m and _WARN.search(w)):
+            out.append(w)
+    params = rec.get("params") if isinstance(rec.get("params"), dict) else {}
+    intervals = rec.get("intervals") if isinstance(rec.get("intervals"), dict) else {}
+    for k, v in params.items():
+        v = _num(v)
+        if v is not None and _EXPONENT.search(k) and abs(v) < ZERO_EXPONENT:
+            out.append(f"{k} = {v:.3g} is zero to rounding: the fitted optimum did not move across the data, "
+                       "so this exponent is not measured")
+    for k, iv in intervals.items():
+        if not isinstance(iv, (list, tuple)) or len(iv) != 2:
+            continue
+        lo, hi = _num(iv[0]), _num(iv[1])
+        if lo is None or hi is None:
+            continue
+        if _EXPONENT.search(k) and hi - lo > MAX_EXPONENT_WIDTH:
+            out.append(f"{k}'s interval [{lo:.3g}, {hi:.3g}] is {hi - lo:.3g} wide: the exponent's size (even its sign) is not measured")
+        elif lo > 0 and math.log10(hi / lo) > MAX_DECADES:
+            out.append(f"{k}'s interval [{lo:.3g}, {hi:.3g}] spans {math.log10(hi / lo):.0f} decades")
+    return out
