@@ -33,6 +33,8 @@ def register(sub) -> None:
     q = ss.add_parser("plan", help="expand a spec: runs, N, D, batch, lr, FLOPs, estimated time (dry run)")
     common(q)
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    q.add_argument("--executor", choices=["local", "slurm", "deepspeed"], action="append",
+                   help="pre-flight the runs against this executor (repeatable; default: those under the spec's `executor:`)")
     q.set_defaults(func=cmd_plan)
 
     q = ss.add_parser("launch", help="start the runs that are not done (idempotent)")
@@ -104,7 +106,10 @@ PLAN_COLUMNS = [("name", "run", ""), ("id", "id", ""), ("non_embedding_params", 
 def cmd_plan(args) -> int:
     from launch.tables import human, render
 
+    from launch.preflight import configured_executors, preflight
+
     p = load_plan(args)
+    preflight(p, args.executor or configured_executors(p.spec))
     rows = [{k: getattr(r, k) for k, _, _ in PLAN_COLUMNS} for r in p.runs]
     render(rows, PLAN_COLUMNS, args.format)
     if args.format == "table":
@@ -120,8 +125,13 @@ def cmd_plan(args) -> int:
 
 @_wrap
 def cmd_launch(args) -> int:
+    from launch.preflight import preflight
+
     p = load_plan(args)
     spec = p.spec
+    if args.hostfile:
+        spec.executor.deepspeed.hostfile = args.hostfile
+    preflight(p, [args.executor])  # exit 2 before anything is queued
     if args.executor == "local":
         from launch.executors.slurm import sweep_meta_dir
 
@@ -169,8 +179,6 @@ def cmd_launch(args) -> int:
         return 0
     from launch.executors.deepspeed_multinode import DeepSpeedExecutor
 
-    if args.hostfile:
-        spec.executor.deepspeed.hostfile = args.hostfile
     res = DeepSpeedExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
     return 1 if res["failed"] else 0
 
