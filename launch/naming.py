@@ -1,9 +1,12 @@
 """Readable, stable run names (`n200k-d1m`, `c1e13-n400k`, `n200k-b16-lr3e-3-s1`) and ids.
 
-A name is built only from the values that vary, never from positions in the expansion, so
-adding a budget or a seed to a spec never renames existing runs. The id is a hash of the
-resolved config (minus bookkeeping keys), so it changes when what a run computes changes. Only values that differ from the schema's
-defaults are hashed (`exclude_defaults`), so a new config key added later never renumbers runs.
+A name is built from the run's own value on every axis, never from positions in the expansion
+or from how many values another axis has, so adding a budget, a seed or a second value to a
+one-value axis never renames existing runs. The id is a hash of the resolved config minus
+bookkeeping keys (the trainer's RESUMABLE_KEYS: W&B, logging and checkpoint cadence, in-loop
+evaluation, ...), so it changes only when what a run computes changes. Only values that differ
+from the schema's defaults are hashed (`exclude_defaults`), so a new config key added later
+never renumbers runs.
 """
 from __future__ import annotations
 
@@ -29,9 +32,11 @@ ALIASES = {
     "model.d_model": "d_model",
     "model.n_layers": "L",
 }
-# Keys that do not change what a run computes (same list as the trainer's RESUMABLE_KEYS).
-BOOKKEEPING = ("name", "extras", "wandb", "train.log_every_steps", "train.eval_every_steps",
-               "train.checkpoint_every_steps", "train.keep_checkpoints", "train.threads", "train.device_peak_flops")
+# Keys that do not change what a run computes: exactly those a run may change between attempts
+# (the trainer's list), so a run the sweep calls the same is one the trainer resumes.
+from pretrain.cli import RESUMABLE_KEYS  # noqa: E402
+
+BOOKKEEPING = tuple(sorted(RESUMABLE_KEYS | {"name", "extras"}))
 _SI = [(1e12, "t"), (1e9, "g"), (1e6, "m"), (1e3, "k")]
 
 
