@@ -1,8 +1,8 @@
-"""`scalelab sweep plan|launch|status|cancel` (and, through `launch.runs_cli`, `scalelab runs`).
+"""`scalelab sweep plan|launch|status|cancel|eval` (and, through `launch.runs_cli`, `scalelab runs`).
 
-Later issues add sweep subcommands without editing this file: any module listed in
-SWEEP_PLUGINS that exists and defines `register_sweep(sweep_subparsers)` is wired in (the eval
-issue's `sweep eval` goes in `evals/sweep_cli.py`).
+`sweep eval` lives in `launch.sweep_eval`. Later issues add sweep subcommands without editing
+this file: any module listed in SWEEP_PLUGINS that exists and defines
+`register_sweep(sweep_subparsers)` is wired in.
 Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
 """
 from __future__ import annotations
@@ -57,6 +57,10 @@ def register(sub) -> None:
     q = ss.add_parser("cancel", help="scancel the sweep's Slurm tasks and stop local launches (runs checkpoint first)")
     common(q)
     q.set_defaults(func=cmd_cancel)
+
+    from launch import sweep_eval
+
+    sweep_eval.register(ss)
 
     for name in SWEEP_PLUGINS:
         try:
