@@ -85,28 +85,39 @@ def check_batch(run, world: int, how: str, executor: str) -> Problem | None:
 
 
 # ------------------------------------------------------------------ presets
-def check_presets(run) -> Problem | None:
-    """Read the run's config back as the trainer reads launch.yaml: presets resolved again, same run id."""
+def check_presets(run, cache: dict | None = None) -> Problem | None:
+    """Read the run's preset sections back as the trainer reads launch.yaml: resolved again, same config.
+
+    Checked once per distinct (model, data, deepspeed) sections: a 1,000-run sweep has a few."""
     import yaml
 
-    from launch.naming import config_id
     from pretrain.config.loader import PRESET_DIRS, resolve_section, validate_train
 
-    raw = yaml.safe_load(yaml.safe_dump(run.raw, sort_keys=False))
-    for section in PRESET_DIRS:
-        if section in raw:
-            try:
-                raw[section] = resolve_section(section, raw[section])
-            except ConfigError as exc:
-                return Problem(run.name, f"{section}.preset" if isinstance(raw[section], dict) else section, str(exc))
-    try:
-        cfg = validate_train(raw)
-    except ConfigError as exc:
-        return Problem(run.name, "config", str(exc).replace("\n", " "))
-    if config_id(cfg) != run.id:
-        return Problem(run.name, "config", "the trainer would read a different config from launch.yaml than the one planned "
-                       f"(id {config_id(cfg)} vs {run.id})")
-    return None
+    sections = {k: run.raw[k] for k in PRESET_DIRS if k in run.raw}
+    key = json.dumps(sections, sort_keys=True, default=str)
+    if cache is not None and key in cache:
+        found = cache[key]
+        return Problem(run.name, found[0], found[1]) if found else None
+    found = None
+    back = yaml.safe_load(yaml.safe_dump(sections, sort_keys=False))  # launch.yaml is YAML
+    for section, value in back.items():
+        try:
+            back[section] = resolve_section(section, value)
+        except ConfigError as exc:
+            found = (f"{section}.preset" if isinstance(value, dict) else section, str(exc))
+            break
+    if found is None:
+        try:
+            cfg = validate_train({**run.raw, **back})
+        except ConfigError as exc:
+            found = ("config", str(exc).replace("\n", " "))
+        else:
+            diff = [k for k in sections if getattr(cfg, k) != getattr(run.cfg, k)]
+            if diff:
+                found = (", ".join(diff), "the trainer would read a different config from launch.yaml than the one planned")
+    if cache is not None:
+        cache[key] = found
+    return Problem(run.name, found[0], found[1]) if found else None
 
 
 # ------------------------------------------------------------------ data
@@ -201,7 +212,8 @@ def preflight(plan, executors: list[str]) -> None:
         if world is None:
             continue
         problems += [p for r in plan.runs if (p := check_batch(r, world, how, ex))]
-    problems += [p for r in plan.runs if (p := check_presets(r))]
+    cache: dict = {}
+    problems += [p for r in plan.runs if (p := check_presets(r, cache))]
     problems += check_data(plan.runs)
     problems += check_wandb(plan.runs)
     if not problems:

@@ -104,3 +104,17 @@ def test_deepspeed_hostfile_world_size(work):
     assert "4 is not a multiple of micro-batch 4 x world size 4 = 16" in r.stderr
     # local (one process) is fine with the same runs
     assert run("sweep", "plan", spec, "--executor", "local").returncode == 0
+
+
+def test_preflight_of_1000_runs_is_fast(work):
+    import time
+
+    from launch.preflight import preflight
+
+    base = write_base(work / "base", work / "data")
+    spec = write_spec(work, {"name": "big", "base": str(base), "kind": "grid", "runs_dir": str(work / "big"),
+                             "axes": {"train.seed": list(range(100)), "optim.lr": [1e-3 * (i + 1) for i in range(10)]}})
+    p = plan(spec)
+    t0 = time.perf_counter()
+    preflight(p, ["local", "slurm"])
+    assert time.perf_counter() - t0 < 2.0
