@@ -1,12 +1,18 @@
 """`scalelab sweep eval`: every finished run of a tiny sweep evaluated with a local task through
 the local executor, unfinished runs left alone, a rerun skips what is evaluated, the Slurm
-script (dry run), and a bad suite exits 2 before any model loads."""
+script (dry run) and a real Slurm array when a cluster is up, and a bad suite exits 2 before any model loads."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
-from test_sweep_helpers import prepared_data, scalelab, work, write_base, write_spec  # noqa: F401 (work is a fixture)
+from test_sweep_helpers import SHARED, prepared_data, scalelab, write_base, write_spec
 
 from evals import tasks as T
 
@@ -14,12 +20,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not T.data_root().exists(), r
 TASK = ["--suite", "tiny", "--tasks", "tinyshakespeare_bpb", "--limit", "2", "--no-wandb", "--threads", "1"]
 
 
-def test_sweep_eval_local_idempotent_and_slurm_script(work):
+@pytest.fixture(scope="module")
+def sweep():
+    """A two-run sweep with one run finished (s0) and one never started (s1)."""
+    SHARED.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="eval-", dir=SHARED))
     base = write_base(work / "base", prepared_data(), steps=4, checkpoint_every_steps=4)
     spec = write_spec(work, {"name": "ev", "base": str(base), "kind": "seeds", "seeds": [0, 1],
                              "runs_dir": str(work / "runs"), "executor": {"slurm": {"partition": "p", "gpus_per_node": 1}}})
     r = scalelab("sweep", "launch", spec, "--only", "s0", "--no-progress", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
+    yield work, spec
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_sweep_eval_local_idempotent_and_slurm_script(sweep):
+    work, spec = sweep
     bad = scalelab("sweep", "eval", spec, "--suite", "no_such_suite", cwd=work)
     assert bad.returncode == 2 and "no_such_suite" in bad.stderr and not (work / "runs" / "s0" / "evals").exists()
 
@@ -49,3 +65,29 @@ def test_sweep_eval_local_idempotent_and_slurm_script(work):
     again = scalelab("sweep", "eval", spec, *TASK, cwd=work)
     assert again.returncode == 0 and "0 to evaluate with tiny, 1 already evaluated, 1 not finished" in again.stdout
     assert doc_path.stat().st_mtime == mtime
+
+
+def test_sweep_eval_on_slurm(sweep):
+    if shutil.which("sbatch") is None:
+        pytest.skip("Slurm client (sbatch) not installed: run .ci/slurm_up.sh")
+    r = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True)
+    if r.returncode != 0 or not any(s.rstrip("*") in ("idle", "mix", "alloc") for s in r.stdout.split()):
+        pytest.skip(f"no usable Slurm node (sinfo: {r.stdout.strip() or r.stderr.strip()}): run .ci/slurm_up.sh")
+    work, spec = sweep
+    task = ["--suite", "tiny", "--tasks", "blimp_anaphor_number_agreement", "--limit", "2", "--no-wandb", "--threads", "1"]
+    slurm = ["--executor", "slurm", "--set", "executor.slurm.partition=null", "--set", "executor.slurm.gpus_per_node=0",
+             "--set", "executor.slurm.cpus_per_task=1"]
+    r = scalelab("sweep", "eval", spec, *task, *slurm, cwd=work)
+    assert r.returncode == 0 and "1 to evaluate with tiny" in r.stdout, r.stdout + r.stderr
+    job = re.search(r"submitted eval job array (\d+)", r.stdout).group(1)
+    # while it is queued or running, a second eval submits nothing for that run
+    again = scalelab("sweep", "eval", spec, *task, *slurm, cwd=work)
+    assert again.returncode == 0 and ("already queued" in again.stdout or "1 already evaluated" in again.stdout), again.stdout
+    t0 = time.time()
+    while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip():
+        assert time.time() - t0 < 400, "eval job did not finish"
+        time.sleep(2)
+    doc = json.loads((work / "runs" / "s0" / "evals" / "4.json").read_text())
+    assert any(x["task"] == "blimp_anaphor_number_agreement" and x["n"] == 2 for x in doc["results"]), doc
+    done = scalelab("sweep", "eval", spec, *task, *slurm, cwd=work)
+    assert "0 to evaluate with tiny, 1 already evaluated" in done.stdout, done.stdout
