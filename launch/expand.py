@@ -313,9 +313,10 @@ def adopt_existing(p: Plan) -> list[tuple[str, str]]:
     Names once left out one-value grid axes (so giving such an axis a second value renamed every
     run), and ids once counted keys that are bookkeeping now. A run directory named the old way
     holds the same config as a planned run: that run keeps the directory (and its name), so a
-    finished run is never trained again and a partial one resumes. Only directories no planned
-    run is named after are read. Returns [(planned name, adopted name)]."""
-    from launch.status import current_id
+    finished run is never trained again and a partial one resumes. Only directories of this
+    sweep (`extras.sweep`) that no planned run is named after are read. Returns
+    [(planned name, adopted name)]."""
+    from launch.status import current_identity
 
     root = p.root
     missing = [r for r in p.runs if not Path(r.run_dir).exists()]
@@ -326,8 +327,8 @@ def adopt_existing(p: Plan) -> list[tuple[str, str]]:
     for d in sorted(root.iterdir()):
         if d.name in names or d.name.startswith(".") or not d.is_dir():
             continue
-        rid = current_id(d)
-        if rid:
+        sweep, rid = current_identity(d)
+        if rid and sweep == p.spec.name:
             by_id.setdefault(rid, d)
     adopted = []
     for r in missing:

@@ -135,6 +135,11 @@ def current_id(run_dir: Path) -> str | None:
 
     Its recorded `run_id` was hashed when it was planned; when the rules change (a key becomes
     bookkeeping) an unchanged run would otherwise look stale. Read only when the ids differ."""
+    return current_identity(run_dir)[1]
+
+
+def current_identity(run_dir: Path) -> tuple[str | None, str | None]:
+    """(sweep the directory's run belongs to, `current_id`), from its config.yaml (else launch.yaml)."""
     import yaml
 
     from launch.naming import config_id
@@ -143,13 +148,15 @@ def current_id(run_dir: Path) -> str | None:
 
     for name in ("config.yaml", "launch.yaml"):
         try:
-            raw = yaml.safe_load((Path(run_dir) / name).read_text())
-            return config_id(validate_train(raw)) if isinstance(raw, dict) else None
+            raw = yaml.load((Path(run_dir) / name).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            if not isinstance(raw, dict):
+                return None, None
+            return (raw.get("extras") or {}).get("sweep"), config_id(validate_train(raw))
         except FileNotFoundError:
             continue
         except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError):
-            return None
-    return None
+            return None, None
+    return None, None
 
 
 def sweep_status(plan, queued: dict[str, str] | None = None) -> list[RunStatus]:

@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 import time
@@ -135,7 +136,11 @@ def cmd_launch(args) -> int:
     spec = p.spec
     if args.hostfile:
         spec.executor.deepspeed.hostfile = args.hostfile
-    preflight(p, [args.executor])  # exit 2 before anything is queued
+    # exit 2 before anything is queued; runs that will not start (done, stale) need nothing
+    from launch.worker import decide
+
+    starting = [r for r in p.runs if decide(Path(r.run_dir), args.retry_failed, r.id) == "run"]
+    preflight(dataclasses.replace(p, runs=starting), [args.executor])
     if args.executor == "local":
         from launch.executors.slurm import sweep_meta_dir
 

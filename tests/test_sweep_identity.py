@@ -95,3 +95,15 @@ def test_finished_run_named_the_old_way_is_not_trained_again(work):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 done, 0 failed, 0 stopped, 2 skipped" in r.stdout
     assert sorted(d.name for d in (work / "runs").iterdir() if not d.name.startswith(".")) == ["lr1e-3", "lr3e-3"]
+
+
+def test_only_directories_of_the_same_sweep_are_taken_over(work):
+    base = write_base(work / "base", work / "data")
+    spec = {"name": "mine", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    path = write_spec(work, spec)
+    [run] = expand(parse_spec(copy.deepcopy(spec))).runs
+    theirs = run.cfg.model_copy(update={"extras": {**run.cfg.extras, "sweep": "theirs"}})
+    (work / "runs" / "other").mkdir(parents=True)
+    (work / "runs" / "other" / "config.yaml").write_text(dump_config(theirs))
+    [planned] = plan(path).runs
+    assert planned.name == "s0" and planned.run_dir == work / "runs" / "s0"

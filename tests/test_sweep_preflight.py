@@ -118,3 +118,18 @@ def test_preflight_of_1000_runs_is_fast(work):
     t0 = time.perf_counter()
     preflight(p, ["local", "slurm"])
     assert time.perf_counter() - t0 < 2.0
+
+
+def test_launch_preflights_only_the_runs_it_starts(work):
+    """A finished run whose corpus was removed since needs no data: the relaunch skips it, exit 0."""
+    import json
+
+    base = write_base(work / "base", work / "data")
+    base.write_text(base.read_text().replace("corpus/tinyshakespeare.txt", "corpus/gone.txt"))
+    spec = write_spec(work, {"name": "fin", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")})
+    [r] = plan(spec).runs
+    r.run_dir.mkdir(parents=True)
+    (r.run_dir / "summary.json").write_text(json.dumps({"status": "done", "steps": r.steps, "extras": {"run_id": r.id}}))
+    assert run("sweep", "plan", spec).returncode == 2  # plan checks every run
+    out = run("sweep", "launch", spec, "--no-progress")
+    assert out.returncode == 0 and "1 skipped" in out.stdout, out.stdout + out.stderr
