@@ -16,6 +16,8 @@ import math
 import re
 from typing import Any
 
+from pretrain.cli import RESUMABLE_KEYS
+
 # Short prefixes for common axes; other keys use their last segment.
 ALIASES = {
     "optim.lr": "lr",
@@ -34,8 +36,6 @@ ALIASES = {
 }
 # Keys that do not change what a run computes: exactly those a run may change between attempts
 # (the trainer's list), so a run the sweep calls the same is one the trainer resumes.
-from pretrain.cli import RESUMABLE_KEYS  # noqa: E402
-
 BOOKKEEPING = tuple(sorted(RESUMABLE_KEYS | {"name", "extras"}))
 _SI = [(1e12, "t"), (1e9, "g"), (1e6, "m"), (1e3, "k")]
 
@@ -112,13 +112,14 @@ def config_id(cfg) -> str:
     """Hash of what a run computes: the validated TrainConfig's non-default values, minus
     bookkeeping keys (validation makes types canonical: 1e6 and 1000000 tokens hash alike)."""
     exclude: dict = {}
-    for key in BOOKKEEPING:
-        head, _, rest = key.partition(".")
-        if rest:
-            if exclude.get(head) is not True:
-                exclude.setdefault(head, set()).add(rest)
+    for key in BOOKKEEPING:  # nested {field: {sub: True}} at any depth (data.tokenizer.x too)
+        node, parts = exclude, key.split(".")
+        for part in parts[:-1]:
+            if node.get(part) is True:
+                break
+            node = node.setdefault(part, {})
         else:
-            exclude[head] = True
+            node[parts[-1]] = True
     text = cfg.model_dump_json(exclude_defaults=True, exclude=exclude)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
