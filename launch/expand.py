@@ -132,11 +132,11 @@ def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:
             if len(set(lengths.values())) != 1:
                 raise ConfigError(f"sweep spec: zip axes must have equal lengths, got {lengths}")
             combos = list(zip(*(spec.axes[k] for k in keys)))
-        varying = [k for k in keys if len(spec.axes[k]) > 1] or keys
         out = []
         for combo in combos:
             items = list(zip(keys, combo))
-            parts = [axis_label(k, v) for k, v in items if k in varying]
+            # every axis names the run, one-value axes too: a second value added later renames nothing
+            parts = [axis_label(k, v) for k, v in items]
             axes = {k: (model_label(v) if k == "model" else v) for k, v in items}
             out.append((parts, items, axes))
         return out, []
@@ -302,4 +302,45 @@ def _throughput(spec: SweepSpec) -> float:
 def plan(path: str | Path, overrides: list[str] | None = None) -> Plan:
     from launch.spec import load_spec
 
-    return expand(load_spec(path, overrides))
+    p = expand(load_spec(path, overrides))
+    adopt_existing(p)
+    return p
+
+
+def adopt_existing(p: Plan) -> list[tuple[str, str]]:
+    """Runs whose directory is missing take over an existing directory of the same run under another name.
+
+    Names once left out one-value grid axes (so giving such an axis a second value renamed every
+    run), and ids once counted keys that are bookkeeping now. A run directory named the old way
+    holds the same config as a planned run: that run keeps the directory (and its name), so a
+    finished run is never trained again and a partial one resumes. Only directories of this
+    sweep (`extras.sweep`) that no planned run is named after are read. Returns
+    [(planned name, adopted name)]."""
+    from launch.status import current_identity
+
+    root = p.root
+    missing = [r for r in p.runs if not Path(r.run_dir).exists()]
+    if not missing or not root.is_dir():
+        return []
+    names = {r.name for r in p.runs}
+    by_id: dict[str, Path] = {}
+    for d in sorted(root.iterdir()):
+        if d.name in names or d.name.startswith(".") or not d.is_dir():
+            continue
+        sweep, rid = current_identity(d)
+        if rid and sweep == p.spec.name:
+            by_id.setdefault(rid, d)
+    adopted = []
+    for r in missing:
+        d = by_id.pop(r.id, None)
+        if d is not None:
+            adopted.append((r.name, d.name))
+            _rename(r, d.name, d)
+    return adopted
+
+
+def _rename(run: PlannedRun, name: str, run_dir: Path) -> None:
+    extras = {**run.raw["extras"], "run": name}
+    run.raw = {**run.raw, "name": name, "extras": extras, "wandb": {**run.raw["wandb"], "name": name}}
+    run.cfg = run.cfg.model_copy(update={"name": name, "extras": extras, "wandb": run.cfg.wandb.model_copy(update={"name": name})})
+    run.name, run.run_dir = name, run_dir

@@ -1,9 +1,12 @@
 """Readable, stable run names (`n200k-d1m`, `c1e13-n400k`, `n200k-b16-lr3e-3-s1`) and ids.
 
-A name is built only from the values that vary, never from positions in the expansion, so
-adding a budget or a seed to a spec never renames existing runs. The id is a hash of the
-resolved config (minus bookkeeping keys), so it changes when what a run computes changes. Only values that differ from the schema's
-defaults are hashed (`exclude_defaults`), so a new config key added later never renumbers runs.
+A name is built from the run's own value on every axis, never from positions in the expansion
+or from how many values another axis has, so adding a budget, a seed or a second value to a
+one-value axis never renames existing runs. The id is a hash of the resolved config minus
+bookkeeping keys (the trainer's RESUMABLE_KEYS: W&B, logging and checkpoint cadence, in-loop
+evaluation, ...), so it changes only when what a run computes changes. Only values that differ
+from the schema's defaults are hashed (`exclude_defaults`), so a new config key added later
+never renumbers runs.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import json
 import math
 import re
 from typing import Any
+
+from pretrain.cli import RESUMABLE_KEYS
 
 # Short prefixes for common axes; other keys use their last segment.
 ALIASES = {
@@ -29,9 +34,9 @@ ALIASES = {
     "model.d_model": "d_model",
     "model.n_layers": "L",
 }
-# Keys that do not change what a run computes (same list as the trainer's RESUMABLE_KEYS).
-BOOKKEEPING = ("name", "extras", "wandb", "train.log_every_steps", "train.eval_every_steps",
-               "train.checkpoint_every_steps", "train.keep_checkpoints", "train.threads", "train.device_peak_flops")
+# Keys that do not change what a run computes: exactly those a run may change between attempts
+# (the trainer's list), so a run the sweep calls the same is one the trainer resumes.
+BOOKKEEPING = tuple(sorted(RESUMABLE_KEYS | {"name", "extras"}))
 _SI = [(1e12, "t"), (1e9, "g"), (1e6, "m"), (1e3, "k")]
 
 
@@ -107,13 +112,14 @@ def config_id(cfg) -> str:
     """Hash of what a run computes: the validated TrainConfig's non-default values, minus
     bookkeeping keys (validation makes types canonical: 1e6 and 1000000 tokens hash alike)."""
     exclude: dict = {}
-    for key in BOOKKEEPING:
-        head, _, rest = key.partition(".")
-        if rest:
-            if exclude.get(head) is not True:
-                exclude.setdefault(head, set()).add(rest)
+    for key in BOOKKEEPING:  # nested {field: {sub: True}} at any depth (data.tokenizer.x too)
+        node, parts = exclude, key.split(".")
+        for part in parts[:-1]:
+            if node.get(part) is True:
+                break
+            node = node.setdefault(part, {})
         else:
-            exclude[head] = True
+            node[parts[-1]] = True
     text = cfg.model_dump_json(exclude_defaults=True, exclude=exclude)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 

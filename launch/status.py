@@ -112,7 +112,7 @@ def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | N
         found_id = _config_run_id(run_dir)
         if has_checkpoint(run_dir):
             st.state = "partial"
-    if planned_id and found_id and found_id != planned_id:
+    if planned_id and found_id and found_id != planned_id and current_id(run_dir) != planned_id:
         st.state = "stale"
         st.error = f"run dir holds config {found_id}, the spec now plans {planned_id}"
         return st
@@ -128,6 +128,35 @@ def _config_run_id(run_dir: Path) -> str | None:
         return None
     m = _RUN_ID.search(text)
     return m.group(1) if m else None
+
+
+def current_id(run_dir: Path) -> str | None:
+    """The id of the config a run directory holds, hashed under today's identity rules.
+
+    Its recorded `run_id` was hashed when it was planned; when the rules change (a key becomes
+    bookkeeping) an unchanged run would otherwise look stale. Read only when the ids differ."""
+    return current_identity(run_dir)[1]
+
+
+def current_identity(run_dir: Path) -> tuple[str | None, str | None]:
+    """(sweep the directory's run belongs to, `current_id`), from its config.yaml (else launch.yaml)."""
+    import yaml
+
+    from launch.naming import config_id
+    from pretrain.config.loader import validate_train
+    from pretrain.errors import ConfigError
+
+    for name in ("config.yaml", "launch.yaml"):
+        try:
+            raw = yaml.load((Path(run_dir) / name).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            if not isinstance(raw, dict):
+                return None, None
+            return (raw.get("extras") or {}).get("sweep"), config_id(validate_train(raw))
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError):
+            return None, None
+    return None, None
 
 
 def sweep_status(plan, queued: dict[str, str] | None = None) -> list[RunStatus]:

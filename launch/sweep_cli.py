@@ -1,12 +1,13 @@
-"""`scalelab sweep plan|launch|status|cancel` (and, through `launch.runs_cli`, `scalelab runs`).
+"""`scalelab sweep plan|launch|status|cancel|eval` (and, through `launch.runs_cli`, `scalelab runs`).
 
-Later issues add sweep subcommands without editing this file: any module listed in
-SWEEP_PLUGINS that exists and defines `register_sweep(sweep_subparsers)` is wired in (the eval
-issue's `sweep eval` goes in `evals/sweep_cli.py`).
+`sweep eval` lives in `launch.sweep_eval`. Later issues add sweep subcommands without editing
+this file: any module listed in SWEEP_PLUGINS that exists and defines
+`register_sweep(sweep_subparsers)` is wired in.
 Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 import time
@@ -33,6 +34,8 @@ def register(sub) -> None:
     q = ss.add_parser("plan", help="expand a spec: runs, N, D, batch, lr, FLOPs, estimated time (dry run)")
     common(q)
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    q.add_argument("--executor", choices=["local", "slurm", "deepspeed"], action="append",
+                   help="pre-flight the runs against this executor (repeatable; default: those under the spec's `executor:`)")
     q.set_defaults(func=cmd_plan)
 
     q = ss.add_parser("launch", help="start the runs that are not done (idempotent)")
@@ -55,6 +58,10 @@ def register(sub) -> None:
     q = ss.add_parser("cancel", help="scancel the sweep's Slurm tasks and stop local launches (runs checkpoint first)")
     common(q)
     q.set_defaults(func=cmd_cancel)
+
+    from launch import sweep_eval
+
+    sweep_eval.register(ss)
 
     for name in SWEEP_PLUGINS:
         try:
@@ -104,7 +111,10 @@ PLAN_COLUMNS = [("name", "run", ""), ("id", "id", ""), ("non_embedding_params", 
 def cmd_plan(args) -> int:
     from launch.tables import human, render
 
+    from launch.preflight import configured_executors, preflight
+
     p = load_plan(args)
+    preflight(p, args.executor or configured_executors(p.spec))
     rows = [{k: getattr(r, k) for k, _, _ in PLAN_COLUMNS} for r in p.runs]
     render(rows, PLAN_COLUMNS, args.format)
     if args.format == "table":
@@ -120,8 +130,17 @@ def cmd_plan(args) -> int:
 
 @_wrap
 def cmd_launch(args) -> int:
+    from launch.preflight import preflight
+
     p = load_plan(args)
     spec = p.spec
+    if args.hostfile:
+        spec.executor.deepspeed.hostfile = args.hostfile
+    # exit 2 before anything is queued; runs that will not start (done, stale) need nothing
+    from launch.worker import decide
+
+    starting = [r for r in p.runs if decide(Path(r.run_dir), args.retry_failed, r.id) == "run"]
+    preflight(dataclasses.replace(p, runs=starting), [args.executor])
     if args.executor == "local":
         from launch.executors.slurm import sweep_meta_dir
 
@@ -169,8 +188,6 @@ def cmd_launch(args) -> int:
         return 0
     from launch.executors.deepspeed_multinode import DeepSpeedExecutor
 
-    if args.hostfile:
-        spec.executor.deepspeed.hostfile = args.hostfile
     res = DeepSpeedExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
     return 1 if res["failed"] else 0
 

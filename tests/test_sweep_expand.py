@@ -238,6 +238,7 @@ def test_deepspeed_multinode_dry_run(base, work):
     hostfile = work / "hostfile"
     hostfile.write_text("gpu-a slots=8\ngpu-b slots=8  # second node\n")
     path = write_spec(work, {"name": "m", "base": str(base), "kind": "seeds", "seeds": [0, 1],
+                                 "set": {"train.global_batch_size": 64},  # micro-batch 4 x 16 slots
                                  "runs_dir": str(work / "mr")})
     r = scalelab("sweep", "launch", path, "--executor", "deepspeed", "--hostfile", hostfile, "--dry-run")
     assert r.returncode == 0, r.stderr

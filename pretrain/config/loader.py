@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,8 @@ def resolve_section(section: str, value: Any) -> Any:
     if isinstance(value, str):
         body = read_yaml(_preset_path(section, value))
         if section == "model":
-            body.setdefault("preset", Path(value).stem)
+            # the preset's name, not Path.stem: "gpt-1.3b" must stay "gpt-1.3b", not become "gpt-1"
+            body.setdefault("preset", re.sub(r"\.ya?ml$", "", Path(value).name))
         return body
     if isinstance(value, dict) and section == "model" and "preset" in value:
         base = read_yaml(_preset_path(section, value["preset"]))

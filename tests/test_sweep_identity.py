@@ -1,0 +1,109 @@
+"""Run identity: in-loop evaluation, W&B and logging settings are bookkeeping (same run id, a
+done run stays done), a grid run keeps its name when a one-value axis gains a second value, and
+run directories named or hashed the old way are still found (never trained again). Fast: the
+finished runs are written as the trainer leaves them, no training."""
+from __future__ import annotations
+
+import copy
+import json
+
+import yaml
+from test_sweep_helpers import scalelab, work, write_base, write_spec  # noqa: F401 (work is a fixture)
+
+from launch.expand import expand, plan
+from launch.spec import parse_spec
+from launch.status import run_status
+from pretrain.config.loader import dump_config
+
+
+def finish(run, run_dir=None, recorded_id=None):
+    """A done run directory as the trainer leaves it (config.yaml, summary.json)."""
+    d = run_dir or run.run_dir
+    d.mkdir(parents=True, exist_ok=True)
+    extras = {**run.cfg.extras, "run_id": recorded_id or run.id}
+    cfg = run.cfg.model_copy(update={"extras": extras})
+    (d / "config.yaml").write_text(dump_config(cfg))
+    (d / "summary.json").write_text(json.dumps({"status": "done", "steps": run.steps, "total_steps": run.steps,
+                                                "final_loss": 5.0, "extras": extras}))
+
+
+def test_inloop_eval_wandb_and_logging_do_not_change_run_ids(work):
+    base = write_base(work / "base", work / "data")
+    spec = {"name": "ev", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3]}}
+    before = expand(parse_spec(copy.deepcopy(spec)))
+    spec["set"] = {"eval": {"suite": "tiny", "every_tokens": 1000, "limit": 10}, "wandb.mode": "offline",
+                   "wandb.project": "other", "train.log_every_steps": 1, "train.eval_every_steps": 3,
+                   "train.checkpoint_every_steps": 2, "train.keep_checkpoints": 5}
+    after = expand(parse_spec(copy.deepcopy(spec)))
+    assert [(r.name, r.id) for r in after.runs] == [(r.name, r.id) for r in before.runs]
+    assert after.runs[0].cfg.eval is not None  # ... while the runs do evaluate in the loop
+    # what a run computes still changes its id
+    spec["set"] = {"optim.weight_decay": 0.05}
+    assert all(a.id != b.id for a, b in zip(expand(parse_spec(spec)).runs, before.runs))
+
+
+def test_done_run_stays_done_when_eval_is_turned_on(work):
+    base = write_base(work / "base", work / "data")
+    spec = write_spec(work, {"name": "ev2", "base": str(base), "kind": "seeds", "seeds": [0],
+                             "runs_dir": str(work / "runs")})
+    [run] = plan(spec).runs
+    finish(run)
+    spec2 = write_spec(work / "v2", {**yaml.safe_load(spec.read_text()), "set": {"eval": {"suite": "tiny"}}})
+    [run2] = plan(spec2).runs
+    assert run_status(run2.run_dir, run2.name, run2.id).state == "done"
+    r = scalelab("sweep", "status", spec2, "--format", "json")
+    assert [s["state"] for s in json.loads(r.stdout)] == ["done"], r.stdout + r.stderr
+    # A directory recorded under an older id rule (here: any other recorded id) whose config is
+    # the planned run under today's rule is that run, not stale.
+    finish(run, recorded_id="0123456789")
+    assert run_status(run2.run_dir, run2.name, run2.id).state == "done"
+    # ... but a directory holding another config is stale and left alone
+    other = run.cfg.model_copy(update={"optim": run.cfg.optim.model_copy(update={"lr": 0.5})})
+    (run.run_dir / "config.yaml").write_text(dump_config(other))
+    assert run_status(run2.run_dir, run2.name, run2.id).state == "stale"
+
+
+def test_grid_names_do_not_depend_on_other_axes_value_counts(work):
+    base = write_base(work / "base", work / "data")
+    spec = {"name": "g", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3], "train.seed": [0]}}
+    one = {r.name: r.id for r in expand(parse_spec(copy.deepcopy(spec))).runs}
+    assert list(one) == ["lr1e-3-s0", "lr3e-3-s0"]
+    spec["axes"]["train.seed"] = [0, 1]
+    two = {r.name: r.id for r in expand(parse_spec(copy.deepcopy(spec))).runs}
+    assert list(two) == ["lr1e-3-s0", "lr1e-3-s1", "lr3e-3-s0", "lr3e-3-s1"]
+    assert all(two[n] == i for n, i in one.items())
+
+
+def test_finished_run_named_the_old_way_is_not_trained_again(work):
+    """Runs named before every axis named a run (`lr1e-3` for a grid whose seed axis had one
+    value) keep their directory when the seed axis gains a value: launch skips them as done."""
+    base = write_base(work / "base", work / "data")
+    spec = {"name": "old", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3], "train.seed": [0, 1]}}
+    path = write_spec(work, spec)
+    planned = {r.name: r for r in expand(parse_spec(copy.deepcopy(spec))).runs}
+    for new, old in (("lr1e-3-s0", "lr1e-3"), ("lr3e-3-s0", "lr3e-3")):
+        finish(planned[new], run_dir=work / "runs" / old)
+    p = plan(path)
+    assert [r.name for r in p.runs] == ["lr1e-3", "lr1e-3-s1", "lr3e-3", "lr3e-3-s1"]
+    assert p.runs[0].run_dir == work / "runs" / "lr1e-3" and p.runs[0].raw["wandb"]["name"] == "lr1e-3"
+    r = scalelab("sweep", "status", path, "--format", "json")
+    assert [s["state"] for s in json.loads(r.stdout)] == ["done", "pending", "done", "pending"], r.stdout + r.stderr
+    r = scalelab("sweep", "launch", path, "--only", "lr1e-3,lr3e-3", "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 done, 0 failed, 0 stopped, 2 skipped" in r.stdout
+    assert sorted(d.name for d in (work / "runs").iterdir() if not d.name.startswith(".")) == ["lr1e-3", "lr3e-3"]
+
+
+def test_only_directories_of_the_same_sweep_are_taken_over(work):
+    base = write_base(work / "base", work / "data")
+    spec = {"name": "mine", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    path = write_spec(work, spec)
+    [run] = expand(parse_spec(copy.deepcopy(spec))).runs
+    theirs = run.cfg.model_copy(update={"extras": {**run.cfg.extras, "sweep": "theirs"}})
+    (work / "runs" / "other").mkdir(parents=True)
+    (work / "runs" / "other" / "config.yaml").write_text(dump_config(theirs))
+    [planned] = plan(path).runs
+    assert planned.name == "s0" and planned.run_dir == work / "runs" / "s0"
