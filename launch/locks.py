@@ -78,6 +78,8 @@ class Holder:
     trainers: list[Proc] = field(default_factory=list)
 
     def describe(self) -> str:
+        if self.host == "?":
+            return "an unknown process (no readable record in the lock file)"
         where = f"{self.host} pid {self.pid}"
         if self.slurm_job:
             where += f" (Slurm job {self.slurm_job})"

@@ -53,6 +53,8 @@ def command(ds, run_dir: Path, python_module: str = "pretrain.cli") -> list[str]
         argv += ["--num_nodes", str(ds.num_nodes)]
     if ds.num_gpus:
         argv += ["--num_gpus", str(ds.num_gpus)]
+    if len(hosts) == 1:  # one node: DeepSpeed launches locally, its ssh probe would only fail without sshd
+        argv.append("--no_ssh_check")
     return argv + ["--module", python_module, str(Path(run_dir).resolve() / LAUNCH_CONFIG), "--run-dir", str(Path(run_dir).resolve())]
 
 
