@@ -193,7 +193,8 @@ def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", 
         print(f"{run_dir}: no {LAUNCH_CONFIG}; plan and launch the sweep first", file=sys.stderr)
         return EXIT_CONFIG
     lock = RunLock(run_dir, role="worker", slurm_job=slurm_job)
-    if not lock.acquire(wait_s=2.0):
+    # A few seconds' grace: a requeued task may start while its predecessor's last process exits.
+    if not lock.acquire(wait_s=5.0):
         # Not a success: a requeued task that "completes" here would leave the run partial for good.
         print(f"error: {busy_message(run_dir)}", file=sys.stderr)
         return EXIT_FAILED
