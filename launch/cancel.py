@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-from pathlib import Path
 
 from launch.locks import Holder, holder_if_locked
 
