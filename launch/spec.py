@@ -21,6 +21,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from launch.executors import slurm_fields
 from pretrain.errors import ConfigError
 
 Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds"]
@@ -97,6 +98,7 @@ class SlurmExec(Strict):
     time: str | None = Field(None, description="e.g. 04:00:00 (Slurm --time)")
     signal_secs: int = Field(120, ge=1, description="SIGUSR1 this many seconds before the time limit: checkpoint then requeue")
     requeue: bool = Field(True, description="--requeue, and requeue the task after a signal-triggered checkpoint")
+    max_requeues: int = Field(3, ge=0, description="at most this many self-requeues per task (SIGUSR1); each is logged in requeues.jsonl")
     max_parallel: int | None = Field(None, ge=1, description="array throttle (%N)")
     launcher: Literal["auto", "single", "local", "srun", "deepspeed"] = Field(
         "auto", description="ranks: auto = single process (1 GPU/CPU), local spawn (1 node, >1 GPU), srun per rank (>1 node)")
@@ -104,6 +106,37 @@ class SlurmExec(Strict):
     setup: list[str] = Field(default_factory=list, description="shell lines run before training (module load, source venv)")
     python: str | None = Field(None, description="python executable in the job (default: the launching one)")
     master_port: int = Field(29500, ge=1024, le=65535)
+
+    # Strings that go into the sbatch script: validated here, quoted when written (slurm_fields).
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _slurm_name(cls, v: str | None) -> str | None:
+        return slurm_fields.check_name(v)
+
+    @field_validator("mem")
+    @classmethod
+    def _slurm_mem(cls, v: str | None) -> str | None:
+        return slurm_fields.check_mem(v)
+
+    @field_validator("time")
+    @classmethod
+    def _slurm_time(cls, v: str | None) -> str | None:
+        return slurm_fields.check_time(v)
+
+    @field_validator("extra")
+    @classmethod
+    def _slurm_extra(cls, v: list[str]) -> list[str]:
+        return [slurm_fields.check_directive(x) for x in v]
+
+    @field_validator("setup")
+    @classmethod
+    def _slurm_setup(cls, v: list[str]) -> list[str]:
+        return [slurm_fields.check_line(x) for x in v]
+
+    @field_validator("python")
+    @classmethod
+    def _slurm_python(cls, v: str | None) -> str | None:
+        return None if v is None else slurm_fields.no_control(v, "the path")
 
 
 class DeepSpeedExec(Strict):

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from launch.locks import is_locked
+from launch.locks import holder_if_locked
 
 STATES = ("pending", "queued", "running", "partial", "preempted", "failed", "done", "stale")
 _RUN_ID = re.compile(r"^\s*run_id:\s*'?([0-9a-f]+)'?\s*$", re.M)
@@ -33,6 +33,7 @@ class RunStatus:
     epochs: float | None = None  # passes over the training split's unique tokens
     error: str | None = None
     job: str | None = None
+    held_by: str | None = None  # while locked: "host pid N" (+ Slurm job) of the launch that holds it
     run_dir: str = ""
 
     @property
@@ -116,8 +117,10 @@ def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | N
         st.state = "stale"
         st.error = f"run dir holds config {found_id}, the spec now plans {planned_id}"
         return st
-    if st.state != "done" and is_locked(run_dir):
-        st.state = "running"
+    if st.state != "done":
+        holder = holder_if_locked(run_dir)
+        if holder is not None:
+            st.state, st.held_by = "running", holder.describe()
     return st
 
 

@@ -189,12 +189,12 @@ def cmd_launch(args) -> int:
     from launch.executors.deepspeed_multinode import DeepSpeedExecutor
 
     res = DeepSpeedExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
-    return 1 if res["failed"] else 0
+    return 1 if res["failed"] else (3 if res.get("stopped") else 0)
 
 
 STATUS_COLUMNS = [("name", "run", ""), ("state", "state", ""), ("step", "step", ""), ("total_steps", "of", ""),
                   ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""), ("epochs", "epochs", ""),
-                  ("wall_s", "wall", "time"), ("job", "job", "")]
+                  ("wall_s", "wall", "time"), ("job", "job", ""), ("held_by", "held by", "")]
 
 
 @_wrap
@@ -222,36 +222,7 @@ def cmd_status(args) -> int:
 
 @_wrap
 def cmd_cancel(args) -> int:
-    import os
-    import signal
-    import socket
-
-    from launch.executors.slurm import SlurmExecutor
-    from launch.locks import LOCK_NAME, is_locked
+    from launch.cancel import cancel_sweep
 
     p = load_plan(args)
-    names = [r.name for r in p.runs] if args.only else None
-    import shutil
-
-    cancelled = SlurmExecutor(p.spec).cancel(names) if shutil.which("scancel") else []
-    if cancelled:
-        print(f"scancel {' '.join(cancelled)}")
-    host = socket.gethostname()
-    signalled = set()
-    for r in p.runs:
-        if not is_locked(r.run_dir):
-            continue
-        try:
-            h, pid, _ = (Path(r.run_dir) / LOCK_NAME).read_text().split()
-        except (OSError, ValueError):
-            continue
-        if h == host and int(pid) not in signalled and int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-                signalled.add(int(pid))
-                print(f"SIGTERM launcher pid {pid} (holds {r.name}); its runs checkpoint and stop")
-            except ProcessLookupError:
-                pass
-    if not cancelled and not signalled:
-        print("nothing to cancel")
-    return 0
+    return cancel_sweep(p, [r.name for r in p.runs] if args.only else None)

@@ -1,12 +1,15 @@
 """Train one run of a sweep under its lock: the unit every executor starts.
 
 `python -m launch.worker RUN_DIR` (or `--manifest FILE --index I` inside a Slurm array task):
-takes `<run_dir>/.lock`, skips a run that is done (or failed, unless --retry-failed), starts the
-trainer on `<run_dir>/launch.yaml` with output appended to `<run_dir>/train.log`, forwards
-SIGUSR1/SIGTERM to it (the trainer checkpoints and exits 3), and under Slurm requeues the task
-after such a checkpoint so it resumes. Ranks: single process, locally spawned ranks (one node,
-several GPUs), `srun` per rank (several nodes, no ssh) or the DeepSpeed launcher with a hostfile
-built from SLURM_JOB_NODELIST.
+takes `<run_dir>/.lock` (a run held by another launch is an error: exit 1 naming the holder),
+skips a run that is done (or failed, unless --retry-failed), starts the trainer on
+`<run_dir>/launch.yaml` with output appended to `<run_dir>/train.log`, and forwards
+SIGUSR1/SIGTERM/SIGINT to it (the trainer checkpoints and exits 3). Under Slurm, only SIGUSR1 (what
+`--signal=B:USR1@secs` sends before the time limit) requeues the task after that checkpoint, at
+most `--max-requeues` times per job, each one recorded in `<run_dir>/requeues.jsonl`; SIGTERM is
+a cancel (or Slurm's own preemption, which requeues by itself): the task ends there. Ranks:
+single process, locally spawned ranks (one node, several GPUs), `srun` per rank (several nodes,
+no ssh) or the DeepSpeed launcher with a hostfile built from SLURM_JOB_NODELIST.
 """
 from __future__ import annotations
 
@@ -20,11 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-from launch.locks import RunLock
+from launch.locks import RunLock, read_holder, slurm_task
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
 LAUNCH_CONFIG = "launch.yaml"
 LOG_NAME = "train.log"
+REQUEUES_NAME = "requeues.jsonl"
+DEFAULT_MAX_REQUEUES = 3
 
 
 def write_launch_config(run) -> Path:
@@ -123,16 +128,76 @@ def rank_shim(argv: list[str]) -> None:
     os.execv(sys.executable, [sys.executable, *argv])
 
 
+def busy_message(run_dir: Path) -> str:
+    holder = read_holder(run_dir)
+    who = holder.describe() if holder else "an unknown process"
+    since = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder.since))}" if holder and holder.since else ""
+    return (f"{run_dir.name}: held by another launch ({who}{since}); not started. "
+            f"Wait for it, or stop it (`scalelab sweep cancel`), then launch again")
+
+
+def requeues_so_far(run_dir: Path, job: str) -> int:
+    """Requeues this worker's job already made for this run (one JSON line each in requeues.jsonl)."""
+    n = 0
+    try:
+        lines = (run_dir / REQUEUES_NAME).read_text().splitlines()
+    except FileNotFoundError:
+        return 0
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        n += isinstance(rec, dict) and rec.get("job") == job and bool(rec.get("requeued"))
+    return n
+
+
+def record_requeue(run_dir: Path, rec: dict) -> None:
+    with open(run_dir / REQUEUES_NAME, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def after_stop(run_dir: Path, got: list[int], job: str | None, requeue: bool, max_requeues: int) -> tuple[bool, str]:
+    """After the trainer checkpointed and exited 3: (requeue the task?, what to say).
+
+    Only the preemption signal (SIGUSR1, sent by `--signal=B:USR1@secs`) requeues, and only while
+    under the cap; SIGTERM/SIGINT mean cancel (or Slurm's own preemption, which requeues by itself)."""
+    names = [signal.Signals(g).name for g in got]
+    if not (requeue and job):
+        return False, f"stopped after a checkpoint ({', '.join(names) or 'signal'})"
+    if signal.SIGUSR1 not in got or signal.SIGTERM in got or signal.SIGINT in got:
+        return False, f"stopped after a checkpoint ({', '.join(names) or 'signal'}): cancelled, not requeued; `scalelab sweep launch` resumes it"
+    done = requeues_so_far(run_dir, job)
+    rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "job": job, "signal": "SIGUSR1", "host": socket.gethostname(),
+           "step": _last_step(run_dir), "requeued": done < max_requeues, "count": done + 1 if done < max_requeues else done,
+           "max_requeues": max_requeues}
+    record_requeue(run_dir, rec)
+    if done >= max_requeues:
+        return False, (f"checkpointed after SIGUSR1 but job {job} already requeued itself {done} time(s) "
+                       f"(executor.slurm.max_requeues={max_requeues}); not requeued: `scalelab sweep launch` resumes it")
+    return True, f"checkpointed after SIGUSR1; requeueing {job} ({done + 1} of at most {max_requeues})"
+
+
+def _last_step(run_dir: Path) -> int | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text()).get("steps")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
 def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", nodes: int = 1, gpus: int = 0,
-            port: int = 29500, threads: int | None = None, requeue: bool = False, python: str | None = None) -> int:
+            port: int = 29500, threads: int | None = None, requeue: bool = False, python: str | None = None,
+            max_requeues: int = DEFAULT_MAX_REQUEUES, slurm_job: str | None = None) -> int:
     run_dir = Path(run_dir)
     if not (run_dir / LAUNCH_CONFIG).exists():
         print(f"{run_dir}: no {LAUNCH_CONFIG}; plan and launch the sweep first", file=sys.stderr)
         return EXIT_CONFIG
-    lock = RunLock(run_dir)
-    if not lock.acquire(wait_s=2.0):
-        print(f"{run_dir.name}: already running under another launch; skipped")
-        return EXIT_OK
+    lock = RunLock(run_dir, role="worker", slurm_job=slurm_job)
+    # A few seconds' grace: a requeued task may start while its predecessor's last process exits.
+    if not lock.acquire(wait_s=5.0):
+        # Not a success: a requeued task that "completes" here would leave the run partial for good.
+        print(f"error: {busy_message(run_dir)}", file=sys.stderr)
+        return EXIT_FAILED
     try:
         what = decide(run_dir, retry_failed)
         if what != "run":
@@ -143,12 +208,12 @@ def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", 
         env = dict(os.environ)
         if threads:
             env["OMP_NUM_THREADS"] = str(threads)
-        job = os.environ.get("SLURM_ARRAY_JOB_ID")
-        job = f"{job}_{os.environ.get('SLURM_ARRAY_TASK_ID')}" if job else os.environ.get("SLURM_JOB_ID")
-        log = open_log(run_dir, f"worker pid {os.getpid()} job {job or '-'} mode {mode}: {' '.join(base)}")
-        procs = [start_trainer(run_dir, argv, {**env, **extra}, lock, log) for argv, extra in
-                 rank_commands(mode, base, nodes, gpus, port, run_dir)]
+        job = slurm_task()
+        restarts = os.environ.get("SLURM_RESTART_COUNT")
+        log = open_log(run_dir, f"worker pid {os.getpid()} job {job or '-'}" + (f" restart {restarts}" if restarts else "")
+                       + f" mode {mode}: {' '.join(base)}")
         got: list[int] = []
+        procs: list[subprocess.Popen] = []
 
         def forward(signum, frame):
             got.append(signum)
@@ -160,12 +225,21 @@ def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", 
 
         for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, forward)
+        for argv, extra in rank_commands(mode, base, nodes, gpus, port, run_dir):
+            procs.append(start_trainer(run_dir, argv, {**env, **extra}, lock, log))
+        lock.add_trainers([p.pid for p in procs])
+        if got:  # a signal that came while the ranks were starting
+            forward(got[-1], None)
         codes = [p.wait() for p in procs]
         code = max(codes, key=lambda c: (c != 0, c))
         log.write(f"=== trainer exit code {code}\n".encode())
+        again = False
+        if code == EXIT_STOPPED:
+            again, msg = after_stop(run_dir, got, job, requeue, max_requeues)
+            log.write(f"=== {msg}\n".encode())
+            print(f"{run_dir.name}: {msg}")
         log.close()
-        if code == EXIT_STOPPED and requeue and job:
-            print(f"{run_dir.name}: checkpointed after {signal.Signals(got[0]).name if got else 'signal'}; requeueing {job}")
+        if again:
             lock.release()
             subprocess.run(["scontrol", "requeue", job], check=False)
         return code
@@ -187,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus", type=int, default=0)
     p.add_argument("--port", type=int, default=29500)
     p.add_argument("--threads", type=int)
-    p.add_argument("--requeue", action="store_true")
+    p.add_argument("--requeue", action="store_true", help="requeue the Slurm task after a SIGUSR1 checkpoint")
+    p.add_argument("--max-requeues", type=int, default=DEFAULT_MAX_REQUEUES, help="at most this many requeues per job")
     a = p.parse_args(argv)
     run_dir = a.run_dir
     if a.manifest:
@@ -197,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give RUN_DIR or --manifest")
     port = a.port + (int(os.environ.get("SLURM_ARRAY_TASK_ID", "0")) % 1000 if a.mode != "single" else 0)
     return run_one(Path(run_dir), retry_failed=a.retry_failed, mode=a.mode, nodes=a.nodes, gpus=a.gpus, port=port,
-                   threads=a.threads, requeue=a.requeue)
+                   threads=a.threads, requeue=a.requeue, max_requeues=a.max_requeues,
+                   slurm_job=slurm_task() if a.manifest else None)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,18 @@
 """W&B logging: offline by default (files under the run directory), online when configured.
 
 The W&B run id is kept in the run directory, so a resumed run continues the same W&B run.
+
+W&B is a mirror, never the record (metrics.jsonl and summary.json are): once the run has started,
+an error from W&B (typically its service process gone: Slurm's SIGTERM on cancel or preemption
+reaches every process of the job, `wandb-core` included, which then dies before the trainer's
+checkpoint) prints one warning, turns W&B off for the rest of the attempt and never fails the run
+or changes its exit code.
 """
 from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 from pretrain.config.schema import WandbConfig
@@ -41,17 +48,39 @@ class WandbLogger:
         )
         self.run_id = run_id
 
+    def _lost(self, what: str, exc: BaseException) -> None:
+        """W&B failed: say so once, drop it, and disarm its exit hook (it would print a traceback)."""
+        self.run = None
+        print(f"warning: W&B {what} failed ({type(exc).__name__}: {exc}); W&B logging is off for the rest of this "
+              f"attempt. metrics.jsonl and summary.json hold every record (`wandb sync` uploads what W&B wrote)",
+              file=sys.stderr, flush=True)
+        try:
+            import wandb
+
+            wandb.teardown()
+        except Exception:  # the service is gone: nothing left to tear down cleanly
+            pass
+
     def log(self, metrics: dict, step: int) -> None:
         if self.run is not None:
-            self.run.log({k: v for k, v in metrics.items() if v is not None}, step=step)
+            try:
+                self.run.log({k: v for k, v in metrics.items() if v is not None}, step=step)
+            except Exception as exc:
+                self._lost("log", exc)
 
     def summary(self, values: dict) -> None:
         if self.run is not None:
-            for k, v in values.items():
-                if isinstance(v, (int, float, str, bool)):
-                    self.run.summary[k] = v
+            try:
+                for k, v in values.items():
+                    if isinstance(v, (int, float, str, bool)):
+                        self.run.summary[k] = v
+            except Exception as exc:
+                self._lost("summary", exc)
 
     def finish(self, exit_code: int = 0) -> None:
         if self.run is not None:
-            self.run.finish(exit_code=exit_code)
-            self.run = None
+            run, self.run = self.run, None
+            try:
+                run.finish(exit_code=exit_code)
+            except Exception as exc:
+                self._lost("finish", exc)

@@ -4,17 +4,26 @@ Runs execute one after another, each over all hosts of the hostfile (the DeepSpe
 reaches the other nodes through pdsh/ssh, or `launcher: openmpi` etc.). The run directory must
 be on a filesystem every node sees. Locks, skipping and train.log work as for the other executors.
 Data sets the runs need are prepared first, once each, on this host (`launch.data_jobs`).
+
+Ctrl-C / SIGTERM asks the running training to checkpoint and stop (SIGTERM to its process group;
+DeepSpeed's launcher passes it to the ranks and kills any that take over 30 s), starts no further
+run, and keeps the run's lock until every process of the training on this host has exited: the
+launcher's own exit (the DeepSpeed runner dies at once on SIGTERM) does not end the training.
 """
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import signal
 import sys
+import time
 from pathlib import Path
 
 from pretrain.errors import ConfigError
 
 from launch.locks import RunLock
-from launch.worker import EXIT_OK, LAUNCH_CONFIG, decide, open_log, start_trainer, write_launch_config
+from launch.worker import EXIT_OK, EXIT_STOPPED, LAUNCH_CONFIG, decide, open_log, start_trainer, write_launch_config
 
 
 def read_hostfile(path: str | Path) -> list[tuple[str, int]]:
@@ -44,7 +53,38 @@ def command(ds, run_dir: Path, python_module: str = "pretrain.cli") -> list[str]
         argv += ["--num_nodes", str(ds.num_nodes)]
     if ds.num_gpus:
         argv += ["--num_gpus", str(ds.num_gpus)]
+    if len(hosts) == 1:  # one node: DeepSpeed launches locally, its ssh probe would only fail without sshd
+        argv.append("--no_ssh_check")
     return argv + ["--module", python_module, str(Path(run_dir).resolve() / LAUNCH_CONFIG), "--run-dir", str(Path(run_dir).resolve())]
+
+
+def group_alive(pgid: int) -> bool:
+    """True while a live (non-zombie) process of process group `pgid` remains on this host.
+
+    /proc, not killpg(pgid, 0): orphaned ranks may linger as zombies where PID 1 does not reap."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
+            return True
+    return False
+
+
+def outcome(run_dir: Path, code: int, stopping: bool) -> int:
+    """The run's exit code; after a stop the launcher's own code says little (the runner dies of
+    SIGTERM), so the run's summary.json decides: preempted -> 3, done -> 0."""
+    if not stopping or code in (EXIT_OK, EXIT_STOPPED):
+        return code
+    try:
+        status = json.loads((run_dir / "summary.json").read_text()).get("status")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return code
+    return {"preempted": EXIT_STOPPED, "done": EXIT_OK}.get(status, code)
 
 
 class DeepSpeedExecutor:
@@ -53,9 +93,7 @@ class DeepSpeedExecutor:
         self.ds = spec.executor.deepspeed
 
     def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=sys.stdout) -> dict:
-        import os
-
-        done, failed, skipped = [], [], {}
+        done, failed, stopped, skipped = [], [], [], {}
         blocked: dict[str, str] = {}
         if not dry_run:
             from launch.data_jobs import data_jobs, run_locally
@@ -65,35 +103,71 @@ class DeepSpeedExecutor:
             jobs = data_jobs(todo)
             if jobs:
                 blocked = run_locally(jobs, sweep_meta_dir(self.spec.runs_root().resolve()), lambda m: out.write(m + "\n"))
-        for r in runs:
-            if r.name in blocked:
-                failed.append(r.name)
-                out.write(f"FAILED {r.name}: {blocked[r.name]}\n")
-                continue
-            run_dir = Path(r.run_dir)
-            argv = command(self.ds, run_dir)
-            if dry_run:
-                out.write(" ".join(shlex.quote(a) for a in argv) + "\n")
-                continue
-            what = decide(run_dir, retry_failed, r.id)
-            if what != "run":
-                skipped[r.name] = what
-                continue
-            run_dir.mkdir(parents=True, exist_ok=True)
-            lock = RunLock(run_dir)
-            if not lock.acquire():
-                skipped[r.name] = "running under another launch"
-                continue
-            try:
-                write_launch_config(r)
-                log = open_log(run_dir, "deepspeed: " + " ".join(argv))
-                out.write(f"start  {r.name} -> {run_dir / 'train.log'}\n")
+        state = {"stop": False, "proc": None}
+
+        def on_signal(signum, frame):
+            if not state["stop"]:
+                out.write(f"{signal.Signals(signum).name}: asking the running training to checkpoint and stop\n")
                 out.flush()
-                code = start_trainer(run_dir, argv, dict(os.environ), lock, log).wait()
-                log.write(f"=== trainer exit code {code}\n".encode())
-                log.close()
-            finally:
-                lock.release()
-            (done if code == EXIT_OK else failed).append(r.name)
-            out.write(f"{'done  ' if code == EXIT_OK else 'FAILED'} {r.name} (exit {code})\n")
-        return {"done": done, "failed": failed, "skipped": skipped}
+            state["stop"] = True
+            proc = state["proc"]
+            if proc is not None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+        old = {} if dry_run else {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for r in runs:
+                if state["stop"]:
+                    skipped[r.name] = "not started: the launch was stopped"
+                    continue
+                if r.name in blocked:
+                    failed.append(r.name)
+                    out.write(f"FAILED {r.name}: {blocked[r.name]}\n")
+                    continue
+                run_dir = Path(r.run_dir)
+                argv = command(self.ds, run_dir)
+                if dry_run:
+                    out.write(" ".join(shlex.quote(a) for a in argv) + "\n")
+                    continue
+                what = decide(run_dir, retry_failed, r.id)
+                if what != "run":
+                    skipped[r.name] = what
+                    continue
+                run_dir.mkdir(parents=True, exist_ok=True)
+                lock = RunLock(run_dir, role="deepspeed")
+                if not lock.acquire():
+                    skipped[r.name] = "running under another launch"
+                    continue
+                try:
+                    write_launch_config(r)
+                    log = open_log(run_dir, "deepspeed: " + " ".join(argv))
+                    out.write(f"start  {r.name} -> {run_dir / 'train.log'}\n")
+                    out.flush()
+                    proc = state["proc"] = start_trainer(run_dir, argv, dict(os.environ), lock, log)
+                    lock.add_trainers([proc.pid])
+                    code = proc.wait()
+                    # The launcher may be gone while its ranks still train (and checkpoint): hold on.
+                    while group_alive(proc.pid):
+                        time.sleep(0.2)
+                    state["proc"] = None
+                    code = outcome(run_dir, code, state["stop"])
+                    log.write(f"=== trainer exit code {code}\n".encode())
+                    log.close()
+                finally:
+                    lock.release()
+                if code == EXIT_OK:
+                    done.append(r.name)
+                    out.write(f"done   {r.name}\n")
+                elif code == EXIT_STOPPED:
+                    stopped.append(r.name)
+                    out.write(f"stopped {r.name} after a checkpoint (relaunch resumes it)\n")
+                else:
+                    failed.append(r.name)
+                    out.write(f"FAILED {r.name} (exit {code})\n")
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        return {"done": done, "failed": failed, "stopped": stopped, "skipped": skipped}

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launch.locks import RunLock
+from launch.locks import RunLock, is_locked
 from launch.status import last_record
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, train_argv, write_launch_config
 
@@ -146,6 +146,10 @@ class LocalExecutor:
         if self.per_run_gpus > 1:  # one rank per GPU: the worker spawns them and holds the lock
             import subprocess
 
+            if is_locked(run_dir):
+                res.skipped[run.name] = "running under another launch"
+                return False
+
             write_launch_config(run)
             argv = [sys.executable, "-m", "launch.worker", str(run_dir), "--mode", "local", "--gpus", str(self.per_run_gpus),
                     "--port", str(29500 + slot.index)] + (["--retry-failed"] if retry_failed else [])
@@ -153,7 +157,7 @@ class LocalExecutor:
             slot.run, slot.lock, slot.log, slot.started = run, None, None, time.time()
             self._say(f"start  {run.name} (slot {slot.index}, {self.per_run_gpus} GPUs) -> {run_dir / 'train.log'}")
             return True
-        lock = RunLock(run_dir)
+        lock = RunLock(run_dir, role="local")
         if not lock.acquire(wait_s=0.5):
             res.skipped[run.name] = "running under another launch"
             return False
@@ -166,6 +170,7 @@ class LocalExecutor:
         argv = train_argv(run_dir, overrides=[f"train.threads={slot.threads}"] if slot.threads and not self.gpus else [])
         log = open_log(run_dir, f"local worker {slot.index}: {' '.join(argv)}")
         slot.proc = start_trainer(run_dir, argv, {**os.environ, **slot.env}, lock, log)
+        lock.add_trainers([slot.proc.pid])
         slot.run, slot.lock, slot.log, slot.started = run, lock, log, time.time()
         self._say(f"start  {run.name} (slot {slot.index}) -> {run_dir / 'train.log'}")
         return True

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pretrain.errors import ConfigError
 
+from launch.executors.slurm_fields import directive, no_control, option
 from launch.worker import decide, write_launch_config
 
 
@@ -46,10 +47,11 @@ def rank_mode(s) -> str:
 
 
 def _common_directives(s) -> list[str]:
+    """The user's strings, validated by the spec (slurm_fields) and quoted here."""
     d = []
     for key, val in (("partition", s.partition), ("account", s.account), ("qos", s.qos), ("mem", s.mem), ("time", s.time)):
         if val:
-            d.append(f"--{key}={val}")
+            d.append(option(key, val))
     return d
 
 
@@ -63,12 +65,11 @@ def render_data_script(spec, job, config_path: Path, python: str | None = None) 
 
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
-    d = [f"--job-name={spec.name}-data-{job.name}", f"--output={meta}/slurm-data-{job.name}-%j.out", f"--chdir={Path.cwd()}",
-         "--nodes=1", "--ntasks=1"] + _common_directives(s)
+    d = [option("job-name", f"{spec.name}-data-{job.name}"), option("output", f"{meta}/slurm-data-{job.name}-%j.out"),
+         option("chdir", Path.cwd()), "--nodes=1", "--ntasks=1"] + _common_directives(s)
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
-    for extra in s.extra:
-        d.append(extra if extra.startswith("-") else f"--{extra}")
+    d += [directive(extra) for extra in s.extra]
     argv = prepare_argv(config_path, python or s.python or sys.executable)
     lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: prepare data '{job.name}' once for {len(job.runs)} run(s) "
              f"({job.reason})"]
@@ -84,8 +85,8 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
     n = len(run_dirs)
     mode = rank_mode(s)
     tasks_per_node = max(1, s.gpus_per_node) if mode == "srun" else 1
-    d = [f"--job-name={spec.name}", f"--array=0-{n - 1}" + (f"%{s.max_parallel}" if s.max_parallel else ""),
-         f"--output={meta}/slurm-%A_%a.out", "--open-mode=append", f"--chdir={Path.cwd()}",
+    d = [option("job-name", spec.name), f"--array=0-{n - 1}" + (f"%{s.max_parallel}" if s.max_parallel else ""),
+         option("output", f"{meta}/slurm-%A_%a.out"), "--open-mode=append", option("chdir", Path.cwd()),
          f"--nodes={s.nodes}", f"--ntasks-per-node={tasks_per_node}", f"--signal=B:USR1@{s.signal_secs}"]
     if s.requeue:
         d.append("--requeue")
@@ -96,8 +97,7 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
         d.append(f"--gpus-per-node={s.gpus_per_node}")
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
-    for extra in s.extra:
-        d.append(extra if extra.startswith("-") else f"--{extra}")
+    d += [directive(extra) for extra in s.extra]
     py = python or s.python or sys.executable
     threads = s.cpus_per_task if (s.cpus_per_task and not s.gpus_per_node) else None
     worker = [py, "-m", "launch.worker", "--manifest", str(manifest), "--index", "$SLURM_ARRAY_TASK_ID",
@@ -105,7 +105,7 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
     if threads:
         worker += ["--threads", str(threads)]
     if s.requeue:
-        worker.append("--requeue")
+        worker += ["--requeue", "--max-requeues", str(s.max_requeues)]
     if retry_failed:
         worker.append("--retry-failed")
     lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: {n} runs, one array task each (rank mode: {mode})"]
@@ -252,6 +252,12 @@ class SlurmExecutor:
 
 
 def check_spec(spec) -> None:
+    """What the spec's own validation cannot see: the paths that go into the script."""
     s = spec.executor.slurm
+    for what, path in (("runs_dir", spec.runs_root().resolve()), ("the current directory", Path.cwd())):
+        try:
+            no_control(str(path), "the path")
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {exc}") from None
     if s.nodes > 1 and rank_mode(s) in ("single", "local"):
         raise ConfigError("executor.slurm: nodes > 1 needs launcher srun or deepspeed")
