@@ -13,10 +13,11 @@ from pathlib import Path
 import yaml
 
 from pretrain.errors import ConfigError, DataError
+from pretrain.extensions import ExtensionLockTimeout
 
 # Keys that may change between attempts of one run without changing what it computes.
 RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
-                  "train.keep_checkpoints", "train.threads", "train.device_peak_flops", "extras", "name", "eval",
+                  "train.keep_checkpoints", "train.threads", "train.deterministic", "train.device_peak_flops", "extras", "name", "eval",
                   "train.max_epochs_warn", "data.workers", "data.shard_tokens"}
 # Data keys that only change how the tokenizer is trained: a run may resume across them when the
 # prepared tokenizer came out identical (same sha256), since then the token stream is too.
@@ -84,6 +85,9 @@ def cmd_train(args) -> int:
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ExtensionLockTimeout as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def _train(args) -> int:
@@ -106,7 +110,7 @@ def _train(args) -> int:
 
     from pretrain.distributed import barrier, setup
 
-    dist = setup(cfg.train.threads)
+    dist = setup(cfg.train.threads, cfg.train.deterministic)
     prepared = _prepare_data(cfg, dist)
     cfg = _with_vocab(cfg, prepared.vocab_size)
     if rd.config.exists():

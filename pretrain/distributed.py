@@ -32,7 +32,14 @@ def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def setup(threads: int | None) -> DistInfo:
+def cores_per_rank(local_world: int) -> int:
+    """The CPUs this process may run on (its affinity mask, e.g. a Slurm allocation), split between
+    the local ranks. A property of the allocation, never of the machine's current load."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // local_world)
+
+
+def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("LOCAL_RANK", "0")
@@ -47,8 +54,14 @@ def setup(threads: int | None) -> DistInfo:
     else:
         device = torch.device("cpu")
         # Oversubscribed CPU ranks run many times slower: split the cores between local ranks.
-        n = threads or max(1, (os.cpu_count() or 1) // local_world)
-        torch.set_num_threads(n)
+        torch.set_num_threads(threads or cores_per_rank(local_world))
+    if deterministic:
+        from pretrain.determinism import make_deterministic
+
+        make_deterministic(device)
+    from pretrain.extensions import configure
+
+    configure()  # no JIT build of DeepSpeed's CPU comm op, and no endless wait on a build lock
     import deepspeed
 
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", verbose=False)

@@ -336,6 +336,8 @@ class Trainer:
             "peak_flops": self.peak,
             "peak_source": self.peak_source,
             "world_size": self.dist.world_size,
+            "threads": torch.get_num_threads(),  # per rank; pin train.threads to resume bit-exactly elsewhere
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
             "wall_s": self.state.wall_s,
             "eval_s": self.state.eval_s,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
