@@ -15,7 +15,7 @@ from models.moe.config import MoEConfig
 def naive_moe(block: MoEFeedForward, x: torch.Tensor) -> torch.Tensor:
     """Per-token reference: y_t = sum over t's surviving assignments of w * SwiGLU_e(x_t)."""
     flat = x.reshape(-1, x.shape[-1])
-    r = block.router(flat, seq_len=x.shape[-2])
+    r = block.router.route(flat, seq_len=x.shape[-2])
     cfg = block.moe_cfg
     if cfg.capacity_factor is not None and r.priority is not None:
         from models.moe.routers.base import capacity
