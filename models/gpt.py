@@ -6,7 +6,7 @@ per-layer `router_stats` for logging.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -16,12 +16,15 @@ from models.config import ModelConfig
 from models.layers import Attention, RMSNorm, SwiGLU, init_weights, rope_tables
 
 
-@dataclass
-class ModelOutput:
+class ModelOutput(NamedTuple):
+    """A named tuple, not a dataclass: wrappers such as DeepSpeed's engine find the output tensors
+    only inside tuples, lists and dicts, and attach their pre-backward work to them (clearing
+    bf16 gradients between micro-batches, ZeRO-3 re-gathers)."""
+
     logits: torch.Tensor | None
     loss: torch.Tensor | None = None
     aux_loss: torch.Tensor | None = None
-    router_stats: list[dict] = field(default_factory=list)
+    router_stats: list[dict] = []  # never mutated: forward builds a new list
 
 
 def build_ffn(cfg: ModelConfig, layer_idx: int) -> nn.Module:

@@ -19,6 +19,27 @@ def grad_accum_steps(cfg: TrainConfig, world_size: int) -> int:
     return cfg.train.global_batch_size // per_step
 
 
+def bf16_settings(zero_stage: int) -> dict[str, Any]:
+    """bf16 compute with fp32 master weights, fp32 gradient accumulation and fp32 reductions.
+
+    Summing many micro-batch or rank gradients in bf16 (8 mantissa bits) loses every
+    contribution below 1/256 of the running sum, so, as Megatron, OLMo-core and FSDP2 do, grads
+    are accumulated and all-reduced / reduce-scattered in fp32. ZeRO 1-3: bf16 parameters (and
+    bf16 ZeRO-3 gathers), fp32 optimizer master copy, `data_types.grad_accum_dtype` and
+    `communication_data_type` fp32. ZeRO-0: DeepSpeed has no fp32 accumulation for bf16
+    parameters, so the parameters stay fp32 (they are the master weights, and their grads are
+    fp32) and the forward runs under torch.autocast(bf16); `lower_precision_safe_modules: []`
+    keeps DeepSpeed from reducing any gradient in bf16.
+    """
+    if zero_stage == 0:
+        return {"torch_autocast": {"enabled": True, "dtype": "bfloat16", "lower_precision_safe_modules": []}}
+    return {
+        "bf16": {"enabled": True},
+        "data_types": {"grad_accum_dtype": "fp32"},
+        "communication_data_type": "fp32",
+    }
+
+
 def _merge(base: dict, extra: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in extra.items():
@@ -38,7 +59,7 @@ def build_ds_config(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
         "zero_allow_untested_optimizer": True,
     }
     if cfg.precision == "bf16":
-        ds["bf16"] = {"enabled": True}
+        ds.update(bf16_settings(cfg.deepspeed.zero_stage))
     elif cfg.precision == "fp16":
         ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
     return _merge(ds, cfg.deepspeed.extra)

@@ -39,19 +39,37 @@ class HeldOutEval:
         self.rows = rows
         self.starts = np.array([s for _, s in rows], dtype=np.int64)
 
+    def batches(self, rank: int, world: int) -> list[list[tuple[int, int]]]:
+        """This rank's forwards: its windows (every world-th), in batches that never mix parts."""
+        mine = self.rows[rank::world]
+        out, i = [], 0
+        while i < len(mine):
+            part = mine[i][0]
+            batch = [r for r in mine[i : i + self.batch_size] if r[0] == part]
+            out.append(batch)
+            i += len(batch)
+        return out
+
+    def forwards(self, world: int) -> int:
+        """Forwards every rank runs: the most any rank needs (windows rarely split evenly)."""
+        return max(len(self.batches(r, world)) for r in range(world))
+
     @torch.no_grad()
     def run(self, model, device, rank: int = 0, world: int = 1, autocast=None) -> dict[str, float]:
         was_training = model.training
         model.eval()
-        mine = self.rows[rank::world]
+        mine = self.batches(rank, world)
+        # Every forward may hold collectives (expert-parallel all-to-all, ZeRO-3 gathers), so every
+        # rank runs the same number: a rank with fewer batches repeats its first (or the first
+        # window) as padding whose loss is masked out; totals count real tokens only.
+        pad = mine[0] if mine else [self.rows[0]]
         total = torch.zeros(len(self.parts), 2, dtype=torch.float64, device=device)  # (sum of losses, tokens) per part
-        i = 0
-        while i < len(mine):
-            part = mine[i][0]
-            batch = [s for p, s in mine[i : i + self.batch_size] if p == part]  # a batch never mixes parts
-            i += len(batch)
+        for j in range(self.forwards(world)):
+            real = j < len(mine)
+            batch = mine[j] if real else pad
+            part = batch[0][0]
             tokens = self.parts[part].tokens
-            rows = np.stack([np.asarray(tokens[s : s + self.seq_len + 1], dtype=np.int64) for s in batch])
+            rows = np.stack([np.asarray(tokens[s : s + self.seq_len + 1], dtype=np.int64) for _, s in batch])
             x = torch.from_numpy(rows[:, :-1]).to(device)
             y = torch.from_numpy(rows[:, 1:]).to(device)
             if autocast is not None:
@@ -59,8 +77,9 @@ class HeldOutEval:
                     out = model(x, targets=y, logits=False)
             else:
                 out = model(x, targets=y, logits=False)
-            total[part, 0] += out.loss.double() * y.numel()
-            total[part, 1] += y.numel()
+            if real:
+                total[part, 0] += out.loss.double() * y.numel()
+                total[part, 1] += y.numel()
         if world > 1 and dist.is_initialized():
             dist.all_reduce(total)
         if was_training:

@@ -94,9 +94,10 @@ class Trainer:
             # the process group (~10% of a tiny model's step); there is nothing to reduce with
             self.engine.enable_backward_allreduce = False
         self._step_hooks = [m.after_optimizer_step for m in self.model.modules() if hasattr(m, "after_optimizer_step")]
-        # DeepSpeed reports the global grad norm for ZeRO and mixed precision, not for plain fp32
-        # ZeRO-0 (it clips without keeping the norm): measure it ourselves there.
-        self.own_grad_norm = cfg.deepspeed.zero_stage == 0 and cfg.precision == "fp32"
+        # DeepSpeed reports the global grad norm for ZeRO and fp16, not for ZeRO-0 with fp32
+        # parameters (fp32, or bf16 autocast: pretrain/ds_config.py), where it clips without
+        # keeping the norm: measure it ourselves there.
+        self.own_grad_norm = cfg.deepspeed.zero_stage == 0 and cfg.precision != "fp16"
         self.last_grad_norm = None
         # Windows are read straight from the memory-mapped shards (data/feed.py): nothing is loaded whole.
         self.feed = TrainFeed(self.prepared, cfg.model.seq_len, cfg.train.seed)

@@ -15,7 +15,7 @@ from models.moe.config import MoEConfig
 def naive_moe(block: MoEFeedForward, x: torch.Tensor) -> torch.Tensor:
     """Per-token reference: y_t = sum over t's surviving assignments of w * SwiGLU_e(x_t)."""
     flat = x.reshape(-1, x.shape[-1])
-    r = block.router(flat, seq_len=x.shape[-2])
+    r = block.router.route(flat, seq_len=x.shape[-2])
     cfg = block.moe_cfg
     if cfg.capacity_factor is not None and r.priority is not None:
         from models.moe.routers.base import capacity
@@ -128,3 +128,19 @@ def test_capacity_applies_in_training_only():
     block.eval()
     y, aux = block(x)
     assert aux.stats["dropped_frac"].item() == 0 and (y.abs().sum(-1) > 0).all()
+
+
+@pytest.mark.parametrize("router", ["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"])
+def test_moe_forward_backward_under_bf16_autocast(router):
+    """bf16 under ZeRO-0 keeps fp32 parameters and runs the forward under autocast."""
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=64, seq_len=16,
+                      moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": router, "num_shared_experts": 1})
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    ids = torch.randint(0, 64, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(ids, ids)
+    ref = model(ids, ids)
+    assert out.loss.item() == pytest.approx(ref.loss.item(), rel=1e-2)
+    (out.loss + out.aux_loss).backward()
+    assert model.model.layers[0].mlp.experts.gate_proj.grad.dtype == torch.float32

@@ -33,7 +33,7 @@ X3 = torch.tensor([[L(4), L(2), 0.0, 0.0], [0.0, 0.0, L(6), L(2)], [L(4), L(2), 
 
 def test_softmax_topk_selection_weights_and_losses():
     r = make_router(num_experts=4, top_k=2, aux_loss_coef=0.01, z_loss_coef=0.001)
-    out = r(X3, seq_len=3)
+    out = r.route(X3, seq_len=3)
     assert assignments(out) == pytest.approx({(0, 0): .5, (0, 1): .25, (1, 2): .6, (1, 3): .2, (2, 0): .5, (2, 1): .25})
     # f = [2, 2, 1, 1] / 6; P = [1.1, 0.6, 0.85, 0.45] / 3; E * sum f P = 4 * 4.7 / 18
     assert out.stats["aux_loss"].item() == pytest.approx(4 * 4.7 / 18, rel=1e-6)
@@ -44,7 +44,7 @@ def test_softmax_topk_selection_weights_and_losses():
 
 def test_softmax_topk_renormalisation():
     r = make_router(num_experts=4, top_k=2, renormalize=True)
-    got = assignments(r(X3[:2], seq_len=2))
+    got = assignments(r.route(X3[:2], seq_len=2))
     assert got == pytest.approx({(0, 0): 2 / 3, (0, 1): 1 / 3, (1, 2): .75, (1, 3): .25})
 
 
@@ -54,7 +54,7 @@ def test_balance_loss_equals_one_at_perfect_balance():
     assert switch_balance_loss(probs, top, 2).item() == pytest.approx(1.0)
     # ... so the weighted loss is exactly the coefficient (z-loss off)
     r = make_router(d=2, num_experts=2, top_k=1, aux_loss_coef=0.05, z_loss_coef=0.0)
-    out = r(torch.log(probs), seq_len=2)
+    out = r.route(torch.log(probs), seq_len=2)
     assert out.loss.item() == pytest.approx(0.05)
 
 
@@ -73,7 +73,7 @@ def test_capacity_drops_lowest_scoring_assignments():
     assert capacity_mask(expert, prio, 2, 2).tolist() == [False, True, False, True, True]
     r = make_router(d=2, num_experts=2, top_k=1)
     x = torch.tensor([[1.0, 0.0], [3.0, 0.0], [2.0, 0.0], [2.5, 0.0]])
-    out = r(x, seq_len=4).limit_capacity(2, 2)
+    out = r.route(x, seq_len=4).limit_capacity(2, 2)
     assert sorted(assignments(out)) == [(1, 0), (3, 0)]  # the two highest-probability tokens survive
     assert int(out.dropped) == 2 and out.dropped_of == 4
 
@@ -82,24 +82,24 @@ def test_aux_free_bias_selects_with_bias_but_weights_without():
     r = make_router(num_experts=4, top_k=2, router="aux_free_bias")  # sigmoid, renormalised by default
     x = torch.tensor([[2.0, 1.9, 0.1, 0.0]])
     s = torch.sigmoid(x[0]).tolist()
-    assert assignments(r(x, seq_len=1)) == pytest.approx({(0, 0): s[0] / (s[0] + s[1]), (0, 1): s[1] / (s[0] + s[1])})
+    assert assignments(r.route(x, seq_len=1)) == pytest.approx({(0, 0): s[0] / (s[0] + s[1]), (0, 1): s[1] / (s[0] + s[1])})
     r = make_router(num_experts=4, top_k=2, router="aux_free_bias")
     r.score_bias.copy_(torch.tensor([-0.5, 0.0, 0.0, 0.0]))  # expert 0 now loses to expert 2 in selection
-    got = assignments(r(x, seq_len=1))
+    got = assignments(r.route(x, seq_len=1))
     assert got == pytest.approx({(0, 1): s[1] / (s[1] + s[2]), (0, 2): s[2] / (s[1] + s[2])})
 
 
 def test_aux_free_bias_update_rule_and_buffers():
     r = make_router(num_experts=4, top_k=1, router="aux_free_bias", bias_update_rate=0.1)
     x = torch.tensor([[3.0, 0, 0, 0], [3.0, 0, 0, 0], [0, 3.0, 0, 0], [3.0, 0, 0, 0]])
-    r(x, seq_len=4)
+    r.route(x, seq_len=4)
     assert r.step_load.tolist() == [3, 1, 0, 0]
     r.after_optimizer_step()  # mean load 1: sign(1 - [3, 1, 0, 0]) = [-1, 0, 1, 1]
     assert r.score_bias.tolist() == pytest.approx([-0.1, 0.0, 0.1, 0.1])
     assert r.step_load.sum() == 0
     assert "score_bias" in r.state_dict() and "step_load" not in r.state_dict()
     r.eval()
-    r(x, seq_len=4)
+    r.route(x, seq_len=4)
     assert r.step_load.sum() == 0  # evaluation does not count towards the balancing
 
 
@@ -110,13 +110,13 @@ def test_aux_free_bias_reduces_imbalance_on_skewed_input():
     x = torch.randn(512, 8) + skew
 
     def imbalance():
-        load = torch.bincount(r(x, seq_len=64).expert_idx, minlength=8).float()
+        load = torch.bincount(r.route(x, seq_len=64).expert_idx, minlength=8).float()
         return (load.max() / load.mean()).item()
 
     start = imbalance()
     r.step_load.zero_()
     for _ in range(150):
-        r(x, seq_len=64)
+        r.route(x, seq_len=64)
         r.after_optimizer_step()
     end = imbalance()
     assert start > 2.5 and end < 1.4, (start, end)  # sign updates leave a small oscillation
@@ -126,7 +126,7 @@ def test_sequence_balance_loss_is_one_when_balanced():
     r = make_router(d=2, num_experts=2, top_k=1, router="aux_free_bias", score_func="softmax",
                     seq_aux_loss_coef=0.5, z_loss_coef=0.0)
     x = torch.log(torch.tensor([[.75, .25], [.25, .75]]))
-    out = r(x, seq_len=2)
+    out = r.route(x, seq_len=2)
     assert out.stats["aux_loss"].item() == pytest.approx(1.0)
     assert out.loss.item() == pytest.approx(0.5)
 
@@ -135,11 +135,11 @@ def test_expert_choice_capacity_and_weights():
     p0 = torch.tensor([.9, .8, .6, .3])  # P(expert 0) per token; P(expert 1) = 1 - p0
     x = torch.stack([torch.log(p0 / (1 - p0)), torch.zeros(4)], 1)
     r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice")  # C = ceil(4 * 1 / 2) = 2
-    out = r(x, seq_len=4)
+    out = r.route(x, seq_len=4)
     assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (3, 1): .7, (2, 1): .4})
     assert int(out.dropped) == 0
     r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice", capacity_factor=0.5)  # C = 1
-    out = r(x, seq_len=4)
+    out = r.route(x, seq_len=4)
     assert assignments(out) == pytest.approx({(0, 0): .9, (3, 1): .7})
     assert int(out.dropped) == 2 and out.dropped_of == 4  # tokens 1 and 2 got no expert
     assert torch.bincount(out.expert_idx).tolist() == [1, 1]
@@ -150,22 +150,30 @@ def test_expert_choice_eval_falls_back_to_token_choice_with_one_warning():
     x = torch.stack([torch.log(p0 / (1 - p0)), torch.zeros(4)], 1)
     r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice").eval()
     with pytest.warns(UserWarning, match="not causal"):
-        out = r(x, seq_len=4)
+        out = r.route(x, seq_len=4)
     assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (2, 0): .6, (3, 1): .7})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r(x, seq_len=4)  # warned once per layer only
+        r.route(x, seq_len=4)  # warned once per layer only
 
 
 def test_sinkhorn_balances_selection_and_keeps_softmax_weights():
     torch.manual_seed(0)
     r = make_router(d=4, num_experts=4, top_k=1, router="sinkhorn", sinkhorn_iters=20)
     x = torch.randn(256, 4) + torch.tensor([1.5, 0.5, 0, 0])
-    out = r(x, seq_len=256)
+    out = r.route(x, seq_len=256)
     load = torch.bincount(out.expert_idx, minlength=4).float()
     plain = torch.bincount(x.argmax(-1), minlength=4).float()
     assert load.max() / load.mean() < 1.25 < plain.max() / plain.mean()
     probs = x.softmax(-1)
     assert torch.allclose(out.weight, probs[out.token_idx, out.expert_idx])
     r.eval()
-    assert torch.equal(r(x, seq_len=256).expert_idx, x.argmax(-1))  # eval: plain top-k
+    assert torch.equal(r.route(x, seq_len=256).expert_idx, x.argmax(-1))  # eval: plain top-k
+
+
+def test_router_logits_stay_fp32_under_bf16_autocast():
+    """bf16 under ZeRO-0 runs the forward under autocast; routing decisions need fp32 logits."""
+    r = make_router(num_experts=4, top_k=2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = r(X3)
+    assert logits.dtype == torch.float32 and torch.equal(logits, X3)

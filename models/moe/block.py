@@ -47,7 +47,7 @@ class MoEFeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
-        routing = self.router(flat, seq_len=shape[-2] if x.dim() == 3 else flat.shape[0])
+        routing = self.router.route(flat, seq_len=shape[-2] if x.dim() == 3 else flat.shape[0])
         cf = self.moe_cfg.capacity_factor
         # Capacity is a training-time limit: dropping depends on the other tokens of the batch,
         # so evaluation and generation route dropless (as Switch/ST-MoE raise eval capacity).

@@ -63,7 +63,9 @@ def dispatch_combine(
     else:
         ys = _expert_parallel(xs, counts, experts, group, ep_size)
     ys = ys * w.unsqueeze(-1).to(ys.dtype)
-    return torch.zeros_like(x).index_add_(0, tok, ys)
+    # Under autocast (bf16 with fp32 parameters, ZeRO-0) the experts return bf16 for fp32 x:
+    # combine in x's dtype.
+    return torch.zeros_like(x).index_add_(0, tok, ys.to(x.dtype))
 
 
 def _expert_parallel(xs: torch.Tensor, counts: torch.Tensor, experts: GroupedExperts, group, ep_size: int):

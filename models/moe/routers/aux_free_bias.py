@@ -40,9 +40,8 @@ class AuxFreeBiasRouter(Router):
         # Assignments counted since the last optimizer step (all micro-batches); reset after each update.
         self.register_buffer("step_load", torch.zeros(cfg.num_experts, dtype=torch.float32), persistent=False)
 
-    def forward(self, x: torch.Tensor, seq_len: int) -> Routing:
+    def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:
         cfg = self.cfg
-        logits = self.logits(x)
         scores = logits.sigmoid() if cfg.score_func == "sigmoid" else logits.softmax(-1)
         renorm = cfg.renormalize if cfg.renormalize is not None else cfg.score_func == "sigmoid"
         select = scores.detach() + self.score_bias
@@ -67,7 +66,7 @@ class AuxFreeBiasRouter(Router):
             loss=loss,
             stats=raw | {"bias_norm": self.score_bias.norm().detach()},
             requested=requested,
-            num_tokens=x.shape[0],
+            num_tokens=logits.shape[0],
             dropped_of=expert_idx.numel(),
         )
 

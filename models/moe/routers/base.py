@@ -96,7 +96,13 @@ def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
 
 
 class Router(nn.Module):
-    """Linear router (no bias) computing fp32 logits; subclasses decide the assignment."""
+    """Linear router (no bias) computing fp32 logits; subclasses decide the assignment.
+
+    `forward(x)` returns only the logits, the one place the weight is used: ZeRO-3 gathers a
+    module's parameters around its call and re-gathers them for backward through hooks on the
+    tensors the call returns, which it cannot find inside a `Routing`. Callers use
+    `route(x, seq_len)`; subclasses implement `assign(logits, seq_len)`.
+    """
 
     token_choice = True
 
@@ -107,8 +113,14 @@ class Router(nn.Module):
         self.weight = nn.Parameter(torch.empty(cfg.num_experts, d_model))
         nn.init.normal_(self.weight, std=0.02)
 
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x.float(), self.weight.float())
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(T, d_model) -> (T, E) fp32 logits (also under autocast: routing is precision-sensitive)."""
+        with torch.autocast(x.device.type, enabled=False):
+            return F.linear(x.float(), self.weight.float())
 
-    def forward(self, x: torch.Tensor, seq_len: int) -> Routing:  # pragma: no cover - abstract
+    def route(self, x: torch.Tensor, seq_len: int) -> Routing:
+        """The assignments for the (T, d_model) input x; seq_len splits T into sequences."""
+        return self.assign(self(x), seq_len)
+
+    def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:  # pragma: no cover - abstract
         raise NotImplementedError

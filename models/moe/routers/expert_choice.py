@@ -25,9 +25,8 @@ class ExpertChoiceRouter(Router):
         super().__init__(cfg, d_model)
         self._warned = False
 
-    def forward(self, x: torch.Tensor, seq_len: int) -> Routing:
+    def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:
         cfg = self.cfg
-        logits = self.logits(x)
         probs = logits.softmax(-1)
         t, e = probs.shape
         z = router_z_loss(logits)
@@ -47,14 +46,14 @@ class ExpertChoiceRouter(Router):
         cap = min(t, capacity(cfg.capacity_factor or 1.0, t, self.top_k, e))
         weight, token_idx = probs.t().topk(cap, dim=1)  # (E, C)
         token_idx = token_idx.reshape(-1)
-        expert_idx = torch.arange(e, device=x.device).repeat_interleave(cap)
-        routed = torch.zeros(t, dtype=torch.bool, device=x.device)
+        expert_idx = torch.arange(e, device=logits.device).repeat_interleave(cap)
+        routed = torch.zeros(t, dtype=torch.bool, device=logits.device)
         routed[token_idx] = True
         return Routing(
             token_idx=token_idx,
             expert_idx=expert_idx,
             weight=weight.reshape(-1),
-            requested=torch.full((e,), cap, device=x.device),
+            requested=torch.full((e,), cap, device=logits.device),
             dropped=(~routed).sum(),  # tokens no expert picked: they pass through on the residual
             dropped_of=t,
             **common,

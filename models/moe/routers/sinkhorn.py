@@ -28,9 +28,8 @@ def sinkhorn(logits: torch.Tensor, iters: int) -> torch.Tensor:
 
 
 class SinkhornRouter(Router):
-    def forward(self, x: torch.Tensor, seq_len: int) -> Routing:
+    def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:
         cfg = self.cfg
-        logits = self.logits(x)
         probs = logits.softmax(-1)
         select = sinkhorn(logits, cfg.sinkhorn_iters) if self.training else probs.detach()
         renorm = bool(cfg.renormalize)
@@ -45,6 +44,6 @@ class SinkhornRouter(Router):
             loss=cfg.z_loss_coef * z,
             stats={"z_loss": z.detach()},
             requested=torch.bincount(expert_idx, minlength=self.num_experts),
-            num_tokens=x.shape[0],
+            num_tokens=logits.shape[0],
             dropped_of=expert_idx.numel(),
         )

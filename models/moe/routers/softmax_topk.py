@@ -12,9 +12,8 @@ from models.moe.routers.base import Router, Routing, router_z_loss, switch_balan
 
 
 class SoftmaxTopKRouter(Router):
-    def forward(self, x: torch.Tensor, seq_len: int) -> Routing:
+    def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:
         cfg = self.cfg
-        logits = self.logits(x)
         probs = logits.softmax(-1)
         renorm = bool(cfg.renormalize)
         token_idx, expert_idx, weight, top_idx = topk_assignments(probs, probs, self.top_k, renorm)
@@ -29,6 +28,6 @@ class SoftmaxTopKRouter(Router):
             loss=cfg.aux_loss_coef * balance + cfg.z_loss_coef * z,
             stats={"aux_loss": balance.detach(), "z_loss": z.detach()},
             requested=torch.bincount(expert_idx, minlength=self.num_experts),
-            num_tokens=x.shape[0],
+            num_tokens=logits.shape[0],
             dropped_of=expert_idx.numel(),
         )
