@@ -276,7 +276,7 @@ class Bench:
             f.write('{"step": 34, "tokens": 1, "lo')
         r = self.finish(row, run, snap)
         row.runs, row.exits = 1, [f"-9 -> {r.returncode}"]
-        row.message = first_line(r.stdout + r.stderr, "metrics", "resumed from")
+        row.message = first_line(r.stdout + r.stderr, "resumed from")
         return row
 
     def corrupt_newest(self) -> Row:
@@ -374,14 +374,15 @@ class Bench:
         work.mkdir()
         spec = work / "sk.yaml"
         spec.write_text(yaml.safe_dump({"name": "sk", "base": str(self.base), "kind": "grid",
-                                        "runs_dir": str(work / "runs"), "axes": {"train.seed": [0, 1, 2]}}))
+                                        "runs_dir": str(work / "runs"), "axes": {"train.seed": [0, 1, 2]},
+                                        "set": {"train.steps": 240, "train.eval_every_steps": 0}}))
         p = start(["sweep", "launch", spec, "--workers", "1"], work)
         runs = work / "runs"
         t0 = time.time()
         while time.time() - t0 < 900:
             done = [d for d in runs.glob("*/summary.json") if json.loads(d.read_text()).get("status") == "done"] if runs.exists() else []
             partial = [d.parent.parent for d in runs.glob("*/checkpoints/step_*/COMPLETE")] if runs.exists() else []
-            partial = [d for d in partial if not (d / "summary.json").exists()]
+            partial = [d for d in partial if not (d / "summary.json").exists() and complete_steps(d) and complete_steps(d)[-1] >= 4 * EVERY]
             if done and partial:
                 break
             time.sleep(0.1)
@@ -404,6 +405,145 @@ class Bench:
         resumed = [d.name for d in runs.iterdir() if "resumed from checkpoint" in (d / "train.log").read_text()] if runs.exists() else []
         row.exact = [states.count("done") == 3]
         row.message = f"{len(finished)} finished run kept untouched; resumed: {', '.join(resumed) or 'none'}"
+        return row
+
+    def stale_extension_lock(self) -> Row:
+        row = Row("stale C++ extension build lock")
+        ext = self.work / "torch-ext"
+        (ext / "deepspeed_shm_comm").mkdir(parents=True, exist_ok=True)
+        (ext / "deepspeed_shm_comm" / "lock").touch()  # what a build killed mid-way leaves behind
+        run = self.run_dir("stale-lock")
+        t0 = time.time()
+        try:
+            r = cli(self.train_args(run, "train.steps=6"), self.work, {"TORCH_EXTENSIONS_DIR": str(ext)}, timeout=300)
+            code, out = r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired:
+            code, out = "hung", ""
+        row.runs, row.exits = 1, [str(code)]
+        row.message = f"finished in {time.time() - t0:.0f} s with the lock file in place" if code == 0 else \
+            (first_line(out, "lock") or "hung past 300 s")
+        row.ok = code == 0
+        return row
+
+    def busy_run_lock(self) -> Row:
+        from launch.locks import RunLock
+        row = Row("run held by another launch")
+        run = self.run_dir("busy")
+        run.mkdir(parents=True)
+        (run / "launch.yaml").write_text(self.base.read_text())
+        lock = RunLock(run, role="local")
+        assert lock.acquire()
+        try:
+            r = subprocess.run([sys.executable, "-m", "launch.worker", str(run)], cwd=self.work, env=env(),
+                               capture_output=True, text=True, timeout=120)
+        finally:
+            lock.release()
+        row.runs, row.exits = 1, [str(r.returncode)]
+        row.message = first_line(r.stderr + r.stdout, "held by")
+        row.ok = r.returncode == 1 and not (run / "summary.json").exists()
+        return row
+
+    def bad_sweep_spec(self) -> Row:
+        row = Row("sweep that would fail once queued")
+        work = self.work / "preflight"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        cases = {
+            "batch": {"set": {"train.global_batch_size": 6, "train.micro_batch_size": 4}},
+            "data": {"set": {"data.sources": ["corpus/no-such-file.txt"]}},
+            "slurm": {"executor": {"slurm": {"partition": "debug\ntouch /tmp/owned"}}},
+        }
+        codes, msgs = [], []
+        for name, extra in cases.items():
+            spec = work / f"{name}.yaml"
+            spec.write_text(yaml.safe_dump({"name": f"pf-{name}", "base": str(self.base), "kind": "seeds", "seeds": [0, 1],
+                                            "runs_dir": str(work / "runs"), **extra}))
+            r = cli(["sweep", "launch", spec, "--executor", "slurm" if name == "slurm" else "local"], work)
+            codes.append(r.returncode)
+            msgs.append(first_line(r.stderr + r.stdout, "error", "pre-flight", "would fail") or "?")
+            row.runs += 1
+        row.exits = [", ".join(map(str, codes))]
+        row.lost = 0 if not (work / "runs").exists() or not any((work / "runs").glob("s*")) else 1
+        row.message = f"{len(cases)} specs (batch, data, slurm field), nothing queued; e.g. " + msgs[1]
+        row.ok = all(c == 2 for c in codes) and row.lost == 0
+        return row
+
+    def eval_turned_on(self) -> Row:
+        row = Row("in-loop eval turned on after a sweep finished")
+        work = self.work / "identity"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        spec = {"name": "idt", "base": str(self.base), "kind": "grid", "runs_dir": str(work / "runs"),
+                "axes": {"optim.lr": [3e-3]}, "set": {"train.steps": 12, "train.eval_every_steps": 0}}
+        (work / "idt.yaml").write_text(yaml.safe_dump(spec))
+        r1 = cli(["sweep", "launch", work / "idt.yaml"], work)
+        before = {p.parent.name: p.read_text() for p in (work / "runs").glob("*/summary.json")}
+        spec["set"]["eval"] = {"suite": "tiny", "every_tokens": 4096}
+        spec["axes"]["train.seed"] = [0]  # a one-value axis appears too
+        (work / "idt.yaml").write_text(yaml.safe_dump(spec))
+        r2 = cli(["sweep", "launch", work / "idt.yaml"], work)
+        after = {p.parent.name: p.read_text() for p in (work / "runs").glob("*/summary.json")}
+        row.runs, row.exits = 1, [f"{r1.returncode} -> {r2.returncode}"]
+        row.lost = sum(1 for k, v in before.items() if after.get(k) != v)
+        row.message = first_line(r2.stdout, "to run") or r2.stdout.strip().splitlines()[-1][:160]
+        row.ok = r2.returncode == 0 and row.lost == 0 and len(after) == len(before) == 1
+        return row
+
+    def wandb_service_killed(self) -> Row:
+        row = Row("W&B service killed with the job")
+        run = self.run_dir("wandb-killed")
+        over = ("wandb.mode=offline",)
+        p = start(self.train_args(run, *over), self.work, {"WANDB_MODE": "offline"})
+        wait_step(run, 20, p)
+        kids = subprocess.run(["pgrep", "-s", str(p.pid)], capture_output=True, text=True).stdout.split()
+        for pid in kids:  # what Slurm's SIGTERM to the whole job does: the trainer and wandb-core together
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        out, _ = p.communicate(timeout=300)
+        snap = snapshot(run)
+        r = self.finish(row, run, snap, over, {"WANDB_MODE": "offline"})
+        row.runs, row.exits = 1, [f"{p.returncode} -> {r.returncode}"]
+        row.message = (first_line(out, "W&B") or first_line(out, "received SIGTERM")) + ("; traceback shown" if "Traceback" in out else "")
+        row.ok = p.returncode == 3 and "Traceback" not in out
+        return row
+
+    def moe_zero3_two_ranks(self) -> Row:
+        row = Row("MoE, ZeRO-3, 2 ranks, uneven eval windows: kill -9")
+        launcher = Path(sys.executable).parent / "deepspeed"
+        over = ["model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.d_ff=64", "deepspeed.zero_stage=3",
+                "train.steps=12", "train.global_batch_size=16", "train.eval_every_steps=6", "train.eval_tokens=1088",
+                "train.checkpoint_every_steps=3"]
+        moe = ROOT / "configs/train/tiny-moe.yaml"
+        if not moe.exists():
+            row.skipped = "configs/train/tiny-moe.yaml missing"
+            return row
+        data = ["model=n50k", "model.seq_len=64", "data.tokenizer.vocab_size=512", "data.name=faults-moe512",
+                f"data.out_dir={self.work / 'data-moe'}", "train.tokens=null",
+                "train.log_every_steps=1", "train.micro_batch_size=8", "train.threads=1", "wandb.mode=disabled"]
+
+        def launch(run: Path, port: int) -> subprocess.Popen:
+            return subprocess.Popen([str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli",
+                                     str(moe), *data, *over, "--run-dir", str(run), "--no-progress"], cwd=self.work, env=env(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        ref, run = self.run_dir("moe-z3-ref"), self.run_dir("moe-z3")
+        p = launch(ref, 29611)
+        out, _ = p.communicate(timeout=900)
+        if p.returncode != 0:
+            row.exits, row.message, row.ok = [str(p.returncode)], "reference failed: " + out.strip().splitlines()[-1][:140], False
+            return row
+        p = launch(run, 29612)
+        wait_step(run, 7, p)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        snap = snapshot(run)
+        p2 = launch(run, 29613)
+        out, _ = p2.communicate(timeout=900)
+        row.runs, row.exits = 1, [f"-9 -> {p2.returncode}"]
+        row.exact = [p2.returncode == 0 and comparable(run) == comparable(ref)]
+        row.lost = lost_since(run, snap)
+        row.message = first_line(out, "resumed from") + f"; val_loss at steps {[r['step'] for r in rows_of(run) if 'val_loss' in r]}"
         return row
 
     def slurm_preemption(self) -> Row:
@@ -451,7 +591,8 @@ class Bench:
 
 FAULTS = ["kill9", "sigterm_in_checkpoint", "disk_full", "truncated_metrics", "corrupt_newest",
           "all_checkpoints_unloadable", "nan_loss", "inf_gradient", "failing_eval_task",
-          "worker_killed_mid_sweep", "slurm_preemption"]
+          "worker_killed_mid_sweep", "stale_extension_lock", "busy_run_lock", "bad_sweep_spec", "eval_turned_on",
+          "wandb_service_killed", "moe_zero3_two_ranks", "slurm_preemption"]
 
 
 def table(rows: list[Row]) -> str:

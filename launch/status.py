@@ -142,14 +142,17 @@ def current_id(run_dir: Path) -> str | None:
 
 
 def current_identity(run_dir: Path) -> tuple[str | None, str | None]:
-    """(sweep the directory's run belongs to, `current_id`), from its config.yaml (else launch.yaml)."""
+    """(sweep the directory's run belongs to, `current_id`), from its launch.yaml (else config.yaml).
+
+    launch.yaml is the config as the sweep planned it; config.yaml has values the trainer filled
+    in (model.vocab_size from the data), which would hash differently from the plan."""
     import yaml
 
     from launch.naming import config_id
     from pretrain.config.loader import validate_train
     from pretrain.errors import ConfigError
 
-    for name in ("config.yaml", "launch.yaml"):
+    for name in ("launch.yaml", "config.yaml"):
         try:
             raw = yaml.load((Path(run_dir) / name).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             if not isinstance(raw, dict):
