@@ -306,8 +306,9 @@ class Trainer:
                     rec.update(self.feed.source_tokens(step * cfg.train.global_batch_size))
                     if aux_total:
                         rec["aux_loss"] = all_reduce_mean(aux_total, d)
-                    if noise:
+                    if noise:  # in the record after the measurement only: a resumed run has no older one
                         rec.update(noise)
+                        noise = {}
                     extra = ""
                     if stats:
                         from models.moe.metrics import console_summary, summarize
