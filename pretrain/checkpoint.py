@@ -92,11 +92,7 @@ def _prune(root: Path, keep: int) -> None:
                     shutil.rmtree(d, ignore_errors=True)
             except ValueError:
                 pass
-    uni = root / UNIVERSAL
-    if uni.is_dir():  # conversions are derived data, needed only until the next save
-        for d in uni.iterdir():
-            if d.name.startswith(("step_", ".step_")) and not d.name.startswith(f"step_{newest}"):
-                shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
+    shutil.rmtree(root / UNIVERSAL, ignore_errors=True)  # conversions are derived data, needed until a save
 
 
 def weights_finite(model: torch.nn.Module) -> bool:
@@ -119,19 +115,11 @@ def saved_world_size(path: Path) -> int | None:
     return None
 
 
-def written_world_size(path: Path) -> int | None:
-    """World size recorded in the COMPLETE marker (checkpoints of older versions: None)."""
-    try:
-        return int(json.loads((path / MARKER).read_text()).get("world_size"))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
 def convert_to_universal(path: Path) -> Path:
     """DeepSpeed's ds_to_universal for one checkpoint; returns `checkpoints/universal/step_<N>`.
 
-    Done once (a COMPLETE marker guards against a conversion cut short); its console output goes
-    to `convert.log` beside it."""
+    Done once by rank 0 (a COMPLETE marker guards against a conversion cut short); DeepSpeed's
+    console output goes to `checkpoints/universal/.step_<N>.convert.log`."""
     from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
 
     out = path.parent / UNIVERSAL / path.name
@@ -156,12 +144,21 @@ def convert_to_universal(path: Path) -> Path:
 def _load_one(engine, path: Path, universal: bool):
     cfg = engine._config
     before = cfg.load_universal_checkpoint
+    # ZeRO-3's universal load copies the first param group's hyperparameters into every group
+    # (weight decay 0.1 onto the no-decay group); they come from the config, which cannot change
+    # across a resume, so the engine's own are put back.
+    groups = getattr(engine.optimizer, "param_groups", None) or []
+    hyper = [{k: v for k, v in g.items() if k != "params"} for g in groups]
     cfg.load_universal_checkpoint = universal
     try:
-        return engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
-                                      load_lr_scheduler_states=False)
+        out = engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
+                                     load_lr_scheduler_states=False)
     finally:
         cfg.load_universal_checkpoint = before
+    if universal:
+        for g, h in zip(engine.optimizer.param_groups, hyper):
+            g.update(h)
+    return out
 
 
 def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = True,
@@ -178,6 +175,9 @@ def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = Tr
         if universal:
             log(f"checkpoint {path.name} was written by {saved} ranks and this run has {world_size}: "
                 "converting it to a DeepSpeed universal checkpoint")
+            if any(path.glob("zero_pp_rank_*_model_states.pt")):  # ZeRO-3 (see README: not bit-exact)
+                log("note: a ZeRO-3 run resumed on another world size continues close to, not exactly like, "
+                    "an uninterrupted run (DeepSpeed's ZeRO-3 universal load)")
             if is_main:
                 try:
                     convert_to_universal(path)
