@@ -3,14 +3,24 @@
 A checkpoint is `checkpoints/step_<N>/`; it counts only once `COMPLETE` (holding the client
 state) is written inside it after DeepSpeed finished, and `latest` is switched atomically
 afterwards. An interrupted save therefore never replaces the last good checkpoint, and a
-corrupt one is skipped in favour of the one before it.
+corrupt one is skipped in favour of the one before it. When complete checkpoints exist and none
+of them loads, resume stops with `CheckpointLoadError` (naming each checkpoint and why) instead
+of silently starting over: nothing in the run directory is deleted.
+
+ZeRO >= 1 (and bf16) partition the optimizer state over the data-parallel ranks, so such a
+checkpoint loads only on the world size that wrote it. Resuming on another world size converts
+it once with DeepSpeed's universal checkpoint tool (`deepspeed.checkpoint.ds_to_universal`) into
+`checkpoints/universal/step_<N>/` and loads that (DeepSpeed's `checkpoint.load_universal`).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 import torch
@@ -18,6 +28,11 @@ import torch
 from pretrain.run_dir import atomic_write_text
 
 MARKER = "COMPLETE"
+UNIVERSAL = "universal"  # checkpoints/universal/step_<N>/: conversions for a new world size
+
+
+class CheckpointLoadError(RuntimeError):
+    """Complete checkpoints exist but none could be loaded; the message names each and why."""
 
 
 def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
@@ -49,7 +64,7 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, barrier) -> Path:
+def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, barrier, world_size: int = 1) -> Path:
     tag = f"step_{step}"
     path = root / tag
     if is_main and path.exists():  # a stale, incomplete attempt at this step
@@ -58,7 +73,7 @@ def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, 
     engine.save_checkpoint(str(root), tag=tag, client_state={"scalelab": client}, save_latest=False)
     barrier()
     if is_main:
-        atomic_write_text(path / MARKER, json.dumps({"step": step}) + "\n")
+        atomic_write_text(path / MARKER, json.dumps({"step": step, "world_size": world_size}) + "\n")
         atomic_write_text(root / "latest", tag + "\n")
         _prune(root, keep)
     barrier()
@@ -77,18 +92,123 @@ def _prune(root: Path, keep: int) -> None:
                     shutil.rmtree(d, ignore_errors=True)
             except ValueError:
                 pass
+    shutil.rmtree(root / UNIVERSAL, ignore_errors=True)  # conversions are derived data, needed until a save
 
 
-def load_latest(engine, root: Path, log) -> dict | None:
-    """Load the newest loadable complete checkpoint; returns its client state or None."""
-    for step, path in reversed(complete_checkpoints(root)):
-        try:
-            loaded, client = engine.load_checkpoint(str(root), tag=path.name, load_optimizer_states=True, load_lr_scheduler_states=False)
-        except Exception as exc:  # corrupt files: fall back to the previous checkpoint
-            log(f"warning: checkpoint {path.name} could not be loaded ({type(exc).__name__}: {exc}); trying an older one")
-            continue
-        if loaded is None or client is None or "scalelab" not in client:
-            log(f"warning: checkpoint {path.name} is incomplete; trying an older one")
-            continue
-        return client["scalelab"]
+def weights_finite(model: torch.nn.Module) -> bool:
+    """Every parameter and floating buffer finite on this rank (ZeRO-3: this rank's partitions).
+
+    Checked before a save, so that a checkpoint with inf/NaN weights is never marked complete."""
+    for p in model.parameters():
+        t = getattr(p, "ds_tensor", None)
+        t = p.data if t is None else t
+        if t.numel() and not bool(torch.isfinite(t).all()):
+            return False
+    return all(bool(torch.isfinite(b).all()) for b in model.buffers() if b.is_floating_point() and b.numel())
+
+
+def saved_world_size(path: Path) -> int | None:
+    """Data-parallel ranks whose partitioned optimizer state the checkpoint holds (None: not partitioned)."""
+    shards = list(path.glob("*zero_pp_rank_*_optim_states.pt"))
+    if shards:
+        return len(shards)
     return None
+
+
+def convert_to_universal(path: Path) -> Path:
+    """DeepSpeed's ds_to_universal for one checkpoint; returns `checkpoints/universal/step_<N>`.
+
+    Done once by rank 0 (a COMPLETE marker guards against a conversion cut short); DeepSpeed's
+    console output goes to `checkpoints/universal/.step_<N>.convert.log`."""
+    from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
+
+    out = path.parent / UNIVERSAL / path.name
+    if (out / MARKER).exists():
+        return out
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    args = SimpleNamespace(input_folder=str(path), output_folder=str(out), num_extract_workers=1, num_merge_workers=1,
+                           keep_temp_folder=False, strict=True, inject_missing_state=True)
+    try:
+        with open(out.parent / f".{path.name}.convert.log", "w") as log, contextlib.redirect_stdout(log), \
+                contextlib.redirect_stderr(log):
+            ds_to_universal(args)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # ours, half-written; the source checkpoint is untouched
+        raise
+    atomic_write_text(out / MARKER, (path / MARKER).read_text())
+    return out
+
+
+def _load_one(engine, path: Path, universal: bool):
+    cfg = engine._config
+    before = cfg.load_universal_checkpoint
+    # ZeRO-3's universal load copies the first param group's hyperparameters into every group
+    # (weight decay 0.1 onto the no-decay group); they come from the config, which cannot change
+    # across a resume, so the engine's own are put back.
+    groups = getattr(engine.optimizer, "param_groups", None) or []
+    hyper = [{k: v for k, v in g.items() if k != "params"} for g in groups]
+    cfg.load_universal_checkpoint = universal
+    try:
+        out = engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
+                                     load_lr_scheduler_states=False)
+    finally:
+        cfg.load_universal_checkpoint = before
+    if universal:
+        for g, h in zip(engine.optimizer.param_groups, hyper):
+            g.update(h)
+    return out
+
+
+def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = True,
+                agree: Callable[[bool], bool] = lambda ok: ok) -> dict | None:
+    """Load the newest loadable complete checkpoint; returns its client state, or None when there is none.
+
+    `agree(ok)` returns True only if `ok` on every rank, so that all ranks fall back together.
+    Raises CheckpointLoadError when complete checkpoints exist and none loads."""
+    failures = []
+    for step, path in reversed(complete_checkpoints(root)):
+        saved = saved_world_size(path)
+        universal = saved is not None and saved != world_size
+        why, client = None, None
+        if universal:
+            log(f"checkpoint {path.name} was written by {saved} ranks and this run has {world_size}: "
+                "converting it to a DeepSpeed universal checkpoint")
+            if any(path.glob("zero_pp_rank_*_model_states.pt")):  # ZeRO-3 (see README: not bit-exact)
+                log("note: a ZeRO-3 run resumed on another world size continues close to, not exactly like, "
+                    "an uninterrupted run (DeepSpeed's ZeRO-3 universal load)")
+            if is_main:
+                try:
+                    convert_to_universal(path)
+                except Exception as exc:  # noqa: BLE001 - reported below, after the other ranks are told
+                    why = f"conversion to a universal checkpoint failed: {type(exc).__name__}: {exc}"
+            if not agree(why is None):
+                why = why or "conversion to a universal checkpoint failed on rank 0"
+        if why is None:
+            try:
+                loaded, client = _load_one(engine, path.parent / UNIVERSAL / path.name if universal else path, universal)
+                if loaded is None or client is None or "scalelab" not in client:
+                    why = "DeepSpeed found no model states or no scalelab client state in it"
+            except Exception as exc:  # noqa: BLE001 - corrupt files: fall back to the previous checkpoint
+                why = f"{type(exc).__name__}: {exc}"
+            if not agree(why is None):
+                why = why or "it failed to load on another rank"
+        if why is None:
+            return client["scalelab"]
+        ranks = f" [written by {saved} ranks, this run has {world_size}]" if universal else ""
+        failures.append(f"{path}{ranks}: {_short(why)}")
+        log(f"warning: checkpoint {path.name} could not be loaded ({_short(why)}); trying an older one")
+    if failures:
+        raise CheckpointLoadError(
+            "none of the complete checkpoints could be loaded (nothing was deleted and the run was not restarted):\n  "
+            + "\n  ".join(failures)
+            + "\nrepair or move aside the damaged checkpoints to resume from an older one, or use another --run-dir "
+            "to start afresh"
+        )
+    return None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -12,7 +12,9 @@ A single measurement's ratio is very noisy (|G|^2 estimates can be negative); on
 the EMAs is meaningful, which is why both are kept and checkpointed (`state_dict`).
 
 Runs on the unwrapped torch model with `torch.autograd.grad`, so it never touches `.grad`, the
-optimizer or DeepSpeed's buffers. Config: `train.noise_scale_every_steps` (0 = off),
+optimizer or DeepSpeed's buffers; every module buffer (an MoE router's aux-free selection bias and
+the load it counts for its next update) and the RNG are restored afterwards, so a probe changes
+nothing a checkpoint or the next step sees: exact resume holds when a probe step meets a checkpoint. Config: `train.noise_scale_every_steps` (0 = off),
 `train.noise_scale_batches` (k, default 4).
 """
 from __future__ import annotations
@@ -70,9 +72,10 @@ class GradNoiseProbe:
         sq_norms = []
         tokens = []
         was_training = model.training
+        saved = [(b, b.detach().clone()) for b in model.buffers()]  # router state: bias, load since the update
         model.train()
         try:
-            with torch.enable_grad():
+            with torch.enable_grad(), torch.random.fork_rng(devices=_rng_devices(params)):
                 for x, y in batches:
                     out = model(x, targets=y, logits=False)
                     grads = torch.autograd.grad(out.loss, params, allow_unused=True)
@@ -86,6 +89,9 @@ class GradNoiseProbe:
                             t.add_(g)
         finally:
             model.train(was_training)
+            with torch.no_grad():
+                for b, v in saved:
+                    b.copy_(v)
         k = len(batches)
         b_small = sum(tokens) / k
         b_big = b_small * k
@@ -112,3 +118,7 @@ class GradNoiseProbe:
         self.n = int(state["n"])
         self.ema_g2 = float(state["ema_g2"])
         self.ema_trace = float(state["ema_trace"])
+
+
+def _rng_devices(params: list) -> list:
+    return sorted({p.device.index or 0 for p in params if p.device.type == "cuda"})

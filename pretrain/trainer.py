@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,6 +44,7 @@ class TrainState:
     wall_s: float = 0.0  # training wall time accumulated over earlier attempts
     eval_s: float = 0.0
     last_val: dict = field(default_factory=dict)
+    skipped_steps: int = 0  # steps whose update was skipped for a non-finite gradient norm
 
 
 class Trainer:
@@ -108,13 +109,16 @@ class Trainer:
         self.eval_autocast = torch.autocast(self.dist.device.type, dtype=dtype) if dtype else None
 
     def resume(self) -> bool:
-        client = checkpoint.load_latest(self.engine, self.rd.checkpoints, self._log)
+        d = self.dist
+        client = checkpoint.load_latest(self.engine, self.rd.checkpoints, self._log, world_size=d.world_size,
+                                        is_main=d.is_main, agree=lambda ok: all_reduce_max(0.0 if ok else 1.0, d) == 0)
         if client is None:
             return False
         self.state.step = client["step"]
         self.state.wall_s = client.get("wall_s", 0.0)
         self.state.eval_s = client.get("eval_s", 0.0)
         self.state.last_val = client.get("last_val", {})
+        self.state.skipped_steps = client.get("skipped_steps", 0)
         checkpoint.set_rng_state(client["rng"])
         if self.noise_probe is not None and client.get("noise_probe"):
             self.noise_probe.load_state_dict(client["noise_probe"])
@@ -137,19 +141,58 @@ class Trainer:
             "wall_s": self.state.wall_s,
             "eval_s": self.state.eval_s,
             "last_val": self.state.last_val,
+            "skipped_steps": self.state.skipped_steps,
             "rng": checkpoint.rng_state(),
             "noise_probe": self.noise_probe.state_dict() if self.noise_probe is not None else None,
         }
+        if all_reduce_max(0.0 if checkpoint.weights_finite(self.model) else 1.0, self.dist) > 0:
+            raise TrainingFailed(
+                f"non-finite weights at step {self.state.step}; not saved. The last good checkpoint is kept in {self.rd.checkpoints}"
+            )
         t0 = time.perf_counter()
         path = checkpoint.save(
             self.engine, self.rd.checkpoints, self.state.step, client, self.cfg.train.keep_checkpoints,
-            self.dist.is_main, lambda: barrier(self.dist),
+            self.dist.is_main, lambda: barrier(self.dist), world_size=self.dist.world_size,
         )
         for cb in self.callbacks:
             if hasattr(cb, "on_checkpoint"):
                 cb.on_checkpoint(self, self.state.step, path)
         self.paused_s += time.perf_counter() - t0  # checkpoints and in-loop evals are not training time
         return path
+
+    def _own_norm_nonfinite(self) -> bool:
+        """ZeRO-0 fp32 hands the step to a plain torch optimizer, which would apply inf/NaN: check
+        the global gradient norm here, before the step (on every rank: expert grads are local)."""
+        return all_reduce_max(0.0 if math.isfinite(self.last_grad_norm) else 1.0, self.dist) > 0
+
+    def _update_skipped(self, dropped: bool) -> bool:
+        """Whether this step's update was skipped for a non-finite gradient norm.
+
+        ZeRO >= 1 and bf16/fp16: DeepSpeed's optimizer checks the global norm before stepping and
+        skips the update (`was_step_applied`); ZeRO-0 fp32 is checked before the step by `_own_norm_nonfinite`."""
+        if self.own_grad_norm:
+            return dropped
+        if self.engine.was_step_applied():
+            norm = _grad_norm(self.engine)
+            if norm is not None and not math.isfinite(norm):
+                raise TrainingFailed(f"non-finite gradient norm ({norm}) was applied by the optimizer; stopped without saving. "
+                                     f"The last good checkpoint is kept in {self.rd.checkpoints}")
+            return False
+        return True
+
+    def _on_skipped(self, step: int) -> None:
+        cfg = self.cfg.train
+        self.state.skipped_steps += 1
+        if self.cfg.precision == "fp16":  # dynamic loss scaling skips overflowing steps by design
+            return
+        n = self.state.skipped_steps
+        if cfg.nonfinite_grad == "stop" or n > cfg.max_skipped_steps:
+            why = "train.nonfinite_grad is stop" if cfg.nonfinite_grad == "stop" else f"more than train.max_skipped_steps={cfg.max_skipped_steps}"
+            raise TrainingFailed(
+                f"non-finite gradient norm at step {step + 1} ({n} skipped, {why}); stopped without saving. "
+                f"The last good checkpoint is kept in {self.rd.checkpoints}"
+            )
+        self._log(f"warning: non-finite gradient norm at step {step + 1}: update skipped ({n} skipped so far)")
 
     def _measure_noise(self, step: int) -> dict:
         """Gradient noise scale from this step's samples (rank-local; outside DeepSpeed's buffers).
@@ -176,7 +219,11 @@ class Trainer:
 
     def train(self) -> int:
         cfg, d = self.cfg, self.dist
-        resumed = self.resume()
+        try:
+            resumed = self.resume()
+        except checkpoint.CheckpointLoadError as exc:  # never restart over a run whose checkpoints exist
+            self._log(f"error: {exc}")
+            return EXIT_FAILED
         metrics = MetricsFile(self.rd.metrics, self.state.step if resumed else None) if d.is_main else None
         wb = WandbLogger(cfg.wandb, self.rd.path, cfg.model_dump(mode="json"), resumed) if d.is_main else None
         tps = cfg.tokens_per_step()
@@ -185,6 +232,7 @@ class Trainer:
         if repeat:
             self._log(f"warning: {repeat}")
         fault_nan = int(os.environ.get("SCALELAB_FAULT_NAN_STEP", "-1"))  # test hook: poison this step's loss
+        fault_inf = int(os.environ.get("SCALELAB_FAULT_INF_GRAD_STEP", "-1"))  # test hook: this step's gradients inf
         window_t0, window_tokens, window_loss, window_n = time.perf_counter(), 0, 0.0, 0
         window_paused = self.paused_s
         noise: dict = {}
@@ -196,7 +244,7 @@ class Trainer:
                 step = self.state.step
                 lr = lr_at(step, self.total_steps, cfg.peak_lr(), cfg.schedule)
                 self._set_lr(lr)
-                step_loss, aux_total, stats, finite = 0.0, 0.0, [], True
+                step_loss, aux_total, stats, finite, dropped = 0.0, 0.0, [], True, False
                 for micro in range(self.gas):
                     first = micro_batch_start(step, micro, d.rank, cfg.train.global_batch_size, cfg.train.micro_batch_size, d.world_size)
                     x, y = self.sampler.batch(first, cfg.train.micro_batch_size)
@@ -209,10 +257,14 @@ class Trainer:
                     if all_reduce_max(0.0 if math.isfinite(loss_val) else 1.0, d) > 0:
                         finite, step_loss = False, loss_val
                         break  # never step on a non-finite loss: the weights stay as they were
+                    if step == fault_inf and micro == 0:
+                        loss.register_hook(lambda g: g * float("inf"))  # the loss stays finite, its gradients do not
                     self.engine.backward(loss)
                     if micro == self.gas - 1 and self.own_grad_norm:
                         self.last_grad_norm = _total_norm(self.model)
-                    self.engine.step()
+                        dropped = self._own_norm_nonfinite()
+                    with _no_update(self.engine.optimizer) if dropped else nullcontext():
+                        self.engine.step()  # still run: DeepSpeed's step bookkeeping and zero_grad
                     step_loss += out.loss.item() / self.gas
                     if out.aux_loss is not None:
                         aux_total += out.aux_loss.item() / self.gas
@@ -222,6 +274,8 @@ class Trainer:
                         f"non-finite loss ({step_loss}) at step {step + 1}; stopped without saving. "
                         f"The last good checkpoint is kept in {self.rd.checkpoints}"
                     )
+                if self._update_skipped(dropped):
+                    self._on_skipped(step)
                 self._after_step_hooks()
                 if self.noise_probe is not None and (step + 1) % cfg.train.noise_scale_every_steps == 0:
                     noise = self._measure_noise(step)
@@ -248,12 +302,14 @@ class Trainer:
                         "epoch": self.feed.epochs(step * tps),
                         "eta_s": (self.total_steps - step) * elapsed / window_n,
                         "wall_s": self.state.wall_s,
+                        "skipped_steps": self.state.skipped_steps,
                     }
                     rec.update(self.feed.source_tokens(step * cfg.train.global_batch_size))
                     if aux_total:
                         rec["aux_loss"] = all_reduce_mean(aux_total, d)
-                    if noise:
+                    if noise:  # in the record after the measurement only: a resumed run has no older one
                         rec.update(noise)
+                        noise = {}
                     extra = ""
                     if stats:
                         from models.moe.metrics import console_summary, summarize
@@ -341,6 +397,7 @@ class Trainer:
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "wall_s": self.state.wall_s,
             "eval_s": self.state.eval_s,
+            "skipped_steps": self.state.skipped_steps,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "extras": cfg.extras,
         }
@@ -348,6 +405,16 @@ class Trainer:
         if error:
             out["error"] = error
         return out
+
+
+@contextmanager
+def _no_update(optimizer):
+    """The optimizer's step does nothing (weights, moments and step counts stay as they were)."""
+    optimizer.step = lambda *args, **kwargs: None  # shadows the method on this instance only
+    try:
+        yield
+    finally:
+        del optimizer.step
 
 
 def _total_norm(model) -> float:

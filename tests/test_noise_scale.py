@@ -84,3 +84,29 @@ def test_needs_two_batches_and_valid_decay():
         GradNoiseProbe(ema_decay=1.0)
     with pytest.raises(ValueError):
         GradNoiseProbe().measure(Quadratic(torch.zeros(2)), [(torch.zeros(1, 2), torch.zeros(1))])
+
+
+def test_probe_leaves_aux_free_router_state_and_rng_untouched():
+    """The probe's forwards must not count router load (fed into the next bias update) nor move
+    the bias or the RNG: a probe step that meets a checkpoint would otherwise not resume exactly."""
+    from models.config import ModelConfig
+    from models.gpt import GPT
+
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=64, seq_len=16,
+                      moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": "aux_free_bias"})
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    routers = [layer.mlp.router for layer in model.model.layers]
+    ids = torch.randint(0, 64, (2, 16))
+    model(ids, ids)  # a training forward: counts load for the next bias update
+    for r in routers:
+        r.score_bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+    before = {name: b.clone() for name, b in model.named_buffers()}
+    assert any(r.step_load.sum() > 0 for r in routers)
+    batches = [(torch.randint(0, 64, (2, 16)), torch.randint(0, 64, (2, 16))) for _ in range(3)]
+    rng = torch.get_rng_state()
+    out = GradNoiseProbe().measure(model, batches)
+    assert math.isfinite(out["grad_noise_scale_trace"])
+    for name, b in model.named_buffers():
+        assert torch.equal(b, before[name]), name
+    assert torch.equal(torch.get_rng_state(), rng)

@@ -50,6 +50,8 @@ class LoopConfig(StrictModel):
     deterministic: bool = Field(True, description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see README for the cost); false: let the libraries choose")
     noise_scale_every_steps: int = Field(0, ge=0, description="measure the gradient noise scale B_simple every this many steps (0: off); logged as grad_noise_scale")
     noise_scale_batches: int = Field(4, ge=2, description="micro-batches per noise-scale measurement (B_big = this x micro-batch tokens)")
+    nonfinite_grad: Literal["skip", "stop"] = Field("skip", description="a step whose global gradient norm is inf/NaN: skip its update (counted as skipped_steps) or stop the run (exit 1, last good checkpoint kept)")
+    max_skipped_steps: int = Field(10, ge=0, description="nonfinite_grad skip: stop the run (exit 1) once more than this many steps were skipped")
     max_epochs_warn: float | None = Field(4.0, gt=0, description="warn at start when the planned tokens exceed this many passes over the training split's unique tokens (or any mixture component's); null: never")
 
     @field_validator("tokens", mode="before")
