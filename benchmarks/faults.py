@@ -253,7 +253,7 @@ class Bench:
             run = mnt / "run"
             r1 = cli(self.train_args(run), self.work)
             snap = snapshot(run)
-            row.message = first_line(r1.stdout + r1.stderr, "no space", "errno 28", "disk") or (r1.stdout + r1.stderr).strip().splitlines()[-1][:160]
+            row.message = first_line(r1.stdout + r1.stderr, "could not be written", "no space", "errno 28") or (r1.stdout + r1.stderr).strip().splitlines()[-1][:160]
             steps = complete_steps(run)
             ok_ckpt = bool(steps)
             subprocess.run(["mount", "-o", f"remount,size={64 << 20}", str(mnt)], check=True)
@@ -333,11 +333,11 @@ class Bench:
     def inf_gradient(self) -> Row:
         row = Row("inf gradient at a checkpoint step")
         run = self.run_dir("inf-grad")
-        r1 = cli(self.train_args(run), self.work, {"SCALELAB_FAULT_INF_GRAD_STEP": str(2 * EVERY)})
+        r1 = cli(self.train_args(run), self.work, {"SCALELAB_FAULT_INF_GRAD_STEP": str(2 * EVERY - 1)})
         out = r1.stdout + r1.stderr
         summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
         row.runs, row.exits = 1, [str(r1.returncode)]
-        row.message = first_line(out, "non-finite grad", "skipp") or "no message about the gradient"
+        row.message = first_line(out, "non-finite gradient", "skipp") or "no message about the gradient"
         # The contract: the step is skipped (counted) and every complete checkpoint has finite weights.
         import torch
         finite = True

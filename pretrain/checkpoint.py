@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from pretrain.errors import TrainingFailed
 from pretrain.run_dir import atomic_write_text
 
 MARKER = "COMPLETE"
@@ -64,17 +65,43 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, barrier, world_size: int = 1) -> Path:
+class CheckpointSaveError(TrainingFailed):
+    """A checkpoint could not be written (disk full, quota, I/O error); the partial write is removed."""
+
+
+def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, barrier, world_size: int = 1,
+         agree: Callable[[bool], bool] = lambda ok: ok) -> Path:
+    """Write `step_<N>` and mark it complete. `agree(ok)` is True only when every rank's `ok` is
+    (an all-reduce): a rank whose write failed must not leave the others waiting in a barrier."""
     tag = f"step_{step}"
     path = root / tag
     if is_main and path.exists():  # a stale, incomplete attempt at this step
         shutil.rmtree(path)
     barrier()
-    engine.save_checkpoint(str(root), tag=tag, client_state={"scalelab": client}, save_latest=False)
-    barrier()
+    error = None
+    try:
+        engine.save_checkpoint(str(root), tag=tag, client_state={"scalelab": client}, save_latest=False)
+    except Exception as exc:  # noqa: BLE001 - torch.save reports a full disk as RuntimeError or OSError
+        error = exc
+    if agree(error is None) and is_main:
+        try:
+            atomic_write_text(path / MARKER, json.dumps({"step": step, "world_size": world_size}) + "\n")
+            atomic_write_text(root / "latest", tag + "\n")
+        except OSError as exc:
+            error = exc
+            (path / MARKER).unlink(missing_ok=True)
+    if not agree(error is None):
+        if is_main:  # an incomplete checkpoint never counts; removing it gives the space back
+            shutil.rmtree(path, ignore_errors=True)
+        done = complete_checkpoints(root)
+        free = shutil.disk_usage(root).free / 2**20
+        why = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}" if error else "another rank's write failed"
+        raise CheckpointSaveError(
+            f"checkpoint step_{step} could not be written ({why}; {free:.0f} MiB free on its file system: is the disk "
+            f"full?). The partial write was removed; the last good checkpoint "
+            f"{done[-1][1].name if done else '(none)'} is kept in {root}. Free space and rerun the same command to resume"
+        )
     if is_main:
-        atomic_write_text(path / MARKER, json.dumps({"step": step, "world_size": world_size}) + "\n")
-        atomic_write_text(root / "latest", tag + "\n")
         _prune(root, keep)
     barrier()
     return path

@@ -153,6 +153,7 @@ class Trainer:
         path = checkpoint.save(
             self.engine, self.rd.checkpoints, self.state.step, client, self.cfg.train.keep_checkpoints,
             self.dist.is_main, lambda: barrier(self.dist), world_size=self.dist.world_size,
+            agree=lambda ok: all_reduce_max(0.0 if ok else 1.0, self.dist) == 0,
         )
         for cb in self.callbacks:
             if hasattr(cb, "on_checkpoint"):
@@ -346,9 +347,12 @@ class Trainer:
         finally:
             summary = self.summary(status, error)
             if d.is_main:
-                if metrics:
-                    metrics.close()
-                self.rd.write_summary(summary)
+                try:
+                    if metrics:
+                        metrics.close()
+                    self.rd.write_summary(summary)
+                except OSError as exc:  # a full disk: the message above matters more than a traceback
+                    self._log(f"warning: metrics.jsonl or summary.json could not be written ({exc})")
                 if wb:
                     wb.summary({k: v for k, v in summary.items() if k.startswith(("final_", "params", "tokens", "flops"))})
                     wb.finish(exit_code=0 if status != "failed" else 1)

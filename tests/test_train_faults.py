@@ -148,3 +148,33 @@ def test_noise_probe_at_a_checkpoint_step_resumes_exactly_with_aux_free_router(t
     got = [tuple(r.get(k) for k in keys) for r in metrics(tmp_path / "run")]
     want = [tuple(r.get(k) for k in keys) for r in metrics(tmp_path / "ref")]
     assert got == want  # bitwise, step for step
+
+
+def test_disk_full_during_a_checkpoint_keeps_the_last_good_one_and_resumes(tiny_data, tmp_path):
+    """A file system that fills during the third checkpoint: exit 1 with a message (no traceback), the
+    partial write removed, step_12 still complete; with space again the same command resumes from it."""
+    ckpt_bytes = 660_000  # one tiny-model checkpoint (weights + Adam moments) is ~650 KB
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(2.6 * ckpt_bytes) + 300_000}", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if m.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {m.stderr.strip()}")
+    try:
+        args = ["train", TINY, *tiny_overrides(tiny_data, **{"train.eval_every_steps": 0}), "--run-dir", str(mnt / "run"), "--no-progress"]
+        res = run_cli(args, tmp_path)
+        out = res.stdout + res.stderr
+        assert res.returncode == 1, out[-3000:]
+        assert "Traceback" not in out, out[-3000:]
+        m = re.search(r"checkpoint step_(\d+) could not be written .*is the disk full\?\).*last good checkpoint step_(\d+) is kept", out)
+        assert m, out[-3000:]
+        failed, kept = int(m.group(1)), int(m.group(2))
+        ckpts = mnt / "run" / "checkpoints"
+        assert not (ckpts / f"step_{failed}").exists() and (ckpts / f"step_{kept}" / "COMPLETE").exists()
+        assert [r["step"] for r in metrics(mnt / "run")][:kept] == list(range(1, kept + 1))
+        subprocess.run(["mount", "-o", f"remount,size={64 << 20}", str(mnt)], check=True)
+        res = run_cli(args, tmp_path)
+        assert res.returncode == 0 and f"resumed from checkpoint step_{kept}" in res.stdout, res.stdout[-2000:]
+        assert [r["step"] for r in metrics(mnt / "run")] == list(range(1, 25))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
