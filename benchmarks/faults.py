@@ -150,10 +150,14 @@ def lost_since(run: Path, snap: dict, final: bool = True) -> int:
     return lost
 
 
-def first_line(text: str, *needles: str) -> str:
-    for line in text.splitlines():
-        if any(n.lower() in line.lower() for n in needles):
-            return line.strip()[:160]
+def first_line(text: str, *needles: str, after: int = 0) -> str:
+    """The first line holding the first needle found (needles in order of preference); `after`
+    lines further on when the message continues there."""
+    lines = text.splitlines()
+    for n in needles:
+        for i, line in enumerate(lines):
+            if n.lower() in line.lower():
+                return " ".join(x.strip() for x in lines[i:i + 1 + after])[:200]
     return ""
 
 
@@ -315,7 +319,7 @@ class Bench:
         row.runs, row.exits = 1, [f"-9 -> {r.returncode}"]
         row.lost = sum(1 for f, size in before.items() if after.get(f) != size and f.name != "train.log")
         row.lost += sum(1 for x in rows_before if x not in set(comparable(run)))
-        row.message = first_line(r.stdout + r.stderr, "no checkpoint", "could not be loaded", "error")
+        row.message = first_line(r.stdout + r.stderr, "none of the complete checkpoints", "could not be loaded", "error")
         row.ok = r.returncode == 1 and row.lost == 0
         return row
 
@@ -381,7 +385,7 @@ class Bench:
         t0 = time.time()
         while time.time() - t0 < 900:
             done = [d for d in runs.glob("*/summary.json") if json.loads(d.read_text()).get("status") == "done"] if runs.exists() else []
-            partial = [d.parent.parent for d in runs.glob("*/checkpoints/step_*/COMPLETE")] if runs.exists() else []
+            partial = list({d.parent.parent.parent for d in runs.glob("*/checkpoints/step_*/COMPLETE")}) if runs.exists() else []
             partial = [d for d in partial if not (d / "summary.json").exists() and complete_steps(d) and complete_steps(d)[-1] >= 4 * EVERY]
             if done and partial:
                 break
@@ -460,7 +464,7 @@ class Bench:
                                             "runs_dir": str(work / "runs"), **extra}))
             r = cli(["sweep", "launch", spec, "--executor", "slurm" if name == "slurm" else "local"], work)
             codes.append(r.returncode)
-            msgs.append(first_line(r.stderr + r.stdout, "error", "pre-flight", "would fail") or "?")
+            msgs.append(first_line(r.stderr + r.stdout, "pre-flight", "error", after=1) or "?")
             row.runs += 1
         row.exits = [", ".join(map(str, codes))]
         row.lost = 0 if not (work / "runs").exists() or not any((work / "runs").glob("s*")) else 1
