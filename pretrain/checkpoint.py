@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import shutil
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
@@ -83,6 +85,9 @@ def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, 
         engine.save_checkpoint(str(root), tag=tag, client_state={"scalelab": client}, save_latest=False)
     except Exception as exc:  # noqa: BLE001 - torch.save reports a full disk as RuntimeError or OSError
         error = exc
+    delay = float(os.environ.get("SCALELAB_FAULT_CHECKPOINT_DELAY_S", "0"))  # test hook: hold the write open
+    if delay > 0:
+        time.sleep(delay)
     if agree(error is None) and is_main:
         try:
             atomic_write_text(path / MARKER, json.dumps({"step": step, "world_size": world_size}) + "\n")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_helpers import work, prepared_data, write_base, write_spec  # noqa: F401 (work is a fixture)
+from test_sweep_helpers import work, complete_checkpoint, prepared_data, write_base, write_spec  # noqa: F401 (work is a fixture)
 
 from launch.locks import is_locked
 
@@ -39,7 +39,7 @@ def ranks(run_dir: Path) -> list[int]:
 
 def test_ctrl_c_stops_the_training_and_keeps_the_lock_until_the_ranks_exit(work):
     data = prepared_data()
-    base = write_base(work / "base", data, steps=3000, checkpoint_every_steps=4, log_every_steps=2)
+    base = write_base(work / "base", data, steps=200000, checkpoint_every_steps=4, log_every_steps=2)
     hostfile = work / "hostfile"
     hostfile.write_text("localhost slots=1\n")
     spec = write_spec(work, {"name": "dsc", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs"),
@@ -50,9 +50,9 @@ def test_ctrl_c_stops_the_training_and_keeps_the_lock_until_the_ranks_exit(work)
                          cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         t0 = time.time()
-        while not (run_dir / "checkpoints" / "step_4" / "COMPLETE").exists():
+        while complete_checkpoint(run_dir) is None:
             assert a.poll() is None and time.time() - t0 < 400, (a.stdout.read() if a.poll() is not None else "no checkpoint")
-            time.sleep(0.2)
+            time.sleep(0.05)
         assert ranks(run_dir) and is_locked(run_dir)
         os.kill(a.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the launch, not the ranks' session
         t0 = time.time()

@@ -18,7 +18,7 @@ import time
 
 import pytest
 from test_slurm_sweep import cluster, job_id, wait_states  # noqa: F401 (cluster is a fixture)
-from test_sweep_helpers import work, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec  # noqa: F401
+from test_sweep_helpers import work, complete_checkpoint, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec  # noqa: F401
 
 pytestmark = [
     pytest.mark.slow,
@@ -38,11 +38,12 @@ def offline_base(work, data, **train):
     return base
 
 
-def wait_file(path, timeout=300, also=None):
+def wait_checkpoint(run_dir, min_step=1, timeout=300, also=None) -> int:
     t0 = time.time()
-    while not path.exists():
-        assert time.time() - t0 < timeout, f"timed out waiting for {path}" + (f": {also()}" if also else "")
-        time.sleep(0.2)
+    while (step := complete_checkpoint(run_dir, min_step)) is None:
+        assert time.time() - t0 < timeout, f"timed out waiting for a checkpoint >= {min_step} in {run_dir}" + (f": {also()}" if also else "")
+        time.sleep(0.05)
+    return step
 
 
 def show(task: str) -> str:
@@ -62,7 +63,7 @@ def start_requeued(task: str, timeout: float = 90) -> None:
 
 
 def test_cancel_after_the_first_checkpoint_ends_the_task_cleanly(cluster, work, data):
-    base = offline_base(work, data, steps=3000, checkpoint_every_steps=4, log_every_steps=2)
+    base = offline_base(work, data, steps=200000, checkpoint_every_steps=4, log_every_steps=2)
     spec = write_spec(work, {"name": "slcancel", "base": str(base), "kind": "seeds", "seeds": [0],
                              "runs_dir": str(work / "runs"),
                              "executor": {"slurm": {"cpus_per_task": 1, "extra": ["--comment=scalelab cancel test"]}}})
@@ -71,7 +72,7 @@ def test_cancel_after_the_first_checkpoint_ends_the_task_cleanly(cluster, work, 
     assert r.returncode == 0, r.stdout + r.stderr
     task = job_id(r.stdout) + "_0"
     assert "Comment=scalelab cancel test" in show(task)  # a quoted directive value reached Slurm intact
-    wait_file(run_dir / "checkpoints" / "step_4" / "COMPLETE", also=lambda: show(task))
+    wait_checkpoint(run_dir, also=lambda: show(task))
     holder = json.loads((run_dir / ".lock").read_text())
     assert holder["slurm_job"] == task and holder["role"] == "worker"
     c = scalelab("sweep", "cancel", spec)
@@ -96,7 +97,7 @@ def test_cancel_after_the_first_checkpoint_ends_the_task_cleanly(cluster, work, 
 
 
 def test_preemption_requeues_and_resumes_at_most_max_requeues_times(cluster, work, data):
-    base = offline_base(work, data, steps=3000, checkpoint_every_steps=4, log_every_steps=2)
+    base = offline_base(work, data, steps=200000, checkpoint_every_steps=4, log_every_steps=2)
     spec = write_spec(work, {"name": "slcap", "base": str(base), "kind": "seeds", "seeds": [0],
                              "runs_dir": str(work / "runs"),
                              "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60, "max_requeues": 1}}})
@@ -105,7 +106,7 @@ def test_preemption_requeues_and_resumes_at_most_max_requeues_times(cluster, wor
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work, env=OFFLINE)
     assert r.returncode == 0, r.stdout + r.stderr
     task = job_id(r.stdout) + "_0"
-    wait_file(run_dir / "checkpoints" / "step_4" / "COMPLETE", also=lambda: show(task))
+    wait_checkpoint(run_dir, also=lambda: show(task))
     subprocess.run(["scancel", "--signal=USR1", "--batch", task], check=True)
     t0 = time.time()
     while "requeueing" not in log.read_text():
@@ -118,7 +119,7 @@ def test_preemption_requeues_and_resumes_at_most_max_requeues_times(cluster, wor
         time.sleep(0.5)
     first = int(re.search(r"received SIGUSR1: checkpoint step_(\d+)", log.read_text()).group(1))
     assert f"resumed from checkpoint step_{first} " in log.read_text()  # the signal's own checkpoint
-    wait_file(run_dir / "checkpoints" / f"step_{(first // 4 + 1) * 4}" / "COMPLETE")
+    wait_checkpoint(run_dir, first + 1)
     subprocess.run(["scancel", "--signal=USR1", "--batch", task], check=True)
     rows = wait_states(spec, {"preempted", "failed", "done", "partial"}, timeout=180)
     assert rows[0]["state"] == "preempted", rows

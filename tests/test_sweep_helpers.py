@@ -81,3 +81,11 @@ def metrics_steps(run_dir: Path) -> list[int]:
 
 def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
+
+
+def complete_checkpoint(run_dir: Path, min_step: int = 1) -> int | None:
+    """The newest complete checkpoint at or after `min_step` (None: none yet). Waiting for one named
+    step races with pruning (keep_checkpoints) when the machine is quiet and steps take milliseconds."""
+    steps = [int(p.parent.name[5:]) for p in (Path(run_dir) / "checkpoints").glob("step_*/COMPLETE")]
+    steps = [s for s in steps if s >= min_step]
+    return max(steps) if steps else None
