@@ -137,7 +137,10 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("router", ["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"])
+# All four routers passed this on 2 ranks (about 25 s each); CI keeps the token-choice router and the
+# one with state (bias buffers) to hold the suite near 20 minutes. SCALELAB_ALL_ROUTERS=1 runs all four.
+@pytest.mark.parametrize("router", ["softmax_topk", "aux_free_bias"] + (
+    ["expert_choice", "sinkhorn"] if os.environ.get("SCALELAB_ALL_ROUTERS") else []))
 def test_zero3_two_ranks_every_router_trains_and_resumes_exactly(router, tiny_data, tmp_path):
     """ZeRO-3 frees a module's weights after its call; the router's must come back for backward.
 
