@@ -109,9 +109,20 @@ def _train(args) -> int:
                 print(f"{run_dir}: already done (final loss {summary.get('final_loss')}); nothing to do")
             return 0
 
-    from pretrain.distributed import barrier, setup
+    from pretrain.distributed import setup, teardown
 
     dist = setup(cfg.train.threads, cfg.train.deterministic)
+    rc = 1
+    try:
+        rc = _train_in_group(cfg, args, rd, run_dir, dist)
+    finally:
+        teardown(dist, clean=rc == 0)
+    return rc
+
+
+def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
+    from pretrain.distributed import barrier
+
     prepared = _prepare_data(cfg, dist)
     cfg = _with_vocab(cfg, prepared.vocab_size)
     if rd.config.exists():

@@ -68,6 +68,20 @@ def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
     return DistInfo(rank, world, local_rank, local_world, device)
 
 
+def teardown(info: DistInfo, clean: bool) -> None:
+    """Destroy the process group before the interpreter exits. Left to interpreter shutdown, a rank
+    can tear gloo down while rank 0 (which hosts the store) is already gone and abort with "terminate
+    called without an active exception" after a run that finished. After a clean run the ranks meet
+    first; after a failure they don't (a peer may be gone, and waiting for it would hang)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    if clean and info.world_size > 1:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
 def barrier(info: DistInfo) -> None:
     import torch.distributed as dist
 
