@@ -22,11 +22,11 @@ import time
 import numpy as np
 
 from scaling import bootstrap as bs
-from scaling import inputs
+from scaling import inputs, pipeline
 from scaling.common import distinct, group_by_tolerance, ols
 from scaling.conventions import check_kinds, compute_column, default_compute
 from scaling.errors import FitError, InputError
-from scaling.record import FitRecord, data_sha256, make_record
+from scaling.record import FitRecord, _clean, data_sha256
 from scaling.threads import blas_single_thread
 
 
@@ -125,13 +125,12 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
     holdout='largest': fit without the largest-compute group and report the law's error there."""
     if form not in ("compute", "nd"):
         raise InputError(f"--form must be 'compute' or 'nd' (got {form!r})")
-    if holdout not in (None, "largest"):
-        raise InputError(f"--holdout must be 'largest' (got {holdout!r})")
+    pipeline.FitOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout).check()
     if optimum not in ("best", "quadratic"):
         raise InputError(f"--optimum must be 'best' or 'quadratic' (got {optimum!r})")
     if not near_optimal_tol >= 0:
         raise InputError(f"--near-optimal-tol must be >= 0 (got {near_optimal_tol})")
-    ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
+    ds = pipeline.load(data, columns, n_kind)
     check_kinds(ds.n_kind, compute_kind)
     inputs.validate(ds, ("N", "D", "loss", "lr", "batch_tokens"), min_points=3, law=f"batch-lr ({form})")
     df = ds.df
@@ -171,19 +170,15 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
         warnings.append(f"{len(small)} groups have fewer than 3 runs: their optimum is barely located")
     intervals, boot = {}, None
     if bootstrap:
-        idxs = bs.resample_indices(len(df), bootstrap, seed, groups=groups)
-
         def one(idx):
             p, _ = select_points(logN[idx], logD[idx], logC[idx], llr[idx], lb[idx], loss[idx], groups[idx], near_optimal_tol, optimum)
             return regress(p, form, center)
 
-        t = time.perf_counter()
-        samples, failed = bs.run_bootstrap(one, idxs)
-        intervals = bs.percentile_intervals(samples, ci)
-        boot = {"n": bootstrap, "failed": failed, "seed": seed, "ci": ci, "seconds": time.perf_counter() - t, "samples": samples,
-                "method": "resample runs with replacement within each group; percentile intervals", "standard_errors": bs.standard_errors(samples)}
+        b = pipeline.bootstrap(one, bs.resample_indices(len(df), bootstrap, seed, groups=groups), seed=seed, ci=ci)
+        intervals = b.intervals()
+        boot = b.record(method="resample runs with replacement within each group; percentile intervals", reasons_key=None)
     resid_lr = pts["llr"] - np.log(_predict_lr(params, form, pts))
-    rec = make_record(
+    return pipeline.record(
         law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr), n_points=len(df),
         warnings=warnings, data_sha256=data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
         settings={"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum, "budget_tol": budget_tol if form == "compute" else None,
@@ -192,15 +187,11 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
         conventions={"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
         diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size), "fit_seconds": time.perf_counter() - t0},
         data_range={"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())], "C": [float(C.min()), float(C.max())]},
+        bootstrap=boot, holdout=None if held is None else _holdout_report(params, held, form, near_optimal_tol, optimum),
     )
-    if boot:
-        rec["bootstrap"] = boot
-    if held is not None:
-        rec["holdout"] = _holdout_report(rec, held, form, near_optimal_tol, optimum)
-    return rec
 
 
-def _holdout_report(rec, held, form, tol, optimum) -> dict:
+def _holdout_report(params, held, form, tol, optimum) -> dict:
     """The held-out group's own optimum (lr, batch) vs what the law fitted without it predicts."""
     from scaling.laws import from_record
 
@@ -209,14 +200,13 @@ def _holdout_report(rec, held, form, tol, optimum) -> dict:
     lg = lambda c: np.log(h[c].to_numpy(float))  # noqa: E731
     pts, rows = select_points(lg("N"), lg("D"), np.log(held["C"]), lg("lr"), lg("batch_tokens"), h["loss"].to_numpy(float), g, tol, optimum)
     r = rows[0]
-    law = from_record(rec)
+    law = from_record({"law": "batch-lr", "params": _clean(params), "settings": {"form": form}})
     lr_p, bt_p = law.predict(C=r["C"]) if form == "compute" else law.predict(N=r["N"], D=r["D"])
     lr_p, bt_p = float(np.asarray(lr_p)), float(np.asarray(bt_p))
-    return {"n_points": len(h), "rule": f"the largest-compute group (C ~ {r['C']:.3g}, {len(h)} runs)", "quantity": "lr_opt, B_opt",
-            "points": [{"C": r["C"], "lr_observed": r["opt_lr"], "lr_predicted": lr_p, "batch_tokens_observed": r["opt_batch_tokens"],
-                        "batch_tokens_predicted": bt_p}],
-            "mean_abs_rel_error": float(np.mean([abs(lr_p / r["opt_lr"] - 1), abs(bt_p / r["opt_batch_tokens"] - 1)])),
-            "max_abs_rel_error": float(max(abs(lr_p / r["opt_lr"] - 1), abs(bt_p / r["opt_batch_tokens"] - 1)))}
+    return pipeline.holdout_report(len(h), f"the largest-compute group (C ~ {r['C']:.3g}, {len(h)} runs)", "lr_opt, B_opt",
+                                   [lr_p / r["opt_lr"] - 1, bt_p / r["opt_batch_tokens"] - 1],
+                                   points=[{"C": r["C"], "lr_observed": r["opt_lr"], "lr_predicted": lr_p,
+                                            "batch_tokens_observed": r["opt_batch_tokens"], "batch_tokens_predicted": bt_p}])
 
 
 def _predict_lr(p, form, pts):

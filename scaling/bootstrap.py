@@ -66,15 +66,30 @@ def run_bootstrap(fit_one: Callable[[np.ndarray], dict[str, float] | None], indi
     return samples, failed
 
 
-def percentile_intervals(samples: dict[str, list[float]], ci: float = 0.95) -> dict[str, list[float]]:
-    """Percentile intervals (lo, hi) at level `ci`, ignoring non-finite samples."""
+def interval(samples, ci: float = 0.95, *, axis: int | None = None):
+    """The percentile interval at level `ci` of bootstrap draws, ignoring non-finite ones: the one
+    place every fit, the plan, the plots and the dashboard turn samples into an interval.
+
+    axis=None: [lo, hi] of all draws, or None with fewer than 2 finite draws. axis=k: a band,
+    the (lo, hi) arrays along axis k (e.g. one curve per resample -> its pointwise band)."""
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    arr = np.asarray(samples, dtype=float)
+    if axis is not None:
+        arr = np.where(np.isfinite(arr), arr, np.nan)
+        return np.nanpercentile(arr, lo_q, axis=axis), np.nanpercentile(arr, hi_q, axis=axis)
+    arr = arr[np.isfinite(arr)]
+    if arr.size < 2:
+        return None
+    return [float(np.percentile(arr, lo_q)), float(np.percentile(arr, hi_q))]
+
+
+def percentile_intervals(samples: dict[str, list[float]], ci: float = 0.95) -> dict[str, list[float]]:
+    """`interval` of each parameter's samples (parameters with fewer than 2 finite draws left out)."""
     out = {}
     for k, v in samples.items():
-        arr = np.asarray(v, dtype=float)
-        arr = arr[np.isfinite(arr)]
-        if arr.size >= 2:
-            out[k] = [float(np.percentile(arr, lo_q)), float(np.percentile(arr, hi_q))]
+        iv = interval(v, ci)
+        if iv is not None:
+            out[k] = iv
     return out
 
 

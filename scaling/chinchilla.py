@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from scaling import bootstrap as bs
-from scaling import inputs
+from scaling import inputs, pipeline
 from scaling.common import EXTRAPOLATION_WARN_FACTOR, drop_highest, group_by_tolerance, holdout_by_compute, identification_warnings
 from scaling.conventions import (TokenCost, check_kinds, compute_column, default_compute, drop_embedding_dominated, embedding_warning,
                                  isoflop_budget_convention)
@@ -19,7 +19,7 @@ from scaling.errors import FitError, InputError
 from scaling.frontier import allocate, search_range
 from scaling.recipe import read_recipe, recipe_warning
 from scaling.threads import blas_single_thread
-from scaling.record import FitRecord, _clean, data_sha256, make_record
+from scaling.record import FitRecord, _clean, data_sha256
 
 CORE = ("E", "A", "B", "alpha", "beta")
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023: up to ~4 epochs of repeated data are nearly as good as new
@@ -78,13 +78,10 @@ def fit_chinchilla(
     if approach != 3 and (objective != "huber" or law != "chinchilla"):
         opt = f"--objective {objective}" if objective != "huber" else f"--law {law}"
         raise InputError(f"{opt} applies to approach 3 only (got --approach {approach})")
-    if holdout not in (None, "largest"):
-        raise InputError(f"--holdout must be 'largest' (got {holdout!r})")
     if grid not in ("fast", "full"):
         raise InputError(f"grid must be 'fast' or 'full' (got {grid!r})")
-    if bootstrap < 0:
-        raise InputError(f"--bootstrap must be >= 0 (got {bootstrap})")
-    ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
+    pipeline.FitOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout).check()
+    ds = pipeline.load(data, columns, n_kind)
     check_kinds(ds.n_kind, compute_kind)
     min_pts = {1: 3, 2: 6, 3: 6}[approach]
     roles = ("N", "D", "loss", "U") if law == "data-constrained" else ("N", "D", "loss")
@@ -121,13 +118,14 @@ def fit_chinchilla(
     if law == "data-constrained":
         from scaling.data_constrained import fit_data_constrained
 
-        body = fit_data_constrained(df, C, warnings, settings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute)
+        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute)
     elif approach == 3:
-        body = _approach3(df, C, cost, warnings, settings, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
+        body = _approach3(df, C, cost, warnings, curves=curves, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
     else:
-        body = _frontier(df, C, warnings, settings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol, n_bins=n_bins, at_compute=at_compute, curves=curves)
+        body = _frontier(df, C, warnings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol, n_bins=n_bins, at_compute=at_compute, curves=curves)
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
-    rec = make_record(
+    settings.update(body.pop("settings"))
+    rec = pipeline.record(
         law="chinchilla",
         approach=approach,
         n_points=len(df),
@@ -236,14 +234,14 @@ def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
                     ns, ds_ = allocate(draws.predict, c, cost, n_range)
                 ls = ChinchillaLaw(**{k: v[:, 0] for k, v in s.items()}).predict(ns, ds_)
             for key, arr in (("N_opt", ns), ("D_opt", ds_), ("loss_opt", ls)):
-                arr = arr[np.isfinite(arr)]
-                if arr.size > 1:
-                    row[key + "_interval"] = [float(np.percentile(arr, 100 * (1 - ci) / 2)), float(np.percentile(arr, 100 * (1 + ci) / 2))]
+                iv = pipeline.interval(arr, ci)
+                if iv:
+                    row[key + "_interval"] = iv
         rows.append(row)
     return rows
 
 
-def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute, objective="huber"):
+def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute, objective="huber"):
     from scaling.chinchilla_fit import BOUNDS, THETA, Objective, fit_theta, theta_to_params
     from scaling.laws import ChinchillaLaw
 
@@ -265,9 +263,9 @@ def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_
             warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum")
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
-    settings.update({"delta": delta, "grid": grid, "top_k": None if grid == "full" else top_k, "objective": objective, "parametrisation": "LSE(a - alpha log N, b - beta log D, e)",
+    settings = {"delta": delta, "grid": grid, "top_k": None if grid == "full" else top_k, "objective": objective, "parametrisation": "LSE(a - alpha log N, b - beta log D, e)",
                      "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
-                     if objective == "mle" else "sum of Huber(delta) on log residuals"})
+                     if objective == "mle" else "sum of Huber(delta) on log residuals"}
     resid = Objective(N, D, L, delta).residuals(res.x)
     diagnostics = res.to_diagnostics()
     diagnostics.update({
@@ -284,7 +282,7 @@ def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_
     boot = None
     samples: dict = {}
     if bootstrap:
-        idxs = _resample(df, len(N), bootstrap, seed, settings)
+        idxs, settings["resample"] = _resample(df, len(N), bootstrap, seed, curves)
         # Starts per resample: the full-data optimum plus the full-data grid ranking's best
         # `boot_top_k` points (ranking once, not per resample; checked to reach the same
         # objective as 32 fresh starts on every tested Epoch resample).
@@ -303,16 +301,13 @@ def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_
             r = refit_mle(N[idx], D[idx], L[idx], [res.x, huber_res.x], delta=delta)
             return {**theta_to_params(r.x), "sigma": r.sigma}
 
-        t = time.perf_counter()
-        reasons: dict[str, int] = {}
-        samples, failed = bs.run_bootstrap(one_mle if objective == "mle" else one, idxs, reasons)
-        intervals = bs.percentile_intervals(samples, ci)
-        boot = {"n": bootstrap, "failed": failed, "failure_reasons": reasons, "seed": seed, "ci": ci,
-                "method": MLE_BOOTSTRAP_METHOD if objective == "mle" else settings["resample"],
-                "starts_per_resample": "full-data MLE and summed-Huber optima" if objective == "mle" else f"full-data optimum + the {boot_top_k} best grid points on the full data", "seconds": time.perf_counter() - t,
-                "standard_errors": bs.standard_errors(samples), "samples": {k: samples[k] for k in CORE}}
-        if failed:
-            warnings.append(f"{failed} of {bootstrap} bootstrap resamples failed to fit ({_reasons_text(reasons)})")
+        b = pipeline.bootstrap(one_mle if objective == "mle" else one, idxs, seed=seed, ci=ci)
+        samples, intervals = b.samples, b.intervals()
+        boot = b.record(method=MLE_BOOTSTRAP_METHOD if objective == "mle" else settings["resample"],
+                        starts="full-data MLE and summed-Huber optima" if objective == "mle" else f"full-data optimum + the {boot_top_k} best grid points on the full data")
+        boot["samples"] = {k: samples[k] for k in CORE}  # standard errors of every parameter, samples of the law's
+        if b.failed:
+            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
         _bounds_in_samples(samples, warnings)
         _identification(intervals, warnings)
     cmax = float(C.max())
@@ -320,35 +315,30 @@ def _approach3(df, C, cost, warnings, settings, *, grid, top_k, bootstrap, boot_
     derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
     if at_compute and max(at_compute) > EXTRAPOLATION_WARN_FACTOR * cmax:
         warnings.append(f"derived predictions extrapolate up to {max(at_compute) / cmax:.3g}x beyond the largest fitted compute ({cmax:.3g} FLOPs)")
-    out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived}
+    out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived, "settings": settings}
     if boot:
         out["bootstrap"] = boot
     return out
 
 
-def _resample(df, n: int, n_boot: int, seed: int, settings: dict) -> list:
-    """Resample runs: whole runs when rows are points of training curves, rows otherwise."""
-    if settings.get("curves"):
-        settings["resample"] = "resample runs (all points of a run together) with replacement; percentile intervals"
-        return bs.resample_clusters(df["run"].to_numpy(), n_boot, seed)
-    settings["resample"] = "resample runs with replacement; percentile intervals"
-    return bs.resample_indices(n, n_boot, seed)
-
-
-def _reasons_text(reasons: dict[str, int]) -> str:
-    return "; ".join(f"{n}x {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+def _resample(df, n: int, n_boot: int, seed: int, curves: bool) -> tuple[list, str]:
+    """Resample runs: whole runs when rows are points of training curves, rows otherwise.
+    Returns (index arrays, the method as the record states it)."""
+    if curves:
+        return bs.resample_clusters(df["run"].to_numpy(), n_boot, seed), "resample runs (all points of a run together) with replacement; percentile intervals"
+    return bs.resample_indices(n, n_boot, seed), "resample runs with replacement; percentile intervals"
 
 
 # ---------------------------------------------------------------- approaches 1 and 2
-def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves):
+def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves):
     from scaling.isoflop import MIN_SIZES, approach1, approach2, approach2_resample, note_text
 
     N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
     if approach == 2:
         groups = _budget_groups(df, C, budget_tol)
         params, rows, notes, groups = approach2(N, D, L, C, groups=groups)
-        settings.update({"budget_tol": budget_tol, "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); "
-                         "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) (delta method, pooled residual variance)"})
+        settings = {"budget_tol": budget_tol, "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); "
+                         "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) (delta method, pooled residual variance)"}
         if notes:
             warnings.append(f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: " + "; ".join(map(note_text, notes)))
         few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
@@ -368,7 +358,7 @@ def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budge
         diagnostics = {"budgets": rows, "n_budgets": len(rows), "n_groups": int(np.unique(groups).size), "skipped_budgets": [note_text(n) for n in notes]}
     else:
         params, rows = approach1(N, D, L, C, n_bins=n_bins)
-        settings.update({"n_bins": n_bins, "method": "lowest loss per log-compute bin; OLS of log N, log D on log C"})
+        settings = {"n_bins": n_bins, "method": "lowest loss per log-compute bin; OLS of log N, log D on log C"}
         if params is None:
             raise FitError("approach 1 found fewer than 2 envelope points with different N")
         diagnostics = {"envelope": rows, "n_envelope_points": len(rows)}
@@ -380,24 +370,20 @@ def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budge
     intervals = {}
     boot = None
     if bootstrap:
-        reasons: dict[str, int] = {}
         if approach == 2:
             idxs = bs.resample_indices(len(N), bootstrap, seed, groups=groups)
             one = lambda idx: approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx])  # noqa: E731
             method = "resample runs with replacement within each budget; percentile intervals"
         else:
-            idxs = _resample(df, len(N), bootstrap, seed, settings)
+            idxs, method = _resample(df, len(N), bootstrap, seed, curves)
+            settings["resample"] = method
             one = lambda idx: approach1(N[idx], D[idx], L[idx], C[idx], n_bins=n_bins)[0]  # noqa: E731
-            method = settings["resample"]
-        t = time.perf_counter()
-        samples, failed = bs.run_bootstrap(one, idxs, reasons)
+        b = pipeline.bootstrap(one, idxs, seed=seed, ci=ci)
         keys = ("a", "b", "N_coef", "D_coef")
-        intervals = bs.percentile_intervals({k: samples[k] for k in keys if k in samples}, ci)
-        boot = {"n": bootstrap, "failed": failed, "failure_reasons": reasons, "seed": seed, "ci": ci, "seconds": time.perf_counter() - t,
-                "method": method, "standard_errors": bs.standard_errors({k: samples[k] for k in keys if k in samples}),
-                "samples": {k: samples[k] for k in keys if k in samples}}
-        if failed:
-            warnings.append(f"{failed} of {bootstrap} bootstrap resamples gave no frontier fit: {_reasons_text(reasons)}")
+        intervals = b.intervals(keys)
+        boot = b.record(keys=keys, method=method)
+        if b.failed:
+            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples gave no frontier fit: {b.failure_text()}")
         _identification(intervals, warnings, keys=("a", "b"))
     from scaling.laws import FrontierLaw
 
@@ -407,7 +393,7 @@ def _frontier(df, C, warnings, settings, *, approach, bootstrap, seed, ci, budge
         n, d = law.compute_optimal(c)
         derived.append({"C": c, "N_opt": float(n), "D_opt": float(d), "extrapolation_factor": c / float(C.max())})
     diagnostics.update({"r2_N": params.pop("r2_N"), "r2_D": params.pop("r2_D")})
-    out = {"params": params, "intervals": intervals, "objective": objective, "diagnostics": diagnostics, "derived": derived}
+    out = {"params": params, "intervals": intervals, "objective": objective, "diagnostics": diagnostics, "derived": derived, "settings": settings}
     if boot:
         out["bootstrap"] = boot
     return out
@@ -427,15 +413,12 @@ def _holdout_report(rec: FitRecord, held, held_C, rule: str) -> dict:
     """How well the fit predicts the held-out (largest-compute) runs: loss for approach 3,
     the compute-optimal size N_opt at the held-out budget for approaches 1 and 2."""
     obs = held["loss"].to_numpy(float)
-    out = {"n_points": len(held), "rule": rule, "C_min": float(np.min(held_C))}
+    C_min = float(np.min(held_C))
     if rec["approach"] == 3:
         extra = {"U": held["U"].to_numpy(float)} if "U" in held and rec["settings"].get("law") == "data-constrained" else {}
         pred = rec.law().predict(held["N"].to_numpy(float), held["D"].to_numpy(float), **extra)
-        rel = (pred - obs) / obs
-        out.update({"quantity": "loss", "mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
-                    "mean_rel_error": float(np.mean(rel)),
-                    "points": [{"N": float(n), "D": float(d), "loss": float(o), "pred": float(p)} for n, d, o, p in zip(held["N"], held["D"], obs, pred)]})
-        return out
+        return pipeline.holdout_report(len(held), rule, "loss", pipeline.rel_errors(pred, obs), signed=True, C_min=C_min,
+                                       points=[{"N": float(n), "D": float(d), "loss": float(o), "pred": float(p)} for n, d, o, p in zip(held["N"], held["D"], obs, pred)])
     from scaling.isoflop import approach1, approach2
 
     N, D = held["N"].to_numpy(float), held["D"].to_numpy(float)
@@ -445,13 +428,10 @@ def _holdout_report(rec: FitRecord, held, held_C, rule: str) -> dict:
     else:
         rows = approach1(N, D, obs, held_C, n_bins=1)[1]
     if not rows:
-        out.update({"quantity": "N_opt", "note": "the held-out runs have no minimum of their own (approach 2 needs 3+ sizes with an interior minimum)",
-                    "mean_abs_rel_error": None, "max_abs_rel_error": None})
-        return out
+        return pipeline.holdout_report(len(held), rule, "N_opt", C_min=C_min,
+                                       note="the held-out runs have no minimum of their own (approach 2 needs 3+ sizes with an interior minimum)")
     pts = []
     for r in rows:
         pred_n, _ = rec.law().compute_optimal(r["C"])
         pts.append({"C": r["C"], "N_opt_observed": r["N_opt"], "N_opt_predicted": float(pred_n), "rel_error": float(pred_n / r["N_opt"] - 1)})
-    errs = np.abs([p["rel_error"] for p in pts])
-    out.update({"quantity": "N_opt", "mean_abs_rel_error": float(errs.mean()), "max_abs_rel_error": float(errs.max()), "points": pts})
-    return out
+    return pipeline.holdout_report(len(held), rule, "N_opt", [p["rel_error"] for p in pts], C_min=C_min, points=pts)

@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from scaling import bootstrap as bs
-from scaling import inputs
+from scaling import inputs, pipeline
 from scaling import steps_to_target as stt
 from scaling.common import distinct, group_by_tolerance, ols
 from scaling.conventions import default_compute
 from scaling.errors import FitError, InputError
-from scaling.record import FitRecord, data_sha256, make_record
+from scaling.record import FitRecord, data_sha256
 from scaling.threads import blas_single_thread
 
 MIN_BATCHES = 3
@@ -183,7 +183,7 @@ def _holdout(rows: list[dict], compute: dict[int, float]) -> dict:
         errs.append(abs(out["rel_error_from_D"]))
     out["fitted_on"] = {k: v for k, v in params.items() if k.startswith("bcrit_")}
     if errs:
-        out.update(mean_abs_rel_error=float(np.mean(errs)), max_abs_rel_error=float(np.max(errs)))
+        out.update(pipeline.error_summary(errs))
     return out
 
 
@@ -393,9 +393,8 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
         bad = [t for t in target_loss if not (isinstance(t, (int, float)) and np.isfinite(t) and t > 0)]
         if bad or not target_loss:
             raise InputError(f"--target-loss {bad[0] if bad else '(empty)'}: targets must be finite losses > 0")
-    if holdout not in (None, "largest"):
-        raise InputError(f"--holdout {holdout!r}: only 'largest' is supported")
-    ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
+    pipeline.FitOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout).check()
+    ds = pipeline.load(data, columns, n_kind)
     from_runs = "run" in ds.df.columns and ds.source != "DataFrame" and Path(ds.source).is_dir()
     if not from_runs and (target_loss or metric != "loss" or smooth is not None):
         raise InputError("--target-loss, --metric and --smooth read loss curves: they need a run-directory tree "
@@ -446,7 +445,7 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
                 "per_batch": "fastest learning rate per batch size; repeats of one (batch, lr) enter as their geometric mean",
                 "min_batches": MIN_BATCHES, "identified_if": f"B_crit within {IDENTIFIED_FACTOR:g}x of the tested batch range (else kept out of the laws)",
                 "bcrit_N_rows": "each model's lowest target", **info, "bootstrap": bootstrap, "seed": seed, "ci": ci, "holdout": holdout}
-    rec = make_record(
+    return pipeline.record(
         law="critical-batch", approach=None, params=params, intervals=intervals, objective=None,
         n_points=len(set(pts["run"])) if from_runs else len(ds.df), warnings=warnings,
         data_sha256=sha, n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
@@ -454,14 +453,8 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
                      "batch": "tokens per optimizer step", "D": "tokens to the target at B_crit"},
         models=rows, settings=settings,
         diagnostics={"n_models": len({r["group"] for r in rows}), "n_fits": len(rows), "not_fitted": why, "fit_seconds": time.perf_counter() - t0},
+        **({"steps_to_target": table} if table else {}), holdout=ho, bootstrap=boot, cls=CriticalBatchRecord,
     )
-    if table:
-        rec["steps_to_target"] = table
-    if ho is not None:
-        rec["holdout"] = ho
-    if boot:
-        rec["bootstrap"] = boot
-    return CriticalBatchRecord(rec)
 
 
 def _informative(vals) -> bool:
@@ -496,22 +489,20 @@ def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float
             raise FitError(f"resample left {len(fits)} of {len(rows)} (model, target) fits with {MIN_BATCHES}+ batch sizes: too few for {', '.join(lost)}")
         return p
 
-    t = time.perf_counter()
-    idxs = bs.resample_indices(len(runs), n_boot, seed, groups=run_model)
-    reasons: dict[str, int] = {}
-    samples, failed = bs.run_bootstrap(one, idxs, reasons)
-    intervals = {k: v for k, v in bs.percentile_intervals(samples, ci).items() if _informative(samples[k])}
+    b = pipeline.bootstrap(one, bs.resample_indices(len(runs), n_boot, seed, groups=run_model), seed=seed, ci=ci)
+    samples = b.samples
+    intervals = {k: v for k, v in b.intervals().items() if _informative(samples[k])}
     for r in rows:
         vals = per_row[(r["group"], r["target_loss"])]
         r["B_crit_bootstrap_n"] = len(vals)
         if _informative(vals):
-            r["B_crit_interval"] = bs.percentile_intervals({"B_crit": vals}, ci)["B_crit"]
+            r["B_crit_interval"] = pipeline.interval(vals, ci)
     if any(not _informative(v) for v in list(per_row.values()) + list(samples.values())) or len(samples) < len(want):
         warnings.append(f"bootstrap: some quantities have no interval (fewer than {MIN_BOOT} successful resamples, or all alike: "
                         "with one run per batch size, resampling runs mostly drops batch sizes; repeat runs or more batch sizes give intervals)")
-    boot = {"n": n_boot, "failed": failed, "failed_reasons": reasons, "seed": seed, "ci": ci, "seconds": time.perf_counter() - t,
-            "samples": samples, "method": "resample runs within each model size (targets fixed); percentile intervals; "
-            f"a (model, target) fit is skipped in a resample keeping fewer than {MIN_BATCHES} batch sizes"}
+    boot = b.record(method="resample runs within each model size (targets fixed); percentile intervals; "
+                    f"a (model, target) fit is skipped in a resample keeping fewer than {MIN_BATCHES} batch sizes",
+                    reasons_key="failed_reasons", standard_errors=False)
     return intervals, boot
 
 

@@ -14,11 +14,11 @@ the paper's grid x a few R_D_star values) or the Huber-density likelihood (`--ob
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 
 from scaling import bootstrap as bs
+from scaling import pipeline
 from scaling.chinchilla_fit import BOUNDS as CH_BOUNDS
 from scaling.chinchilla_fit import PAPER_GRID, theta_to_params
 from scaling.common import EXTRAPOLATION_WARN_FACTOR, identification_warnings
@@ -120,9 +120,9 @@ def _fit(N, D, U, L, *, objective, grid_mode, top_k, delta):
     return res, huber_res
 
 
-def fit_data_constrained(df, C, warnings, settings, *, objective: str, grid: str, top_k: int, bootstrap: int, boot_top_k: int,
+def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: int, bootstrap: int, boot_top_k: int,
                          seed: int, delta: float, ci: float, compute) -> dict:
-    """The record body (params, intervals, objective, diagnostics, derived, bootstrap) for
+    """The record body (params, intervals, objective, diagnostics, derived, settings, bootstrap) for
     `fit_chinchilla(..., law='data-constrained')`; `df` has N, D, U, loss (validated, D >= U)."""
     from scaling.laws import DataConstrainedLaw
 
@@ -150,12 +150,12 @@ def fit_data_constrained(df, C, warnings, settings, *, objective: str, grid: str
             warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo:.6g}, {hi:.6g}]): the fit is not at an interior optimum{what}")
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
-    settings.update({
+    settings = {
         "law": "data-constrained", "delta": delta, "grid": grid, "top_k": None if grid == "full" else top_k, "objective": objective,
         "form": "L = E + A/N^alpha + B/D'^beta, D' = U + U R_D_star (1 - exp(-(D/U - 1)/R_D_star)) (Muennighoff et al. 2023, data term only; N' = N)",
         "parametrisation": "LSE(a - alpha log N, b - beta log D', e), r = log R_D_star",
         "derived_assumes": "unique data >= D_opt (no repetition): the Chinchilla frontier of the fitted E, A, B, alpha, beta",
-    })
+    }
     resid = Objective(N, D, U, L, delta).residuals(res.x)
     diagnostics = res.to_diagnostics()
     diagnostics.update({
@@ -194,19 +194,17 @@ def fit_data_constrained(df, C, warnings, settings, *, objective: str, grid: str
                 return to_params(r.x)
 
             method, starts_desc = "resample runs with replacement; each resample refits the summed Huber; percentile intervals", f"full-data optimum + the {boot_top_k} best grid points on the full data"
-        t = time.perf_counter()
-        samples, failed = bs.run_bootstrap(one, idxs)
-        intervals = bs.percentile_intervals(samples, ci)
-        boot = {"n": bootstrap, "failed": failed, "seed": seed, "ci": ci, "method": method, "starts_per_resample": starts_desc,
-                "seconds": time.perf_counter() - t, "standard_errors": bs.standard_errors(samples),
-                "samples": {k: samples[k] for k in CORE if k in samples}}
-        if failed:
-            warnings.append(f"{failed} of {bootstrap} bootstrap resamples failed to fit")
+        b = pipeline.bootstrap(one, idxs, seed=seed, ci=ci)
+        samples, intervals = b.samples, b.intervals()
+        boot = b.record(method=method, starts=starts_desc, reasons_key=None)
+        boot["samples"] = {k: samples[k] for k in CORE if k in samples}  # standard errors of every parameter, samples of the law's
+        if b.failed:
+            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit")
     law = DataConstrainedLaw(**{k: params[k] for k in CORE})
     derived = _derived(law, samples, compute, C, ci)
     if compute and max(compute) > EXTRAPOLATION_WARN_FACTOR * float(C.max()):
         warnings.append(f"derived predictions extrapolate up to {max(compute) / float(C.max()):.3g}x beyond the largest fitted compute ({float(C.max()):.3g} FLOPs)")
-    out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived}
+    out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived, "settings": settings}
     if boot:
         out["bootstrap"] = boot
     return out
@@ -228,8 +226,8 @@ def _derived(law, samples: dict, compute, C: np.ndarray, ci: float) -> list[dict
                 ns, ds = s.compute_optimal(c)
                 ls = s.predict(ns, ds)
             for key, arr in (("N_opt", ns), ("D_opt", ds), ("loss_opt", ls)):
-                arr = arr[np.isfinite(arr)]
-                if arr.size > 1:
-                    row[key + "_interval"] = [float(np.percentile(arr, 100 * (1 - ci) / 2)), float(np.percentile(arr, 100 * (1 + ci) / 2))]
+                iv = pipeline.interval(arr, ci)
+                if iv:
+                    row[key + "_interval"] = iv
         rows.append(row)
     return rows

@@ -13,14 +13,14 @@ import time
 import numpy as np
 
 from scaling import bootstrap as bs
-from scaling import inputs
+from scaling import inputs, pipeline
 from scaling.common import drop_highest, holdout_by_compute, holdout_split, identification_warnings
 from scaling.conventions import compute_column, default_compute
 from scaling.errors import InputError
 from scaling.huber import DELTA, huber, huber_grad
 from scaling.multistart import multistart_lbfgsb
 from scaling.threads import blas_single_thread
-from scaling.record import FitRecord, data_sha256, make_record
+from scaling.record import FitRecord, data_sha256
 
 FORMS = {"nd": ("lNc", "lDc", "alphaN", "alphaD"), "n": ("lNc", "alphaN"), "d": ("lDc", "alphaD")}
 GRID = {"lNc": [20.0, 25.0, 30.0, 35.0, 40.0], "lDc": [20.0, 25.0, 30.0, 35.0, 40.0], "alphaN": [0.03, 0.08, 0.2, 0.5], "alphaD": [0.03, 0.1, 0.3, 0.6]}
@@ -92,9 +92,8 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     """Fit Kaplan's L(N, D) (form 'nd'), L(N) ('n') or L(D) ('d') to `data`; returns a FitRecord."""
     if form not in FORMS:
         raise InputError(f"--form must be one of {', '.join(FORMS)} (got {form!r})")
-    if holdout not in (None, "largest"):
-        raise InputError(f"--holdout must be 'largest' (got {holdout!r})")
-    ds = data if isinstance(data, inputs.Dataset) else inputs.load(data, columns, n_kind)
+    pipeline.FitOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout).check()
+    ds = pipeline.load(data, columns, n_kind)
     need = {"nd": ("N", "D", "loss"), "n": ("N", "loss"), "d": ("D", "loss")}[form]
     min_pts = len(FORMS[form]) + 2
     inputs.validate(ds, need, min_points=min_pts, law=f"kaplan ({form})")
@@ -124,26 +123,22 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     params = _params(form, res.x)
     intervals, boot = {}, None
     if bootstrap:
-        idxs = bs.resample_indices(len(L), bootstrap, seed)
         sub = lambda a, i: None if a is None else a[i]  # noqa: E731
-        samples, failed = bs.run_bootstrap(lambda i: _params(form, _fit(form, sub(N, i), sub(D, i), L[i], delta, 4, extra=[res.x])[0].x), idxs)
-        intervals = bs.percentile_intervals(samples, ci)
-        boot = {"n": bootstrap, "failed": failed, "seed": seed, "ci": ci, "samples": samples, "standard_errors": bs.standard_errors(samples)}
+        b = pipeline.bootstrap(lambda i: _params(form, _fit(form, sub(N, i), sub(D, i), L[i], delta, 4, extra=[res.x])[0].x),
+                               bs.resample_indices(len(L), bootstrap, seed), seed=seed, ci=ci)
+        intervals = b.intervals()
+        boot = b.record(reasons_key=None, seconds=False)
     resid = obj.residuals(res.x)
     diagnostics = res.to_diagnostics()
     diagnostics.update({"fit_seconds": time.perf_counter() - t0, "residual_log_rms": float(np.sqrt(np.mean(resid**2)))})
-    rec = make_record(
+    rec = pipeline.record(
         law="kaplan", approach=None, params=params, intervals=intervals, objective=res.fun, n_points=len(df),
         warnings=warnings, data_sha256=data_sha256(df, list(need)), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
         conventions={"compute": default_compute(ds.n_kind), "n_kind": ds.n_kind, "n_source": ds.n_source},
         settings={"form": form, "delta": delta, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci, "holdout": holdout},
-        diagnostics=diagnostics,
+        diagnostics=diagnostics, bootstrap=boot,
     )
-    if boot:
-        rec["bootstrap"] = boot
     if held is not None:
         pred = rec.law().predict(N=held["N"].to_numpy(float) if "N" in need else None, D=held["D"].to_numpy(float) if "D" in need else None)
-        rel = (pred - held["loss"].to_numpy(float)) / held["loss"].to_numpy(float)
-        rec["holdout"] = {"n_points": len(held), "rule": rule, "quantity": "loss", "mean_abs_rel_error": float(np.mean(np.abs(rel))),
-                          "max_abs_rel_error": float(np.max(np.abs(rel)))}
+        rec["holdout"] = pipeline.holdout_report(len(held), rule, "loss", pipeline.rel_errors(pred, held["loss"].to_numpy(float)))
     return rec
