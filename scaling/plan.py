@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scaling.bootstrap import interval
 from scaling.common import EXTRAPOLATION_WARN_FACTOR
 from scaling.conventions import TokenCost
 from scaling.errors import InputError
@@ -66,14 +67,6 @@ def model_presets(vocab_size: int, seq_len: int | None = None) -> list[dict]:
                     "flops_per_token": c.flops_per_token, "seq_len": cfg.seq_len,
                     "k": {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding, "trainer_flops": c.flops_per_token}})
     return out
-
-
-def _interval(samples, ci):
-    arr = np.asarray(samples, dtype=float)
-    arr = arr[np.isfinite(arr)]
-    if arr.size < 2:
-        return None
-    return [float(np.percentile(arr, 100 * (1 - ci) / 2)), float(np.percentile(arr, 100 * (1 + ci) / 2))]
 
 
 def _samples(rec: FitRecord, keys) -> dict | None:
@@ -205,8 +198,8 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings):
         if s:
             n_s, d_s = laws.FrontierLaw(**s).compute_optimal(C)
     if s:
-        out["N_opt_interval"] = _interval(n_s, ci)
-        out["D_opt_interval"] = _interval(d_s, ci)
+        out["N_opt_interval"] = interval(n_s, ci)
+        out["D_opt_interval"] = interval(d_s, ci)
     else:
         warnings.append("chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)")
 
@@ -279,7 +272,7 @@ def _hparams(out, h, C, n_opt, d_opt, ci, warnings):
     if s:
         with np.errstate(all="ignore"):
             lrs, bts = laws.NDHParamLaw(**s).predict(N=N, D=D) if form == "nd" else laws.ComputeHParamLaw(**s).predict(C=Ch)
-        target["lr_interval"], target["batch_tokens_interval"] = _interval(lrs, ci), _interval(bts, ci)
+        target["lr_interval"], target["batch_tokens_interval"] = interval(lrs, ci), interval(bts, ci)
     rng = h.get("data_range") or {}
     where = {"N": N, "D": D, "C": Ch}
     outside = [f"{k} = {where[k]:.3g} (fitted {rng[k][0]:.3g}-{rng[k][1]:.3g})" for k in ("N", "D", "C")

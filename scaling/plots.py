@@ -38,6 +38,7 @@ def plot_fit(rec, df, path) -> Path:
 
 
 def _chinchilla(plt, rec, df):
+    from scaling.bootstrap import interval
     from scaling.common import compute_C, group_by_tolerance
     from scaling.laws import ChinchillaLaw, from_record
 
@@ -87,7 +88,7 @@ def _chinchilla(plt, rec, df):
         with np.errstate(all="ignore"):
             nb, db = bl.compute_optimal(cs[None, :])
         for arr in (nb, db):
-            ax.fill_between(cs, np.nanpercentile(arr, 2.5, axis=0), np.nanpercentile(arr, 97.5, axis=0), alpha=0.25)
+            ax.fill_between(cs, *interval(arr, (rec.get("bootstrap") or {}).get("ci") or 0.95, axis=0), alpha=0.25)
     pts = (rec.get("diagnostics") or {}).get("budgets") or (rec.get("diagnostics") or {}).get("envelope") or []
     if pts:
         ax.scatter([p["C"] for p in pts], [p["N_opt"] for p in pts], s=12, color="C0")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scaling.bootstrap import interval
+
 CORE = ("E", "A", "B", "alpha", "beta")
 RESIDUAL_DRAWS = 25  # residual draws per parameter sample (200 samples -> 5,000 draws)
 INTERVAL_KIND = "prediction interval (parameter bootstrap + residual scatter of single runs)"
@@ -50,7 +52,6 @@ def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0, U: float | None = N
     point = float(law.predict(float(N), float(D), **extra))
     res = residuals(rec)
     rng = np.random.default_rng(seed)
-    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     s = _samples(rec)
     out = {"loss": point, "interval_kind": INTERVAL_KIND, "ci": ci}
     if s is not None:
@@ -60,11 +61,11 @@ def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0, U: float | None = N
             cls = DataConstrainedLaw if "R_D_star" in s else ChinchillaLaw
             param_draws = cls(**s).predict(float(N), float(D), **extra)
         param_draws = param_draws[np.isfinite(param_draws)]
-        out["parameter_interval"] = [float(np.percentile(param_draws, lo_q)), float(np.percentile(param_draws, hi_q))]
+        out["parameter_interval"] = interval(param_draws, ci)
         eps = rng.choice(res, size=(param_draws.size, RESIDUAL_DRAWS))
         draws = (param_draws[:, None] * np.exp(eps)).ravel()
     else:
         out["interval_kind"] = "residual scatter only (the fit has no bootstrap samples: parameter uncertainty not included)"
         draws = point * np.exp(rng.choice(res, size=5000))
-    out["interval"] = [float(np.percentile(draws, lo_q)), float(np.percentile(draws, hi_q))]
+    out["interval"] = interval(draws, ci)
     return out

@@ -11,6 +11,9 @@ import math
 
 import numpy as np
 
+from scaling.bootstrap import interval
+from scaling.laws import ChinchillaLaw, ComputeHParamLaw, FrontierLaw, NDHParamLaw, PowerLaw, StepsExamplesLaw, from_record
+
 EXTRAPOLATE = 100.0  # frontier drawn up to this factor beyond the largest fitted compute
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
@@ -88,7 +91,11 @@ def _chinchilla(rec, points, draw_fit=True):
     C = _arr(points, "flops") if points and all(pt.get("flops") for pt in points) else 6 * N * D
     figs = []
     param3 = all(p.get(k) is not None for k in ("E", "A", "B", "alpha", "beta"))
-    pred = (lambda n, d: p["E"] + p["A"] / n ** p["alpha"] + p["B"] / d ** p["beta"]) if param3 and draw_fit else None
+    if param3:
+        law = ChinchillaLaw(**{k: p[k] for k in ("E", "A", "B", "alpha", "beta")})
+    else:  # approaches 1 and 2: only the frontier
+        law = FrontierLaw(**{k: p[k] for k in ("N_coef", "a", "D_coef", "b")}) if draw_fit else None
+    pred = law.predict if param3 and draw_fit else None
     # loss vs N, one colour per (log-binned) D
     if points:
         data = []
@@ -127,12 +134,7 @@ def _chinchilla(rec, points, draw_fit=True):
     lo, hi = _c_range(rec, C)
     if lo and hi and draw_fit:
         cs = np.geomspace(lo, hi * EXTRAPOLATE, 80)
-        if param3:
-            a, b = p["beta"] / (p["alpha"] + p["beta"]), p["alpha"] / (p["alpha"] + p["beta"])
-            G = (p["alpha"] * p["A"] / (p["beta"] * p["B"])) ** (1 / (p["alpha"] + p["beta"]))
-            nopt = G * (cs / 6) ** a
-        else:
-            nopt = p["N_coef"] * cs ** p["a"]
+        nopt = law.compute_optimal(cs)[0]  # C = 6 N D (approach 3) or the fitted frontier (approaches 1, 2)
         inside = cs <= hi * (1 + 1e-9)
         data = [{"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": nopt[inside].tolist(), "name": "N_opt(C) fit", "line": {"color": PALETTE[0]}},
                 {"type": "scatter", "mode": "lines", "x": cs[~inside | (np.arange(cs.size) == inside.sum() - 1)].tolist(),
@@ -172,11 +174,8 @@ def _bootstrap_band(rec, cs):
     ok = np.isfinite(al) & np.isfinite(be) & np.isfinite(A) & np.isfinite(B) & (al > 0) & (be > 0)
     if ok.sum() < 5:
         return None
-    al, be, A, B = al[ok], be[ok], A[ok], B[ok]
-    G = (al * A / (be * B)) ** (1 / (al + be))
-    n = G[:, None] * (cs[None, :] / 6) ** (be / (al + be))[:, None]
-    ci = float((rec.get("bootstrap") or {}).get("ci") or 0.95)
-    return np.percentile(n, 50 * (1 - ci), axis=0), np.percentile(n, 100 - 50 * (1 - ci), axis=0)
+    draws = ChinchillaLaw(E=0.0, A=A[ok][:, None], B=B[ok][:, None], alpha=al[ok][:, None], beta=be[ok][:, None])  # one row per resample
+    return interval(draws.compute_optimal(cs[None, :])[0], float((rec.get("bootstrap") or {}).get("ci") or 0.95), axis=0)
 
 
 def _batch_lr(rec, points, draw_fit=True):
@@ -187,8 +186,9 @@ def _batch_lr(rec, points, draw_fit=True):
     if form == "compute" and groups and draw_fit:
         lo, hi = min(g["C"] for g in groups), max(g["C"] for g in groups)
         cs = np.geomspace(lo, hi * EXTRAPOLATE, 60)
+        fitted = dict(zip(("opt_lr", "opt_batch_tokens"), ComputeHParamLaw(**{k: p[k] for k in ("lr_coef", "lr_exp_C", "bs_coef", "bs_exp_C")}).predict(C=cs)))
         for key, coef, exp, yt in (("opt_lr", "lr_coef", "lr_exp_C", "optimal lr"), ("opt_batch_tokens", "bs_coef", "bs_exp_C", "optimal batch (tokens)")):
-            y = p[coef] * cs ** p[exp]
+            y = fitted[key]
             inside = cs <= hi * (1 + 1e-9)
             data = [{"type": "scatter", "mode": "markers", "x": [g["C"] for g in groups], "y": [g.get(key) for g in groups], "name": "per-budget optimum", "marker": {"size": 9}},
                     {"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": y[inside].tolist(), "name": f"fit {p[coef]:.3g}·C^{p[exp]:.3f}", "line": {"color": PALETTE[1]}},
@@ -209,8 +209,6 @@ def _batch_lr(rec, points, draw_fit=True):
                              "marker": {"color": col, "symbol": "star", "size": 14}, "showlegend": False})
         figs.append(_fig("loss_vs_lr", "Loss vs learning rate per compute budget (stars: optimum)", data, "learning rate", "loss"))
     if form == "nd" and groups and draw_fit:
-        from scaling.laws import NDHParamLaw
-
         law = NDHParamLaw(**{k: p.get(k) for k in ("lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D")})
         pl, pb = law.predict(N=[g["N"] for g in groups], D=[g["D"] for g in groups])
         for key, pr, yt in (("opt_lr", pl, "lr"), ("opt_batch_tokens", pb, "batch (tokens)")):
@@ -228,7 +226,7 @@ def _critical_batch(rec, points, draw_fit=True):
         ns = np.geomspace(min(m["N"] for m in models), max(m["N"] for m in models) * EXTRAPOLATE, 50)
         data = [{"type": "scatter", "mode": "markers", "x": [m["N"] for m in models], "y": [m["B_crit"] for m in models], "name": "per-model B_crit", "marker": {"size": 9}}]
         if draw_fit:
-            data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": (p["bcrit_coef"] * ns ** p["bcrit_exp_N"]).tolist(), "name": "fit B_crit(N)"})
+            data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": PowerLaw(coef=p["bcrit_coef"], exp=p["bcrit_exp_N"]).predict(ns).tolist(), "name": "fit B_crit(N)"})
         figs.append(_fig("bcrit", "Critical batch vs model size", data, "N (parameters)", "B_crit (tokens)", logy=True))
     if points and models:
         N, B, S = _arr(points, "N"), _arr(points, "batch_tokens"), _arr(points, "steps")
@@ -240,14 +238,12 @@ def _critical_batch(rec, points, draw_fit=True):
             if not draw_fit:
                 continue
             bs = np.geomspace(*(m.get("B_range") or [B[idx].min(), B[idx].max()]), 50)
-            data.append({"type": "scatter", "mode": "lines", "x": bs.tolist(), "y": (m["S_min"] * (1 + m["B_crit"] / bs)).tolist(), "line": {"color": col}, "showlegend": False})
+            data.append({"type": "scatter", "mode": "lines", "x": bs.tolist(), "y": StepsExamplesLaw(m["S_min"], m["E_min"]).steps(bs).tolist(), "line": {"color": col}, "showlegend": False})
         figs.append(_fig("steps_vs_batch", "Steps to target vs batch (lines: S_min(1+B_crit/B))", data, "batch (tokens)", "steps", logy=True))
     return figs
 
 
 def _kaplan(rec, points, draw_fit=True):
-    from scaling.laws import from_record
-
     law = from_record(rec)
     if not points:
         return []
