@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     from scipy.optimize import minimize
 
     from scaling import fit_chinchilla
-    from scaling.chinchilla_fit import BOUNDS, THETA, Objective, paper_grid
+    from scaling.chinchilla_huber import BOUNDS, THETA, Objective, paper_grid
     from scaling.datasets import load_epoch_chinchilla
     from scaling.threads import single_threaded_blas
 
@@ -111,7 +111,7 @@ def mle_section(args, df, res: dict) -> None:
     from scipy.optimize import minimize
 
     from scaling import fit_chinchilla
-    from scaling.chinchilla_fit import Objective, theta_to_params
+    from scaling.chinchilla_huber import Objective, theta_to_params
     from scaling.likelihood import neg_log_likelihood
     from scaling.threads import single_threaded_blas
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "fit_chinchilla": "scaling.chinchilla",
+    "fit_chinchilla": "scaling.chinchilla_approaches",
     "fit_kaplan": "scaling.kaplan_fit",
     "fit_batch_lr": "scaling.batch_lr",
     "fit_critical_batch": "scaling.critical_batch",

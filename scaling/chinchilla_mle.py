@@ -1,6 +1,6 @@
 """Chinchilla Approach 3 by maximum likelihood (`--objective mle`, Epoch's headline estimate).
 
-Same law and LSE parametrisation as `scaling.chinchilla_fit`; the objective is the likelihood of
+Same law and LSE parametrisation as `scaling.chinchilla_huber`; the objective is the likelihood of
 `scaling.likelihood` (Huber-shaped density, free sigma). Starts: the summed-Huber optimum (itself
 the best of a multi-start over the paper's grid) and the `grid_starts` grid points with the
 smallest sum of absolute residuals, so a poor Huber basin cannot decide the answer alone.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scaling.chinchilla_fit import BOUNDS, THETA, Objective, fit_theta, paper_grid
+from scaling.chinchilla_huber import BOUNDS, THETA, Objective, fit_theta, paper_grid
 from scaling.huber import DELTA
 from scaling.likelihood import MLEResult, fit_mle, rank_by_abs_residuals
 

@@ -163,7 +163,7 @@ def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
 
 
 def cmd_fit_chinchilla(args) -> int:
-    from scaling.chinchilla import fit_chinchilla
+    from scaling.chinchilla_approaches import fit_chinchilla
 
     if args.top_k < 1:
         return _fail(f"--top-k must be >= 1 (got {args.top_k})", 2)

@@ -19,8 +19,8 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import pipeline
-from scaling.chinchilla_fit import BOUNDS as CH_BOUNDS
-from scaling.chinchilla_fit import PAPER_GRID, theta_to_params
+from scaling.chinchilla_huber import BOUNDS as CH_BOUNDS
+from scaling.chinchilla_huber import PAPER_GRID, theta_to_params
 from scaling.common import EXTRAPOLATION_WARN_FACTOR, identification_warnings
 from scaling.errors import InputError
 from scaling.huber import DELTA, huber, huber_grad

@@ -257,7 +257,7 @@ def hostile(demo, tmp_path_factory):
     and a degenerate batch-lr fit (both exponents ~1e-16, from the real fitter)."""
     import scaling.synthetic as syn
     from scaling.batch_lr import fit_batch_lr
-    from scaling.chinchilla import fit_chinchilla
+    from scaling.chinchilla_approaches import fit_chinchilla
     from scaling.laws import ComputeHParamLaw
 
     base = tmp_path_factory.mktemp("hostile")

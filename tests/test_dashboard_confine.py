@@ -85,7 +85,7 @@ def test_symlinks_out_of_the_runs_root_are_not_followed(tree):
 
 def test_fit_source_outside_the_roots_is_not_read(tree):
     import scaling.synthetic as syn
-    from scaling.chinchilla import fit_chinchilla
+    from scaling.chinchilla_approaches import fit_chinchilla
 
     runs, fits, outside = tree
     df = syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=5)

@@ -6,7 +6,7 @@ import pytest
 from scaling_fixtures import epoch_csv
 
 from scaling import FitRecord, fit_chinchilla
-from scaling.chinchilla_fit import Objective, paper_grid
+from scaling.chinchilla_huber import Objective, paper_grid
 from scaling.laws import ChinchillaLaw
 from scaling.synthetic import TRUE_CHINCHILLA, chinchilla_table
 

@@ -8,7 +8,7 @@ import pytest
 from scaling_fixtures import epoch_csv, scalelab
 
 from scaling import fit_chinchilla
-from scaling.chinchilla_fit import Objective
+from scaling.chinchilla_huber import Objective
 from scaling.huber import huber
 from scaling.laws import ChinchillaLaw
 from scaling.likelihood import log_likelihood, log_normaliser, log_pdf, profile_log_sigma

@@ -1,4 +1,8 @@
-"""Chinchilla Approach 3: fit L(N, D) = E + A/N^alpha + B/D^beta by minimising a Huber loss.
+"""Chinchilla Approach 3's core: fit L(N, D) = E + A/N^alpha + B/D^beta by minimising a Huber loss.
+
+The objective, its grid of starts and bounds, and theta -> parameters; `scaling.chinchilla_mle`
+and `scaling.data_constrained` reuse them, and `fit_chinchilla` (`scaling.chinchilla_approaches`)
+is the entry point that runs them.
 
 Parametrisation (Hoffmann et al. 2022, Epoch 2024): theta = (a, b, e, alpha, beta) with
 A = exp(a), B = exp(b), E = exp(e) and log L_hat = LSE(a - alpha log N, b - beta log D, e).

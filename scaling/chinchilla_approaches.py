@@ -1,8 +1,10 @@
-"""`fit_chinchilla`: Approaches 1, 2 and 3 on a table or run directory, returning a FitRecord.
+"""`fit_chinchilla`, the entry point: Approaches 1, 2 and 3 on a table or run directory -> a FitRecord.
 
-Approach 3 (default) is the parametric L(N, D) fit of `scaling.chinchilla_fit`; Approaches 1 and 2
-are the non-parametric frontier fits of `scaling.isoflop`. All share input validation, optional
-dropping of the K highest-loss points, bootstrap intervals (resampling runs) and holdout validation.
+It chooses and runs the approach; the fits themselves live elsewhere. Approach 3 (default) is the
+parametric L(N, D) fit: summed Huber in `scaling.chinchilla_huber`, maximum likelihood in
+`scaling.chinchilla_mle`, the data-constrained law in `scaling.data_constrained`. Approaches 1 and 2
+are the non-parametric frontier fits of `scaling.isoflop`. Validation, bootstrap, holdout and the
+record are the shared steps of `scaling.pipeline`; dropping the K highest-loss points is here.
 """
 from __future__ import annotations
 
@@ -188,7 +190,7 @@ def _data_info(df) -> dict | None:
 
 def _bounds_in_samples(samples: dict, warnings: list[str]) -> None:
     """Resamples whose optimum sits on a bound: the interval's end is then the box's, not the data's."""
-    from scaling.chinchilla_fit import BOUNDS
+    from scaling.chinchilla_huber import BOUNDS
 
     for name, key, to_theta in (("alpha", "alpha", np.asarray), ("beta", "beta", np.asarray), ("E", "e", np.log)):
         vals = np.asarray(samples.get(name) or [], dtype=float)
@@ -242,7 +244,7 @@ def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
 
 
 def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute, objective="huber"):
-    from scaling.chinchilla_fit import BOUNDS, THETA, Objective, fit_theta, theta_to_params
+    from scaling.chinchilla_huber import BOUNDS, THETA, Objective, fit_theta, theta_to_params
     from scaling.laws import ChinchillaLaw
 
     N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
@@ -286,7 +288,7 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
         # Starts per resample: the full-data optimum plus the full-data grid ranking's best
         # `boot_top_k` points (ranking once, not per resample; checked to reach the same
         # objective as 32 fresh starts on every tested Epoch resample).
-        from scaling.chinchilla_fit import paper_grid
+        from scaling.chinchilla_huber import paper_grid
 
         g = paper_grid()
         boot_starts = g[np.argsort(Objective(N, D, L, delta).batch(g), kind="stable")[:boot_top_k]]
