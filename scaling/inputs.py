@@ -2,8 +2,8 @@
 
 Every fit works on one canonical table with the columns
     N (parameters; which kind is recorded), D (tokens), loss,
-and optionally flops, batch_tokens, lr, steps, run. The run-directory reader is isolated in
-`read_run_dirs` so it can later be swapped for the sweep registry without touching the fits.
+and optionally flops, batch_tokens, lr, steps, run. Run directories are read by `read_run_dirs`,
+through the run registry.
 """
 from __future__ import annotations
 
@@ -194,75 +194,18 @@ def _get(d: dict, dotted: str):
 
 
 def read_run_dirs(root: str | Path, n_kind: str = "total"):
-    """Runs under `root` as a canonical table plus warnings.
+    """Finished runs under `root` as a canonical table plus warnings: (DataFrame, warnings).
 
-    Uses the sweep registry (`launch.registry.load_runs`) when it is installed, else a
-    self-contained scan of the same run-directory contract (`_scan_run_dirs`). Either way:
-    only runs with status "done"; loss = final_val_loss if present else final_loss;
-    N = summary[N_KINDS[n_kind]]; D = tokens; broken runs become warnings, never exceptions.
+    The run directories are read by the run registry (`_load_runs`), the one reader of the run
+    directory contract. Only runs with status "done"; loss = final_val_loss if present else
+    final_loss; N = summary[N_KINDS[n_kind]]; D = tokens; broken runs become warnings, never exceptions.
     """
-    try:
-        from launch.registry import load_runs
-    except ImportError:
-        return _scan_run_dirs(root, n_kind)
-    return _from_registry(load_runs, Path(root), n_kind)
-
-
-def _num(v):
-    """A finite float or None (registry tables hold None/NaN for absent fields)."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if f == f and f not in (float("inf"), float("-inf")) else None
-
-
-def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, n_key: str, cfg: dict | None = None):
-    """One canonical row from a finished run's summary fields and sweep axes, or (None, why)."""
-    loss = _num(summary.get("final_val_loss"))
-    if loss is None:
-        loss = _num(summary.get("final_loss"))
-    N, D = _num(summary.get(n_key)), _num(summary.get("tokens"))
-    missing = [k for k, v in ((f"N ({n_key})", N), ("tokens", D), ("final_val_loss/final_loss", loss)) if v is None]
-    if missing:
-        return None, f"summary.json lacks {', '.join(missing)}; skipped"
-    bt, lr = _num(summary.get("batch_tokens")), _num(summary.get("lr"))
-    if (bt is None or lr is None) and cfg is None and path and (Path(path) / "config.yaml").exists():
-        try:  # older summaries: take lr and batch from the resolved config
-            cfg = _read_yaml(Path(path) / "config.yaml")
-        except Exception:
-            cfg = {}
-    cfg = cfg or {}
-    lr = lr if lr is not None else _num(_get(cfg, "optim.lr"))
-    seq, gbs = _num(_get(cfg, "model.seq_len")), _num(_get(cfg, "train.global_batch_size"))
-    if bt is None and seq and gbs:
-        bt = seq * gbs
-    row = {"run": rel, "sweep": sweep, "path": path, "N": N, "D": D, "loss": loss, "flops": _num(summary.get("flops")),
-           "batch_tokens": bt, "lr": lr, "steps": _num(summary.get("steps")), "wall_s": _num(summary.get("wall_s"))}
-    for k in ("params", "non_embedding_params", "active_params", "flops_per_token", "unique_tokens", "epochs"):
-        row[k] = _num(summary.get(k))
-    row["isoflop_compute"] = axes.get("compute")
-    row["budget"] = _num(axes.get("budget"))
-    return row, None
-
-
-def _table(rows: list[dict], root, warnings: list[str], skipped: dict[str, int]):
-    import pandas as pd
-
-    for why, n in sorted(skipped.items()):
-        warnings.append(f"skipped {n} run(s) with {why}")
-    if not rows:
-        raise InputError(f"{root}: no finished runs (status 'done' with N, tokens and loss) found" + (f"; {'; '.join(warnings)}" if warnings else ""))
-    df = pd.DataFrame(rows)
-    for col in ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    return df, warnings
-
-
-def _from_registry(load_runs, root: Path, n_kind: str):
     import os
 
-    table, problems = load_runs(root)
+    import pandas as pd
+
+    root = Path(root)
+    table, problems = _load_runs(root)
     warnings = [f"run {os.path.relpath(p['path'], root)}: {p['problem']}" for p in problems]
     rows, skipped = [], {}
     for rec in table.to_dict("records"):
@@ -278,53 +221,59 @@ def _from_registry(load_runs, root: Path, n_kind: str):
             warnings.append(f"run {rel}: {why}")
         else:
             rows.append(row)
-    return _table(rows, root, warnings, skipped)
+    for why, n in sorted(skipped.items()):
+        warnings.append(f"skipped {n} run(s) with {why}")
+    if not rows:
+        raise InputError(f"{root}: no finished runs (status 'done' with N, tokens and loss) found" + (f"; {'; '.join(warnings)}" if warnings else ""))
+    df = pd.DataFrame(rows)
+    for col in ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df, warnings
 
 
-def _scan_run_dirs(root: str | Path, n_kind: str = "total"):
-    """Self-contained scan for `<sweep>/<run>/summary.json` (any depth), used without the registry.
+def _load_runs(root: Path):
+    """(table, problems) of every run directory under `root`, from the run registry."""
+    from launch.registry import load_runs
 
-    Uses only runs with status "done"; loss = final_val_loss if present else final_loss;
-    N = summary[N_KINDS[n_kind]]; D = tokens. Half-written or malformed runs become warnings.
-    Returns (DataFrame, warnings).
-    """
-    root = Path(root)
-    warnings: list[str] = []
-    rows = []
-    skipped: dict[str, int] = {}
-    run_dirs = sorted({p.parent for p in root.rglob("summary.json")} | {p.parent for p in root.rglob("config.yaml")})
-    for run in run_dirs:
-        rel = str(run.relative_to(root)) if run != root else run.name
-        summ_path = run / "summary.json"
-        if not summ_path.exists():
-            if (run / "metrics.jsonl").exists() or (run / "checkpoints").exists():
-                skipped["no summary.json yet"] = skipped.get("no summary.json yet", 0) + 1
-            continue
-        try:
-            summary = json.loads(summ_path.read_text())
-            if not isinstance(summary, dict):
-                raise ValueError("top level is not an object")
-        except Exception as exc:
-            warnings.append(f"run {rel}: unreadable summary.json ({exc}); skipped")
-            continue
-        status = summary.get("status")
-        if status != "done":
-            key = f"status {status!r}"
-            skipped[key] = skipped.get(key, 0) + 1
-            continue
-        cfg: dict = {}
-        if (run / "config.yaml").exists():
-            try:
-                cfg = _read_yaml(run / "config.yaml")
-            except Exception as exc:
-                warnings.append(f"run {rel}: unreadable config.yaml ({exc}); using summary.json only")
-        axes = (summary.get("extras") or {}).get("axes") or {}
-        row, why = _run_row(rel, run.parent.name if run.parent != root.parent else "", str(run), summary, axes, N_KINDS[n_kind], cfg)
-        if row is None:
-            warnings.append(f"run {rel}: {why}")
-            continue
-        rows.append(row)
-    return _table(rows, root, warnings, skipped)
+    return load_runs(root)
+
+
+def _num(v):
+    """A finite float or None (registry tables hold None/NaN for absent fields)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, n_key: str):
+    """One canonical row from a finished run's summary fields and sweep axes, or (None, why)."""
+    loss = _num(summary.get("final_val_loss"))
+    if loss is None:
+        loss = _num(summary.get("final_loss"))
+    N, D = _num(summary.get(n_key)), _num(summary.get("tokens"))
+    missing = [k for k, v in ((f"N ({n_key})", N), ("tokens", D), ("final_val_loss/final_loss", loss)) if v is None]
+    if missing:
+        return None, f"summary.json lacks {', '.join(missing)}; skipped"
+    bt, lr = _num(summary.get("batch_tokens")), _num(summary.get("lr"))
+    cfg: dict = {}
+    if (bt is None or lr is None) and path and (Path(path) / "config.yaml").exists():
+        try:  # older summaries: take lr and batch from the resolved config
+            cfg = _read_yaml(Path(path) / "config.yaml")
+        except Exception:
+            cfg = {}
+    lr = lr if lr is not None else _num(_get(cfg, "optim.lr"))
+    seq, gbs = _num(_get(cfg, "model.seq_len")), _num(_get(cfg, "train.global_batch_size"))
+    if bt is None and seq and gbs:
+        bt = seq * gbs
+    row = {"run": rel, "sweep": sweep, "path": path, "N": N, "D": D, "loss": loss, "flops": _num(summary.get("flops")),
+           "batch_tokens": bt, "lr": lr, "steps": _num(summary.get("steps")), "wall_s": _num(summary.get("wall_s"))}
+    for k in ("params", "non_embedding_params", "active_params", "flops_per_token", "unique_tokens", "epochs"):
+        row[k] = _num(summary.get(k))
+    row["isoflop_compute"] = axes.get("compute")
+    row["budget"] = _num(axes.get("budget"))
+    return row, None
 
 
 def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", skip_fraction: float = 0.1):

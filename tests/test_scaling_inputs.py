@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from scaling import InputError, fit_chinchilla
-from scaling.inputs import _scan_run_dirs, load, parse_col_overrides, read_run_dirs
+from scaling.inputs import load, parse_col_overrides, read_run_dirs
 from scaling.synthetic import chinchilla_table, write_run_tree
 
 
-@pytest.mark.parametrize("reader", [read_run_dirs, _scan_run_dirs], ids=["registry", "own-scan"])
-def test_run_tree_reader_skips_broken_runs_with_warnings(tmp_path, reader):
+def test_run_tree_reader_skips_broken_runs_with_warnings(tmp_path):
+    reader = read_run_dirs
     df = chinchilla_table(budgets=(1e17, 1e18), n_per_budget=4, noise=0.0)
     write_run_tree(tmp_path, df)
     out, warnings = reader(tmp_path)
@@ -27,8 +27,8 @@ def test_run_tree_reader_skips_broken_runs_with_warnings(tmp_path, reader):
     assert np.allclose(np.sort(ne["N"]), np.sort(0.8 * out["N"]))
 
 
-@pytest.mark.parametrize("reader", [read_run_dirs, _scan_run_dirs], ids=["registry", "own-scan"])
-def test_run_tree_loss_falls_back_to_final_loss(tmp_path, reader):
+def test_run_tree_loss_falls_back_to_final_loss(tmp_path):
+    reader = read_run_dirs
     run = tmp_path / "sweep" / "r0"
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps({"status": "done", "params": 1e6, "tokens": 2e7, "final_loss": 3.5}))
