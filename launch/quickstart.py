@@ -259,12 +259,13 @@ class MainJob:
         """Plan for `compute_multiplier` x the largest IsoFLOP budget (in the fit's own compute
         convention), then train the emitted config as it is: it carries the sweep runs' recipe
         and data, so the run is trained like the runs the law was fitted on."""
+        from scaling.plan import budget, run_name
         from scaling.record import FitRecord
 
         a3 = fits / "chinchilla-a3.json"
         if not a3.exists():
             raise StepFailed(f"no approach-3 fit ({a3}): nothing to plan with")
-        compute = self.cfg.plan.compute_multiplier * FitRecord.load(a3)["data_range"]["C"][1]
+        compute = budget(FitRecord.load(a3), self.cfg.plan.compute_multiplier)
         plan_dir = self.out / "plan"
         plan_dir.mkdir(parents=True, exist_ok=True)
         emitted = plan_dir / "emitted.yaml"
@@ -273,8 +274,8 @@ class MainJob:
             fit_args += ["--fit", fits / "batch-lr.json"]
         if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
             self.scalelab("plan", *fit_args, "--compute", f"{compute:.6g}", "--emit-config", emitted, "--out", plan_dir / "plan.json")
-        name = yaml.safe_load(emitted.read_text())["name"]
-        run_dir = self.out / "runs" / "plan" / name
+        # `scalelab plan --emit-config` wrote the config by scaling.plan.to_train_config, which names it so
+        run_dir = self.out / "runs" / "plan" / run_name(json.loads((plan_dir / "plan.json").read_text()))
         extra = [f"train.threads={threads}"] if threads else []
         self.scalelab("train", emitted, "wandb.mode=offline", "wandb.group=plan", f"train.seed={self.cfg.seed}", *extra, "--run-dir", run_dir)
         return run_dir

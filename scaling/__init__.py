@@ -17,6 +17,7 @@ _EXPORTS = {
     "fit_critical_batch": "scaling.critical_batch",
     "make_plan": "scaling.plan",
     "emit_config": "scaling.plan",
+    "to_train_config": "scaling.plan",
     "FitRecord": "scaling.record",
     "load_data": ("scaling.inputs", "load"),
     "read_run_dirs": "scaling.inputs",

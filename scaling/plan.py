@@ -8,8 +8,9 @@ Answers, in the Chinchilla record's conventions (compute kind and N kind, stated
   from a batch-lr fit (evaluated at that run's own N, D and C in the batch-lr fit's convention);
 - every warning of the fits used, and the plan's own (extrapolation, data repetition, a batch-lr
   law used outside the range it was fitted on).
-`emit_config` writes that run as a train config carrying the fits' training recipe (schedule,
-warmup, weight decay, sequence length, data), so the run is trained like the runs the law saw.
+`to_train_config` turns the plan into that run's train config, carrying the fits' training recipe
+(schedule, warmup, weight decay, sequence length, data), so the run is trained like the runs the
+law saw; `emit_config` writes it.
 """
 from __future__ import annotations
 
@@ -310,20 +311,35 @@ def format_plan(plan: dict) -> str:
     return "\n".join(lines)
 
 
-def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str | dict | None = None, name: str | None = None) -> Path:
-    """Write a train config (configs/train/*.yaml shape) for the plan's run.
+def budget(rec: FitRecord, multiplier: float) -> float:
+    """`multiplier` x the largest compute `rec` was fitted on, in the record's own convention."""
+    rng = (rec.get("data_range") or {}).get("C")
+    if not rng:
+        raise InputError(f"{rec['law']} fit record has no data_range.C: cannot size a budget relative to its runs")
+    return float(multiplier) * float(rng[1])
 
-    Tokens are the run's planned tokens (its budget in the fits' convention); lr and batch come
-    from the batch-lr fit when given, else the recipe; schedule, warmup, weight decay, betas,
-    clipping, sequence length, precision and data come from the chinchilla fit's recipe.
+
+def run_name(plan: dict) -> str:
+    """The planned run's name (and its train config's `name`): plan-<preset>-C<compute>."""
+    return f"plan-{plan['run']['preset']}-C{plan['compute']:.0e}".replace("+", "")
+
+
+def to_train_config(plan: dict, base: dict | None = None, micro_batch_size: int = 16, *, data: str | dict | None = None,
+                    name: str | None = None) -> dict:
+    """The plan's run as a train config (configs/train/*.yaml shape): the one way a plan becomes a config.
+
+    base: the training recipe the run inherits, as the dotted keys of a fit's recipe (optim.*,
+    schedule.*, train.*, model.seq_len, precision); default: the recipe in the plan, i.e. that of
+    the runs the law was fitted on. Tokens are the run's planned tokens (its budget in the fits'
+    convention); lr and batch come from the batch-lr fit when the plan has them, else from base.
+    The global batch is whole sequences and a multiple of the micro-batch (base's
+    train.micro_batch_size, else `micro_batch_size`, at most the global batch).
     """
-    import yaml
-
     run = plan.get("run")
     if not run:
         raise InputError("plan has no model preset (no configs/models/ presets or vocab size): cannot emit a config")
     recipe = plan.get("recipe") or {}
-    st = recipe.get("settings") or {}
+    st = (recipe.get("settings") or {}) if base is None else base
     seq_len = int(st.get("model.seq_len") or run["seq_len"])
     batch_tokens = run.get("batch_tokens") or (st.get("train.global_batch_size") or micro_batch_size) * seq_len
     n_seq = max(1, int(round(batch_tokens / seq_len)))
@@ -335,7 +351,7 @@ def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, dat
         optim["lr"] = float(f"{run['lr']:.4g}")
     schedule = {k.split(".", 1)[1]: v for k, v in st.items() if k.startswith("schedule.") and v is not None}
     cfg: dict = {
-        "name": name or f"plan-{run['preset']}-C{plan['compute']:.0e}".replace("+", ""),
+        "name": name or run_name(plan),
         "model": {"preset": run["preset"], "seq_len": seq_len},
         "data": data or recipe.get("data") or "default",
         "optim": optim,
@@ -353,6 +369,14 @@ def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, dat
     for section in ("optim", "schedule"):
         if not cfg[section]:
             del cfg[section]
+    return cfg
+
+
+def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str | dict | None = None, name: str | None = None) -> Path:
+    """Write `to_train_config(plan, ...)` as a YAML train config, with a header saying where it came from."""
+    import yaml
+
+    cfg = to_train_config(plan, micro_batch_size=micro_batch_size, data=data, name=name)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = ("# Written by `scalelab plan --emit-config`: the planned run for the budget, trained with the recipe of the runs\n"

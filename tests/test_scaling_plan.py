@@ -104,3 +104,20 @@ def test_a_data_constrained_plan_counts_the_repetition_of_its_data():
     fresh = ChinchillaLaw(**{k: rec.params[k] for k in ("E", "A", "B", "alpha", "beta")}).predict(run["N"], run["tokens"])
     assert run["loss"] > fresh + 0.01  # repeated tokens are worth less than new ones
     assert run["loss"] == pytest.approx(rec.law().predict(run["N"], run["tokens"], U=1e9))
+
+
+def test_to_train_config_is_what_emit_config_writes_and_takes_a_base_recipe(tree_fit, tmp_path):
+    from scaling.plan import budget, run_name, to_train_config
+
+    plan = make_plan([tree_fit], budget(tree_fit, 10.0), vocab_size=512)
+    assert plan["compute"] == pytest.approx(10.0 * tree_fit["data_range"]["C"][1])
+    cfg = to_train_config(plan)
+    assert yaml.safe_load(emit_config(plan, tmp_path / "run.yaml").read_text()) == cfg
+    assert cfg["name"] == run_name(plan) == f"plan-{plan['run']['preset']}-C{plan['compute']:.0e}".replace("+", "")
+    # another recipe: its schedule and micro-batch, the global batch rounded to a multiple of it
+    base = {"schedule.name": "wsd", "train.global_batch_size": 11, "train.micro_batch_size": 4, "model.seq_len": 64}
+    other = to_train_config(plan, base)
+    assert other["schedule"] == {"name": "wsd"} and "optim" not in other
+    assert other["model"]["seq_len"] == 64
+    assert other["train"]["micro_batch_size"] == 4 and other["train"]["global_batch_size"] == 12
+    assert to_train_config(plan, {}, micro_batch_size=3)["train"]["micro_batch_size"] == 3
