@@ -14,7 +14,7 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import inputs, pipeline
-from scaling.common import EXTRAPOLATION_WARN_FACTOR, drop_highest, group_by_tolerance, holdout_by_compute, identification_warnings
+from scaling.common import EXTRAPOLATION_WARN_FACTOR, at_bound, compute_grid, huber_diagnostics, drop_highest, group_by_tolerance, holdout_by_compute, identification_warnings
 from scaling.conventions import (TokenCost, check_kinds, compute_column, default_compute, drop_embedding_dominated, embedding_warning,
                                  isoflop_budget_convention)
 from scaling.errors import FitError, InputError
@@ -26,11 +26,6 @@ from scaling.record import FitRecord, _clean, data_sha256
 CORE = ("E", "A", "B", "alpha", "beta")
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023: up to ~4 epochs of repeated data are nearly as good as new
 IDENTIFIED_RATIO = 2.0  # a 95% interval wider than this factor means the runs do not pin the parameter down
-
-
-def _compute_grid(C: np.ndarray) -> list[float]:
-    lo, hi = int(np.ceil(np.log10(C.min()))), int(np.ceil(np.log10(C.max()))) + 2
-    return [float(10.0**k) for k in range(lo, hi + 1)]
 
 
 @blas_single_thread
@@ -235,10 +230,7 @@ def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
                 else:
                     ns, ds_ = allocate(draws.predict, c, cost, n_range)
                 ls = ChinchillaLaw(**{k: v[:, 0] for k, v in s.items()}).predict(ns, ds_)
-            for key, arr in (("N_opt", ns), ("D_opt", ds_), ("loss_opt", ls)):
-                iv = pipeline.interval(arr, ci)
-                if iv:
-                    row[key + "_interval"] = iv
+            row.update(pipeline.interval_fields({"N_opt": ns, "D_opt": ds_, "loss_opt": ls}, ci))
         rows.append(row)
     return rows
 
@@ -261,7 +253,7 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
         params["sigma"] = res.sigma
     for k, v in zip(THETA, res.x):
         lo, hi = BOUNDS[k]
-        if min(v - lo, hi - v) <= 1e-6 * (1 + abs(v)):
+        if at_bound(v, lo, hi):
             warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum")
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
@@ -269,14 +261,8 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
                      "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
                      if objective == "mle" else "sum of Huber(delta) on log residuals"}
     resid = Objective(N, D, L, delta).residuals(res.x)
-    diagnostics = res.to_diagnostics()
-    diagnostics.update({
-        "theta": dict(zip(THETA, map(float, res.x))),
-        "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
-        "residual_log_max_abs": float(np.max(np.abs(resid))),
-        "frac_within_delta": float(np.mean(np.abs(resid) <= delta)),
-        "residuals_log": [float(r) for r in resid],
-    })
+    diagnostics = huber_diagnostics(res, THETA, resid, delta)
+    diagnostics["residuals_log"] = [float(r) for r in resid]
     if objective == "mle":
         diagnostics["huber_start_objective"] = float(huber_res.fun)
     law = ChinchillaLaw(**{k: params[k] for k in CORE})
@@ -313,7 +299,7 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
         _bounds_in_samples(samples, warnings)
         _identification(intervals, warnings)
     cmax = float(C.max())
-    grid_C = sorted(set(_compute_grid(C) + list(at_compute or [])))
+    grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
     derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
     if at_compute and max(at_compute) > EXTRAPOLATION_WARN_FACTOR * cmax:
         warnings.append(f"derived predictions extrapolate up to {max(at_compute) / cmax:.3g}x beyond the largest fitted compute ({cmax:.3g} FLOPs)")
@@ -391,7 +377,7 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
 
     law = FrontierLaw(N_coef=params["N_coef"], a=params["a"], D_coef=params["D_coef"], b=params["b"])
     derived = []
-    for c in sorted(set(_compute_grid(C) + list(at_compute or []))):
+    for c in sorted(set(compute_grid(C) + list(at_compute or []))):
         n, d = law.compute_optimal(c)
         derived.append({"C": c, "N_opt": float(n), "D_opt": float(d), "extrapolation_factor": c / float(C.max())})
     diagnostics.update({"r2_N": params.pop("r2_N"), "r2_D": params.pop("r2_D")})

@@ -22,6 +22,31 @@ def compute_C(df, compute: str | None = None, n_kind: str = "total") -> np.ndarr
     return c6
 
 
+def compute_grid(C: np.ndarray) -> list[float]:
+    """Powers of ten from the smallest fitted compute to 100x beyond the largest: where derived
+    optima are reported by default."""
+    lo, hi = int(np.ceil(np.log10(C.min()))), int(np.ceil(np.log10(C.max()))) + 2
+    return [float(10.0**k) for k in range(lo, hi + 1)]
+
+
+def at_bound(v: float, lo: float, hi: float) -> bool:
+    """Whether a fitted parameter stopped on (within rounding of) an end of its box."""
+    return min(v - lo, hi - v) <= 1e-6 * (1 + abs(v))
+
+
+def huber_diagnostics(res, names, resid: np.ndarray, delta: float) -> dict:
+    """The optimiser's diagnostics plus the fitted theta and the log residuals' size (RMS, max,
+    share within the Huber delta) of a Huber-type fit."""
+    out = res.to_diagnostics()
+    out.update({
+        "theta": dict(zip(names, map(float, res.x))),
+        "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
+        "residual_log_max_abs": float(np.max(np.abs(resid))),
+        "frac_within_delta": float(np.mean(np.abs(resid) <= delta)),
+    })
+    return out
+
+
 def drop_highest(df, k: int):
     """Drop the k highest-loss rows (Epoch drops 5 outliers from the 245 extracted points)."""
     if k < 0:

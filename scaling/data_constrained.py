@@ -21,7 +21,7 @@ from scaling import bootstrap as bs
 from scaling import pipeline
 from scaling.chinchilla_huber import BOUNDS as CH_BOUNDS
 from scaling.chinchilla_huber import PAPER_GRID, theta_to_params
-from scaling.common import EXTRAPOLATION_WARN_FACTOR, identification_warnings
+from scaling.common import EXTRAPOLATION_WARN_FACTOR, at_bound, compute_grid, huber_diagnostics, identification_warnings
 from scaling.errors import InputError
 from scaling.huber import DELTA, huber, huber_grad
 from scaling.multistart import multistart_lbfgsb
@@ -145,7 +145,7 @@ def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: i
         warnings.extend(sigma_warnings(res))
     for k, v in zip(THETA, res.x):
         lo, hi = BOUNDS[k]
-        if min(v - lo, hi - v) <= 1e-6 * (1 + abs(v)):
+        if at_bound(v, lo, hi):
             what = " (log R_D_star: " + ("repeated data looks as good as fresh data in these runs)" if v >= hi - 1e-6 else "repetition looks worthless)") if k == "r" else ""
             warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo:.6g}, {hi:.6g}]): the fit is not at an interior optimum{what}")
     if not res.success:
@@ -157,12 +157,8 @@ def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: i
         "derived_assumes": "unique data >= D_opt (no repetition): the Chinchilla frontier of the fitted E, A, B, alpha, beta",
     }
     resid = Objective(N, D, U, L, delta).residuals(res.x)
-    diagnostics = res.to_diagnostics()
+    diagnostics = huber_diagnostics(res, THETA, resid, delta)
     diagnostics.update({
-        "theta": dict(zip(THETA, map(float, res.x))),
-        "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
-        "residual_log_max_abs": float(np.max(np.abs(resid))),
-        "frac_within_delta": float(np.mean(np.abs(resid) <= delta)),
         "epochs_max": float(epochs.max()),
         "n_repeated_runs": int(repeated.sum()),
     })
@@ -214,8 +210,7 @@ def _derived(law, samples: dict, compute, C: np.ndarray, ci: float) -> list[dict
     """N_opt, D_opt, loss at each compute of interest, with bootstrap intervals (fresh data)."""
     from scaling.laws import ChinchillaLaw
 
-    lo_c, hi_c = int(np.ceil(np.log10(C.min()))), int(np.ceil(np.log10(C.max()))) + 2
-    grid_C = compute or [float(10.0**k) for k in range(lo_c, hi_c + 1)]
+    grid_C = compute or compute_grid(C)
     rows = []
     for c in grid_C:
         n_opt, d_opt = law.compute_optimal(c)
@@ -225,9 +220,6 @@ def _derived(law, samples: dict, compute, C: np.ndarray, ci: float) -> list[dict
             with np.errstate(all="ignore"):
                 ns, ds = s.compute_optimal(c)
                 ls = s.predict(ns, ds)
-            for key, arr in (("N_opt", ns), ("D_opt", ds), ("loss_opt", ls)):
-                iv = pipeline.interval(arr, ci)
-                if iv:
-                    row[key + "_interval"] = iv
+            row.update(pipeline.interval_fields({"N_opt": ns, "D_opt": ds, "loss_opt": ls}, ci))
         rows.append(row)
     return rows

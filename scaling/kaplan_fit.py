@@ -14,7 +14,7 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import inputs, pipeline
-from scaling.common import drop_highest, holdout_by_compute, holdout_split, identification_warnings
+from scaling.common import at_bound, drop_highest, holdout_by_compute, holdout_split, identification_warnings
 from scaling.conventions import compute_column, default_compute
 from scaling.errors import InputError
 from scaling.huber import DELTA, huber, huber_grad
@@ -116,7 +116,7 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     names = FORMS[form]
     for n, v in zip(names, res.x):
         lo, hi = BOUNDS[n]
-        if min(v - lo, hi - v) <= 1e-6 * (1 + abs(v)):
+        if at_bound(v, lo, hi):
             warnings.append(f"parameter {n} stopped on its bound ({v:.6g}): not an interior optimum")
     if not res.success:
         warnings.append(f"optimiser did not converge: {res.message}")

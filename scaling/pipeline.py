@@ -110,6 +110,12 @@ def bootstrap(fit_one: Callable[[np.ndarray], dict[str, float] | None], indices:
     return Bootstrap(n=len(indices), seed=seed, ci=ci, samples=samples, failed=failed, reasons=reasons, seconds=time.perf_counter() - t)
 
 
+def interval_fields(draws: dict, ci: float) -> dict[str, list[float]]:
+    """{name + '_interval': interval} of each quantity's draws (e.g. N_opt of every resample's
+    law), for the ones with an interval."""
+    return {f"{k}_interval": v for k, v in bs.percentile_intervals(draws, ci).items()}
+
+
 # ---------------------------------------------------------------- holdout
 def rel_errors(predicted, observed) -> np.ndarray:
     """(predicted - observed) / observed, elementwise."""
