@@ -9,6 +9,7 @@ record are the shared steps of `scaling.pipeline`; dropping the K highest-loss p
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,6 +27,40 @@ from scaling.record import FitRecord, _clean, data_sha256
 CORE = ("E", "A", "B", "alpha", "beta")
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023: up to ~4 epochs of repeated data are nearly as good as new
 IDENTIFIED_RATIO = 2.0  # a 95% interval wider than this factor means the runs do not pin the parameter down
+
+
+@dataclass(frozen=True)
+class ChinchillaOptions(pipeline.FitOptions):
+    """fit_chinchilla's choices, checked before any work; `settings` is what the record stores of them
+    (each approach adds its own: delta, grid, method, ...)."""
+
+    approach: int = 3
+    objective: str = "huber"
+    law: str = "chinchilla"
+    grid: str = "fast"
+    drop_highest: int = 0
+    holdout_fraction: float = 0.1
+    max_embedding_fraction: float | None = None
+
+    def check(self) -> "ChinchillaOptions":
+        if self.approach not in (1, 2, 3):
+            raise InputError(f"--approach must be 1, 2 or 3 (got {self.approach})")
+        if self.objective not in ("huber", "mle"):
+            raise InputError(f"--objective must be 'huber' or 'mle' (got {self.objective!r})")
+        if self.law not in ("chinchilla", "data-constrained"):
+            raise InputError(f"--law must be 'chinchilla' or 'data-constrained' (got {self.law!r})")
+        if self.approach != 3 and (self.objective != "huber" or self.law != "chinchilla"):
+            opt = f"--objective {self.objective}" if self.objective != "huber" else f"--law {self.law}"
+            raise InputError(f"{opt} applies to approach 3 only (got --approach {self.approach})")
+        if self.grid not in ("fast", "full"):
+            raise InputError(f"grid must be 'fast' or 'full' (got {self.grid!r})")
+        super().check()
+        return self
+
+    def settings(self, curves: bool) -> dict:
+        return {"approach": self.approach, "drop_highest": self.drop_highest, "bootstrap": self.bootstrap, "seed": self.seed, "ci": self.ci,
+                "holdout": self.holdout, "holdout_fraction": self.holdout_fraction if self.holdout else None, "curves": bool(curves),
+                "max_embedding_fraction": self.max_embedding_fraction}
 
 
 @blas_single_thread
@@ -66,18 +101,8 @@ def fit_chinchilla(
     law (approach 3): 'chinchilla' or 'data-constrained' (Muennighoff et al. 2023; needs column U).
     max_embedding_fraction: leave out runs whose embeddings exceed this fraction of their parameters.
     """
-    if approach not in (1, 2, 3):
-        raise InputError(f"--approach must be 1, 2 or 3 (got {approach})")
-    if objective not in ("huber", "mle"):
-        raise InputError(f"--objective must be 'huber' or 'mle' (got {objective!r})")
-    if law not in ("chinchilla", "data-constrained"):
-        raise InputError(f"--law must be 'chinchilla' or 'data-constrained' (got {law!r})")
-    if approach != 3 and (objective != "huber" or law != "chinchilla"):
-        opt = f"--objective {objective}" if objective != "huber" else f"--law {law}"
-        raise InputError(f"{opt} applies to approach 3 only (got --approach {approach})")
-    if grid not in ("fast", "full"):
-        raise InputError(f"grid must be 'fast' or 'full' (got {grid!r})")
-    pipeline.FitOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout).check()
+    opts = ChinchillaOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout, approach=approach, objective=objective, law=law, grid=grid,
+                             drop_highest=drop_highest_k, holdout_fraction=holdout_fraction, max_embedding_fraction=max_embedding_fraction).check()
     ds = pipeline.load(data, columns, n_kind)
     check_kinds(ds.n_kind, compute_kind)
     min_pts = {1: 3, 2: 6, 3: 6}[approach]
@@ -107,11 +132,7 @@ def fit_chinchilla(
     cost = TokenCost.from_runs(N, C, D, compute_kind, ds.n_kind)
     conventions = {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source, "token_cost": cost.to_dict()}
     t0 = time.perf_counter()
-    settings = {
-        "approach": approach, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci,
-        "holdout": holdout, "holdout_fraction": holdout_fraction if holdout else None, "curves": bool(curves),
-        "max_embedding_fraction": max_embedding_fraction,
-    }
+    settings = opts.settings(curves)
     if law == "data-constrained":
         from scaling.data_constrained import fit_data_constrained
 
