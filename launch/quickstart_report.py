@@ -70,7 +70,6 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
     plan = json.loads((out / "plan" / "plan.json").read_text())
     c = comparison
     conv = c.get("conventions") or plan.get("conventions") or {}
-    largest = plan["compute"] / (plan.get("extrapolation_factor") or 1.0)
     parts = [
         "# scalelab quickstart: a scaling study on the bundled corpus\n",
         "Every number below was measured by this run; rerun `make quickstart` to reproduce it.\n",
@@ -80,7 +79,7 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
         _table(["step", "this invocation", "all invocations"],
                [[k, v, (cumulative or timings).get(k, v)] for k, v in timings.items()]),
         "\n## The honest test: predicted vs measured loss\n",
-        f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {plan['compute'] / largest:.3g}x the largest fitted budget) "
+        f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {plan.get('extrapolation_factor') or 1.0:.3g}x the largest fitted budget) "
         f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} {c.get('n_kind', '')} parameters, {c.get('params', 0):.4g} in all; "
         f"D = {c['D']:.4g} tokens" + (f", {c['epochs']:.2f} epochs of the training data" if c.get("epochs") else "") + ").\n",
         _table(["", "validation loss"], [
