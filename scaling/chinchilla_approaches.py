@@ -15,7 +15,8 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import inputs, pipeline
-from scaling.common import EXTRAPOLATION_WARN_FACTOR, at_bound, compute_grid, huber_diagnostics, drop_highest, group_by_tolerance, holdout_by_compute, identification_warnings
+from scaling.common import (at_bound, compute_grid, drop_highest, extrapolation_warning, group_by_tolerance, holdout_by_compute, huber_diagnostics,
+                            identification_warnings)
 from scaling.conventions import (TokenCost, check_kinds, compute_column, default_compute, drop_embedding_dominated, embedding_warning,
                                  isoflop_budget_convention)
 from scaling.errors import FitError, InputError
@@ -322,8 +323,7 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
     cmax = float(C.max())
     grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
     derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
-    if at_compute and max(at_compute) > EXTRAPOLATION_WARN_FACTOR * cmax:
-        warnings.append(f"derived predictions extrapolate up to {max(at_compute) / cmax:.3g}x beyond the largest fitted compute ({cmax:.3g} FLOPs)")
+    warnings.extend(w for w in [extrapolation_warning(at_compute, C)] if w)
     out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived, "settings": settings}
     if boot:
         out["bootstrap"] = boot

@@ -29,6 +29,14 @@ def compute_grid(C: np.ndarray) -> list[float]:
     return [float(10.0**k) for k in range(lo, hi + 1)]
 
 
+def extrapolation_warning(at_compute, C: np.ndarray) -> str | None:
+    """The warning for derived optima asked for far beyond the largest fitted compute, else None."""
+    cmax = float(np.max(C))
+    if at_compute and max(at_compute) > EXTRAPOLATION_WARN_FACTOR * cmax:
+        return f"derived predictions extrapolate up to {max(at_compute) / cmax:.3g}x beyond the largest fitted compute ({cmax:.3g} FLOPs)"
+    return None
+
+
 def at_bound(v: float, lo: float, hi: float) -> bool:
     """Whether a fitted parameter stopped on (within rounding of) an end of its box."""
     return min(v - lo, hi - v) <= 1e-6 * (1 + abs(v))

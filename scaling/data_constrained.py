@@ -21,7 +21,7 @@ from scaling import bootstrap as bs
 from scaling import pipeline
 from scaling.chinchilla_huber import BOUNDS as CH_BOUNDS
 from scaling.chinchilla_huber import PAPER_GRID, theta_to_params
-from scaling.common import EXTRAPOLATION_WARN_FACTOR, at_bound, compute_grid, huber_diagnostics, identification_warnings
+from scaling.common import at_bound, compute_grid, extrapolation_warning, huber_diagnostics, identification_warnings
 from scaling.errors import InputError
 from scaling.huber import DELTA, huber, huber_grad
 from scaling.multistart import multistart_lbfgsb
@@ -198,8 +198,7 @@ def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: i
             warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit")
     law = DataConstrainedLaw(**{k: params[k] for k in CORE})
     derived = _derived(law, samples, compute, C, ci)
-    if compute and max(compute) > EXTRAPOLATION_WARN_FACTOR * float(C.max()):
-        warnings.append(f"derived predictions extrapolate up to {max(compute) / float(C.max()):.3g}x beyond the largest fitted compute ({float(C.max()):.3g} FLOPs)")
+    warnings.extend(w for w in [extrapolation_warning(compute, C)] if w)
     out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived, "settings": settings}
     if boot:
         out["bootstrap"] = boot
