@@ -4,7 +4,8 @@ A fitter (`fit_chinchilla`, `fit_kaplan`, `fit_batch_lr`, `fit_critical_batch`, 
 law) keeps only what is its own: the fit of one sample, how runs are resampled, what a held-out
 run is compared on. The rest is here:
 
-    ds = pipeline.load(data, columns, n_kind)                 # validate: options, columns, values
+    pipeline.FitOptions(bootstrap, seed, ci, holdout).check()  # validate: shared options first
+    ds = pipeline.load(data, columns, n_kind)                  # then inputs.validate(ds, roles, ...)
     boot = pipeline.bootstrap(fit_one, indices, seed=..., ci=...)
     boot.intervals(), boot.record(method=...)                  # the record's intervals and `bootstrap`
     pipeline.holdout_report(n, rule, "loss", rel=pipeline.rel_errors(pred, obs))
