@@ -215,7 +215,7 @@ def cmd_plan(args) -> int:
 
     from scaling.errors import InputError
     from scaling.plan import emit_config, format_plan
-    from scaling.plan_budget import BudgetOptions, build_plan
+    from scaling.plan_budget import BudgetOptions, build_plan, plan_to_emit
     from scaling.record import FitRecord
 
     problem = _check_outputs(args)
@@ -234,7 +234,7 @@ def cmd_plan(args) -> int:
         fits = [FitRecord.load(f) for f in args.fit]
         plan = build_plan(fits, opts, {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind}, ci=args.ci)
         if args.emit_config:
-            emit_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size)
+            emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config
     except InputError as exc:
         return _fail(str(exc), 2)

@@ -198,6 +198,51 @@ def format_inference(inf: dict) -> list[str]:
               f"  FLOPs: training {inf['train_flops']:.4g}{iv('train_flops')} + inference {inf['inference_flops']:.4g} = total {inf['total_flops']:.4g}{iv('total_flops')}",
               f"  training-only (Chinchilla) optimum for the same loss: N {ch['N']:.4g}, D {ch['D']:.4g}, total {ch['total_flops']:.4g} FLOPs",
               f"  saving: {inf['saving']:.2%} of the total FLOPs" + (f"  [{sv[0]:.2%}, {sv[1]:.2%}]" if (sv := inf.get("saving_interval")) else "")]
+    r = inf.get("run")
+    if r:
+        lines.append(f"  run: preset {r['preset']} ({r['N']:.4g} {r['n_kind']} params, {r['ratio_to_N']:.3g}x N; {r['choice']}), "
+                     f"{r['tokens']:.4g} tokens, total {r['total_flops']:.4g} FLOPs; predicted loss {r['loss']:.4f}"
+                     f"  [{r['loss_interval'][0]:.4g}, {r['loss_interval'][1]:.4g}]"
+                     + (f"; its training: {r['device_hours']:,.4g} device-hours" if r.get("device_hours") else "")
+                     + (f", ${r['usd']:,.0f}" if r.get("usd") else ""))
     if inf.get("unreachable"):
         lines.append(f"  note: the target is below E in {inf['unreachable']} of {inf['samples']} bootstrap laws (left out of the intervals)")
     return lines
+
+
+def choose_preset(rec, inf: dict, presets: list[dict], ci: float = 0.95) -> dict | None:
+    """The configs/models/ preset to train for an inference plan (`presets`: plan.model_presets),
+    each priced exactly in the fit's convention with its own per-token cost k: for a target loss
+    the preset reaching it with the least k (D + T/3), D on the iso-loss curve; for a total budget
+    the preset with the lowest loss at D = F/k - T/3. Its loss comes with a prediction interval."""
+    from scaling.laws import ChinchillaLaw
+    from scaling.plan import PRESET_KEY
+    from scaling.prediction import predict_loss
+
+    p = rec["params"]
+    law = ChinchillaLaw(**{k: p[k] for k in ("E", "A", "B", "alpha", "beta")})
+    key, conv, T = PRESET_KEY.get(inf["n_kind"], "total"), inf["compute_convention"], inf["inference_tokens"]
+    rows = []
+    for pr in presets:
+        N, k = float(pr[key]), float(pr["k"][conv])
+        if inf["mode"] == "target_loss":
+            rest = inf["loss"] - law.E - law.A / N**law.alpha
+            if rest <= 0:
+                continue  # this size never reaches the target
+            D = (law.B / rest) ** (1.0 / law.beta)
+            score = k * (D + T / 3.0)
+        else:
+            D = inf["total_flops"] / k - T / 3.0
+            if D <= 0:
+                continue
+            score = float(law.predict(N, D))
+        rows.append((score, pr, N, k, D))
+    if not rows:
+        return None
+    _, pr, N, k, D = min(rows, key=lambda r: r[0])
+    pred = predict_loss(rec, N, D, ci)
+    return {"preset": pr["name"], "n_kind": key, "N": N, "params": pr["total"], "seq_len": pr["seq_len"], "tokens": D,
+            "train_flops": k * D, "inference_flops": k * T / 3.0, "total_flops": k * (D + T / 3.0),
+            "ratio_to_N": N / inf["N"], "loss": pred["loss"], "loss_interval": pred["interval"],
+            "loss_interval_kind": pred["interval_kind"], "compute": {c: v * D for c, v in pr["k"].items()},
+            "choice": "least total FLOPs reaching the target loss" if inf["mode"] == "target_loss" else "lowest predicted loss within the total budget"}

@@ -100,11 +100,25 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
         plan = costs.plan_for_budget(plan_at, hw, hours)
         budget = {"form": next(f for f in ("budget_usd", "device_hours", "days") if getattr(opts, f) is not None),
                   "text": text, "device_hours": hours, "compute": plan["compute"]}
+    chin = next(f for f in fits if f["law"] == "chinchilla")
+    if inf and plan.get("vocab_size"):
+        from scaling.inference import choose_preset
+        from scaling.plan import model_presets
+
+        seq_len = ((plan.get("recipe") or {}).get("settings") or {}).get("model.seq_len")
+        run = choose_preset(chin, inf, model_presets(plan["vocab_size"], seq_len), ci)
+        if run:
+            inf["run"] = run
     if hw:
-        chin = next(f for f in fits if f["law"] == "chinchilla")
         if inf:
-            plan["cost"] = costs.cost_block(plan, hw, ci=ci, flops=inf["train_flops"], tokens=inf["D"],
+            priced = {**plan, "run": inf["run"]} if inf.get("run") else plan  # its hardware FLOPs ratio
+            plan["cost"] = costs.cost_block(priced, hw, ci=ci, flops=inf["train_flops"], tokens=inf["D"],
                                             flops_samples=inf.get("_train_flops_samples"), tokens_samples=inf.get("_D_samples"))
+            run = inf.get("run")
+            if run:  # the preset actually trained spends other FLOPs than the continuous optimum
+                hours = run["compute"]["trainer_flops"] / hw.flops_per_device_hour()
+                run["device_hours"] = hours
+                run["usd"] = hours * hw.usd_per_device_hour if hw.usd_per_device_hour else None
         else:
             plan["cost"] = costs.cost_block(plan, hw, ci=ci, budget=budget, fit=chin)
     if inf:
@@ -113,7 +127,8 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
         plan["inference"] = inf
         plan["warnings"].append(
             f"inference-aware plan: the plan's compute is the training FLOPs of the inference-aware model "
-            f"(N {inf['N']:.3g}, D {inf['D']:.3g}); N_opt/D_opt and the run above are the training-only optimum at that compute")
+            f"(N {inf['N']:.3g}, D {inf['D']:.3g}); N_opt/D_opt and the run above are the training-only optimum at that compute, "
+            f"the inference-aware run is the inference section's (--emit-config writes that one)")
     from scaling.record import _clean
 
     return _clean(plan)
@@ -129,3 +144,13 @@ def format_sections(plan: dict) -> list[str]:
     if plan.get("cost"):
         lines += format_cost(plan["cost"], plan.get("ci", 0.95))
     return lines
+
+
+def plan_to_emit(plan: dict) -> dict:
+    """The plan whose run `--emit-config` writes: the inference-aware preset when there is one
+    (trained with the fits' recipe: no batch-lr values are evaluated for it)."""
+    run = (plan.get("inference") or {}).get("run")
+    if not run:
+        return plan
+    keep = ("preset", "N", "seq_len", "tokens", "loss", "loss_interval")
+    return {**plan, "run": {k: run[k] for k in keep}}

@@ -132,3 +132,28 @@ def test_inference_planning_needs_a_loss_law(tmp_path):
     rec = fit_chinchilla(chinchilla_table(noise=0.0), approach=2)
     r = run_cli(["plan", "--fit", str(rec.save(tmp_path / "a2.json")), "--target-loss", "2.3", "--inference-tokens", "1e12"], REPO)
     assert r.returncode == 2 and "approach-3" in r.stderr
+
+
+def test_the_inference_run_is_the_cheapest_preset_and_is_what_emit_config_writes(fit_json, tmp_path):
+    import yaml
+
+    from scaling.plan import model_presets
+    from scaling.record import FitRecord
+
+    cfg = tmp_path / "next.yaml"
+    r = run_cli(["plan", "--fit", fit_json, "--target-loss", "2.6", "--inference-tokens", "1e11", "--vocab-size", "4096",
+                 "--json", "--emit-config", str(cfg)], REPO)
+    assert r.returncode == 0, r.stderr
+    run = json.loads(r.stdout)["inference"]["run"]
+    law = FitRecord.load(fit_json).law()
+    totals = {}
+    for p in model_presets(4096):
+        rest = 2.6 - law.E - law.A / p["total"] ** law.alpha
+        if rest > 0:
+            D = (law.B / rest) ** (1 / law.beta)
+            totals[p["name"]] = 6 * p["total"] * (D + 1e11 / 3)
+    assert run["preset"] == min(totals, key=totals.get)
+    assert run["total_flops"] == pytest.approx(totals[run["preset"]])
+    assert law.predict(run["N"], run["tokens"]) == pytest.approx(2.6)
+    written = yaml.safe_load(cfg.read_text())
+    assert written["model"]["preset"] == run["preset"] and written["train"]["tokens"] == round(run["tokens"])
