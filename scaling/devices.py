@@ -14,7 +14,7 @@ Sources (vendor datasheets; dense = sparse / 2 where the sheet only gives sparse
 - h200: NVIDIA H200 Tensor Core GPU datasheet (2024), SXM column: FP32 67 TF, TF32 989 TF*,
   BF16/FP16 1,979 TF* -> the H100 SXM's compute (more and faster memory only).
 - b200: NVIDIA HGX B200 / DGX B200 datasheet (2024), per GPU (8 per board): FP32 75 TF,
-  TF32 2.2 PF*, BF16/FP16 4.5 PF* -> dense 1.125 / 2.25 PF.
+  TF32 2.2 PF*, BF16/FP16 4.5 PF* -> dense 1.1 / 2.25 PF.
 - mi300x: AMD Instinct MI300X data sheet (2023): FP32 (matrix) 163.4 TF, TF32 653.7 TF,
   BF16/FP16 1,307.4 TF (2,614.9 with sparsity).
 - l4: NVIDIA L4 Tensor Core GPU datasheet (2023): FP32 30.3 TF, TF32 120 TF*, BF16/FP16 242 TF*
@@ -37,7 +37,7 @@ DEVICES: dict[str, dict[str, float]] = {
     "h100-sxm": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},
     "h100-pcie": {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51e12},
     "h200": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},
-    "b200": {"bf16": 2250e12, "fp16": 2250e12, "tf32": 1125e12, "fp32": 75e12},
+    "b200": {"bf16": 2250e12, "fp16": 2250e12, "tf32": 1100e12, "fp32": 75e12},
     "mi300x": {"bf16": 1307.4e12, "fp16": 1307.4e12, "tf32": 653.7e12, "fp32": 163.4e12},
     "l4": {"bf16": 121e12, "fp16": 121e12, "tf32": 60e12, "fp32": 30.3e12},
     "l40s": {"bf16": 362.05e12, "fp16": 362.05e12, "tf32": 183e12, "fp32": 91.6e12},
