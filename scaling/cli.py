@@ -1,4 +1,4 @@
-"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch}` and `scalelab plan`.
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy}` and `scalelab plan`.
 
 Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
 command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
@@ -96,6 +96,17 @@ def register(subparsers) -> None:
     p.add_argument("--smooth", type=float, metavar="F", help="run directories: smoothing window, relative half-width in steps (default 0.1 for loss, 0 for val_loss; 0 = none)")
     p.add_argument("--holdout", choices=["largest"], help="predict the largest-compute model's B_crit from the laws fitted on the other models")
     p.set_defaults(func=cmd_fit_critical_batch)
+
+    p = fsub.add_parser("accuracy", help="task accuracy vs task loss: Acc(L) = a / (1 + exp(-k (L - L0))) + b (OLMo ladder step 2), per task")
+    p.add_argument("data", metavar="DATA", help="CSV/Parquet table with a loss and an accuracy column (and optionally a task column)")
+    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (loss, acc, task); repeatable")
+    p.add_argument("--chance", type=float, metavar="P", help="chance accuracy of the task(s), e.g. 0.25 for 4 choices: warns when every accuracy sits there")
+    p.add_argument("--out", metavar="F.json", help="write the fit record here")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples for intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ci", type=float, default=0.95)
+    p.add_argument("--json", action="store_true", help="print the full record as JSON instead of a summary")
+    p.set_defaults(func=cmd_fit_accuracy)
 
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
                               description="Combine fit records into a recommendation for compute C.")
@@ -208,6 +219,33 @@ def cmd_fit_critical_batch(args) -> int:
 
     return _run_fit(args, fit_critical_batch, bootstrap=args.bootstrap, target_loss=args.target_loss, metric=args.metric,
                     smooth=args.smooth, holdout=args.holdout)
+
+
+def cmd_fit_accuracy(args) -> int:
+    from scaling.accuracy import fit_accuracy, summary
+    from scaling.errors import FitError, InputError
+
+    problem = _check_outputs(args)
+    if problem:
+        return _fail(problem, 2)
+    try:
+        cols = {}
+        for item in args.col:
+            if "=" not in item:
+                raise InputError(f"--col '{item}' must look like role=column (roles: loss, acc, task)")
+            role, col = item.split("=", 1)
+            cols[role.strip()] = col.strip()
+        rec = fit_accuracy(args.data, columns=cols, bootstrap=args.bootstrap, seed=args.seed, ci=args.ci, chance=args.chance)
+    except InputError as exc:
+        return _fail(str(exc), 2)
+    except FitError as exc:
+        return _fail(str(exc), 1)
+    if args.out:
+        rec.save(args.out)
+    print(rec.to_json() if args.json else summary(rec))
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def cmd_plan(args) -> int:
