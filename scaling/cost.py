@@ -240,11 +240,11 @@ def _loss_draws(fit, C_draws, plan, rng):
     """Loss at the compute-optimal allocation, one bootstrap law per MFU draw (approach 3 only)."""
     from scaling.conventions import TokenCost
     from scaling.frontier import allocate, search_range
-    from scaling.inference import _law_samples
+    from scaling.inference import bootstrap_laws
 
     if fit.get("approach") != 3:
         return None
-    samples = _law_samples(fit)
+    samples = bootstrap_laws(fit)
     if not samples:
         return None
     cost = TokenCost.from_record(fit)

@@ -118,7 +118,8 @@ def allocate(law, T: float, cost: TokenCost | None, *, target_loss: float | None
             "saving": 1.0 - total_flops / (ctrain + cinfer)}
 
 
-def _law_samples(rec):
+def bootstrap_laws(rec) -> list:
+    """The record's bootstrap parameter draws as ChinchillaLaw objects (non-finite draws left out)."""
     from scaling.laws import ChinchillaLaw
 
     s = (rec.get("bootstrap") or {}).get("samples") or {}
@@ -167,7 +168,7 @@ def inference_block(rec, inference_tokens: float, *, target_loss: float | None =
     per_token = "6*N" if cost.exact else f"k(N) ({conv['compute']}, from the fitted runs)"
     out["convention"] = (f"FLOPs in the fit's convention ({conv['compute']}, N = {conv['n_kind']} parameters): training "
                          f"{per_token} per token, inference a forward pass = a third of it ({'2*N' if cost.exact else 'k(N)/3'}) per token")
-    samples = _law_samples(rec)
+    samples = bootstrap_laws(rec)
     if samples:
         draws = [allocate(s, T, kcost, target_loss=target_loss, total=total) for s in samples]
         ok = [d for d in draws if d]
