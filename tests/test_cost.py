@@ -48,6 +48,9 @@ def test_device_table_holds_dense_peaks():
         assert peak_flops(d, "fp32") < peak_flops(d, "tf32") < v
     with pytest.raises(InputError, match="a100-40gb, a100-80gb, h100-sxm"):
         peak_flops("h100", "bf16")
+    from scaling.cli import DEVICE_NAMES  # the CLI's light copy (no table import at --help)
+
+    assert DEVICE_NAMES == tuple(DEVICES)
 
 
 @pytest.mark.parametrize("name, key", [
