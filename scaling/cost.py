@@ -272,7 +272,8 @@ def format_cost(cost: dict, ci: float = 0.95) -> list[str]:
              f"  {cost['hardware_flops_note']}; {cost['priced']} ({ci:.0%} intervals)"]
     if cost.get("budget"):
         b = cost["budget"]
-        lines.append(f"  budget: {b['text']} = {b['device_hours']:.4g} device-hours -> compute {b['compute']:.4g} FLOPs{iv('compute')}")
+        hours = "" if b.get("form") == "device_hours" else f" = {b['device_hours']:.4g} device-hours"
+        lines.append(f"  budget: {b['text']}{hours} -> compute {b['compute']:.4g} FLOPs{iv('compute')} in the fit's convention")
         if cost.get("loss_at_optimum_interval"):
             lines.append(f"  loss at the compute-optimal allocation of that budget{iv('loss_at_optimum')} (fit bootstrap x MFU spread)")
     exact = "" if cost.get("budget") or cost.get("device_hours_interval") else "  (no interval: compute and MFU are both given)"
