@@ -177,3 +177,27 @@ def summary(rec) -> str:
     for w in rec.get("warnings", []):
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def predict_accuracy(rec, loss: float, *, task: str | None = None, ci: float = 0.95) -> dict:
+    """Accuracy at task loss `loss` from an accuracy record (one task, or `task` of several):
+    {accuracy, interval (percentiles over the bootstrap curves, None without them), task}."""
+    per = rec.get("tasks") or {}
+    if per:
+        if task is None and len(per) == 1:
+            task = next(iter(per))
+        if task not in per:
+            raise InputError(f"task {task!r} is not in this accuracy fit (tasks: {', '.join(per)})")
+        r = per[task]
+    else:
+        r = rec
+    point = float(SigmoidAccuracy(**{k: r["params"][k] for k in ("a", "b", "k", "L0")}).predict(loss))
+    s = (r.get("bootstrap") or {}).get("samples") or {}
+    interval = None
+    if all(k in s for k in ("a", "b", "k", "L0")):
+        draws = SigmoidAccuracy(*(np.asarray(s[k], float) for k in ("a", "b", "k", "L0"))).predict(loss)
+        draws = draws[np.isfinite(draws)]
+        if draws.size >= 2:
+            interval = [float(np.percentile(draws, 100 * (1 - ci) / 2)), float(np.percentile(draws, 100 * (1 + ci) / 2))]
+    return {"task": task, "loss": float(loss), "accuracy": point, "interval": interval,
+            "interval_kind": "bootstrap of the sigmoid's parameters (the curve's uncertainty, not a single run's scatter)"}

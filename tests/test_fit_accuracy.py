@@ -75,3 +75,15 @@ def test_percentages_and_run_directories_are_refused(tmp_path):
     assert r.returncode == 2 and "fractions, not percentages" in r.stderr
     r = run_cli(["fit", "accuracy", str(tmp_path)], REPO)
     assert r.returncode == 2 and "tables only" in r.stderr
+
+
+def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
+    from scaling.accuracy import predict_accuracy
+
+    rec = fit_accuracy(table(noise=0.01, seed=3).assign(task="piqa"), bootstrap=40)
+    p = predict_accuracy(rec, 3.0, task="piqa")
+    truth = float(SigmoidAccuracy(**TRUTH).predict(3.0))  # 0.55 at the mid-point
+    assert p["interval"][0] < p["accuracy"] < p["interval"][1]
+    assert abs(p["accuracy"] - truth) < 0.02
+    with pytest.raises(Exception, match="not in this accuracy fit"):
+        predict_accuracy(rec, 3.0, task="arc")
