@@ -1,4 +1,4 @@
-"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch}` and `scalelab plan`.
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy}` and `scalelab plan`.
 
 Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
 command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
@@ -36,6 +36,7 @@ def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
 
 
 COMPUTE_KINDS = ("6ND_total", "6ND_nonembed", "trainer_flops")  # scaling.conventions (kept light: no numpy at --help)
+DEVICE_NAMES = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s")  # scaling.devices.DEVICES
 
 
 def _compute_kind(p: argparse.ArgumentParser) -> None:
@@ -96,10 +97,35 @@ def register(subparsers) -> None:
     p.add_argument("--holdout", choices=["largest"], help="predict the largest-compute model's B_crit from the laws fitted on the other models")
     p.set_defaults(func=cmd_fit_critical_batch)
 
+    p = fsub.add_parser("accuracy", help="task accuracy vs task loss: Acc(L) = a / (1 + exp(-k (L - L0))) + b (OLMo ladder step 2), per task")
+    p.add_argument("data", metavar="DATA", help="CSV/Parquet table with a loss and an accuracy column (and optionally a task column)")
+    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (loss, acc, task); repeatable")
+    p.add_argument("--chance", type=float, metavar="P", help="chance accuracy of the task(s), e.g. 0.25 for 4 choices: warns when every accuracy sits there")
+    p.add_argument("--out", metavar="F.json", help="write the fit record here")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples for intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ci", type=float, default=0.95)
+    p.add_argument("--json", action="store_true", help="print the full record as JSON instead of a summary")
+    p.set_defaults(func=cmd_fit_accuracy)
+
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
                               description="Combine fit records into a recommendation for compute C.")
     p.add_argument("--fit", action="append", required=True, metavar="F.json", help="fit record (chinchilla required; batch-lr, critical-batch optional); repeatable")
-    p.add_argument("--compute", type=_positive_float, required=True, metavar="C", help="training compute budget in FLOPs, e.g. 1e21, in the chinchilla fit's convention")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--compute", type=_positive_float, metavar="C", help="training compute budget in FLOPs, e.g. 1e21, in the chinchilla fit's convention "
+                        "(with --inference-tokens: the total training + inference budget)")
+    budget.add_argument("--budget-usd", type=_positive_float, metavar="X", help="dollar budget (needs --device and --usd-per-device-hour)")
+    budget.add_argument("--device-hours", type=_positive_float, metavar="H", help="device-hour budget (needs --device)")
+    budget.add_argument("--days", type=_positive_float, metavar="D", help="wall-clock days on --num-devices K devices (needs --device)")
+    budget.add_argument("--target-loss", type=_positive_float, metavar="L", help="plan the model reaching this loss with the least training + inference FLOPs (needs --inference-tokens)")
+    p.add_argument("--inference-tokens", type=float, metavar="T", help="tokens the model will serve: minimise 6ND + 2NT (Sardana et al. 2024)")
+    p.add_argument("--device", choices=DEVICE_NAMES, metavar="NAME", help="price the plan on this device: " + ", ".join(DEVICE_NAMES))
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "tf32"), help="training precision for the device's dense peak (default bf16)")
+    p.add_argument("--num-devices", type=int, metavar="K", help="devices trained on in parallel (default 1; required with --days)")
+    p.add_argument("--mfu", metavar="auto|X", help="model FLOPs utilisation: a number in (0, 1], or auto (default): the median of the largest "
+                   "finished runs on that device under --runs, else a stated default of 0.40")
+    p.add_argument("--usd-per-device-hour", type=_positive_float, metavar="P", help="price of one device for one hour")
+    p.add_argument("--runs", default="runs", metavar="DIR", help="run-directory tree read by --mfu auto (default: runs)")
     p.add_argument("--compute-kind", choices=COMPUTE_KINDS, default=None, help="the convention --compute is given in; refused when it differs from the fit's")
     p.add_argument("--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)")
     p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation")
@@ -195,11 +221,39 @@ def cmd_fit_critical_batch(args) -> int:
                     smooth=args.smooth, holdout=args.holdout)
 
 
+def cmd_fit_accuracy(args) -> int:
+    from scaling.accuracy import fit_accuracy, summary
+    from scaling.errors import FitError, InputError
+
+    problem = _check_outputs(args)
+    if problem:
+        return _fail(problem, 2)
+    try:
+        cols = {}
+        for item in args.col:
+            if "=" not in item:
+                raise InputError(f"--col '{item}' must look like role=column (roles: loss, acc, task)")
+            role, col = item.split("=", 1)
+            cols[role.strip()] = col.strip()
+        rec = fit_accuracy(args.data, columns=cols, bootstrap=args.bootstrap, seed=args.seed, ci=args.ci, chance=args.chance)
+    except InputError as exc:
+        return _fail(str(exc), 2)
+    except FitError as exc:
+        return _fail(str(exc), 1)
+    if args.out:
+        rec.save(args.out)
+    print(rec.to_json() if args.json else summary(rec))
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 def cmd_plan(args) -> int:
     import json
 
     from scaling.errors import InputError
-    from scaling.plan import emit_config, format_plan, make_plan
+    from scaling.plan import emit_config, format_plan
+    from scaling.plan_budget import BudgetOptions, build_plan, plan_to_emit
     from scaling.record import FitRecord
 
     problem = _check_outputs(args)
@@ -209,11 +263,16 @@ def cmd_plan(args) -> int:
         return _fail(f"--vocab-size must be > 0 (got {args.vocab_size})", 2)
     if args.micro_batch_size <= 0:
         return _fail(f"--micro-batch-size must be > 0 (got {args.micro_batch_size})", 2)
+    opts = BudgetOptions(compute=args.compute, budget_usd=args.budget_usd, device_hours=args.device_hours, days=args.days,
+                         target_loss=args.target_loss, inference_tokens=args.inference_tokens, device=args.device,
+                         precision=args.precision, num_devices=args.num_devices, mfu=args.mfu,
+                         usd_per_device_hour=args.usd_per_device_hour, runs=args.runs)
     try:
+        opts.check()
         fits = [FitRecord.load(f) for f in args.fit]
-        plan = make_plan(fits, args.compute, vocab_size=args.vocab_size, ci=args.ci, compute_kind=args.compute_kind)
+        plan = build_plan(fits, opts, {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind}, ci=args.ci)
         if args.emit_config:
-            emit_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size)
+            emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config
     except InputError as exc:
         return _fail(str(exc), 2)

@@ -306,6 +306,9 @@ def format_plan(plan: dict) -> str:
         lines.append(f"batch: {plan['batch_tokens']:.4g} tokens{iv(plan.get('batch_tokens_interval'))}")
     if "B_crit_tokens" in plan:
         lines.append(f"critical batch: {plan['B_crit_tokens']:.4g} tokens")
+    from scaling.plan_budget import format_sections  # cost and inference sections
+
+    lines += format_sections(plan)
     for w in plan.get("warnings", []):
         lines.append(f"warning: {w}")
     return "\n".join(lines)

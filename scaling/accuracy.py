@@ -1,0 +1,203 @@
+"""Task accuracy from task loss: Acc(L) = a / (1 + exp(-k (L - L0))) + b (OLMo's ladder, Bhagia
+et al. 2024, step 2), fitted per task from a table (`scalelab fit accuracy TABLE`).
+
+Parametrisation: a > 0 and k < 0, so b is the accuracy at high loss (chance, for a task with a
+floor) and a + b the ceiling at low loss; L0 is the loss at mid-height. (The form is symmetric
+under a -> -a, k -> -k, b -> b + a; the signs pin one branch.) Least squares in accuracy with
+bounds (0 < a <= 1, 0 <= b <= 1, k < 0), from several starts; bootstrap resamples rows.
+Warnings: accuracies at chance (no signal: `--chance`), a flat fit (the curve changes less than
+FLAT_DELTA over the data: a, k, L0 not identified), a mid-point outside the data (only one tail
+of the sigmoid was seen). Run-directory trees (evals/<step>.json) are not read yet.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaling.errors import FitError, InputError
+
+ROLES = ("loss", "acc", "task")
+FLAT_DELTA = 0.02  # accuracy change over the data below which the fit is called flat
+CHANCE_MARGIN = 0.02  # accuracies within this of chance carry no signal
+MIN_POINTS = 5
+
+
+@dataclass(frozen=True)
+class SigmoidAccuracy:
+    a: float
+    b: float
+    k: float
+    L0: float
+
+    def predict(self, L):
+        L = np.asarray(L, dtype=float)
+        with np.errstate(over="ignore"):
+            return self.a / (1.0 + np.exp(-self.k * (L - self.L0))) + self.b
+
+
+def _fit_one(L: np.ndarray, acc: np.ndarray) -> tuple[dict, float]:
+    from scipy.optimize import least_squares
+
+    span = max(float(np.ptp(L)), 1e-6)
+    best = None
+    for k0 in (-1.0, -4.0, -16.0):
+        for L00 in np.percentile(L, (25, 50, 75)):
+            x0 = [max(float(np.ptp(acc)), 0.05), float(np.clip(acc.min(), 0.0, 0.99)), k0 / span, float(L00)]
+            try:
+                res = least_squares(lambda p: SigmoidAccuracy(*p).predict(L) - acc, x0,
+                                    bounds=([1e-6, 0.0, -np.inf, -np.inf], [1.0, 1.0, -1e-9, np.inf]), x_scale="jac")
+            except ValueError:
+                continue
+            if best is None or res.cost < best.cost:
+                best = res
+    if best is None or not np.all(np.isfinite(best.x)):
+        raise FitError("no start of the sigmoid fit converged")
+    return dict(zip(("a", "b", "k", "L0"), map(float, best.x))), float(2 * best.cost)
+
+
+def fit_task(L, acc, *, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, chance: float | None = None) -> dict:
+    """One task's fit: {params, intervals, objective, n_points, warnings, loss_range}."""
+    from scaling.bootstrap import percentile_intervals, resample_indices, run_bootstrap
+
+    L, acc = np.asarray(L, float), np.asarray(acc, float)
+    if L.size < MIN_POINTS:
+        raise InputError(f"needs at least {MIN_POINTS} (loss, accuracy) points (got {L.size})")
+    if not (np.all(np.isfinite(L)) and np.all(np.isfinite(acc))):
+        raise InputError("loss and accuracy must be finite numbers (NaN or inf found)")
+    if np.any(acc < 0) or np.any(acc > 1):
+        raise InputError("accuracies must lie in [0, 1] (give fractions, not percentages)")
+    params, sse = _fit_one(L, acc)
+    warnings = []
+    if chance is not None and np.all(acc <= chance + CHANCE_MARGIN):
+        warnings.append(f"every accuracy is within {CHANCE_MARGIN} of chance ({chance:g}): no signal, the fit says nothing")
+    fitted = SigmoidAccuracy(**params).predict(np.array([L.min(), L.max()]))
+    if abs(fitted[0] - fitted[1]) < FLAT_DELTA:
+        warnings.append(f"the fit is flat: predicted accuracy changes by {abs(fitted[0] - fitted[1]):.3g} over the losses "
+                        f"{L.min():.4g}-{L.max():.4g}; a, k, L0 are not identified")
+    elif not L.min() <= params["L0"] <= L.max():
+        warnings.append(f"the mid-point L0 = {params['L0']:.4g} lies outside the losses {L.min():.4g}-{L.max():.4g}: "
+                        "only one tail of the sigmoid was seen, a and b are poorly identified")
+    out = {"params": params, "intervals": {}, "objective": sse, "n_points": int(L.size), "warnings": warnings,
+           "loss_range": [float(L.min()), float(L.max())], "residual_rms": float(np.sqrt(sse / L.size))}
+    if chance is not None:
+        out["chance"] = chance
+    if bootstrap:
+        reasons: dict[str, int] = {}
+        samples, failed = run_bootstrap(lambda idx: _fit_one(L[idx], acc[idx])[0], resample_indices(L.size, bootstrap, seed), reasons)
+        out["intervals"] = percentile_intervals(samples, ci)
+        out["bootstrap"] = {"n": bootstrap, "failed": failed, "samples": samples}
+        if failed:
+            warnings.append(f"{failed} of {bootstrap} bootstrap resamples failed ({'; '.join(reasons)})")
+    return out
+
+
+def load_table(source, columns: dict[str, str]):
+    """(DataFrame with loss, acc[, task], description). Only tables: CSV, TSV or Parquet."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    for role in columns:
+        if role not in ROLES:
+            raise InputError(f"--col {role}=...: unknown role '{role}' (roles: {', '.join(ROLES)})")
+    if isinstance(source, pd.DataFrame):
+        raw, desc = source.copy(), "DataFrame"
+    else:
+        path = Path(source)
+        if path.is_dir():
+            raise InputError(f"{path} is a directory: `fit accuracy` reads tables only for now "
+                             "(CSV/Parquet with a loss and an accuracy column)")
+        if not path.exists():
+            raise InputError(f"{path} does not exist")
+        suf = path.suffix.lower()
+        if suf in (".csv", ".tsv"):
+            raw = pd.read_csv(path, sep="\t" if suf == ".tsv" else ",")
+        elif suf == ".parquet":
+            raw = pd.read_parquet(path)
+        else:
+            raise InputError(f"{path}: use a .csv, .tsv or .parquet table")
+        desc = str(path)
+    out = pd.DataFrame()
+    for role in ROLES:
+        col = columns.get(role, role)
+        if col in raw.columns:
+            out[role] = raw[col]
+        elif role != "task":
+            raise InputError(f"column '{col}' for {role} not found (columns: {', '.join(map(str, raw.columns))}; map one with --col {role}=NAME)")
+    out["loss"] = pd.to_numeric(out["loss"], errors="coerce")
+    out["acc"] = pd.to_numeric(out["acc"], errors="coerce")
+    return out, desc
+
+
+def fit_accuracy(data, *, columns: dict[str, str] | None = None, bootstrap: int = 0, seed: int = 0, ci: float = 0.95,
+                 chance: float | None = None):
+    """Fit Acc(L) per task. One task: params a, b, k, L0 at the top of the record; several (a task
+    column): `tasks: {name: {params, intervals, ...}}` and the top-level params empty."""
+    from scaling.record import data_sha256, make_record
+
+    df, desc = load_table(data, dict(columns or {}))
+    if chance is not None and not 0 <= chance < 1:
+        raise InputError(f"--chance must be in [0, 1) (got {chance})")
+    groups = [(str(t), g) for t, g in df.groupby("task", sort=True)] if "task" in df.columns else [(None, df)]
+    tasks = {}
+    for name, g in groups:
+        try:
+            tasks[name] = fit_task(g["loss"].to_numpy(), g["acc"].to_numpy(), bootstrap=bootstrap, seed=seed, ci=ci, chance=chance)
+        except InputError as exc:
+            raise InputError(f"task {name}: {exc}" if name else str(exc)) from None
+    single = tasks[groups[0][0]] if len(tasks) == 1 else None
+    warnings = [f"{t}: {w}" if t else w for t, r in tasks.items() for w in r["warnings"]]
+    fields = {"law": "accuracy", "approach": None, "form": "Acc(L) = a / (1 + exp(-k (L - L0))) + b",
+              "params": single["params"] if single else {}, "intervals": single["intervals"] if single else {},
+              "objective": single["objective"] if single else float(sum(r["objective"] for r in tasks.values())),
+              "n_points": int(len(df)), "warnings": warnings, "data_sha256": data_sha256(df, ["loss", "acc"]), "source": desc,
+              "settings": {"bootstrap": bootstrap, "seed": seed, "ci": ci, "chance": chance, "columns": dict(columns or {})}}
+    if single:
+        fields.update({k: single[k] for k in ("loss_range", "residual_rms") if k in single})
+        if "bootstrap" in single:
+            fields["bootstrap"] = single["bootstrap"]
+    if len(tasks) > 1 or groups[0][0] is not None:
+        fields["tasks"] = tasks
+    return make_record(**fields)
+
+
+def summary(rec) -> str:
+    lines = [f"law: accuracy  {rec['form']}", f"points: {rec['n_points']}"]
+    per = rec.get("tasks") or {None: rec}
+    for name, r in per.items():
+        ivs = r.get("intervals") or {}
+        head = f"task {name}: " if name else ""
+        parts = []
+        for k in ("a", "b", "k", "L0"):
+            v = r["params"][k]
+            iv = ivs.get(k)
+            parts.append(f"{k} = {v:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""))
+        lines.append(f"  {head}{', '.join(parts)}  ({r['n_points']} points, rms {r.get('residual_rms', float('nan')):.3g})")
+    for w in rec.get("warnings", []):
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def predict_accuracy(rec, loss: float, *, task: str | None = None, ci: float = 0.95) -> dict:
+    """Accuracy at task loss `loss` from an accuracy record (one task, or `task` of several):
+    {accuracy, interval (percentiles over the bootstrap curves, None without them), task}."""
+    per = rec.get("tasks") or {}
+    if per:
+        if task is None and len(per) == 1:
+            task = next(iter(per))
+        if task not in per:
+            raise InputError(f"task {task!r} is not in this accuracy fit (tasks: {', '.join(per)})")
+        r = per[task]
+    else:
+        r = rec
+    point = float(SigmoidAccuracy(**{k: r["params"][k] for k in ("a", "b", "k", "L0")}).predict(loss))
+    s = (r.get("bootstrap") or {}).get("samples") or {}
+    interval = None
+    if all(k in s for k in ("a", "b", "k", "L0")):
+        draws = SigmoidAccuracy(*(np.asarray(s[k], float) for k in ("a", "b", "k", "L0"))).predict(loss)
+        draws = draws[np.isfinite(draws)]
+        if draws.size >= 2:
+            interval = [float(np.percentile(draws, 100 * (1 - ci) / 2)), float(np.percentile(draws, 100 * (1 + ci) / 2))]
+    return {"task": task, "loss": float(loss), "accuracy": point, "interval": interval,
+            "interval_kind": "bootstrap of the sigmoid's parameters (the curve's uncertainty, not a single run's scatter)"}

@@ -1,0 +1,89 @@
+"""`scalelab fit accuracy TABLE`: the sigmoid Acc(L) = a / (1 + exp(-k (L - L0))) + b recovers known
+parameters, per task, with bootstrap intervals and warnings for no signal and flat fits."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_cli
+from scaling.accuracy import SigmoidAccuracy, fit_accuracy
+
+TRUTH = {"a": 0.6, "b": 0.25, "k": -5.0, "L0": 3.0}
+
+
+def table(truth=TRUTH, noise=0.0, n=30, lo=2.0, hi=4.0, seed=0):
+    L = np.linspace(lo, hi, n)
+    acc = SigmoidAccuracy(**truth).predict(L) + np.random.default_rng(seed).normal(0, noise, n)
+    return pd.DataFrame({"loss": L, "acc": acc})
+
+
+def test_noiseless_sigmoid_is_recovered():
+    rec = fit_accuracy(table())
+    for k, v in TRUTH.items():
+        assert rec.params[k] == pytest.approx(v, rel=1e-4)
+    assert rec["law"] == "accuracy" and not rec.warnings
+
+
+def test_noisy_tasks_are_fitted_separately_with_intervals(tmp_path):
+    easy = {"a": 0.7, "b": 0.25, "k": -6.0, "L0": 3.2}
+    df = pd.concat([table(noise=0.01, seed=1).assign(name="hellaswag"), table(easy, noise=0.01, seed=2).assign(name="arc_easy")])
+    path = tmp_path / "acc.csv"
+    df.rename(columns={"loss": "bpb", "acc": "accuracy"}).to_csv(path, index=False)
+    out = tmp_path / "fit.json"
+    r = run_cli(["fit", "accuracy", str(path), "--col", "loss=bpb", "--col", "acc=accuracy", "--col", "task=name",
+                 "--bootstrap", "40", "--out", str(out)], REPO)
+    assert r.returncode == 0, r.stderr
+    assert "task arc_easy: a = " in r.stdout and "task hellaswag: a = " in r.stdout
+    rec = json.loads(out.read_text())
+    for name, truth in (("hellaswag", TRUTH), ("arc_easy", easy)):
+        t = rec["tasks"][name]
+        for k, v in truth.items():
+            assert t["params"][k] == pytest.approx(v, rel=0.1, abs=0.02)
+            lo, hi = t["intervals"][k]
+            assert lo < t["params"][k] < hi
+        assert t["n_points"] == 30
+
+
+def test_accuracies_at_chance_and_flat_fits_are_warned():
+    at_chance = pd.DataFrame({"loss": np.linspace(3.5, 4.5, 12), "acc": 0.25 + np.random.default_rng(0).normal(0, 0.005, 12)})
+    rec = fit_accuracy(at_chance, chance=0.25)
+    assert any("within 0.02 of chance" in w for w in rec.warnings)
+    assert any("the fit is flat" in w for w in rec.warnings)
+    # only the low-loss tail of the curve: the mid-point lies beyond the data
+    rec = fit_accuracy(table(noise=0.0, lo=2.0, hi=2.7))
+    assert any("only one tail" in w for w in rec.warnings)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--col", "loss=nope"], "column 'nope' for loss not found"),
+    (["--col", "size=x"], "unknown role 'size'"),
+])
+def test_bad_tables_exit_2(tmp_path, args, message):
+    path = tmp_path / "t.csv"
+    table().to_csv(path, index=False)
+    r = run_cli(["fit", "accuracy", str(path)] + args, REPO)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_percentages_and_run_directories_are_refused(tmp_path):
+    path = tmp_path / "t.csv"
+    table().assign(acc=lambda d: d.acc * 100).to_csv(path, index=False)
+    r = run_cli(["fit", "accuracy", str(path)], REPO)
+    assert r.returncode == 2 and "fractions, not percentages" in r.stderr
+    r = run_cli(["fit", "accuracy", str(tmp_path)], REPO)
+    assert r.returncode == 2 and "tables only" in r.stderr
+
+
+def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
+    from scaling.accuracy import predict_accuracy
+
+    rec = fit_accuracy(table(noise=0.01, seed=3).assign(task="piqa"), bootstrap=40)
+    p = predict_accuracy(rec, 3.0, task="piqa")
+    truth = float(SigmoidAccuracy(**TRUTH).predict(3.0))  # 0.55 at the mid-point
+    assert p["interval"][0] < p["accuracy"] < p["interval"][1]
+    assert abs(p["accuracy"] - truth) < 0.02
+    with pytest.raises(Exception, match="not in this accuracy fit"):
+        predict_accuracy(rec, 3.0, task="arc")
