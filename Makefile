@@ -10,8 +10,9 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch is pinned here, not in the package: on this CPU machine pip takes the local CPU wheel,
-	# on a GPU machine the same pin installs the CUDA build.
-	$(BIN)/pip install -q torch==2.13.0 -e '.[dev]'
+	# on a GPU machine the same pin installs the CUDA build. The editable install is a path entry
+	# (compat mode), so a package added to the tree later is importable without reinstalling.
+	$(BIN)/pip install -q torch==2.13.0 -e '.[dev]' --config-settings editable_mode=compat
 	touch $@
 
 quickstart: setup

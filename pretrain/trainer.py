@@ -31,7 +31,7 @@ from pretrain.mfu import device_peak
 from pretrain.optim import param_groups
 from pretrain.run_dir import RunDir
 from pretrain.sampler import micro_batch_start
-from pretrain.schedules import lr_at
+from runs.schedules import lr_at
 from pretrain.signals import StopRequest
 from pretrain.wandb_logger import WandbLogger
 

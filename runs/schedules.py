@@ -1,9 +1,23 @@
-"""Learning-rate schedules as pure functions of the step (so resume needs no scheduler state)."""
+"""Learning-rate schedules as pure functions of the step (so resume needs no scheduler state).
+
+Part of the run contract: the lr a run's `schedule` section implies at every step, for the trainer
+and for readers that need a run's whole lr curve (the annealing-law fitter) without torch.
+"""
 from __future__ import annotations
 
 import math
+from typing import Literal, Protocol
 
-from pretrain.config.schema import ScheduleConfig
+
+class ScheduleConfig(Protocol):
+    """What a schedule needs (pretrain.config.schema.ScheduleConfig, or any object with these fields)."""
+
+    name: Literal["cosine", "linear", "constant", "wsd"]
+    warmup_steps: int | None
+    warmup_fraction: float
+    min_lr_ratio: float
+    decay_fraction: float
+    decay_shape: Literal["linear", "cosine", "sqrt"]
 
 
 def warmup_steps(cfg: ScheduleConfig, total: int) -> int:
