@@ -99,7 +99,7 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
     from scaling.common import identification_warnings
 
     N, D, G, L = (df[c].to_numpy(float) for c in ("N", "D", "G", "loss"))
-    warnings.extend(identification_warnings(N, D))
+    warnings.extend(_in_krajewski_names(w) for w in identification_warnings(N, D))
     granular = distinct(G) >= 2
     if granular:
         res = mo.fit_krajewski(N, D, G, L, top_k=top_k, delta=delta)
@@ -232,6 +232,14 @@ def _clark_derived(law, N, E) -> list[dict]:
 
 
 # ---------------------------------------------------------------- checks and holdout
+def _in_krajewski_names(text: str) -> str:
+    """The shared N/D identification warnings name Chinchilla's A, B, E; here they are a, b, c (E counts experts)."""
+    for old, new in (("A, alpha and E", "the N term (a, g, alpha) and c"), ("B, beta and E", "b, beta and c"), ("A and alpha", "the N term (a, g, alpha)"),
+                     ("B and beta", "b and beta"), ("(E absorbs", "(c absorbs")):
+        text = text.replace(old, new)
+    return text
+
+
 def _bound_warnings(x, names, bounds, warnings) -> None:
     why = {"lg": "g -> 0: granularity shows no effect in these runs", "gamma": "granularity's exponent runs away",
            "lc": "the irreducible loss c runs away"}

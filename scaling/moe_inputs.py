@@ -29,8 +29,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "flops": ("flops", "training_flop", "training flop"),
 }
 PASSTHROUGH = ("run", "sweep", "path", "params", "active_params", "non_embedding_params", "expansion", "shared_experts",
-               "capacity_factor", "router", "expert_d_ff", "flops_per_token", "epochs", "unique_tokens")
-TEXT = ("run", "sweep", "path", "router")
+               "capacity_factor", "router", "expert_d_ff", "flops_per_token", "epochs", "unique_tokens", "moe_source")
+TEXT = ("run", "sweep", "path", "router", "moe_source")
 N_KIND = "active_non_embedding"
 
 
