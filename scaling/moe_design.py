@@ -3,7 +3,8 @@
 `design_section`: the data's expert counts, granularities, expansion rate (E / G) and top-k per
 unit of granularity among the MoE runs (E > 1), the counts of dense and MoE runs, and their tokens.
 `design_warnings`: what the design cannot identify or mixes (said in the record).
-`moe_recipe`: the `model.moe` settings the MoE runs share (router, capacity factor, ...), which an
+`bound_warnings`, `interval_warnings`: a fitted parameter on its box, or one the bootstrap shows
+the runs do not pin down. `moe_recipe`: the `model.moe` settings the MoE runs share (router, capacity factor, ...), which an
 emitted config reproduces, like `scaling.recipe` does for the training settings.
 """
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from scaling.common import distinct
+from scaling.common import at_bound, distinct
 
 SHAPE_KEYS = ("num_experts", "top_k", "d_ff")  # what the law and the plan set; the rest is recipe
+IDENTIFIED_RATIO = 2.0  # a 95% interval wider than this factor: the runs do not pin the parameter down
 
 
 def _mode(values):
@@ -113,3 +115,25 @@ def moe_recipe(paths) -> dict | None:
     common = json.loads(Counter(json.dumps(s, sort_keys=True) for s in sections).most_common(1)[0][0])
     varies = sorted(k for k in {k for s in sections for k in s} if len({json.dumps(s.get(k)) for s in sections}) > 1)
     return {"moe": common, "varies": varies, "n_runs": len(sections)}
+
+
+def bound_warnings(x, names, bounds, warnings) -> None:
+    why = {"lg": "g -> 0: granularity shows no effect in these runs", "gamma": "granularity's exponent runs away",
+           "lc": "the irreducible loss c runs away"}
+    for k, v in zip(names, x):
+        lo, hi = bounds[k]
+        if at_bound(v, lo, hi):
+            warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum"
+                            + (f" ({why[k]})" if k in why else ""))
+
+
+def interval_warnings(intervals: dict, keys, warnings, ratio: bool = True) -> None:
+    """Say plainly when the bootstrap shows a parameter is not pinned down by the runs."""
+    for k in keys:
+        iv = intervals.get(k)
+        if not iv:
+            continue
+        if iv[0] <= 0 <= iv[1] and k in ("gamma", "b", "c"):
+            warnings.append(f"{k} is not identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] includes 0")
+        elif ratio and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
+            warnings.append(f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}")

@@ -16,10 +16,10 @@ import numpy as np
 
 from scaling import bootstrap as bs
 from scaling import inputs, pipeline
-from scaling.common import at_bound, compute_grid, distinct, extrapolation_warning, holdout_by_compute, holdout_split, huber_diagnostics
+from scaling.common import compute_grid, distinct, extrapolation_warning, holdout_by_compute, holdout_split, huber_diagnostics
 from scaling.errors import FitError, InputError
 from scaling.huber import DELTA
-from scaling.moe_design import design_section, design_warnings, moe_recipe
+from scaling.moe_design import bound_warnings, design_section, design_warnings, interval_warnings, moe_recipe
 from scaling.moe_inputs import N_KIND, check_shapes, load_moe
 from scaling.moe_laws import LAWS, law_from_params, law_from_samples
 from scaling.recipe import read_recipe, recipe_warning
@@ -29,7 +29,6 @@ from scaling.threads import blas_single_thread
 COMPUTE = "6ND_active_nonembed"  # C = 6 N D, N = active non-embedding parameters
 MIN_POINTS = {"krajewski": 8, "clark": 5}
 REQUIRED = {"krajewski": ("N", "D", "G", "loss"), "clark": ("N", "E", "loss")}
-IDENTIFIED_RATIO = 2.0
 
 
 @blas_single_thread
@@ -68,7 +67,9 @@ def fit_moe(data, *, law: str = "krajewski", bootstrap: int = 0, seed: int = 0, 
         body = _krajewski(df, C, warnings, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci,
                           at_compute=at_compute)
     else:
-        body = _clark(df, warnings, bootstrap=bootstrap, seed=seed, delta=delta, ci=ci)
+        from scaling.moe_clark import fit_clark_body
+
+        body = fit_clark_body(df, warnings, bootstrap=bootstrap, seed=seed, delta=delta, ci=ci)
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     rng = {k: [float(df[k].min()), float(df[k].max())] for k in ("N", "D", "G", "E", "loss") if k in df.columns}
     if C is not None:
@@ -111,7 +112,7 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
         params, names, bounds = mo.chinchilla_as_krajewski(ch.theta_to_params(res.x)), ch.THETA, ch.BOUNDS
         obj = ch.Objective(N, D, L, delta)
         grid = ch.paper_grid()
-    _bound_warnings(res.x, names, bounds, warnings)
+    bound_warnings(res.x, names, bounds, warnings)
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
     resid = obj.residuals(res.x)
@@ -136,7 +137,7 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
                         starts=f"full-data optimum + the {boot_top_k} best grid points on the full data")
         if b.failed:
             warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
-        _interval_warnings(intervals, ("c", "a", "alpha", "b", "beta", "g", "gamma"), warnings)
+        interval_warnings(intervals, ("c", "a", "alpha", "b", "beta", "g", "gamma"), warnings)
     settings = {"form": "L = c + (g / G^gamma + a) / N^alpha + b / D^beta (Krajewski et al. 2024, Eq. 9)",
                 "parametrisation": "log L = LSE(LSE(log g - gamma log G, log a) - alpha log N, log b - beta log D, log c)" if granular
                 else "one granularity in the data: log L = LSE(log a - alpha log N, log b - beta log D, log c), g = 0, gamma not identified",
@@ -174,63 +175,6 @@ def _krajewski_derived(law, samples, G, grid_C, cmax, ci) -> list[dict]:
     return rows
 
 
-# ---------------------------------------------------------------- Clark
-def _clark(df, warnings, *, bootstrap, seed, delta, ci) -> dict:
-    from scaling import moe_objectives as mo
-
-    N, E, L = (df[c].to_numpy(float) for c in ("N", "E", "loss"))
-    if distinct(N) < 2:
-        raise InputError("moe --law clark: every run has the same N; the law needs 2 or more sizes")
-    free = mo.clark_free(N, E)
-    if "b" not in free:
-        warnings.append(f"not identified: every run has E = {E[0]:g}: b and c (the expert terms) cannot be estimated; "
-                        "fitted as log L = a log N + d (b, c null); add runs with another expert count (dense runs are E = 1)")
-    elif "c" not in free:
-        warnings.append("not identified: N varies at only one expert count, so c (the N x E interaction) cannot be estimated (null, read as 0)")
-    res = mo.fit_clark(N, E, L, free, delta=delta)
-    params = mo.clark_params(res.x, free)
-    obj = mo.ClarkObjective(N, E, L, free, delta)
-    resid = obj.residuals(res.x)
-    diagnostics = huber_diagnostics(res, free, resid, delta)
-    diagnostics["residuals_log"] = [float(r) for r in resid]
-    intervals, boot = {}, None
-    if bootstrap:
-        def one(idx):
-            if mo.clark_free(N[idx], E[idx]) != free or distinct(N[idx]) < 2:
-                raise FitError("the resample does not identify the same parameters")
-            r = mo.fit_clark(N[idx], E[idx], L[idx], free, delta=delta, extra_starts=[res.x])
-            return {k: v for k, v in mo.clark_params(r.x, free).items() if v is not None}
-
-        b = pipeline.bootstrap(one, bs.resample_indices(len(N), bootstrap, seed), seed=seed, ci=ci)
-        intervals = b.intervals()
-        boot = b.record(method="resample runs with replacement; each resample refits the summed Huber; percentile intervals")
-        if b.failed:
-            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
-        _interval_warnings(intervals, ("b", "c"), warnings, ratio=False)
-    law = law_from_params("clark", params)
-    derived = {"cutoff_N": law.cutoff_N, "rows": _clark_derived(law, N, E)}
-    settings = {"form": "log10 L = a log10 N + b log10 E + c log10 N log10 E + d (Clark et al. 2022, Eq. 1; E as given, no E-hat transform)",
-                "log_base": 10, "objective_definition": "sum of Huber(delta) on natural-log loss residuals (convex: linear in the parameters)",
-                "free_parameters": list(free)}
-    return {"params": params, "intervals": intervals, "objective": float(res.fun), "diagnostics": diagnostics, "derived": derived,
-            "settings": settings, **({"bootstrap": boot} if boot else {})}
-
-
-def _clark_derived(law, N, E) -> list[dict]:
-    """At each decade of N in the data: the best expert count in the data's range, its loss, the
-    dense loss and Clark's effective parameter count."""
-    from scaling.moe_optimum import candidates, clark_at, clark_best
-
-    grid_E, _ = candidates(E, integer=True)
-    lo, hi = int(np.floor(np.log10(N.min()))), int(np.ceil(np.log10(N.max())))
-    rows = []
-    for n in [float(10.0**k) for k in range(lo, hi + 1)]:
-        best, dense = clark_best(law, n, grid_E), clark_at(law, n, 1.0)
-        rows.append({"N": n, "E": best["E"], "loss": best["loss"], "dense_loss": float(dense["loss"]), "gain": float(dense["loss"]) - best["loss"],
-                     "effective_params": best["effective_params"], "compute_multiplier": best["effective_params"] / n})
-    return rows
-
-
 # ---------------------------------------------------------------- checks and holdout
 def _in_krajewski_names(text: str) -> str:
     """The shared N/D identification warnings name Chinchilla's A, B, E; here they are a, b, c (E counts experts)."""
@@ -238,28 +182,6 @@ def _in_krajewski_names(text: str) -> str:
                      ("B and beta", "b and beta"), ("(E absorbs", "(c absorbs")):
         text = text.replace(old, new)
     return text
-
-
-def _bound_warnings(x, names, bounds, warnings) -> None:
-    why = {"lg": "g -> 0: granularity shows no effect in these runs", "gamma": "granularity's exponent runs away",
-           "lc": "the irreducible loss c runs away"}
-    for k, v in zip(names, x):
-        lo, hi = bounds[k]
-        if at_bound(v, lo, hi):
-            warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum"
-                            + (f" ({why[k]})" if k in why else ""))
-
-
-def _interval_warnings(intervals: dict, keys, warnings, ratio: bool = True) -> None:
-    """Say plainly when the bootstrap shows a parameter is not pinned down by the runs."""
-    for k in keys:
-        iv = intervals.get(k)
-        if not iv:
-            continue
-        if iv[0] <= 0 <= iv[1] and k in ("gamma", "b", "c"):
-            warnings.append(f"{k} is not identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] includes 0")
-        elif ratio and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
-            warnings.append(f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}")
 
 
 def _holdout(rec: FitRecord, held, rule: str) -> dict:
