@@ -146,6 +146,10 @@ def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:
         return [([f"s{s}"], [("train.seed", s)], {"seed": s}) for s in spec.seeds], []
     if spec.kind == "isoflop":
         return _isoflop(spec, b)
+    if spec.kind == "moe":
+        from launch.expand_moe import moe_points
+
+        return moe_points(spec, b)
     return _batch_lr(spec, b), []
 
 

@@ -7,7 +7,7 @@ Slurm option fails at `sweep plan`, not after a day in the queue.
     name: isoflop-tiny
     base: configs/train/tiny.yaml          # train config every run starts from
     set: {data.tokenizer.vocab_size: 1024} # overrides applied to every run
-    kind: isoflop                          # grid | zip | isoflop | batch_lr | seeds
+    kind: isoflop                          # grid | zip | isoflop | batch_lr | seeds | moe
     isoflop: {budgets: [1e12, 3e12], models: [n50k, n100k]}
     seeds: [0, 1]                          # optional: every run repeated per seed
     executor: {local: {workers: 2}, slurm: {partition: gpu, gpus_per_node: 8}}
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from launch.executors import slurm_fields
 from pretrain.errors import ConfigError
 
-Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds"]
+Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds", "moe"]
 
 
 class Strict(BaseModel):
@@ -79,6 +79,50 @@ class BatchLrSpec(Strict):
     @classmethod
     def _floats(cls, v: Any) -> Any:
         return float(v) if isinstance(v, str) else _as_float_list(v)
+
+
+class MoeSpec(Strict):
+    """Kind `moe`: experts x granularity x active size x tokens, for `scalelab fit moe` (launch.expand_moe)."""
+
+    models: list[Any] = Field(description="active sizes: model presets (names) or model sections; each is trained dense and as MoEs")
+    experts: list[int] | None = Field(None, description="routed experts per MoE run (model.moe.num_experts), the same at every granularity")
+    expansion: list[float] | None = Field(None, description="instead of experts: experts = expansion x granularity (Krajewski et al.'s "
+                                          "fixed expansion rate: routed expert parameters / one dense FFN)")
+    granularity: list[int] = Field([1], description="G = dense d_ff / expert d_ff; the preset's d_ff must divide by G")
+    top_k: int = Field(1, ge=1, description="experts per token at G = 1; a run at granularity G routes to top_k x G experts (the same active FFN)")
+    tokens: list[float] | None = Field(None, description="training tokens of every run (default: the base config's)")
+    tokens_per_param: list[float] | None = Field(None, description="instead of tokens: tokens = this x the run's active non-embedding parameters")
+    dense: bool = Field(True, description="also train each model dense (E = 1, G = 1) at each token count")
+    settings: dict[str, Any] = Field(default_factory=dict, description="other model.moe keys of every MoE run (router, capacity_factor, ...)")
+    min_steps: int = Field(10, ge=1, description="runs with fewer optimizer steps are skipped and listed")
+
+    @field_validator("tokens", "tokens_per_param", "expansion", mode="before")
+    @classmethod
+    def _floats(cls, v: Any) -> Any:
+        return _as_float_list(v)
+
+    @field_validator("experts", "granularity", "expansion", "tokens", "tokens_per_param")
+    @classmethod
+    def _positive(cls, v: list | None) -> list | None:
+        if v is not None and (not v or any(not x > 0 for x in v)):
+            raise ValueError(f"must be a non-empty list of positive numbers (got {v})")
+        return v
+
+    @field_validator("settings")
+    @classmethod
+    def _no_shape(cls, v: dict) -> dict:
+        shape = sorted(set(v) & {"num_experts", "top_k", "d_ff"})
+        if shape:
+            raise ValueError(f"{', '.join(shape)}: set by the sweep (experts/expansion, top_k, granularity), not in settings")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "MoeSpec":
+        if (self.experts is None) == (self.expansion is None):
+            raise ValueError("give exactly one of `experts` (experts per run) or `expansion` (experts = expansion x granularity)")
+        if self.tokens is not None and self.tokens_per_param is not None:
+            raise ValueError("give `tokens` or `tokens_per_param`, not both")
+        return self
 
 
 class LocalExec(Strict):
@@ -163,6 +207,7 @@ class SweepSpec(Strict):
     axes: dict[str, list[Any]] = Field(default_factory=dict, description="grid/zip: dotted key -> values")
     isoflop: IsoflopSpec | None = None
     batch_lr: BatchLrSpec | None = None
+    moe: MoeSpec | None = None
     seeds: list[int] | None = Field(None, description="repeat every run per seed (train.seed)")
     runs_dir: str | None = Field(None, description="where run directories go (default runs/<name>)")
     flops_per_s: float | None = Field(None, gt=0, description="achieved model FLOP/s per run for the plan's time estimate")
@@ -183,7 +228,7 @@ class SweepSpec(Strict):
 
     @model_validator(mode="after")
     def _kind_section(self) -> "SweepSpec":
-        need = {"grid": "axes", "zip": "axes", "isoflop": "isoflop", "batch_lr": "batch_lr", "seeds": "seeds"}[self.kind]
+        need = {"grid": "axes", "zip": "axes", "isoflop": "isoflop", "batch_lr": "batch_lr", "seeds": "seeds", "moe": "moe"}[self.kind]
         if not getattr(self, need):
             raise ValueError(f"kind '{self.kind}' needs a non-empty `{need}` section")
         return self

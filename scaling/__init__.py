@@ -1,4 +1,4 @@
-"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, plan.
+"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, MoE laws, plan.
 
     from scaling import fit_chinchilla
     rec = fit_chinchilla(df, drop_highest_k=5, bootstrap=200)   # df has columns N, D, loss
@@ -15,6 +15,10 @@ _EXPORTS = {
     "fit_kaplan": "scaling.kaplan_fit",
     "fit_batch_lr": "scaling.batch_lr",
     "fit_critical_batch": "scaling.critical_batch",
+    "fit_moe": "scaling.moe_fit",
+    "make_moe_plan": "scaling.moe_plan",
+    "KrajewskiLaw": "scaling.moe_laws",
+    "ClarkLaw": "scaling.moe_laws",
     "make_plan": "scaling.plan",
     "emit_config": "scaling.plan",
     "to_train_config": "scaling.plan",

@@ -1,4 +1,4 @@
-"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy}` and `scalelab plan`.
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,moe}` and `scalelab plan`.
 
 Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
 command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
@@ -108,9 +108,16 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the full record as JSON instead of a summary")
     p.set_defaults(func=cmd_fit_accuracy)
 
+    from scaling.moe_cli import add_fit_parser  # MoE laws (Krajewski, Clark): their own module
+
+    add_fit_parser(fsub, _positive_float)
+
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
-                              description="Combine fit records into a recommendation for compute C.")
-    p.add_argument("--fit", action="append", required=True, metavar="F.json", help="fit record (chinchilla required; batch-lr, critical-batch optional); repeatable")
+                              description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
+                              "the best (N_active, E, G, D) and the dense optimum beside it.")
+    p.add_argument("fit_files", nargs="*", metavar="FIT.json", help="fit records (the same as --fit)")
+    p.add_argument("--fit", action="append", default=[], metavar="F.json",
+                   help="fit record (chinchilla required; batch-lr, critical-batch optional; or one moe record); repeatable")
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--compute", type=_positive_float, metavar="C", help="training compute budget in FLOPs, e.g. 1e21, in the chinchilla fit's convention "
                         "(with --inference-tokens: the total training + inference budget)")
@@ -269,7 +276,13 @@ def cmd_plan(args) -> int:
                          usd_per_device_hour=args.usd_per_device_hour, runs=args.runs)
     try:
         opts.check()
-        fits = [FitRecord.load(f) for f in args.fit]
+        fits = [FitRecord.load(f) for f in list(args.fit_files) + list(args.fit)]
+        if not fits:
+            raise InputError("plan needs a fit record: scalelab plan FIT.json --compute C (or --fit F.json)")
+        if any(f["law"] == "moe" for f in fits):
+            from scaling.moe_cli import plan_moe
+
+            return plan_moe(args, fits)
         plan = build_plan(fits, opts, {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind}, ci=args.ci)
         if args.emit_config:
             emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size)

@@ -233,6 +233,10 @@ def from_record(rec) -> object:
         return ComputeHParamLaw(**_pick(p, ComputeHParamLaw))
     if law == "critical-batch":
         return PowerLaw(coef=p["bcrit_coef"], exp=p["bcrit_exp_N"])
+    if law == "moe":  # Krajewski's L(N, D, G) or Clark's L(N, E): scaling.moe_laws
+        from scaling.moe_laws import law_from_params
+
+        return law_from_params((rec.get("settings") or {}).get("law", "krajewski"), p)
     raise ValueError(f"unknown law '{law}'")
 
 
