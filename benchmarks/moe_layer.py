@@ -45,7 +45,7 @@ class NaiveMaskLoop(nn.Module):
 
     def forward(self, x):
         flat = x.reshape(-1, D)
-        probs = self.ours.router.logits(flat).softmax(-1)
+        probs = self.ours.router(flat).softmax(-1)
         w, idx = probs.topk(K, dim=-1)
         ex = self.ours.experts
         y = torch.zeros_like(flat)
@@ -63,7 +63,7 @@ class DenseMaskLoop(NaiveMaskLoop):
 
     def forward(self, x):
         flat = x.reshape(-1, D)
-        probs = self.ours.router.logits(flat).softmax(-1)
+        probs = self.ours.router(flat).softmax(-1)
         w, idx = probs.topk(K, dim=-1)
         gates = torch.zeros_like(probs).scatter(1, idx, w)
         ex = self.ours.experts
