@@ -48,10 +48,7 @@ class Block(nn.Module):
 
     def forward(self, x, cos, sin, kv_cache=None):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache)
-        h = self.mlp(self.post_attention_layernorm(x))
-        aux = None
-        if isinstance(h, tuple):  # MoE layers return (output, RouterOutput-like stats)
-            h, aux = h
+        h, aux = self.mlp(self.post_attention_layernorm(x))  # aux: MoE router losses/stats, or None
         return x + h, aux
 
 
