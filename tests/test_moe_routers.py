@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from models.moe.config import MoEConfig
+from models.moe.balance import update_expert_biases
 from models.moe.routers import build_router
 from models.moe.routers.base import capacity, capacity_mask, router_z_loss, switch_balance_loss
 
@@ -94,7 +95,7 @@ def test_aux_free_bias_update_rule_and_buffers():
     x = torch.tensor([[3.0, 0, 0, 0], [3.0, 0, 0, 0], [0, 3.0, 0, 0], [3.0, 0, 0, 0]])
     r.route(x, seq_len=4)
     assert r.step_load.tolist() == [3, 1, 0, 0]
-    r.after_optimizer_step()  # mean load 1: sign(1 - [3, 1, 0, 0]) = [-1, 0, 1, 1]
+    assert update_expert_biases(r) == 1  # mean load 1: sign(1 - [3, 1, 0, 0]) = [-1, 0, 1, 1]
     assert r.score_bias.tolist() == pytest.approx([-0.1, 0.0, 0.1, 0.1])
     assert r.step_load.sum() == 0
     assert "score_bias" in r.state_dict() and "step_load" not in r.state_dict()
@@ -117,7 +118,7 @@ def test_aux_free_bias_reduces_imbalance_on_skewed_input():
     r.step_load.zero_()
     for _ in range(150):
         r.route(x, seq_len=64)
-        r.after_optimizer_step()
+        update_expert_biases(r)
     end = imbalance()
     assert start > 2.5 and end < 1.4, (start, end)  # sign updates leave a small oscillation
 
@@ -155,6 +156,34 @@ def test_expert_choice_eval_falls_back_to_token_choice_with_one_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         r.route(x, seq_len=4)  # warned once per layer only
+
+
+def test_one_bias_update_for_all_layers_equals_the_per_layer_rule():
+    """update_expert_biases stacks every aux_free_bias layer's load: each layer gets its own sign
+    update (layers with nothing counted keep their bias) and the counts are reset."""
+    from models.config import ModelConfig
+    from models.gpt import GPT
+
+    cfg = ModelConfig(d_model=16, n_layers=3, n_heads=2, vocab_size=32, seq_len=8,
+                      moe={"num_experts": 4, "top_k": 1, "router": "aux_free_bias", "bias_update_rate": 0.1,
+                           "first_dense_layers": 1})
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    routers = [m.mlp.router for m in model.model.layers[1:]]
+    routers[0].step_load.copy_(torch.tensor([5.0, 1, 1, 1]))
+    routers[1].step_load.copy_(torch.tensor([0.0, 0, 4, 4]))
+    assert update_expert_biases(model) == 2
+    assert routers[0].score_bias.tolist() == pytest.approx([-0.1, 0.1, 0.1, 0.1])
+    assert routers[1].score_bias.tolist() == pytest.approx([0.1, 0.1, -0.1, -0.1])
+    assert all(r.step_load.sum() == 0 for r in routers)
+    update_expert_biases(model)  # nothing counted since: biases stay
+    assert routers[0].score_bias.tolist() == pytest.approx([-0.1, 0.1, 0.1, 0.1])
+    model.after_optimizer_step()  # the trainer's step-hook name reaches the same update
+    assert routers[1].score_bias.tolist() == pytest.approx([0.1, 0.1, -0.1, -0.1])
+    routers[1].step_load.copy_(torch.tensor([4.0, 0, 0, 0]))
+    model.after_optimizer_step()
+    assert routers[1].score_bias.tolist() == pytest.approx([0.0, 0.2, 0.0, 0.0])
+    assert not [m for m in model.modules() if m is not model and hasattr(m, "after_optimizer_step")]
 
 
 def test_sinkhorn_balances_selection_and_keeps_softmax_weights():
