@@ -1,4 +1,4 @@
-"""Each router against hand-worked examples, the loss formulas, capacity and the eval fallback."""
+"""Each router against hand-worked examples, the loss formulas, capacity, causal routing and the bias update."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import torch
 
 from models.moe.config import MoEConfig
 from models.moe.balance import update_expert_biases
-from models.moe.routers import build_router
+from models.moe.routers import build_router, set_causal_routing
 from models.moe.routers.base import capacity, capacity_mask, router_z_loss, switch_balance_loss
 
 
@@ -146,16 +146,20 @@ def test_expert_choice_capacity_and_weights():
     assert torch.bincount(out.expert_idx).tolist() == [1, 1]
 
 
-def test_expert_choice_eval_falls_back_to_token_choice_with_one_warning():
+def test_expert_choice_routes_the_same_in_eval_mode_and_token_choice_only_when_causal():
     p0 = torch.tensor([.9, .8, .6, .3])
     x = torch.stack([torch.log(p0 / (1 - p0)), torch.zeros(4)], 1)
-    r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice").eval()
-    with pytest.warns(UserWarning, match="not causal"):
-        out = r.route(x, seq_len=4)
-    assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (2, 0): .6, (3, 1): .7})
+    r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice")
+    trained = assignments(r.route(x, seq_len=4))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        r.route(x, seq_len=4)  # warned once per layer only
+        warnings.simplefilter("error")  # no fallback warning any more: eval routes as training does
+        assert assignments(r.eval().route(x, seq_len=4)) == trained == pytest.approx(
+            {(0, 0): .9, (1, 0): .8, (3, 1): .7, (2, 1): .4})
+    assert set_causal_routing(r) == 1
+    out = r.route(x, seq_len=4)  # each token its top-1 expert: token 2 now prefers expert 0
+    assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (2, 0): .6, (3, 1): .7})
+    set_causal_routing(r, False)
+    assert assignments(r.route(x, seq_len=4)) == trained
 
 
 def test_one_bias_update_for_all_layers_equals_the_per_layer_rule():
