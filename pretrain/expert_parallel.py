@@ -15,7 +15,7 @@ before `deepspeed.initialize`:
    layer's `set_deepspeed_parallelism`, reduces expert gradients over the expert-data-parallel
    group only (ZeRO-0), partitions them over that group (ZeRO-1/2), and saves them in its
    per-expert checkpoint files. Only the layer's parameter bookkeeping is used: scalelab's
-   router and dispatcher do the routing and the all-to-all, so DeepSpeed's gate is removed.
+   router and dispatcher do the routing and the all-to-all, so DeepSpeed's gate weight is removed.
    To DeepSpeed, each EP rank's block of E/ep experts is one "expert" holding one stacked tensor
    per weight, so the grouped expert kernel runs on it with no per-step copy; checkpoint file
    `layer_<l>_expert_<r>_mp_rank_00_model_states.pt` holds EP rank r's experts
@@ -110,8 +110,9 @@ class ShardedExperts(MoE):
         # One DeepSpeed "expert" per EP rank: this rank's stacked block of experts.
         super().__init__(hidden_size=local.d_model, expert=local, num_experts=ep_size, ep_size=ep_size, k=1)
         # DeepSpeed's top-k gate is never called (scalelab's router picks the experts): drop its
-        # weight so that it is neither trained nor saved.
-        self.deepspeed_moe.gate = None
+        # weight so that it is neither trained nor saved (the gate object stays: the engine hands
+        # it the expert-parallel group).
+        self.deepspeed_moe.gate.wg = None
         self.ep_ranks = ep_ranks
 
     @property

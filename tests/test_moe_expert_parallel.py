@@ -64,6 +64,8 @@ def _ep_worker(rank: int, port: int, bias: list[float], out: dict) -> None:
         checks["param groups"] = (len(grouped) == len(list(ep.parameters())) and {id(p) for p in grouped} == {id(p) for p in ep.parameters()}
                                   and {id(p) for g in moe_groups for p in g["params"]} == {id(p) for p in local.parameters()}
                                   and all(g["name"] == "ep_size_2" for g in moe_groups))
+        ep.experts.set_deepspeed_parallelism()  # what the engine calls: DeepSpeed's groups, checked against ours
+        checks["deepspeed groups"] = dist.get_process_group_ranks(ep.experts.deepspeed_moe.ep_group) == [0, 1]
         sd = ep.state_dict()
         checks["keys"] = (sorted(k for k in sd if "expert" in k) == [f"experts.deepspeed_moe.experts.deepspeed_experts.0.{w}"
                                                                      for w in ("down_proj", "gate_proj", "up_proj")]
@@ -108,4 +110,4 @@ def test_expert_parallel_matches_local_with_deepspeed_layout(bias):
     out = mp.Manager().dict()
     mp.spawn(_ep_worker, args=(port, bias, out), nprocs=2, join=True)
     for rank in (0, 1):
-        assert out[rank] == {k: True for k in out[rank]} and len(out[rank]) == 7, (rank, out[rank])
+        assert out[rank] == {k: True for k in out[rank]} and len(out[rank]) == 8, (rank, out[rank])
