@@ -44,6 +44,7 @@ class ScalelabLM(TemplateLM):
         **_ignored,
     ):
         super().__init__()
+        from models.moe.routers import set_causal_routing
         from pretrain.checkpoint_io import load_run
 
         if threads:  # CPU: on a shared machine 1 thread is often many times faster than oversubscribed ones
@@ -60,6 +61,9 @@ class ScalelabLM(TemplateLM):
             loaded = load_run(path, device=self._device, dtype=getattr(torch, str(dtype)))
         self.loaded = loaded
         self.model = loaded.model.to(self._device).eval()
+        # Scoring a continuation given its context, and generating, must be causal: expert_choice
+        # routing would see later tokens and the other requests of the batch. Route token-choice.
+        set_causal_routing(self.model)
         self.tokenizer = loaded.tokenizer
         self._eot = loaded.eot_id
         self._max_length = int(max_length) if max_length else loaded.config.model.seq_len

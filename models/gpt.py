@@ -48,10 +48,7 @@ class Block(nn.Module):
 
     def forward(self, x, cos, sin, kv_cache=None):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache)
-        h = self.mlp(self.post_attention_layernorm(x))
-        aux = None
-        if isinstance(h, tuple):  # MoE layers return (output, RouterOutput-like stats)
-            h, aux = h
+        h, aux = self.mlp(self.post_attention_layernorm(x))  # aux: MoE router losses/stats, or None
         return x + h, aux
 
 
@@ -109,6 +106,15 @@ class GPT(nn.Module):
             loss = F.cross_entropy(out.float().view(-1, out.shape[-1]), targets.reshape(-1), ignore_index=-100)
         aux_loss = torch.stack(aux_losses).sum() if aux_losses else None
         return ModelOutput(logits=out if logits else None, loss=loss, aux_loss=aux_loss, router_stats=stats)
+
+    def after_optimizer_step(self) -> None:
+        """Model state that follows each optimizer step: the aux_free_bias routers' bias update,
+        all layers in one all-reduce (`models.moe.balance.update_expert_biases`). Kept under this
+        name for the trainer's step hook, which calls every module's `after_optimizer_step`."""
+        if self.cfg.moe is not None:
+            from models.moe.balance import update_expert_biases
+
+            update_expert_biases(self)
 
 
 class KVCache:

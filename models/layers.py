@@ -73,14 +73,17 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
+    """Dense FFN. Returns (y, None): every block FFN returns (output, aux), aux being the MoE
+    router's losses and statistics where there is a router (`models.moe.block.MoEFeedForward`)."""
+
     def __init__(self, d_model: int, d_ff: int):
         super().__init__()
         self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
         self.up_proj = nn.Linear(d_model, d_ff, bias=False)
         self.down_proj = nn.Linear(d_ff, d_model, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)), None
 
 
 def init_weights(module: nn.Module, cfg: ModelConfig) -> None:

@@ -4,8 +4,8 @@ Evaluation, export and notebooks need the weights without an engine or a process
 A path may be a run directory (its newest complete checkpoint is used) or a
 `checkpoints/step_N` directory. ZeRO 0-2 checkpoints hold the full module state dict in
 `mp_rank_00_model_states.pt`; ZeRO-3 shards are merged with DeepSpeed's `zero_to_fp32`;
-expert-parallel MoE checkpoints keep one file per global expert, which are restacked into the
-model's (E, ...) expert tensors.
+expert-parallel MoE checkpoints keep their experts in DeepSpeed's per-expert files, which are
+restacked into the model's (E, ...) expert tensors (`restack_experts`: both layouts below).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import yaml
 from pretrain.checkpoint import MARKER, complete_checkpoints
 
 EOT_TOKEN = "<|endoftext|>"
-DS_EXPERT = re.compile(r"^(?P<prefix>.*)deepspeed_moe\.experts\.deepspeed_experts\.(?P<idx>\d+)\.(?P<name>\w+)$")
+DS_EXPERT = re.compile(r"^(?P<prefix>.*?)(?P<sharded>experts\.)?deepspeed_moe\.experts\.deepspeed_experts\.(?P<idx>\d+)\.(?P<name>\w+)$")
 
 
 class CheckpointError(RuntimeError):
@@ -136,17 +136,25 @@ def _is_zero3_placeholder(sd: dict) -> bool:
 
 
 def restack_experts(sd: dict) -> dict:
-    """`...deepspeed_moe.experts.deepspeed_experts.<i>.<w>` keys -> `...experts.<w>` of shape (E, ...)."""
-    groups: dict[tuple[str, str], dict[int, torch.Tensor]] = {}
+    """DeepSpeed expert keys -> the model's `<block>.experts.<w>` tensors of shape (E, ...).
+
+    Two layouts (`pretrain.expert_parallel`):
+    - `<block>.experts.deepspeed_moe.experts.deepspeed_experts.<r>.<w>`, shape (E/ep, ...): EP rank
+      r's block of experts, concatenated in rank order (current);
+    - `<block>.deepspeed_moe.experts.deepspeed_experts.<e>.<w>`, shape (...): one global expert e,
+      stacked in expert order (checkpoints written before the experts moved into their own module).
+    """
+    groups: dict[tuple[str, str, bool], dict[int, torch.Tensor]] = {}
     out = {}
     for k, v in sd.items():
         m = DS_EXPERT.match(k)
         if m:
-            groups.setdefault((m["prefix"], m["name"]), {})[int(m["idx"])] = v
+            groups.setdefault((m["prefix"], m["name"], bool(m["sharded"])), {})[int(m["idx"])] = v
         else:
             out[k] = v
-    for (prefix, name), per in groups.items():
-        out[f"{prefix}experts.{name}"] = torch.stack([per[i] for i in sorted(per)])
+    for (prefix, name, sharded), per in groups.items():
+        parts = [per[i] for i in sorted(per)]
+        out[f"{prefix}experts.{name}"] = torch.cat(parts) if sharded else torch.stack(parts)
     return out
 
 

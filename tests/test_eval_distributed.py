@@ -14,6 +14,7 @@ import torch
 from models.config import ModelConfig
 from models.gpt import GPT
 from models.moe.block import MoEFeedForward
+from models.moe.dispatch import AllToAllDispatcher
 from pretrain.evaluation import HeldOutEval
 
 SEQ = 16
@@ -52,7 +53,7 @@ def _worker(rank: int, port: int, out: dict) -> None:
             for name in ("gate_proj", "up_proj", "down_proj"):
                 p = getattr(block.experts, name)
                 p.data = p.data[2 * rank: 2 * rank + 2].clone()
-            block.experts.num_experts, block.ep_group, block.ep_size = 2, dist.group.WORLD, 2
+            block.experts.num_experts, block.dispatcher = 2, AllToAllDispatcher(4, dist.group.WORLD)
         out[rank] = heldout().run(m, torch.device("cpu"), rank, 2)
     finally:
         dist.destroy_process_group()

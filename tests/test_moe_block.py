@@ -8,8 +8,12 @@ import torch.nn.functional as F
 
 from models.config import ModelConfig
 from models.gpt import GPT
+from models.layers import SwiGLU
 from models.moe.block import MoEFeedForward
 from models.moe.config import MoEConfig
+from models.moe.dispatch import LocalDispatcher
+from models.moe.experts import has_grouped_mm
+from models.moe.routers.base import Routing
 
 
 def naive_moe(block: MoEFeedForward, x: torch.Tensor) -> torch.Tensor:
@@ -27,7 +31,7 @@ def naive_moe(block: MoEFeedForward, x: torch.Tensor) -> torch.Tensor:
         h = F.silu(ex.gate_proj[e] @ flat[t]) * (ex.up_proj[e] @ flat[t])
         y[t] = y[t] + w * (ex.down_proj[e] @ h)
     if block.shared_mlp is not None:
-        y = y + block.shared_mlp(flat)
+        y = y + block.shared_mlp(flat)[0]
     return y.view(x.shape)
 
 
@@ -66,9 +70,9 @@ def test_dropped_tokens_pass_through_as_zero():
     assert kept <= 4 * 1  # num_experts * capacity(0.25, 12, 1, 4) = 4 * 1
 
 
-@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="torch._grouped_mm not in this torch")
+@pytest.mark.skipif(not has_grouped_mm(), reason="torch.nn.functional.grouped_mm not in this torch")
 def test_grouped_mm_path_matches_slices():
-    """The CUDA path (torch._grouped_mm), forced on CPU where this torch has a kernel for it."""
+    """The CUDA path (torch.nn.functional.grouped_mm), forced on CPU where this torch has a kernel for it."""
     block = make_block()
     x = torch.randn(2, 8, 16, requires_grad=True)
     block.experts.grouped_mm = "off"
@@ -88,6 +92,31 @@ def test_grouped_mm_path_matches_slices():
 def test_auto_uses_slices_on_cpu():
     block = make_block()
     assert not block.experts.use_grouped_mm(torch.randn(4, 16))
+    assert not block.experts.use_grouped_mm(torch.randn(4, 16, dtype=torch.bfloat16))
+    block.experts.grouped_mm = "off"
+    assert not block.experts.use_grouped_mm(torch.randn(4, 16))
+
+
+def test_local_dispatcher_groups_rows_by_expert_and_combines_with_weights():
+    """dispatch: rows in expert order (token order kept within an expert), counts per expert;
+    combine: gate-weighted sum back onto the tokens, zero for a token with no assignment."""
+    x = torch.arange(1.0, 5.0).repeat_interleave(2).view(4, 2)  # token t's row is [t+1, t+1]
+    routing = Routing(token_idx=torch.tensor([0, 0, 2, 3, 3]), expert_idx=torch.tensor([2, 0, 2, 0, 2]),
+                      weight=torch.tensor([.5, .25, 1., 2., 3.]), probs=torch.zeros(4, 3))
+    d = LocalDispatcher(3)
+    rows, counts, ctx = d.dispatch(x, routing)
+    assert rows[:, 0].tolist() == [1, 4, 1, 3, 4] and counts.tolist() == [2, 0, 3]
+    y = d.combine(rows * 10, ctx)  # an "expert" multiplying by 10
+    assert y[:, 0].tolist() == [10 * 1 * (.5 + .25), 0, 10 * 3 * 1, 10 * 4 * (2 + 3)]  # token 1: no expert
+
+
+def test_every_ffn_returns_output_and_aux():
+    """Block.forward unpacks (y, aux) from any FFN: None for SwiGLU, MoEAux for MoE layers."""
+    x = torch.randn(2, 5, 16)
+    y, aux = SwiGLU(16, 32)(x)
+    assert y.shape == x.shape and aux is None
+    y, aux = make_block()(x)
+    assert y.shape == x.shape and aux.loss.dim() == 0
 
 
 @pytest.mark.parametrize("every,first,expected", [(1, 0, [0, 1, 2, 3, 4, 5]), (2, 0, [1, 3, 5]), (1, 2, [2, 3, 4, 5]), (2, 1, [2, 4])])

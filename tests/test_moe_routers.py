@@ -1,4 +1,4 @@
-"""Each router against hand-worked examples, the loss formulas, capacity and the eval fallback."""
+"""Each router against hand-worked examples, the loss formulas, capacity, causal routing and the bias update."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from models.moe.config import MoEConfig
-from models.moe.routers import build_router
+from models.moe.balance import update_expert_biases
+from models.moe.routers import build_router, set_causal_routing
 from models.moe.routers.base import capacity, capacity_mask, router_z_loss, switch_balance_loss
 
 
@@ -94,7 +95,7 @@ def test_aux_free_bias_update_rule_and_buffers():
     x = torch.tensor([[3.0, 0, 0, 0], [3.0, 0, 0, 0], [0, 3.0, 0, 0], [3.0, 0, 0, 0]])
     r.route(x, seq_len=4)
     assert r.step_load.tolist() == [3, 1, 0, 0]
-    r.after_optimizer_step()  # mean load 1: sign(1 - [3, 1, 0, 0]) = [-1, 0, 1, 1]
+    assert update_expert_biases(r) == 1  # mean load 1: sign(1 - [3, 1, 0, 0]) = [-1, 0, 1, 1]
     assert r.score_bias.tolist() == pytest.approx([-0.1, 0.0, 0.1, 0.1])
     assert r.step_load.sum() == 0
     assert "score_bias" in r.state_dict() and "step_load" not in r.state_dict()
@@ -117,7 +118,7 @@ def test_aux_free_bias_reduces_imbalance_on_skewed_input():
     r.step_load.zero_()
     for _ in range(150):
         r.route(x, seq_len=64)
-        r.after_optimizer_step()
+        update_expert_biases(r)
     end = imbalance()
     assert start > 2.5 and end < 1.4, (start, end)  # sign updates leave a small oscillation
 
@@ -145,16 +146,48 @@ def test_expert_choice_capacity_and_weights():
     assert torch.bincount(out.expert_idx).tolist() == [1, 1]
 
 
-def test_expert_choice_eval_falls_back_to_token_choice_with_one_warning():
+def test_expert_choice_routes_the_same_in_eval_mode_and_token_choice_only_when_causal():
     p0 = torch.tensor([.9, .8, .6, .3])
     x = torch.stack([torch.log(p0 / (1 - p0)), torch.zeros(4)], 1)
-    r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice").eval()
-    with pytest.warns(UserWarning, match="not causal"):
-        out = r.route(x, seq_len=4)
-    assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (2, 0): .6, (3, 1): .7})
+    r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice")
+    trained = assignments(r.route(x, seq_len=4))
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        r.route(x, seq_len=4)  # warned once per layer only
+        warnings.simplefilter("error")  # no fallback warning any more: eval routes as training does
+        assert assignments(r.eval().route(x, seq_len=4)) == trained == pytest.approx(
+            {(0, 0): .9, (1, 0): .8, (3, 1): .7, (2, 1): .4})
+    assert set_causal_routing(r) == 1
+    out = r.route(x, seq_len=4)  # each token its top-1 expert: token 2 now prefers expert 0
+    assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (2, 0): .6, (3, 1): .7})
+    set_causal_routing(r, False)
+    assert assignments(r.route(x, seq_len=4)) == trained
+
+
+def test_one_bias_update_for_all_layers_equals_the_per_layer_rule():
+    """update_expert_biases stacks every aux_free_bias layer's load: each layer gets its own sign
+    update (layers with nothing counted keep their bias) and the counts are reset."""
+    from models.config import ModelConfig
+    from models.gpt import GPT
+
+    cfg = ModelConfig(d_model=16, n_layers=3, n_heads=2, vocab_size=32, seq_len=8,
+                      moe={"num_experts": 4, "top_k": 1, "router": "aux_free_bias", "bias_update_rate": 0.1,
+                           "first_dense_layers": 1})
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    routers = [m.mlp.router for m in model.model.layers[1:]]
+    routers[0].step_load.copy_(torch.tensor([5.0, 1, 1, 1]))
+    routers[1].step_load.copy_(torch.tensor([0.0, 0, 4, 4]))
+    assert update_expert_biases(model) == 2
+    assert routers[0].score_bias.tolist() == pytest.approx([-0.1, 0.1, 0.1, 0.1])
+    assert routers[1].score_bias.tolist() == pytest.approx([0.1, 0.1, -0.1, -0.1])
+    assert all(r.step_load.sum() == 0 for r in routers)
+    update_expert_biases(model)  # nothing counted since: biases stay
+    assert routers[0].score_bias.tolist() == pytest.approx([-0.1, 0.1, 0.1, 0.1])
+    model.after_optimizer_step()  # the trainer's step-hook name reaches the same update
+    assert routers[1].score_bias.tolist() == pytest.approx([0.1, 0.1, -0.1, -0.1])
+    routers[1].step_load.copy_(torch.tensor([4.0, 0, 0, 0]))
+    model.after_optimizer_step()
+    assert routers[1].score_bias.tolist() == pytest.approx([0.0, 0.2, 0.0, 0.0])
+    assert not [m for m in model.modules() if m is not model and hasattr(m, "after_optimizer_step")]
 
 
 def test_sinkhorn_balances_selection_and_keeps_softmax_weights():

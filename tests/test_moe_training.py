@@ -121,9 +121,21 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
     for a, b in zip(m1, m2):
         for k in ("loss", "aux_loss", "grad_norm", "moe/imbalance"):
             assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6), (a["step"], k)
-    # Expert-parallel checkpoints: one file per global expert per MoE layer.
+    # Expert-parallel checkpoints: DeepSpeed's expert files, one per MoE layer and EP rank, each with
+    # that rank's 2 of the 4 experts; the evaluator's loader restacks them in expert order.
     ckpt = sorted((tmp_path / "ep2" / "checkpoints").glob("step_*"))[-1]
-    assert len(list(ckpt.rglob("layer_*_expert_*_model_states.pt"))) == 2 * 4
+    files = sorted(ckpt.rglob("layer_*_expert_*_model_states.pt"))
+    assert [f.name.split("_mp_rank")[0] for f in files] == [f"layer_{i}_expert_{r}" for i in (0, 1) for r in (0, 1)]
+    import torch
+
+    from pretrain.checkpoint_io import load_run
+
+    shard = torch.load(files[1], weights_only=False)
+    assert {k: v.shape[0] for k, v in shard.items()} == {
+        f"model.layers.0.mlp.experts.deepspeed_moe.experts.deepspeed_experts.1.{w}": 2 for w in ("gate_proj", "up_proj", "down_proj")}
+    a, b = load_run(tmp_path / "ep1").model, load_run(tmp_path / "ep2").model
+    for name, w in a.state_dict().items():  # the same training to float precision, experts in the same order
+        assert torch.allclose(b.state_dict()[name], w, atol=1e-4), name
     # Kill an EP=2 run after its step-6 checkpoint and resume it: identical to the uninterrupted one.
     launcher = Path(sys.executable).parent / "deepspeed"
     cmd = [str(launcher), "--num_gpus", "2", "--master_port", "29743", "--module", "pretrain.cli", TINY_MOE, *ep2,

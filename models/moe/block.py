@@ -1,8 +1,13 @@
 """The MoE feed-forward block that replaces a dense SwiGLU in selected layers.
 
-forward(x) -> (y, MoEAux): `aux.loss` is the already-weighted router loss (GPT sums it into
-`out.aux_loss`), `aux.stats` the per-layer router statistics as detached tensors (converted to
-floats only when the trainer logs, via `models.moe.metrics.summarize`).
+forward(x) -> (y, MoEAux), the FFN contract every block FFN follows (SwiGLU returns (y, None)):
+`aux.loss` is the already-weighted router loss (GPT sums it into `out.aux_loss`), `aux.stats`
+the per-layer router statistics as detached tensors (converted to floats only when the trainer
+logs, via `models.moe.metrics.summarize`).
+
+The forward reads in stages, like Megatron's MoELayer: route -> capacity -> dispatch -> experts
+-> combine -> shared experts. The dispatcher is an object (`LocalDispatcher`, or an
+`AllToAllDispatcher` swapped in by expert parallelism); the block never sees a process group.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from torch import nn
 from models.config import ModelConfig
 from models.layers import SwiGLU
 from models.moe.config import MoEConfig
-from models.moe.dispatch import dispatch_combine
+from models.moe.dispatch import LocalDispatcher
 from models.moe.experts import GroupedExperts
 from models.moe.routers import build_router
 from models.moe.routers.base import capacity
@@ -40,24 +45,32 @@ class MoEFeedForward(nn.Module):
         # Named without "expert" on purpose: DeepSpeed's MoE checkpointing treats every key
         # containing "expert" as a routed-expert weight.
         self.shared_mlp = SwiGLU(d_model, d_ff * moe.num_shared_experts) if moe.num_shared_experts else None
-        # Expert parallelism, set by pretrain.expert_parallel (None: all experts local).
-        self.ep_group = None
-        self.ep_size = 1
+        # All experts local; pretrain.expert_parallel swaps in an AllToAllDispatcher.
+        self.dispatcher = LocalDispatcher(moe.num_experts)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
         routing = self.router.route(flat, seq_len=shape[-2] if x.dim() == 3 else flat.shape[0])
-        cf = self.moe_cfg.capacity_factor
-        # Capacity is a training-time limit: dropping depends on the other tokens of the batch,
-        # so evaluation and generation route dropless (as Switch/ST-MoE raise eval capacity).
-        if cf is not None and routing.priority is not None and self.training:
-            cap = capacity(cf, flat.shape[0], self.moe_cfg.top_k, self.num_experts)
-            routing = routing.limit_capacity(cap, self.num_experts)
-        y = dispatch_combine(flat, routing, self.experts, self.num_experts, self.ep_group, self.ep_size)
+        routing = self.limit_capacity(routing)
+        rows, counts, ctx = self.dispatcher.dispatch(flat, routing)
+        y = self.dispatcher.combine(self.experts(rows, counts), ctx)
         if self.shared_mlp is not None:
-            y = y + self.shared_mlp(flat)
+            shared, _ = self.shared_mlp(flat)
+            y = y + shared
         return y.view(shape), MoEAux(loss=routing.loss, stats=self._stats(routing))
+
+    def limit_capacity(self, routing):
+        """Drop token-choice assignments beyond the expert capacity (training only).
+
+        Capacity is a training-time limit: dropping depends on the other tokens of the batch, so
+        evaluation and generation route dropless (as Switch/ST-MoE raise eval capacity). Routers
+        that enforce capacity themselves (expert_choice) give no priority and pass unchanged."""
+        cf = self.moe_cfg.capacity_factor
+        if cf is None or routing.priority is None or not self.training:
+            return routing
+        cap = capacity(cf, routing.num_tokens, self.moe_cfg.top_k, self.num_experts)
+        return routing.limit_capacity(cap, self.num_experts)
 
     def _stats(self, r) -> dict:
         probs = r.probs.detach()

@@ -36,7 +36,7 @@ class MoEConfig(BaseModel):
     seq_aux_loss_coef: float = Field(0.0, ge=0, description="aux_free_bias: sequence-level balance loss coefficient (DeepSeek-V3 used 1e-4)")
     sinkhorn_iters: int = Field(8, ge=1, description="sinkhorn: normalisation iterations for the balanced assignment")
     ep_size: int = Field(1, ge=1, description="expert-parallel ranks: experts are sharded over groups of ep_size ranks (must divide num_experts and the world size)")
-    grouped_mm: Literal["auto", "on", "off"] = Field("auto", description="expert matmuls: auto uses torch._grouped_mm on CUDA (bf16), per-expert slices otherwise")
+    grouped_mm: Literal["auto", "on", "off"] = Field("auto", description="expert matmuls: auto uses torch.nn.functional.grouped_mm for bf16 on CUDA with compute capability >= 8.0, per-expert slices otherwise; on forces it wherever torch has it")
 
     @model_validator(mode="after")
     def _check(self) -> "MoEConfig":

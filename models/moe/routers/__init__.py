@@ -1,6 +1,8 @@
 """Routers, selectable by name (`model.moe.router`); one small module each."""
 from __future__ import annotations
 
+from torch import nn
+
 from models.moe.config import MoEConfig
 from models.moe.routers.aux_free_bias import AuxFreeBiasRouter
 from models.moe.routers.base import Router, Routing
@@ -16,6 +18,18 @@ ROUTERS: dict[str, type[Router]] = {
 }
 
 
+def set_causal_routing(model: nn.Module, causal: bool = True) -> int:
+    """Route every token from its own scores only, for callers that need causality (generation,
+    lm-eval scoring). Changes the routers whose training routing looks at the whole batch
+    (expert_choice: token-choice top-k over the same probabilities instead); others are causal
+    already. Evaluation of the validation loss keeps the training routing. Returns how many
+    routers were switched."""
+    routers = [m for m in model.modules() if isinstance(m, ExpertChoiceRouter)]
+    for r in routers:
+        r.causal = causal
+    return len(routers)
+
+
 def build_router(cfg: MoEConfig, d_model: int) -> Router:
     try:
         cls = ROUTERS[cfg.router]
@@ -24,4 +38,4 @@ def build_router(cfg: MoEConfig, d_model: int) -> Router:
     return cls(cfg, d_model)
 
 
-__all__ = ["ROUTERS", "Router", "Routing", "build_router"]
+__all__ = ["ROUTERS", "Router", "Routing", "build_router", "set_causal_routing"]

@@ -2,15 +2,14 @@
 
 Affinities s = sigmoid(logits) (or softmax). Experts are *selected* by top-k of s + b, where b
 is a per-expert bias that never touches the gate weights (weights are s of the selected experts,
-renormalised by default for sigmoid). After each optimizer step the trainer calls
-`after_optimizer_step`, which applies b += rate * sign(mean_load - load) using the load counted
-over that step's micro-batches (summed over data-parallel ranks when torch.distributed is up).
+renormalised by default for sigmoid). The router counts its assignments in `step_load` during
+training forwards; after each optimizer step `models.moe.balance.update_expert_biases` applies
+b += rate * sign(mean_load - load) to every such layer at once (one all-reduce for all layers).
 An optional sequence-level balance loss (DeepSeek-V3 eq. 17-20) can be added.
 """
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
 from models.moe.config import MoEConfig
 from models.moe.routers.base import Router, Routing, router_z_loss, topk_assignments
@@ -69,13 +68,3 @@ class AuxFreeBiasRouter(Router):
             num_tokens=logits.shape[0],
             dropped_of=expert_idx.numel(),
         )
-
-    @torch.no_grad()
-    def after_optimizer_step(self) -> None:
-        """b += rate * sign(mean_load - load): overloaded experts become less attractive."""
-        load = self.step_load.clone()
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            dist.all_reduce(load)
-        if load.sum() > 0:
-            self.score_bias += self.cfg.bias_update_rate * torch.sign(load.mean() - load)
-        self.step_load.zero_()

@@ -4,14 +4,15 @@ C = ceil(capacity_factor * tokens * top_k / num_experts) (capacity_factor null m
 expert gets exactly C tokens (perfect balance by construction) and a token may get 0..E experts.
 Weights are the softmax-over-experts probabilities of the chosen (token, expert) pairs.
 
-NOT CAUSAL: a token's routing depends on every other token in the micro-batch, later positions
-included, so training-time routing leaks information across positions. In eval mode (evaluation,
-generation) the router therefore falls back to token-choice top-k over the same probabilities and
-warns once per layer.
+NOT CAUSAL: a token's routing depends on every other token of the batch, later positions
+included. Training and evaluation (val loss, in train or eval mode) route this way over the
+batch with the same capacity rule, so the validation loss measures the model that was trained.
+Where routing must be causal (generation, lm-eval scoring of a continuation given its context),
+the caller switches the router explicitly with `models.moe.routers.set_causal_routing(model)`:
+each token then takes its top-k experts over the same probabilities (a different function than
+the one trained; no capacity).
 """
 from __future__ import annotations
-
-import warnings
 
 import torch
 
@@ -23,7 +24,7 @@ class ExpertChoiceRouter(Router):
 
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
-        self._warned = False
+        self.causal = False  # set by set_causal_routing: token-choice top-k instead of expert choice
 
     def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:
         cfg = self.cfg
@@ -31,15 +32,7 @@ class ExpertChoiceRouter(Router):
         t, e = probs.shape
         z = router_z_loss(logits)
         common = dict(probs=probs, loss=cfg.z_loss_coef * z, stats={"z_loss": z.detach()}, num_tokens=t)
-        if not self.training:
-            if not self._warned:
-                warnings.warn(
-                    "expert_choice routing is not causal (experts choose among all tokens of the batch); "
-                    "in eval mode this layer falls back to token-choice top-k over the same router "
-                    "probabilities, so eval/generation results differ from training-time routing",
-                    stacklevel=2,
-                )
-                self._warned = True
+        if self.causal:
             token_idx, expert_idx, weight, _ = topk_assignments(probs, probs, self.top_k, False)
             return Routing(token_idx=token_idx, expert_idx=expert_idx, weight=weight,
                            requested=torch.bincount(expert_idx, minlength=e), dropped_of=t, **common)
