@@ -1,4 +1,4 @@
-"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, plan.
+"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, lr annealing, plan.
 
     from scaling import fit_chinchilla
     rec = fit_chinchilla(df, drop_highest_k=5, bootstrap=200)   # df has columns N, D, loss
@@ -15,6 +15,9 @@ _EXPORTS = {
     "fit_kaplan": "scaling.kaplan_fit",
     "fit_batch_lr": "scaling.batch_lr",
     "fit_critical_batch": "scaling.critical_batch",
+    "fit_lr_annealing": "scaling.lr_annealing",
+    "predict_curve": "scaling.lr_annealing_law",
+    "AnnealingLaw": "scaling.lr_annealing_law",
     "make_plan": "scaling.plan",
     "emit_config": "scaling.plan",
     "to_train_config": "scaling.plan",

@@ -233,6 +233,10 @@ def from_record(rec) -> object:
         return ComputeHParamLaw(**_pick(p, ComputeHParamLaw))
     if law == "critical-batch":
         return PowerLaw(coef=p["bcrit_coef"], exp=p["bcrit_exp_N"])
+    if law == "lr-annealing":
+        from scaling.lr_annealing_law import law_from_record
+
+        return law_from_record(rec)
     raise ValueError(f"unknown law '{law}'")
 
 
