@@ -20,6 +20,15 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _lambda(text: str):
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or auto: {text!r}") from None
+
+
 def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
     p.add_argument("data", metavar="DATA", help="CSV/Parquet file (columns N, D, loss, ...) or a run-directory tree")
     p.add_argument("--out", metavar="F.json", help="write the fit record here")
@@ -103,7 +112,8 @@ def register(subparsers) -> None:
     p.add_argument("data", metavar="DATA", help="run-directory tree, or a CSV/Parquet table with columns run, step, lr, loss")
     p.add_argument("--metric", choices=["loss", "val_loss"], default="loss",
                    help="run directories: the metrics.jsonl curve (default loss: the training loss, compared over its log window)")
-    p.add_argument("--lambda", dest="lam", type=float, default=0.999, metavar="L", help="decay factor of the annealing momentum (default 0.999)")
+    p.add_argument("--lambda", dest="lam", type=_lambda, default=0.999, metavar="L",
+                   help="decay factor of the annealing momentum (default 0.999, the paper's), or auto: the grid value with the best fit")
     p.add_argument("--warmup", choices=["peak", "actual"], default="peak",
                    help="peak (default): warmup steps count at the peak lr (the paper's section 3.4); actual: as scheduled")
     p.add_argument("--skip-fraction", type=float, default=0.1, metavar="F", help="leave out points before this fraction of each curve's steps (default 0.1)")

@@ -27,6 +27,9 @@ from scaling.record import FitRecord
 from scaling.threads import blas_single_thread
 
 HOLDOUT_RULES = ("last-run", "tail")
+# --lambda auto: the decay factors tried (memories 1/(1 - lambda) of 1 to 2,000 steps, and none)
+LAMBDA_GRID = (0.0, 0.9, 0.95, 0.98, 0.99, 0.995, 0.997, 0.998, 0.999, 0.9995)
+FLAT_PROFILE = 0.01  # lambdas whose objective is within 1% of the best are "as good"
 MIN_POINTS = 8
 BOOT_TOP_K = 2  # grid starts per resample, besides the full-data optimum
 IDENTIFIED_RATIO = 2.0
@@ -44,7 +47,7 @@ WINDOW_TEXT = {"window": "a logged training loss is the trainer's mean over its 
 
 @dataclass(frozen=True)
 class AnnealingOptions(pipeline.FitOptions):
-    lam: float = LAMBDA
+    lam: float | str = LAMBDA
     warmup: str = "peak"
     skip_fraction: float = 0.1
     holdout_fraction: float = 0.2
@@ -54,8 +57,8 @@ class AnnealingOptions(pipeline.FitOptions):
         if self.holdout is not None and self.holdout not in HOLDOUT_RULES:
             raise InputError(f"--holdout must be one of {', '.join(HOLDOUT_RULES)} (got {self.holdout!r})")
         pipeline.FitOptions(self.bootstrap, self.seed, self.ci, None).check()
-        if not 0 <= self.lam < 1:
-            raise InputError(f"--lambda must be in [0, 1) (got {self.lam})")
+        if self.lam != "auto" and not (isinstance(self.lam, (int, float)) and 0 <= self.lam < 1):
+            raise InputError(f"--lambda must be a number in [0, 1) or auto (got {self.lam!r})")
         if self.warmup not in WARMUP_RULES:
             raise InputError(f"--warmup must be one of {', '.join(WARMUP_RULES)} (got {self.warmup!r})")
         if not 0 <= self.skip_fraction < 1:
@@ -68,12 +71,14 @@ class AnnealingOptions(pipeline.FitOptions):
 
 
 @blas_single_thread
-def fit_lr_annealing(data, *, metric: str = "loss", lam: float = LAMBDA, warmup: str = "peak", skip_fraction: float = 0.1,
+def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, warmup: str = "peak", skip_fraction: float = 0.1,
                      bootstrap: int = 0, seed: int = 0, ci: float = 0.95, holdout: str | None = None, holdout_fraction: float = 0.2,
                      columns: dict[str, str] | None = None, delta: float = DELTA, top_k: int = 8) -> FitRecord:
     """Fit L0, A, alpha, C to the loss curves in `data` (a run-directory tree, a CSV/Parquet table
     with columns run, step, lr, loss, or a DataFrame).
 
+    lam: the momentum's decay factor (the paper's 0.999), or 'auto': the value of LAMBDA_GRID whose
+    fit has the lowest objective on the fitted curves (its profile is in diagnostics.lambda_profile).
     skip_fraction: points before this fraction of each curve's steps are left out (the law
     describes the curve after its first transient). holdout: 'last-run' (fit on the other curves,
     predict the last one: the last run directory by path, or the last run to appear in a table)
@@ -91,6 +96,9 @@ def fit_lr_annealing(data, *, metric: str = "loss", lam: float = LAMBDA, warmup:
         raise InputError(f"lr-annealing: too few loss points to fit: {n_pts} (need at least {MIN_POINTS}; "
                          f"{skipped} left out by --skip-fraction {skip_fraction:g})")
     t0 = time.perf_counter()
+    profile = None
+    if lam == "auto":
+        lam, profile = _choose_lambda(fit_curves, warmup, delta, top_k, warnings)
     prob = lf.Problem(fit_curves, lam, warmup, delta)
     no_anneal = prob.s2_max <= 0
     res = lf.fit(prob, top_k=top_k, fix_C_zero=no_anneal)
@@ -99,11 +107,13 @@ def fit_lr_annealing(data, *, metric: str = "loss", lam: float = LAMBDA, warmup:
     resid = prob.residuals(res.x)
     diagnostics = huber_diagnostics(res, PARAMS, resid, delta)
     diagnostics["fit_seconds"] = time.perf_counter() - t0
+    if profile:
+        diagnostics["lambda_profile"] = profile
     law = AnnealingLaw(**params, lam=lam, warmup=warmup)
     intervals, boot = {}, None
     if bootstrap:
         intervals, boot = _bootstrap(prob, res.x, opts, warnings, no_anneal)
-    settings = {"lambda": lam, "delta": delta, "warmup": warmup, "skip_fraction": skip_fraction, "metric": metric if kind == "runs" else "loss",
+    settings = {"lambda": lam, "lambda_rule": _lambda_rule(profile), "delta": delta, "warmup": warmup, "skip_fraction": skip_fraction, "metric": metric if kind == "runs" else "loss",
                 "loss_points": WINDOW_TEXT["window" if kind == "runs" and metric == "loss" else "point"],
                 "holdout": holdout, "holdout_fraction": holdout_fraction if holdout == "tail" else None, "bootstrap": bootstrap, "seed": seed,
                 "ci": ci, "top_k": top_k, "objective": "sum over all points of all curves of Huber(delta) on log L_observed - log L_predicted",
@@ -145,6 +155,31 @@ def _split(curves: list[Curve], rule: str | None, frac: float) -> tuple[list[Cur
                 held.append(c.subset(late))
         return fit, held
     return curves, []
+
+
+# ---------------------------------------------------------------- the decay factor
+def _choose_lambda(curves: list[Curve], warmup: str, delta: float, top_k: int, warnings: list[str]) -> tuple[float, list[dict]]:
+    """The grid's lambda whose fit has the lowest objective; warns when the data hardly prefer it."""
+    profile = []
+    for lam in LAMBDA_GRID:
+        prob = lf.Problem(curves, lam, warmup, delta)
+        if prob.s2_max <= 0:
+            raise InputError("--lambda auto needs a curve with an lr decrease (S2 = 0 everywhere: lambda plays no part)")
+        r = lf.fit(prob, top_k=top_k)
+        profile.append({"lambda": lam, "objective": float(r.fun), **lf.as_params(r.x)})
+    best = min(profile, key=lambda row: row["objective"])
+    near = [row["lambda"] for row in profile if row["objective"] <= best["objective"] * (1 + FLAT_PROFILE)]
+    if best["lambda"] == LAMBDA_GRID[-1]:
+        warnings.append(f"--lambda auto chose {best['lambda']:g}, the top of its grid: the best decay factor may lie above it")
+    if len(near) > 1:
+        warnings.append(f"lambda is weakly identified: fits with lambda in [{min(near):g}, {max(near):g}] come within {FLAT_PROFILE:.0%} of the best "
+                        f"objective; predictions of schedules unlike the fitted ones (e.g. cosine from constant + WSD) depend on it")
+    return best["lambda"], profile
+
+
+def _lambda_rule(profile) -> str:
+    return ("auto: the value of " + ", ".join(f"{v:g}" for v in LAMBDA_GRID) + " with the lowest objective on the fitted curves "
+            "(bootstrap resamples keep it fixed)") if profile else "given (--lambda; the paper's default 0.999)"
 
 
 # ---------------------------------------------------------------- warnings and identification

@@ -27,7 +27,7 @@ def schedule(name: str, shape: str = "linear", total: int = T, peak: float = PEA
     return np.array([lr_at(k, total, peak, cfg) for k in range(total)])
 
 
-def table(runs=tuple(SCHEDULES), sigma: float = 0.005, every: int = 10, seed: int = 0, lr_every: int = 1) -> pd.DataFrame:
+def table(runs=tuple(SCHEDULES), sigma: float = 0.005, every: int = 10, seed: int = 0, lr_every: int = 1, law: AnnealingLaw = LAW) -> pd.DataFrame:
     """Curves drawn from LAW with log-normal noise sigma on every `every`-th step; lr on every
     `lr_every`-th step only (and on the last), loss empty elsewhere."""
     rng = np.random.default_rng(seed)
@@ -35,7 +35,7 @@ def table(runs=tuple(SCHEDULES), sigma: float = 0.005, every: int = 10, seed: in
     for run in runs:
         lr = schedule(*SCHEDULES[run])
         step = np.arange(1, T + 1)
-        loss = np.where(step % every == 0, LAW.curve(lr) * np.exp(rng.normal(0, sigma, T)), np.nan)
+        loss = np.where(step % every == 0, law.curve(lr) * np.exp(rng.normal(0, sigma, T)), np.nan)
         lr_col = np.where((step % lr_every == 0) | (step == 1) | (step == T), lr, np.nan)
         parts.append(pd.DataFrame({"run": run, "step": step, "lr": lr_col, "loss": loss}))
     return pd.concat(parts, ignore_index=True)
@@ -83,6 +83,16 @@ def test_noisy_curves_recover_the_law():
         lr = schedule(name, shape)
         assert AnnealingLaw(**rec.params).final(lr) == pytest.approx(LAW.final(lr), rel=3e-3), run
     assert rec["n_points"] == 4 * 181 and len(rec["curves"]) == 4
+
+
+def test_lambda_auto_finds_the_decay_factor_of_the_curves():
+    law = AnnealingLaw(**TRUTH, lam=0.99)
+    rec = fit_lr_annealing(table(runs=("constant", "wsd-linear", "cosine"), sigma=0.0, law=law), lam="auto")
+    assert rec["settings"]["lambda"] == 0.99 and rec["settings"]["lambda_rule"].startswith("auto")
+    assert [r["lambda"] for r in rec["diagnostics"]["lambda_profile"]][-1] == 0.9995
+    for k, v in TRUTH.items():
+        assert rec.params[k] == pytest.approx(v, rel=1e-6), k
+    assert predict_curve(rec, schedule("cosine")).final == pytest.approx(law.final(schedule("cosine")), rel=1e-9)
 
 
 def test_bootstrap_resamples_whole_curves_and_covers_the_truth():
