@@ -1,7 +1,7 @@
 """Acceptance check of the lr-annealing law: fit a constant-lr and a WSD run, predict a cosine run.
 
     python benchmarks/lr_annealing_check.py                    # the defaults below (3 runs, ~5 min each on one busy core)
-    python benchmarks/lr_annealing_check.py --steps 1500 --batch 16 --lambda 0.999 --lambda 0.99
+    python benchmarks/lr_annealing_check.py --steps 1500 --batch 16 --lambda 0.999 --lambda 0.99 --lambda auto
 
 End to end through the CLI, as a user would: `scalelab data prepare` (the bundled default corpus,
 512-token BPE), three `scalelab train` runs of one model with the same peak lr, warmup, batch and
@@ -47,14 +47,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4, help="sequences per step")
     ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--lr", type=float, default=3e-3, help="peak lr of all three runs")
-    ap.add_argument("--warmup-steps", type=int, default=100)
+    ap.add_argument("--warmup-steps", type=int, default=300, help="(the trainer's default 5%% of 6,000 steps)")
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--eval-tokens", type=int, default=65536)
     ap.add_argument("--bootstrap", type=int, default=100, help="bootstrap resamples of the fit (whole curves)")
-    ap.add_argument("--lambda", dest="lams", type=float, action="append", help="decay factor(s) to fit with (repeatable; default 0.999)")
+    ap.add_argument("--lambda", dest="lams", action="append", help="decay factor(s) to fit with, a number or auto (repeatable; default: 0.999 and auto)")
     ap.add_argument("--skip-fraction", type=float, default=0.1)
     args = ap.parse_args()
-    lams = args.lams or [0.999]
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows while the runs train
+    lams = args.lams or ["0.999", "auto"]
     work = Path(args.work)
     data = work / "data"
     t0 = time.perf_counter()
@@ -62,7 +64,7 @@ def main() -> None:
     common = [f"model={args.model}", f"model.seq_len={args.seq_len}", "data=default", "data.tokenizer.vocab_size=512", "data.name=default512",
               f"data.out_dir={data}", "train.tokens=null", f"train.steps={args.steps}", f"train.micro_batch_size={args.batch}",
               f"train.global_batch_size={args.batch}", f"train.log_every_steps={args.log_every}", f"train.eval_every_steps={args.eval_every}",
-              "train.eval_tokens=65536", "train.checkpoint_every_steps=0", "train.threads=1", "wandb.mode=disabled", f"optim.lr={args.lr}",
+              f"train.eval_tokens={args.eval_tokens}", "train.checkpoint_every_steps=0", "train.threads=1", "wandb.mode=disabled", f"optim.lr={args.lr}",
               f"schedule.warmup_steps={args.warmup_steps}"]
     print(f"# lr-annealing acceptance: {args.model}, seq {args.seq_len}, batch {args.batch}, {args.steps} steps "
           f"({args.steps * args.batch * args.seq_len:,} tokens), peak lr {args.lr}, warmup {args.warmup_steps}; load {load()}")
@@ -89,7 +91,8 @@ def main() -> None:
             err = predicted / measured - 1
             iv = pred["final_loss_interval"]
             p, ivs = rec["params"], rec.get("intervals") or {}
-            print(f"lambda {lam}, fitted on {metric}: cosine {measured_key} measured {measured:.4f}, predicted {predicted:.4f} "
+            chosen = f" (chose {rec['settings']['lambda']:g})" if lam == "auto" else ""
+            print(f"lambda {lam}{chosen}, fitted on {metric}: cosine {measured_key} measured {measured:.4f}, predicted {predicted:.4f} "
                   f"({err:+.2%}); law at the last step {pred['final_loss']:.4f}" + (f" [{iv[0]:.4f}, {iv[1]:.4f}]" if iv else ""))
             print("    " + ", ".join(f"{k} = {p[k]:.4g}" + (f" [{ivs[k][0]:.4g}, {ivs[k][1]:.4g}]" if k in ivs else "") for k in ("L0", "A", "alpha", "C"))
                   + f"; {rec['n_points']} points, log rms residual {rec['diagnostics']['residual_log_rms']:.3g}")
