@@ -5,11 +5,10 @@
 Fitted to every point of every curve at once (inputs: scaling/lr_annealing_data.py) by the summed
 Huber(1e-3) log residuals and multi-start L-BFGS-B (scaling/lr_annealing_fit.py), through the shared
 pipeline: options -> load -> fit -> bootstrap (whole curves resampled) -> holdout -> record. The
-record predicts any schedule's curve (`scaling.lr_annealing_law.predict_curve`, `scalelab predict-curve`).
+record (scaling/lr_annealing_record.py) predicts any schedule's curve (`scaling.lr_annealing_law.predict_curve`, `scalelab predict-curve`).
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from scaling.errors import FitError, InputError
 from scaling.huber import DELTA
 from scaling.lr_annealing_data import Curve, load_curves
 from scaling.lr_annealing_law import LAMBDA, PARAMS, WARMUP_RULES, AnnealingLaw
+from scaling.lr_annealing_record import LrAnnealingRecord, curve_rows, data_hash, data_range, holdout_report, warmup_text
 from scaling.record import FitRecord
 from scaling.threads import blas_single_thread
 
@@ -118,12 +118,12 @@ def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, w
                 "holdout": holdout, "holdout_fraction": holdout_fraction if holdout == "tail" else None, "bootstrap": bootstrap, "seed": seed,
                 "ci": ci, "top_k": top_k, "objective": "sum over all points of all curves of Huber(delta) on log L_observed - log L_predicted",
                 "optimizer": "L-BFGS-B, all parameters >= 0, from the best top_k of a data-scaled grid and the authors' grid, then one polish"}
-    conventions = {**CONVENTIONS, "lambda": lam, "warmup": _warmup_text(warmup)}
+    conventions = {**CONVENTIONS, "lambda": lam, "warmup": warmup_text(warmup)}
     rec = pipeline.record(
         law="lr-annealing", approach=None, params=params, intervals=intervals, objective=res.fun, n_points=n_pts,
-        warnings=warnings, data_sha256=_sha(fit_curves), source=source, input=kind, settings=settings, conventions=conventions,
-        columns=None, diagnostics=diagnostics, data_range=_range(prob, fit_curves), curves=_curve_rows(fit_curves, law, prob, resid),
-        bootstrap=boot, holdout=_holdout(held, law, holdout, holdout_fraction) if held else None, cls=LrAnnealingRecord)
+        warnings=warnings, data_sha256=data_hash(fit_curves), source=source, input=kind, settings=settings, conventions=conventions,
+        columns=None, diagnostics=diagnostics, data_range=data_range(prob, fit_curves), curves=curve_rows(fit_curves, law, prob, resid),
+        bootstrap=boot, holdout=holdout_report(held, law, holdout, holdout_fraction) if held else None, cls=LrAnnealingRecord)
     return rec
 
 
@@ -237,81 +237,3 @@ def _bootstrap(prob, x_full, opts: AnnealingOptions, warnings: list[str], no_ann
             warnings.append(f"{k} is not identified: its interval [{iv[0]:.4g}, {iv[1]:.4g}] reaches 0")
     return intervals, b.record(method="resample whole curves with replacement; percentile intervals",
                                starts=f"full-data optimum + the {BOOT_TOP_K} best grid points on the full data")
-
-
-# ---------------------------------------------------------------- record parts
-def _warmup_text(rule: str) -> str:
-    return ("the steps before the lr first reaches its maximum count at that maximum (Tissue et al. 2024, section 3.4)"
-            if rule == "peak" else "the lrs as given, warmup included")
-
-
-def _sha(curves: list[Curve]) -> str:
-    """SHA-256 of what was fitted: per curve its name, lr of every update and (lo, hi, loss) of every point."""
-    h = hashlib.sha256()
-    for c in curves:
-        h.update(c.name.encode())
-        for a in (c.lr, c.lo, c.hi, c.loss):
-            h.update(np.ascontiguousarray(np.asarray(a, dtype="<f8")).tobytes())
-    return h.hexdigest()
-
-
-def _range(prob, curves: list[Curve]) -> dict:
-    peaks = [float(c.lr.max()) for c in curves]
-    return {"S1": [float(prob.s1.min()), float(prob.s1.max())], "S2": [float(prob.ws2.min()), float(prob.ws2.max())],
-            "steps": [int(min(c.steps for c in curves)), int(max(c.steps for c in curves))], "peak_lr": [min(peaks), max(peaks)],
-            "loss": [float(prob.y.min()), float(prob.y.max())]}
-
-
-def _curve_rows(curves: list[Curve], law: AnnealingLaw, prob, resid: np.ndarray) -> list[dict]:
-    from scaling.lr_annealing_law import warmup_length
-
-    rows = []
-    for i, c in enumerate(curves):
-        r = resid[prob.curve == i]
-        pred = _predict_points(law, c)
-        rows.append({"run": c.name, "steps": c.steps, "n_points": int(c.loss.size), "peak_lr": float(c.lr.max()),
-                     "warmup_steps": warmup_length(c.lr), "lr_source": c.lr_source, "last_point_step": int(c.hi[-1]),
-                     "last_point_loss": float(c.loss[-1]), "last_point_predicted": float(pred[-1]),
-                     "residual_log_rms": float(np.sqrt(np.mean(r**2))), **{k: v for k, v in c.info.items() if v is not None}})
-    return rows
-
-
-def _predict_points(law: AnnealingLaw, c: Curve) -> np.ndarray:
-    """The law's mean over each point's updates lo..hi."""
-    L = law.curve(c.lr)
-    cs = np.concatenate([[0.0], np.cumsum(L)])
-    return (cs[c.hi] - cs[c.lo - 1]) / (c.hi - c.lo + 1)
-
-
-def _holdout(held: list[Curve], law: AnnealingLaw, rule: str, frac: float) -> dict:
-    obs = np.concatenate([c.loss for c in held])
-    pred = np.concatenate([_predict_points(law, c) for c in held])
-    text = ("the last run (fit on the others; its whole curve after --skip-fraction predicted)" if rule == "last-run"
-            else f"the last {frac:.0%} of each curve's steps (fit on the earlier points)")
-    pts = [{"run": c.name, "last_point_step": int(c.hi[-1]), "observed": float(c.loss[-1]), "predicted": float(p[-1]),
-            "rel_error": float(p[-1] / c.loss[-1] - 1)} for c, p in ((c, _predict_points(law, c)) for c in held)]
-    return pipeline.holdout_report(int(obs.size), text, "loss", pipeline.rel_errors(pred, obs), signed=True, final_points=pts)
-
-
-class LrAnnealingRecord(FitRecord):
-    def summary(self) -> str:
-        p, iv, st = self["params"], self.get("intervals") or {}, self.get("settings") or {}
-        lines = [f"law: lr-annealing  L(s) = L0 + A*S1^-alpha - C*S2  (lambda {st.get('lambda')}, warmup at {st.get('warmup')}, "
-                 f"Huber delta {st.get('delta')})", f"curves: {len(self.get('curves') or [])}, points: {self['n_points']} ({self.get('input')}: {self.get('source')})",
-                 f"objective: {self['objective']:.10g}"]
-        for k in PARAMS:
-            s = f"  {k:>6} = {p[k]:.6g}"
-            if iv.get(k) and None not in iv[k]:
-                s += f"   [{iv[k][0]:.6g}, {iv[k][1]:.6g}]"
-            lines.append(s)
-        for c in self.get("curves") or []:
-            lines.append(f"  {c['run']}: {c['n_points']} points, last (step {c['last_point_step']}) {c['last_point_loss']:.4f} vs law "
-                         f"{c['last_point_predicted']:.4f}, log rms {c['residual_log_rms']:.2g}")
-        ho = self.get("holdout")
-        if ho:
-            lines.append(f"holdout ({ho['rule']}): mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}")
-            for q in ho.get("final_points") or []:
-                lines.append(f"  {q['run']}: step {q['last_point_step']} observed {q['observed']:.4f}, predicted {q['predicted']:.4f} "
-                             f"({q['rel_error']:+.2%})")
-        lines += [f"warning: {w}" for w in self.get("warnings", [])]
-        return "\n".join(lines)

@@ -73,7 +73,7 @@ class Problem:
 
     def __call__(self, u: np.ndarray) -> tuple[float, np.ndarray]:
         """Objective and gradient in the scaled parameters u = p / scale."""
-        L0, A, alpha, C = p = u * self.scale
+        L0, A, alpha, C = u * self.scale
         f = np.exp(-alpha * self.log_s1)
         wf, wg = self._window(f), self._window(f * self.log_s1)
         pred = L0 + A * wf - C * self.ws2
