@@ -1,4 +1,4 @@
-"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, MoE laws, plan.
+"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, MoE laws, lr annealing, plan.
 
     from scaling import fit_chinchilla
     rec = fit_chinchilla(df, drop_highest_k=5, bootstrap=200)   # df has columns N, D, loss
@@ -19,6 +19,9 @@ _EXPORTS = {
     "make_moe_plan": "scaling.moe_plan",
     "KrajewskiLaw": "scaling.moe_laws",
     "ClarkLaw": "scaling.moe_laws",
+    "fit_lr_annealing": "scaling.lr_annealing",
+    "predict_curve": "scaling.lr_annealing_law",
+    "AnnealingLaw": "scaling.lr_annealing_law",
     "make_plan": "scaling.plan",
     "emit_config": "scaling.plan",
     "to_train_config": "scaling.plan",

@@ -1,4 +1,4 @@
-"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,moe}` and `scalelab plan`.
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,moe,lr-annealing}` and `scalelab plan`.
 
 Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
 command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
@@ -18,6 +18,15 @@ def _positive_float(text: str) -> float:
     if not v > 0:
         raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
     return v
+
+
+def _lambda(text: str):
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or auto: {text!r}") from None
 
 
 def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
@@ -96,6 +105,29 @@ def register(subparsers) -> None:
     p.add_argument("--smooth", type=float, metavar="F", help="run directories: smoothing window, relative half-width in steps (default 0.1 for loss, 0 for val_loss; 0 = none)")
     p.add_argument("--holdout", choices=["largest"], help="predict the largest-compute model's B_crit from the laws fitted on the other models")
     p.set_defaults(func=cmd_fit_critical_batch)
+
+    p = fsub.add_parser("lr-annealing", help="loss curves vs lr schedule: L(s) = L0 + A*S1^-alpha - C*S2 (Tissue et al. 2024)",
+                        description="Fit the learning-rate annealing law to whole loss curves; the record predicts the curve of any "
+                        "schedule (scalelab predict-curve).")
+    p.add_argument("data", metavar="DATA", help="run-directory tree, or a CSV/Parquet table with columns run, step, lr, loss")
+    p.add_argument("--metric", choices=["loss", "val_loss"], default="loss",
+                   help="run directories: the metrics.jsonl curve (default loss: the training loss, compared over its log window)")
+    p.add_argument("--lambda", dest="lam", type=_lambda, default=0.999, metavar="L",
+                   help="decay factor of the annealing momentum (default 0.999, the paper's), or auto: the grid value with the best fit")
+    p.add_argument("--warmup", choices=["peak", "actual"], default="peak",
+                   help="peak (default): warmup steps count at the peak lr (the paper's section 3.4); actual: as scheduled")
+    p.add_argument("--skip-fraction", type=float, default=0.1, metavar="F", help="leave out points before this fraction of each curve's steps (default 0.1)")
+    p.add_argument("--holdout", choices=["last-run", "tail"],
+                   help="last-run: fit on the other curves, predict the last (last run directory by path / last run in the table); "
+                   "tail: fit on each curve's early steps, predict its last --holdout-fraction")
+    p.add_argument("--holdout-fraction", type=float, default=0.2, metavar="F", help="tail holdout: fraction of each curve's steps held out (default 0.2)")
+    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="table: map a column to a role (run, step, lr, loss); repeatable")
+    p.add_argument("--out", metavar="F.json", help="write the fit record here")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples of whole curves for intervals (0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ci", type=float, default=0.95)
+    p.add_argument("--json", action="store_true", help="print the full record as JSON instead of a summary")
+    p.set_defaults(func=cmd_fit_lr_annealing)
 
     p = fsub.add_parser("accuracy", help="task accuracy vs task loss: Acc(L) = a / (1 + exp(-k (L - L0))) + b (OLMo ladder step 2), per task")
     p.add_argument("data", metavar="DATA", help="CSV/Parquet table with a loss and an accuracy column (and optionally a task column)")
@@ -226,6 +258,30 @@ def cmd_fit_critical_batch(args) -> int:
 
     return _run_fit(args, fit_critical_batch, bootstrap=args.bootstrap, target_loss=args.target_loss, metric=args.metric,
                     smooth=args.smooth, holdout=args.holdout)
+
+
+def cmd_fit_lr_annealing(args) -> int:
+    from scaling.errors import FitError, InputError
+    from scaling.lr_annealing import fit_lr_annealing
+    from scaling.lr_annealing_data import parse_columns
+
+    problem = _check_outputs(args)
+    if problem:
+        return _fail(problem, 2)
+    try:
+        rec = fit_lr_annealing(args.data, metric=args.metric, lam=args.lam, warmup=args.warmup, skip_fraction=args.skip_fraction,
+                               bootstrap=args.bootstrap, seed=args.seed, ci=args.ci, holdout=args.holdout,
+                               holdout_fraction=args.holdout_fraction, columns=parse_columns(args.col))
+    except InputError as exc:
+        return _fail(str(exc), 2)
+    except FitError as exc:
+        return _fail(str(exc), 1)
+    if args.out:
+        rec.save(args.out)
+    print(rec.to_json() if args.json else rec.summary())
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def cmd_fit_accuracy(args) -> int:

@@ -237,6 +237,10 @@ def from_record(rec) -> object:
         from scaling.moe_laws import law_from_params
 
         return law_from_params((rec.get("settings") or {}).get("law", "krajewski"), p)
+    if law == "lr-annealing":
+        from scaling.lr_annealing_law import law_from_record
+
+        return law_from_record(rec)
     raise ValueError(f"unknown law '{law}'")
 
 
