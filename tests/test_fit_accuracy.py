@@ -68,13 +68,13 @@ def test_bad_tables_exit_2(tmp_path, args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
-def test_percentages_and_run_directories_are_refused(tmp_path):
+def test_percentages_and_trees_without_runs_are_refused(tmp_path):
     path = tmp_path / "t.csv"
     table().assign(acc=lambda d: d.acc * 100).to_csv(path, index=False)
     r = run_cli(["fit", "accuracy", str(path)], REPO)
     assert r.returncode == 2 and "fractions, not percentages" in r.stderr
-    r = run_cli(["fit", "accuracy", str(tmp_path)], REPO)
-    assert r.returncode == 2 and "tables only" in r.stderr
+    r = run_cli(["fit", "accuracy", str(tmp_path)], REPO)  # a directory is read as a run-directory tree
+    assert r.returncode == 2 and "no finished runs" in r.stderr
 
 
 def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
