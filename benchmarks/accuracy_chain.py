@@ -3,9 +3,10 @@ accuracies from laws fitted on the smaller ones, and count how many fall in the 
 
 Steps (each skippable when already done):
 1. train the ladder `configs/sweeps/accuracy-chain-tiny.yaml` (`scalelab sweep launch`);
-2. evaluate every run on the tiny suite (`scalelab sweep eval --suite tiny`): BLiMP subsets,
-   LAMBADA, TinyShakespeare bits per byte; each multiple-choice/loglikelihood task records its
-   gold continuation's bits per byte (`gold_bpb`) beside its accuracy;
+2. evaluate every run on the tiny suite (`scalelab sweep eval --suite tiny --limit 1000`): eight
+   whole BLiMP subsets, 1,000 LAMBADA documents, TinyShakespeare bits per byte; each
+   multiple-choice/loglikelihood task records its gold continuation's bits per byte (`gold_bpb`)
+   beside its accuracy;
 3. hold out every run of the largest model size; on the others fit, per task, the task-loss law
    L_task(N, D) (OLMo step 1, `fit_task_loss`) and the sigmoid Acc(L_task) (step 2, `fit_accuracy`),
    both bootstrapped over runs;
@@ -13,7 +14,7 @@ Steps (each skippable when already done):
    compare the predicted accuracy and its 95% prediction interval with the measured accuracy.
 Tasks whose accuracies sit at chance are reported too (their sigmoid carries no signal).
 
-    .venv/bin/python benchmarks/accuracy_chain.py [--skip-train] [--skip-eval] [--bootstrap 200] [--json out.json]
+    .venv/bin/python benchmarks/accuracy_chain.py [--skip-train] [--skip-eval] [--limit 1000] [--bootstrap 200] [--json out.json]
 
 The machine is shared: the load average is printed with the figures.
 """
@@ -45,7 +46,9 @@ def main(argv=None) -> int:
     ap.add_argument("--spec", default=str(SPEC), help="the ladder's sweep spec (default: configs/sweeps/accuracy-chain-tiny.yaml)")
     ap.add_argument("--runs", help="its run-directory tree (default: runs/<spec name>)")
     ap.add_argument("--suite", default="tiny")
-    ap.add_argument("--workers", type=int, default=1, help="local training / evaluation processes (shared machine: 1)")
+    ap.add_argument("--limit", type=int, default=1000, help="documents per task (BLiMP has 1,000 each; default 1000: the whole BLiMP subsets)")
+    ap.add_argument("--force", action="store_true", help="evaluate runs again that already have results of the suite")
+    ap.add_argument("--workers", type=int, help="local training / evaluation processes (default: the spec's executor.local.workers)")
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--bootstrap", type=int, default=200)
@@ -59,10 +62,11 @@ def main(argv=None) -> int:
     spec = yaml.safe_load(Path(args.spec).read_text())
     runs = Path(args.runs or ROOT / "runs" / spec["name"])
     t0 = time.perf_counter()
+    workers = ["--workers", str(args.workers)] if args.workers else []
     if not args.skip_train:
-        cli("sweep", "launch", args.spec, "--executor", "local", "--workers", str(args.workers))
+        cli("sweep", "launch", args.spec, "--executor", "local", *workers)
     if not args.skip_eval:
-        cli("sweep", "eval", args.spec, "--suite", args.suite, "--workers", str(args.workers))
+        cli("sweep", "eval", args.spec, "--suite", args.suite, "--limit", str(args.limit), *workers, *(["--force"] if args.force else []))
 
     from scaling.accuracy import fit_accuracy
     from scaling.accuracy_chain import predict_chain

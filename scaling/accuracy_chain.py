@@ -55,9 +55,10 @@ def check(acc_rec, task_loss=None, chinchilla=None) -> str:
 
 
 def predict_chain(acc_rec, N: float, D: float, *, task_loss=None, chinchilla=None, N_task_loss: float | None = None,
-                  ci: float = 0.95, seed: int = 0) -> dict:
+                  U: float | None = None, ci: float = 0.95, seed: int = 0) -> dict:
     """{basis, tasks: {task: {task_loss, task_loss_interval, acc, interval, parameter_interval, chance,
-    loss_range}}, warnings}. N is in the chinchilla fit's kind; `N_task_loss` (default N) in the task-loss fit's."""
+    loss_range}}, warnings}. N is in the chinchilla fit's kind; `N_task_loss` (default N) in the task-loss
+    fit's; U (unique tokens) reaches a data-constrained chinchilla law's validation loss."""
     from scaling.prediction import loss_draws
     from scaling.record import FitRecord
     from scaling.task_loss import task_record
@@ -65,7 +66,7 @@ def predict_chain(acc_rec, N: float, D: float, *, task_loss=None, chinchilla=Non
     basis = check(acc_rec, task_loss, chinchilla)
     metric = loss_metric(acc_rec) or (task_loss.get("settings") or {}).get("loss_metric")
     warnings, tasks = [], {}
-    shared = loss_draws(FitRecord(chinchilla), N, D, seed) if basis == "validation-loss" else None
+    shared = loss_draws(FitRecord(chinchilla), N, D, seed, U) if basis == "validation-loss" else None
     for name, r in _per_task(acc_rec).items():
         label = name or "task"
         if basis == "task-loss":
@@ -134,7 +135,8 @@ def plan_block(plan: dict, acc_rec, task_loss=None, chinchilla=None, ci: float =
                                  f"refit it with --n-kind {run.get('n_kind')}")
         elif not run and kind != plan.get("n_kind"):
             raise InputError(f"the task-loss fit counts N as {kind} parameters, the plan as {plan.get('n_kind')}: refit one with the other's --n-kind")
-    out = predict_chain(acc_rec, N, D, task_loss=task_loss, chinchilla=chinchilla, N_task_loss=n_tl, ci=ci)
+    U = ((chinchilla or {}).get("data") or {}).get("unique_tokens")  # as the plan's own loss (data-constrained laws)
+    out = predict_chain(acc_rec, N, D, task_loss=task_loss, chinchilla=chinchilla, N_task_loss=n_tl, U=U, ci=ci)
     out["basis"]["run"] = where
     return out
 

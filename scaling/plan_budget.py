@@ -78,6 +78,9 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
     from scaling.plan import make_plan
 
     opts.check()
+    for f in fits:
+        if f["law"] in ("accuracy", "task-loss"):
+            raise InputError(f"a {f['law']} fit is not an allocation law: give it with --{f['law']} instead of --fit")
     chin = next((f for f in fits if f["law"] == "chinchilla"), None)
     if accuracy is not None:
         from scaling.accuracy_chain import check

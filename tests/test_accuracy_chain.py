@@ -115,14 +115,14 @@ def test_validation_loss_accuracy_chains_from_the_plans_loss(tmp_path, fitted):
     assert plan["accuracy"]["blimp_x"]["task_loss"] == pytest.approx(plan["run"]["loss"])
 
 
-@pytest.mark.parametrize("which, message", [
-    ("accuracy", "give --task-loss TL.json"),  # a bpb accuracy fit needs the task-loss law
-    ("task-loss", "--task-loss feeds --accuracy"),
+@pytest.mark.parametrize("which, given, message", [
+    ("accuracy", "acc.json", "give --task-loss TL.json"),  # a bpb accuracy fit needs the task-loss law
+    ("task-loss", "tl.json", "--task-loss feeds --accuracy"),
+    ("fit", "tl.json", "not an allocation law: give it with --task-loss"),
 ])
-def test_fits_that_do_not_chain_exit_2(fitted, which, message):
+def test_fits_that_do_not_chain_exit_2(fitted, which, given, message):
     _, fits = fitted
-    given = fits / ("acc.json" if which == "accuracy" else "tl.json")
-    r = run_cli(["plan", "--fit", str(fits / "ch.json"), "--compute", "5e14", f"--{which}", str(given)], REPO)
+    r = run_cli(["plan", "--fit", str(fits / "ch.json"), "--compute", "5e14", f"--{which}", str(fits / given)], REPO)
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
