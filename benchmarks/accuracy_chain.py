@@ -107,10 +107,14 @@ def main(argv=None) -> int:
                   f"{r['chance'] if r.get('chance') is not None else float('nan'):6.2f}")
     n_in = sum(r["inside"] for r in rows)
     n_loss_in = sum(r["loss_inside"] for r in rows)
-    signal = [r for r in rows if not r["fit_warnings"] or not any("chance" in w for w in r["fit_warnings"])]
+    # a sigmoid fitted to accuracies at chance or flat says nothing: count those pairs apart
+    mute = [r for r in rows if any("of chance" in w or "the fit is flat" in w for w in r["fit_warnings"])]
+    signal = [r for r in rows if r not in mute]
     load = os.getloadavg()
     print(f"\naccuracy inside its {args.ci:.0%} interval: {n_in} of {len(rows)} held-out (run, task) pairs; "
-          f"tasks with signal (not at chance): {sum(r['inside'] for r in signal)} of {len(signal)}")
+          f"{sum(r['inside'] for r in signal)} of {len(signal)} where the accuracy fit has signal, "
+          f"{sum(r['inside'] for r in mute)} of {len(mute)} where it is at chance or flat "
+          f"({', '.join(sorted({r['task'] for r in mute})) or 'none'})")
     print(f"gold bits per byte inside its interval: {n_loss_in} of {len(rows)}")
     print(f"load average {load[0]:.2f} on {os.cpu_count()} CPUs; {time.perf_counter() - t0:.0f} s")
     if args.json:

@@ -7,8 +7,9 @@ gold-continuation bits per byte (`gold_bpb`, OLMo's), `gold_nats` or the run's v
 acc = `acc` or `acc_norm` (scaling.task_data). The record states which (`settings.loss_metric`).
 Parametrisation: a > 0 and k < 0, so b is the accuracy at high loss (chance, for a task with a
 floor) and a + b the ceiling at low loss; L0 is the loss at mid-height. (The form is symmetric
-under a -> -a, k -> -k, b -> b + a; the signs pin one branch.) Least squares in accuracy with
-bounds (0 < a <= 1, 0 <= b <= 1, k < 0), from several starts; bootstrap resamples rows.
+under a -> -a, k -> -k, b -> b + a; the signs pin one branch.) Least squares in accuracy over
+(f, b, k, L0) with a = f (1 - b), f in (0, 1], b in [0, 1], k < 0 (so 0 <= b < a + b <= 1: an
+accuracy, never above 1), from several starts; bootstrap resamples rows.
 Warnings: accuracies at chance (no signal: `--chance`, else the task's own chance from its
 evaluations: 1 / number of choices), a flat fit (the curve changes less than FLAT_DELTA over the
 data: a, k, L0 not identified), a mid-point outside the data (only one tail of the sigmoid seen).
@@ -42,30 +43,39 @@ class SigmoidAccuracy:
             return self.a / (1.0 + np.exp(-self.k * (L - self.L0))) + self.b
 
 
-def _jac(p, L: np.ndarray) -> np.ndarray:
-    """d prediction / d (a, b, k, L0): analytic, so each least-squares run needs no finite differences."""
-    a, _, k, L0 = p
+def _curve(q) -> SigmoidAccuracy:
+    """The sigmoid of the fitted parametrisation q = (f, b, k, L0), a = f (1 - b): with f, b in
+    [0, 1] the ceiling a + b = b + f (1 - b) never exceeds 1."""
+    f, b, k, L0 = q
+    return SigmoidAccuracy(f * (1.0 - b), b, k, L0)
+
+
+def _jac(q, L: np.ndarray) -> np.ndarray:
+    """d prediction / d (f, b, k, L0): analytic, so each least-squares run needs no finite differences."""
+    f, b, k, L0 = q
+    a = f * (1.0 - b)
     with np.errstate(over="ignore"):
         s = 1.0 / (1.0 + np.exp(-k * (L - L0)))
     ds = s * (1.0 - s)
-    return np.column_stack([s, np.ones_like(L), a * ds * (L - L0), -a * ds * k])
+    return np.column_stack([(1.0 - b) * s, 1.0 - f * s, a * ds * (L - L0), -a * ds * k])
 
 
 def _fit_one(L: np.ndarray, acc: np.ndarray, warm=None) -> tuple[dict, float]:
     """Least squares from a 3 x 3 grid of slopes and mid-points; a bootstrap resample starts from
-    `warm` (the full-data optimum) and the grid's centre only. The lowest cost wins."""
+    `warm` (the full-data optimum's a, b, k, L0) and the grid's centre only. The lowest cost wins."""
     from scipy.optimize import least_squares
 
     span = max(float(np.ptp(L)), 1e-6)
-    starts = [] if warm is None else [list(warm)]
+    b0 = float(np.clip(acc.min(), 0.0, 0.99))
+    starts = [] if warm is None else [[warm[0] / max(1.0 - warm[1], 1e-9), *warm[1:]]]
     for k0 in (-1.0, -4.0, -16.0) if warm is None else (-4.0,):
         for L00 in np.percentile(L, (25, 50, 75) if warm is None else (50,)):
-            starts.append([max(float(np.ptp(acc)), 0.05), float(np.clip(acc.min(), 0.0, 0.99)), k0 / span, float(L00)])
+            starts.append([max(float(np.ptp(acc)), 0.05) / (1.0 - b0), b0, k0 / span, float(L00)])
     best = None
     lo, hi = np.array([1e-6, 0.0, -np.inf, -np.inf]), np.array([1.0, 1.0, -1e-9, np.inf])
     for x0 in starts:
         try:
-            res = least_squares(lambda p: SigmoidAccuracy(*p).predict(L) - acc, np.clip(x0, lo, hi), jac=lambda p: _jac(p, L),
+            res = least_squares(lambda q: _curve(q).predict(L) - acc, np.clip(x0, lo + 1e-12, hi - 1e-12), jac=lambda q: _jac(q, L),
                                 bounds=(lo, hi), x_scale="jac")
         except ValueError:
             continue
@@ -73,7 +83,8 @@ def _fit_one(L: np.ndarray, acc: np.ndarray, warm=None) -> tuple[dict, float]:
             best = res
     if best is None or not np.all(np.isfinite(best.x)):
         raise FitError("no start of the sigmoid fit converged")
-    return dict(zip(("a", "b", "k", "L0"), map(float, best.x))), float(2 * best.cost)
+    c = _curve(best.x)
+    return {"a": float(c.a), "b": float(c.b), "k": float(c.k), "L0": float(c.L0)}, float(2 * best.cost)
 
 
 def fit_task(L, acc, *, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, chance: float | None = None) -> dict:

@@ -8,8 +8,10 @@ sigmoid (`fit accuracy`) its accuracy. When the accuracy fit's loss is the valid
 Interval (a prediction interval for one new run's measured accuracy): every draw of the loss
 (each bootstrap law of step 1 at N, D times a resampled log residual of its fit, as for `plan`'s
 loss) goes through a bootstrap sigmoid of step 2 (paired in turn) plus a resampled residual of the
-accuracy fit (the evaluation's own sampling noise and the runs' scatter), clipped to [0, 1]. The
-`parameter_interval` leaves out both residual scatters (the laws' uncertainty alone).
+accuracy fit (the evaluation's own sampling noise and the runs' scatter; scaled by sqrt(n / (n - 4)),
+since the residuals of a 4-parameter least-squares fit to n points understate a new point's
+scatter), clipped to [0, 1]. The `parameter_interval` leaves out both residual scatters (the
+laws' uncertainty alone).
 """
 from __future__ import annotations
 
@@ -106,6 +108,8 @@ def _through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
     j = np.arange(L.size) % P["a"].size  # pair loss draws with the sigmoids in turn
     curves = SigmoidAccuracy(*(P[k][j] for k in SIGMOID))
     res = np.asarray(r.get("residuals") or [0.0], float)
+    if res.size > len(SIGMOID):  # residuals of a 4-parameter fit understate the scatter: scale by sqrt(n / (n - 4))
+        res = res * np.sqrt(res.size / (res.size - len(SIGMOID)))
     draws = np.clip(curves.predict(L) + rng.choice(res, size=L.size), 0.0, 1.0)
     out = {"task_loss": ld["point"], "task_loss_interval": interval(L, ci), "acc": float(point.predict(ld["point"])),
            "interval": interval(draws, ci), "chance": r.get("chance"), "loss_range": r.get("loss_range")}

@@ -87,3 +87,13 @@ def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
     assert abs(p["accuracy"] - truth) < 0.02
     with pytest.raises(Exception, match="not in this accuracy fit"):
         predict_accuracy(rec, 3.0, task="arc")
+
+
+def test_the_ceiling_never_exceeds_one():
+    # accuracies that saturate at 1 with noise: an unconstrained a + b would overshoot
+    truth = {"a": 0.5, "b": 0.5, "k": -8.0, "L0": 3.0}
+    df = table(truth, noise=0.02, lo=2.0, hi=3.5, seed=4).assign(acc=lambda d: d.acc.clip(0, 1))
+    rec = fit_accuracy(df, bootstrap=30)
+    assert rec.params["a"] + rec.params["b"] <= 1 + 1e-9
+    s = rec["bootstrap"]["samples"]
+    assert max(a + b for a, b in zip(s["a"], s["b"])) <= 1 + 1e-9
