@@ -1,7 +1,9 @@
 """Evaluation results: flat records in `<run>/evals/<step>.json` and `eval/...` in W&B.
 
 The file is the contract with the run registry, the dashboard and loss-to-accuracy fits: one
-record per (task, metric) with value, stderr and the number of documents. Evaluating the same
+record per (task, metric) with value, stderr and the number of documents; multiple-choice and
+loglikelihood tasks also get `gold_bpb` and `gold_nats` (the gold continuation's loss, with the
+task's `chance` accuracy: evals.gold). Evaluating the same
 step again (another suite, more tasks) merges into the file; a newer record of the same
 (task, metric) replaces the older one. Failed tasks are listed, never silently dropped.
 """
@@ -51,14 +53,21 @@ def _num(v):
 
 
 def aggregate_blimp(records: list[dict], suite: str) -> list[dict]:
-    """Document-weighted mean accuracy over the BLiMP tasks present (`blimp` / acc)."""
-    b = [r for r in records if r["task"].startswith("blimp_") and r["metric"] == "acc" and r["value"] is not None]
-    if not b:
-        return []
-    n = sum(r["n"] or 0 for r in b)
-    value = sum(r["value"] * (r["n"] or 0) for r in b) / n if n else sum(r["value"] for r in b) / len(b)
-    return [{"task": "blimp", "metric": "acc", "value": value, "stderr": None, "n": n, "num_fewshot": 0,
-             "limit": None, "suite": suite, "status": "ok", "aggregate_of": len(b)}]
+    """Document-weighted means over the BLiMP tasks present: `blimp` / acc, and the gold
+    continuation's loss (`gold_bpb`, `gold_nats`; evals.gold) over the same tasks."""
+    out = []
+    for metric in ("acc", "gold_bpb", "gold_nats"):
+        b = [r for r in records if r["task"].startswith("blimp_") and r["metric"] == metric and r["value"] is not None]
+        if not b:
+            continue
+        n = sum(r["n"] or 0 for r in b)
+        value = sum(r["value"] * (r["n"] or 0) for r in b) / n if n else sum(r["value"] for r in b) / len(b)
+        rec = {"task": "blimp", "metric": metric, "value": value, "stderr": None, "n": n, "num_fewshot": 0,
+               "limit": None, "suite": suite, "status": "ok", "aggregate_of": len(b)}
+        if metric != "acc":
+            rec.update(chance=0.5, unit=b[0].get("unit"))
+        out.append(rec)
+    return out
 
 
 def write_results(run_dir: Path, step: int, records: list[dict], failed: list[dict], meta: dict) -> Path:

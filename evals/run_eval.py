@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from evals import results as res
+from evals.gold import gold_records
 from evals.suites import Suite, adhoc, load_suite
 from evals.tasks import EvalError, plan
 
@@ -80,19 +81,21 @@ def evaluate_run(
             log(f"loading {ckpt} (step {step})")
             lm = ScalelabLM(path=str(ckpt), device=device, **margs)
         tm = task_plan.task_manager()
+        task_cache = {} if task_cache is None else task_cache  # the task object tells the gold answer
         records, failed = [], []
         for e in entries:
             t1 = time.perf_counter()
             try:
                 if os.environ.get(FAULT_ENV) == f"task:{e.task}":
                     raise RuntimeError(f"injected fault ({FAULT_ENV})")
-                out = lm_eval.simple_evaluate(
-                    model=lm, tasks=[_task(e.task, tm, task_cache)], task_manager=tm, limit=e.limit, num_fewshot=e.num_fewshot,
-                    bootstrap_iters=bootstrap_iters, log_samples=False, verbosity="WARNING",
+                task = _task(e.task, tm, task_cache)
+                out = lm_eval.simple_evaluate(  # samples: the gold continuation's loss (evals.gold)
+                    model=lm, tasks=[task], task_manager=tm, limit=e.limit, num_fewshot=e.num_fewshot,
+                    bootstrap_iters=bootstrap_iters, log_samples=True, verbosity="WARNING",
                 )
                 if out is None or e.task not in out.get("results", {}):
                     raise RuntimeError("lm-eval returned no results for this task")
-                recs = res.records_from_lm_eval(out, s.name, e.limit)
+                recs = res.records_from_lm_eval(out, s.name, e.limit) + gold_records(out, task, lm, s.name, e.limit)
                 records += recs
                 shown = ", ".join(f"{r['metric']}={r['value']:.4g}" for r in recs if r["value"] is not None)
                 log(f"  {e.task}: {shown} (n={recs[0]['n'] if recs else '?'}, {time.perf_counter() - t1:.1f}s)")

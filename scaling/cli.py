@@ -1,4 +1,4 @@
-"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,moe,lr-annealing}` and `scalelab plan`.
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,task-loss,moe,lr-annealing}` and `scalelab plan`.
 
 Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
 command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
@@ -29,11 +29,13 @@ def _lambda(text: str):
         raise argparse.ArgumentTypeError(f"not a number or auto: {text!r}") from None
 
 
-def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True, plot: bool = True, task: bool = False) -> None:
     p.add_argument("data", metavar="DATA", help="CSV/Parquet file (columns N, D, loss, ...) or a run-directory tree")
     p.add_argument("--out", metavar="F.json", help="write the fit record here")
-    p.add_argument("--plot", metavar="F.png", help="write diagnostic plots here (matplotlib)")
-    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (N, D, loss, flops, batch_tokens, lr, steps, U = unique tokens); repeatable")
+    if plot:
+        p.add_argument("--plot", metavar="F.png", help="write diagnostic plots here (matplotlib)")
+    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (N, D, loss, flops, batch_tokens, lr, steps, "
+                   "U = unique tokens" + (", task" if task else "") + "); repeatable")
     p.add_argument("--n-kind", default="total", choices=["total", "non_embedding", "active"],
                    help="which parameter count is N: run directories read it from summary.json; tables use their column of that kind "
                    "(params / non_embedding_params / active_params) or declare the N column's kind (default: total)")
@@ -46,6 +48,17 @@ def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True) -> None:
 
 COMPUTE_KINDS = ("6ND_total", "6ND_nonembed", "trainer_flops")  # scaling.conventions (kept light: no numpy at --help)
 DEVICE_NAMES = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s")  # scaling.devices.DEVICES
+
+
+def _eval_reading(p: argparse.ArgumentParser, *, accuracy: bool) -> None:
+    """How `fit accuracy` / `fit task-loss` read run directories' evaluations (scaling.task_data)."""
+    p.add_argument("--tasks", metavar="A,B", help="only these tasks (default: every task evaluated)")
+    p.add_argument("--loss-metric", choices=["bpb", "nats", "val_loss"] if accuracy else ["bpb", "nats"], default="bpb",
+                   help="task loss: bpb = gold_bpb, the gold continuation's bits per byte (OLMo's; default), nats = gold_nats, nats per token"
+                   + (", val_loss = the run's validation loss (chains from `fit chinchilla`); for a table: what its loss column holds" if accuracy else ""))
+    if accuracy:
+        p.add_argument("--acc-metric", choices=["acc", "acc_norm"], default="acc", help="accuracy: acc (default) or acc_norm where the task reports it")
+    p.add_argument("--steps", choices=["last", "all"], default="last", help="run directories: each run's last evaluated step (default) or every one")
 
 
 def _compute_kind(p: argparse.ArgumentParser) -> None:
@@ -130,9 +143,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_fit_lr_annealing)
 
     p = fsub.add_parser("accuracy", help="task accuracy vs task loss: Acc(L) = a / (1 + exp(-k (L - L0))) + b (OLMo ladder step 2), per task")
-    p.add_argument("data", metavar="DATA", help="CSV/Parquet table with a loss and an accuracy column (and optionally a task column)")
-    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="map a column to a role (loss, acc, task); repeatable")
-    p.add_argument("--chance", type=float, metavar="P", help="chance accuracy of the task(s), e.g. 0.25 for 4 choices: warns when every accuracy sits there")
+    p.add_argument("data", metavar="DATA", help="a run-directory tree (each run's evals/<step>.json) or a CSV/Parquet table with a loss "
+                   "and an accuracy column (and optionally a task column)")
+    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN", help="tables: map a column to a role (loss, acc, task); repeatable")
+    _eval_reading(p, accuracy=True)
+    p.add_argument("--chance", type=float, metavar="P", help="chance accuracy of every task, e.g. 0.25 for 4 choices (default: each task's own, "
+                   "1 / number of choices, from its evaluations): warns when every accuracy sits there")
     p.add_argument("--out", metavar="F.json", help="write the fit record here")
     p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples for intervals (0: none)")
     p.add_argument("--seed", type=int, default=0)
@@ -143,6 +159,14 @@ def register(subparsers) -> None:
     from scaling.moe_cli import add_fit_parser  # MoE laws (Krajewski, Clark): their own module
 
     add_fit_parser(fsub, _positive_float)
+
+    p = fsub.add_parser("task-loss", help="per-task loss vs N, D: L_task = E + A/N^alpha + B/D^beta (OLMo ladder step 1), per task")
+    _common(p, plot=False, task=True)
+    _eval_reading(p, accuracy=False)
+    p.add_argument("--holdout", choices=["largest"], help="fit each task on the smaller-compute runs, report the task-loss error on the largest")
+    p.add_argument("--holdout-fraction", type=float, default=0.1, help="without IsoFLOP budgets: fraction of runs (largest compute) held out (default 0.1)")
+    _compute_kind(p)
+    p.set_defaults(func=cmd_fit_task_loss)
 
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
                               description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
@@ -169,6 +193,8 @@ def register(subparsers) -> None:
     p.add_argument("--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)")
     p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation")
     p.add_argument("--micro-batch-size", type=int, default=16, help="micro batch (sequences) for the emitted config")
+    p.add_argument("--accuracy", metavar="ACC.json", help="an accuracy fit (`scalelab fit accuracy`): print the planned run's predicted accuracy per task")
+    p.add_argument("--task-loss", metavar="TL.json", help="a task-loss fit (`scalelab fit task-loss`): the planned run's task loss fed to --accuracy")
     p.add_argument("--ci", type=float, default=0.95)
     p.add_argument("--out", metavar="plan.json", help="write the plan as JSON")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -298,7 +324,36 @@ def cmd_fit_accuracy(args) -> int:
                 raise InputError(f"--col '{item}' must look like role=column (roles: loss, acc, task)")
             role, col = item.split("=", 1)
             cols[role.strip()] = col.strip()
-        rec = fit_accuracy(args.data, columns=cols, bootstrap=args.bootstrap, seed=args.seed, ci=args.ci, chance=args.chance)
+        rec = fit_accuracy(args.data, columns=cols, bootstrap=args.bootstrap, seed=args.seed, ci=args.ci, chance=args.chance,
+                           loss_metric=args.loss_metric, acc_metric=args.acc_metric, steps=args.steps, tasks=args.tasks)
+    except InputError as exc:
+        return _fail(str(exc), 2)
+    except FitError as exc:
+        return _fail(str(exc), 1)
+    if args.out:
+        rec.save(args.out)
+    print(rec.to_json() if args.json else summary(rec))
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_fit_task_loss(args) -> int:
+    from scaling import inputs
+    from scaling.errors import FitError, InputError
+    from scaling.task_loss import fit_task_loss, summary
+
+    problem = _check_outputs(args)
+    if problem:
+        return _fail(problem, 2)
+    try:
+        task_col = [c for c in args.col if c.split("=", 1)[0].strip() == "task"]
+        cols = inputs.parse_col_overrides([c for c in args.col if c not in task_col])
+        if task_col:
+            cols["task"] = task_col[-1].split("=", 1)[1].strip()
+        rec = fit_task_loss(args.data, columns=cols, tasks=args.tasks, loss_metric=args.loss_metric, steps=args.steps, n_kind=args.n_kind,
+                            compute_kind=args.compute_kind, bootstrap=args.bootstrap, seed=args.seed, ci=args.ci, holdout=args.holdout,
+                            holdout_fraction=args.holdout_fraction)
     except InputError as exc:
         return _fail(str(exc), 2)
     except FitError as exc:
@@ -339,7 +394,8 @@ def cmd_plan(args) -> int:
             from scaling.moe_cli import plan_moe
 
             return plan_moe(args, fits)
-        plan = build_plan(fits, opts, {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind}, ci=args.ci)
+        chain = {k: FitRecord.load(v) if v else None for k, v in (("accuracy", args.accuracy), ("task_loss", args.task_loss))}
+        plan = build_plan(fits, opts, {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind}, ci=args.ci, **chain)
         if args.emit_config:
             emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config

@@ -69,13 +69,25 @@ class BudgetOptions:
                 resolve_mfu(self.mfu, self.device, self.precision or "bf16", None)
 
 
-def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 0.95) -> dict:
-    """The plan for the budget in `opts`, with its `cost` and `inference` sections."""
+def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 0.95, *, accuracy=None, task_loss=None) -> dict:
+    """The plan for the budget in `opts`, with its `cost` and `inference` sections, and with an
+    accuracy fit (and a task-loss fit) the planned run's predicted accuracy per task
+    (`accuracy`, `accuracy_basis`: scaling.accuracy_chain)."""
     from scaling import cost as costs
     from scaling.inference import inference_block
     from scaling.plan import make_plan
 
     opts.check()
+    for f in fits:
+        if f["law"] in ("accuracy", "task-loss"):
+            raise InputError(f"a {f['law']} fit is not an allocation law: give it with --{f['law']} instead of --fit")
+    chin = next((f for f in fits if f["law"] == "chinchilla"), None)
+    if accuracy is not None:
+        from scaling.accuracy_chain import check
+
+        check(accuracy, task_loss, chin)  # fits that do not chain: exit 2 before any work
+    elif task_loss is not None:
+        raise InputError("--task-loss feeds --accuracy: give the accuracy fit too (--accuracy ACC.json from `scalelab fit accuracy`)")
     hw = None
     if opts.device:
         precision = opts.precision or "bf16"
@@ -100,7 +112,6 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
         plan = costs.plan_for_budget(plan_at, hw, hours)
         budget = {"form": next(f for f in ("budget_usd", "device_hours", "days") if getattr(opts, f) is not None),
                   "text": text, "device_hours": hours, "compute": plan["compute"]}
-    chin = next(f for f in fits if f["law"] == "chinchilla")
     if inf and plan.get("vocab_size"):
         from scaling.inference import choose_preset
         from scaling.plan import model_presets
@@ -129,6 +140,14 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
             f"inference-aware plan: the plan's compute is the training FLOPs of the inference-aware model "
             f"(N {inf['N']:.3g}, D {inf['D']:.3g}); N_opt/D_opt and the run above are the training-only optimum at that compute, "
             f"the inference-aware run is the inference section's (--emit-config writes that one)")
+    if accuracy is not None:
+        from scaling.accuracy_chain import plan_block
+
+        block = plan_block(plan, accuracy, task_loss, chin, ci)
+        plan["accuracy"], plan["accuracy_basis"] = block["tasks"], block["basis"]
+        for rec, name in ((accuracy, "accuracy"), (task_loss, "task-loss")):
+            plan["warnings"] += [f"{name} fit: {w}" for w in (rec or {}).get("warnings") or []]
+        plan["warnings"] += block["warnings"]
     from scaling.record import _clean
 
     return _clean(plan)
@@ -143,6 +162,10 @@ def format_sections(plan: dict) -> list[str]:
         lines += format_inference(plan["inference"])
     if plan.get("cost"):
         lines += format_cost(plan["cost"], plan.get("ci", 0.95))
+    if plan.get("accuracy_basis"):
+        from scaling.accuracy_chain import format_accuracy
+
+        lines += format_accuracy({"basis": plan["accuracy_basis"], "tasks": plan.get("accuracy") or {}}, plan.get("ci", 0.95))
     return lines
 
 

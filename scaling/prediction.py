@@ -43,17 +43,17 @@ def residuals(rec) -> np.ndarray:
     return np.asarray([-rms, rms], dtype=float) if rms else np.zeros(1)
 
 
-def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0, U: float | None = None) -> dict:
-    """Point prediction and prediction interval of the loss of one run with N (the record's kind)
-    parameters trained on D tokens (drawn from U unique tokens: used by a data-constrained law).
-    Returns {loss, interval, interval_kind, parameter_interval}."""
+def loss_draws(rec, N, D, seed: int = 0, U: float | None = None) -> dict:
+    """The draws behind a prediction: {point, param_draws (bootstrap laws at N, D; None without
+    samples), draws (param_draws x resampled log residuals: where a new run's loss lands),
+    interval_kind}. `predict_loss` summarises them; the accuracy chain pushes them on through
+    the sigmoid."""
     law = rec.law()
     extra = {"U": float(U)} if U and data_constrained(rec) else {}
     point = float(law.predict(float(N), float(D), **extra))
     res = residuals(rec)
     rng = np.random.default_rng(seed)
     s = _samples(rec)
-    out = {"loss": point, "interval_kind": INTERVAL_KIND, "ci": ci}
     if s is not None:
         from scaling.laws import ChinchillaLaw, DataConstrainedLaw
 
@@ -61,11 +61,19 @@ def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0, U: float | None = N
             cls = DataConstrainedLaw if "R_D_star" in s else ChinchillaLaw
             param_draws = cls(**s).predict(float(N), float(D), **extra)
         param_draws = param_draws[np.isfinite(param_draws)]
-        out["parameter_interval"] = interval(param_draws, ci)
         eps = rng.choice(res, size=(param_draws.size, RESIDUAL_DRAWS))
-        draws = (param_draws[:, None] * np.exp(eps)).ravel()
-    else:
-        out["interval_kind"] = "residual scatter only (the fit has no bootstrap samples: parameter uncertainty not included)"
-        draws = point * np.exp(rng.choice(res, size=5000))
-    out["interval"] = interval(draws, ci)
+        return {"point": point, "param_draws": param_draws, "draws": (param_draws[:, None] * np.exp(eps)).ravel(), "interval_kind": INTERVAL_KIND}
+    return {"point": point, "param_draws": None, "draws": point * np.exp(rng.choice(res, size=5000)),
+            "interval_kind": "residual scatter only (the fit has no bootstrap samples: parameter uncertainty not included)"}
+
+
+def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0, U: float | None = None) -> dict:
+    """Point prediction and prediction interval of the loss of one run with N (the record's kind)
+    parameters trained on D tokens (drawn from U unique tokens: used by a data-constrained law).
+    Returns {loss, interval, interval_kind, parameter_interval}."""
+    d = loss_draws(rec, N, D, seed, U)
+    out = {"loss": d["point"], "interval_kind": d["interval_kind"], "ci": ci}
+    if d["param_draws"] is not None:
+        out["parameter_interval"] = interval(d["param_draws"], ci)
+    out["interval"] = interval(d["draws"], ci)
     return out

@@ -68,13 +68,13 @@ def test_bad_tables_exit_2(tmp_path, args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
-def test_percentages_and_run_directories_are_refused(tmp_path):
+def test_percentages_and_trees_without_runs_are_refused(tmp_path):
     path = tmp_path / "t.csv"
     table().assign(acc=lambda d: d.acc * 100).to_csv(path, index=False)
     r = run_cli(["fit", "accuracy", str(path)], REPO)
     assert r.returncode == 2 and "fractions, not percentages" in r.stderr
-    r = run_cli(["fit", "accuracy", str(tmp_path)], REPO)
-    assert r.returncode == 2 and "tables only" in r.stderr
+    r = run_cli(["fit", "accuracy", str(tmp_path)], REPO)  # a directory is read as a run-directory tree
+    assert r.returncode == 2 and "no finished runs" in r.stderr
 
 
 def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
@@ -87,3 +87,13 @@ def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
     assert abs(p["accuracy"] - truth) < 0.02
     with pytest.raises(Exception, match="not in this accuracy fit"):
         predict_accuracy(rec, 3.0, task="arc")
+
+
+def test_the_ceiling_never_exceeds_one():
+    # accuracies that saturate at 1 with noise: an unconstrained a + b would overshoot
+    truth = {"a": 0.5, "b": 0.5, "k": -8.0, "L0": 3.0}
+    df = table(truth, noise=0.02, lo=2.0, hi=3.5, seed=4).assign(acc=lambda d: d.acc.clip(0, 1))
+    rec = fit_accuracy(df, bootstrap=30)
+    assert rec.params["a"] + rec.params["b"] <= 1 + 1e-9
+    s = rec["bootstrap"]["samples"]
+    assert max(a + b for a, b in zip(s["a"], s["b"])) <= 1 + 1e-9
