@@ -25,4 +25,6 @@ test-fast: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -q -ra -m "not slow"
 
 clean:
-	rm -rf $(VENV) runs data fits quickstart
+	# runs/ holds the run-contract package's sources next to the default run directories: keep the sources
+	rm -rf $(VENV) data fits quickstart
+	find runs -mindepth 1 -maxdepth 1 ! -name '*.py' -exec rm -rf {} +

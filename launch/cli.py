@@ -17,7 +17,7 @@ SUBSYSTEMS = [
     "scaling.cli",
     "launch.sweep_cli",
     "evals.cli",
-    "evals.dashboard.cli",
+    "dashboard.cli",
     "launch.quickstart",
 ]
 

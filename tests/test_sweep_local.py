@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_helpers import work, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 from launch.status import run_status
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_helpers import work, prepared_data, write_base  # noqa: F401 (work is a fixture)
+from conftest import prepared_data, write_base
 
 pytestmark = pytest.mark.slow
 
