@@ -102,7 +102,7 @@ class RunDir:
         return read_summary(self.path)
 
     def write_summary(self, summary) -> None:
-        """Write `summary.json` atomically (a `RunSummary` or the dict the trainer builds)."""
-        from runs.summary import RunSummary
+        """Write `summary.json` atomically: a `RunSummary`, or the dict a writer built (at the current version)."""
+        from runs.summary import RunSummary, write_summary
 
-        (summary if isinstance(summary, RunSummary) else RunSummary.from_dict(summary)).write(self.path)
+        summary.write(self.path) if isinstance(summary, RunSummary) else write_summary(self.path, summary)

@@ -118,3 +118,11 @@ def test_readers_stay_torch_free():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_run_dir_writes_the_trainers_dict_at_the_current_version(tmp_path):
+    layout.RunDir(tmp_path).write_summary(trainer_dict())
+    assert layout.RunDir(tmp_path).read_summary()["schema_version"] == SCHEMA_VERSION
+    RunSummary(status="failed", steps=2, error="boom").write(tmp_path)
+    back = read_summary(tmp_path)
+    assert back["schema_version"] == SCHEMA_VERSION and back["error"] == "boom" and list(back)[:3] == ["status", "name", "steps"]
