@@ -91,6 +91,19 @@ def kill_after_step(run: Path, step: int, proc: subprocess.Popen, timeout: float
     proc.wait()
 
 
+def children(pid: int) -> list[int]:
+    """Pids of the live child processes of `pid` (read from /proc)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(p.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
 # ------------------------------------------------------------------ prepared data
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory) -> Path:
