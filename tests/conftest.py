@@ -24,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MPLBACKEND", "Agg")  # plots are written to files, never shown
 os.environ.setdefault("WANDB_MODE", "disabled")  # a test that logs to W&B says so (wandb.mode in its config wins)
 
 
@@ -48,9 +49,9 @@ def _env(env: dict | None, unset=()) -> dict:
 
 
 def scalelab(*args, cwd: Path | None = None, env: dict | None = None, unset=(), timeout: int = 600) -> subprocess.CompletedProcess:
-    """`scalelab ARGS` to completion (this checkout first on PYTHONPATH); `env` adds to this process's
-    environment and `unset` names variables to leave out."""
-    return subprocess.run(SCALELAB + [str(a) for a in args], cwd=cwd, env=_env(env, unset), capture_output=True,
+    """`scalelab ARGS` to completion in `cwd` (default: the checkout, first on PYTHONPATH too); `env`
+    adds to this process's environment and `unset` names variables to leave out."""
+    return subprocess.run(SCALELAB + [str(a) for a in args], cwd=cwd or REPO, env=_env(env, unset), capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -140,6 +141,14 @@ def tiny_overrides(data_dir: Path, **extra) -> list[str]:
     }
     base.update(extra)
     return [f"{k}={'null' if v is None else v}" for k, v in base.items()]
+
+
+def epoch_csv() -> Path:
+    """Epoch AI's extraction of the Chinchilla paper's points (the shared data), or skip."""
+    p = Path(os.environ.get("SCALELAB_DATA_ROOT", REPO.parent / "shared" / "data")) / "scaling" / "epoch_chinchilla_svg_extracted.csv"
+    if not p.exists():
+        pytest.skip(f"Epoch Chinchilla data not found at {p} (set SCALELAB_DATA_ROOT to the shared data folder)")
+    return p
 
 
 # ------------------------------------------------------------------ sweep folders
@@ -319,3 +328,45 @@ def write_run_dir(path: Path, model, tokenizer, step: int = 10, wandb_mode: str 
     (ck / "COMPLETE").write_text(json.dumps({"step": step}) + "\n")
     (path / "checkpoints" / "latest").write_text(f"step_{step}\n")
     return path
+
+
+# ------------------------------------------------------------------ a synthetic IsoFLOP run tree
+def isoflop_truth():
+    """The law the synthetic IsoFLOP tree is drawn from (in non-embedding N)."""
+    from scaling.laws import ChinchillaLaw
+
+    return ChinchillaLaw(E=2.0, A=60.0, B=400.0, alpha=0.40, beta=0.33)
+
+
+def k_trainer(n_ne):
+    """The trainer's FLOPs per token for a model of n_ne non-embedding parameters: 6 N plus an
+    overhead (head, attention) that dominates tiny models -- deliberately not 6 N."""
+    return 6.0 * n_ne * (1.0 + 2.0 * (2e4 / n_ne) ** 0.5)
+
+
+def write_isoflop_tree(root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="trainer_flops", unique=None, noise=0.0, seed=0):
+    """Run directories laid out like an IsoFLOP sweep sized in `compute`: equal C per budget."""
+    import numpy as np
+
+    truth = isoflop_truth()
+    rng = np.random.default_rng(seed)
+    sizes = sizes or list(np.geomspace(1e4, 1e6, 7))
+    i = 0
+    for C in budgets:
+        for n in sizes:
+            total = n + 3e4  # a 30k-parameter embedding: over half of the smallest models
+            k = {"trainer_flops": k_trainer(n), "6ND_total": 6 * total, "6ND_nonembed": 6 * n}[compute]
+            D = C / k
+            loss = float(truth.predict(n, D) * np.exp(noise * rng.standard_normal()))
+            summary = {"status": "done", "params": total, "non_embedding_params": n, "active_params": total, "tokens": D,
+                       "flops": k_trainer(n) * D, "flops_per_token": k_trainer(n), "final_val_loss": loss, "steps": 100,
+                       "extras": {"axes": {"budget": C, "compute": compute}}}
+            if unique:
+                summary.update(unique_tokens=unique, epochs=D / unique)
+            config = json.dumps({"name": f"r{i:02d}", "model": {"seq_len": 128}, "optim": {"lr": 3e-3, "weight_decay": 0.05},
+                                 "schedule": {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1},
+                                 "train": {"global_batch_size": 8, "micro_batch_size": 8},
+                                 "data": {"name": "toy", "sources": ["x.txt"], "tokenizer": {"vocab_size": 512}}})
+            write_run(Path(root) / "iso" / f"r{i:02d}", summary=summary, config=config)
+            i += 1
+    return Path(root) / "iso"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO, run_cli, write_run
+from conftest import REPO, run_cli, write_isoflop_tree, write_run
 
 from runs.summary import RunSummary
 from scaling import fit_chinchilla
@@ -13,7 +13,6 @@ from scaling.cost import DEFAULT_MFU, MFU, Hardware, cost_block, measured_mfu, r
 from scaling.devices import DEVICES, device_from_name, peak_flops
 from scaling.errors import InputError
 from scaling.synthetic import chinchilla_table
-from test_scaling_conventions import write_isoflop_tree
 
 H100 = 989e12
 
