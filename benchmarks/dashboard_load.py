@@ -25,7 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evals.dashboard.runs import RunStore  # noqa: E402
+from dashboard.runs import RunStore  # noqa: E402
 
 TARGET_S = 2.0
 
@@ -78,7 +78,7 @@ def main() -> int:
         t_incr, _ = timed(store.table)
         from fastapi.testclient import TestClient
 
-        from evals.dashboard.server import create_app
+        from dashboard.server import create_app
 
         client = TestClient(create_app(root, None, refresh_s=0))
         t_api_cold, r = timed(lambda: client.get("/api/runs"))

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     from lm_eval.models.huggingface import HFLM
 
     from evals.adapter import ScalelabLM
-    from models.hf_export import export_checkpoint
+    from evals.export import export_checkpoint
 
     import logging
 
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     diff = max(abs(a[0] - b[0]) for a, b in zip(ours, ref))
     greedy_same = sum(a[1] == b[1] for a, b in zip(ours, ref))
     n = len(reqs)
-    cfg = ours_lm.loaded.config.model
+    cfg = ours_lm.loaded.model_config
     print(f"checkpoint: {ours_lm.loaded.checkpoint} (d_model={cfg.d_model}, n_layers={cfg.n_layers}, "
           f"vocab={cfg.vocab_size}, seq_len={cfg.seq_len})")
     print(f"tasks: {args.tasks} (limit {args.limit}): {n} loglikelihood requests, batch size {args.batch_size}, "

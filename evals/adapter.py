@@ -45,7 +45,7 @@ class ScalelabLM(TemplateLM):
     ):
         super().__init__()
         from models.moe.routers import set_causal_routing
-        from pretrain.checkpoint_io import load_run
+        from runs.weights import load_run
 
         if threads:  # CPU: on a shared machine 1 thread is often many times faster than oversubscribed ones
             torch.set_num_threads(int(threads))
@@ -66,7 +66,7 @@ class ScalelabLM(TemplateLM):
         set_causal_routing(self.model)
         self.tokenizer = loaded.tokenizer
         self._eot = loaded.eot_id
-        self._max_length = int(max_length) if max_length else loaded.config.model.seq_len
+        self._max_length = int(max_length) if max_length else loaded.model_config.seq_len
         bs = str(batch_size)
         self.batch_size = 32 if bs.startswith("auto") else int(bs)
         self.max_batch_tokens = int(max_batch_tokens) if max_batch_tokens else None
@@ -91,8 +91,7 @@ class ScalelabLM(TemplateLM):
         """Wrap an in-memory GPT and `tokenizers.Tokenizer` (tests, notebooks)."""
         from types import SimpleNamespace
 
-        loaded = SimpleNamespace(model=model, tokenizer=tokenizer, eot_id=eot_id,
-                                 config=SimpleNamespace(model=SimpleNamespace(seq_len=seq_len)))
+        loaded = SimpleNamespace(model=model, tokenizer=tokenizer, eot_id=eot_id, model_config=SimpleNamespace(seq_len=seq_len))
         return cls(loaded=loaded, device=kw.pop("device", "cpu"), **kw)
 
     # ----------------------------------------------------------------- tokenizer

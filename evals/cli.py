@@ -46,7 +46,7 @@ def _limit(v):
 def cmd_eval(args) -> int:
     from evals.run_eval import evaluate_run
     from evals.tasks import EvalError
-    from pretrain.checkpoint_io import CheckpointError
+    from runs.checkpoints import CheckpointError
 
     try:
         out = evaluate_run(
@@ -62,8 +62,9 @@ def cmd_eval(args) -> int:
 
 
 def cmd_export_hf(args) -> int:
-    from models.hf_export import ExportError, export_checkpoint
-    from pretrain.checkpoint_io import CheckpointError
+    from evals.export import export_checkpoint
+    from models.hf_export import ExportError
+    from runs.checkpoints import CheckpointError
 
     try:
         out = export_checkpoint(args.path, args.out)

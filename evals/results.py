@@ -14,7 +14,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pretrain.run_dir import atomic_write_json, read_json
+from runs.files import atomic_write_json, read_json, read_yaml
+from runs.layout import RunDir
 
 SCHEMA_VERSION = 1
 
@@ -72,7 +73,7 @@ def aggregate_blimp(records: list[dict], suite: str) -> list[dict]:
 
 def write_results(run_dir: Path, step: int, records: list[dict], failed: list[dict], meta: dict) -> Path:
     """Merge into `<run_dir>/evals/<step>.json` (atomic) and return its path."""
-    path = Path(run_dir) / "evals" / f"{step}.json"
+    path = RunDir(run_dir).eval_file(step)
     old = read_json(path) or {}
     keep = {(r["task"], r["metric"]): r for r in old.get("results", [])}
     done_tasks = {r["task"] for r in records}
@@ -119,8 +120,6 @@ def log_to_wandb(run_dir: Path, step: int, tokens: int | None, metrics: dict, ev
     training never trips W&B's monotonic-step rule. If a W&B run is already active in this
     process (in-loop evaluation), logs into it. Returns False when W&B is disabled or unusable.
     """
-    import yaml
-
     os.environ.setdefault("WANDB_SILENT", "true")
     try:
         import wandb
@@ -135,9 +134,9 @@ def log_to_wandb(run_dir: Path, step: int, tokens: int | None, metrics: dict, ev
             wandb.run.log(payload)
         return True
     run_dir = Path(run_dir)
-    id_file = run_dir / "wandb_id"
+    id_file = RunDir(run_dir).wandb_id
     try:
-        wcfg = (yaml.safe_load((run_dir / "config.yaml").read_text()) or {}).get("wandb") or {}
+        wcfg = (read_yaml(RunDir(run_dir).config) or {}).get("wandb") or {}
     except FileNotFoundError:
         wcfg = {}
     mode = mode or wcfg.get("mode", "offline")

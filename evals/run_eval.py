@@ -63,15 +63,17 @@ def evaluate_run(
     """
     import lm_eval
 
-    from pretrain.checkpoint_io import load_config, load_tokenizer, resolve_checkpoint
+    from runs.checkpoints import resolve_checkpoint
+    from runs.config import run_model
+    from runs.tokenizer import load_tokenizer
 
     t0 = time.perf_counter()
     _env_info_once()
     s = resolve_suite(suite, tasks, limit, num_fewshot)
     entries = s.entries(limit_override=limit)
     run_path, ckpt, step = resolve_checkpoint(run_dir)
-    cfg = load_config(run_path)
-    load_tokenizer(run_path, cfg.model.vocab_size)  # tokenizer mismatch: fail before loading weights
+    rm = run_model(run_path)
+    load_tokenizer(run_path, rm.model.vocab_size)  # tokenizer mismatch: fail before loading weights
     task_plan = plan([e.task for e in entries], online=online)
     margs = {"batch_size": batch_size, **(model_args or {})}
     try:
@@ -110,7 +112,7 @@ def evaluate_run(
     meta = {
         "suite": s.name,
         "checkpoint": str(ckpt),
-        "tokens": step * cfg.tokens_per_step(),
+        "tokens": None if rm.tokens_per_step is None else step * rm.tokens_per_step,
         "lm_eval_version": lm_eval.__version__ if hasattr(lm_eval, "__version__") else _version("lm_eval"),
         "eval_s": eval_s,
         "config": {"suite": s.model_dump(mode="json"), "limit_override": limit, "online": online,

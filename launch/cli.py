@@ -18,7 +18,7 @@ SUBSYSTEMS = [
     "launch.predict_curve",
     "launch.sweep_cli",
     "evals.cli",
-    "evals.dashboard.cli",
+    "dashboard.cli",
     "launch.quickstart",
 ]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from pretrain.errors import ConfigError
+from runs.layout import RunDir
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,14 +142,10 @@ class MainJob:
         return {**self.data_config().model_dump(mode="json", exclude_defaults=True), "out_dir": str(data_dir)}
 
     def done_runs(self, root: Path) -> list[Path]:
-        out = []
-        for s in sorted(root.glob("**/summary.json")):
-            try:
-                if json.loads(s.read_text()).get("status") == "done":
-                    out.append(s.parent)
-            except json.JSONDecodeError:
-                continue
-        return out
+        from runs.read import find_run_dirs
+        from runs.summary import read_summary
+
+        return [d for d in find_run_dirs(root) if (read_summary(d) or {}).get("status") == "done"]
 
     # ------------------------------------------------------------------- steps
     def run(self) -> int:
@@ -242,7 +239,7 @@ class MainJob:
 
     def fit(self, args: list, stem: Path, runs: Path, required: bool = True) -> None:
         out = stem.with_suffix(".json")
-        inputs = [p / "summary.json" for p in self.done_runs(runs)]
+        inputs = [RunDir(p).summary for p in self.done_runs(runs)]
         stamp = stem.with_suffix(".inputs")  # the runs the record was fitted on: a removed run refits too
         listing = "\n".join(map(str, inputs)) + "\n"
         if _newer(out, inputs) and stamp.exists() and stamp.read_text() == listing:
@@ -288,7 +285,7 @@ class MainJob:
         from scaling.record import FitRecord
 
         rec = FitRecord.load(fit_path)
-        s = json.loads((run / "summary.json").read_text())
+        s = json.loads(RunDir(run).summary.read_text())
         kind = (rec.get("conventions") or {}).get("n_kind", "total")
         n, d = float(s[N_COLUMNS[kind]]), float(s["tokens"])
         measured = s["final_val_loss"] if s.get("final_val_loss") is not None else s["final_loss"]

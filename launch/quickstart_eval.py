@@ -12,11 +12,13 @@ import json
 import sys
 from pathlib import Path
 
+from runs.layout import RunDir
+
 
 def already_done(run: Path, suite: str) -> bool:
     try:
-        steps = json.loads((run / "summary.json").read_text())["steps"]
-        doc = json.loads((run / "evals" / f"{steps}.json").read_text())
+        steps = json.loads(RunDir(run).summary.read_text())["steps"]
+        doc = json.loads(RunDir(run).eval_file(steps).read_text())
     except (FileNotFoundError, KeyError, json.JSONDecodeError):
         return False
     return suite in (doc.get("suites") or [])

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from runs.layout import RunDir
+
 
 def _fmt(v, spec=".4g") -> str:
     if v is None or (isinstance(v, float) and v != v):
@@ -19,7 +21,7 @@ def _table(headers: list[str], rows: list[list]) -> str:
 
 def _evals(run: Path) -> dict[str, float]:
     """{task/metric: value} of the run's newest evals file (headline metric per task)."""
-    files = sorted((run / "evals").glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1)
+    files = sorted(RunDir(run).evals.glob("*.json"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1)
     if not files:
         return {}
     doc = json.loads(files[-1].read_text())
@@ -31,11 +33,13 @@ def _evals(run: Path) -> dict[str, float]:
 
 
 def _runs_table(root: Path) -> tuple[str, list[Path]]:
-    runs = sorted((p.parent for p in root.glob("**/summary.json")), key=lambda p: p.name)
+    from runs.read import find_run_dirs
+
+    runs = sorted((d for d in find_run_dirs(root) if RunDir(d).summary.exists()), key=lambda p: p.name)
     rows, evals_cols = [], []
     per_run = {}
     for run in runs:
-        s = json.loads((run / "summary.json").read_text())
+        s = json.loads(RunDir(run).summary.read_text())
         ev = _evals(run)
         per_run[run] = (s, ev)
         evals_cols += [k for k in ev if k not in evals_cols]

@@ -50,8 +50,8 @@ def _columns(df, spec: str | None) -> list[str]:
 
 
 def cmd_list(args) -> int:
-    from launch.registry import load_runs
     from launch.tables import render
+    from runs.read import load_runs
 
     if not Path(args.root).exists():
         print(f"error: {args.root} does not exist", file=sys.stderr)
@@ -69,8 +69,9 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from launch.registry import read_run
-    from launch.status import last_record
+    from runs.layout import RunDir
+    from runs.metrics import last_record
+    from runs.read import read_run
 
     d = Path(args.run_dir)
     if not d.is_dir():
@@ -84,17 +85,17 @@ def cmd_show(args) -> int:
     for k, v in row.items():
         if v is not None:
             print(f"{k:28s} {v}")
-    rec = last_record(d / "metrics.jsonl")
+    rec = last_record(RunDir(d).metrics)
     if rec:
         print("last metrics: " + json.dumps(rec))
-    log = d / "train.log"
+    log = RunDir(d).train_log
     if log.exists():
         print(f"log: {log}")
     return 0
 
 
 def cmd_export(args) -> int:
-    from launch.registry import load_runs
+    from runs.read import load_runs
 
     df, problems = load_runs(args.root)
     out = Path(args.output)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain.errors import ConfigError
-
-LOCK = ".lock"
+from runs.layout import LOCK, RunDir
+from runs.summary import read_summary
 
 
 @dataclass
@@ -75,8 +75,8 @@ def resolve(req: Request) -> tuple[str, list[str]]:
 
 def final_step(run_dir: Path) -> int | None:
     try:
-        return int(json.loads((Path(run_dir) / "summary.json").read_text())["steps"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int((read_summary(run_dir) or {})["steps"])
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -84,7 +84,7 @@ def evaluated(run_dir: Path, suite: str, tasks: list[str]) -> bool:
     """Whether the run's final step has results of `suite` for every task, none of them failed."""
     step = final_step(run_dir)
     try:
-        doc = json.loads((Path(run_dir) / "evals" / f"{step}.json").read_text())
+        doc = json.loads(RunDir(run_dir).eval_file(step).read_text())
     except (OSError, ValueError):
         return False
     have = {r.get("task") for r in doc.get("results") or []}
@@ -265,7 +265,7 @@ def cmd_sweep_eval(args) -> int:
 
 # ------------------------------------------------------------------ worker process
 def _lock(run_dir: Path):
-    folder = Path(run_dir) / "evals"
+    folder = RunDir(run_dir).evals
     folder.mkdir(exist_ok=True)
     fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:

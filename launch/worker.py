@@ -23,12 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from launch.locks import RunLock, read_holder, slurm_task
+from launch.locks import RunLock, slurm_task
+from runs.layout import LAUNCH_CONFIG, REQUEUES, TRAIN_LOG
+from runs.lock import read_holder
+from runs.summary import read_summary
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
-LAUNCH_CONFIG = "launch.yaml"
-LOG_NAME = "train.log"
-REQUEUES_NAME = "requeues.jsonl"
 DEFAULT_MAX_REQUEUES = 3
 
 
@@ -36,7 +36,7 @@ def write_launch_config(run) -> Path:
     """The fully expanded config a run trains on (rewritten only when it changed)."""
     import yaml
 
-    from pretrain.run_dir import atomic_write_text
+    from runs.files import atomic_write_text
 
     path = Path(run.run_dir) / LAUNCH_CONFIG
     text = f"# written by scalelab sweep for run {run.name} (id {run.id}); do not edit\n" + yaml.safe_dump(run.raw, sort_keys=False)
@@ -55,10 +55,7 @@ def decide(run_dir: Path, retry_failed: bool, planned_id: str | None = None) -> 
 
         if run_status(run_dir, planned_id=planned_id).state == "stale":
             return "stale"
-    try:
-        status = json.loads((run_dir / "summary.json").read_text()).get("status")
-    except (FileNotFoundError, json.JSONDecodeError, AttributeError):
-        return "run"
+    status = (read_summary(run_dir) or {}).get("status")
     if status == "done":
         return "done"
     if status == "failed" and not retry_failed:
@@ -72,7 +69,7 @@ def train_argv(run_dir: Path, python: str | None = None, overrides: list[str] | 
 
 
 def open_log(run_dir: Path, header: str):
-    f = open(run_dir / LOG_NAME, "ab", buffering=0)
+    f = open(run_dir / TRAIN_LOG, "ab", buffering=0)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     f.write(f"=== {stamp} {socket.gethostname()} {header}\n".encode())
     return f
@@ -140,7 +137,7 @@ def requeues_so_far(run_dir: Path, job: str) -> int:
     """Requeues this worker's job already made for this run (one JSON line each in requeues.jsonl)."""
     n = 0
     try:
-        lines = (run_dir / REQUEUES_NAME).read_text().splitlines()
+        lines = (run_dir / REQUEUES).read_text().splitlines()
     except FileNotFoundError:
         return 0
     for line in lines:
@@ -153,7 +150,7 @@ def requeues_so_far(run_dir: Path, job: str) -> int:
 
 
 def record_requeue(run_dir: Path, rec: dict) -> None:
-    with open(run_dir / REQUEUES_NAME, "a") as f:
+    with open(run_dir / REQUEUES, "a") as f:
         f.write(json.dumps(rec) + "\n")
 
 
@@ -179,10 +176,7 @@ def after_stop(run_dir: Path, got: list[int], job: str | None, requeue: bool, ma
 
 
 def _last_step(run_dir: Path) -> int | None:
-    try:
-        return json.loads((run_dir / "summary.json").read_text()).get("steps")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
+    return (read_summary(run_dir) or {}).get("steps")
 
 
 def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", nodes: int = 1, gpus: int = 0,

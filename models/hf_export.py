@@ -10,10 +10,11 @@ experts (Qwen2-MoE gates its shared expert, ours is ungated) are refused with a 
 The model is built in `transformers` from the config, our tensors are loaded with strict key
 checking, and `save_pretrained` writes safetensors in whatever on-disk layout the installed
 transformers version uses, so the directory loads offline with `AutoModelForCausalLM`.
+This module takes a model in memory; reading it from a run directory is the caller's
+(`evals.export.export_checkpoint`, behind `scalelab export hf`).
 """
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -158,18 +159,3 @@ def export_tokenizer(tokenizer, seq_len: int, out_dir: Path):
                                    clean_up_tokenization_spaces=False)
     fast.save_pretrained(out_dir)
     return fast
-
-
-def export_checkpoint(path: str | Path, out_dir: str | Path) -> Path:
-    """`scalelab export hf CKPT OUT`: a run directory or `checkpoints/step_N` -> transformers dir."""
-    from pretrain.checkpoint_io import load_run
-
-    loaded = load_run(path)
-    if loaded.config.model.moe is not None:
-        moe_target(loaded.config.model)  # refuse unsupported routers before writing anything
-    out = export_model(loaded.model, loaded.config.model, loaded.tokenizer, loaded.eot_id, out_dir)
-    (out / "scalelab_export.json").write_text(json.dumps({
-        "checkpoint": str(loaded.checkpoint), "step": loaded.step, "tokens": loaded.tokens,
-        "architecture": type(hf_config(loaded.config.model, loaded.eot_id)).__name__.replace("Config", "ForCausalLM"),
-    }, indent=2) + "\n")
-    return out

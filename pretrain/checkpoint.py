@@ -28,26 +28,13 @@ import numpy as np
 import torch
 
 from pretrain.errors import TrainingFailed
-from pretrain.run_dir import atomic_write_text
-
-MARKER = "COMPLETE"
-UNIVERSAL = "universal"  # checkpoints/universal/step_<N>/: conversions for a new world size
+from runs.checkpoints import complete_checkpoints
+from runs.files import atomic_write_text
+from runs.layout import COMPLETE, LATEST, UNIVERSAL, checkpoint_step, checkpoint_tag
 
 
 class CheckpointLoadError(RuntimeError):
     """Complete checkpoints exist but none could be loaded; the message names each and why."""
-
-
-def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
-    out = []
-    if root.exists():
-        for d in root.iterdir():
-            if d.is_dir() and d.name.startswith("step_") and (d / MARKER).exists():
-                try:
-                    out.append((int(d.name[5:]), d))
-                except ValueError:
-                    continue
-    return sorted(out)
 
 
 def rng_state() -> dict:
@@ -75,7 +62,7 @@ def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, 
          agree: Callable[[bool], bool] = lambda ok: ok) -> Path:
     """Write `step_<N>` and mark it complete. `agree(ok)` is True only when every rank's `ok` is
     (an all-reduce): a rank whose write failed must not leave the others waiting in a barrier."""
-    tag = f"step_{step}"
+    tag = checkpoint_tag(step)
     path = root / tag
     if is_main and path.exists():  # a stale, incomplete attempt at this step
         shutil.rmtree(path)
@@ -90,11 +77,11 @@ def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, 
         time.sleep(delay)
     if agree(error is None) and is_main:
         try:
-            atomic_write_text(path / MARKER, json.dumps({"step": step, "world_size": world_size}) + "\n")
-            atomic_write_text(root / "latest", tag + "\n")
+            atomic_write_text(path / COMPLETE, json.dumps({"step": step, "world_size": world_size}) + "\n")
+            atomic_write_text(root / LATEST, tag + "\n")
         except OSError as exc:
             error = exc
-            (path / MARKER).unlink(missing_ok=True)
+            (path / COMPLETE).unlink(missing_ok=True)
     if not agree(error is None):
         if is_main:  # an incomplete checkpoint never counts; removing it gives the space back
             shutil.rmtree(path, ignore_errors=True)
@@ -118,12 +105,9 @@ def _prune(root: Path, keep: int) -> None:
     for step, d in done[:-keep]:
         shutil.rmtree(d, ignore_errors=True)
     for d in root.iterdir():  # leftovers of interrupted saves older than the newest good one
-        if d.is_dir() and d.name.startswith("step_") and not (d / MARKER).exists():
-            try:
-                if int(d.name[5:]) < newest:
-                    shutil.rmtree(d, ignore_errors=True)
-            except ValueError:
-                pass
+        step = checkpoint_step(d.name)
+        if step is not None and step < newest and d.is_dir() and not (d / COMPLETE).exists():
+            shutil.rmtree(d, ignore_errors=True)
     shutil.rmtree(root / UNIVERSAL, ignore_errors=True)  # conversions are derived data, needed until a save
 
 
@@ -155,7 +139,7 @@ def convert_to_universal(path: Path) -> Path:
     from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
 
     out = path.parent / UNIVERSAL / path.name
-    if (out / MARKER).exists():
+    if (out / COMPLETE).exists():
         return out
     if out.exists():
         shutil.rmtree(out)
@@ -169,7 +153,7 @@ def convert_to_universal(path: Path) -> Path:
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # ours, half-written; the source checkpoint is untouched
         raise
-    atomic_write_text(out / MARKER, (path / MARKER).read_text())
+    atomic_write_text(out / COMPLETE, (path / COMPLETE).read_text())
     return out
 
 

@@ -26,10 +26,10 @@ from pretrain.ds_config import build_ds_config, grad_accum_steps
 from pretrain.errors import TrainingFailed
 from pretrain.data.feed import TrainFeed
 from pretrain.evaluation import HeldOutEval
-from pretrain.metrics_log import MetricsFile
+from runs.metrics import MetricsFile
 from pretrain.mfu import device_peak
 from pretrain.optim import param_groups
-from pretrain.run_dir import RunDir
+from runs.layout import RunDir
 from pretrain.sampler import micro_batch_start
 from runs.schedules import lr_at
 from pretrain.signals import StopRequest
@@ -367,7 +367,7 @@ class Trainer:
         return code
 
     def summary(self, status: str, error: str | None) -> dict:
-        from pretrain.metrics_log import read_metrics
+        from runs.metrics import read_metrics
 
         cfg, c, step = self.cfg, self.counts, self.state.step
         recs = read_metrics(self.rd.metrics) if self.dist.is_main else []
@@ -435,6 +435,6 @@ def _grad_norm(engine) -> float | None:
 
 
 def write_resolved_config(cfg: TrainConfig, run_dir: Path) -> None:
-    from pretrain.run_dir import atomic_write_text
+    from runs.files import atomic_write_text
 
     atomic_write_text(RunDir(run_dir).config, dump_config(cfg))

@@ -15,12 +15,15 @@ where they vary) with MFU draws. Torch-free.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from runs.files import read_yaml
+from runs.layout import CONFIG
+from runs.read import load_runs
+from runs.summary import read_summary
 from scaling.devices import DATASHEETS, device_from_name, peak_flops
 from scaling.errors import InputError
 
@@ -31,13 +34,6 @@ DEFAULT_MFU_WHY = ("default 0.40 (range 0.30-0.50 assumed): well-run dense trans
 LARGEST_FACTOR = 2.0  # "the largest runs": within this factor of the largest model measured on the device
 DRAWS = 4000
 SEED = 0
-
-
-def load_registry(root):
-    """The run registry's table of runs under `root` (the one place that knows where it lives)."""
-    from launch.registry import load_runs
-
-    return load_runs(root)
 
 
 @dataclass
@@ -53,23 +49,15 @@ class MFU:
         return [float(np.percentile(self.draws, 100 * (1 - ci) / 2)), float(np.percentile(self.draws, 100 * (1 + ci) / 2))]
 
 
-def _read_json(p: Path) -> dict:
-    try:
-        d = json.loads(p.read_text())
-        return d if isinstance(d, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
 def _precision(run_dir: Path) -> str:
     import yaml
 
-    p = run_dir / "config.yaml"
     try:
-        cfg = yaml.safe_load(p.read_text()) if p.exists() else {}
-    except (OSError, yaml.YAMLError):
+        cfg = read_yaml(run_dir / CONFIG)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         cfg = {}
-    return (cfg or {}).get("precision") or "fp32"  # the trainer's default (pretrain/config/schema.py)
+    cfg = cfg if isinstance(cfg, dict) else {}
+    return cfg.get("precision") or "fp32"  # the trainer's default (pretrain/config/schema.py)
 
 
 def measured_mfu(root, device: str, precision: str) -> tuple[MFU | None, str]:
@@ -79,14 +67,14 @@ def measured_mfu(root, device: str, precision: str) -> tuple[MFU | None, str]:
     largest); their values are the spread. (None, why) when there are none."""
     if root is None or not Path(root).exists():
         return None, f"no run directory tree at {root}"
-    df, _ = load_registry(root)
+    df, _ = load_runs(root)
     peak = peak_flops(device, precision)
     rows, seen = [], 0
     for r in df.to_dict("records") if not df.empty else []:
         if r.get("status") != "done":
             continue
         seen += 1
-        summ = _read_json(Path(r["path"]) / "summary.json")
+        summ = read_summary(r["path"]) or {}
         if device_from_name(summ.get("peak_source")) != device or _precision(Path(r["path"])) != precision:
             continue
         fpt, tps, ws, n = r.get("flops_per_token"), r.get("tokens_per_s"), r.get("world_size") or 1, r.get("params")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from runs.layout import CONFIG, METRICS
 from scaling import bootstrap as bs
 from scaling import inputs, pipeline
 from scaling import steps_to_target as stt
@@ -213,7 +214,7 @@ def _run_points(ds, target_loss, metric: str, smooth: float | None, warnings: li
         if not (_pos(N) and _pos(B)):
             warnings.append(f"run {r['run']}: no parameter count or batch_tokens in summary.json; skipped")
             continue
-        path = root / r["run"] / "metrics.jsonl"
+        path = root / r["run"] / METRICS
         if not path.exists():
             warnings.append(f"run {r['run']}: no metrics.jsonl (steps to target need the loss curve); skipped")
             continue
@@ -223,7 +224,7 @@ def _run_points(ds, target_loss, metric: str, smooth: float | None, warnings: li
             continue
         runs.append(r)
         curves.append(curve)
-        cfgs.append(_config(root / r["run"] / "config.yaml"))
+        cfgs.append(_config(root / r["run"] / CONFIG))
     if not runs:
         raise InputError(f"critical-batch: no finished run under {root} has a '{metric}' curve in metrics.jsonl")
     N = np.array([float(r["N"]) for r in runs])

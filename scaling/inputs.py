@@ -7,11 +7,14 @@ through the run registry.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from runs.files import read_yaml
+from runs.layout import CONFIG, METRICS
+from runs.metrics import read_metrics
+from runs.read import load_runs
 from scaling.errors import InputError
 
 ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps", "U")
@@ -178,9 +181,7 @@ def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) ->
 
 # ---------------------------------------------------------------- run directories
 def _read_yaml(path: Path) -> dict:
-    import yaml
-
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path)
     return data if isinstance(data, dict) else {}
 
 
@@ -196,8 +197,8 @@ def _get(d: dict, dotted: str):
 def read_run_dirs(root: str | Path, n_kind: str = "total"):
     """Finished runs under `root` as a canonical table plus warnings: (DataFrame, warnings).
 
-    The run directories are read by the run registry (`_load_runs`), the one reader of the run
-    directory contract. Only runs with status "done"; loss = final_val_loss if present else
+    The run directories are read by the run registry (`runs.read.load_runs`), the one reader of
+    the run-directory contract. Only runs with status "done"; loss = final_val_loss if present else
     final_loss; N = summary[N_KINDS[n_kind]]; D = tokens; broken runs become warnings, never exceptions.
     """
     import os
@@ -205,7 +206,7 @@ def read_run_dirs(root: str | Path, n_kind: str = "total"):
     import pandas as pd
 
     root = Path(root)
-    table, problems = _load_runs(root)
+    table, problems = load_runs(root)
     warnings = [f"run {os.path.relpath(p['path'], root)}: {p['problem']}" for p in problems]
     rows, skipped = [], {}
     for rec in table.to_dict("records"):
@@ -231,13 +232,6 @@ def read_run_dirs(root: str | Path, n_kind: str = "total"):
     return df, warnings
 
 
-def _load_runs(root: Path):
-    """(table, problems) of every run directory under `root`, from the run registry."""
-    from launch.registry import load_runs
-
-    return load_runs(root)
-
-
 def _num(v):
     """A finite float or None (registry tables hold None/NaN for absent fields)."""
     try:
@@ -258,9 +252,9 @@ def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, 
         return None, f"summary.json lacks {', '.join(missing)}; skipped"
     bt, lr = _num(summary.get("batch_tokens")), _num(summary.get("lr"))
     cfg: dict = {}
-    if (bt is None or lr is None) and path and (Path(path) / "config.yaml").exists():
+    if (bt is None or lr is None) and path and (Path(path) / CONFIG).exists():
         try:  # older summaries: take lr and batch from the resolved config
-            cfg = _read_yaml(Path(path) / "config.yaml")
+            cfg = _read_yaml(Path(path) / CONFIG)
         except Exception:
             cfg = {}
     lr = lr if lr is not None else _num(_get(cfg, "optim.lr"))
@@ -286,17 +280,13 @@ def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", s
     root = Path(root)
     rows = []
     for r in final.to_dict("records"):
-        path = root / r["run"] / "metrics.jsonl"
+        path = root / r["run"] / METRICS
         if not path.exists():
             warnings.append(f"run {r['run']}: no metrics.jsonl; using its final point only")
             rows.append({"run": r["run"], "N": r["N"], "D": r["D"], "loss": r["loss"]})
             continue
         recs = []
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn line from a killed writer
+        for rec in read_metrics(path):  # a torn line from a killed writer is dropped
             t, v = _num(rec.get("tokens")), _num(rec.get(metric))
             if t and v and t > 0 and v > 0:
                 recs.append((t, v))

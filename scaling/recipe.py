@@ -11,6 +11,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from runs.layout import CONFIG
+
 RECIPE_KEYS = (
     "optim.lr", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.grad_clip", "optim.width_lr_ref",
     "schedule.name", "schedule.warmup_steps", "schedule.warmup_fraction", "schedule.min_lr_ratio",
@@ -38,7 +40,7 @@ def read_recipe(paths) -> dict | None:
     for p in paths:
         if not p or not isinstance(p, str):
             continue
-        f = Path(p) / "config.yaml"
+        f = Path(p) / CONFIG
         try:
             cfg = yaml.safe_load(f.read_text())
         except (OSError, yaml.YAMLError):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from runs.layout import CONFIG, METRICS, SUMMARY
 from scaling.laws import ChinchillaLaw, ComputeHParamLaw, DataConstrainedLaw, StepsExamplesLaw
 
 TRUE_CHINCHILLA = ChinchillaLaw(E=1.8, A=480.0, B=2100.0, alpha=0.35, beta=0.37)
@@ -109,30 +110,30 @@ def write_run_tree(root, df, *, sweep: str = "synthetic-isoflop", seq_len: int =
         gbs = max(1, int(round(bt / seq_len)))
         cfg = {"name": run.name, "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "seq_len": seq_len, "vocab_size": 4096},
                "optim": {"lr": float(r.get("lr", 3e-3))}, "train": {"tokens": int(r["D"]), "global_batch_size": gbs, "micro_batch_size": 1}}
-        (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        (run / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
         n = float(r["N"])
         summary = {"status": "done", "steps": int(r["D"] // bt) or 1, "tokens": float(r["D"]), "params": n, "non_embedding_params": 0.8 * n,
                    "active_params": n, "flops": 6.0 * n * float(r["D"]), "flops_per_token": 6.0 * n, "batch_tokens": bt,
                    "lr": float(r.get("lr", 3e-3)), "final_loss": float(r["loss"]) * 1.01, "final_val_loss": float(r["loss"]), "wall_s": 1.0}
-        (run / "summary.json").write_text(json.dumps(summary))
+        (run / SUMMARY).write_text(json.dumps(summary))
         # a training curve consistent with the final loss: the true law at the tokens seen so far
         ratio = float(r["loss"]) / float(TRUE_CHINCHILLA.predict(n, float(r["D"])))
-        with open(run / "metrics.jsonl", "w") as fh:
+        with open(run / METRICS, "w") as fh:
             for k in range(1, 21):
                 t = float(r["D"]) * k / 20
                 fh.write(json.dumps({"step": k, "tokens": t, "loss": float(TRUE_CHINCHILLA.predict(n, t)) * ratio}) + "\n")
     if extra_broken:
         bad = sdir / "failed-run"
         bad.mkdir(exist_ok=True)
-        (bad / "config.yaml").write_text("name: failed-run\n")
-        (bad / "summary.json").write_text(json.dumps({"status": "failed", "final_loss": None}))
+        (bad / CONFIG).write_text("name: failed-run\n")
+        (bad / SUMMARY).write_text(json.dumps({"status": "failed", "final_loss": None}))
         half = sdir / "half-written"
         half.mkdir(exist_ok=True)
-        (half / "config.yaml").write_text("name: half-written\n")
-        (half / "metrics.jsonl").write_text('{"step": 1, "loss": 9.0}\n')
+        (half / CONFIG).write_text("name: half-written\n")
+        (half / METRICS).write_text('{"step": 1, "loss": 9.0}\n')
         broken = sdir / "broken-summary"
         broken.mkdir(exist_ok=True)
-        (broken / "summary.json").write_text('{"status": "done", "tokens": ')
+        (broken / SUMMARY).write_text('{"status": "done", "tokens": ')
     return root
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from runs.layout import CONFIG, METRICS, SUMMARY
+
 
 @dataclass(frozen=True)
 class CurveTruth:
@@ -89,7 +91,7 @@ def write_curve_runs(root, *, truth: CurveTruth = CurveTruth(), models=(1e6, 4e6
             loss = truth.loss(n, b, x) * np.exp(noise / np.sqrt(rec_steps - prev) * rng.standard_normal(x.size))
             probes = np.arange(noise_scale_every, total + 1, noise_scale_every) if noise_scale_every else np.array([], int)
             measured = truth.b_crit(n, truth.loss(n, b, probes)) * noise_scale_ratio * np.exp(0.05 * rng.standard_normal(probes.size))
-            with open(run / "metrics.jsonl", "w") as fh:
+            with open(run / METRICS, "w") as fh:
                 for s, v in zip(rec_steps, loss):
                     rec = {"step": int(s), "tokens": float(s * b), "loss": float(v), "lr": lr}
                     k = int(np.searchsorted(probes, s, side="right"))  # the trainer logs its latest probe
@@ -99,9 +101,9 @@ def write_curve_runs(root, *, truth: CurveTruth = CurveTruth(), models=(1e6, 4e6
             gbs = max(1, int(round(b / seq_len)))
             cfg = {"name": run.name, "model": {"seq_len": seq_len}, "optim": {"lr": lr}, "schedule": {"name": schedule},
                    "train": {"steps": total, "global_batch_size": gbs, "noise_scale_every_steps": noise_scale_every}}
-            (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+            (run / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
             summary = {"status": "done", "steps": total, "tokens": float(total * b), "params": float(n), "non_embedding_params": 0.8 * n,
                        "active_params": float(n), "flops": 6.0 * n * total * b, "batch_tokens": float(b), "lr": lr,
                        "final_loss": float(loss[-1]), "wall_s": 1.0}
-            (run / "summary.json").write_text(json.dumps(summary))
+            (run / SUMMARY).write_text(json.dumps(summary))
     return root

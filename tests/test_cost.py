@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
+from conftest import REPO, run_cli, write_isoflop_tree, write_run
 
-from conftest import REPO, run_cli
+from runs.summary import RunSummary
 from scaling import fit_chinchilla
 from scaling.cost import DEFAULT_MFU, MFU, Hardware, cost_block, measured_mfu, resolve_mfu
 from scaling.devices import DEVICES, device_from_name, peak_flops
 from scaling.errors import InputError
 from scaling.synthetic import chinchilla_table
-from test_scaling_conventions import write_isoflop_tree
 
 H100 = 989e12
 
@@ -63,34 +62,29 @@ def test_torch_device_names_map_to_the_table(name, key):
     assert device_from_name(name) == key
 
 
-def write_run(root, name, *, params, tokens_per_s, gpu="NVIDIA H100 80GB HBM3", precision="bf16", world_size=1, status="done"):
-    """A run directory as the trainer leaves it (summary.json keys of pretrain/trainer.py summary())."""
-    d = root / name
-    d.mkdir(parents=True)
+def priced_run(root, name, *, params, tokens_per_s, gpu="NVIDIA H100 80GB HBM3", precision="bf16", world_size=1, status="done"):
+    """A run directory as the trainer leaves it (every RunSummary key), trained on `gpu` at `precision`."""
     fpt = 6.0 * params
-    summary = {"status": status, "name": name, "steps": 1000, "total_steps": 1000, "tokens": 1e9, "params": params,
-               "non_embedding_params": params * 0.9, "active_params": params, "active_non_embedding_params": params * 0.9,
-               "flops_per_token": fpt, "flops": fpt * 1e9, "batch_tokens": 1e6, "batch_size": 512, "lr": 3e-4, "peak_lr": 3e-4,
-               "final_loss": 3.0, "final_val_loss": 3.1, "final_val_bpb": 1.0, "tokens_per_s": tokens_per_s,
-               "mfu": 0.99, "peak_flops": 494e12, "peak_source": f"table:{gpu}", "world_size": world_size, "threads": 8,
-               "deterministic": False, "wall_s": 1e9 / tokens_per_s, "eval_s": 0.0, "skipped_steps": 0,
-               "finished_at": "2026-01-01T00:00:00+00:00", "extras": {}}
-    (d / "summary.json").write_text(json.dumps(summary))
-    (d / "config.yaml").write_text(yaml.safe_dump({"name": name, "precision": precision, "model": {"preset": "x"}}))
-    return d
+    summ = RunSummary(status=status, name=name, steps=1000, total_steps=1000, tokens=1e9, params=params,
+                      non_embedding_params=params * 0.9, active_params=params, active_non_embedding_params=params * 0.9,
+                      flops_per_token=fpt, flops=fpt * 1e9, batch_tokens=1e6, batch_size=512, lr=3e-4, peak_lr=3e-4,
+                      final_loss=3.0, final_val_loss=3.1, final_val_bpb=1.0, tokens_per_s=tokens_per_s, mfu=0.99,
+                      peak_flops=494e12, peak_source=f"table:{gpu}", world_size=world_size, threads=8, deterministic=False,
+                      wall_s=1e9 / tokens_per_s, eval_s=0.0, skipped_steps=0, finished_at="2026-01-01T00:00:00+00:00")
+    return write_run(root / name, summary=summ, config={"name": name, "precision": precision, "model": {"preset": "x"}})
 
 
 @pytest.fixture
 def runs(tmp_path):
     root = tmp_path / "runs"
     # MFU = 6 N x tokens/s / (989e12 x world size): 0.30, 0.36, 0.42 for the big ones
-    write_run(root, "big-a", params=1e9, tokens_per_s=0.30 * H100 / 6e9)
-    write_run(root, "big-b", params=8e8, tokens_per_s=0.36 * H100 / 4.8e9 * 4, world_size=4)
-    write_run(root, "big-c", params=6e8, tokens_per_s=0.42 * H100 / 3.6e9)
-    write_run(root, "small", params=1e8, tokens_per_s=0.10 * H100 / 6e8)  # a small model: left out (not the largest)
-    write_run(root, "other-gpu", params=2e9, tokens_per_s=1e3, gpu="NVIDIA A100-SXM4-80GB")
-    write_run(root, "fp32", params=2e9, tokens_per_s=1e3, precision="fp32")
-    write_run(root, "failed", params=3e9, tokens_per_s=1e3, status="failed")
+    priced_run(root, "big-a", params=1e9, tokens_per_s=0.30 * H100 / 6e9)
+    priced_run(root, "big-b", params=8e8, tokens_per_s=0.36 * H100 / 4.8e9 * 4, world_size=4)
+    priced_run(root, "big-c", params=6e8, tokens_per_s=0.42 * H100 / 3.6e9)
+    priced_run(root, "small", params=1e8, tokens_per_s=0.10 * H100 / 6e8)  # a small model: left out (not the largest)
+    priced_run(root, "other-gpu", params=2e9, tokens_per_s=1e3, gpu="NVIDIA A100-SXM4-80GB")
+    priced_run(root, "fp32", params=2e9, tokens_per_s=1e3, precision="fp32")
+    priced_run(root, "failed", params=3e9, tokens_per_s=1e3, status="failed")
     return root
 
 

@@ -39,7 +39,7 @@ def _browser_available():
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    from evals.dashboard.demo import make
+    from dashboard.demo import make
 
     # SCALELAB_DASHBOARD_DEMO=DIR reuses (or fills) a demo tree between local test runs
     return make(os.environ.get("SCALELAB_DASHBOARD_DEMO") or tmp_path_factory.mktemp("dash"))

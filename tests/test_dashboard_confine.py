@@ -7,23 +7,15 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import small_run
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from evals.dashboard.fit_checks import not_identified  # noqa: E402
-from evals.dashboard.server import create_app  # noqa: E402
+from dashboard.fit_checks import not_identified  # noqa: E402
+from dashboard.server import create_app  # noqa: E402
 
 SECRET = "SECRET-OUTSIDE-THE-ROOTS"
-
-
-def _run(root: Path, rid: str, loss0: float = 5.0) -> Path:
-    d = root / rid
-    d.mkdir(parents=True)
-    (d / "config.yaml").write_text("model: {preset: n50k}\noptim: {lr: 0.003}\ntrain: {global_batch_size: 8}\n")
-    (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "loss": loss0 - i / 10}) + "\n" for i in range(3)))
-    (d / "summary.json").write_text(json.dumps({"status": "done", "steps": 3, "params": 1000, "final_loss": loss0 - 0.2}))
-    return d
 
 
 @pytest.fixture
@@ -52,20 +44,20 @@ def _every_response(c, run_ids=(), fit_ids=()):
 
 def test_symlinks_out_of_the_runs_root_are_not_followed(tree):
     runs, fits, outside = tree
-    _run(runs, "s/ok")
-    d = _run(runs, "s/linked-metrics")
+    small_run(runs, "s/ok")
+    d = small_run(runs, "s/linked-metrics")
     (d / "metrics.jsonl").unlink()
     os.symlink(outside / "metrics.jsonl", d / "metrics.jsonl")
-    d = _run(runs, "s/linked-summary")
+    d = small_run(runs, "s/linked-summary")
     (d / "summary.json").unlink()
     os.symlink(outside / "summary.json", d / "summary.json")
-    d = _run(runs, "s/linked-eval")
+    d = small_run(runs, "s/linked-eval")
     (d / "evals").mkdir()
     os.symlink(outside / "eval.json", d / "evals" / "1.json")
-    os.symlink(outside / "eval.json", _run(runs, "s/linked-lock") / ".lock")  # the status probe would open it
+    os.symlink(outside / "eval.json", small_run(runs, "s/linked-lock") / ".lock")  # the status probe would open it
     os.symlink(outside, runs / "s" / "linked-dir")  # a whole run dir that is a link out
     (outside / "config.yaml").write_text("model: {preset: n50k}\n")
-    inside_link = _run(runs, "s/linked-inside")  # a link that stays inside the root is fine
+    inside_link = small_run(runs, "s/linked-inside")  # a link that stays inside the root is fine
     (inside_link / "metrics.jsonl").unlink()
     os.symlink(runs / "s" / "ok" / "metrics.jsonl", inside_link / "metrics.jsonl")
     c = _client(runs, fits)
@@ -115,7 +107,7 @@ def test_fit_run_tree_that_links_out_is_refused(tree):
     runs, fits, outside = tree
     rec = {"law": "chinchilla", "approach": 2, "params": {"N_coef": 0.1, "a": 0.5, "D_coef": 1.0, "b": 0.5}, "source": str(runs / "s")}
     (fits / "tree.json").write_text(json.dumps(rec))
-    _run(runs, "s/ok")
+    small_run(runs, "s/ok")
     os.symlink(outside / "summary.json", runs / "s" / "ok2-summary.json")  # harmless name: not read
     d = runs / "s" / "sneaky"
     d.mkdir()
@@ -136,7 +128,7 @@ def test_fit_record_symlinked_from_outside_is_not_read(tree):
 
 def test_no_server_paths_in_responses(tree):
     runs, fits, _ = tree
-    d = _run(runs, "s/failed")
+    d = small_run(runs, "s/failed")
     (d / "summary.json").write_text(json.dumps({"status": "failed", "steps": 1, "error": f"FileNotFoundError: {d}/data/x.bin and /home/u/secret/y.bin"}))
     (fits / "r.json").write_text(json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "warnings": [f"run {runs}/s/failed: skipped"]}))
     c = _client(runs, fits)
@@ -152,7 +144,7 @@ def test_no_server_paths_in_responses(tree):
 
 def test_run_with_a_space_in_its_name_can_be_plotted(tree):
     runs, fits, _ = tree
-    _run(runs, "my sweep/run one (lr=3e-3)")
+    small_run(runs, "my sweep/run one (lr=3e-3)")
     c = _client(runs, fits)
     assert [r["id"] for r in c.get("/api/runs").json()["runs"]] == ["my sweep/run one (lr=3e-3)"]
     r = c.get("/api/curves", params={"run": "my sweep/run one (lr=3e-3)"})
@@ -224,7 +216,7 @@ def test_a_law_flat_to_rounding_gets_a_readable_axis(tmp_path):
     import scaling.synthetic as syn
     from scaling.batch_lr import fit_batch_lr
 
-    from evals.dashboard import scaling_view
+    from dashboard import scaling_view
 
     flat = {f["id"]: f for f in scaling_view.figures(_degenerate_batch_lr(tmp_path / "d.json"), [], draw_fit=True)}
     lo, hi = flat["opt_lr"]["layout"]["yaxis"]["range"]

@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import small_run
 
-from evals.dashboard import moe_view, scaling_view
-from evals.dashboard.runs import RunStore
-from evals.dashboard.security import BadId, UnknownId, check_id, inside
+from dashboard import moe_view, scaling_view
+from dashboard.runs import RunStore
+from dashboard.security import BadId, UnknownId, check_id, inside
 
 
 @pytest.mark.parametrize("bad", ["", "..", "../x", "a/../../b", "/etc/passwd", "a//b", "a/./b", "a\\..\\b", "a\x00b", "x" * 600])
@@ -25,19 +26,9 @@ def test_symlink_escape_refused(tmp_path):
         inside(tmp_path / "root", "link/passwd")
 
 
-def _run(root: Path, rid: str, n: int = 3, summary: bool = True):
-    d = root / rid
-    d.mkdir(parents=True)
-    (d / "config.yaml").write_text("model: {preset: n50k, d_model: 32}\noptim: {lr: 0.003}\ntrain: {global_batch_size: 8}\n")
-    (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "loss": 5.0 - i / 10, "lr": 1e-3}) + "\n" for i in range(n)))
-    if summary:
-        (d / "summary.json").write_text(json.dumps({"status": "done", "steps": n, "params": 1000, "final_loss": 4.0}))
-    return d
-
-
 def test_cache_and_incremental_metrics(tmp_path):
-    _run(tmp_path, "s/a")
-    live = _run(tmp_path, "s/b", summary=False)
+    small_run(tmp_path, "s/a")
+    live = small_run(tmp_path, "s/b", finished=False)
     (tmp_path / "s" / "bad").mkdir()
     (tmp_path / "s" / "bad" / "summary.json").write_text("{")
     store = RunStore(tmp_path, min_interval=0)
@@ -74,7 +65,7 @@ def test_figures_from_records():
 
 
 def test_eval_rows_tolerate_schema_drift():
-    from evals.dashboard.evals_view import rows_for_run
+    from dashboard.evals_view import rows_for_run
 
     row = {"id": "s/a", "flops_per_token": 10.0}
     evs = [{"step": 5, "doc": {"tokens": 100, "results": [{"task": "t", "value": 0.5}, "junk", {"value": 1}],
@@ -86,7 +77,7 @@ def test_eval_rows_tolerate_schema_drift():
 
 
 def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
-    from evals.dashboard.fits import FitStore
+    from dashboard.fits import FitStore
 
     (tmp_path / "good.json").write_text(json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "source": "/nonexistent.csv"}))
     (tmp_path / "bad.json").write_text("{")
@@ -103,12 +94,12 @@ def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
 
 
 def test_runs_table_shows_epochs(tmp_path):
-    from evals.dashboard.runs import TABLE_COLUMNS
+    from dashboard.runs import TABLE_COLUMNS
 
-    d = _run(tmp_path, "s/a")
+    d = small_run(tmp_path, "s/a")
     (d / "summary.json").write_text(json.dumps({"status": "done", "steps": 3, "epochs": 1.25, "unique_tokens": 4096}))
     rows, _ = RunStore(tmp_path, min_interval=0).table()
     assert rows[0]["epochs"] == 1.25 and rows[0]["unique_tokens"] == 4096
     assert TABLE_COLUMNS.index("epochs") == TABLE_COLUMNS.index("tokens") + 1
-    js = (Path(__file__).resolve().parents[1] / "evals/dashboard/static/views/runs.js").read_text()
+    js = (Path(__file__).resolve().parents[1] / "dashboard/static/views/runs.js").read_text()
     assert '{ key: "epochs", label: "epochs"' in js

@@ -1,22 +1,18 @@
 """`scalelab data prepare` end to end through a subprocess: summary, reuse, exit codes."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import scalelab
 
 from pretrain.config.loader import PROJECT_ROOT
 
 
-def scalelab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env.pop("SCALELAB_DATA_ROOT", None)
-    return subprocess.run([sys.executable, "-m", "launch.cli", "data", "prepare", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def prepare(*args: str, cwd: Path):
+    """`scalelab data prepare ARGS`, with no SCALELAB_DATA_ROOT (relative sources resolve from the config)."""
+    return scalelab("data", "prepare", *args, cwd=cwd, unset=("SCALELAB_DATA_ROOT",), timeout=300)
 
 
 @pytest.fixture
@@ -32,18 +28,18 @@ def config(tmp_path) -> Path:
 
 
 def test_prepare_prints_summary_then_reuses(config, tmp_path):
-    first = scalelab(str(config), "--out", "prepared", cwd=tmp_path)
+    first = prepare(str(config), "--out", "prepared", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     out = first.stdout
     assert "data 'small': built" in out and str(tmp_path / "prepared") in out
     assert "train:" in out and "val:" in out and "vocab 300" in out and "tokens" in out
     assert (tmp_path / "prepared" / "meta.json").is_file()
-    second = scalelab(str(config), "--out", "prepared", cwd=tmp_path)
+    second = prepare(str(config), "--out", "prepared", cwd=tmp_path)
     assert second.returncode == 0 and "reused" in second.stdout
 
 
 def test_default_output_folder_is_data_name_under_cwd(config, tmp_path):
-    res = scalelab(str(config), "data.tokenizer.vocab_size=280", cwd=tmp_path)
+    res = prepare(str(config), "data.tokenizer.vocab_size=280", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "data" / "small" / "meta.json").is_file() and "vocab 280" in res.stdout
 
@@ -54,13 +50,13 @@ def test_default_output_folder_is_data_name_under_cwd(config, tmp_path):
     ("val_fraction=0.9", "data.val_fraction"),
 ])
 def test_bad_config_exits_2_and_writes_nothing(config, tmp_path, override, expected):
-    res = scalelab(str(config), override, "--out", "prepared", cwd=tmp_path)
+    res = prepare(str(config), override, "--out", "prepared", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("error: ") and expected in res.stderr
     assert not (tmp_path / "prepared").exists() and not (tmp_path / "data").exists()
 
 
 def test_missing_data_root_exits_2_with_origins(tmp_path):
-    res = scalelab(str(PROJECT_ROOT / "configs/data/default.yaml"), f"root={tmp_path / 'nowhere'}", cwd=tmp_path)
+    res = prepare(str(PROJECT_ROOT / "configs/data/default.yaml"), f"root={tmp_path / 'nowhere'}", cwd=tmp_path)
     assert res.returncode == 2
     assert str(tmp_path / "nowhere") in res.stderr and "karpathy/char-rnn" in res.stderr and "nltk.downloader gutenberg" in res.stderr
     assert not (tmp_path / "data").exists()

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_helpers import work, complete_checkpoint, prepared_data, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import complete_checkpoint, prepared_data, write_base, write_spec
 
-from launch.locks import is_locked
+from runs.lock import is_locked
 
 pytestmark = pytest.mark.slow
 

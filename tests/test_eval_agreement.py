@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
 from evals import tasks as T
-from evals.testing import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
 TASKS = ["blimp_anaphor_number_agreement", "lambada_openai", "piqa", "winogrande", "arc_easy", "tinyshakespeare_bpb"]
 
@@ -17,7 +17,7 @@ def test_adapter_agrees_with_lm_eval_hf(tmp_path):
     import lm_eval
 
     from evals.adapter import ScalelabLM
-    from models.hf_export import export_checkpoint
+    from evals.export import export_checkpoint
 
     tok = tiny_tokenizer(vocab_size=400, text=(T.data_root() / "piqa_validation.jsonl").read_text()[:60000])
     model = tiny_model(tiny_model_config(tok.get_vocab_size(), seq_len=128))

@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 from lm_eval.api.instance import Instance
+from conftest import EOT, tiny_model, tiny_model_config, tiny_tokenizer
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from evals import requests as R
 from evals.adapter import ScalelabLM
-from evals.testing import EOT, tiny_model, tiny_model_config, tiny_tokenizer
 
 SEQ = 24
 

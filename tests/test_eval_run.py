@@ -81,7 +81,7 @@ def test_train_refuses_unknown_eval_suite_before_training(tiny_data, tmp_path):
 
 
 def _fake_trainer(rd: Path, step: int):
-    from evals.testing import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
+    from conftest import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
     tok = tiny_tokenizer()
     write_run_dir(rd, tiny_model(tiny_model_config(tok.get_vocab_size())), tok, step=step)
@@ -127,7 +127,7 @@ def test_inloop_in_process_mode_records_task_failure(tmp_path, monkeypatch):
 
 def test_zero3_checkpoint_loads_and_exports(tiny_data, tmp_path):
     """ZeRO-3 keeps only placeholders in the module states; the loader merges the shards."""
-    from pretrain.checkpoint_io import load_run
+    from runs.weights import load_run
 
     over = tiny_overrides(tiny_data, **{"train.steps": 2, "train.checkpoint_every_steps": 0, "deepspeed": "zero3",
                                         "train.eval_every_steps": 0})

@@ -6,12 +6,13 @@ import json
 
 import pytest
 import yaml
+from conftest import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
 from evals import tasks as T
 from evals.run_eval import evaluate_run
 from evals.suites import load_suite
-from evals.testing import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
-from pretrain.checkpoint_io import CheckpointError, load_run
+from runs.checkpoints import CheckpointError
+from runs.weights import load_run
 
 needs_data = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found (SCALELAB_DATA_ROOT)")
 
@@ -60,7 +61,7 @@ def test_mismatched_tokenizer_is_refused(tmp_path):
     (rd / "tokenizer_meta.json").write_text(json.dumps({**meta, "vocab_size": meta["vocab_size"] + 5}))
     with pytest.raises(CheckpointError, match="tokenizer mismatch"):
         load_run(rd)
-    big = tiny_tokenizer(vocab_size=400, text=(T.PROJECT_ROOT / "evals" / "testing.py").read_text() * 3)
+    big = tiny_tokenizer(vocab_size=400, text=(T.PROJECT_ROOT / "tests" / "conftest.py").read_text() * 3)
     big.save(str(rd / "tokenizer.json"))
     (rd / "tokenizer_meta.json").write_text(json.dumps({"vocab_size": big.get_vocab_size(), "eot_id": 0}))
     with pytest.raises(CheckpointError, match="model's vocabulary is 300"):

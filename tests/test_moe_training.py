@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SCALELAB, run_cli, tiny_overrides
+from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_overrides
 from models.moe.routers import ROUTERS
 
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -23,37 +21,12 @@ COMPARED = ("step", "loss", "grad_norm", "aux_loss", "val_loss", "moe/imbalance"
             "moe/dropped_frac", "moe/bias_norm")
 
 
-def metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def comparable(run: Path) -> list[tuple]:
     return [tuple(r.get(k) for k in COMPARED) for r in metrics(run)]
 
 
 def moe_args(data: Path, run: str, **extra) -> list[str]:
     return ["train", TINY_MOE, *tiny_overrides(data, **(MOE | extra)), "--run-dir", run, "--no-progress"]
-
-
-def popen(args: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
-    e = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.Popen(args, cwd=cwd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-
-
-def kill_after_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 400) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if (run / "metrics.jsonl").exists():
-            lines = (run / "metrics.jsonl").read_text().splitlines()
-            if lines and json.loads(lines[-1])["step"] >= step:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                return
-        if proc.poll() is not None:
-            raise AssertionError(f"run ended early: {proc.stdout.read()[-3000:]}")
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for training progress")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +64,7 @@ def test_moe_loss_falls_and_router_metrics_logged(moe_reference):
 def test_moe_exact_resume_after_sigkill(moe_reference, tiny_data, tmp_path):
     args = moe_args(tiny_data, "run", **{"train.steps": 36, "model.moe.router": "aux_free_bias",
                                          "model.moe.bias_update_rate": 0.01})
-    kill_after_step(tmp_path / "run", 15, popen(SCALELAB + args, tmp_path))
+    kill_after_step(tmp_path / "run", 15, start(args, tmp_path))
     res = run_cli(args, tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "resumed from checkpoint step_" in res.stdout
@@ -128,7 +101,7 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
     assert [f.name.split("_mp_rank")[0] for f in files] == [f"layer_{i}_expert_{r}" for i in (0, 1) for r in (0, 1)]
     import torch
 
-    from pretrain.checkpoint_io import load_run
+    from runs.weights import load_run
 
     shard = torch.load(files[1], weights_only=False)
     assert {k: v.shape[0] for k, v in shard.items()} == {
@@ -140,7 +113,7 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
     launcher = Path(sys.executable).parent / "deepspeed"
     cmd = [str(launcher), "--num_gpus", "2", "--master_port", "29743", "--module", "pretrain.cli", TINY_MOE, *ep2,
            "--run-dir", "ep2k", "--no-progress"]
-    kill_after_step(tmp_path / "ep2k", 8, popen(cmd, tmp_path, {"OMP_NUM_THREADS": "1"}))
+    kill_after_step(tmp_path / "ep2k", 8, spawn(cmd, tmp_path, {"OMP_NUM_THREADS": "1"}))
     r3 = launch(ep2, "ep2k", tmp_path, 29744)
     assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
     assert "resumed from checkpoint step_" in r3.stdout + r3.stderr

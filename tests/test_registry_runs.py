@@ -9,31 +9,26 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_sweep_helpers import work, scalelab  # noqa: F401 (work is a fixture)
+from conftest import scalelab, write_base, write_spec, write_run
 
 from launch.locks import RunLock
-from launch.registry import load_runs
 from launch.status import counts, run_status
+from runs.read import load_runs
+from runs.summary import RunSummary
 
 
 def fake_run(d: Path, name: str, status: str | None, *, steps=10, axes=None, ckpt=False, total=10, torn=False, run_id=None):
-    d.mkdir(parents=True, exist_ok=True)
     extras = {"sweep": "fake", "run": name, "run_id": run_id or "abc" + name[-3:], "axes": axes or {}}
     cfg = {"name": name, "model": {"preset": "n50k", "d_model": 48, "n_layers": 2, "n_heads": 4, "seq_len": 64, "vocab_size": 512},
            "optim": {"lr": 3e-3}, "train": {"global_batch_size": 4, "seed": 0}, "extras": extras}
-    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-    lines = [json.dumps({"step": s, "tokens": s * 256, "loss": 6.0 - 0.1 * s}) for s in range(2, steps + 1, 2)]
-    (d / "metrics.jsonl").write_text("\n".join(lines) + "\n" + ('{"step": 12, "lo' if torn else ""))
-    if ckpt:
-        (d / "checkpoints" / f"step_{steps}").mkdir(parents=True)
-        (d / "checkpoints" / f"step_{steps}" / "COMPLETE").write_text("{}")
+    lines = "".join(json.dumps({"step": s, "tokens": s * 256, "loss": 6.0 - 0.1 * s}) + "\n" for s in range(2, steps + 1, 2))
+    summ = None
     if status:
-        summ = {"status": status, "steps": steps, "total_steps": total, "tokens": steps * 256, "params": 104688,
-                "non_embedding_params": 55536, "flops": steps * 256 * 5.5e5, "batch_size": 4, "lr": 3e-3,
-                "final_loss": 6.0 - 0.1 * steps, "final_val_loss": 6.1 - 0.1 * steps, "wall_s": 3.0, "extras": extras}
-        if status == "failed":
-            summ["error"] = "non-finite loss (nan) at step 7"
-        (d / "summary.json").write_text(json.dumps(summ))
+        summ = RunSummary(status=status, steps=steps, total_steps=total, tokens=steps * 256, params=104688,
+                          non_embedding_params=55536, flops=steps * 256 * 5.5e5, batch_size=4, lr=3e-3,
+                          final_loss=6.0 - 0.1 * steps, final_val_loss=6.1 - 0.1 * steps, wall_s=3.0, extras=extras,
+                          error="non-finite loss (nan) at step 7" if status == "failed" else None)
+    write_run(d, config=cfg, metrics=lines + ('{"step": 12, "lo' if torn else ""), summary=summ, checkpoint=steps if ckpt else None)
 
 
 @pytest.fixture()
@@ -108,8 +103,6 @@ def test_runs_cli_list_show_export(runs, work):
 
 
 def test_status_over_1000_run_dirs_under_2s(work):
-    from test_sweep_helpers import write_base, write_spec
-
     base = write_base(work / "base", work / "data")
     spec = write_spec(work, {"name": "big", "base": str(base), "kind": "grid", "runs_dir": str(work / "big"),
                                  "axes": {"train.seed": list(range(100)), "optim.lr": [1e-3 * (i + 1) for i in range(10)]}})

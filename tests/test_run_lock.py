@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_helpers import work, scalelab, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import scalelab, write_base, write_spec
 
 from launch import worker
-from launch.locks import Holder, RunLock, is_locked, proc_start_ticks, read_holder
+from launch.locks import RunLock
+from runs.lock import Holder, is_locked, proc_start_ticks, read_holder
 from launch.status import run_status
 from launch.worker import start_trainer
 

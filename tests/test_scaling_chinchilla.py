@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scaling_fixtures import epoch_csv
+from conftest import epoch_csv
 
 from scaling import FitRecord, fit_chinchilla
 from scaling.chinchilla_huber import Objective, paper_grid

@@ -5,7 +5,7 @@ import json
 import time
 
 import pytest
-from scaling_fixtures import REPO, epoch_csv, scalelab
+from conftest import REPO, epoch_csv, scalelab
 
 from scaling.synthetic import batch_lr_sweep, chinchilla_table, critical_batch_table, write_run_tree
 

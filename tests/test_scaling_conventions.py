@@ -2,52 +2,17 @@
 emitted config; data repetition seen by the fits and the plan."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import isoflop_truth, k_trainer, write_isoflop_tree
 
 from scaling import InputError, fit_chinchilla
 from scaling.conventions import TokenCost
-from scaling.laws import ChinchillaLaw
 from scaling.plan import make_plan
 from scaling.record import FitRecord
 
-TRUE = ChinchillaLaw(E=2.0, A=60.0, B=400.0, alpha=0.40, beta=0.33)  # in non-embedding N
-
-
-def k_trainer(n_ne):
-    """The trainer's FLOPs per token for a model of n_ne non-embedding parameters: 6 N plus an
-    overhead (head, attention) that dominates tiny models -- deliberately not 6 N."""
-    return 6.0 * n_ne * (1.0 + 2.0 * (2e4 / n_ne) ** 0.5)
-
-
-def write_isoflop_tree(root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="trainer_flops", unique=None, noise=0.0, seed=0):
-    """Run directories laid out like an IsoFLOP sweep sized in `compute`: equal C per budget."""
-    rng = np.random.default_rng(seed)
-    sizes = sizes or list(np.geomspace(1e4, 1e6, 7))
-    i = 0
-    for C in budgets:
-        for n in sizes:
-            total = n + 3e4  # a 30k-parameter embedding: over half of the smallest models
-            k = {"trainer_flops": k_trainer(n), "6ND_total": 6 * total, "6ND_nonembed": 6 * n}[compute]
-            D = C / k
-            run = root / "iso" / f"r{i:02d}"
-            run.mkdir(parents=True)
-            loss = float(TRUE.predict(n, D) * np.exp(noise * rng.standard_normal()))
-            summary = {"status": "done", "params": total, "non_embedding_params": n, "active_params": total, "tokens": D,
-                       "flops": k_trainer(n) * D, "flops_per_token": k_trainer(n), "final_val_loss": loss, "steps": 100,
-                       "extras": {"axes": {"budget": C, "compute": compute}}}
-            if unique:
-                summary.update(unique_tokens=unique, epochs=D / unique)
-            (run / "summary.json").write_text(json.dumps(summary))
-            (run / "config.yaml").write_text(json.dumps({"name": run.name, "model": {"seq_len": 128}, "optim": {"lr": 3e-3, "weight_decay": 0.05},
-                                                         "schedule": {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1},
-                                                         "train": {"global_batch_size": 8, "micro_batch_size": 8},
-                                                         "data": {"name": "toy", "sources": ["x.txt"], "tokenizer": {"vocab_size": 512}}}))
-            i += 1
-    return root / "iso"
+TRUE = isoflop_truth()
 
 
 def test_fit_takes_the_sweeps_convention_and_records_it(tmp_path):

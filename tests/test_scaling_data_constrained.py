@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from scaling_fixtures import scalelab
+from conftest import scalelab
 
 from scaling import FitRecord, InputError, fit_chinchilla
 from scaling.laws import MUENNIGHOFF_2023, ChinchillaLaw, DataConstrainedLaw

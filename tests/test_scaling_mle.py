@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from scaling_fixtures import epoch_csv, scalelab
+from conftest import epoch_csv, scalelab
 
 from scaling import fit_chinchilla
 from scaling.chinchilla_huber import Objective

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from scaling_fixtures import REPO, epoch_csv
+from conftest import REPO, epoch_csv
 
 NOTEBOOKS = REPO / "notebooks"
 

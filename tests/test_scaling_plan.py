@@ -2,22 +2,15 @@
 and its loss interval is a prediction interval."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 import yaml
+from conftest import scalelab, write_isoflop_tree
 
 from scaling import fit_batch_lr, fit_chinchilla
 from scaling.laws import ChinchillaLaw
 from scaling.plan import emit_config, make_plan, model_presets
 from scaling.prediction import predict_loss
 from scaling.synthetic import batch_lr_sweep, chinchilla_table
-from test_scaling_conventions import write_isoflop_tree
-
-REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def tree_fit(tmp_path_factory):
@@ -79,10 +72,10 @@ def test_prediction_interval_without_bootstrap_says_so():
 
 def test_plan_refuses_a_budget_in_another_convention(tree_fit, tmp_path):
     fit = tree_fit.save(tmp_path / "fit.json")
-    cmd = [sys.executable, "-m", "launch.cli", "plan", "--fit", str(fit), "--compute", "3e14", "--compute-kind", "6ND_total", "--vocab-size", "512"]
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    plan = ["plan", "--fit", fit, "--compute", "3e14", "--vocab-size", "512"]
+    r = scalelab(*plan, "--compute-kind", "6ND_total")
     assert r.returncode == 2 and "differs from the chinchilla fit's convention (trainer_flops)" in r.stderr
-    r = subprocess.run(cmd[:-4] + ["--vocab-size", "512"], cwd=REPO, capture_output=True, text=True)
+    r = scalelab(*plan)
     assert r.returncode == 0, r.stderr
     assert "trainer_flops; N = non_embedding parameters" in r.stdout and "predicted loss:" in r.stdout
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 from test_slurm_sweep import cluster, job_id, wait_states  # noqa: F401 (cluster is a fixture)
-from test_sweep_helpers import work, complete_checkpoint, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec  # noqa: F401
+from conftest import complete_checkpoint, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 pytestmark = [
     pytest.mark.slow,

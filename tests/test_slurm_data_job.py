@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 import yaml
-from test_sweep_helpers import work, prepared_data, scalelab, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import prepared_data, scalelab, write_base, write_spec
 
 FAKE_SBATCH = """#!/bin/bash
 n=$(( $(cat "$SBATCH_LOG.count" 2>/dev/null || echo 100) + 1 ))

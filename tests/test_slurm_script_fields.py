@@ -4,7 +4,7 @@ and run the rest as a shell command in the job."""
 from __future__ import annotations
 
 import pytest
-from test_sweep_helpers import work, scalelab, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import scalelab, write_base, write_spec
 
 
 def spec_with(work, slurm: dict):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from ci_gate import unavailable
-from test_sweep_helpers import work, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 pytestmark = pytest.mark.slow
 

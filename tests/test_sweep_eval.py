@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_helpers import SHARED, prepared_data, scalelab, write_base, write_spec
+from conftest import SHARED, prepared_data, scalelab, write_base, write_spec
 
 from evals import tasks as T
 

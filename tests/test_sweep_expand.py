@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_sweep_helpers import work, ROOT, scalelab, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import REPO, scalelab, write_base, write_spec
 
 from launch.expand import expand, plan, vocab_for
 from launch.naming import fmt_num, fmt_sci
@@ -175,7 +175,7 @@ def test_cli_plan_table_and_bad_spec_exit_2(base, work):
 
 def test_shipped_example_sweeps_plan():
     for name in ["isoflop-tiny", "bs-lr-tiny", "moe-vs-dense-tiny", "isoflop-125m-1.3b", "bs-lr-125m"]:
-        p = plan(ROOT / "configs" / "sweeps" / f"{name}.yaml")
+        p = plan(REPO / "configs" / "sweeps" / f"{name}.yaml")
         assert p.runs, name
         if name == "isoflop-tiny":
             assert len({r.axes["budget"] for r in p.runs}) >= 3 and len({r.axes["model"] for r in p.runs}) >= 3

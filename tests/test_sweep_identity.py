@@ -8,7 +8,7 @@ import copy
 import json
 
 import yaml
-from test_sweep_helpers import scalelab, work, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import scalelab, write_base, write_spec
 
 from launch.expand import expand, plan
 from launch.spec import parse_spec

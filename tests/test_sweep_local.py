@@ -10,10 +10,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from test_sweep_helpers import work, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import children, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 from launch.status import run_status
 
@@ -23,18 +22,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def data():
     return prepared_data()
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(p.name))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
 
 
 def wait_for(pred, timeout=240, every=0.2):

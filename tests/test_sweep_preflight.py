@@ -4,29 +4,21 @@ trainer reads launch.yaml, a missing data source, W&B online without credentials
 the run and the keys, and nothing is queued or written. No training here: fast."""
 from __future__ import annotations
 
-import os
-
 import pytest
-from test_sweep_helpers import ROOT, scalelab, work, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import REPO, scalelab, write_base, write_spec
 
 from launch.expand import plan
 from launch.preflight import check_presets, wandb_credentials
 from pretrain.config.loader import resolve_section
 
-BS_LR = ROOT / "configs" / "sweeps" / "bs-lr-125m.yaml"
+BS_LR = REPO / "configs" / "sweeps" / "bs-lr-125m.yaml"
 
 
-def no_wandb_env(home) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "NETRC", "WANDB_IDENTITY_TOKEN_FILE")}
-    return {**env, "HOME": str(home)}
-
-
-def run(*args, env=None):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "launch.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env or {**os.environ, "WANDB_API_KEY": "x" * 40}, timeout=300)
+def run(*args, home=None):
+    """`scalelab ARGS` with a (fake) W&B key, or with `home` as HOME and no W&B credentials at all."""
+    if home is None:
+        return scalelab(*args, env={"WANDB_API_KEY": "x" * 40}, timeout=300)
+    return scalelab(*args, env={"HOME": str(home)}, unset=("WANDB_API_KEY", "NETRC", "WANDB_IDENTITY_TOKEN_FILE"), timeout=300)
 
 
 def test_shipped_bs_lr_125m_plans_cleanly_and_indivisible_batches_exit_2(work):
@@ -47,11 +39,11 @@ def test_shipped_bs_lr_125m_plans_cleanly_and_indivisible_batches_exit_2(work):
 
 def test_dotted_preset_name_resolves_as_the_trainer_reads_it():
     assert resolve_section("model", "gpt-1.3b")["preset"] == "gpt-1.3b"
-    p = plan(ROOT / "configs" / "sweeps" / "isoflop-125m-1.3b.yaml")
+    p = plan(REPO / "configs" / "sweeps" / "isoflop-125m-1.3b.yaml")
     big = [r for r in p.runs if r.name.endswith("gpt-1.3b")]
     assert len(big) == 3 and all(r.raw["model"]["preset"] == "gpt-1.3b" for r in big)
     assert [check_presets(r) for r in p.runs] == [None] * len(p.runs)
-    r = run("sweep", "plan", ROOT / "configs" / "sweeps" / "isoflop-125m-1.3b.yaml")
+    r = run("sweep", "plan", REPO / "configs" / "sweeps" / "isoflop-125m-1.3b.yaml")
     assert r.returncode == 0, r.stderr
 
 
@@ -74,18 +66,17 @@ def test_wandb_online_needs_credentials(work, monkeypatch):
                              "runs_dir": str(work / "runs"), "set": {"wandb.mode": "online"}})
     home = work / "home"
     home.mkdir()
-    env = no_wandb_env(home)
-    r = run("sweep", "launch", spec, "--no-progress", env=env)
+    r = run("sweep", "launch", spec, "--no-progress", home=home)
     assert r.returncode == 2 and "2 runs (s0, s1): wandb.mode: online but no W&B credentials" in r.stderr
     assert not (work / "runs").exists()
-    r = run("sweep", "plan", spec, env=env)
+    r = run("sweep", "plan", spec, home=home)
     assert r.returncode == 2 and "wandb login" in r.stderr
     # offline (or disabled) needs nothing
-    assert run("sweep", "plan", spec, "--set", "set.wandb.mode=offline", env=env).returncode == 0
+    assert run("sweep", "plan", spec, "--set", "set.wandb.mode=offline", home=home).returncode == 0
     # a `wandb login` entry in ~/.netrc (or $NETRC) is found the way wandb finds it
     (home / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "k" * 40 + "\n")
     (home / ".netrc").chmod(0o600)
-    assert run("sweep", "plan", spec, env=env).returncode == 0
+    assert run("sweep", "plan", spec, home=home).returncode == 0
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("NETRC", str(home / ".netrc"))
     assert wandb_credentials() == str(home / ".netrc")

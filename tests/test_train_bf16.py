@@ -2,12 +2,11 @@
 every ZeRO stage: the DeepSpeed settings, and runs that resume exactly and track the fp32 run."""
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
-from conftest import REPO, run_cli, tiny_overrides
+from conftest import REPO, metrics, run_cli, tiny_overrides
 from pretrain.config.loader import load_train_config
 from pretrain.ds_config import build_ds_config
 
@@ -27,10 +26,6 @@ def test_bf16_deepspeed_config_accumulates_and_reduces_in_fp32(stage):
     else:
         assert ds["bf16"]["enabled"] is True
         assert ds["data_types"]["grad_accum_dtype"] == "fp32" and ds["communication_data_type"] == "fp32"
-
-
-def metrics(run) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, metrics, run_cli
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 COMPARED = ("step", "tokens", "loss", "lr", "grad_norm", "val_loss", "val_bpb", "epoch")
@@ -40,10 +40,6 @@ def train_args(**extra) -> list[str]:
 def train(cwd: Path, run: str, args: list[str], env=None):
     res = run_cli(["train", TINY, *args, "--run-dir", run, "--no-progress"], cwd, env=env)
     return res
-
-
-def metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 def comparable(run: Path) -> list[tuple]:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SCALELAB, run_cli, tiny_overrides
+from conftest import REPO, kill_after_step, metrics, run_cli, start, tiny_overrides
 
 CONFIGS = {
     "dense": ("configs/train/tiny.yaml", {}),
@@ -22,33 +20,13 @@ TIMING = {"tokens_per_s", "mfu", "eta_s", "wall_s"}  # measured, not computed: a
 
 
 def records(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in rows]
-
-
-def start(args: list[str], cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(SCALELAB + args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in metrics(run)]
 
 
 def finish(proc: subprocess.Popen, timeout: float = 500) -> str:
     out, _ = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, out[-3000:]
     return out
-
-
-def kill_after_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 400) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        lines = (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
-        if lines and json.loads(lines[-1])["step"] >= step:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return
-        assert proc.poll() is None, proc.stdout.read()[-3000:]
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for training progress")
 
 
 @pytest.fixture

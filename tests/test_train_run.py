@@ -6,43 +6,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO, SCALELAB, run_cli, tiny_overrides
+from conftest import REPO, metrics, run_cli, start, tiny_overrides, wait_for_step
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 COMPARED = ("step", "tokens", "loss", "lr", "grad_norm", "val_loss", "val_bpb")
 
 
-def metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def comparable(run: Path) -> list[tuple]:
     return [tuple(r.get(k) for k in COMPARED) for r in metrics(run)]
-
-
-def start(args, cwd, env=None) -> subprocess.Popen:
-    e = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.Popen(SCALELAB + args, cwd=cwd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-
-
-def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if (run / "metrics.jsonl").exists():
-            lines = (run / "metrics.jsonl").read_text().splitlines()
-            if lines and json.loads(lines[-1])["step"] >= step:
-                return
-        if proc.poll() is not None:
-            raise AssertionError(f"run ended early: {proc.stdout.read()}")
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for training progress")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +38,10 @@ def test_run_directory_contract_and_loss_falls(reference):
     assert summary["flops"] == pytest.approx(summary["tokens"] * 552960)
     for key in ("final_loss", "final_val_loss", "final_val_bpb", "wall_s", "tokens_per_s", "mfu"):
         assert summary[key] > 0, key
+    from runs.summary import SCHEMA_VERSION, RunSummary
+
+    typed = RunSummary.read(reference)  # every key the trainer writes is a RunSummary field
+    assert typed.schema_version == SCHEMA_VERSION and typed.other == {} and typed.to_dict() == summary
     recs = metrics(reference)
     assert [r["step"] for r in recs] == list(range(1, 61))
     for key in ("step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"):

@@ -12,21 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sweep_helpers import work, prepared_data, write_base  # noqa: F401 (work is a fixture)
+from conftest import children, prepared_data, write_base
 
 pytestmark = pytest.mark.slow
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(p.name))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
 
 
 def test_sigterm_to_trainer_and_wandb_service_exits_3_after_a_checkpoint(work):

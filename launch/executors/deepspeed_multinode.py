@@ -12,7 +12,6 @@ launcher's own exit (the DeepSpeed runner dies at once on SIGTERM) does not end 
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -23,7 +22,9 @@ from pathlib import Path
 from pretrain.errors import ConfigError
 
 from launch.locks import RunLock
-from launch.worker import EXIT_OK, EXIT_STOPPED, LAUNCH_CONFIG, decide, open_log, start_trainer, write_launch_config
+from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
+from runs.layout import LAUNCH_CONFIG, TRAIN_LOG
+from runs.summary import read_summary
 
 
 def read_hostfile(path: str | Path) -> list[tuple[str, int]]:
@@ -80,10 +81,7 @@ def outcome(run_dir: Path, code: int, stopping: bool) -> int:
     SIGTERM), so the run's summary.json decides: preempted -> 3, done -> 0."""
     if not stopping or code in (EXIT_OK, EXIT_STOPPED):
         return code
-    try:
-        status = json.loads((run_dir / "summary.json").read_text()).get("status")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return code
+    status = (read_summary(run_dir) or {}).get("status")
     return {"preempted": EXIT_STOPPED, "done": EXIT_OK}.get(status, code)
 
 
@@ -144,7 +142,7 @@ class DeepSpeedExecutor:
                 try:
                     write_launch_config(r)
                     log = open_log(run_dir, "deepspeed: " + " ".join(argv))
-                    out.write(f"start  {r.name} -> {run_dir / 'train.log'}\n")
+                    out.write(f"start  {r.name} -> {run_dir / TRAIN_LOG}\n")
                     out.flush()
                     proc = state["proc"] = start_trainer(run_dir, argv, dict(os.environ), lock, log)
                     lock.add_trainers([proc.pid])

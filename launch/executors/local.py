@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launch.locks import RunLock, is_locked
-from launch.status import last_record
+from launch.locks import RunLock
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, train_argv, write_launch_config
+from runs.layout import METRICS, TRAIN_LOG
+from runs.lock import is_locked
+from runs.metrics import last_record
 
 
 def visible_gpus() -> list[str]:
@@ -155,7 +157,7 @@ class LocalExecutor:
                     "--port", str(29500 + slot.index)] + (["--retry-failed"] if retry_failed else [])
             slot.proc = subprocess.Popen(argv, env={**os.environ, **slot.env}, stdout=subprocess.DEVNULL, start_new_session=True)
             slot.run, slot.lock, slot.log, slot.started = run, None, None, time.time()
-            self._say(f"start  {run.name} (slot {slot.index}, {self.per_run_gpus} GPUs) -> {run_dir / 'train.log'}")
+            self._say(f"start  {run.name} (slot {slot.index}, {self.per_run_gpus} GPUs) -> {run_dir / TRAIN_LOG}")
             return True
         lock = RunLock(run_dir, role="local")
         if not lock.acquire(wait_s=0.5):
@@ -172,7 +174,7 @@ class LocalExecutor:
         slot.proc = start_trainer(run_dir, argv, {**os.environ, **slot.env}, lock, log)
         lock.add_trainers([slot.proc.pid])
         slot.run, slot.lock, slot.log, slot.started = run, lock, log, time.time()
-        self._say(f"start  {run.name} (slot {slot.index}) -> {run_dir / 'train.log'}")
+        self._say(f"start  {run.name} (slot {slot.index}) -> {run_dir / TRAIN_LOG}")
         return True
 
     def _finish(self, slot: Slot, code: int, res: LaunchResult) -> None:
@@ -183,7 +185,7 @@ class LocalExecutor:
         if slot.lock is not None:
             slot.lock.release()
         took = time.time() - slot.started
-        rec = last_record(Path(slot.run.run_dir) / "metrics.jsonl") or {}
+        rec = last_record(Path(slot.run.run_dir) / METRICS) or {}
         loss = rec.get("loss")
         tail = f", loss {loss:.4f}" if isinstance(loss, float) else ""
         if code == EXIT_OK:
@@ -194,7 +196,7 @@ class LocalExecutor:
             self._say(f"stopped {name} after a checkpoint{tail} (relaunch resumes it)")
         else:
             res.failed.append(name)
-            self._say(f"FAILED {name} (exit {code}); see {Path(slot.run.run_dir) / 'train.log'}")
+            self._say(f"FAILED {name} (exit {code}); see {Path(slot.run.run_dir) / TRAIN_LOG}")
         slot.run = slot.proc = slot.lock = slot.log = None
 
     def _loop(self, queue: list, res: LaunchResult, retry_failed: bool) -> None:
@@ -223,7 +225,7 @@ class LocalExecutor:
     def _progress(self, busy: list[Slot], res: LaunchResult, total: int, waiting: int) -> None:
         parts = []
         for s in busy:
-            rec = last_record(Path(s.run.run_dir) / "metrics.jsonl") or {}
+            rec = last_record(Path(s.run.run_dir) / METRICS) or {}
             step = rec.get("step", 0)
             loss = rec.get("loss")
             parts.append(f"{s.run.name} {step}/{s.run.steps}" + (f" {loss:.3f}" if isinstance(loss, float) else ""))

@@ -25,7 +25,7 @@ def run(args) -> int:
 
     import uvicorn
 
-    from evals.dashboard.server import create_app
+    from dashboard.server import create_app
 
     runs = Path(args.runs)
     if not runs.is_dir():
@@ -34,7 +34,7 @@ def run(args) -> int:
     if args.fits and not Path(args.fits).is_dir():
         print(f"error: fits directory {args.fits} does not exist", file=sys.stderr)
         return 2
-    from evals.dashboard.server import LOOPBACK_HOSTS
+    from dashboard.server import LOOPBACK_HOSTS
 
     loopback = args.host in ("127.0.0.1", "localhost", "::1")
     # on loopback, also refuse other Host headers: a web page elsewhere cannot DNS-rebind to us

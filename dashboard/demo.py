@@ -2,7 +2,7 @@
 an evaluation (`scalelab eval`) and fit records (`scalelab fit`), plus deliberately broken dirs.
 
 Used by the browser tests (once per session) and to make the README screenshots:
-    python -m evals.dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
+    python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
 The fits are fitted by `scalelab fit` on SYNTHETIC IsoFLOP / batch-lr tables from
 scaling.synthetic (a 3-run CPU sweep is too small to fit a 5-parameter law); the runs, metrics,
 MoE router statistics and eval results are real.
@@ -15,10 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from runs.layout import CONFIG, SUMMARY, RunDir
+
+REPO = Path(__file__).resolve().parents[1]
 TINY = [("n50k-lr3e-3", "n50k", 3e-3), ("n50k-lr1e-2", "n50k", 1e-2), ("n100k-lr3e-3", "n100k", 3e-3)]
-BROKEN = {"tiny-sweep/broken-summary": {"summary.json": '{"status": "done", "tokens": '},
-          "tiny-sweep/torn-config": {"config.yaml": "model: [unclosed\n  : - x", "summary.json": "[1, 2]"}}
+BROKEN = {"tiny-sweep/broken-summary": {SUMMARY: '{"status": "done", "tokens": '},
+          "tiny-sweep/torn-config": {CONFIG: "model: [unclosed\n  : - x", SUMMARY: "[1, 2]"}}
 
 
 def _scalelab() -> list[str]:
@@ -57,21 +59,21 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
     with open(out / "producers.log", "a") as log:
         for name, model, lr in TINY:
             _run(["train", "configs/train/tiny.yaml", f"model={model}", f"optim.lr={lr}", *train_args(runs / "tiny-sweep" / name, data)], log,
-                 runs / "tiny-sweep" / name / "summary.json")
+                 RunDir(runs / "tiny-sweep" / name).summary)
             made["ids"].append(f"tiny-sweep/{name}")
         if moe:
             _run(["train", "configs/train/tiny-moe.yaml", "model.preset=n50k", "model.moe.d_ff=64", *train_args(runs / "tiny-moe" / "moe-n50k", data)], log,
-                 runs / "tiny-moe" / "moe-n50k" / "summary.json")
+                 RunDir(runs / "tiny-moe" / "moe-n50k").summary)
             made["ids"].append("tiny-moe/moe-n50k")
             _run(["train", "configs/train/tiny-moe.yaml", "model.preset=n50k", "model.moe.d_ff=64", "model.moe.router=aux_free_bias",
                   "model.moe.capacity_factor=null", *train_args(runs / "tiny-moe" / "moe-n50k-auxfree", data)], log,
-                 runs / "tiny-moe" / "moe-n50k-auxfree" / "summary.json")
+                 RunDir(runs / "tiny-moe" / "moe-n50k-auxfree").summary)
             made["ids"].append("tiny-moe/moe-n50k-auxfree")
         if evals:
             tasks = "blimp_anaphor_gender_agreement,blimp_anaphor_number_agreement,blimp_determiner_noun_agreement_1"
             for rid in made["ids"][:3:2]:  # n50k-lr3e-3 and n100k-lr3e-3
                 _run(["eval", str(runs / rid), "--suite", "tiny", "--tasks", tasks, "--limit", "20", "--device", "cpu",
-                      "--threads", "1", "--no-wandb", "--batch-size", "64"], log, runs / rid / "evals")
+                      "--threads", "1", "--no-wandb", "--batch-size", "64"], log, RunDir(runs / rid).evals)
         if fits:
             import scaling.synthetic as syn
 

@@ -1,7 +1,7 @@
 """README screenshots of every view, taken with Debian Chromium via Playwright.
 
-    python -m evals.dashboard.screenshots DEMO_DIR [OUT_DIR=docs/screenshots]
-DEMO_DIR is filled by evals.dashboard.demo (a real tiny sweep) if it is empty.
+    python -m dashboard.screenshots DEMO_DIR [OUT_DIR=docs/screenshots]
+DEMO_DIR is filled by dashboard.demo (a real tiny sweep) if it is empty.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ SHOTS = [("runs", "#runs-table tbody tr", None), ("curves", "#plot-loss .scatter
 def main(demo_dir: str, out: str = "docs/screenshots") -> None:
     from playwright.sync_api import sync_playwright
 
-    from evals.dashboard.demo import make
+    from dashboard.demo import make
 
     made = make(demo_dir)
     out_p = Path(out)

@@ -1,6 +1,6 @@
 """Cached, incremental reading of a runs root for the dashboard.
 
-Rows come from the run registry (`launch.registry.read_run`, the one reader of the run-directory
+Rows come from the run registry (`runs.read.read_run`, the one reader of the run-directory
 contract); this module only adds what a long-lived server needs on top:
   * a per-run cache keyed by the (mtime, size) of the files a row depends on, so a refresh
     re-reads only the runs that changed (1,000 finished runs: one stat pass, no parsing);
@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from dashboard.security import contained, resolve_known
+from runs import read  # the run registry: row contract and dir discovery
+from runs.files import read_yaml
+from runs.layout import CONFIG, LAUNCH_CONFIG, LOCK, METRICS, SUMMARY, RunDir, eval_step
+from runs.metrics import MetricsTail
 
-from evals.dashboard.security import contained, resolve_known
-from launch import registry  # the run registry: row contract and dir discovery
-from launch.locks import LOCK_NAME
-
-_KEY_FILES = ("summary.json", "config.yaml", "launch.yaml", "metrics.jsonl")  # every file the registry reads
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_KEY_FILES = (SUMMARY, CONFIG, LAUNCH_CONFIG, METRICS)  # every file the registry reads
 # Columns the Runs view shows first (the registry may add more; all are sent).
 TABLE_COLUMNS = ["id", "sweep", "run", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
                  "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
@@ -49,40 +48,6 @@ def _num_or_none(v: Any) -> Any:
     return None if isinstance(v, float) and v != v else v
 
 
-class _MetricsTail:
-    """metrics.jsonl read incrementally: new complete lines only; reset on truncation/replace."""
-
-    def __init__(self, path: Path):
-        self.path, self.offset, self.ino, self.records, self.bad_lines = path, 0, None, [], 0
-
-    def read(self) -> list[dict]:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            self.offset, self.records = 0, []
-            return self.records
-        if st.st_ino != self.ino or st.st_size < self.offset:
-            self.offset, self.ino, self.records, self.bad_lines = 0, st.st_ino, [], 0
-        if st.st_size > self.offset:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(st.st_size - self.offset)
-            end = data.rfind(b"\n")
-            if end >= 0:  # the bytes after the last newline are a line still being written
-                for line in data[: end + 1].splitlines():
-                    if not line.strip():
-                        continue
-                    try:
-                        rec = json.loads(line)
-                    except (ValueError, UnicodeDecodeError):
-                        self.bad_lines += 1
-                        continue
-                    if isinstance(rec, dict):
-                        self.records.append(rec)
-                self.offset += end + 1
-        return self.records
-
-
 class RunStore:
     """All runs under `root`, refreshed at most every `min_interval` seconds."""
 
@@ -90,7 +55,7 @@ class RunStore:
         self.root = Path(root).resolve()
         self.min_interval = min_interval
         self._rows: dict[str, tuple[tuple, dict | None, str | None]] = {}  # id -> (key, row, problem)
-        self._metrics: dict[str, _MetricsTail] = {}
+        self._metrics: dict[str, MetricsTail] = {}
         self._evals: dict[str, tuple] = {}  # path -> (mtime_ns, size, doc|problem)
         self._last = 0.0
         self._lock = threading.Lock()
@@ -104,7 +69,7 @@ class RunStore:
                 return
             t0 = time.perf_counter()
             seen = {}
-            dirs = registry.find_run_dirs(self.root) if self.root.is_dir() else []
+            dirs = read.find_run_dirs(self.root) if self.root.is_dir() else []
             for d in dirs:
                 rid = d.relative_to(self.root).as_posix() or "."
                 key = _stat_key(d)
@@ -120,11 +85,11 @@ class RunStore:
 
     def _read(self, d: Path, rid: str) -> tuple[dict | None, str | None]:
         # a symlink in a run directory is followed only when it stays inside the runs root
-        escaped = [n for n in (*_KEY_FILES, LOCK_NAME) if self._links_out(d / n)]  # the status probe opens the lock
+        escaped = [n for n in (*_KEY_FILES, LOCK) if self._links_out(d / n)]  # the status probe opens the lock
         if escaped:
             return None, f"{', '.join(escaped)} links outside the served runs directory; not read"
         try:
-            row, problem = registry.read_run(d)
+            row, problem = read.read_run(d)
         except Exception as exc:  # one bad directory never stops the scan
             return None, f"{type(exc).__name__}: {exc}"
         if row is None:
@@ -142,7 +107,7 @@ class RunStore:
     @staticmethod
     def _router(d: Path) -> str | None:
         try:
-            cfg = yaml.load((d / "config.yaml").read_text(), Loader=_Loader) or {}
+            cfg = read_yaml(d / CONFIG) or {}
             return ((cfg.get("model") or {}).get("moe") or {}).get("router")
         except Exception:
             return None
@@ -167,7 +132,7 @@ class RunStore:
 
     def _eval_files(self, d: Path) -> list[Path]:
         """evals/*.json of a run that resolve inside the runs root (a linked-out file is skipped)."""
-        ev = d / "evals"
+        ev = RunDir(d).evals
         if not ev.is_dir() or self._links_out(ev):
             return []
         return [p for p in sorted(ev.glob("*.json")) if not self._links_out(p)]
@@ -190,7 +155,7 @@ class RunStore:
         with self._lock:
             tail = self._metrics.get(rid)
             if tail is None:
-                tail = self._metrics[rid] = _MetricsTail(d / "metrics.jsonl")
+                tail = self._metrics[rid] = MetricsTail(d / METRICS)
             if self._links_out(tail.path):  # re-checked each read: the link may change
                 return [], 0
             return list(tail.read()), tail.bad_lines
@@ -216,7 +181,7 @@ class RunStore:
             doc, problem = c[2], c[3]
             step = doc.get("step") if doc else None
             if step is None:
-                step = int(p.stem) if p.stem.isdigit() else None
+                step = eval_step(p.name)
             out.append({"step": step, "file": p.name, "doc": doc, "problem": problem})
         out.sort(key=lambda e: (e["step"] is None, e["step"] or 0))
         return out

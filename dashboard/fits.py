@@ -15,11 +15,12 @@ import os
 import threading
 from pathlib import Path
 
-from evals.dashboard.fit_checks import not_identified
-from evals.dashboard.security import UnknownId, contained, escaping_links, resolve_known
+from dashboard.fit_checks import not_identified
+from dashboard.security import UnknownId, contained, escaping_links, resolve_known
+from runs.layout import CONFIG, METRICS, SUMMARY
 
 # the files scaling.inputs reads in a run tree (rglob: symlinked directories are not descended)
-_TREE_FILES = {"summary.json", "config.yaml", "metrics.jsonl"}
+_TREE_FILES = {SUMMARY, CONFIG, METRICS}
 
 
 class FitStore:

@@ -20,10 +20,10 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from evals.dashboard import evals_view, fit_checks, moe_view, scaling_view
-from evals.dashboard.fits import FitStore
-from evals.dashboard.runs import TABLE_COLUMNS, RunStore
-from evals.dashboard.security import BadId, Scrubber, UnknownId
+from dashboard import evals_view, fit_checks, moe_view, scaling_view
+from dashboard.fits import FitStore
+from dashboard.runs import TABLE_COLUMNS, RunStore
+from dashboard.security import BadId, Scrubber, UnknownId
 
 STATIC = Path(__file__).parent / "static"
 CURVE_KEYS = ("step", "tokens", "flops", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tokens_per_s", "mfu", "wall_s")

@@ -1,0 +1,219 @@
+"""Run directories -> states and table rows: the one reader of the run-directory contract.
+
+    from runs.read import load_runs
+    df, problems = load_runs("runs/isoflop-tiny")
+
+`run_status` says where a run stands in a few syscalls (the tail of metrics.jsonl, summary.json,
+the lock probe; config.yaml is never parsed), so 1,000 runs take well under a second.
+States: pending (nothing yet), running (its lock is held), done / failed / preempted (from
+summary.json), partial (checkpoints but no summary: killed, resumable), stale (the directory
+holds a different config than the one planned); a sweep adds queued (a Slurm task waits for it).
+
+`read_run` makes one table row per run: summary.json fields (among them `epochs`, passes over
+the training split's unique tokens, and `unique_tokens`), the sweep axes (`axis.<name>`
+columns, from `extras.axes`), key model/train config values, and the status. A malformed or
+half-written directory becomes an entry in `problems` ({path, problem}) instead of an
+exception: one bad run never hides the other 999.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from runs.checkpoints import has_checkpoint
+from runs.files import read_yaml
+from runs.layout import CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, SKIP_DIRS
+from runs.lock import holder_if_locked
+from runs.metrics import last_record
+from runs.summary import SOURCE_PREFIXES, read_summary
+
+STATES = ("pending", "queued", "running", "partial", "preempted", "failed", "done", "stale")
+_RUN_ID = re.compile(r"^\s*run_id:\s*'?([0-9a-f]+)'?\s*$", re.M)
+# summary.json keys copied into a row (runs.summary.RunSummary field names).
+SUMMARY_COLUMNS = [
+    "steps", "total_steps", "tokens", "params", "non_embedding_params", "active_params", "active_non_embedding_params",
+    "flops_per_token", "flops", "batch_tokens", "batch_size", "lr", "final_loss", "final_val_loss", "final_val_bpb",
+    "tokens_per_s", "mfu", "wall_s", "world_size", "finished_at", "error", "epochs", "unique_tokens", "peak_lr",
+]
+CONFIG_COLUMNS = {
+    "model": ("model", "preset"), "d_model": ("model", "d_model"), "n_layers": ("model", "n_layers"),
+    "n_heads": ("model", "n_heads"), "seq_len": ("model", "seq_len"), "vocab_size": ("model", "vocab_size"),
+    "seed": ("train", "seed"), "micro_batch_size": ("train", "micro_batch_size"), "schedule": ("schedule", "name"),
+    "num_experts": ("model", "moe", "num_experts"), "top_k": ("model", "moe", "top_k"),
+}
+
+
+@dataclass
+class RunStatus:
+    name: str
+    state: str
+    step: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None
+    val_loss: float | None = None
+    tokens: int | None = None
+    wall_s: float | None = None
+    epochs: float | None = None  # passes over the training split's unique tokens
+    error: str | None = None
+    job: str | None = None
+    held_by: str | None = None  # while locked: "host pid N" (+ Slurm job) of the launch that holds it
+    run_dir: str = ""
+
+    @property
+    def progress(self) -> float | None:
+        if self.step is None or not self.total_steps:
+            return None
+        return min(1.0, self.step / self.total_steps)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["progress"] = self.progress
+        return d
+
+
+def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | None = None,
+               planned_steps: int | None = None, current_id: Callable[[Path], str | None] | None = None) -> RunStatus:
+    """Where a run stands. With `planned_id` (a sweep's), a directory holding another config is
+    `stale`, unless `current_id(run_dir)` (its config re-hashed under today's rules) matches."""
+    run_dir = Path(run_dir)
+    st = RunStatus(name=name or run_dir.name, state="pending", total_steps=planned_steps, run_dir=str(run_dir))
+    if not run_dir.is_dir():
+        return st
+    summary = read_summary(run_dir)
+    rec = last_record(run_dir / METRICS)
+    if rec:
+        st.step, st.loss, st.tokens = rec.get("step"), rec.get("loss"), rec.get("tokens")
+        st.val_loss = rec.get("val_loss")
+        st.wall_s = rec.get("wall_s")
+        st.epochs = rec.get("epoch")
+    if summary:
+        st.state = summary.get("status") or "failed"
+        st.step = summary.get("steps", st.step)
+        st.total_steps = summary.get("total_steps", st.total_steps)
+        st.loss = summary.get("final_loss", st.loss)
+        st.val_loss = summary.get("final_val_loss", st.val_loss)
+        st.tokens = summary.get("tokens", st.tokens)
+        st.wall_s = summary.get("wall_s", st.wall_s)
+        st.epochs = summary.get("epochs", st.epochs)
+        st.error = summary.get("error")
+        found_id = (summary.get("extras") or {}).get("run_id")
+    else:
+        found_id = _config_run_id(run_dir)
+        if has_checkpoint(run_dir):
+            st.state = "partial"
+    if planned_id and found_id and found_id != planned_id and (current_id is None or current_id(run_dir) != planned_id):
+        st.state = "stale"
+        st.error = f"run dir holds config {found_id}, the spec now plans {planned_id}"
+        return st
+    if st.state != "done":
+        holder = holder_if_locked(run_dir)
+        if holder is not None:
+            st.state, st.held_by = "running", holder.describe()
+    return st
+
+
+def _config_run_id(run_dir: Path) -> str | None:
+    try:
+        text = (run_dir / CONFIG).read_text()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    m = _RUN_ID.search(text)
+    return m.group(1) if m else None
+
+
+def find_run_dirs(root: str | Path) -> list[Path]:
+    """Every run directory under `root` (any depth), sorted; symlinked folders are not entered."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(Path(root)):
+        if any(m in filenames for m in MARKERS):
+            out.append(Path(dirpath))
+            dirnames[:] = []  # a run dir's subfolders are its own (checkpoints, evals)
+            continue
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+    return sorted(out)
+
+
+def _dig(d: Any, path: tuple) -> Any:
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
+    """(row, problem). A row may come with a problem (e.g. torn config) when enough is readable."""
+    import yaml
+
+    row: dict[str, Any] = {"run": run_dir.name, "path": str(run_dir)}
+    problem = None
+    try:
+        summary = read_summary(run_dir, strict=True)
+    except ValueError as exc:
+        return None, str(exc)
+    cfg = None
+    for name in (CONFIG, LAUNCH_CONFIG):
+        cp = run_dir / name
+        if cp.exists():
+            try:
+                cfg = read_yaml(cp)
+                if not isinstance(cfg, dict):
+                    raise ValueError("not a mapping")
+            except (yaml.YAMLError, ValueError, UnicodeDecodeError) as exc:
+                problem = f"{name} unreadable ({type(exc).__name__})"
+                cfg = None
+            break
+    if summary is None and cfg is None:
+        if not (run_dir / METRICS).exists():
+            return None, problem or "neither summary.json nor a readable config.yaml"
+    extras = (summary or {}).get("extras") or (cfg or {}).get("extras") or {}
+    row["sweep"] = extras.get("sweep")
+    row["run_id"] = extras.get("run_id")
+    st = run_status(run_dir)
+    row["status"] = st.state
+    if summary:
+        for k in SUMMARY_COLUMNS:
+            row[k] = summary.get(k)
+        for k, v in summary.items():
+            if k.startswith(SOURCE_PREFIXES):
+                row[k] = v
+    else:
+        row.update({"steps": st.step, "total_steps": st.total_steps, "tokens": st.tokens, "final_loss": st.loss,
+                    "final_val_loss": st.val_loss, "wall_s": st.wall_s, "epochs": st.epochs})
+        if cfg:
+            row["lr"] = _dig(cfg, ("optim", "lr"))
+            row["batch_size"] = _dig(cfg, ("train", "global_batch_size"))
+    row["last_loss"] = st.loss
+    if cfg:
+        for col, path in CONFIG_COLUMNS.items():
+            row[col] = _dig(cfg, path)
+        row["name"] = cfg.get("name")
+    for k, v in (extras.get("axes") or {}).items():
+        row[f"axis.{k}"] = v
+    return row, problem
+
+
+def load_runs(root: str | Path) -> tuple["pd.DataFrame", list[dict]]:  # noqa: F821
+    """All runs under `root` as a DataFrame (one row per run) plus the problems found."""
+    import pandas as pd
+
+    root = Path(root)
+    rows, problems = [], []
+    if not root.exists():
+        return pd.DataFrame(columns=["run", "path", "status"]), [{"path": str(root), "problem": "does not exist"}]
+    for d in find_run_dirs(root):
+        try:
+            row, problem = read_run(d)
+        except Exception as exc:  # never let one directory stop the scan
+            row, problem = None, f"{type(exc).__name__}: {exc}"
+        if problem:
+            problems.append({"path": str(d), "problem": problem})
+        if row is not None:
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        df = pd.DataFrame(columns=["run", "path", "status"])
+    return df, problems
