@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scaling import inputs
 from scaling.errors import InputError
+from runs.read import load_runs
 
 ROLES = ("N", "D", "G", "E", "loss", "top_k", "flops")
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -135,7 +136,7 @@ def read_moe_runs(root: Path):
     """Finished runs under `root` as (DataFrame, warnings); broken runs become warnings."""
     import pandas as pd
 
-    table, problems = inputs._load_runs(root)
+    table, problems = load_runs(root)
     warnings = [f"run {os.path.relpath(p['path'], root)}: {p['problem']}" for p in problems]
     rows, skipped = [], 0
     for rec in table.to_dict("records"):

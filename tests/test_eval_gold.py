@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from evals import tasks as T
-from evals.testing import EOT, tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
+from conftest import EOT, tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
 pytestmark = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found")
 LIMIT = 4
