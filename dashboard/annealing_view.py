@@ -39,7 +39,7 @@ def figures(rec: dict, curves: list[dict], draw_fit: bool = True, ci: float = 0.
             x = (lo + hi) / 2
             fitted = hi >= skip * len(c["lr"])
             data.append({"type": "scatter", "mode": "markers", "x": x.tolist(), "y": loss.tolist(), "name": name, "legendgroup": c["run"],
-                         "marker": {"color": [col if f else rgba(col, 0.3) for f in fitted], "size": 5}})
+                         "marker": {"color": [rgba(col, 0.55) if f else rgba(col, 0.2) for f in fitted], "size": 4}})
             if draw_fit:
                 pred = predict_curve(rec, c["lr"], ci=ci)
                 start = max(int(lo.min()) - 1, 0) if lo.size else 0  # from the first observation: the law diverges as S1 -> 0
@@ -48,7 +48,7 @@ def figures(rec: dict, curves: list[dict], draw_fit: bool = True, ci: float = 0.
                 if pred.lo is not None:
                     data.insert(0, band(s, pred.lo[k], pred.hi[k], f"{c['run']}: {ci:.0%} interval", rgba(col, 0.15), legendgroup=c["run"], showlegend=False))
                 data.append({"type": "scatter", "mode": "lines", "x": s.tolist(), "y": pred.loss[k].tolist(), "name": f"law: {name}",
-                             "legendgroup": c["run"], "line": {"color": col, "dash": "dash" if c["run"] in held else "solid"}, "showlegend": False})
+                             "legendgroup": c["run"], "line": {"color": col, "width": 2.5, "dash": "dash" if c["run"] in held else "solid"}, "showlegend": False})
             k = _thin(len(c["lr"]))
             lrs.append({"type": "scatter", "mode": "lines", "x": (k + 1).tolist(), "y": np.asarray(c["lr"], float)[k].tolist(), "name": name, "line": {"color": col}})
         title = "Loss vs step: data and the law from each run's schedule"

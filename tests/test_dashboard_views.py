@@ -289,3 +289,17 @@ def test_a_chain_source_whose_evals_link_out_is_not_read(tmp_path):
     assert "SECRET" not in r.text and str(tmp_path) not in r.text
     assert [t["name"] for t in _fig(d["figures"], "accuracy")["data"]][-1] == "sigmoid fit"  # the law is still drawn
     assert [i["id"] for i in c.get("/api/fits").json()["fits"]] == ["acc.json"]  # the run tree's JSON files are not records
+
+
+def test_demo_help_prints_usage_and_builds_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "dashboard.demo", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m dashboard.demo") and "--no-fits" in r.stdout
+    assert list(tmp_path.iterdir()) == []  # no "--help" folder, no training
+    r = subprocess.run([sys.executable, "-m", "dashboard.demo", "--bogus"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr and list(tmp_path.iterdir()) == []

@@ -39,7 +39,7 @@ export default {
         el("p", {}, "The fitted law is not drawn (no curves, extrapolation or bands); the table shows its parameters as fitted.")) : null;
       info.replaceChildren(flagBox ?? "",
         el("table", { class: "data params", id: "fit-params" }, el("thead", {}, el("tr", {}, el("th", { class: "text" }, "param"), el("th", {}, "value"), el("th", {}, "interval"))), el("tbody", {}, prow)),
-        el("p", { class: "muted" }, `${rec.law}${rec.approach ? " approach " + rec.approach : ""}${rec.task ? " · task " + rec.task : ""} · ${rec.n_points} points · N = ${rec.n_kind ?? "?"} · objective ${fmt(rec.objective)}` +
+        el("p", { class: "muted" }, `${rec.law}${rec.approach ? " approach " + rec.approach : ""}${rec.task ? " · task " + rec.task : ""} · ${rec.n_points} points${rec.n_kind ? " · N = " + rec.n_kind : ""} · objective ${fmt(rec.objective)}` +
           (d.points_note ? ` · data points not shown: ${d.points_note}` : ` · ${d.n_data_points} data points`)),
         ...(rec.warnings || []).map(w => el("p", { class: "error" }, "warning: " + w)),
         d.partner ? el("p", { class: "muted", id: "fit-partner-note" }, `chained with ${d.partner} (${d.partner_law})` +
