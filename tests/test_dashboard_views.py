@@ -164,6 +164,8 @@ def test_plan_defaults_and_bad_inputs(served):
     d = c.get("/api/plan?device=a100-80gb&points=2").json()  # mfu auto: no run on that device here, the stated default
     assert d["x"] == "device_hours" and d["assumptions"]["mfu"] == 0.4 and d["assumptions"]["mfu_interval"] == pytest.approx([0.305, 0.495])
     assert d["rows"][0]["device_hours_lo"] < d["rows"][0]["device_hours"] < d["rows"][0]["device_hours_hi"]
+    assert "none of the 4 finished runs under . ran on a100-80gb" in d["assumptions"]["mfu_source"]  # it read the served runs...
+    assert str(served["runs"].parent) not in c.get("/api/plan?device=a100-80gb&points=2").text  # ...without naming the server path
     for bad, said in (("device=h100-sxm&mfu=2", "--mfu"), ("device=tpu", "--device 'tpu'"), ("num-devices=4", "--num-devices"),
                       ("device=h100-sxm&x=usd", "usd-per-device-hour"), ("points=1", "points"), ("from=1e18&to=1e17", "to"),
                       ("fit=moe-k.json", "chinchilla"), ("ci=1.5", "ci")):
