@@ -86,9 +86,20 @@ def figures(task: str, acc=None, loss=None, ci: float = 0.95) -> list[dict]:
     if acc:
         figs.append(_acc_vs_loss(task, acc, ci))
     if acc and loss and acc[2] and loss[2]:
-        pts = [] if loss[0].get("law") == "chinchilla" else _task_points(loss[1], task, len(tasks_of(loss[0])) == 1)
-        figs.append(_acc_vs_compute(task, acc[0], loss[0], step1, pts, ci))
+        figs.append(_acc_vs_compute(task, acc[0], loss[0], step1, _chain_points(task, acc, loss), ci))
     return figs
+
+
+def _chain_points(task, acc, loss) -> list[dict]:
+    """The runs to show the chain at: step 1's (with their measured accuracy when its reader gives it),
+    else step 2's evaluated runs when they carry N and D in step 1's parameter count (run trees: total)."""
+    from dashboard.fit_data import n_kind
+
+    own = loss[1] if loss[0].get("law") == "chinchilla" else _task_points(loss[1], task, len(tasks_of(loss[0])) == 1)
+    if any(p.get("acc") is not None for p in own):
+        return own
+    evaluated = [p for p in _task_points(acc[1], task, not acc[0].get("tasks")) if p.get("N") and p.get("D") and p.get("acc") is not None]
+    return evaluated if evaluated and n_kind(loss[0]) == "total" else own
 
 
 def _n_groups(pts):

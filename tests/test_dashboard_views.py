@@ -55,6 +55,8 @@ def served(tmp_path_factory):
     tree = demo_data.chain_runs(data / "chain-runs")
     fit("task-loss", tree, "--bootstrap", "6", "--out", fits / "task-loss.json")
     fit("accuracy", tree, "--bootstrap", "10", "--out", fits / "accuracy.json")
+    fit("accuracy", tree, "--loss-metric", "val_loss", "--out", fits / "acc-val.json")  # chains from a chinchilla fit
+    fit("chinchilla", tree, "--bootstrap", "6", "--out", fits / "ch-val.json")
     fit("lr-annealing", demo_data.annealing_table(data / "curves.csv"), "--holdout", "last-run", "--bootstrap", "8", "--out", fits / "annealing.json")
     syn = __import__("scaling.synthetic", fromlist=["chinchilla_table"])
     syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(data / "iso.csv", index=False)
@@ -158,10 +160,11 @@ def test_plan_rows_are_what_scalelab_plan_prints(served):
 
 def test_plan_defaults_and_bad_inputs(served):
     c = served["client"]
-    d = c.get("/api/plan").json()
+    assert c.get("/api/plan").json()["fit"] == "ch-val.json"  # the first approach-3 chinchilla record
+    d = c.get("/api/plan?fit=ch.json").json()
     assert d["fit"] == "ch.json" and d["x"] == "compute" and d["assumptions"] is None and len(d["rows"]) == 13
     assert "usd" not in d["rows"][0] and [f["id"] for f in d["figures"]] == ["plan_cost_loss"]
-    d = c.get("/api/plan?device=a100-80gb&points=2").json()  # mfu auto: no run on that device here, the stated default
+    d = c.get("/api/plan?fit=ch.json&device=a100-80gb&points=2").json()  # mfu auto: no run on that device here, the stated default
     assert d["x"] == "device_hours" and d["assumptions"]["mfu"] == 0.4 and d["assumptions"]["mfu_interval"] == pytest.approx([0.305, 0.495])
     assert d["rows"][0]["device_hours_lo"] < d["rows"][0]["device_hours"] < d["rows"][0]["device_hours_hi"]
     assert "none of the 4 finished runs under . ran on a100-80gb" in d["assumptions"]["mfu_source"]  # it read the served runs...
@@ -209,6 +212,26 @@ def test_chain_figures_follow_both_laws(served):
         assert r.status_code == 400 and said in r.json()["error"]
     rows = c.get("/api/fit.csv?id=accuracy.json").text.splitlines()
     assert rows[0] == "task,param,value,lo,hi" and len(rows) == 1 + 8
+
+
+def test_an_accuracy_fit_on_the_validation_loss_chains_from_a_chinchilla_fit(served):
+    from scaling.accuracy_chain import predict_chain
+
+    fits = served["fits"]
+    d = served["client"].get("/api/fit?id=acc-val.json&with=ch-val.json&task=synthetic_4choice").json()
+    assert d["partner"] == "ch-val.json" and d["partner_law"] == "chinchilla" and "ch-val.json" in d["partners"]
+    figs = {f["id"]: f for f in d["figures"]}
+    assert figs["task_loss"]["title"] == "synthetic_4choice · step 1: validation loss vs compute"
+    pred = next(t for t in figs["chain"]["data"] if t["name"].startswith("chain prediction"))
+    meas = next(t for t in figs["chain"]["data"] if t["name"] == "measured accuracy")
+    assert len(pred["x"]) == len(meas["x"]) == 4  # the evaluated runs (N, D from their summaries)
+    acc, ch = (json.loads((fits / f).read_text()) for f in ("acc-val.json", "ch-val.json"))
+    n0 = float(figs["chain"]["data"][0]["name"].split("≈")[1])
+    from scaling.record import FitRecord
+
+    want = predict_chain(acc, n0, pred["x"][0] / (6 * n0), chinchilla=FitRecord(ch))["tasks"]["synthetic_4choice"]
+    assert pred["y"][0] == pytest.approx(want["acc"], rel=1e-6)
+    assert pred["error_y"]["array"][0] == pytest.approx(want["interval"][1] - want["acc"], rel=1e-6)
 
 
 def test_a_flat_task_is_flagged_alone(served, tmp_path):
