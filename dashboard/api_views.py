@@ -97,7 +97,7 @@ class Views:
             raise InputError(f"color must be one of {', '.join(moe_law_view.COLOR_BY)} (got {color!r})")
         if x not in moe_law_view.X_KINDS:
             raise InputError(f"x must be one of {', '.join(moe_law_view.X_KINDS)} (got {x!r})")
-        pts = moe_law_view.run_points(self.runs.table()[0])
+        pts = self.moe_points()
         items = [f for f in self.fits.listing()[0] if f["law"] == "moe"]
         out = {"color": color, "x": x, "n_runs": len(pts), "runs_figure": moe_law_view.runs_figure(pts, color, x), "fits": items, "fit": None}
         fid = fit if fit is not None else (items[0]["id"] if items else "")
@@ -155,6 +155,11 @@ class Views:
                                                          "num_devices", "usd_per_device_hour")} if cost else None,
                    conventions=(rec.get("conventions") or {}).get("compute"))
         return out
+
+    def moe_points(self) -> list[dict]:
+        """The MoE view's runs: registry rows with the MoE runs' shape (granularity)."""
+        shapes = self.runs.moe_shapes()
+        return moe_law_view.run_points([{**r, **shapes.get(r["id"], {})} for r in self.runs.table()[0]])
 
     def _runs_link_out(self) -> bool:
         return any("links outside" in (p.get("problem") or "") for p in self.runs.table()[1])

@@ -28,7 +28,7 @@ from runs.metrics import MetricsTail
 _KEY_FILES = (SUMMARY, CONFIG, LAUNCH_CONFIG, METRICS)  # every file the registry reads
 # Columns the Runs view shows first (the registry may add more; all are sent).
 TABLE_COLUMNS = ["id", "sweep", "run", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
-                 "router", "num_experts", "top_k", "granularity", "status", "steps", "total_steps", "final_loss", "final_val_loss",
+                 "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
                  "tokens_per_s", "mfu", "wall_s", "n_evals", "problem"]
 
 
@@ -57,6 +57,7 @@ class RunStore:
         self._rows: dict[str, tuple[tuple, dict | None, str | None]] = {}  # id -> (key, row, problem)
         self._metrics: dict[str, MetricsTail] = {}
         self._evals: dict[str, tuple] = {}  # path -> (mtime_ns, size, doc|problem)
+        self._shapes: dict[str, tuple] = {}  # id -> (key, MoE shape)
         self._last = 0.0
         self._lock = threading.Lock()
         self.last_refresh_s = 0.0
@@ -98,26 +99,42 @@ class RunStore:
         row["id"] = rid
         row.pop("path", None)  # never send server paths to the browser
         if row.get("num_experts"):
-            row.update(self._moe_shape(d))
+            row["router"] = self._router(d)
         row["n_evals"] = len(self._eval_files(d))
         if problem:
             row["problem"] = problem
         return row, problem
 
     @staticmethod
+    def _router(d: Path) -> str | None:
+        try:
+            cfg = read_yaml(d / CONFIG) or {}
+            return ((cfg.get("model") or {}).get("moe") or {}).get("router")
+        except Exception:
+            return None
+
+    def moe_shapes(self) -> dict[str, dict]:
+        """{run id: {granularity, expansion}} of the MoE runs, counted from each model config the way
+        `scalelab fit moe` counts them (scaling.moe_inputs), on demand (the MoE view: the Runs view
+        does not pay for it) and cached by the same file keys as the rows."""
+        self.refresh()
+        with self._lock:
+            out = {}
+            for rid, (key, row, _) in self._rows.items():
+                if row is None or not row.get("num_experts"):
+                    continue
+                got = self._shapes.get(rid)
+                if got is None or got[0] != key:
+                    got = self._shapes[rid] = (key, self._moe_shape(self.root / rid))
+                out[rid] = got[1]
+            return out
+
+    @staticmethod
     def _moe_shape(d: Path) -> dict:
-        """router, granularity G (dense d_ff / expert d_ff) and expansion E / G of an MoE run, counted
-        from its model config the way `scalelab fit moe` counts them (scaling.moe_inputs)."""
         from scaling.moe_inputs import moe_from_config
 
         moe, _ = moe_from_config(d)
-        if moe is None:  # an unreadable model section: the router alone, if the YAML says it
-            try:
-                cfg = read_yaml(d / CONFIG) or {}
-                return {"router": ((cfg.get("model") or {}).get("moe") or {}).get("router")}
-            except Exception:
-                return {"router": None}
-        return {"router": moe.get("router"), "granularity": moe.get("granularity"), "expansion": moe.get("expansion")}
+        return {"granularity": moe.get("granularity"), "expansion": moe.get("expansion")} if moe else {}
 
     def table(self) -> tuple[list[dict], list[dict]]:
         """(rows, problems); problems are {id, problem} for dirs that are malformed or half-written."""

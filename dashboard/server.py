@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from dashboard import evals_view, moe_law_view, moe_view, plan_view
+from dashboard import evals_view, moe_view, plan_view
 from dashboard.api_views import Views
 from dashboard.fits import FitStore
 from dashboard.runs import TABLE_COLUMNS, RunStore
@@ -192,7 +192,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     def api_moe(run: str):
         rid = _ids([run])[0]
         recs, _ = runs.metrics(rid)
-        return JSON({"id": rid, "row": runs.row(rid), "figures": moe_view.figures(recs)})
+        return JSON({"id": rid, "row": {**runs.row(rid), **runs.moe_shapes().get(rid, {})}, "figures": moe_view.figures(recs)})
 
     @app.get("/api/moe/compare")
     def api_moe_compare():
@@ -226,7 +226,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
 
     @app.get("/api/moe/scaling.csv")
     def api_moe_scaling_csv():
-        pts = moe_law_view.run_points(runs.table()[0])
+        pts = views.moe_points()
         return _csv(pts, ["id", "E", "G", "top_k", "router", "N", "D", "C_6nd", "flops", "loss"], "moe-loss-vs-compute.csv")
 
     def _plan_query(device: str | None = None, precision: str | None = None, num_devices: int | None = Query(None, alias="num-devices"),
