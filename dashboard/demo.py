@@ -3,9 +3,10 @@ an evaluation (`scalelab eval`) and fit records (`scalelab fit`), plus deliberat
 
 Used by the browser tests (once per session) and to make the README screenshots:
     python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
-The fits are fitted by `scalelab fit` on SYNTHETIC IsoFLOP / batch-lr tables from
-scaling.synthetic (a 3-run CPU sweep is too small to fit a 5-parameter law); the runs, metrics,
-MoE router statistics and eval results are real.
+The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is too small to fit a
+5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic, and MoE tables, a run tree
+with task evaluations and lr-schedule curves from dashboard.demo_data; the runs, metrics, MoE
+router statistics and eval results are real.
 """
 from __future__ import annotations
 
@@ -75,19 +76,7 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
                 _run(["eval", str(runs / rid), "--suite", "tiny", "--tasks", tasks, "--limit", "20", "--device", "cpu",
                       "--threads", "1", "--no-wandb", "--batch-size", "64"], log, RunDir(runs / rid).evals)
         if fits:
-            import scaling.synthetic as syn
-
-            # the tables live under the fits root: the dashboard reads a record's source only inside its roots
-            tables = fdir / "data"
-            tables.mkdir(exist_ok=True)
-            syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(tables / "isoflop_synthetic.csv", index=False)
-            syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2)).to_csv(tables / "batch_lr_synthetic.csv", index=False)
-            _run(["fit", "chinchilla", str(tables / "isoflop_synthetic.csv"), "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--compute", "1e19",
-                  "--out", str(fdir / "chinchilla-a3.json")], log, fdir / "chinchilla-a3.json")
-            _run(["fit", "chinchilla", str(tables / "isoflop_synthetic.csv"), "--approach", "2", "--out", str(fdir / "chinchilla-a2.json")], log, fdir / "chinchilla-a2.json")
-            _run(["fit", "batch-lr", str(tables / "batch_lr_synthetic.csv"), "--out", str(fdir / "batch-lr.json")], log, fdir / "batch-lr.json")
-            made["fit_ids"] = ["batch-lr.json", "chinchilla-a2.json", "chinchilla-a3.json"]
-            (fdir / "not-a-fit.json").write_text('{"law": "chinchilla", "par')
+            made["fit_ids"] = _fits(fdir, log)
     if broken:
         for rid, files in BROKEN.items():
             d = runs / rid
@@ -98,6 +87,51 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
     return made
 
 
-if __name__ == "__main__":
-    res = make(sys.argv[1] if len(sys.argv) > 1 else "dashboard-demo")
+def _fits(fdir: Path, log) -> list[str]:
+    """Fit records made by `scalelab fit` on synthetic tables and run trees kept under the fits root
+    (the dashboard reads a record's source only inside its roots; run trees there are not records)."""
+    import scaling.synthetic as syn
+    from dashboard import demo_data
+
+    tables = fdir / "data"
+    tables.mkdir(exist_ok=True)
+    inputs = {"isoflop_synthetic.csv": lambda p: syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(p, index=False),
+              "batch_lr_synthetic.csv": lambda p: syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4),
+                                                                     bs_mults=(0.5, 1, 2)).to_csv(p, index=False),
+              "moe_synthetic.csv": demo_data.moe_table, "moe_clark_synthetic.csv": demo_data.clark_table,
+              "annealing_synthetic.csv": demo_data.annealing_table, "chain-runs": demo_data.chain_runs}
+    for name, write in inputs.items():
+        if not (tables / name).exists():
+            write(tables / name)
+    t = {name: str(tables / name) for name in inputs}
+    fits = {"chinchilla-a3.json": ["chinchilla", t["isoflop_synthetic.csv"], "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--compute", "1e19"],
+            "chinchilla-a2.json": ["chinchilla", t["isoflop_synthetic.csv"], "--approach", "2"],
+            "batch-lr.json": ["batch-lr", t["batch_lr_synthetic.csv"]],
+            "moe-krajewski.json": ["moe", t["moe_synthetic.csv"], "--bootstrap", "8", "--compute", "1e21"],
+            "moe-clark.json": ["moe", t["moe_clark_synthetic.csv"], "--law", "clark"],
+            "task-loss.json": ["task-loss", t["chain-runs"], "--bootstrap", "8"],
+            "accuracy.json": ["accuracy", t["chain-runs"], "--bootstrap", "20"],
+            "lr-annealing.json": ["lr-annealing", t["annealing_synthetic.csv"], "--holdout", "last-run", "--bootstrap", "8"]}
+    for out, args in fits.items():
+        _run(["fit", *args, "--out", str(fdir / out)], log, fdir / out)
+    (fdir / "not-a-fit.json").write_text('{"law": "chinchilla", "par')
+    return sorted(fits)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m dashboard.demo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", nargs="?", default="dashboard-demo", help="folder to fill: OUT/runs, OUT/fits (default: dashboard-demo); "
+                    "what is already there is kept")
+    ap.add_argument("--no-moe", action="store_true", help="skip the MoE training runs")
+    ap.add_argument("--no-evals", action="store_true", help="skip `scalelab eval`")
+    ap.add_argument("--no-fits", action="store_true", help="skip the fit records")
+    args = ap.parse_args(argv)
+    res = make(args.out, moe=not args.no_moe, evals=not args.no_evals, fits=not args.no_fits)
     print(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in res.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

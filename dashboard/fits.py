@@ -1,6 +1,7 @@
 """Fit records under the fits root: listed, parsed (JSON only, never pickle) and cached by mtime.
 
-A record that is not valid JSON or lacks `law`/`params` is listed as a problem, not an error.
+A record that is not valid JSON or lacks `law`/`params` is listed as a problem, not an error;
+run directories under the fits root (a fit's data kept beside it) are data, not records, and are skipped.
 The data points behind a fit are re-read from the record's own `source` (CSV/Parquet/run tree)
 through `scaling.inputs.load`, the same reader the fitter used, but only when that source lies
 inside a served root (--runs or --fits, symlinks followed; a run tree must not link out either):
@@ -15,12 +16,18 @@ import os
 import threading
 from pathlib import Path
 
+from dashboard import fit_data
 from dashboard.fit_checks import not_identified
 from dashboard.security import UnknownId, contained, escaping_links, resolve_known
-from runs.layout import CONFIG, METRICS, SUMMARY
+from runs.layout import CONFIG, EVALS, MARKERS, METRICS, SUMMARY
 
-# the files scaling.inputs reads in a run tree (rglob: symlinked directories are not descended)
-_TREE_FILES = {SUMMARY, CONFIG, METRICS}
+# the files the scaling readers open in a run tree (rglob: symlinked directories are not descended)
+_TREE_FILES = {SUMMARY, CONFIG, METRICS, EVALS}
+
+
+def _tree_file(p: Path) -> bool:
+    """A run-tree entry a fit's reader may open: the run files, evals/ and each evals/<step>.json."""
+    return p.name in _TREE_FILES or p.parent.name == EVALS
 
 
 class FitStore:
@@ -36,6 +43,9 @@ class FitStore:
             return {}
         out = {}
         for dirpath, dirnames, filenames in os.walk(self.root):
+            if any(m in filenames for m in MARKERS):  # a run directory (a fit's data kept under --fits): no records
+                dirnames[:] = []
+                continue
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for fn in filenames:
                 if not fn.endswith(".json") or fn.startswith("."):
@@ -114,7 +124,7 @@ class FitStore:
         return None, "its data source is not available on this machine"
 
     def points(self, rec: dict, rid: str | None = None) -> tuple[list[dict], str | None]:
-        """The fitted data as canonical rows (N, D, loss, flops, lr, batch_tokens, steps), or a reason.
+        """The fitted data as rows (dashboard.fit_data: per law), or a reason.
         `rid` (the record's id) lets a relative `source` resolve against the record's folder."""
         src = rec.get("source")
         if not src or src == "DataFrame" or not isinstance(src, str):
@@ -128,25 +138,12 @@ class FitStore:
             return [], "its data source is not available on this machine"
         key = (str(p), st.st_mtime_ns, st.st_size, json.dumps(rec.get("columns") or {}, sort_keys=True))
         if key not in self._points:
-            out = escaping_links(p, self.roots, _TREE_FILES) if p.is_dir() else []
+            out = escaping_links(p, self.roots, _tree_file) if p.is_dir() else []
             if out:  # a run tree that links out: refuse it whole rather than read half of it
                 return [], f"its data source links outside the served directories ({', '.join(out[:3])}), so it is not read"
             try:
-                from scaling.inputs import load
-
-                ds = load(p, columns=None if p.is_dir() else (rec.get("columns") or None),
-                          n_kind=_n_kind(rec))
-                df = ds.df
-                keep = [c for c in ("N", "D", "loss", "flops", "lr", "batch_tokens", "steps", "run") if c in df.columns]
-                self._points[key] = (df[keep].to_dict("records"), None)
+                self._points[key] = (fit_data.read(rec, p), None)
             except Exception as exc:  # a bad source must not break the view (the server scrubs paths from exc)
                 self._points[key] = ([], f"could not read its data source: {exc}")
         return self._points[key]
 
-
-def _n_kind(rec: dict) -> str:
-    kind = str(rec.get("n_kind") or "total")
-    for k in ("non_embedding", "active", "total"):
-        if kind.startswith(k):
-            return k
-    return "total"

@@ -57,6 +57,7 @@ class RunStore:
         self._rows: dict[str, tuple[tuple, dict | None, str | None]] = {}  # id -> (key, row, problem)
         self._metrics: dict[str, MetricsTail] = {}
         self._evals: dict[str, tuple] = {}  # path -> (mtime_ns, size, doc|problem)
+        self._shapes: dict[str, tuple] = {}  # id -> (key, MoE shape)
         self._last = 0.0
         self._lock = threading.Lock()
         self.last_refresh_s = 0.0
@@ -111,6 +112,29 @@ class RunStore:
             return ((cfg.get("model") or {}).get("moe") or {}).get("router")
         except Exception:
             return None
+
+    def moe_shapes(self) -> dict[str, dict]:
+        """{run id: {granularity, expansion}} of the MoE runs, counted from each model config the way
+        `scalelab fit moe` counts them (scaling.moe_inputs), on demand (the MoE view: the Runs view
+        does not pay for it) and cached by the same file keys as the rows."""
+        self.refresh()
+        with self._lock:
+            out = {}
+            for rid, (key, row, _) in self._rows.items():
+                if row is None or not row.get("num_experts"):
+                    continue
+                got = self._shapes.get(rid)
+                if got is None or got[0] != key:
+                    got = self._shapes[rid] = (key, self._moe_shape(self.root / rid))
+                out[rid] = got[1]
+            return out
+
+    @staticmethod
+    def _moe_shape(d: Path) -> dict:
+        from scaling.moe_inputs import moe_from_config
+
+        moe, _ = moe_from_config(d)
+        return {"granularity": moe.get("granularity"), "expansion": moe.get("expansion")} if moe else {}
 
     def table(self) -> tuple[list[dict], list[dict]]:
         """(rows, problems); problems are {id, problem} for dirs that are malformed or half-written."""

@@ -1,7 +1,8 @@
 """Fit record (+ its data points) -> Plotly figures for the Scaling view.
 
 Server-side so the law algebra lives in Python next to `scaling.laws`; the browser only draws.
-Every figure is a plain dict {id, title, data, layout}. Curves beyond the largest fitted compute
+Every figure is a plain dict {id, title, data, layout}. An lr-annealing record's curves are drawn by
+dashboard.annealing_view; MoE laws and the loss-to-accuracy chain by their own modules (api_views). Curves beyond the largest fitted compute
 are drawn dashed and labelled as extrapolation. With draw_fit=False (a fit that fit_checks says
 is not identified) only the data are drawn: no fitted curve, band or extrapolation.
 """
@@ -11,44 +12,17 @@ import math
 
 import numpy as np
 
+from dashboard.plotting import PALETTE, arr, fig, group, readable_y
 from scaling.bootstrap import interval
 from scaling.laws import ChinchillaLaw, ComputeHParamLaw, FrontierLaw, NDHParamLaw, PowerLaw, StepsExamplesLaw, from_record
 
 EXTRAPOLATE = 100.0  # frontier drawn up to this factor beyond the largest fitted compute
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
-
-
-def _fig(fid, title, data, xt, yt, logx=True, logy=False):
-    return {"id": fid, "title": title, "data": data,
-            "layout": {"title": {"text": title}, "xaxis": {"title": {"text": xt}, "type": "log" if logx else "linear"},
-                       "yaxis": {"title": {"text": yt}, "type": "log" if logy else "linear"},
-                       "margin": {"t": 40, "r": 10}, "legend": {"font": {"size": 10}}}}
-
-
-def _group(values, rel_tol=0.15):
-    """Group indices whose values lie within rel_tol (in log space) of the group's first value."""
-    order = np.argsort(values)
-    groups, cur, ref = [], [], None
-    for i in order:
-        v = values[i]
-        if ref is None or abs(math.log(v / ref)) > math.log1p(rel_tol):
-            if cur:
-                groups.append(cur)
-            cur, ref = [], v
-        cur.append(int(i))
-    if cur:
-        groups.append(cur)
-    return groups
-
-
-def _arr(points, key):
-    return np.array([float(p[key]) if p.get(key) is not None else np.nan for p in points])
 
 
 def figures(rec: dict, points: list[dict], draw_fit: bool = True) -> list[dict]:
     law = rec.get("law")
     builder = {"chinchilla": _chinchilla, "batch-lr": _batch_lr, "batch_lr": _batch_lr, "critical-batch": _critical_batch,
-               "critical_batch": _critical_batch, "kaplan": _kaplan}.get(law)
+               "critical_batch": _critical_batch, "kaplan": _kaplan, "lr-annealing": _lr_annealing}.get(law)
     if builder is None:
         return []
     try:
@@ -56,26 +30,11 @@ def figures(rec: dict, points: list[dict], draw_fit: bool = True) -> list[dict]:
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         return [{"id": "error", "title": f"cannot draw this {law} record: {exc}", "data": [], "layout": {}}]
     for f in figs:
-        _readable_y(f)
+        readable_y(f)
         if not draw_fit:
             f["title"] += " — fitted law not drawn (not identified)"
             f["layout"]["title"]["text"] = f["title"]
     return figs
-
-
-def _readable_y(fig: dict) -> None:
-    """A y range narrower than 1e-6 relative (a law flat to rounding) would get ticks like
-    0.00300000000000744 and a staircase of float steps: give such an axis a range of its own."""
-    ys = np.array([v for t in fig["data"] for v in (t.get("y") or []) if isinstance(v, (int, float)) and math.isfinite(v)], float)
-    if ys.size == 0:
-        return
-    lo, hi = float(ys.min()), float(ys.max())
-    ax = fig["layout"].setdefault("yaxis", {})
-    if ax.get("type") == "log":
-        if lo > 0 and hi / lo < 1 + 1e-6:
-            ax["range"] = [math.log10(lo) - 0.5, math.log10(hi) + 0.5]
-    elif hi - lo <= 1e-6 * max(abs(hi), abs(lo)) and hi != 0:
-        ax["range"] = [lo - 0.1 * abs(lo), hi + 0.1 * abs(hi)]
 
 
 def _c_range(rec, C):
@@ -87,8 +46,8 @@ def _c_range(rec, C):
 
 def _chinchilla(rec, points, draw_fit=True):
     p = rec["params"]
-    N, D, L = _arr(points, "N"), _arr(points, "D"), _arr(points, "loss")
-    C = _arr(points, "flops") if points and all(pt.get("flops") for pt in points) else 6 * N * D
+    N, D, L = arr(points, "N"), arr(points, "D"), arr(points, "loss")
+    C = arr(points, "flops") if points and all(pt.get("flops") for pt in points) else 6 * N * D
     figs = []
     param3 = all(p.get(k) is not None for k in ("E", "A", "B", "alpha", "beta"))
     if param3:
@@ -99,7 +58,7 @@ def _chinchilla(rec, points, draw_fit=True):
     # loss vs N, one colour per (log-binned) D
     if points:
         data = []
-        for gi, idx in enumerate(_group(D, rel_tol=0.5)[:10]):
+        for gi, idx in enumerate(group(D, rel_tol=0.5)[:10]):
             col = PALETTE[gi % len(PALETTE)]
             dg = float(np.exp(np.mean(np.log(D[idx]))))
             data.append({"type": "scatter", "mode": "markers", "x": N[idx].tolist(), "y": L[idx].tolist(), "name": f"D≈{dg:.3g}",
@@ -108,12 +67,12 @@ def _chinchilla(rec, points, draw_fit=True):
                 ns = np.geomspace(N[idx].min() / 2, N[idx].max() * 2, 60)
                 data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": pred(ns, dg).tolist(), "name": f"fit D≈{dg:.3g}",
                              "line": {"color": col}, "legendgroup": str(gi), "showlegend": False})
-        figs.append(_fig("loss_vs_n", "Loss vs N per D (points: data, lines: fit)", data, "N (parameters)", "loss"))
+        figs.append(fig("loss_vs_n", "Loss vs N per D (points: data, lines: fit)", data, "N (parameters)", "loss"))
     # IsoFLOP curves
     budgets = (rec.get("diagnostics") or {}).get("budgets") or []
     if points:
         data = []
-        for gi, idx in enumerate(_group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.15))[:10]):
+        for gi, idx in enumerate(group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.15))[:10]):
             col = PALETTE[gi % len(PALETTE)]
             cg = float(np.exp(np.mean(np.log(C[idx]))))
             data.append({"type": "scatter", "mode": "markers", "x": N[idx].tolist(), "y": L[idx].tolist(), "name": f"C≈{cg:.3g}",
@@ -129,7 +88,7 @@ def _chinchilla(rec, points, draw_fit=True):
             if ys is not None:
                 data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": np.asarray(ys).tolist(), "name": f"fit C≈{cg:.3g}",
                              "line": {"color": col}, "legendgroup": f"c{gi}", "showlegend": False})
-        figs.append(_fig("isoflop", "IsoFLOP curves: loss vs N at fixed compute", data, "N (parameters)", "loss"))
+        figs.append(fig("isoflop", "IsoFLOP curves: loss vs N at fixed compute", data, "N (parameters)", "loss"))
     # compute-optimal frontier with intervals and extrapolation
     lo, hi = _c_range(rec, C)
     if lo and hi and draw_fit:
@@ -148,7 +107,7 @@ def _chinchilla(rec, points, draw_fit=True):
             data.append({"type": "scatter", "mode": "markers", "x": [r["C"] for r in opt], "y": [r["N_opt"] for r in opt], "name": "per-budget optimum",
                          "marker": {"color": PALETTE[1], "size": 9}})
         elif points and param3:  # best run per IsoFLOP group
-            best = [min(idx, key=lambda i: L[i]) for idx in _group(C)]
+            best = [min(idx, key=lambda i: L[i]) for idx in group(C)]
             data.append({"type": "scatter", "mode": "markers", "x": C[best].tolist(), "y": N[best].tolist(), "name": "best run per budget",
                          "marker": {"color": PALETTE[1], "size": 9}})
         der = [r for r in rec.get("derived") or [] if r.get("N_opt") is not None]
@@ -159,9 +118,9 @@ def _chinchilla(rec, points, draw_fit=True):
                 tr["error_y"] = {"type": "data", "symmetric": False, "array": [r["N_opt_interval"][1] - r["N_opt"] for r in der],
                                  "arrayminus": [r["N_opt"] - r["N_opt_interval"][0] for r in der]}
             data.append(tr)
-        fig = _fig("frontier", "Compute-optimal frontier N_opt(C) (dashed: extrapolation)", data, "C (training FLOPs)", "N_opt (parameters)", logy=True)
-        fig["layout"]["shapes"] = [{"type": "line", "x0": hi, "x1": hi, "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "#999"}}]
-        figs.append(fig)
+        f = fig("frontier", "Compute-optimal frontier N_opt(C) (dashed: extrapolation)", data, "C (training FLOPs)", "N_opt (parameters)", logy=True)
+        f["layout"]["shapes"] = [{"type": "line", "x0": hi, "x1": hi, "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "#999"}}]
+        figs.append(f)
     return figs
 
 
@@ -193,12 +152,12 @@ def _batch_lr(rec, points, draw_fit=True):
             data = [{"type": "scatter", "mode": "markers", "x": [g["C"] for g in groups], "y": [g.get(key) for g in groups], "name": "per-budget optimum", "marker": {"size": 9}},
                     {"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": y[inside].tolist(), "name": f"fit {p[coef]:.3g}·C^{p[exp]:.3f}", "line": {"color": PALETTE[1]}},
                     {"type": "scatter", "mode": "lines", "x": cs[cs >= hi].tolist(), "y": y[cs >= hi].tolist(), "name": "extrapolation", "line": {"dash": "dash", "color": PALETTE[1]}}]
-            figs.append(_fig(key, f"{yt} vs compute", data, "C (training FLOPs)", yt, logy=True))
+            figs.append(fig(key, f"{yt} vs compute", data, "C (training FLOPs)", yt, logy=True))
     if points and any(pt.get("lr") for pt in points):
-        C = _arr(points, "flops") if all(pt.get("flops") for pt in points) else 6 * _arr(points, "N") * _arr(points, "D")
-        lr, loss, bt = _arr(points, "lr"), _arr(points, "loss"), _arr(points, "batch_tokens")
+        C = arr(points, "flops") if all(pt.get("flops") for pt in points) else 6 * arr(points, "N") * arr(points, "D")
+        lr, loss, bt = arr(points, "lr"), arr(points, "loss"), arr(points, "batch_tokens")
         data = []
-        for gi, idx in enumerate(_group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.05))[:10]):
+        for gi, idx in enumerate(group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.05))[:10]):
             col = PALETTE[gi % len(PALETTE)]
             cg = float(np.exp(np.mean(np.log(C[idx]))))
             data.append({"type": "scatter", "mode": "markers", "x": lr[idx].tolist(), "y": loss[idx].tolist(), "name": f"C≈{cg:.3g}",
@@ -207,7 +166,7 @@ def _batch_lr(rec, points, draw_fit=True):
             if g and g.get("opt_lr"):
                 data.append({"type": "scatter", "mode": "markers", "x": [g["opt_lr"]], "y": [g.get("opt_loss")], "name": f"optimum C≈{cg:.3g}",
                              "marker": {"color": col, "symbol": "star", "size": 14}, "showlegend": False})
-        figs.append(_fig("loss_vs_lr", "Loss vs learning rate per compute budget (stars: optimum)", data, "learning rate", "loss"))
+        figs.append(fig("loss_vs_lr", "Loss vs learning rate per compute budget (stars: optimum)", data, "learning rate", "loss"))
     if form == "nd" and groups and draw_fit:
         law = NDHParamLaw(**{k: p.get(k) for k in ("lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D")})
         pl, pb = law.predict(N=[g["N"] for g in groups], D=[g["D"] for g in groups])
@@ -215,7 +174,7 @@ def _batch_lr(rec, points, draw_fit=True):
             obs = [g.get(key) for g in groups]
             data = [{"type": "scatter", "mode": "markers", "x": obs, "y": np.asarray(pr).tolist(), "name": "groups"},
                     {"type": "scatter", "mode": "lines", "x": [min(obs), max(obs)], "y": [min(obs), max(obs)], "name": "y = x", "line": {"dash": "dot"}}]
-            figs.append(_fig(key, f"optimal {yt}: fitted vs observed", data, f"observed optimal {yt}", f"predicted optimal {yt}", logy=True))
+            figs.append(fig(key, f"optimal {yt}: fitted vs observed", data, f"observed optimal {yt}", f"predicted optimal {yt}", logy=True))
     return figs
 
 
@@ -227,9 +186,9 @@ def _critical_batch(rec, points, draw_fit=True):
         data = [{"type": "scatter", "mode": "markers", "x": [m["N"] for m in models], "y": [m["B_crit"] for m in models], "name": "per-model B_crit", "marker": {"size": 9}}]
         if draw_fit:
             data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": PowerLaw(coef=p["bcrit_coef"], exp=p["bcrit_exp_N"]).predict(ns).tolist(), "name": "fit B_crit(N)"})
-        figs.append(_fig("bcrit", "Critical batch vs model size", data, "N (parameters)", "B_crit (tokens)", logy=True))
+        figs.append(fig("bcrit", "Critical batch vs model size", data, "N (parameters)", "B_crit (tokens)", logy=True))
     if points and models:
-        N, B, S = _arr(points, "N"), _arr(points, "batch_tokens"), _arr(points, "steps")
+        N, B, S = arr(points, "N"), arr(points, "batch_tokens"), arr(points, "steps")
         data = []
         for gi, m in enumerate(models[:10]):
             col = PALETTE[gi % len(PALETTE)]
@@ -239,7 +198,7 @@ def _critical_batch(rec, points, draw_fit=True):
                 continue
             bs = np.geomspace(*(m.get("B_range") or [B[idx].min(), B[idx].max()]), 50)
             data.append({"type": "scatter", "mode": "lines", "x": bs.tolist(), "y": StepsExamplesLaw(m["S_min"], m["E_min"]).steps(bs).tolist(), "line": {"color": col}, "showlegend": False})
-        figs.append(_fig("steps_vs_batch", "Steps to target vs batch (lines: S_min(1+B_crit/B))", data, "batch (tokens)", "steps", logy=True))
+        figs.append(fig("steps_vs_batch", "Steps to target vs batch (lines: S_min(1+B_crit/B))", data, "batch (tokens)", "steps", logy=True))
     return figs
 
 
@@ -247,10 +206,16 @@ def _kaplan(rec, points, draw_fit=True):
     law = from_record(rec)
     if not points:
         return []
-    N, D, L = _arr(points, "N"), _arr(points, "D"), _arr(points, "loss")
+    N, D, L = arr(points, "N"), arr(points, "D"), arr(points, "loss")
     x, xt = (D, "D (tokens)") if law.form == "d" else (N, "N (parameters)")
     data = [{"type": "scatter", "mode": "markers", "x": x.tolist(), "y": L.tolist(), "name": "data"}]
     if draw_fit:
         pred = law.predict(N=N if law.form != "d" else None, D=D if law.form != "n" else None)
         data.append({"type": "scatter", "mode": "markers", "x": x.tolist(), "y": np.asarray(pred).tolist(), "name": "fit", "marker": {"symbol": "x"}})
-    return [_fig("kaplan", f"Kaplan ({law.form}) fit vs data", data, xt, "loss", logy=True)]
+    return [fig("kaplan", f"Kaplan ({law.form}) fit vs data", data, xt, "loss", logy=True)]
+
+
+def _lr_annealing(rec, curves, draw_fit=True):
+    from dashboard.annealing_view import figures as annealing
+
+    return annealing(rec, curves, draw_fit, float((rec.get("settings") or {}).get("ci") or 0.95))

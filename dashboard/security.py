@@ -56,12 +56,14 @@ def contained(path: str | Path, roots) -> bool:
 
 def escaping_links(tree: Path, roots, names=None) -> list[str]:
     """Symlinks under `tree` (not followed while walking) whose target is outside `roots`,
-    as paths relative to `tree`; only entries named in `names` when given."""
+    as paths relative to `tree`; only entries named in `names` (a set of names, or a predicate
+    on the entry's path) when given."""
     out = []
+    keep = names if callable(names) else (lambda p: names is None or p.name in names)
     for dirpath, dirnames, filenames in os.walk(tree):
         for n in dirnames + filenames:
             p = Path(dirpath) / n
-            if (names is None or n in names) and p.is_symlink() and not contained(p, roots):
+            if keep(p) and p.is_symlink() and not contained(p, roots):
                 out.append(p.relative_to(tree).as_posix())
     return out
 

@@ -16,14 +16,16 @@ import threading
 import time
 from pathlib import Path
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from dashboard import evals_view, fit_checks, moe_view, scaling_view
+from dashboard import evals_view, moe_view, plan_view
+from dashboard.api_views import Views
 from dashboard.fits import FitStore
 from dashboard.runs import TABLE_COLUMNS, RunStore
 from dashboard.security import BadId, Scrubber, UnknownId
+from scaling.errors import InputError
 
 STATIC = Path(__file__).parent / "static"
 CURVE_KEYS = ("step", "tokens", "flops", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tokens_per_s", "mfu", "wall_s")
@@ -82,6 +84,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     """The app. `allowed_hosts` (Host header check against DNS rebinding) defaults to any;
     the CLI passes the loopback names when bound to 127.0.0.1."""
     runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root, runs_root=runs_root)
+    views = Views(runs, fits, runs.root)
     scrub = Scrubber([runs_root, fits_root])
     JSON = type("JSON", (StrictJSON,), {"scrub": staticmethod(scrub)})  # noqa: N806
 
@@ -107,6 +110,10 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     @app.exception_handler(BadId)
     async def bad_id(_req, exc):
         return JSON({"error": f"refused: {exc}"}, status_code=400)
+
+    @app.exception_handler(InputError)
+    async def bad_input(_req, exc):
+        return JSON({"error": str(exc)}, status_code=400)
 
     @app.exception_handler(UnknownId)
     async def unknown_id(_req, exc):
@@ -185,7 +192,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     def api_moe(run: str):
         rid = _ids([run])[0]
         recs, _ = runs.metrics(rid)
-        return JSON({"id": rid, "row": runs.row(rid), "figures": moe_view.figures(recs)})
+        return JSON({"id": rid, "row": {**runs.row(rid), **runs.moe_shapes().get(rid, {})}, "figures": moe_view.figures(recs)})
 
     @app.get("/api/moe/compare")
     def api_moe_compare():
@@ -198,22 +205,45 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         return JSON({"fits": items, "problems": problems})
 
     @app.get("/api/fit")
-    def api_fit(id: str):
-        rec = fits.record(id)
-        points, why = fits.points(rec, id)
-        summary = {k: rec.get(k) for k in ("law", "approach", "params", "intervals", "objective", "n_points", "warnings",
-                                            "data_sha256", "n_kind", "data_range", "derived", "holdout", "models")}
-        flags = fit_checks.not_identified(rec)  # such a fit is flagged and its law is not drawn
-        return JSON({"id": id, "record": summary, "points_note": why, "n_data_points": len(points),
-                           "not_identified": flags, "figures": scaling_view.figures(rec, points, draw_fit=not flags)})
+    def api_fit(id: str, task: str | None = None, partner: str | None = Query(None, alias="with"), color: str = "experts"):
+        return JSON(views.fit(id, task=task, partner=partner, color=color))
 
     @app.get("/api/fit.csv")
     def api_fit_csv(id: str):
         rec = fits.record(id)
-        ivs = rec.get("intervals") or {}
-        rows = [{"param": k, "value": v, "lo": (ivs.get(k) or [None, None])[0], "hi": (ivs.get(k) or [None, None])[1]}
-                for k, v in rec["params"].items()]
-        return _csv(rows, ["param", "value", "lo", "hi"], Path(id).stem + "-params.csv")
+        per = rec.get("tasks") if isinstance(rec.get("tasks"), dict) else {None: rec}
+        rows = []
+        for task, r in per.items():
+            ivs = r.get("intervals") or {}
+            rows += [{"task": task, "param": k, "value": v, "lo": (ivs.get(k) or [None, None])[0], "hi": (ivs.get(k) or [None, None])[1]}
+                     for k, v in (r.get("params") or {}).items() if v is None or isinstance(v, (int, float))]
+        cols = (["task"] if rec.get("tasks") else []) + ["param", "value", "lo", "hi"]
+        return _csv(rows, cols, Path(id).stem + "-params.csv")
+
+    @app.get("/api/moe/scaling")
+    def api_moe_scaling(fit: str | None = None, color: str = "experts", x: str = "6nd"):
+        return JSON(views.moe(fit, color, x))
+
+    @app.get("/api/moe/scaling.csv")
+    def api_moe_scaling_csv():
+        pts = views.moe_points()
+        return _csv(pts, ["id", "E", "G", "top_k", "router", "N", "D", "C_6nd", "flops", "loss"], "moe-loss-vs-compute.csv")
+
+    def _plan_query(device: str | None = None, precision: str | None = None, num_devices: int | None = Query(None, alias="num-devices"),
+                    mfu: str | None = None, usd: float | None = Query(None, alias="usd-per-device-hour"), ci: float = 0.95,
+                    lo: float | None = Query(None, alias="from"), hi: float | None = Query(None, alias="to"),
+                    points: int = plan_view.DEFAULT_POINTS, x: str | None = None) -> dict:
+        return {"device": device or None, "precision": precision or None, "num-devices": num_devices, "mfu": mfu or None,
+                "usd-per-device-hour": usd, "ci": ci, "from": lo, "to": hi, "points": points, "x": x or None}
+
+    @app.get("/api/plan")
+    def api_plan(fit: str | None = None, q: dict = Depends(_plan_query)):
+        return JSON(views.plan(fit, q))
+
+    @app.get("/api/plan.csv")
+    def api_plan_csv(fit: str | None = None, q: dict = Depends(_plan_query)):
+        d = views.plan(fit, q)
+        return _csv(d["rows"], plan_view.CSV_COLUMNS, f"plan-{Path(d['fit'] or 'none').stem}.csv")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.state.runs, app.state.fits = runs, fits

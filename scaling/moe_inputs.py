@@ -167,7 +167,7 @@ def _run_row(path: Path, rel: str, sweep: str):
         return None, "summary.json unreadable"
     moe, where = summary.get("moe"), "summary.json"
     if not isinstance(moe, dict):
-        moe, why = _moe_from_config(path)
+        moe, why = moe_from_config(path)
         if moe is None:
             return None, why
         where = "config.yaml"
@@ -189,15 +189,14 @@ def _run_row(path: Path, rel: str, sweep: str):
     return row, None
 
 
-def _moe_from_config(path: Path):
-    """moe_summary of the run's resolved model config, or (None, why)."""
-    import yaml
-
+def moe_from_config(path: Path):
+    """moe_summary of the run's resolved model config, or (None, why) (also the dashboard's MoE shape of a run)."""
     from models.config import ModelConfig
     from models.moe.accounting import moe_summary
+    from runs.files import read_yaml
 
     try:
-        cfg = yaml.safe_load((path / "config.yaml").read_text())
+        cfg = read_yaml(path / "config.yaml")  # the C loader: read for every MoE run of a tree
         model = dict(cfg["model"])
         vocab = model.get("vocab_size") or ((cfg.get("data") or {}).get("tokenizer") or {}).get("vocab_size")
         return moe_summary(ModelConfig(**model), vocab), None

@@ -42,7 +42,7 @@ def fit_task_loss(data, *, columns: dict[str, str] | None = None, tasks=None, lo
         df, warnings = read_eval_points(data, n_kind=n_kind, steps=steps, loss_metric=loss_metric, tasks=tasks)
         source, kind = str(data), "run directories"
     else:
-        df, source, warnings = _table(data, columns, tasks, n_kind)
+        df, source, warnings = table_points(data, columns, tasks, n_kind)
         kind = "table"
     if steps == "all" and kind != "table":
         warnings.append("--steps all: intermediate checkpoints of a decaying learning-rate schedule lie above the loss of a run "
@@ -74,8 +74,9 @@ def fit_task_loss(data, *, columns: dict[str, str] | None = None, tasks=None, lo
     )
 
 
-def _table(data, columns: dict[str, str], tasks, n_kind: str):
-    """(long canonical DataFrame with a task column, source, warnings) from a table; `--col task=NAME`."""
+def table_points(data, columns: dict[str, str], tasks, n_kind: str):
+    """(long canonical DataFrame with a task column, source, warnings) from a table; `--col task=NAME`
+    (also the dashboard's reader of a task-loss record's table)."""
     import pandas as pd
 
     from scaling import inputs

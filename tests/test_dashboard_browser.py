@@ -188,6 +188,90 @@ def test_moe_view(page, server, demo):
     assert page.errors == []
 
 
+def _names(page, div_id):
+    return page.eval_on_selector(f"#{div_id}", "d => d.data.map(t => t.name)")
+
+
+def _exports(page, div_id):
+    for fmt in ("png", "svg"):  # what the mode bar's PNG/SVG buttons call
+        uri = page.evaluate(f"() => Plotly.toImage(document.getElementById('{div_id}'), {{format: '{fmt}', width: 400, height: 300}})")
+        assert uri.startswith(f"data:image/{fmt}"), uri[:40]
+
+
+def test_moe_view_loss_vs_compute_and_the_fitted_law(page, server, demo):
+    _open(page, server, "moe?fit=moe-krajewski.json", "#moe-moe_law .scatterlayer .trace")
+    runs = {t["name"]: len(t["x"]) for t in page.eval_on_selector("#moe-moe_loss_vs_compute", "d => d.data")}
+    assert runs == {"dense": 3, "E=8": 2}  # the demo's real dense and MoE runs
+    names = _names(page, "moe-moe_law")
+    assert {f"law L_opt(C), G={g}" for g in (1, 2, 4, 8)} <= set(names) and "extrapolation" in names
+    assert "95% interval (bootstrap)" in names and {"dense", "E=16", "E=32", "E=64"} <= set(names)
+    assert page.locator("#moe-fit-params tbody tr").count() == 7 and _traces(page, "moe-moe_parity") == 5
+    page.select_option("#moe-color", "granularity")
+    page.wait_for_function("() => document.getElementById('moe-moe_law').data.some(t => t.name === 'G=2')")
+    page.select_option("#moe-fit", "moe-clark.json")
+    page.wait_for_function("() => (document.getElementById('moe-moe_law')?.data || []).some(t => t.name === 'law E=16')")
+    _exports(page, "moe-moe_law")
+    page.select_option("#moe-fit", "")
+    page.wait_for_function("() => !document.getElementById('moe-moe_law')")
+    assert page.locator("#moe-moe_loss_vs_compute .scatterlayer .trace").count() == 2
+    assert page.errors == []
+
+
+def test_plan_view_cost_against_loss_and_pareto(page, server, demo):
+    _open(page, server, "plan?device=h100-sxm&usd-per-device-hour=2.5", "#plan-plan_cost_loss .scatterlayer .trace")
+    assert _names(page, "plan-plan_cost_loss") == ["planned run (preset), 95% prediction interval", "Pareto front", "continuous optimum N_opt, D_opt"]
+    assert page.eval_on_selector("#plan-plan_cost_loss", "d => d.layout.xaxis.title.text") == "cost (USD)"
+    assert page.locator("#plan-table tbody tr").count() == 13
+    assert page.input_value("#plan-device") == "h100-sxm" and page.input_value("#plan-precision") == "bf16" and page.input_value("#plan-mfu") == ""
+    assert "h100-sxm × 1" in page.inner_text("#plan-assumptions") and "MFU 0.4" in page.inner_text("#plan-assumptions")
+    days = lambda: float(page.inner_text("#plan-table tbody tr:first-child td[data-key=days]"))  # noqa: E731
+    one = days()
+    page.fill("#plan-num-devices", "8")
+    page.dispatch_event("#plan-num-devices", "change")
+    page.wait_for_function("() => document.getElementById('plan-assumptions').innerText.includes('× 8')")
+    assert days() == pytest.approx(one / 8, rel=1e-3)
+    with page.expect_download() as dl:
+        page.click("text=plan CSV")
+    assert dl.value.suggested_filename == "plan-chinchilla-a3.csv"
+    assert len(Path(dl.value.path()).read_text().splitlines()) == 14
+    _exports(page, "plan-plan_cost_loss")
+    page.select_option("#plan-x", "device_hours")
+    page.wait_for_function("() => document.getElementById('plan-plan_cost_loss').layout.xaxis.title.text === 'device-hours'")
+    assert page.errors == []
+    page.fill("#plan-mfu", "2")
+    page.dispatch_event("#plan-mfu", "change")
+    page.wait_for_selector("#plan-error")
+    assert "--mfu must be 'auto' or a number in (0, 1]" in page.inner_text("#plan-error")
+
+
+def test_scaling_view_shows_the_accuracy_chain(page, server, demo):
+    _open(page, server, "scaling?fit=accuracy.json", "#scaling-chain .scatterlayer .trace")
+    assert page.eval_on_selector_all("#scaling-plots .plot", "ps => ps.map(p => p.id)") == ["scaling-task_loss", "scaling-accuracy", "scaling-chain"]
+    assert {"sigmoid fit", "chance 0.5", "evaluated runs", "95% interval (bootstrap of the sigmoid)"} <= set(_names(page, "scaling-accuracy"))
+    assert "measured accuracy" in _names(page, "scaling-chain") and any(n.startswith("law N≈") for n in _names(page, "scaling-task_loss"))
+    assert page.eval_on_selector_all("#fit-params tbody tr", "rs => rs.map(r => r.dataset.param)") == ["a", "b", "k", "L0"]
+    assert page.input_value("#fit-partner") == "task-loss.json"
+    page.select_option("#fit-task", "synthetic_4choice")
+    page.wait_for_function("() => document.getElementById('scaling-accuracy')?.data?.some(t => t.name === 'chance 0.25')")
+    assert page.eval_on_selector("#scaling-chain", "d => d.layout.title.text").startswith("synthetic_4choice")
+    page.select_option("#fit-partner", "none")
+    page.wait_for_function("() => !document.getElementById('scaling-chain')")
+    assert page.eval_on_selector_all("#scaling-plots .plot", "ps => ps.map(p => p.id)") == ["scaling-accuracy"]
+    _exports(page, "scaling-accuracy")
+    assert page.errors == []
+
+
+def test_scaling_view_shows_lr_annealing_curves(page, server, demo):
+    _open(page, server, "scaling?fit=lr-annealing.json", "#scaling-annealing_curves .scatterlayer .trace")
+    names = _names(page, "scaling-annealing_curves")
+    for run in ("constant", "wsd-linear", "wsd-sqrt", "cosine (held out)"):
+        assert run in names and f"law: {run}" in names
+    assert sum(n.endswith("95% interval") for n in names) == 4
+    assert _names(page, "scaling-annealing_lr") == ["constant", "wsd-linear", "wsd-sqrt", "cosine (held out)"]
+    assert "held out: law" in _names(page, "scaling-annealing_last")
+    assert page.errors == []
+
+
 def test_path_traversal_and_writes_refused(page, server):
     for path in ("api/curves?run=../../../etc/passwd", "api/curves?run=tiny-sweep%2F..%2F..%2Fetc", "api/fit?id=..%2Fruns%2Fx.json",
                  "api/moe?run=%2Fetc%2Fpasswd"):

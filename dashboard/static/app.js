@@ -4,8 +4,9 @@ import curves from "./views/curves.js";
 import evals from "./views/evals.js";
 import scaling from "./views/scaling.js";
 import moe from "./views/moe.js";
+import plan from "./views/plan.js";
 
-const VIEWS = { runs, curves, evals, scaling, moe };
+const VIEWS = { runs, curves, evals, scaling, moe, plan };
 export const state = { selected: new Set(JSON.parse(localStorage.getItem("scalelab.selected") || "[]")) };
 export function saveSelection() { localStorage.setItem("scalelab.selected", JSON.stringify([...state.selected])); }
 
