@@ -1,8 +1,8 @@
 """The MoE feed-forward block that replaces a dense SwiGLU in selected layers.
 
 forward(x) -> (y, MoEAux): `aux.loss` is the already-weighted router loss (GPT sums it into
-`out.aux_loss`), `aux.stats` the per-layer router statistics as detached tensors (converted to
-floats only when the trainer logs, via `models.moe.metrics.summarize`).
+`out.aux_loss`), `aux.stats` the per-layer router statistics as detached tensors with their counts (summed over
+micro-batches and ranks, converted to floats only when the trainer logs: `models.moe.metrics`).
 """
 from __future__ import annotations
 
@@ -67,6 +67,9 @@ class MoEFeedForward(nn.Module):
             "router": self.moe_cfg.router,
             "load": r.requested.detach().float(),
             "dropped_frac": dropped,
+            "dropped": r.dropped,  # counts, so that a step's micro-batches and ranks sum exactly
+            "dropped_of": r.dropped_of,
+            "tokens": probs.shape[0],
             "entropy": entropy,
             **r.stats,
         }
