@@ -20,6 +20,12 @@ Callbacks run in descending `priority`. A callback reads the run through `self.t
 (a `StepInfo`), records values with `self.trainer.record_metric`, and accounts time spent
 outside training with `with self.trainer.paused("eval"):`. State that must survive a resume goes
 through `state_dict`/`load_state_dict`: the checkpoint keeps it in its client state under `name`.
+
+The trainer's side of the contract (pretrain/trainer.py), all a callback should touch: `info`,
+`record_metric`, `paused`, `request_stop(reason)`, `state` (step, wall_s, eval_s), `paused_s`,
+`stopping`/`stop_reason`, and at the end `status`, `error`, `summary`; for the checkpointer
+`state_dict()`, `load_state_dict(client)` and `checkpoint_saved(path)`. Objects a callback works
+on (the train module, the data feed) are given to it when it is made (pretrain/callbacks/__init__.py).
 """
 from __future__ import annotations
 
