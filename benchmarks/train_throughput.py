@@ -86,8 +86,7 @@ def plain_loop(cfg, data, warmup: int, measured: int) -> float:
 
 def scalelab_trainer(cfg, data, dist, log_every: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, Path(tmp), dist, data, progress=False)
-        trainer.progress.messages = False
+        trainer = Trainer(cfg, Path(tmp), dist, data, progress=False, messages=False)
         trainer.build()
         trainer.train()
         recs = [json.loads(line) for line in (Path(tmp) / "metrics.jsonl").read_text().splitlines()]

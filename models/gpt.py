@@ -107,15 +107,6 @@ class GPT(nn.Module):
         aux_loss = torch.stack(aux_losses).sum() if aux_losses else None
         return ModelOutput(logits=out if logits else None, loss=loss, aux_loss=aux_loss, router_stats=stats)
 
-    def after_optimizer_step(self) -> None:
-        """Model state that follows each optimizer step: the aux_free_bias routers' bias update,
-        all layers in one all-reduce (`models.moe.balance.update_expert_biases`). Kept under this
-        name for the trainer's step hook, which calls every module's `after_optimizer_step`."""
-        if self.cfg.moe is not None:
-            from models.moe.balance import update_expert_biases
-
-            update_expert_biases(self)
-
 
 class KVCache:
     """Per-layer key/value cache for incremental decoding (generation in evaluation)."""

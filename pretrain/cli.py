@@ -99,6 +99,7 @@ def _train(args) -> int:
 
     cfg = load_train_config(args.config, args.overrides)
     grad_accum_steps(cfg, env_world_size())
+    _check_eval(cfg)
     run_dir = Path(args.run_dir or Path("runs") / cfg.name)
     rd = RunDir(run_dir)
     summary = rd.read_summary()
@@ -145,7 +146,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
 
     from pretrain.trainer import Trainer
 
-    trainer = Trainer(cfg, run_dir, dist, prepared, callbacks=_callbacks(cfg), progress=not args.no_progress)
+    trainer = Trainer(cfg, run_dir, dist, prepared, progress=not args.no_progress)
     trainer.build()
     return trainer.train()
 
@@ -215,16 +216,16 @@ def _prepare_data(cfg, dist):
     return prepared
 
 
-def _callbacks(cfg) -> list:
-    """In-loop lm-eval (`eval:` section); its suite/tasks/data are validated here, before training."""
+def _check_eval(cfg) -> None:
+    """The `eval:` section's suite/tasks/data, checked by the registered checkpoint evaluator
+    (pretrain/checkpoint_eval.py) before any work: a wrong one is a configuration error."""
     if getattr(cfg, "eval", None) is None:
-        return []
-    from evals.inloop import build
-    from evals.tasks import EvalError
+        return
+    from pretrain.checkpoint_eval import evaluator
 
     try:
-        return build(cfg)
-    except EvalError as exc:
+        evaluator().check(cfg.eval)
+    except ValueError as exc:
         raise ConfigError(f"eval: {exc}") from None
 
 

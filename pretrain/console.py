@@ -1,7 +1,17 @@
-"""Console progress: one live line on a terminal, plain lines in log files (Slurm, sweeps)."""
+"""Console progress through `rich`: one live line on a terminal, plain lines in log files and
+pipes (Slurm, sweeps), with the same text either way.
+
+On a terminal the latest record is a live line, redrawn in place; records with a held-out
+evaluation and one-off messages (resume, warnings, done) are printed as lasting lines above it.
+Elsewhere every record is one plain line: no colours, no control codes, no wrapping.
+"""
 from __future__ import annotations
 
 import sys
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 
 def _fmt_rate(x: float) -> str:
@@ -17,9 +27,12 @@ class Progress:
     def __init__(self, enabled: bool = True, stream=None, messages: bool = True):
         self.enabled = enabled  # progress lines
         self.messages = messages  # one-off messages (resume, warnings, done) are shown even without progress
-        self.stream = stream or sys.stdout
-        self.tty = self.stream.isatty()
-        self._live = False
+        stream = stream or sys.stdout
+        # the stream decides, not the environment (FORCE_COLOR in a CI log must not turn on live redraws)
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.console = Console(file=stream, force_terminal=self.tty, highlight=False, markup=False, emoji=False, soft_wrap=True)
+        self._live: Live | None = None
+        self._last = ""
 
     def line(self, m: dict, total_steps: int, extra: str = "") -> str:
         parts = [
@@ -41,18 +54,26 @@ class Progress:
             return
         text = self.line(m, total_steps, extra)
         if self.tty and not final and "val_loss" not in m:
-            self.stream.write("\r\x1b[2K" + text)
-            self._live = True
+            if self._live is None:  # transient: a lasting line replaces it, never duplicates it
+                self._live = Live(Text(text), console=self.console, auto_refresh=False, transient=True)
+                self._live.start()
+            self._live.update(Text(text), refresh=True)
+            self._last = text
         else:
-            self.stream.write(("\r\x1b[2K" if self._live else "") + text + "\n")
-            self._live = False
-        self.stream.flush()
+            self._end_live()
+            self.console.print(text)
 
     def message(self, text: str) -> None:
-        if not self.messages:
-            return
-        if self._live:
-            self.stream.write("\n")
-            self._live = False
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        if self.messages:
+            self.console.print(text)  # above the live line, if there is one
+
+    def _end_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def close(self) -> None:
+        """End the live line, leaving its last text as a lasting line."""
+        if self._live is not None:
+            self._end_live()
+            self.console.print(self._last)

@@ -59,6 +59,7 @@ class RunSummary:
     epochs: float | None = None  # passes over the training split's unique tokens
     unique_tokens: int | None = None
     sources: dict[str, Any] = field(default_factory=dict)  # SOURCE_PREFIXES keys, flattened when written
+    moe: dict | None = None  # MoE runs only: models.moe.accounting.moe_summary (written only when set)
     error: str | None = None  # written only when set
     schema_version: int = SCHEMA_VERSION
     other: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
@@ -68,7 +69,10 @@ class RunSummary:
         """The JSON object as written: known keys in order, mixture keys after `unique_tokens`."""
         d = asdict(self)
         sources, other, error, version = d.pop("sources"), d.pop("other"), d.pop("error"), d.pop("schema_version")
+        moe = d.pop("moe")
         d.update(sources)
+        if moe is not None:
+            d["moe"] = moe
         if error is not None:
             d["error"] = error
         d.update(other)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -80,49 +80,58 @@ def test_train_refuses_unknown_eval_suite_before_training(tiny_data, tmp_path):
     assert not (tmp_path / "r" / "checkpoints").exists()
 
 
-def _fake_trainer(rd: Path, step: int):
+def _job(rd: Path, step: int):
+    """A run directory with a checkpoint at `step`, and the job the trainer would hand the evaluator."""
     from conftest import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
+    from pretrain.checkpoint_eval import EvalJob
 
     tok = tiny_tokenizer()
     write_run_dir(rd, tiny_model(tiny_model_config(tok.get_vocab_size())), tok, step=step)
     logs = []
-    return SimpleNamespace(
-        dist=SimpleNamespace(is_main=True), total_steps=step, state=SimpleNamespace(eval_s=0.0),
-        cfg=SimpleNamespace(tokens_per_step=lambda: 100, train=SimpleNamespace(checkpoint_every_steps=step),
-                            wandb=SimpleNamespace(mode="disabled")),
-        rd=SimpleNamespace(path=rd, checkpoints=rd / "checkpoints"), _log=logs.append, logs=logs,
-    )
+    return EvalJob(rd / "checkpoints" / f"step_{step}", rd, step, step * 100, False, logs.append), logs
+
+
+def test_trainer_finds_the_lm_eval_evaluator_by_entry_point():
+    """pretrain imports nothing from evals: the evaluator and the `eval:` schema come from the entry point."""
+    from evals.config import EvalSection
+    from evals.inloop import EVALUATOR
+    from pretrain.checkpoint_eval import evaluator
+    from pretrain.config.schema import TrainConfig
+
+    assert evaluator() is EVALUATOR
+    assert EvalSection in typing.get_args(TrainConfig.model_fields["eval"].annotation)
 
 
 @pytest.mark.parametrize("fault,timeout", [("crash", 600.0), ("", 0.5)])
 def test_inloop_child_crash_or_timeout_is_recorded(tmp_path, monkeypatch, fault, timeout):
     from evals.config import EvalSection
-    from evals.inloop import InLoopEval
+    from evals.inloop import EVALUATOR
 
     monkeypatch.setenv("SCALELAB_EVAL_FAULT", fault)
-    tr = _fake_trainer(tmp_path / "run", 5)
-    cb = InLoopEval(EvalSection(suite=None, tasks=["blimp_anaphor_number_agreement"], limit=2, timeout_s=timeout))
-    cb.on_checkpoint(tr, 5, tr.rd.checkpoints / "step_5")  # must not raise
+    job, logs = _job(tmp_path / "run", 5)
+    section = EvalSection(suite=None, tasks=["blimp_anaphor_number_agreement"], limit=2, timeout_s=timeout)
+    EVALUATOR.evaluate(section, job)  # must not raise
     doc = json.loads((tmp_path / "run" / "evals" / "5.json").read_text())
     assert doc["failed"][0]["task"] == "*"
     assert ("137" in doc["failed"][0]["error"]) if fault else ("timed out" in doc["failed"][0]["error"])
-    assert tr.state.eval_s > 0 and "FAILED" in tr.logs[-1]
+    assert doc["eval_s"] > 0 and "FAILED" in logs[-1]
+    assert not EVALUATOR.done(section, tmp_path / "run", 5)
 
 
 def test_inloop_in_process_mode_records_task_failure(tmp_path, monkeypatch):
     from evals.config import EvalSection
-    from evals.inloop import InLoopEval
+    from evals.inloop import EVALUATOR
 
     monkeypatch.setenv("SCALELAB_EVAL_FAULT", "task:lambada_openai")
-    tr = _fake_trainer(tmp_path / "run", 4)
+    job, logs = _job(tmp_path / "run", 4)
     threads = torch.get_num_threads()
-    cb = InLoopEval(EvalSection(suite=None, tasks=["blimp_anaphor_number_agreement", "lambada_openai"], limit=2,
-                                subprocess=False, threads=1))
-    cb.on_checkpoint(tr, 4, tr.rd.checkpoints / "step_4")
+    EVALUATOR.evaluate(EvalSection(suite=None, tasks=["blimp_anaphor_number_agreement", "lambada_openai"], limit=2,
+                                   subprocess=False, threads=1), job)
     doc = json.loads((tmp_path / "run" / "evals" / "4.json").read_text())
     assert [f["task"] for f in doc["failed"]] == ["lambada_openai"]
     assert any(x["task"] == "blimp_anaphor_number_agreement" for x in doc["results"])
     assert torch.get_num_threads() == threads
+    assert "eval at step 4" in logs[-1] and "1 task(s) failed" in logs[-1]
 
 
 def test_zero3_checkpoint_loads_and_exports(tiny_data, tmp_path):

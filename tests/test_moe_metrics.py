@@ -48,3 +48,86 @@ def test_model_stats_give_all_keys(router):
 
 def test_console_summary_empty_without_moe():
     assert console_summary({"loss": 1.0}) == ""
+
+
+def _stats(load, tokens, dropped, of, entropy, z, layer=1):
+    return {"layer": layer, "router": "softmax_topk", "load": torch.tensor(load, dtype=torch.float32),
+            "dropped_frac": torch.tensor(dropped / of), "dropped": torch.tensor(dropped), "dropped_of": of,
+            "tokens": tokens, "entropy": torch.tensor(entropy), "z_loss": torch.tensor(z)}
+
+
+def test_a_step_sums_counts_over_micro_batches_and_ranks_before_deriving():
+    """2 micro-batches on each of 2 ranks: loads and drops are summed, then imbalance and the
+    dropped fraction derived; per-token means weight each micro-batch by its tokens."""
+    from models.moe.metrics import merge, summarize_totals, totals
+
+    rank0 = [[_stats([3, 1], 2, 1, 4, 0.5, 1.0)], [_stats([1, 3], 2, 0, 4, 0.7, 3.0)]]
+    rank1 = [[_stats([4, 0], 2, 2, 4, 0.1, 2.0)], [_stats([2, 2], 6, 1, 4, 0.9, 2.0)]]
+    m = summarize_totals(merge(totals(rank0), totals(rank1)))
+    assert m["moe/layer1/load/expert0"] == pytest.approx(10 / 16) and m["moe/layer1/load/expert1"] == pytest.approx(6 / 16)
+    assert m["moe/layer1/imbalance"] == pytest.approx((10 / 16) / 0.5)  # not rank 0's last micro-batch (1.5)
+    assert m["moe/layer1/cv"] == pytest.approx((2 / 16) / 0.5)
+    assert m["moe/layer1/dropped_frac"] == pytest.approx(4 / 16)
+    assert m["moe/layer1/entropy"] == pytest.approx((0.5 * 2 + 0.7 * 2 + 0.1 * 2 + 0.9 * 6) / 12)
+    assert m["moe/layer1/z_loss"] == pytest.approx((1.0 * 2 + 3.0 * 2 + 2.0 * 2 + 2.0 * 6) / 12)
+    assert m["moe/imbalance"] == m["moe/max_imbalance"] == pytest.approx(1.25)
+
+
+def test_metrics_of_a_split_batch_equal_those_of_the_whole_batch():
+    """The same 4 sequences routed as 2 ranks x 2 micro-batches or in one forward (dropless
+    token choice: a token's routing does not depend on the others) give the same metrics."""
+    from models.moe.metrics import merge, summarize, summarize_totals, totals
+
+    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=64, seq_len=16,
+                      moe={"num_experts": 4, "top_k": 2, "d_ff": 16, "router": "softmax_topk", "capacity_factor": None})
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    ids = torch.randint(0, 64, (4, 16))
+    whole = summarize(model(ids, ids).router_stats)
+    parts = [model(ids[i : i + 1], ids[i : i + 1]).router_stats for i in range(4)]
+    split = summarize_totals(merge(totals(parts[:2]), totals(parts[2:])))
+    for k, v in whole.items():
+        if "aux_loss" not in k:  # the balance loss is a product of batch means: not additive
+            assert split[k] == pytest.approx(v, rel=1e-5, abs=1e-7), k
+
+
+def _rank_worker(rank: int, port: int, out_dir: str) -> None:
+    import json
+    import os
+
+    import torch.distributed as dist
+
+    from pretrain.callbacks.moe import step_metrics
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        mine = [[_stats([3, 1], 2, 1, 4, 0.5, 1.0)], [_stats([1, 3], 2, 0, 4, 0.7, 3.0)]] if rank == 0 else \
+            [[_stats([4, 0], 2, 2, 4, 0.1, 2.0)], [_stats([2, 2], 6, 1, 4, 0.9, 2.0)]]
+        m = step_metrics(mine, world_size=2)
+        with open(os.path.join(out_dir, f"{rank}.json"), "w") as f:
+            json.dump(m, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_router_metrics_all_reduced_over_two_gloo_ranks(tmp_path):
+    """The trainer's MoE callback sums the ranks' totals with one all-reduce: both ranks log the
+    metrics of the whole step (as computed from all four micro-batches)."""
+    import json
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from models.moe.metrics import merge, summarize_totals, totals
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_rank_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
+    got = [json.loads((tmp_path / f"{r}.json").read_text()) for r in (0, 1)]
+    want = summarize_totals(merge(totals([[_stats([3, 1], 2, 1, 4, 0.5, 1.0)], [_stats([1, 3], 2, 0, 4, 0.7, 3.0)]]),
+                                  totals([[_stats([4, 0], 2, 2, 4, 0.1, 2.0)], [_stats([2, 2], 6, 1, 4, 0.9, 2.0)]])))
+    assert got[0] == got[1]
+    assert got[0] == pytest.approx(want)
+    assert got[0]["moe/layer1/imbalance"] == pytest.approx(1.25)

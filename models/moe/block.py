@@ -2,8 +2,8 @@
 
 forward(x) -> (y, MoEAux), the FFN contract every block FFN follows (SwiGLU returns (y, None)):
 `aux.loss` is the already-weighted router loss (GPT sums it into `out.aux_loss`), `aux.stats`
-the per-layer router statistics as detached tensors (converted to floats only when the trainer
-logs, via `models.moe.metrics.summarize`).
+the per-layer router statistics as detached tensors with their counts (summed over micro-batches
+and ranks, converted to floats only when the trainer logs: `models.moe.metrics`).
 
 The forward reads in stages, like Megatron's MoELayer: route -> capacity -> dispatch -> experts
 -> combine -> shared experts. The dispatcher is an object (`LocalDispatcher`, or an
@@ -80,6 +80,9 @@ class MoEFeedForward(nn.Module):
             "router": self.moe_cfg.router,
             "load": r.requested.detach().float(),
             "dropped_frac": dropped,
+            "dropped": r.dropped,  # counts, so that a step's micro-batches and ranks sum exactly
+            "dropped_of": r.dropped_of,
+            "tokens": probs.shape[0],
             "entropy": entropy,
             **r.stats,
         }

@@ -1,43 +1,111 @@
-"""Router health metrics: flat keys for metrics.jsonl / W&B and one console line.
+"""Router health metrics: one step's router statistics summed, then flat keys for metrics.jsonl /
+W&B and one console line. Pure functions of tensors; the trainer does the cross-rank sum.
 
-Per MoE layer i (from `out.router_stats`, the stats of the last micro-batch):
+A step's statistics come from every micro-batch on every rank. Counts are summed first and the
+ratios derived from the sums (a mean of per-micro-batch imbalances is not the step's imbalance):
+`totals` sums a rank's micro-batches, `pack`/`unpack` turn totals into one flat tensor (so a
+single all-reduce sums the ranks), `summarize_totals` derives the metrics.
+
+Per MoE layer i:
   moe/layer{i}/load/expert{j}  fraction of the layer's assignments that chose expert j (before dropping)
   moe/layer{i}/imbalance       max/mean of the per-expert load (1 = perfectly balanced)
   moe/layer{i}/cv              coefficient of variation (std/mean) of the per-expert load
   moe/layer{i}/dropped_frac    dropped assignments over requested ones (expert_choice: unrouted tokens)
-  moe/layer{i}/entropy         mean entropy (nats) of the router distribution over experts
+  moe/layer{i}/entropy         mean entropy (nats) of the router distribution over experts, per token
   moe/layer{i}/aux_loss        unweighted balance loss (1 at perfect balance), if the router has one
   moe/layer{i}/z_loss          unweighted router z-loss
   moe/layer{i}/bias_norm       L2 norm of the aux_free_bias selection bias
+The per-token means (entropy, aux_loss, z_loss) weight each micro-batch by its tokens.
 Aggregates (mean over MoE layers): moe/imbalance, moe/cv, moe/dropped_frac, moe/entropy,
 moe/aux_loss, moe/z_loss, moe/bias_norm; plus moe/max_imbalance (worst layer).
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-_SCALARS = ("dropped_frac", "entropy", "aux_loss", "z_loss", "bias_norm")
+_TOKEN_MEANS = ("entropy", "aux_loss", "z_loss")  # per-token means of a micro-batch: weighted by its tokens
+Totals = dict[int, dict[str, torch.Tensor]]
 
 
-def _float(v) -> float:
-    return float(v.detach().float().item()) if isinstance(v, torch.Tensor) else float(v)
+def _t(v, like: torch.Tensor) -> torch.Tensor:
+    # torch.full launches a fill on the device: no host-to-device copy, so no sync on a GPU
+    return v.detach().to(torch.float64) if isinstance(v, torch.Tensor) else torch.full((), float(v), dtype=torch.float64, device=like.device)
 
 
-def summarize(router_stats: list[dict]) -> dict[str, float]:
+def totals(micro_batches: list[list[dict]]) -> Totals:
+    """Per layer, the sums over micro-batches (each a `ModelOutput.router_stats` list), on the
+    stats' device without a host sync: load (E,), dropped, assignments, tokens, token-weighted
+    sums of entropy/aux_loss/z_loss, bias_norm summed with `batches` counting the micro-batches.
+
+    Stats without counts (`tokens`, `dropped`, `dropped_of`) count as one token and one assignment."""
+    out: Totals = {}
+    for stats in micro_batches:
+        for s in stats:
+            load = s["load"].detach().to(torch.float64)
+            w = _t(s.get("tokens", 1), load)
+            if "dropped" in s:
+                dropped, of = _t(s["dropped"], load), _t(s.get("dropped_of", 1), load)
+            else:
+                dropped, of = _t(s.get("dropped_frac", 0.0), load), _t(1, load)
+            row = {"load": load, "dropped": dropped, "assignments": of, "tokens": w}
+            row |= {k: _t(s[k], load) * w for k in _TOKEN_MEANS if k in s}
+            if "bias_norm" in s:
+                row["bias_norm"] = _t(s["bias_norm"], load)
+            row["batches"] = _t(1, load)
+            acc = out.get(s["layer"])
+            out[s["layer"]] = row if acc is None else {k: acc[k] + v for k, v in row.items()}
+    return out
+
+
+def merge(a: Totals, b: Totals) -> Totals:
+    """Sum of two ranks' totals (what the trainer's all-reduce computes)."""
+    return {i: {k: a[i][k] + b[i][k] for k in a[i]} for i in a}
+
+
+def pack(t: Totals) -> torch.Tensor:
+    """One flat float64 tensor; every rank has the same layers and keys, so the layouts agree."""
+    parts = [v.reshape(-1) for i in sorted(t) for v in t[i].values()]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+
+
+def unpack(flat: torch.Tensor, like: Totals) -> Totals:
+    out, at = {}, 0
+    for i in sorted(like):
+        out[i] = {}
+        for k, v in like[i].items():
+            n = v.numel()
+            out[i][k] = flat[at : at + n].reshape(v.shape)
+            at += n
+    return out
+
+
+def summarize_totals(t: Totals) -> dict[str, float]:
+    """Metric keys from summed totals (one host transfer)."""
+    flat = pack(t).tolist()
     out: dict[str, float] = {}
     per_key: dict[str, list[float]] = {}
-    for s in router_stats:
-        i = s["layer"]
-        load = s["load"].detach().float().cpu()
-        frac = load / load.sum().clamp_min(1.0)
-        for j, v in enumerate(frac.tolist()):
+    at = 0
+    for i in sorted(t):
+        row = {}
+        for k, v in t[i].items():
+            n = v.numel()
+            row[k] = flat[at : at + n] if k == "load" else flat[at]
+            at += n
+        total = max(1.0, sum(row["load"]))
+        frac = [x / total for x in row["load"]]
+        for j, v in enumerate(frac):
             out[f"moe/layer{i}/load/expert{j}"] = v
-        mean = frac.mean()
-        layer = {
-            "imbalance": float(frac.max() / mean) if mean > 0 else float("nan"),
-            "cv": float(frac.std(unbiased=False) / mean) if mean > 0 else float("nan"),
-        }
-        layer |= {k: _float(s[k]) for k in _SCALARS if k in s}
+        mean = sum(frac) / len(frac)
+        std = math.sqrt(sum((x - mean) ** 2 for x in frac) / len(frac))
+        layer = {"imbalance": max(frac) / mean if mean > 0 else float("nan"),
+                 "cv": std / mean if mean > 0 else float("nan"),
+                 "dropped_frac": row["dropped"] / max(1.0, row["assignments"])}
+        tokens = max(1.0, row["tokens"])
+        layer |= {k: row[k] / tokens for k in _TOKEN_MEANS if k in row}
+        if "bias_norm" in row:
+            layer["bias_norm"] = row["bias_norm"] / max(1.0, row["batches"])
         for k, v in layer.items():
             out[f"moe/layer{i}/{k}"] = v
             per_key.setdefault(k, []).append(v)
@@ -46,6 +114,11 @@ def summarize(router_stats: list[dict]) -> dict[str, float]:
     if "imbalance" in per_key:
         out["moe/max_imbalance"] = max(per_key["imbalance"])
     return out
+
+
+def summarize(router_stats: list[dict]) -> dict[str, float]:
+    """Metrics of one forward pass (one micro-batch)."""
+    return summarize_totals(totals([router_stats]))
 
 
 def console_summary(metrics: dict) -> str:

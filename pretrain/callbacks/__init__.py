@@ -1,0 +1,41 @@
+"""One callback per concern of a training run (base.py documents the hooks and their order)."""
+from __future__ import annotations
+
+from pretrain.callbacks.base import Callback, StepInfo
+
+__all__ = ["Callback", "StepInfo", "default_callbacks"]
+
+
+def default_callbacks(trainer) -> list[Callback]:
+    """What `scalelab train` runs with, for the trainer's config (built after its train module)."""
+    from pretrain.callbacks.checkpointer import Checkpointer
+    from pretrain.callbacks.console import ConsoleLogger
+    from pretrain.callbacks.faults import FaultInjection
+    from pretrain.callbacks.heldout_eval import HeldOutEvaluation
+    from pretrain.callbacks.metrics_file import MetricsFileWriter
+    from pretrain.callbacks.run_summary import RunSummary
+    from pretrain.callbacks.speed_monitor import SpeedMonitor
+    from pretrain.callbacks.wandb import WandbCallback
+
+    cfg, module, feed, d = trainer.cfg, trainer.module, trainer.feed, trainer.dist
+    speed = SpeedMonitor(trainer.counts.flops_per_token, cfg.tokens_per_step(), d.world_size, d.device, cfg.precision,
+                         cfg.train.device_peak_flops)
+    out = [Checkpointer(module), trainer.signals, speed, MetricsFileWriter(), WandbCallback(), ConsoleLogger(trainer.console),
+           HeldOutEvaluation(module, feed.val_parts), RunSummary(module, trainer.counts, feed, speed)]
+    if cfg.train.noise_scale_every_steps:
+        from pretrain.callbacks.noise_scale import NoiseScale
+
+        out.append(NoiseScale(module, feed.sampler))
+    if getattr(cfg.model, "moe", None) is not None:
+        from pretrain.callbacks.moe import MoERouterMetrics
+
+        out.append(MoERouterMetrics(module))
+    if cfg.eval is not None:
+        from pretrain.callbacks.inloop_eval import CheckpointEvaluation
+        from pretrain.checkpoint_eval import evaluator
+
+        out.append(CheckpointEvaluation(evaluator(), cfg.eval))
+    fault = FaultInjection.from_env(module)
+    if fault is not None:
+        out.append(fault)
+    return out

@@ -1,0 +1,63 @@
+"""Checkpoints: resume before the first step, save every `train.checkpoint_every_steps`, at the
+end, and after a step at which the ranks agreed to stop (SIGTERM/SIGUSR1: callbacks/signals.py).
+
+pretrain/checkpoint.py makes each save crash-safe; here the client state is the trainer's (step,
+times, skipped steps, RNG and every callback's `state_dict`), and a checkpoint with inf/NaN
+weights is never written.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pretrain import checkpoint
+from pretrain.callbacks.base import Callback
+from pretrain.distributed import all_reduce_max, barrier
+from pretrain.errors import TrainingFailed
+
+
+class Checkpointer(Callback):
+    priority = 100  # resumes before anything opens the run's files; the end-of-run save comes first
+
+    def __init__(self, module):
+        self.module = module
+
+    def _agree(self, ok: bool) -> bool:
+        return all_reduce_max(0.0 if ok else 1.0, self.module.dist) == 0
+
+    def pre_train(self) -> None:
+        """Load the newest loadable checkpoint (raises CheckpointLoadError when none of several loads)."""
+        d, info = self.module.dist, self.info
+        client = checkpoint.load_latest(self.module.engine, info.run_dir.checkpoints, info.log, world_size=d.world_size,
+                                        is_main=d.is_main, agree=self._agree)
+        if client is None:
+            return
+        self.trainer.load_state_dict(client)
+        step = self.trainer.info.step
+        info.log(f"resumed from checkpoint step_{step} ({step}/{info.total_steps} steps done)")
+
+    def post_step(self) -> None:
+        info, every = self.info, self.info.config.train.checkpoint_every_steps
+        # the last step and a stop are saved once, by post_train
+        if every and info.step % every == 0 and info.step < info.total_steps and not self.trainer.stopping:
+            self.save()
+
+    def post_train(self) -> None:
+        self.save()
+        if self.trainer.status == "preempted":
+            self.info.log(f"received {self.trainer.stop_reason or 'stop signal'}: checkpoint step_{self.info.step} saved; "
+                          "rerun the same command to resume")
+
+    def save(self) -> Path:
+        info, d = self.info, self.module.dist
+        if all_reduce_max(0.0 if checkpoint.weights_finite(self.module.model) else 1.0, d) > 0:
+            raise TrainingFailed(
+                f"non-finite weights at step {info.step}; not saved. The last good checkpoint is kept in {info.run_dir.checkpoints}"
+            )
+        client = self.trainer.state_dict()
+        with self.trainer.paused("checkpoint"):  # checkpoints are not training time
+            path = checkpoint.save(
+                self.module.engine, info.run_dir.checkpoints, info.step, client, info.config.train.keep_checkpoints,
+                d.is_main, lambda: barrier(d), world_size=d.world_size, agree=self._agree,
+            )
+        self.trainer.checkpoint_saved(path)
+        return path

@@ -1,0 +1,98 @@
+"""summary.json, written atomically when the run ends (done, preempted or failed), from the
+records this attempt logged and the state a resumed attempt brought from its checkpoint."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import torch
+
+from models.moe.accounting import moe_summary
+from pretrain.callbacks.base import Callback
+
+
+class RunSummary(Callback):
+    name = "run_summary"
+    priority = 40  # before the W&B callback, which mirrors this summary
+
+    def __init__(self, module, counts, feed, speed):
+        self.module, self.counts, self.feed, self.speed = module, counts, feed, speed
+        self.final_loss = self.mfu = None
+        self.last_val: dict = {}  # the last held-out evaluation's values
+
+    def log_metrics(self, step: int, rec: dict) -> None:
+        self.final_loss, self.mfu = rec.get("loss"), rec.get("mfu")
+        if "val_loss" in rec:
+            self.last_val = {k: v for k, v in rec.items() if k.startswith(("val_loss", "val_bpb"))}
+
+    def post_train(self) -> None:
+        s = self._write()
+        if self.info.is_main and s["status"] == "done":
+            self.info.log(f"done: {s['steps']} steps, {s['tokens']:,} tokens, final loss {_f(s['final_loss'])}, "
+                          f"val loss {_f(s['final_val_loss'])}, {s['wall_s']:.1f}s -> {self.info.run_dir.path}")
+
+    def on_error(self, exc: BaseException) -> None:
+        self._write()
+
+    def _write(self) -> dict:
+        tr = self.trainer
+        tr.summary = s = self.summary(tr.status, tr.error)
+        if self.info.is_main:
+            try:
+                self.info.run_dir.write_summary(s)
+            except OSError as exc:  # a full disk: the run's own message matters more than a traceback
+                self.info.log(f"warning: summary.json could not be written ({exc})")
+        return s
+
+    def summary(self, status: str, error: str | None) -> dict:
+        info, c, state = self.info, self.counts, self.trainer.state
+        cfg, step, tps = info.config, state.step, info.config.tokens_per_step()
+        train_wall = max(1e-9, state.wall_s - state.eval_s)
+        out = {
+            "status": status,
+            "name": cfg.name,
+            "steps": step,
+            "total_steps": info.total_steps,
+            "tokens": step * tps,
+            "params": c.total,
+            "non_embedding_params": c.non_embedding,
+            "active_params": c.active,
+            "active_non_embedding_params": c.active_non_embedding,
+            "flops_per_token": c.flops_per_token,
+            "flops": step * tps * c.flops_per_token,
+            "batch_tokens": tps,
+            "batch_size": cfg.train.global_batch_size,
+            "lr": cfg.optim.lr,  # as configured (with optim.width_lr_ref: the reference width's lr)
+            "peak_lr": cfg.peak_lr(),
+            "final_loss": self.final_loss,
+            "final_val_loss": self.last_val.get("val_loss"),
+            "final_val_bpb": self.last_val.get("val_bpb"),
+            "tokens_per_s": step * tps / train_wall if step else None,
+            "mfu": self.mfu,
+            "peak_flops": self.speed.peak,
+            "peak_source": self.speed.peak_source,
+            "world_size": self.module.dist.world_size,
+            "threads": torch.get_num_threads(),  # per rank; pin train.threads to resume bit-exactly elsewhere
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "wall_s": state.wall_s,
+            "eval_s": state.eval_s,
+            "skipped_steps": self.module.skipped_steps,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "extras": cfg.extras,
+        }
+        out.update(self.feed.summary(step * tps, step * cfg.train.global_batch_size))
+        if cfg.model.moe is not None:  # the MoE shape the MoE scaling laws read (scaling/moe_inputs.py)
+            out["moe"] = moe_summary(cfg.model, cfg.model.vocab_size)
+        if error:
+            out["error"] = error
+        return out
+
+    def state_dict(self) -> dict:
+        return {"final_loss": self.final_loss, "mfu": self.mfu, "last_val": self.last_val}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.final_loss, self.mfu = state.get("final_loss"), state.get("mfu")
+        self.last_val = dict(state.get("last_val") or {})
+
+
+def _f(x) -> str:
+    return f"{x:.4f}" if isinstance(x, float) else str(x)
