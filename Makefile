@@ -34,6 +34,4 @@ lint: setup
 	$(BIN)/lint-imports
 
 clean:
-	# runs/ holds the run-contract package's sources next to the default run directories: keep the sources
-	rm -rf $(VENV) data fits quickstart
-	find runs -mindepth 1 -maxdepth 1 ! -name '*.py' -exec rm -rf {} +
+	rm -rf $(VENV) runs data fits quickstart

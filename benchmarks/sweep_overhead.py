@@ -135,7 +135,7 @@ def bench_status_1000(work: Path, base: Path) -> dict:
     t_scan, sts = timed(lambda: sweep_status(p, queued_jobs(p.root)))
     t_cli, r = timed(lambda: subprocess.run([sys.executable, "-m", "launch.cli", "sweep", "status", str(spec)],
                                             capture_output=True, text=True))
-    from runs.read import load_runs
+    from rundir.read import load_runs
 
     t_reg, (df, problems) = timed(lambda: load_runs(p.root))
     return {"runs": len(p.runs), "scan_s": t_scan, "cli_s": t_cli, "registry_s": t_reg, "states": counts(sts),

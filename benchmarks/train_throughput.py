@@ -28,7 +28,7 @@ from pretrain.distributed import setup  # noqa: E402
 from pretrain.mfu import measure_cpu_peak  # noqa: E402
 from pretrain.optim import param_groups  # noqa: E402
 from pretrain.sampler import WindowSampler  # noqa: E402
-from runs.schedules import lr_at  # noqa: E402
+from rundir.schedules import lr_at  # noqa: E402
 from pretrain.trainer import Trainer  # noqa: E402
 
 

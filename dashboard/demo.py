@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runs.layout import CONFIG, SUMMARY, RunDir
+from rundir.layout import CONFIG, SUMMARY, RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = [("n50k-lr3e-3", "n50k", 3e-3), ("n50k-lr1e-2", "n50k", 1e-2), ("n100k-lr3e-3", "n100k", 3e-3)]

@@ -7,7 +7,7 @@ in seconds. The demo's runs, metrics, router statistics and evaluations are real
 - `chain_runs`: finished run directories (summary.json + evals/<step>.json) of two tasks whose
   gold bits per byte follow CHAIN_LOSS and whose accuracy follows the sigmoid CHAIN_ACC (what
   `scalelab eval` writes: acc, gold_bpb, gold_nats with the task's chance).
-- `annealing_table`: loss curves of constant, two WSD and a cosine schedule (the last: held out) (runs.schedules.lr_at)
+- `annealing_table`: loss curves of constant, two WSD and a cosine schedule (the last: held out) (rundir.schedules.lr_at)
   drawn from the lr-annealing law ANNEALING (Tissue et al. 2024 form).
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def chain_runs(root: Path, noise: float = 0.01, acc_noise: float = 0.01, seed: i
 def annealing_table(path: Path, steps: int = 1000, peak: float = 3e-3, every: int = 10, sigma: float = 0.004, seed: int = 0) -> Path:
     import pandas as pd
 
-    from runs.schedules import lr_at
+    from rundir.schedules import lr_at
     from scaling.lr_annealing_law import AnnealingLaw
 
     law, rng, parts = AnnealingLaw(**ANNEALING), np.random.default_rng(seed), []

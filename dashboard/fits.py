@@ -19,7 +19,7 @@ from pathlib import Path
 from dashboard import fit_data
 from dashboard.fit_checks import not_identified
 from dashboard.security import UnknownId, contained, escaping_links, resolve_known
-from runs.layout import CONFIG, EVALS, MARKERS, METRICS, SUMMARY
+from rundir.layout import CONFIG, EVALS, MARKERS, METRICS, SUMMARY
 
 # the files the scaling readers open in a run tree (rglob: symlinked directories are not descended)
 _TREE_FILES = {SUMMARY, CONFIG, METRICS, EVALS}

@@ -1,6 +1,6 @@
 """Cached, incremental reading of a runs root for the dashboard.
 
-Rows come from the run registry (`runs.read.read_run`, the one reader of the run-directory
+Rows come from the run registry (`rundir.read.read_run`, the one reader of the run-directory
 contract); this module only adds what a long-lived server needs on top:
   * a per-run cache keyed by the (mtime, size) of the files a row depends on, so a refresh
     re-reads only the runs that changed (1,000 finished runs: one stat pass, no parsing);
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from dashboard.security import contained, resolve_known
-from runs import read  # the run registry: row contract and dir discovery
-from runs.files import read_yaml
-from runs.layout import CONFIG, LAUNCH_CONFIG, LOCK, METRICS, SUMMARY, RunDir, eval_step
-from runs.metrics import MetricsTail
+from rundir import read  # the run registry: row contract and dir discovery
+from rundir.files import read_yaml
+from rundir.layout import CONFIG, LAUNCH_CONFIG, LOCK, METRICS, SUMMARY, RunDir, eval_step
+from rundir.metrics import MetricsTail
 
 _KEY_FILES = (SUMMARY, CONFIG, LAUNCH_CONFIG, METRICS)  # every file the registry reads
 # Columns the Runs view shows first (the registry may add more; all are sent).

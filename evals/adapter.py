@@ -45,7 +45,7 @@ class ScalelabLM(TemplateLM):
     ):
         super().__init__()
         from models.moe.routers import set_causal_routing
-        from runs.weights import load_run
+        from rundir.weights import load_run
 
         if threads:  # CPU: on a shared machine 1 thread is often many times faster than oversubscribed ones
             torch.set_num_threads(int(threads))

@@ -46,7 +46,7 @@ def _limit(v):
 def cmd_eval(args) -> int:
     from evals.run_eval import evaluate_run
     from evals.tasks import EvalError
-    from runs.checkpoints import CheckpointError
+    from rundir.checkpoints import CheckpointError
 
     try:
         out = evaluate_run(
@@ -64,7 +64,7 @@ def cmd_eval(args) -> int:
 def cmd_export_hf(args) -> int:
     from evals.export import export_checkpoint
     from models.hf_export import ExportError
-    from runs.checkpoints import CheckpointError
+    from rundir.checkpoints import CheckpointError
 
     try:
         out = export_checkpoint(args.path, args.out)

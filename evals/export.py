@@ -1,6 +1,6 @@
 """`scalelab export hf`: a run directory or checkpoint -> a Hugging Face `transformers` directory.
 
-The run is read here (`runs.weights.load_run`: model config, weights, tokenizer); the
+The run is read here (`rundir.weights.load_run`: model config, weights, tokenizer); the
 conversion itself is `models.hf_export`, which knows nothing of run directories.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ EXPORT_META = "scalelab_export.json"  # written next to the model: which checkpo
 def export_checkpoint(path: str | Path, out_dir: str | Path) -> Path:
     """A run directory (its newest complete checkpoint) or `checkpoints/step_N` -> transformers dir."""
     from models.hf_export import export_model, hf_config, moe_target
-    from runs.weights import load_run
+    from rundir.weights import load_run
 
     loaded = load_run(path)
     cfg = loaded.model_config

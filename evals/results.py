@@ -14,8 +14,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from runs.files import atomic_write_json, read_json, read_yaml
-from runs.layout import RunDir
+from rundir.files import atomic_write_json, read_json, read_yaml
+from rundir.layout import RunDir
 
 SCHEMA_VERSION = 1
 

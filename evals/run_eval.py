@@ -63,9 +63,9 @@ def evaluate_run(
     """
     import lm_eval
 
-    from runs.checkpoints import resolve_checkpoint
-    from runs.config import run_model
-    from runs.tokenizer import load_tokenizer
+    from rundir.checkpoints import resolve_checkpoint
+    from rundir.config import run_model
+    from rundir.tokenizer import load_tokenizer
 
     t0 = time.perf_counter()
     _env_info_once()

@@ -19,7 +19,7 @@ import shutil
 import signal
 import subprocess
 
-from runs.lock import Holder, holder_if_locked
+from rundir.lock import Holder, holder_if_locked
 
 
 def _local_target(holder: Holder) -> tuple[int, bool] | None:

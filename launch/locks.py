@@ -8,7 +8,7 @@ launcher's descriptor and never unlocks explicitly: an explicit `LOCK_UN` would 
 the trainer too while it still trains (a Ctrl-C'd launcher must not free a running run).
 
 The holder record written into the file, and the probes that read it (`is_locked`,
-`holder_if_locked`), are part of the run-directory contract: `runs.lock`.
+`holder_if_locked`), are part of the run-directory contract: `rundir.lock`.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import socket
 import time
 from pathlib import Path
 
-from runs.layout import LOCK
-from runs.lock import Holder, Proc, boot_id, proc_start_ticks
+from rundir.layout import LOCK
+from rundir.lock import Holder, Proc, boot_id, proc_start_ticks
 
 
 def slurm_task() -> str | None:

@@ -2,7 +2,7 @@
 for the schedule of a train config.
 
 The top layer reads the train config (pretrain's loader: presets and overrides, validated) and
-turns its schedule into the lr of every update (`runs.schedules.lr_at`, the trainer's own
+turns its schedule into the lr of every update (`rundir.schedules.lr_at`, the trainer's own
 definition); scaling's `predict_curve` does the rest. Exit codes: 0 ok, 2 bad input.
 """
 from __future__ import annotations
@@ -64,7 +64,7 @@ def predict(rec, cfg, *, ci: float = 0.95) -> dict:
     log for the last window, the schedule, warnings, and the curve itself (key `_curve`)."""
     import numpy as np
 
-    from runs.schedules import lr_at, warmup_steps
+    from rundir.schedules import lr_at, warmup_steps
     from scaling.lr_annealing_law import predict_curve
 
     total, peak = cfg.total_steps(), cfg.peak_lr()

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from pretrain.errors import ConfigError
-from runs.layout import RunDir
+from rundir.layout import RunDir
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,8 +142,8 @@ class MainJob:
         return {**self.data_config().model_dump(mode="json", exclude_defaults=True), "out_dir": str(data_dir)}
 
     def done_runs(self, root: Path) -> list[Path]:
-        from runs.read import find_run_dirs
-        from runs.summary import read_summary
+        from rundir.read import find_run_dirs
+        from rundir.summary import read_summary
 
         return [d for d in find_run_dirs(root) if (read_summary(d) or {}).get("status") == "done"]
 

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from runs.layout import RunDir
+from rundir.layout import RunDir
 
 
 def already_done(run: Path, suite: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runs.layout import RunDir
+from rundir.layout import RunDir
 
 
 def _fmt(v, spec=".4g") -> str:
@@ -33,7 +33,7 @@ def _evals(run: Path) -> dict[str, float]:
 
 
 def _runs_table(root: Path) -> tuple[str, list[Path]]:
-    from runs.read import find_run_dirs
+    from rundir.read import find_run_dirs
 
     runs = sorted((d for d in find_run_dirs(root) if RunDir(d).summary.exists()), key=lambda p: p.name)
     rows, evals_cols = [], []

@@ -51,7 +51,7 @@ def _columns(df, spec: str | None) -> list[str]:
 
 def cmd_list(args) -> int:
     from launch.tables import render
-    from runs.read import load_runs
+    from rundir.read import load_runs
 
     if not Path(args.root).exists():
         print(f"error: {args.root} does not exist", file=sys.stderr)
@@ -69,9 +69,9 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from runs.layout import RunDir
-    from runs.metrics import last_record
-    from runs.read import read_run
+    from rundir.layout import RunDir
+    from rundir.metrics import last_record
+    from rundir.read import read_run
 
     d = Path(args.run_dir)
     if not d.is_dir():
@@ -95,7 +95,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from runs.read import load_runs
+    from rundir.read import load_runs
 
     df, problems = load_runs(args.root)
     out = Path(args.output)

@@ -1,4 +1,4 @@
-"""Where each run of a sweep stands: `runs.read.run_status` plus what only a sweep knows.
+"""Where each run of a sweep stands: `rundir.read.run_status` plus what only a sweep knows.
 
 A sweep knows which config it plans for each run (a directory holding another one is `stale`)
 and which Slurm tasks still wait in the queue (`queued`).
@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runs import read
-from runs.layout import CONFIG, LAUNCH_CONFIG
-from runs.read import STATES, RunStatus
+from rundir import read
+from rundir.layout import CONFIG, LAUNCH_CONFIG
+from rundir.read import STATES, RunStatus
 
 
 def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | None = None,
                planned_steps: int | None = None) -> RunStatus:
-    """`runs.read.run_status`, a stale-looking run re-hashed under today's identity rules."""
+    """`rundir.read.run_status`, a stale-looking run re-hashed under today's identity rules."""
     return read.run_status(run_dir, name, planned_id, planned_steps, current_id=current_id)
 
 
@@ -36,7 +36,7 @@ def current_identity(run_dir: Path) -> tuple[str | None, str | None]:
     from launch.naming import config_id
     from pretrain.config.loader import validate_train
     from pretrain.errors import ConfigError
-    from runs.files import read_yaml
+    from rundir.files import read_yaml
 
     for name in (LAUNCH_CONFIG, CONFIG):
         try:

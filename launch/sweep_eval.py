@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain.errors import ConfigError
-from runs.layout import LOCK, RunDir
-from runs.summary import read_summary
+from rundir.layout import LOCK, RunDir
+from rundir.summary import read_summary
 
 
 @dataclass

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from launch.locks import RunLock, slurm_task
-from runs.layout import LAUNCH_CONFIG, REQUEUES, TRAIN_LOG
-from runs.lock import read_holder
-from runs.summary import read_summary
+from rundir.layout import LAUNCH_CONFIG, REQUEUES, TRAIN_LOG
+from rundir.lock import read_holder
+from rundir.summary import read_summary
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
 DEFAULT_MAX_REQUEUES = 3
@@ -36,7 +36,7 @@ def write_launch_config(run) -> Path:
     """The fully expanded config a run trains on (rewritten only when it changed)."""
     import yaml
 
-    from runs.files import atomic_write_text
+    from rundir.files import atomic_write_text
 
     path = Path(run.run_dir) / LAUNCH_CONFIG
     text = f"# written by scalelab sweep for run {run.name} (id {run.id}); do not edit\n" + yaml.safe_dump(run.raw, sort_keys=False)

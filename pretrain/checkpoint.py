@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from pretrain.errors import TrainingFailed
-from runs.checkpoints import complete_checkpoints
-from runs.files import atomic_write_text
-from runs.layout import COMPLETE, LATEST, UNIVERSAL, checkpoint_step, checkpoint_tag
+from rundir.checkpoints import complete_checkpoints
+from rundir.files import atomic_write_text
+from rundir.layout import COMPLETE, LATEST, UNIVERSAL, checkpoint_step, checkpoint_tag
 
 
 class CheckpointLoadError(RuntimeError):

@@ -95,7 +95,7 @@ def _train(args) -> int:
     from pretrain.config.loader import load_train_config
     from pretrain.distributed import env_world_size
     from pretrain.ds_config import grad_accum_steps
-    from runs.layout import RunDir
+    from rundir.layout import RunDir
 
     cfg = load_train_config(args.config, args.overrides)
     grad_accum_steps(cfg, env_world_size())

@@ -20,7 +20,7 @@ before `deepspeed.initialize`:
    per weight, so the grouped expert kernel runs on it with no per-step copy; checkpoint file
    `layer_<l>_expert_<r>_mp_rank_00_model_states.pt` holds EP rank r's experts
    [r*E/ep, (r+1)*E/ep) under `...mlp.experts.deepspeed_moe.experts.deepspeed_experts.<r>.<w>`
-   (`runs.weights.restack_experts` reads it back as the model's (E, ...) tensors).
+   (`rundir.weights.restack_experts` reads it back as the model's (E, ...) tensors).
 4. The optimizer param groups are split with DeepSpeed's public
    `deepspeed.moe.utils.split_params_into_different_moe_groups_for_optimizer`.
 

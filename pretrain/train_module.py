@@ -24,7 +24,7 @@ from pretrain.distributed import DistInfo
 from pretrain.ds_config import build_ds_config, grad_accum_steps
 from pretrain.errors import TrainingFailed
 from pretrain.optim import param_groups
-from runs.schedules import lr_at
+from rundir.schedules import lr_at
 
 LossHook = Callable[[int, int, torch.Tensor], torch.Tensor]  # (step, micro, loss) -> loss, e.g. a test's fault
 

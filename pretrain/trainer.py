@@ -24,7 +24,7 @@ from pretrain.data.feed import TrainFeed
 from pretrain.distributed import DistInfo
 from pretrain.errors import TrainingFailed
 from pretrain.recorder import MetricRecorder
-from runs.layout import RunDir
+from rundir.layout import RunDir
 from pretrain.sampler import micro_batch_start
 from pretrain.train_module import DeepSpeedTrainModule, StepOutput
 
@@ -212,6 +212,6 @@ class Trainer:
 
 
 def write_resolved_config(cfg: TrainConfig, run_dir: Path) -> None:
-    from runs.files import atomic_write_text
+    from rundir.files import atomic_write_text
 
     atomic_write_text(RunDir(run_dir).config, dump_config(cfg))

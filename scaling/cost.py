@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from runs.files import read_yaml
-from runs.layout import CONFIG
-from runs.read import load_runs
-from runs.summary import read_summary
+from rundir.files import read_yaml
+from rundir.layout import CONFIG
+from rundir.read import load_runs
+from rundir.summary import read_summary
 from scaling.devices import DATASHEETS, device_from_name, peak_flops
 from scaling.errors import InputError
 

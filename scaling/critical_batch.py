@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runs.layout import CONFIG, METRICS
+from rundir.layout import CONFIG, METRICS
 from scaling import bootstrap as bs
 from scaling import inputs, pipeline
 from scaling import steps_to_target as stt

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from runs.files import read_yaml
-from runs.layout import CONFIG, METRICS
-from runs.metrics import read_metrics
-from runs.read import load_runs
+from rundir.files import read_yaml
+from rundir.layout import CONFIG, METRICS
+from rundir.metrics import read_metrics
+from rundir.read import load_runs
 from scaling.errors import InputError
 
 ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps", "U")
@@ -197,7 +197,7 @@ def _get(d: dict, dotted: str):
 def read_run_dirs(root: str | Path, n_kind: str = "total"):
     """Finished runs under `root` as a canonical table plus warnings: (DataFrame, warnings).
 
-    The run directories are read by the run registry (`runs.read.load_runs`), the one reader of
+    The run directories are read by the run registry (`rundir.read.load_runs`), the one reader of
     the run-directory contract. Only runs with status "done"; loss = final_val_loss if present else
     final_loss; N = summary[N_KINDS[n_kind]]; D = tokens; broken runs become warnings, never exceptions.
     """

@@ -35,7 +35,7 @@ BOOT_TOP_K = 2  # grid starts per resample, besides the full-data optimum
 IDENTIFIED_RATIO = 2.0
 
 CONVENTIONS = {
-    "step": "s = optimizer updates completed; lr of update s is the schedule's lr at 0-based step s - 1 (runs.schedules.lr_at)",
+    "step": "s = optimizer updates completed; lr of update s is the schedule's lr at 0-based step s - 1 (rundir.schedules.lr_at)",
     "S1": "sum of the lr of updates 1..s (forward area)",
     "S2": "sum over updates 1..s of m_k, m_k = lambda m_(k-1) + (lr_(k-1) - lr_k), m_1 = 0 (annealing area with momentum)",
     "lr_units": "as given: A and C are in those units, so predict schedules given in the same (raw) lr",

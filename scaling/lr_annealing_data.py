@@ -6,7 +6,7 @@ loss, which the trainer averages over its log window).
 - Table: a row (step s, lr, loss) gives the lr of update s and the loss after s updates (a point,
   lo = hi = s). Steps count from 1. lr may be given on every step or on some steps only (then
   linearly interpolated between them, held flat beyond the ends); loss may be empty.
-- Run directories: lr of every update from the run's config schedule (`runs.schedules.lr_at`,
+- Run directories: lr of every update from the run's config schedule (`rundir.schedules.lr_at`,
   with total steps and peak lr from summary.json), checked against the lr metrics.jsonl logged;
   loss from metrics.jsonl: `loss` (the trainer's mean over the updates since the previous record:
   a window lo = previous record's step .. hi = step - 1) or `val_loss` (a point at the step).
@@ -164,7 +164,7 @@ class _Skip(Exception):
 def _run_curve(path: Path, name: str, metric: str, warnings: list[str]) -> Curve:
     import yaml
 
-    from runs.schedules import lr_at
+    from rundir.schedules import lr_at
 
     try:
         cfg = yaml.safe_load((path / "config.yaml").read_text()) or {}
@@ -205,7 +205,7 @@ def _run_curve(path: Path, name: str, metric: str, warnings: list[str]) -> Curve
     info = {"path": str(path), "final_step": total, "peak_lr": peak, "schedule": {k: sched[k] for k in SCHEDULE_FIELDS},
             "batch_tokens": summary.get("batch_tokens"), "params": summary.get("params"),
             "final_loss": summary.get("final_loss"), "final_val_loss": summary.get("final_val_loss")}
-    return Curve(name, lr, np.array(lo, dtype=int), np.array(hi, dtype=int), np.array(loss), "config schedule (runs.schedules.lr_at)", info)
+    return Curve(name, lr, np.array(lo, dtype=int), np.array(hi, dtype=int), np.array(loss), "config schedule (rundir.schedules.lr_at)", info)
 
 
 def _peak_from_config(cfg: dict) -> float | None:

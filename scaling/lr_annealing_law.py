@@ -4,7 +4,7 @@
 
 Conventions (stated in every record's `conventions`):
 - s counts completed optimizer updates; `lr[k]` (k = 0..T-1) is the lr of update k + 1, i.e.
-  `runs.schedules.lr_at(k, ...)`. L(s) is the loss of the weights after s updates (s >= 1).
+  `rundir.schedules.lr_at(k, ...)`. L(s) is the loss of the weights after s updates (s >= 1).
 - S1(s) = sum_{k<s} lr[k]: the forward area.
 - m[0] = 0, m[k] = lambda * m[k-1] + (lr[k-1] - lr[k]); S2(s) = sum_{k<s} m[k]: the annealing area
   with momentum (lambda = 0.999 by default).

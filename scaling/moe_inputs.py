@@ -17,7 +17,7 @@ from pathlib import Path
 
 from scaling import inputs
 from scaling.errors import InputError
-from runs.read import load_runs
+from rundir.read import load_runs
 
 ROLES = ("N", "D", "G", "E", "loss", "top_k", "flops")
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -193,7 +193,7 @@ def moe_from_config(path: Path):
     """moe_summary of the run's resolved model config, or (None, why) (also the dashboard's MoE shape of a run)."""
     from models.config import ModelConfig
     from models.moe.accounting import moe_summary
-    from runs.files import read_yaml
+    from rundir.files import read_yaml
 
     try:
         cfg = read_yaml(path / "config.yaml")  # the C loader: read for every MoE run of a tree

@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from runs.layout import CONFIG
+from rundir.layout import CONFIG
 
 RECIPE_KEYS = (
     "optim.lr", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.grad_clip", "optim.width_lr_ref",

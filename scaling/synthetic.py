@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runs.layout import CONFIG, METRICS, SUMMARY
+from rundir.layout import CONFIG, METRICS, SUMMARY
 from scaling.laws import ChinchillaLaw, ComputeHParamLaw, DataConstrainedLaw, StepsExamplesLaw
 
 TRUE_CHINCHILLA = ChinchillaLaw(E=1.8, A=480.0, B=2100.0, alpha=0.35, beta=0.37)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runs.layout import CONFIG, METRICS, SUMMARY
+from rundir.layout import CONFIG, METRICS, SUMMARY
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def start(args: list, cwd: Path, env: dict | None = None) -> subprocess.Popen:
 
 def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
     """Until the run's metrics.jsonl has logged `step` (a torn last line is not read)."""
-    from runs.metrics import last_record
+    from rundir.metrics import last_record
 
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -230,7 +230,7 @@ def write_run(path: Path, *, config=None, summary=None, metrics=None, checkpoint
     or text), `summary` (a dict or `RunSummary`, or text), `metrics` (records, one JSON line each,
     or text), `checkpoint` (a step: an empty `checkpoints/step_N` marked COMPLETE). Text is written
     as it is, so tests can write torn or malformed files."""
-    from runs.summary import RunSummary
+    from rundir.summary import RunSummary
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)

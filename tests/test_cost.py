@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import REPO, run_cli, write_isoflop_tree, write_run
 
-from runs.summary import RunSummary
+from rundir.summary import RunSummary
 from scaling import fit_chinchilla
 from scaling.cost import DEFAULT_MFU, MFU, Hardware, cost_block, measured_mfu, resolve_mfu
 from scaling.devices import DEVICES, device_from_name, peak_flops

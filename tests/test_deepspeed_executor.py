@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import complete_checkpoint, prepared_data, write_base, write_spec
 
-from runs.lock import is_locked
+from rundir.lock import is_locked
 
 pytestmark = pytest.mark.slow
 

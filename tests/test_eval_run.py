@@ -136,7 +136,7 @@ def test_inloop_in_process_mode_records_task_failure(tmp_path, monkeypatch):
 
 def test_zero3_checkpoint_loads_and_exports(tiny_data, tmp_path):
     """ZeRO-3 keeps only placeholders in the module states; the loader merges the shards."""
-    from runs.weights import load_run
+    from rundir.weights import load_run
 
     over = tiny_overrides(tiny_data, **{"train.steps": 2, "train.checkpoint_every_steps": 0, "deepspeed": "zero3",
                                         "train.eval_every_steps": 0})

@@ -11,8 +11,8 @@ from conftest import tiny_model, tiny_model_config, tiny_tokenizer, write_run_di
 from evals import tasks as T
 from evals.run_eval import evaluate_run
 from evals.suites import load_suite
-from runs.checkpoints import CheckpointError
-from runs.weights import load_run
+from rundir.checkpoints import CheckpointError
+from rundir.weights import load_run
 
 needs_data = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found (SCALELAB_DATA_ROOT)")
 

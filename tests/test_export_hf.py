@@ -84,7 +84,7 @@ def test_unsupported_moe_is_refused(tmp_path, tok, moe, match):
 
 def test_moe_checkpoint_with_deepspeed_expert_files(tmp_path, tok):
     """Expert-parallel checkpoints keep one file per expert; the loader restacks them."""
-    from runs.weights import load_run
+    from rundir.weights import load_run
 
     model = tiny_model(tiny_model_config(tok.get_vocab_size(), moe=dict(num_experts=2, top_k=1, renormalize=True)))
     rd = write_run_dir(tmp_path / "run", model, tok, step=3)

@@ -39,7 +39,7 @@ def _ep_worker(rank: int, port: int, bias: list[float], out: dict) -> None:
     import torch.distributed as dist
     from deepspeed.moe.layer import MoE
 
-    from runs.weights import restack_experts
+    from rundir.weights import restack_experts
 
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)

@@ -101,7 +101,7 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
     assert [f.name.split("_mp_rank")[0] for f in files] == [f"layer_{i}_expert_{r}" for i in (0, 1) for r in (0, 1)]
     import torch
 
-    from runs.weights import load_run
+    from rundir.weights import load_run
 
     shard = torch.load(files[1], weights_only=False)
     assert {k: v.shape[0] for k, v in shard.items()} == {

@@ -13,8 +13,8 @@ from conftest import scalelab, write_base, write_spec, write_run
 
 from launch.locks import RunLock
 from launch.status import counts, run_status
-from runs.read import load_runs
-from runs.summary import RunSummary
+from rundir.read import load_runs
+from rundir.summary import RunSummary
 
 
 def fake_run(d: Path, name: str, status: str | None, *, steps=10, axes=None, ckpt=False, total=10, torn=False, run_id=None):

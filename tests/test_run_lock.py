@@ -19,7 +19,7 @@ from conftest import scalelab, write_base, write_spec
 
 from launch import worker
 from launch.locks import RunLock
-from runs.lock import Holder, is_locked, proc_start_ticks, read_holder
+from rundir.lock import Holder, is_locked, proc_start_ticks, read_holder
 from launch.status import run_status
 from launch.worker import start_trainer
 

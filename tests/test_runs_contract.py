@@ -10,11 +10,11 @@ import sys
 import pytest
 from conftest import REPO, write_run
 
-from runs import layout
-from runs.checkpoints import complete_checkpoints, has_checkpoint
-from runs.metrics import MetricsTail, last_record, read_metrics
-from runs.read import SUMMARY_COLUMNS
-from runs.summary import SCHEMA_VERSION, RunSummary, read_summary, write_summary
+from rundir import layout
+from rundir.checkpoints import complete_checkpoints, has_checkpoint
+from rundir.metrics import MetricsTail, last_record, read_metrics
+from rundir.read import SUMMARY_COLUMNS
+from rundir.summary import SCHEMA_VERSION, RunSummary, read_summary, write_summary
 
 # What the trainer's summary() builds (pretrain/trainer.py), mixture keys from TrainFeed.summary.
 TRAINER_KEYS = [
@@ -99,7 +99,7 @@ def test_checkpoint_manifest_counts_only_complete_ones(tmp_path):
 
 
 def test_readme_names_every_file_of_the_layout():
-    """The README's run-directory table and runs/layout.py name the same files."""
+    """The README's run-directory table and rundir/layout.py name the same files."""
     text = (REPO / "README.md").read_text()
     section = text.split("## The run directory", 1)[1].split("\n#", 1)[0]
     in_readme = set()
@@ -113,7 +113,7 @@ def test_readme_names_every_file_of_the_layout():
 
 
 def test_readers_stay_torch_free():
-    code = ("import sys, dashboard.server, runs.read, runs.summary, scaling.inputs, scaling.cost; "
+    code = ("import sys, dashboard.server, rundir.read, rundir.summary, scaling.inputs, scaling.cost; "
             "print(sorted(m for m in ('torch', 'deepspeed', 'pretrain', 'launch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from runs.schedules import lr_at
+from rundir.schedules import lr_at
 from scaling.errors import InputError
 from scaling.lr_annealing import fit_lr_annealing
 from scaling.lr_annealing_law import AnnealingLaw, areas, predict_curve, warmup_length

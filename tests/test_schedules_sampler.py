@@ -6,7 +6,7 @@ import pytest
 
 from pretrain.config.schema import ScheduleConfig
 from pretrain.sampler import WindowSampler, micro_batch_start
-from runs.schedules import lr_at
+from rundir.schedules import lr_at
 
 
 def test_warmup_then_cosine():

@@ -84,7 +84,7 @@ def test_zero1_resumes_across_world_sizes_2_1_2(tiny_data, tmp_path):
 
 @pytest.mark.parametrize("stage", [0, 2])
 def test_inf_gradient_at_checkpoint_step_is_skipped_and_counted(stage, tiny_data, tmp_path):
-    from runs.weights import read_state_dict
+    from rundir.weights import read_state_dict
 
     over = tiny_overrides(tiny_data, **{"train.steps": 12, "train.eval_every_steps": 0, "deepspeed.zero_stage": stage})
     res = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path,

@@ -38,7 +38,7 @@ def test_run_directory_contract_and_loss_falls(reference):
     assert summary["flops"] == pytest.approx(summary["tokens"] * 552960)
     for key in ("final_loss", "final_val_loss", "final_val_bpb", "wall_s", "tokens_per_s", "mfu"):
         assert summary[key] > 0, key
-    from runs.summary import SCHEMA_VERSION, RunSummary
+    from rundir.summary import SCHEMA_VERSION, RunSummary
 
     typed = RunSummary.read(reference)  # every key the trainer writes is a RunSummary field
     assert typed.schema_version == SCHEMA_VERSION and typed.other == {} and typed.to_dict() == summary

@@ -85,7 +85,7 @@ def main(spec: dict) -> dict:
         rc = trainer.train()
         out = {"rc": rc, "events": rec.events, "loaded": rec.loaded, "steps_seen": rec.steps_seen}
         if spec.get("compare_checkpoint") is not None:
-            from runs.weights import read_state_dict
+            from rundir.weights import read_state_dict
 
             saved = read_state_dict(Path(spec["run_dir"]) / "checkpoints" / f"step_{spec['compare_checkpoint']}")
             now = trainer.module.model.state_dict()

@@ -23,8 +23,8 @@ from pretrain.errors import ConfigError
 
 from launch.locks import RunLock
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
-from runs.layout import LAUNCH_CONFIG, TRAIN_LOG
-from runs.summary import read_summary
+from rundir.layout import LAUNCH_CONFIG, TRAIN_LOG
+from rundir.summary import read_summary
 
 
 def read_hostfile(path: str | Path) -> list[tuple[str, int]]:

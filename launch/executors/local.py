@@ -19,9 +19,9 @@ from pathlib import Path
 
 from launch.locks import RunLock
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, train_argv, write_launch_config
-from runs.layout import METRICS, TRAIN_LOG
-from runs.lock import is_locked
-from runs.metrics import last_record
+from rundir.layout import METRICS, TRAIN_LOG
+from rundir.lock import is_locked
+from rundir.metrics import last_record
 
 
 def visible_gpus() -> list[str]:

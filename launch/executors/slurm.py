@@ -171,7 +171,7 @@ class SlurmExecutor:
         """Runs that need a task now; skipped ones with the reason."""
         queued = queued_jobs(self.spec.runs_root())
         todo, skipped = [], {}
-        from runs.lock import is_locked
+        from rundir.lock import is_locked
 
         for r in runs:
             what = decide(Path(r.run_dir), retry_failed, r.id)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from pretrain.config.schema import TrainConfig
-    from runs.layout import RunDir
+    from rundir.layout import RunDir
     from pretrain.train_module import StepOutput
 
 

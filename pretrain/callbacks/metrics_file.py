@@ -1,9 +1,9 @@
-"""metrics.jsonl: one record per log step, on the main rank (runs/metrics.py drops the
+"""metrics.jsonl: one record per log step, on the main rank (rundir/metrics.py drops the
 records past the checkpoint on resume, so the file reads as one clean run)."""
 from __future__ import annotations
 
 from pretrain.callbacks.base import Callback
-from runs.metrics import MetricsFile
+from rundir.metrics import MetricsFile
 
 
 class MetricsFileWriter(Callback):

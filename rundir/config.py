@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runs.checkpoints import CheckpointError
-from runs.files import read_yaml
-from runs.layout import CONFIG
+from rundir.checkpoints import CheckpointError
+from rundir.files import read_yaml
+from rundir.layout import CONFIG
 
 if TYPE_CHECKING:
     from models.config import ModelConfig

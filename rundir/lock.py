@@ -16,7 +16,7 @@ import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from runs.layout import LOCK
+from rundir.layout import LOCK
 
 
 def boot_id() -> str | None:

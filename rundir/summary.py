@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from runs.files import atomic_write_json
-from runs.layout import SUMMARY
+from rundir.files import atomic_write_json
+from rundir.layout import SUMMARY
 
 SCHEMA_VERSION = 1
 # Per-source keys of data-mixture runs (`tokens/<label>`, ...), written after `unique_tokens`.

@@ -2,14 +2,14 @@
 
 A checkpoint counts only once its `COMPLETE` marker exists (the trainer writes it after every
 rank's files are on disk), and `latest` names the newest complete one. Nothing here reads the
-weights (that is `runs.weights`, with torch).
+weights (that is `rundir.weights`, with torch).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from runs.layout import CHECKPOINTS, COMPLETE, CONFIG, checkpoint_step
+from rundir.layout import CHECKPOINTS, COMPLETE, CONFIG, checkpoint_step
 
 
 class CheckpointError(RuntimeError):

@@ -7,7 +7,7 @@ A path may be a run directory (its newest complete checkpoint is used) or a
 expert-parallel MoE checkpoints keep their experts in DeepSpeed's per-expert files, which are
 restacked into the model's (E, ...) expert tensors (`restack_experts`: both layouts below).
 
-The one module of `runs` that imports torch: torch-free readers (the dashboard, scaling) never
+The one module of `rundir` that imports torch: torch-free readers (the dashboard, scaling) never
 import it, which `lint-imports` checks.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from runs.checkpoints import CheckpointError, resolve_checkpoint
-from runs.config import run_model
-from runs.tokenizer import load_tokenizer
+from rundir.checkpoints import CheckpointError, resolve_checkpoint
+from rundir.config import run_model
+from rundir.tokenizer import load_tokenizer
 
 DS_EXPERT = re.compile(r"^(?P<prefix>.*?)(?P<sharded>experts\.)?deepspeed_moe\.experts\.deepspeed_experts\.(?P<idx>\d+)\.(?P<name>\w+)$")
 

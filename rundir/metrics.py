@@ -11,7 +11,7 @@ import math
 import os
 from pathlib import Path
 
-from runs.files import atomic_write_text
+from rundir.files import atomic_write_text
 
 
 def _clean(v):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runs.checkpoints import CheckpointError
-from runs.layout import TOKENIZER, TOKENIZER_META
+from rundir.checkpoints import CheckpointError
+from rundir.layout import TOKENIZER, TOKENIZER_META
 
 EOT_TOKEN = "<|endoftext|>"
 

@@ -1,6 +1,6 @@
 """Run directories -> states and table rows: the one reader of the run-directory contract.
 
-    from runs.read import load_runs
+    from rundir.read import load_runs
     df, problems = load_runs("runs/isoflop-tiny")
 
 `run_status` says where a run stands in a few syscalls (the tail of metrics.jsonl, summary.json,
@@ -23,16 +23,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from runs.checkpoints import has_checkpoint
-from runs.files import read_yaml
-from runs.layout import CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, SKIP_DIRS
-from runs.lock import holder_if_locked
-from runs.metrics import last_record
-from runs.summary import SOURCE_PREFIXES, read_summary
+from rundir.checkpoints import has_checkpoint
+from rundir.files import read_yaml
+from rundir.layout import CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, SKIP_DIRS
+from rundir.lock import holder_if_locked
+from rundir.metrics import last_record
+from rundir.summary import SOURCE_PREFIXES, read_summary
 
 STATES = ("pending", "queued", "running", "partial", "preempted", "failed", "done", "stale")
 _RUN_ID = re.compile(r"^\s*run_id:\s*'?([0-9a-f]+)'?\s*$", re.M)
-# summary.json keys copied into a row (runs.summary.RunSummary field names).
+# summary.json keys copied into a row (rundir.summary.RunSummary field names).
 SUMMARY_COLUMNS = [
     "steps", "total_steps", "tokens", "params", "non_embedding_params", "active_params", "active_non_embedding_params",
     "flops_per_token", "flops", "batch_tokens", "batch_size", "lr", "final_loss", "final_val_loss", "final_val_bpb",
