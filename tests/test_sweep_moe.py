@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_sweep_helpers import work, ROOT, scalelab, write_base, write_spec  # noqa: F401 (work is a fixture)
+from conftest import REPO as ROOT, scalelab, write_base, write_spec
 
 from launch.expand import expand, plan, vocab_for
 from launch.spec import parse_spec
