@@ -158,7 +158,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     def api_curves(run: list[str] = Query(default=[])):
         out = []
         for rid in _ids(run):
-            recs, bad = rundir.metrics(rid)
+            recs, bad = runs.metrics(rid)
             series = {k: [r.get(k) for r in recs] for k in CURVE_KEYS}
             out.append({"id": rid, "n_records": len(recs), "bad_lines": bad, "series": series})
         return JSON({"runs": out})
@@ -167,7 +167,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     def api_curves_csv(run: list[str] = Query(default=[])):
         rows = []
         for rid in _ids(run):
-            rows += [{"run": rid, **{k: r.get(k) for k in CURVE_KEYS}} for r in rundir.metrics(rid)[0]]
+            rows += [{"run": rid, **{k: r.get(k) for k in CURVE_KEYS}} for r in runs.metrics(rid)[0]]
         return _csv(rows, ["run", *CURVE_KEYS], "curves.csv")
 
     def _eval_rows():
@@ -191,13 +191,13 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     @app.get("/api/moe")
     def api_moe(run: str):
         rid = _ids([run])[0]
-        recs, _ = rundir.metrics(rid)
+        recs, _ = runs.metrics(rid)
         return JSON({"id": rid, "row": {**runs.row(rid), **runs.moe_shapes().get(rid, {})}, "figures": moe_view.figures(recs)})
 
     @app.get("/api/moe/compare")
     def api_moe_compare():
         moe = [r for r in runs.table()[0] if r.get("num_experts")][:MAX_RUNS_PER_REQUEST]
-        return JSON({"figures": moe_view.compare([(r, rundir.metrics(r["id"])[0]) for r in moe])})
+        return JSON({"figures": moe_view.compare([(r, runs.metrics(r["id"])[0]) for r in moe])})
 
     @app.get("/api/fits")
     def api_fits():

@@ -43,14 +43,15 @@ def runs(tiny_data, tmp_path_factory):
     return root
 
 
-def test_reader_takes_the_shape_from_config_and_counts_from_summary(runs):
+def test_reader_takes_the_shape_from_summary_or_config_and_counts_from_summary(runs):
     ds = load_moe(runs)
     df = ds.df.set_index("run")
     assert len(df) == 6 and ds.n_kind == "active_non_embedding"
     dense, g1, g2 = df.loc["dense/n50k"], df.loc["moe/n50k-e4-g1-lr3e-3"], df.loc["moe/n100k-e8-g2-lr1e-3"]
     assert (dense.E, dense.G, dense.top_k) == (1, 1, 1) and (g1.E, g1.G, g1.top_k, g1.expansion) == (4, 1, 1, 4)
     assert (g2.E, g2.G, g2.top_k, g2.expansion, g2.expert_d_ff) == (8, 2, 2, 4, 96)
-    assert set(df.moe_source) == {"config.yaml"}
+    # the trainer writes its MoE shape into summary.json; a dense run has none, so its shape comes from config.yaml
+    assert {r: s for r, s in df.moe_source.items()} == {r: ("config.yaml" if r.startswith("dense/") else "summary.json") for r in df.index}
     for run, row in df.iterrows():  # N is the trainer's active non-embedding count, the same moe_summary computes
         summary = json.loads((runs / run / "summary.json").read_text())
         assert row.N == summary["active_non_embedding_params"] and row.D == summary["tokens"] == 8 * 8 * 64
