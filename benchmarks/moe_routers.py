@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import moe_study_stats as st  # noqa: E402
 from launch.expand import plan as plan_sweep  # noqa: E402
+from launch.naming import axis_label  # noqa: E402
 
 TARGET = 0.7  # the issue's bar: MoE reaches the dense final loss with <= 0.7x its training FLOPs
 DEFAULT_SPEC = "configs/sweeps/moe-vs-dense-n200k.yaml"
@@ -47,8 +49,10 @@ KEYS = {"imbalance": "moe/imbalance", "max_imbalance": "moe/max_imbalance", "dro
 
 
 def arm_of(run) -> str:
-    moe = run.axes.get("model.moe")
-    return "dense" if moe is None else str(moe.get("router", "softmax_topk"))
+    """'dense', or the MoE arm's sweep label less its expert count: the router, plus `-dropless`
+    / `-sh1` where the arm sets them (launch.naming)."""
+    label = axis_label("model.moe", run.axes.get("model.moe"))
+    return re.sub(r"^e\d+k\d+-", "", label)
 
 
 def done(run) -> bool:
@@ -74,6 +78,7 @@ def analyse_run(run) -> dict:
     out = {"run": run.name, "seed": run.axes.get("seed"), "final_val_loss": summary["final_val_loss"],
            "final_loss": summary["final_loss"], "flops": summary["flops"], "tokens": summary["tokens"],
            "flops_per_token": summary["flops_per_token"], "active_params": summary.get("active_params", summary["params"]),
+           "active_non_embedding_params": summary.get("active_non_embedding_params", summary["non_embedding_params"]),
            "params": summary["params"], "tokens_per_s": summary["tokens_per_s"], "wall_s": summary["wall_s"],
            "curve": st.val_curve(recs), "experts": experts}
     for name, key in KEYS.items():
@@ -81,8 +86,30 @@ def analyse_run(run) -> dict:
     return out
 
 
+def causal_val_loss(run_dir: Path) -> float:
+    """Validation loss of a finished run with causal routing (`set_causal_routing`: expert_choice
+    becomes token-choice top-k over the same probabilities, the function generation and lm-eval
+    use), on the same windows as the trainer's val_loss. expert_choice's logged val_loss routes
+    over the whole batch, later tokens included, so only this figure compares with causal routers."""
+    import torch
+
+    from models.moe.routers import set_causal_routing
+    from rundir.weights import load_run
+    from pretrain.data.prepare import output_dir
+    from pretrain.data.prepared import load_prepared
+    from pretrain.evaluation import HeldOutEval
+
+    run = load_run(run_dir)
+    set_causal_routing(run.model)
+    cfg = run.config
+    val = load_prepared(output_dir(cfg.data)).token_stream("val")
+    ev = HeldOutEval(val, cfg.model.seq_len, cfg.train.eval_tokens, 1.0, cfg.train.micro_batch_size)
+    return ev.run(run.model, torch.device("cpu"))["val_loss"]
+
+
 def analyse(plan, arms: dict[str, list]) -> dict:
     runs = {a: [analyse_run(r) for r in rs if done(r)] for a, rs in arms.items()}
+    r_dir = {r.name: r.run_dir for rs in arms.values() for r in rs}
     dense = runs.get("dense") or []
     ref = st.mean_sd([r["final_val_loss"] for r in dense])["mean"]
     ref_flops = st.mean_sd([r["flops"] for r in dense])["mean"]
@@ -103,6 +130,7 @@ def analyse(plan, arms: dict[str, list]) -> dict:
         a = {"seeds": [r["seed"] for r in rs], "val_loss": st.mean_sd([r["final_val_loss"] for r in rs]),
              "train_loss": st.mean_sd([r["final_loss"] for r in rs]), "flops": st.mean_sd([r["flops"] for r in rs]),
              "active_params": rs[0]["active_params"], "params": rs[0]["params"],
+             "active_non_embedding_params": rs[0]["active_non_embedding_params"],
              "tokens_per_s": st.mean_sd([r["tokens_per_s"] for r in rs]), "runs": rs}
         if arm != "dense":
             a["compute_ratio"] = st.mean_sd([r["compute_ratio"] for r in rs])
@@ -113,6 +141,10 @@ def analyse(plan, arms: dict[str, list]) -> dict:
                 a[name] = st.mean_sd([r[name]["mean"] for r in rs])
                 a[name + "_quarters"] = [st.mean_sd([r[name]["quarters"][q] for r in rs])["mean"] for q in range(4)]
             a["experts"] = rs[0]["experts"]
+        if arm.startswith("expert_choice"):
+            for r in rs:
+                r["causal_val_loss"] = causal_val_loss(r_dir[r["run"]])
+            a["causal_val_loss"] = st.mean_sd([r["causal_val_loss"] for r in rs])
         out["arms"][arm] = a
     if dense:
         out["dense_curve"] = st.mean_curve([r["curve"] for r in dense])
@@ -134,18 +166,40 @@ def fmt_ratio(ms: dict, n: int) -> str:
     return fmt(ms, ".2f") + "x" + (f" ({ms['n']}/{n})" if ms["n"] < n else "")
 
 
+def winner_margins(res: dict) -> dict:
+    """The causal arm with the lowest mean val loss, and its margin over every other arm: the
+    difference of means and the mean±sd of same-seed differences (same data order). expert_choice
+    cannot win: its val loss routes over the batch, later tokens included (not causal)."""
+    arms = {a: v for a, v in res["arms"].items() if a != "dense"}
+    causal = [a for a in arms if not a.startswith("expert_choice")]
+    if not causal:
+        return {}
+    win = min(causal, key=lambda a: arms[a]["val_loss"]["mean"])
+    seeds = {r["seed"]: r["final_val_loss"] for r in arms[win]["runs"]}
+    out = {"arm": win, "margins": {}}
+    for a, v in arms.items():
+        if a == win:
+            continue
+        paired = [r["final_val_loss"] - seeds[r["seed"]] for r in v["runs"] if r["seed"] in seeds]
+        out["margins"][a] = {"mean_difference": v["val_loss"]["mean"] - arms[win]["val_loss"]["mean"],
+                             "paired": st.mean_sd(paired)}
+    print(f"\nwinner (lowest mean val loss of the causal routers): {win}; others minus {win}: " + "; ".join(
+        f"{a} {m['mean_difference']:+.4f} (same seed {fmt(m['paired'], '+.4f')})" for a, m in out["margins"].items()))
+    return out
+
+
 def print_table(res: dict) -> None:
     arms = res["arms"]
     print(f"\n{res['spec']}: every run {res['dense_flops']:.3e} training FLOPs; dense final val loss {res['dense_final_val_loss']:.4f} "
           f"(mean over seeds)")
-    hdr = (f"{'arm':14s} {'seeds':>5s} {'val loss':>15s} {'vs dense':>16s} {'FLOPs to dense':>14s} {'(paired)':>12s} "
+    hdr = (f"{'arm':21s} {'seeds':>5s} {'val loss':>15s} {'vs dense':>16s} {'FLOPs to dense':>14s} {'(paired)':>12s} "
            f"{'imbalance':>9s} {'(Q1/Q4)':>11s} {'dropped':>9s} {'z-loss':>6s} {'util H/lnE':>10s} {'tokens/s':>8s}")
     print(hdr + "\n" + "-" * len(hdr))
     order = ["dense"] + sorted((a for a in arms if a != "dense"), key=lambda a: arms[a]["val_loss"]["mean"])
     for arm in order:
         a = arms[arm]
         n = a["val_loss"]["n"]
-        row = f"{arm:14s} {n:5d} {fmt(a['val_loss']):>15s} "
+        row = f"{arm:21s} {n:5d} {fmt(a['val_loss']):>15s} "
         if arm == "dense":
             row += f"{'-':>16s} {'1':>14s} {'1':>12s} {'-':>9s} {'-':>11s} {'-':>9s} {'-':>6s} {'-':>10s}"
         else:
@@ -157,6 +211,11 @@ def print_table(res: dict) -> None:
                     f"{a['util_entropy']['mean'] / ln_e:10.3f}")
         row += f" {a['tokens_per_s']['mean']:8.0f}"
         print(row)
+    ec, d = arms.get("expert_choice"), arms.get("dense")
+    if ec and ec.get("causal_val_loss", {}).get("mean") is not None and d:
+        c = ec["causal_val_loss"]
+        print(f"expert_choice with causal routing (token-choice top-k over its probabilities, as generation and lm-eval run it): "
+              f"val loss {fmt(c)}, {c['mean'] - d['val_loss']['mean']:+.4f} vs dense")
     print("vs dense: val loss minus the same seed's dense run (mean±sd over seeds). FLOPs to dense: training FLOPs at which\n"
           "the run's val curve first reaches the dense final val loss (mean over dense seeds; paired: its own seed's), over\n"
           "the dense run's FLOPs. imbalance: max/mean expert load, mean over layers and all log records (Q1/Q4: first and\n"
@@ -192,6 +251,7 @@ def main() -> None:
     res = analyse(plan, arms)
     res["best_routers"], res["launches"] = best, log
     print_table(res)
+    res["winner"] = winner_margins(res)
     res["trend"] = trend(args, best[0] if best else None, res, log)
     print_doublings(res)
     out = Path(args.json) if args.json else plan.root / "router_study.json"
@@ -215,19 +275,20 @@ def trend(args, router: str | None, main_res: dict, log: list) -> dict:
             rows.append(res)
     rows.append(main_res)
     points = []
-    print(f"\nsize trend, {router}: compute to reach the dense final loss (x dense FLOPs; target <= {TARGET})")
+    print(f"\nsize trend, {router}: compute to reach the dense final loss (x dense FLOPs; target <= {TARGET}); "
+          "N = active non-embedding parameters of the dense model")
     for res in sorted(rows, key=lambda x: x["arms"]["dense"]["active_params"]):
         a, d = res["arms"].get(router), res["arms"]["dense"]
         if a is None:
             continue
-        ratio = a["compute_ratio"]["mean"]
-        points.append((d["active_params"], ratio))
-        print(f"  {res['spec']:22s} dense active {d['active_params']:>9,d}  FLOPs {d['flops']['mean']:.2e}  dense {d['val_loss']['mean']:.4f}"
-              f"  {router} {a['val_loss']['mean']:.4f}  ratio {'not reached' if ratio is None else f'{ratio:.2f}x'}")
+        ratio, n = a["compute_ratio"]["mean"], d["active_non_embedding_params"]
+        points.append((n, ratio))
+        print(f"  {res['spec']:22s} N {n:>9,d}  seeds {d['val_loss']['n']}/{a['val_loss']['n']}  FLOPs {d['flops']['mean']:.2e}  "
+              f"dense {d['val_loss']['mean']:.4f}  {router} {a['val_loss']['mean']:.4f} ({a['val_loss']['mean'] - d['val_loss']['mean']:+.4f})"
+              f"  ratio {'not reached' if ratio is None else f'{ratio:.2f}x'}")
     cross = st.trend_crossing(points, TARGET)
     if cross["n_at_target"] and cross["slope_per_decade"] < 0:
-        print(f"  line through the sizes: {cross['slope_per_decade']:+.3f} per decade of active params; "
-              f"{TARGET}x at ~{cross['n_at_target']:.3g} active params")
+        print(f"  least-squares line in log10 N: {cross['slope_per_decade']:+.3f} per decade; {TARGET}x at N ~ {cross['n_at_target']:.3g}")
     return {"router": router, "sizes": [{"spec": r["spec"], "dense": r["arms"]["dense"], router: r["arms"].get(router)} for r in rows],
             "crossing": cross}
 
