@@ -79,6 +79,13 @@ def model_label(value: Any) -> str:
         moe = value.get("moe")
         if isinstance(moe, dict):
             parts.append(f"e{moe.get('num_experts', 8)}k{moe.get('top_k', 2)}")
+            # Only what is given, so MoE runs named before keep their names.
+            if moe.get("num_shared_experts"):
+                parts.append(f"sh{moe['num_shared_experts']}")
+            if moe.get("router"):
+                parts.append(str(moe["router"]))
+            if "capacity_factor" in moe and moe["capacity_factor"] is None:
+                parts.append("dropless")
         return "-".join(parts) or "m" + short_hash(value, 6)
     return str(value)
 

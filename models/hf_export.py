@@ -3,9 +3,11 @@
 Dense models become `LlamaForCausalLM` (our parameter names are Llama's, so the weights copy
 1:1). Token-choice softmax top-k MoE becomes `MixtralForCausalLM` when it is Mixtral exactly
 (top-k weights renormalised, every layer MoE, no shared experts) and `Qwen2MoeForCausalLM`
-otherwise (un-normalised top-k weights, dense prefix layers / every k-th layer MoE). Routers
-without a standard transformers equivalent (aux_free_bias, expert_choice, sinkhorn) and shared
-experts (Qwen2-MoE gates its shared expert, ours is ungated) are refused with a clear message.
+otherwise (un-normalised top-k weights, dense prefix layers / every k-th layer MoE). `sinkhorn`
+exports the same way: it balances the selection only in training, and routes by plain softmax
+top-k at inference, which is what the exported model computes. Routers without a standard
+transformers equivalent (aux_free_bias, expert_choice) and shared experts (Qwen2-MoE gates its
+shared expert, ours is ungated) are refused with a clear message.
 
 The model is built in `transformers` from the config, our tensors are loaded with strict key
 checking, and `save_pretrained` writes safetensors in whatever on-disk layout the installed
@@ -21,6 +23,11 @@ from pathlib import Path
 import torch
 
 EOT_TOKEN = "<|endoftext|>"
+
+
+# Routers whose inference routing is top-k over softmax probabilities, weights = those probabilities
+# (renormalised iff model.moe.renormalize): sinkhorn's balancing applies in training only.
+INFERENCE_SOFTMAX_TOPK = ("softmax_topk", "sinkhorn")
 
 
 class ExportError(ValueError):
@@ -51,10 +58,11 @@ def _common(cfg, eot_id: int) -> dict:
 def moe_target(cfg) -> str:
     """'mixtral' or 'qwen2_moe' for an exportable MoE config; raises ExportError otherwise."""
     moe = cfg.moe
-    if moe.router != "softmax_topk":
+    if moe.router not in INFERENCE_SOFTMAX_TOPK:
         raise ExportError(
-            f"model.moe.router={moe.router!r} has no standard transformers equivalent; only softmax_topk "
-            "(Mixtral / Qwen2-MoE routing) can be exported. Evaluate it with `scalelab eval` instead."
+            f"model.moe.router={moe.router!r} has no standard transformers equivalent; only "
+            f"{' and '.join(INFERENCE_SOFTMAX_TOPK)} (Mixtral / Qwen2-MoE routing at inference) can be exported. "
+            "Evaluate it with `scalelab eval` instead."
         )
     if moe.num_shared_experts:
         raise ExportError(

@@ -61,6 +61,9 @@ def test_tied_embeddings(tmp_path, tok):
     (dict(num_experts=4, top_k=2, renormalize=True), "MixtralForCausalLM"),
     (dict(num_experts=4, top_k=2), "Qwen2MoeForCausalLM"),  # un-normalised top-k weights
     (dict(num_experts=4, top_k=1, first_dense_layers=1, d_ff=48), "Qwen2MoeForCausalLM"),  # dense prefix
+    # sinkhorn balances only in training; at inference it is softmax top-k, so it exports as such
+    (dict(num_experts=4, top_k=2, router="sinkhorn", renormalize=True), "MixtralForCausalLM"),
+    (dict(num_experts=4, top_k=2, router="sinkhorn"), "Qwen2MoeForCausalLM"),
 ])
 def test_moe_parity(tmp_path, tok, moe, arch):
     model = tiny_model(tiny_model_config(tok.get_vocab_size(), n_layers=3, moe=moe))

@@ -48,6 +48,20 @@ def test_zip_and_seeds(base):
     assert names(s) == ["s3", "s4", "s5"] and [r.steps for r in s.runs] == [12] * 3
 
 
+def test_moe_axis_names_routers_shared_experts_and_dropless(base):
+    """A router comparison (zip over model.moe) names each arm; a mapping that gives none of the
+    new keys keeps the name it always had (e8k2), so earlier sweeps' runs are not renamed."""
+    arms = [None, {"num_experts": 8, "top_k": 2}, {"num_experts": 8, "top_k": 2, "router": "sinkhorn"},
+            {"num_experts": 8, "top_k": 2, "router": "aux_free_bias", "capacity_factor": None},
+            {"num_experts": 8, "top_k": 1, "num_shared_experts": 1, "router": "aux_free_bias", "capacity_factor": 1.25}]
+    p = expand(spec_of(base, kind="zip", axes={"model.moe": arms, "train.steps": [10] * 5}))
+    assert names(p) == ["dense-steps10", "e8k2-steps10", "e8k2-sinkhorn-steps10", "e8k2-aux_free_bias-dropless-steps10",
+                        "e8k1-sh1-aux_free_bias-steps10"]
+    assert p.runs[3].cfg.model.moe.capacity_factor is None and p.runs[4].cfg.model.moe.num_shared_experts == 1
+    with pytest.raises(ConfigError, match="both be named"):  # arms that differ only in an unnamed key are refused
+        expand(spec_of(base, kind="zip", axes={"model.moe": [{"d_ff": 32}, {"d_ff": 64}], "train.steps": [10, 10]}))
+
+
 def test_isoflop_flops_match_accounting(base):
     budgets = [6e8, 2e9, 6e9]
     p = expand(spec_of(base, kind="isoflop", set={"model.seq_len": 64},
