@@ -94,14 +94,16 @@ def causal_val_loss(run_dir: Path) -> float:
     import torch
 
     from models.moe.routers import set_causal_routing
-    from rundir.weights import load_run
+    from pretrain.config.loader import load_train_config
     from pretrain.data.prepare import output_dir
     from pretrain.data.prepared import load_prepared
     from pretrain.evaluation import HeldOutEval
+    from rundir.layout import RunDir
+    from rundir.weights import load_run
 
     run = load_run(run_dir)
     set_causal_routing(run.model)
-    cfg = run.config
+    cfg = load_train_config(RunDir(run_dir).config)
     val = load_prepared(output_dir(cfg.data)).token_stream("val")
     ev = HeldOutEval(val, cfg.model.seq_len, cfg.train.eval_tokens, 1.0, cfg.train.micro_batch_size)
     return ev.run(run.model, torch.device("cpu"))["val_loss"]
