@@ -11,6 +11,8 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from evals import requests as R
 from evals.adapter import ScalelabLM
+from evals.forward import hidden_states
+from evals.request_plan import plan_pairs
 
 SEQ = 24
 
@@ -46,7 +48,7 @@ def req(kind, *args):
 def test_hidden_states_equal_model_logits(setup):
     _, model, _ = setup
     ids = torch.randint(0, model.cfg.vocab_size, (2, 17))
-    assert torch.allclose(model.lm_head(R.hidden_states(model, ids)), model(ids).logits, atol=1e-6)
+    assert torch.allclose(model.lm_head(hidden_states(model, ids)), model(ids).logits, atol=1e-6)
 
 
 def test_loglikelihood_matches_hand_computed(setup):
@@ -180,9 +182,9 @@ def test_kv_cache_decode_matches_full_forward(setup):
     _, model, _ = setup
     ids = torch.randint(1, 300, (1, 10))
     caches = [KVCache() for _ in model.model.layers]
-    R.hidden_states(model, ids[:, :7], caches)
+    hidden_states(model, ids[:, :7], caches)
     for t in range(7, 10):
-        h = R.hidden_states(model, ids[:, t: t + 1], caches)
+        h = hidden_states(model, ids[:, t: t + 1], caches)
     full = model(ids).logits[0, -1]
     assert math.isclose(float((model.lm_head(h)[0, -1] - full).abs().max()), 0.0, abs_tol=1e-5)
 
@@ -199,6 +201,36 @@ def test_shared_context_packing_matches_hand_computed(setup, moe):
     for (c, x), (lp, greedy) in zip(pairs, got):
         ref, ref_greedy = hand_logprob(model, c, x)
         assert lp == pytest.approx(ref, abs=1e-4) and greedy == ref_greedy
+
+
+def test_request_mix_matches_hand_computed(setup):
+    """Every path of the planner at once, with batches small enough to split both passes:
+    choices of different lengths under one context (two share their first words); a lone
+    request whose whole input is that context (it joins the group, all its targets read in pass
+    1); a duplicate; a minimal pair after an empty context (EOT); two contexts that differ only
+    at their end (their branches hold context tokens too); a context longer than the window
+    (left-truncated) and a continuation longer than the window (only its last tokens scored)."""
+    tok, model, _ = setup
+    q = enc(tok, "Who should Derek hug?")
+    pairs = [(q, enc(tok, x)) for x in (" the mat.", " the mats in the tree", " a bird", " the")]
+    pairs += [(q[:-2], q[-2:] + enc(tok, " the")), (q, enc(tok, " a bird"))]
+    pairs += [([0], enc(tok, "The dogs sit on the mats.")), ([0], enc(tok, "The dog sits on the mats."))]
+    speak = enc(tok, " All: Speak.")
+    pairs += [(enc(tok, "Before we proceed."), speak), (enc(tok, "Before we proceed!"), speak)]
+    long_ctx = enc(tok, "First Citizen: Before we proceed any further, hear me speak. " * 3)
+    pairs += [(long_ctx, speak), (long_ctx, enc(tok, " All: Resolved."))]
+    pairs += [(q, enc(tok, " the cat sat on the mat while the children play in the tree"))]
+    plan = plan_pairs(pairs, SEQ)[2]
+    members = [(p, br, tg) for p, ms in plan.items() for _, br, tg in ms]
+    assert len(plan[tuple(q)]) == 5 and sum(not br for _, br, _ in plan[tuple(q)]) == 2
+    assert any(p[0] == 0 and len(p) > 2 and 0 < len(br) < len(tg) for p, br, tg in members)  # the minimal pair
+    assert any(len(br) >= len(tg) for _, br, tg in members)  # context tokens in a branch
+    for bs, budget in ((1, None), (2, 40), (64, 16384)):
+        got = R.score_pairs(model, pairs, SEQ, batch_size=bs, max_batch_tokens=budget)
+        for (c, x), (lp, greedy) in zip(pairs, got):
+            n = min(len(x), SEQ)
+            ref, ref_greedy = hand_logprob(model, (list(c) + list(x))[:-n], list(x)[-n:])
+            assert lp == pytest.approx(ref, abs=1e-4) and greedy == ref_greedy
 
 
 @pytest.mark.skipif(not __import__("evals.tasks").tasks.data_root().exists(), reason="bundled eval data not found")
