@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from rundir.layout import CONFIG, METRICS, SUMMARY
 from scaling.errors import InputError
 
 TABLE_ROLES = ("run", "step", "lr", "loss")
@@ -167,8 +168,8 @@ def _run_curve(path: Path, name: str, metric: str, warnings: list[str]) -> Curve
     from rundir.schedules import lr_at
 
     try:
-        cfg = yaml.safe_load((path / "config.yaml").read_text()) or {}
-        summary = json.loads((path / "summary.json").read_text())
+        cfg = yaml.safe_load((path / CONFIG).read_text()) or {}
+        summary = json.loads((path / SUMMARY).read_text())
     except (OSError, ValueError) as exc:
         raise _Skip(f"cannot read config.yaml / summary.json ({exc})") from None
     sched = cfg.get("schedule") or {}
@@ -182,7 +183,7 @@ def _run_curve(path: Path, name: str, metric: str, warnings: list[str]) -> Curve
     total, peak = int(total), float(peak)
     sch = SimpleNamespace(**{k: sched[k] for k in SCHEDULE_FIELDS})
     lr = np.array([lr_at(k, total, peak, sch) for k in range(total)], dtype=float)
-    recs = _metrics(path / "metrics.jsonl")
+    recs = _metrics(path / METRICS)
     steps = sorted(recs)
     logged = [(s, recs[s]["lr"]) for s in steps if isinstance(recs[s].get("lr"), (int, float)) and 1 <= s <= total]
     off = [(s, v) for s, v in logged if not np.isclose(v, lr[s - 1], rtol=1e-6, atol=1e-12)]

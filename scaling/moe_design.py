@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rundir.layout import CONFIG
 from scaling.common import at_bound, distinct
 
 SHAPE_KEYS = ("num_experts", "top_k", "d_ff")  # what the law and the plan set; the rest is recipe
@@ -104,7 +105,7 @@ def moe_recipe(paths) -> dict | None:
     sections = []
     for p in paths:
         try:
-            cfg = yaml.safe_load((Path(str(p)) / "config.yaml").read_text())
+            cfg = yaml.safe_load((Path(str(p)) / CONFIG).read_text())
         except (OSError, yaml.YAMLError):
             continue
         moe = ((cfg or {}).get("model") or {}).get("moe") if isinstance(cfg, dict) else None

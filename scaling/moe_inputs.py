@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from rundir.layout import CONFIG, SUMMARY
 from scaling import inputs
 from scaling.errors import InputError
 from rundir.read import load_runs
@@ -162,15 +163,15 @@ def _num(v):
 
 def _run_row(path: Path, rel: str, sweep: str):
     try:
-        summary = json.loads((path / "summary.json").read_text())
+        summary = json.loads((path / SUMMARY).read_text())
     except (OSError, ValueError):
         return None, "summary.json unreadable"
-    moe, where = summary.get("moe"), "summary.json"
+    moe, where = summary.get("moe"), SUMMARY
     if not isinstance(moe, dict):
         moe, why = moe_from_config(path)
         if moe is None:
             return None, why
-        where = "config.yaml"
+        where = CONFIG
     loss = _num(summary.get("final_val_loss"))
     loss = loss if loss is not None else _num(summary.get("final_loss"))
     N = _num(summary.get("active_non_embedding_params"))
@@ -196,7 +197,7 @@ def moe_from_config(path: Path):
     from rundir.files import read_yaml
 
     try:
-        cfg = read_yaml(path / "config.yaml")  # the C loader: read for every MoE run of a tree
+        cfg = read_yaml(path / CONFIG)  # the C loader: read for every MoE run of a tree
         model = dict(cfg["model"])
         vocab = model.get("vocab_size") or ((cfg.get("data") or {}).get("tokenizer") or {}).get("vocab_size")
         return moe_summary(ModelConfig(**model), vocab), None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rundir.layout import EVALS
 from scaling.errors import InputError
 
 LOSS_METRICS = {"bpb": "gold_bpb", "nats": "gold_nats", "val_loss": "val_loss"}
@@ -115,7 +116,7 @@ def read_eval_points(root, *, n_kind: str = "total", steps: str = "last", loss_m
 
 
 def _eval_files(run_dir: Path) -> list[tuple[int, Path]]:
-    d = run_dir / "evals"
+    d = run_dir / EVALS
     if not d.is_dir():
         return []
     return sorted((int(p.stem), p) for p in d.glob("*.json") if p.stem.isdigit())
