@@ -59,9 +59,10 @@ class CheckpointSaveError(TrainingFailed):
 
 
 def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, barrier, world_size: int = 1,
-         agree: Callable[[bool], bool] = lambda ok: ok) -> Path:
+         agree: Callable[[bool], bool] = lambda ok: ok, pinned=()) -> Path:
     """Write `step_<N>` and mark it complete. `agree(ok)` is True only when every rank's `ok` is
-    (an all-reduce): a rank whose write failed must not leave the others waiting in a barrier."""
+    (an all-reduce): a rank whose write failed must not leave the others waiting in a barrier.
+    Checkpoints of the steps in `pinned` (train.checkpoint_at_steps) are never pruned."""
     tag = checkpoint_tag(step)
     path = root / tag
     if is_main and path.exists():  # a stale, incomplete attempt at this step
@@ -94,16 +95,17 @@ def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, 
             f"{done[-1][1].name if done else '(none)'} is kept in {root}. Free space and rerun the same command to resume"
         )
     if is_main:
-        _prune(root, keep)
+        _prune(root, keep, set(pinned))
     barrier()
     return path
 
 
-def _prune(root: Path, keep: int) -> None:
+def _prune(root: Path, keep: int, pinned: set[int] = frozenset()) -> None:
     done = complete_checkpoints(root)
     newest = done[-1][0] if done else -1
     for step, d in done[:-keep]:
-        shutil.rmtree(d, ignore_errors=True)
+        if step not in pinned:  # branch points: other runs start from them (train.init_from)
+            shutil.rmtree(d, ignore_errors=True)
     for d in root.iterdir():  # leftovers of interrupted saves older than the newest good one
         step = checkpoint_step(d.name)
         if step is not None and step < newest and d.is_dir() and not (d / COMPLETE).exists():
@@ -131,14 +133,16 @@ def saved_world_size(path: Path) -> int | None:
     return None
 
 
-def convert_to_universal(path: Path) -> Path:
-    """DeepSpeed's ds_to_universal for one checkpoint; returns `checkpoints/universal/step_<N>`.
+def convert_to_universal(path: Path, out: Path | None = None) -> Path:
+    """DeepSpeed's ds_to_universal for one checkpoint; returns `out`, by default
+    `checkpoints/universal/step_<N>` beside it (a branch converts its parent's checkpoint into its
+    own folder instead: the parent's next save prunes its own conversions).
 
     Done once by rank 0 (a COMPLETE marker guards against a conversion cut short); DeepSpeed's
-    console output goes to `checkpoints/universal/.step_<N>.convert.log`."""
+    console output goes to `.<name>.convert.log` beside the conversion."""
     from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
 
-    out = path.parent / UNIVERSAL / path.name
+    out = out or path.parent / UNIVERSAL / path.name
     if (out / COMPLETE).exists():
         return out
     if out.exists():
@@ -147,7 +151,7 @@ def convert_to_universal(path: Path) -> Path:
     args = SimpleNamespace(input_folder=str(path), output_folder=str(out), num_extract_workers=1, num_merge_workers=1,
                            keep_temp_folder=False, strict=True, inject_missing_state=True)
     try:
-        with open(out.parent / f".{path.name}.convert.log", "w") as log, contextlib.redirect_stdout(log), \
+        with open(out.parent / f".{out.name}.convert.log", "w") as log, contextlib.redirect_stdout(log), \
                 contextlib.redirect_stderr(log):
             ds_to_universal(args)
     except BaseException:
@@ -177,6 +181,41 @@ def _load_one(engine, path: Path, universal: bool):
     return out
 
 
+def _try_load(engine, path: Path, log, world_size: int, is_main: bool, agree: Callable[[bool], bool],
+              universal_out: Path | None = None) -> tuple[dict | None, str | None, int | None]:
+    """(client state, None, saved ranks) when `path` loaded on every rank, else (None, why, saved ranks).
+    A checkpoint written by another number of ranks is converted first (into `universal_out`)."""
+    saved = saved_world_size(path)
+    universal = saved is not None and saved != world_size
+    out = universal_out or path.parent / UNIVERSAL / path.name
+    why, client = None, None
+    if universal:
+        log(f"checkpoint {path.name} was written by {saved} ranks and this run has {world_size}: "
+            "converting it to a DeepSpeed universal checkpoint")
+        if any(path.glob("zero_pp_rank_*_model_states.pt")):  # ZeRO-3 (see README: not bit-exact)
+            log("note: a ZeRO-3 run resumed on another world size continues close to, not exactly like, "
+                "an uninterrupted run (DeepSpeed's ZeRO-3 universal load)")
+        if is_main:
+            try:
+                convert_to_universal(path, out)
+            except Exception as exc:  # noqa: BLE001 - reported below, after the other ranks are told
+                why = f"conversion to a universal checkpoint failed: {type(exc).__name__}: {exc}"
+        if not agree(why is None):
+            why = why or "conversion to a universal checkpoint failed on rank 0"
+    if why is None:
+        try:
+            loaded, client = _load_one(engine, out if universal else path, universal)
+            if loaded is None or client is None or "scalelab" not in client:
+                why = "DeepSpeed found no model states or no scalelab client state in it"
+        except Exception as exc:  # noqa: BLE001 - corrupt files: fall back to the previous checkpoint
+            why = f"{type(exc).__name__}: {exc}"
+        if not agree(why is None):
+            why = why or "it failed to load on another rank"
+    if why is None:
+        return client["scalelab"], None, saved
+    return None, why, saved if universal else None
+
+
 def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = True,
                 agree: Callable[[bool], bool] = lambda ok: ok) -> dict | None:
     """Load the newest loadable complete checkpoint; returns its client state, or None when there is none.
@@ -185,34 +224,10 @@ def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = Tr
     Raises CheckpointLoadError when complete checkpoints exist and none loads."""
     failures = []
     for step, path in reversed(complete_checkpoints(root)):
-        saved = saved_world_size(path)
-        universal = saved is not None and saved != world_size
-        why, client = None, None
-        if universal:
-            log(f"checkpoint {path.name} was written by {saved} ranks and this run has {world_size}: "
-                "converting it to a DeepSpeed universal checkpoint")
-            if any(path.glob("zero_pp_rank_*_model_states.pt")):  # ZeRO-3 (see README: not bit-exact)
-                log("note: a ZeRO-3 run resumed on another world size continues close to, not exactly like, "
-                    "an uninterrupted run (DeepSpeed's ZeRO-3 universal load)")
-            if is_main:
-                try:
-                    convert_to_universal(path)
-                except Exception as exc:  # noqa: BLE001 - reported below, after the other ranks are told
-                    why = f"conversion to a universal checkpoint failed: {type(exc).__name__}: {exc}"
-            if not agree(why is None):
-                why = why or "conversion to a universal checkpoint failed on rank 0"
+        client, why, saved = _try_load(engine, path, log, world_size, is_main, agree)
         if why is None:
-            try:
-                loaded, client = _load_one(engine, path.parent / UNIVERSAL / path.name if universal else path, universal)
-                if loaded is None or client is None or "scalelab" not in client:
-                    why = "DeepSpeed found no model states or no scalelab client state in it"
-            except Exception as exc:  # noqa: BLE001 - corrupt files: fall back to the previous checkpoint
-                why = f"{type(exc).__name__}: {exc}"
-            if not agree(why is None):
-                why = why or "it failed to load on another rank"
-        if why is None:
-            return client["scalelab"]
-        ranks = f" [written by {saved} ranks, this run has {world_size}]" if universal else ""
+            return client
+        ranks = f" [written by {saved} ranks, this run has {world_size}]" if saved else ""
         failures.append(f"{path}{ranks}: {_short(why)}")
         log(f"warning: checkpoint {path.name} could not be loaded ({_short(why)}); trying an older one")
     if failures:
@@ -223,6 +238,24 @@ def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = Tr
             "to start afresh"
         )
     return None
+
+
+def load_parent(engine, path: Path, own_root: Path, log, world_size: int = 1, is_main: bool = True,
+                agree: Callable[[bool], bool] = lambda ok: ok) -> dict:
+    """Load another run's checkpoint `path` (a branch's `train.init_from`); its client state.
+
+    A conversion for another world size goes into this run's own `checkpoints/universal/`, never
+    into the parent's directory. Raises CheckpointLoadError when it does not load: a branch never
+    silently starts from scratch."""
+    out = Path(own_root) / UNIVERSAL / f"init_{path.parent.parent.name}_{path.name}"
+    if is_main:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    client, why, saved = _try_load(engine, path, log, world_size, is_main, agree, universal_out=out)
+    if why is None:
+        return client
+    ranks = f" [written by {saved} ranks, this run has {world_size}]" if saved else ""
+    raise CheckpointLoadError(f"train.init_from: checkpoint {path}{ranks} could not be loaded: {_short(why)}; "
+                              "nothing was trained or written")
 
 
 def _short(text: str, limit: int = 300) -> str:

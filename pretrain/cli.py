@@ -19,7 +19,7 @@ from pretrain.extensions import ExtensionLockTimeout
 RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
                   "train.keep_checkpoints", "train.threads", "train.deterministic", "train.device_peak_flops", "extras", "name", "eval",
                   "train.max_epochs_warn", "data.workers", "data.shard_tokens", "train.nonfinite_grad",
-                  "train.max_skipped_steps"}
+                  "train.max_skipped_steps", "train.checkpoint_at_steps"}
 # Data keys that only change how the tokenizer is trained: a run may resume across them when the
 # prepared tokenizer came out identical (same sha256), since then the token stream is too.
 TOKENIZER_SAMPLE_KEYS = {"data.tokenizer.sample_chars", "data.tokenizer.train_max_chars"}
@@ -109,6 +109,13 @@ def _train(args) -> int:
             if int(os.environ.get("RANK", "0")) == 0:
                 print(f"{run_dir}: already done (final loss {summary.get('final_loss')}); nothing to do")
             return 0
+    if cfg.train.init_from:
+        from rundir.checkpoints import has_checkpoint
+
+        if not has_checkpoint(run_dir):  # with checkpoints of its own a branch resumes from them
+            from pretrain.init_from import check
+
+            check(cfg)
 
     from pretrain.distributed import setup, teardown
 

@@ -58,6 +58,7 @@ class Trainer:
         self.stop_reason: str | None = None  # a stop asked on this rank (e.g. "SIGTERM")
         self.stopping = False  # the ranks agreed to stop after the current step
         self.resumed = False
+        self.lineage: dict | None = None  # a branch's {run, step}: the run and step it started from (train.init_from)
         self.paused_s = 0.0  # seconds outside training this attempt (checkpoints, evaluation)
         self._set_step(0)
 
@@ -77,7 +78,7 @@ class Trainer:
     # -------------------------------------------------------------------- the loop
     def train(self) -> int:
         try:
-            self._call("pre_train")  # the checkpointer resumes first
+            self._call("pre_train")  # the checkpointer resumes (or starts a branch from its parent) first
             self._warn_repetition()
             started, wall_before = time.perf_counter(), self.state.wall_s
             while self.state.step < self.total_steps and not self.stopping:
@@ -191,12 +192,13 @@ class Trainer:
         states = {cb.name: cb.state_dict() for cb in self.callbacks if cb.name}
         return {"step": s.step, "tokens": s.step * self.cfg.tokens_per_step(), "wall_s": s.wall_s, "eval_s": s.eval_s,
                 "skipped_steps": self.module.skipped_steps, "rng": checkpoint.rng_state(),
-                "callbacks": {k: v for k, v in states.items() if v is not None}}
+                "callbacks": {k: v for k, v in states.items() if v is not None}, "init_from": self.lineage}
 
     def load_state_dict(self, client: dict) -> None:
         s = self.state
         s.step, s.wall_s, s.eval_s = client["step"], client.get("wall_s", 0.0), client.get("eval_s", 0.0)
         self.module.skipped_steps = client.get("skipped_steps", 0)
+        self.lineage = client.get("init_from")
         checkpoint.set_rng_state(client["rng"])
         states = dict(client.get("callbacks") or {})
         for old, new in LEGACY_STATE.items():
@@ -209,6 +211,14 @@ class Trainer:
                 cb.load_state_dict(states[cb.name])
         self.resumed = True
         self._set_step(s.step)
+
+    def begin_branch(self, client: dict, parent: Path, step: int) -> None:
+        """Start this run from its parent's checkpoint state (train.init_from): the parent's step,
+        RNG, skipped steps and callback states carry over; wall and eval time start at zero (they
+        count this run's own work), and the lineage is kept in every later checkpoint."""
+        self.load_state_dict(client)
+        self.state.wall_s = self.state.eval_s = 0.0
+        self.lineage = {"run": str(Path(parent).resolve()), "step": int(step)}
 
 
 def write_resolved_config(cfg: TrainConfig, run_dir: Path) -> None:

@@ -18,12 +18,21 @@ class ScheduleConfig(Protocol):
     min_lr_ratio: float
     decay_fraction: float
     decay_shape: Literal["linear", "cosine", "sqrt"]
+    decay_steps: int | None  # optional (wsd): the decay's length in steps, instead of decay_fraction
 
 
 def warmup_steps(cfg: ScheduleConfig, total: int) -> int:
     if cfg.warmup_steps is not None:
         return min(cfg.warmup_steps, total)
     return int(round(cfg.warmup_fraction * total))
+
+
+def decay_steps(cfg: ScheduleConfig, total: int) -> int:
+    """wsd: steps in the final decay (an object without `decay_steps` reads as decay_fraction's)."""
+    given = getattr(cfg, "decay_steps", None)
+    if given is not None:
+        return max(1, min(int(given), total))
+    return max(1, int(round(cfg.decay_fraction * total)))
 
 
 def lr_at(step: int, total: int, peak: float, cfg: ScheduleConfig) -> float:
@@ -40,8 +49,8 @@ def lr_at(step: int, total: int, peak: float, cfg: ScheduleConfig) -> float:
         return floor + (peak - floor) * 0.5 * (1 + math.cos(math.pi * frac))
     if cfg.name == "linear":
         return peak + (floor - peak) * frac
-    # wsd: warmup, stable at peak, then decay over the last decay_fraction of all steps.
-    decay = max(1, int(round(cfg.decay_fraction * total)))
+    # wsd: warmup, stable at peak, then decay over the last decay_steps (or decay_fraction of all) steps.
+    decay = decay_steps(cfg, total)
     start = max(warm, total - decay)
     if step < start:
         return peak

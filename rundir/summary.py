@@ -60,6 +60,12 @@ class RunSummary:
     unique_tokens: int | None = None
     sources: dict[str, Any] = field(default_factory=dict)  # SOURCE_PREFIXES keys, flattened when written
     moe: dict | None = None  # MoE runs only: models.moe.accounting.moe_summary (written only when set)
+    # Branches only (train.init_from), written only when set: {run: the parent's run directory,
+    # step: the branch point}, and the tokens and FLOPs of the parent's prefix (steps 1..step), which
+    # `tokens` and `flops` include but this run did not compute.
+    init_from: dict | None = None
+    shared_tokens: int | None = None
+    shared_flops: float | None = None
     error: str | None = None  # written only when set
     schema_version: int = SCHEMA_VERSION
     other: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
@@ -70,9 +76,12 @@ class RunSummary:
         d = asdict(self)
         sources, other, error, version = d.pop("sources"), d.pop("other"), d.pop("error"), d.pop("schema_version")
         moe = d.pop("moe")
+        lineage = {k: d.pop(k) for k in ("init_from", "shared_tokens", "shared_flops")}
         d.update(sources)
         if moe is not None:
             d["moe"] = moe
+        if lineage["init_from"] is not None:
+            d.update(lineage)
         if error is not None:
             d["error"] = error
         d.update(other)

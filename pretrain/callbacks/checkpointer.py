@@ -1,5 +1,7 @@
-"""Checkpoints: resume before the first step, save every `train.checkpoint_every_steps`, at the
-end, and after a step at which the ranks agreed to stop (SIGTERM/SIGUSR1: callbacks/signals.py).
+"""Checkpoints: resume before the first step (or, for a branch without checkpoints of its own,
+start from its parent's: `train.init_from`), save every `train.checkpoint_every_steps`, after each
+step of `train.checkpoint_at_steps` (never pruned), at the end, and after a step at which the
+ranks agreed to stop (SIGTERM/SIGUSR1: callbacks/signals.py).
 
 pretrain/checkpoint.py makes each save crash-safe; here the client state is the trainer's (step,
 times, skipped steps, RNG and every callback's `state_dict`), and a checkpoint with inf/NaN
@@ -30,15 +32,36 @@ class Checkpointer(Callback):
         client = checkpoint.load_latest(self.module.engine, info.run_dir.checkpoints, info.log, world_size=d.world_size,
                                         is_main=d.is_main, agree=self._agree)
         if client is None:
+            if info.config.train.init_from:
+                self._begin_branch()
             return
         self.trainer.load_state_dict(client)
         step = self.trainer.info.step
         info.log(f"resumed from checkpoint step_{step} ({step}/{info.total_steps} steps done)")
 
+    def _begin_branch(self) -> None:
+        """Load the parent's checkpoint. Every rank resolves `init_from`; a run directory's newest
+        checkpoint may move on while the parent trains, so the ranks agree on the newest step seen
+        and that step is checked again (pretrain/init_from.py) before it is loaded."""
+        from pretrain.init_from import differences, parent_config, resolve
+
+        d, info = self.module.dist, self.info
+        parent, _, seen = resolve(info.config.train.init_from)
+        step = int(all_reduce_max(float(seen), d))
+        path = parent / "checkpoints" / f"step_{step}"
+        problems = differences(parent_config(parent), info.config, step)
+        if problems:
+            raise TrainingFailed(f"train.init_from: cannot branch from {path}: " + "; ".join(problems))
+        client = checkpoint.load_parent(self.module.engine, path, info.run_dir.checkpoints, info.log, world_size=d.world_size,
+                                        is_main=d.is_main, agree=self._agree)
+        self.trainer.begin_branch(client, parent, step)
+        info.log(f"branched from {path}: continuing at step {step + 1} of {info.total_steps} with this run's schedule")
+
     def post_step(self) -> None:
-        info, every = self.info, self.info.config.train.checkpoint_every_steps
+        info, t = self.info, self.info.config.train
+        due = bool(t.checkpoint_every_steps and info.step % t.checkpoint_every_steps == 0) or info.step in t.checkpoint_at_steps
         # the last step and a stop are saved once, by post_train
-        if every and info.step % every == 0 and info.step < info.total_steps and not self.trainer.stopping:
+        if due and info.step < info.total_steps and not self.trainer.stopping:
             self.save()
 
     def post_train(self) -> None:
@@ -58,6 +81,7 @@ class Checkpointer(Callback):
             path = checkpoint.save(
                 self.module.engine, info.run_dir.checkpoints, info.step, client, info.config.train.keep_checkpoints,
                 d.is_main, lambda: barrier(d), world_size=d.world_size, agree=self._agree,
+                pinned=info.config.train.checkpoint_at_steps,
             )
         self.trainer.checkpoint_saved(path)
         return path

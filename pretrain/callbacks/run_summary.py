@@ -47,6 +47,8 @@ class RunSummary(Callback):
         info, c, state = self.info, self.counts, self.trainer.state
         cfg, step, tps = info.config, state.step, info.config.tokens_per_step()
         train_wall = max(1e-9, state.wall_s - state.eval_s)
+        lineage = self.trainer.lineage  # a branch: the steps up to lineage["step"] were its parent's work
+        own = step - (lineage["step"] if lineage else 0)
         out = {
             "status": status,
             "name": cfg.name,
@@ -66,7 +68,7 @@ class RunSummary(Callback):
             "final_loss": self.final_loss,
             "final_val_loss": self.last_val.get("val_loss"),
             "final_val_bpb": self.last_val.get("val_bpb"),
-            "tokens_per_s": step * tps / train_wall if step else None,
+            "tokens_per_s": own * tps / train_wall if own > 0 else None,
             "mfu": self.mfu,
             "peak_flops": self.speed.peak,
             "peak_source": self.speed.peak_source,
@@ -82,6 +84,9 @@ class RunSummary(Callback):
         out.update(self.feed.summary(step * tps, step * cfg.train.global_batch_size))
         if cfg.model.moe is not None:  # the MoE shape the MoE scaling laws read (scaling/moe_inputs.py)
             out["moe"] = moe_summary(cfg.model, cfg.model.vocab_size)
+        if lineage:  # the parent's prefix, which `tokens` and `flops` include but this run did not compute
+            out.update(init_from=dict(lineage), shared_tokens=lineage["step"] * tps,
+                       shared_flops=lineage["step"] * tps * c.flops_per_token)
         if error:
             out["error"] = error
         return out

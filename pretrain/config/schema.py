@@ -34,6 +34,9 @@ class ScheduleConfig(StrictModel):
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="final lr as a fraction of the peak (cosine, linear, wsd)")
     decay_fraction: float = Field(0.2, gt=0, le=1, description="wsd: fraction of steps spent in the final decay")
     decay_shape: Literal["linear", "cosine", "sqrt"] = Field("linear", description="wsd: shape of the final decay")
+    decay_steps: int | None = Field(
+        None, gt=0, description="wsd: the final decay's length in steps (overrides decay_fraction), e.g. the cooldown of "
+        "a branch (train.init_from) over the steps after its branch point")
 
 
 class LoopConfig(StrictModel):
@@ -56,6 +59,15 @@ class LoopConfig(StrictModel):
     nonfinite_grad: Literal["skip", "stop"] = Field("skip", description="a step whose global gradient norm is inf/NaN: skip its update (counted as skipped_steps) or stop the run (exit 1, last good checkpoint kept)")
     max_skipped_steps: int = Field(10, ge=0, description="nonfinite_grad skip: stop the run (exit 1) once more than this many steps were skipped")
     max_epochs_warn: float | None = Field(4.0, gt=0, description="warn at start when the planned tokens exceed this many passes over the training split's unique tokens (or any mixture component's); null: never")
+    init_from: str | None = Field(
+        None, description="start from another run's checkpoint: RUN_DIR (its newest complete checkpoint) or "
+        "RUN_DIR/checkpoints/step_N; weights, optimizer state, RNG and step N are taken over (data position and lr are "
+        "functions of the step), then this run's own schedule runs to its own length. Model, data, optimizer, global "
+        "batch, seed, precision and ZeRO stage must equal the parent's, and the lr on every step up to N. "
+        "Ignored once this run has checkpoints of its own (it resumes from them)")
+    checkpoint_at_steps: list[int] = Field(
+        default_factory=list, description="also checkpoint after these steps (e.g. the branch points of a WSD study); "
+        "these checkpoints are never pruned by keep_checkpoints")
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -69,6 +81,13 @@ class LoopConfig(StrictModel):
                 return v
             return int(f) if f.is_integer() else v
         return v
+
+    @field_validator("checkpoint_at_steps")
+    @classmethod
+    def _steps_sorted(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v):
+            raise ValueError(f"steps must be >= 1 (got {v})")
+        return sorted(set(v))
 
     @model_validator(mode="after")
     def _length(self) -> "LoopConfig":
