@@ -36,6 +36,10 @@ class PlannedRun:
     flops: float
     est_s: float
     run_dir: Path = field(default=Path("."))
+    # Branches (kind wsd): (parent run name, step) whose checkpoint this run starts from, and the
+    # FLOPs of the parent's prefix that `flops` includes but this run does not compute.
+    after: tuple[str, int] | None = None
+    shared_flops: float = 0.0
 
 
 @dataclass
@@ -150,6 +154,10 @@ def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:
         from launch.expand_moe import moe_points
 
         return moe_points(spec, b)
+    if spec.kind == "wsd":
+        from launch.expand_wsd import wsd_points
+
+        return wsd_points(spec, b)
     return _batch_lr(spec, b), []
 
 
@@ -287,11 +295,18 @@ def _finish(spec: SweepSpec, name: str, raw: dict, cfg, axes: dict) -> PlannedRu
     c = count(cfg.model, vocab_for(cfg))
     steps, tps = cfg.total_steps(), cfg.tokens_per_step()
     flops = steps * tps * c.flops_per_token
+    after = (axes["branch_of"], axes["branch_step"]) if axes.get("role") == "branch" else None
     return PlannedRun(
         name=name, id=rid, raw=raw, axes=axes, cfg=cfg, params=c.total, non_embedding_params=c.non_embedding,
         flops_per_token=c.flops_per_token, steps=steps, tokens=steps * tps, batch_tokens=tps, lr=cfg.optim.lr,
-        flops=flops, est_s=STARTUP_S + flops / _throughput(spec), run_dir=spec.runs_root() / name,
+        flops=flops, est_s=STARTUP_S + (flops - _shared(after, tps, c)) / _throughput(spec), run_dir=spec.runs_root() / name,
+        after=after, shared_flops=_shared(after, tps, c),
     )
+
+
+def _shared(after, tps: int, c) -> float:
+    """FLOPs of a branch's parent prefix (steps 1..N), the same count the trainer writes as shared_flops."""
+    return float(after[1] * tps * c.flops_per_token) if after else 0.0
 
 
 def _throughput(spec: SweepSpec) -> float:

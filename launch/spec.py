@@ -7,7 +7,7 @@ Slurm option fails at `sweep plan`, not after a day in the queue.
     name: isoflop-tiny
     base: configs/train/tiny.yaml          # train config every run starts from
     set: {data.tokenizer.vocab_size: 1024} # overrides applied to every run
-    kind: isoflop                          # grid | zip | isoflop | batch_lr | seeds | moe
+    kind: isoflop                          # grid | zip | isoflop | batch_lr | seeds | moe | wsd
     isoflop: {budgets: [1e12, 3e12], models: [n50k, n100k]}
     seeds: [0, 1]                          # optional: every run repeated per seed
     executor: {local: {workers: 2}, slurm: {partition: gpu, gpus_per_node: 8}}
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from launch.executors import slurm_fields
 from pretrain.errors import ConfigError
 
-Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds", "moe"]
+Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds", "moe", "wsd"]
 
 
 class Strict(BaseModel):
@@ -125,6 +125,53 @@ class MoeSpec(Strict):
         return self
 
 
+class WsdSpec(Strict):
+    """Kind `wsd`: per model one stable run to D_max and cooldown branches from it (launch.expand_wsd)."""
+
+    models: list[Any] = Field(description="model presets (names) or model sections (mappings); one stable run each")
+    tokens: float | None = Field(None, gt=0, description="D_max: the stable run's tokens, rounded up to whole steps "
+                                 "(default: the base config's length)")
+    fractions: list[float] = Field(description="token counts of the branches as fractions of D_max, each in (0, 1] and a "
+                                   "whole number of steps; 1 is the stable run itself (it ends with its own cooldown)")
+    cooldown: float | None = Field(None, gt=0, lt=1, description="each run's cooldown as a fraction of its own steps "
+                                   "(Hägele et al.: 0.2), rounded to whole steps; default 0.2 unless cooldown_steps is given")
+    cooldown_steps: int | None = Field(None, gt=0, description="instead of cooldown: every run's cooldown in steps")
+    decay_shape: Literal["linear", "sqrt", "cosine"] = Field("sqrt", description="the cooldown's shape (schedule.decay_shape; "
+                                                             "sqrt is 1-sqrt: lr = peak (1 - sqrt(t)) to min_lr_ratio)")
+    warmup_steps: int | None = Field(None, ge=0, description="warmup in steps, the same in every run of a model (default: "
+                                     "the base's schedule.warmup_steps, else its warmup_fraction of the stable run)")
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _float(cls, v: Any) -> Any:
+        return float(v) if isinstance(v, str) else v
+
+    @field_validator("fractions", mode="before")
+    @classmethod
+    def _floats(cls, v: Any) -> Any:
+        return _as_float_list(v)
+
+    @field_validator("fractions")
+    @classmethod
+    def _in_unit(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("give at least one fraction")
+        bad = [x for x in v if not 0 < x <= 1]
+        if bad:
+            raise ValueError(f"each fraction of D_max must lie in (0, 1] (got {bad})")
+        if len(set(v)) != len(v):
+            raise ValueError(f"fractions repeat a value (got {v})")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _one_cooldown(self) -> "WsdSpec":
+        if self.cooldown is not None and self.cooldown_steps is not None:
+            raise ValueError("give `cooldown` (a fraction of each run's steps) or `cooldown_steps`, not both")
+        if self.cooldown is None and self.cooldown_steps is None:
+            self.cooldown = 0.2
+        return self
+
+
 class LocalExec(Strict):
     workers: int = Field(1, ge=1, description="runs at once")
     threads: int | None = Field(None, ge=1, description="torch threads per run (default cores / workers)")
@@ -208,6 +255,7 @@ class SweepSpec(Strict):
     isoflop: IsoflopSpec | None = None
     batch_lr: BatchLrSpec | None = None
     moe: MoeSpec | None = None
+    wsd: WsdSpec | None = None
     seeds: list[int] | None = Field(None, description="repeat every run per seed (train.seed)")
     runs_dir: str | None = Field(None, description="where run directories go (default runs/<name>)")
     flops_per_s: float | None = Field(None, gt=0, description="achieved model FLOP/s per run for the plan's time estimate")
@@ -228,9 +276,13 @@ class SweepSpec(Strict):
 
     @model_validator(mode="after")
     def _kind_section(self) -> "SweepSpec":
-        need = {"grid": "axes", "zip": "axes", "isoflop": "isoflop", "batch_lr": "batch_lr", "seeds": "seeds", "moe": "moe"}[self.kind]
+        need = {"grid": "axes", "zip": "axes", "isoflop": "isoflop", "batch_lr": "batch_lr", "seeds": "seeds", "moe": "moe",
+                "wsd": "wsd"}[self.kind]
         if not getattr(self, need):
             raise ValueError(f"kind '{self.kind}' needs a non-empty `{need}` section")
+        if self.kind == "wsd" and self.seeds is not None:
+            raise ValueError("seeds: kind wsd branches each run from its own stable run; give train.seed under `set` "
+                             "(one sweep per seed)")
         return self
 
     # Filled by load_spec: the spec file, for resolving relative paths and naming.

@@ -121,8 +121,12 @@ def cmd_plan(args) -> int:
         tot_f = sum(r.flops for r in p.runs)
         tot_s = sum(r.est_s for r in p.runs)
         workers = p.spec.executor.local.workers
-        print(f"\n{len(p.runs)} runs ({p.spec.kind}) -> {p.root}/<run>; total {tot_f:.2e} FLOPs, "
+        shared = sum(r.shared_flops for r in p.runs)
+        print(f"\n{len(p.runs)} runs ({p.spec.kind}) -> {p.root}/<run>; total {tot_f - shared:.2e} FLOPs, "
               f"~{human(tot_s, 'time')} of run time (~{human(tot_s / workers, 'time')} on {workers} local workers)")
+        if shared:
+            print(f"branches share their stable run's prefix: {tot_f - shared:.2e} FLOPs computed vs {tot_f:.2e} as "
+                  f"separate runs (saving {shared:.2e}, {100 * shared / tot_f:.0f}%)")
         for note in p.skipped:
             print(f"skipped {note}")
     return 0

@@ -1,0 +1,92 @@
+"""Sweep kind `wsd`: per model one stable run and cooldown branches from its checkpoints. Plans and
+their errors (exit 2 naming the key); a local launch that starts each branch at its checkpoint,
+whose first losses are the stable run's, that a rerun leaves alone, and whose status counts the
+shared prefix once."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+from conftest import REPO as ROOT, scalelab, write_base, write_spec
+
+from launch.expand import expand, plan
+from launch.spec import parse_spec
+from rundir.schedules import lr_at as contract_lr
+
+SET = {"model.seq_len": 64}  # presets bring their own seq_len; 64 x 4 sequences = 256 tokens per step
+WSD = {"models": ["n50k"], "tokens": 8192, "fractions": [0.25, 0.5, 1.0], "cooldown": 0.2, "warmup_steps": 2}
+
+
+@pytest.fixture()
+def base(work):
+    return write_base(work / "base", work / "data")
+
+
+def spec_of(base, wsd: dict, **kw):
+    return parse_spec(copy.deepcopy({"name": "w", "base": str(base), "set": SET, "kind": "wsd", "wsd": wsd, **kw}))
+
+
+def test_stable_run_and_branches(base):
+    p = expand(spec_of(base, {**WSD, "models": ["n25k", "n50k"]}))
+    assert [r.name for r in p.runs] == ["n25k-stable", "n25k-d2.05k", "n25k-d4.1k", "n50k-stable", "n50k-d2.05k", "n50k-d4.1k"]
+    stable, b8, b16 = p.runs[3:]
+    # 8192 tokens / 256 per step = 32 steps; cooldown 20% of each run; branch point = steps - cooldown
+    assert (stable.steps, stable.cfg.schedule.decay_steps, stable.cfg.train.checkpoint_at_steps) == (32, 6, [6, 13])
+    assert stable.cfg.train.init_from is None and stable.after is None and stable.axes["role"] == "stable"
+    for run, steps, cool, point in ((b8, 8, 2, 6), (b16, 16, 3, 13)):
+        c = run.cfg
+        assert (run.steps, run.tokens, c.schedule.decay_steps, c.train.checkpoint_at_steps) == (steps, steps * 256, cool, [])
+        assert c.train.init_from == str(p.root / "n50k-stable" / "checkpoints" / f"step_{point}")
+        assert run.after == ("n50k-stable", point) and run.axes["branch_of"] == "n50k-stable"
+        assert run.shared_flops == pytest.approx(point / steps * run.flops)
+        assert (c.schedule.name, c.schedule.decay_shape, c.schedule.warmup_steps) == ("wsd", "sqrt", 2)
+        # the branch's lr is the stable run's up to its branch point, then cools down to min_lr
+        lrs = [contract_lr(k, steps, c.optim.lr, c.schedule) for k in range(steps)]
+        assert lrs[:point] == [contract_lr(k, 32, c.optim.lr, stable.cfg.schedule) for k in range(point)]
+        assert lrs[point - 1] == c.optim.lr and lrs[-1] == pytest.approx(c.optim.lr * c.schedule.min_lr_ratio)
+    assert len({r.id for r in p.runs}) == len(p.runs)
+
+
+def test_cooldown_steps_and_shapes(base):
+    p = expand(spec_of(base, {**WSD, "cooldown": None, "cooldown_steps": 4, "decay_shape": "linear", "fractions": [0.5]}))
+    stable, branch = p.runs
+    assert stable.cfg.schedule.decay_steps == branch.cfg.schedule.decay_steps == 4
+    assert stable.cfg.train.checkpoint_at_steps == [12] and branch.after == ("n50k-stable", 12)
+    assert branch.cfg.schedule.decay_shape == "linear"
+
+
+def test_plan_shows_the_saving(base, work):
+    path = write_spec(work, {"name": "wp", "base": str(base), "set": SET, "kind": "wsd", "wsd": WSD})
+    r = scalelab("sweep", "plan", path)
+    assert r.returncode == 0, r.stderr
+    assert "3 runs (wsd)" in r.stdout and "n50k-stable" in r.stdout and "n50k-d4.1k" in r.stdout
+    # shared: 6 + 13 of the (8 + 16 + 32) planned steps
+    assert "(saving" in r.stdout and f"{round(100 * 19 / 56)}%)" in r.stdout
+
+
+def test_bad_wsd_specs_exit_2_naming_the_key(base, work):
+    cases = [({**WSD, "fractions": [0.0, 0.5]}, "wsd.fractions: each fraction of D_max must lie in (0, 1]"),
+             ({**WSD, "fractions": [1.5]}, "wsd.fractions: each fraction"),
+             ({**WSD, "fractions": [0.3]}, "wsd.fractions: 0.3 x 32 steps"),
+             ({**WSD, "fractions": [0.5, 0.5]}, "wsd.fractions: fractions repeat"),
+             ({**WSD, "cooldown": None, "cooldown_steps": 8, "fractions": [0.25]}, "wsd.cooldown_steps: the branch at fraction 0.25 has 8 steps"),
+             ({**WSD, "cooldown": None, "cooldown_steps": 7, "fractions": [0.25]}, "would branch at step 1, inside the warmup"),
+             ({**WSD, "cooldown": 0.2, "cooldown_steps": 3}, "`cooldown`"),
+             ({**WSD, "cooldown": 1.0}, "wsd.cooldown"),
+             ({**WSD, "warmup_steps": 30}, "wsd.cooldown: the stable run of n50k has 32 steps"),
+             ({**WSD, "shape": "sqrt"}, "wsd.shape: unknown key")]
+    for i, (wsd, msg) in enumerate(cases):
+        path = write_spec(work, {"name": f"b{i}", "base": str(base), "set": SET, "kind": "wsd", "wsd": wsd})
+        r = scalelab("sweep", "plan", path)
+        assert r.returncode == 2 and msg in r.stderr, (wsd, r.stderr)
+    path = write_spec(work, {"name": "seeded", "base": str(base), "set": SET, "kind": "wsd", "wsd": WSD, "seeds": [0, 1]})
+    r = scalelab("sweep", "plan", path)
+    assert r.returncode == 2 and "seeds: kind wsd" in r.stderr
+
+
+def test_shipped_presets_plan():
+    p = plan(ROOT / "configs" / "sweeps" / "wsd-tiny.yaml")
+    assert len(p.runs) == 8 and sum(r.after is not None for r in p.runs) == 6
+    assert sum(r.est_s for r in p.runs) < 5 * 60
+    g = plan(ROOT / "configs" / "sweeps" / "wsd-gpu-example.yaml")
+    assert [r.steps for r in g.runs[:4]] == [6400, 800, 1600, 3200]
