@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import REPO as ROOT, scalelab, write_base, write_spec
+from conftest import REPO as ROOT, metrics, prepared_data, scalelab, summary, write_base, write_spec
 
 from launch.expand import expand, plan
 from launch.spec import parse_spec
@@ -90,3 +90,53 @@ def test_shipped_presets_plan():
     assert sum(r.est_s for r in p.runs) < 5 * 60
     g = plan(ROOT / "configs" / "sweeps" / "wsd-gpu-example.yaml")
     assert [r.steps for r in g.runs[:4]] == [6400, 800, 1600, 3200]
+
+
+# ------------------------------------------------------------------ local launch (trains: slow)
+@pytest.fixture(scope="module")
+def data():
+    return prepared_data()
+
+
+def launch_spec(work, data, **wsd):
+    base = write_base(work / "base", data, log_every_steps=1, checkpoint_every_steps=4)
+    return write_spec(work, {"name": "wl", "base": str(base), "set": SET, "kind": "wsd", "runs_dir": str(work / "runs"),
+                             "wsd": {**WSD, "tokens": 16384, "fractions": [0.125, 0.25, 1.0], **wsd}})
+
+
+@pytest.mark.slow
+def test_local_launch_branches_at_their_checkpoints_then_idempotent(work, data):
+    spec = launch_spec(work, data)
+    r = scalelab("sweep", "launch", spec, "--workers", "2", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    at = {tuple(ln.split()[:2]): i for i, ln in enumerate(lines) if ln.startswith(("start", "done"))}
+    # a branch starts once its checkpoint exists, while the stable run (64 steps) still trains
+    assert at[("start", "n50k-d2.05k")] < at[("done", "n50k-stable")], r.stdout
+    runs = work / "runs"
+    stable = metrics(runs / "n50k-stable")
+    by_step = {m["step"]: m for m in stable}
+    for name, steps, point in (("n50k-d2.05k", 8, 6), ("n50k-d4.1k", 16, 13)):
+        s = summary(runs / name)
+        assert s["status"] == "done" and s["steps"] == steps and s["tokens"] == steps * 256
+        assert s["init_from"] == {"run": str((runs / "n50k-stable").resolve()), "step": point}
+        assert s["shared_tokens"] == point * 256 and s["shared_flops"] == pytest.approx(point / steps * s["flops"])
+        own = metrics(runs / name)
+        assert own[0]["step"] == point + 1
+        # step N+1's loss is measured on the weights after step N: the same in the branch and the stable run
+        assert own[0]["loss"] == by_step[point + 1]["loss"]
+        assert own[-1]["lr"] < by_step[steps]["lr"]  # cooled down where the stable run is still at its peak
+    assert summary(runs / "n50k-stable")["status"] == "done"
+    mtimes = {p: p.stat().st_mtime for p in runs.glob("*/summary.json")}
+    r = scalelab("sweep", "launch", spec, "--workers", "2", cwd=work)
+    assert r.returncode == 0 and "0 to run" in r.stdout and r.stdout.count(": done") == 3, r.stdout
+    assert mtimes == {p: p.stat().st_mtime for p in runs.glob("*/summary.json")}
+
+
+@pytest.mark.slow
+def test_branch_without_its_parent_fails_naming_the_checkpoint(work, data):
+    spec = launch_spec(work, data)
+    r = scalelab("sweep", "launch", spec, "--only", "n50k-d2.05k", cwd=work)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAILED n50k-d2.05k: waits for" in r.stdout and "n50k-stable/checkpoints/step_6, which will not be written" in r.stdout
+    assert not (work / "runs" / "n50k-d2.05k" / "summary.json").exists()

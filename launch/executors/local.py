@@ -7,6 +7,11 @@ CPU: each run gets `train.threads` = cores / workers and the same OMP_NUM_THREAD
 ranks run many times slower). GPUs: each slot gets its own CUDA_VISIBLE_DEVICES slice. The
 launcher holds each run's lock and passes it to the trainer; Ctrl-C / SIGTERM forwards SIGTERM so
 running trainers checkpoint and exit, and the next launch resumes them.
+
+A run with a parent (`after`: a WSD branch) starts once the parent's branch checkpoint is
+complete (`launch.depends`); meanwhile free slots take the next run that may start. A branch
+whose parent can no longer write that checkpoint (it failed, or is not part of this launch) fails
+with that reason.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from launch import depends
 from launch.locks import RunLock
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, train_argv, write_launch_config
 from rundir.layout import METRICS, TRAIN_LOG
@@ -199,6 +205,25 @@ class LocalExecutor:
             self._say(f"FAILED {name} (exit {code}); see {Path(slot.run.run_dir) / TRAIN_LOG}")
         slot.run = slot.proc = slot.lock = slot.log = None
 
+    def _next(self, queue: list):
+        """The first queued run that may start now (plan order), or None."""
+        for i, run in enumerate(queue):
+            if depends.may_start(run):
+                return queue.pop(i)
+        return None
+
+    def _orphans(self, queue: list, res: LaunchResult) -> None:
+        """Fail the queued runs whose parent is neither queued nor running: their checkpoint will not come."""
+        alive = {r.name for r in queue} | {s.run.name for s in self.slots if s.run is not None}
+        for run in list(queue):
+            if depends.may_start(run) or run.after[0] in alive:
+                continue
+            queue.remove(run)
+            why = "failed" if run.after[0] in res.failed else "is not running in this launch"
+            res.failed.append(run.name)
+            res.skipped[run.name] = f"waits for {depends.parent_checkpoint(run)}, which will not be written ({run.after[0]} {why})"
+            self._say(f"FAILED {run.name}: {res.skipped[run.name]}")
+
     def _loop(self, queue: list, res: LaunchResult, retry_failed: bool) -> None:
         total = len(queue)
         last_line = 0.0
@@ -209,7 +234,12 @@ class LocalExecutor:
                     if code is not None:
                         self._finish(slot, code, res)
                 while slot.proc is None and queue and not self._stop:
-                    self._start(slot, queue.pop(0), res, retry_failed)
+                    run = self._next(queue)
+                    if run is None:
+                        break
+                    self._start(slot, run, res, retry_failed)
+            if not self._stop:
+                self._orphans(queue, res)
             busy = [s for s in self.slots if s.proc is not None]
             if not busy and (not queue or self._stop):
                 break
