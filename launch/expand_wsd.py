@@ -12,6 +12,9 @@ the cooldowns). Per model:
   run's with `train.init_from: <stable>/checkpoints/step_N`, `train.steps: T` and
   `schedule.decay_steps: c`. Its steps 1..N are the stable run's (shared, counted once).
 
+Every run's end is cooled down, so each is one (N, D, loss) point (`axes.end_point`: true; the
+stable run is the full-length point, so fraction 1 adds no run).
+
 Each branch is checked against its stable run here (`pretrain.init_from.differences`: the same
 lr on every step up to N), so a sweep that could not branch exits 2 at `sweep plan`.
 """
@@ -77,7 +80,7 @@ def wsd_points(spec, b) -> tuple[list, list[str]]:
                          ("train.checkpoint_at_steps", points)]
         _, stable_cfg = b.resolve(items, stable)
         out.append(([stable], items, {"model": label, "tokens": t_max * tps, "fraction": 1.0, "role": "stable",
-                                      "cooldown_steps": c_max, "branch_steps": points}))
+                                      "cooldown_steps": c_max, "branch_steps": points, "end_point": True}))
         parent_dir = spec.runs_root() / stable
         for f, steps, c, point in branches:
             name = f"{label}-d{fmt_num(steps * tps)}"

@@ -64,8 +64,22 @@ def cmd_list(args) -> int:
     render(rows, [(c, c.removeprefix("axis."), _FORMATS.get(c, "")) for c in cols], args.format)
     if args.format == "table":
         print(f"\n{len(df)} runs under {args.root}" + (f", {len(problems)} unreadable (see warnings)" if problems else ""))
+        line = compute_line(df.to_dict("records"))
+        if line:
+            print(line)
     _problems(problems)
     return 0
+
+
+def compute_line(rows: list[dict]) -> str | None:
+    """Branches share their parent's prefix: the study's compute counts it once (None: no branches)."""
+    from rundir.read import compute_totals
+
+    computed, separate = compute_totals(rows)
+    if not separate or computed >= separate:
+        return None
+    return (f"compute: {computed:.3g} FLOPs with shared prefixes counted once ({separate:.3g} as separate runs: "
+            f"saving {separate - computed:.3g}, {100 * (1 - computed / separate):.0f}%)")
 
 
 def cmd_show(args) -> int:

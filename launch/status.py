@@ -69,3 +69,22 @@ def counts(statuses: list[RunStatus]) -> dict[str, int]:
     for st in statuses:
         c[st.state] = c.get(st.state, 0) + 1
     return {k: v for k, v in c.items() if v}
+
+
+def compute_line(plan, statuses: list[RunStatus]) -> str | None:
+    """A study whose runs branch (kind wsd): its compute with each shared prefix counted once, what
+    separate runs would cost, and what the finished runs computed (summary.json: flops - shared_flops).
+    None when no run branches."""
+    from rundir.summary import read_summary
+
+    separate = sum(r.flops for r in plan.runs)
+    shared = sum(r.shared_flops for r in plan.runs)
+    if not shared:
+        return None
+    spent = 0.0
+    for r, st in zip(plan.runs, statuses):
+        if st.state == "done":
+            s = read_summary(r.run_dir) or {}
+            spent += float(s.get("flops") or 0.0) - float(s.get("shared_flops") or 0.0)
+    return (f"compute: {separate - shared:.3g} FLOPs with each stable prefix counted once, {separate:.3g} as separate runs "
+            f"(saving {shared:.3g}, {100 * shared / separate:.0f}%); finished runs computed {spent:.3g}")

@@ -204,7 +204,7 @@ STATUS_COLUMNS = [("name", "run", ""), ("state", "state", ""), ("step", "step", 
 @_wrap
 def cmd_status(args) -> int:
     from launch.executors.slurm import queued_jobs
-    from launch.status import counts, sweep_status
+    from launch.status import compute_line, counts, sweep_status
     from launch.tables import render
 
     p = load_plan(args)
@@ -216,6 +216,9 @@ def cmd_status(args) -> int:
         render([s.to_dict() for s in sts], STATUS_COLUMNS, args.format)
         if args.format == "table":
             print(f"\n{p.spec.name}: " + ", ".join(f"{v} {k}" for k, v in c.items()))
+            line = compute_line(p, sts)
+            if line:
+                print(line)
             for s in sts:
                 if s.state in ("failed", "stale") and s.error:
                     print(f"  {s.name}: {s.error.splitlines()[0][:200]}")

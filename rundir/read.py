@@ -11,7 +11,12 @@ holds a different config than the one planned); a sweep adds queued (a Slurm tas
 
 `read_run` makes one table row per run: summary.json fields (among them `epochs`, passes over
 the training split's unique tokens, and `unique_tokens`), the sweep axes (`axis.<name>`
-columns, from `extras.axes`), key model/train config values, and the status. A malformed or
+columns, from `extras.axes`), key model/train config values, and the status. Branches
+(`train.init_from`) add `init_from` (the parent's run directory) and `branch_step`, and their
+`shared_tokens`/`shared_flops` (the parent's prefix, counted in `flops` but computed once, by the
+parent: `computed_flops` subtracts them). `end_point` says whether the run's end is an
+(N, D, loss) point of a scaling study: true unless its sweep marked it false (`extras.axes.end_point`:
+a run whose end is the intermediate state of a longer schedule). A malformed or
 half-written directory becomes an entry in `problems` ({path, problem}) instead of an
 exception: one bad run never hides the other 999.
 """
@@ -37,6 +42,7 @@ SUMMARY_COLUMNS = [
     "steps", "total_steps", "tokens", "params", "non_embedding_params", "active_params", "active_non_embedding_params",
     "flops_per_token", "flops", "batch_tokens", "batch_size", "lr", "final_loss", "final_val_loss", "final_val_bpb",
     "tokens_per_s", "mfu", "wall_s", "world_size", "finished_at", "error", "epochs", "unique_tokens", "peak_lr",
+    "shared_tokens", "shared_flops",
 ]
 CONFIG_COLUMNS = {
     "model": ("model", "preset"), "d_model": ("model", "d_model"), "n_layers": ("model", "n_layers"),
@@ -187,6 +193,11 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
             row["lr"] = _dig(cfg, ("optim", "lr"))
             row["batch_size"] = _dig(cfg, ("train", "global_batch_size"))
     row["last_loss"] = st.loss
+    lineage = (summary or {}).get("init_from") or {}
+    row["init_from"], row["branch_step"] = lineage.get("run"), lineage.get("step")
+    if row.get("flops") is not None:
+        row["computed_flops"] = row["flops"] - (row.get("shared_flops") or 0.0)
+    row["end_point"] = (extras.get("axes") or {}).get("end_point", True) is not False
     if cfg:
         for col, path in CONFIG_COLUMNS.items():
             row[col] = _dig(cfg, path)
@@ -194,6 +205,14 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
     for k, v in (extras.get("axes") or {}).items():
         row[f"axis.{k}"] = v
     return row, problem
+
+
+def compute_totals(rows: list[dict]) -> tuple[float, float]:
+    """(FLOPs computed, FLOPs as separate runs) of table rows: a branch's shared prefix counts once,
+    in its parent."""
+    separate = sum(float(r.get("flops") or 0.0) for r in rows if r.get("flops") == r.get("flops"))
+    shared = sum(float(r.get("shared_flops") or 0.0) for r in rows if r.get("shared_flops") == r.get("shared_flops"))
+    return separate - shared, separate
 
 
 def load_runs(root: str | Path) -> tuple["pd.DataFrame", list[dict]]:  # noqa: F821

@@ -200,6 +200,9 @@ def read_run_dirs(root: str | Path, n_kind: str = "total"):
     The run directories are read by the run registry (`rundir.read.load_runs`), the one reader of
     the run-directory contract. Only runs with status "done"; loss = final_val_loss if present else
     final_loss; N = summary[N_KINDS[n_kind]]; D = tokens; broken runs become warnings, never exceptions.
+    A branch (train.init_from, e.g. a WSD cooldown) is a point at its own D (tokens from step 0) and
+    carries `branch_of` and `shared_flops`; a run whose end is not a study point
+    (`end_point` false in the registry) is skipped and counted in the warnings.
     """
     import os
 
@@ -214,6 +217,11 @@ def read_run_dirs(root: str | Path, n_kind: str = "total"):
         status = rec.get("status")
         if status != "done":
             key = f"status {status!r}"
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        if rec.get("end_point") is not None and rec.get("end_point") == False:  # noqa: E712 (numpy bools too)
+            # its end is the intermediate state of a longer schedule, not a point
+            key = "an end that is not a study point (axes.end_point: false)"
             skipped[key] = skipped.get(key, 0) + 1
             continue
         axes = {k.removeprefix("axis."): v for k, v in rec.items() if k.startswith("axis.") and v == v and v is not None}
@@ -267,6 +275,10 @@ def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, 
         row[k] = _num(summary.get(k))
     row["isoflop_compute"] = axes.get("compute")
     row["budget"] = _num(axes.get("budget"))
+    # branches (train.init_from): the parent and the prefix FLOPs `flops` includes but the parent computed
+    init = summary.get("init_from")  # the registry's column: the parent's run directory
+    row["branch_of"] = init.get("run") if isinstance(init, dict) else (init if isinstance(init, str) else None)
+    row["shared_flops"] = _num(summary.get("shared_flops")) or 0.0
     return row, None
 
 

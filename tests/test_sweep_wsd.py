@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import REPO as ROOT, metrics, prepared_data, scalelab, summary, write_base, write_spec
+from conftest import REPO as ROOT, metrics, prepared_data, scalelab, summary, write_base, write_run, write_spec
 
 from launch.expand import expand, plan
 from launch.spec import parse_spec
@@ -127,6 +127,22 @@ def test_local_launch_branches_at_their_checkpoints_then_idempotent(work, data):
         assert own[0]["loss"] == by_step[point + 1]["loss"]
         assert own[-1]["lr"] < by_step[steps]["lr"]  # cooled down where the stable run is still at its peak
     assert summary(runs / "n50k-stable")["status"] == "done"
+    # accounting: each stable prefix counted once; every run's end is one (N, D, loss) point
+    flops = {n: summary(runs / n)["flops"] for n in ("n50k-stable", "n50k-d2.05k", "n50k-d4.1k")}
+    separate, computed = sum(flops.values()), sum(flops.values()) * (1 - 19 / 88)  # shared: 6 + 13 of 8 + 16 + 64 steps
+    st = scalelab("sweep", "status", spec, cwd=work)
+    assert st.returncode == 0 and "wl: 3 done" in st.stdout, st.stdout + st.stderr
+    assert (f"compute: {computed:.3g} FLOPs with each stable prefix counted once, {separate:.3g} as separate runs "
+            f"(saving {separate - computed:.3g}, 22%); finished runs computed {computed:.3g}") in st.stdout, st.stdout
+    ls = scalelab("runs", "list", runs, cwd=work)
+    assert f"compute: {computed:.3g} FLOPs with shared prefixes counted once ({separate:.3g} as separate runs" in ls.stdout, ls.stdout
+    from scaling.inputs import read_run_dirs
+
+    df, _ = read_run_dirs(runs)
+    pts = df.sort_values("D")
+    assert list(pts["D"]) == [2048, 4096, 16384] and list(pts["run"]) == ["n50k-d2.05k", "n50k-d4.1k", "n50k-stable"]
+    assert list(pts["branch_of"].fillna("")) == [str((runs / "n50k-stable").resolve())] * 2 + [""]
+    assert list(pts["loss"]) == [summary(runs / n)["final_val_loss"] for n in pts["run"]]
     mtimes = {p: p.stat().st_mtime for p in runs.glob("*/summary.json")}
     r = scalelab("sweep", "launch", spec, "--workers", "2", cwd=work)
     assert r.returncode == 0 and "0 to run" in r.stdout and r.stdout.count(": done") == 3, r.stdout
@@ -140,3 +156,23 @@ def test_branch_without_its_parent_fails_naming_the_checkpoint(work, data):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED n50k-d2.05k: waits for" in r.stdout and "n50k-stable/checkpoints/step_6, which will not be written" in r.stdout
     assert not (work / "runs" / "n50k-d2.05k" / "summary.json").exists()
+
+
+def test_registry_marks_branches_and_skips_ends_that_are_not_points(work):
+    from rundir.read import load_runs
+    from scaling.inputs import read_run_dirs
+
+    root = work / "reg"
+    common = {"status": "done", "params": 1000, "non_embedding_params": 800, "final_loss": 4.0}
+    write_run(root / "stable", summary={**common, "tokens": 4096, "flops": 8e9, "extras": {"axes": {"role": "stable"}}})
+    write_run(root / "prefix", summary={**common, "tokens": 2048, "flops": 4e9, "extras": {"axes": {"end_point": False}}})
+    write_run(root / "branch", summary={**common, "tokens": 1024, "flops": 2e9, "final_loss": 4.5, "shared_tokens": 768,
+                                        "shared_flops": 1.5e9, "init_from": {"run": str(root / "stable"), "step": 3}})
+    df, problems = load_runs(root)
+    rows = {r["run"]: r for r in df.to_dict("records")}
+    assert not problems and rows["branch"]["init_from"] == str(root / "stable") and rows["branch"]["branch_step"] == 3
+    assert rows["branch"]["computed_flops"] == 0.5e9 and rows["stable"]["computed_flops"] == 8e9
+    assert [rows[n]["end_point"] for n in ("stable", "prefix", "branch")] == [True, False, True]
+    pts, warnings = read_run_dirs(root)
+    assert sorted(pts["run"]) == ["branch", "stable"] and "skipped 1 run(s) with an end that is not a study point" in " ".join(warnings)
+    assert pts.set_index("run").loc["branch", "shared_flops"] == 1.5e9
