@@ -187,7 +187,10 @@ def cmd_launch(args) -> int:
         if res["job_id"]:
             after = f", after data job(s) {', '.join(res['depends_on'])}" if res.get("depends_on") else ""
             print(f"submitted job array {res['job_id']} ({len(res['runs'])} tasks{after}): {res['script']}")
-        else:
+        for bj in res.get("branch_jobs") or []:
+            print(f"submitted branch job array {bj['job_id']} ({len(bj['runs'])} tasks, afterok:{bj['depends_on'][0]}: "
+                  f"after {bj['after']} ends): {bj['script']}")
+        if not res["job_id"] and not res.get("branch_jobs"):
             print("nothing to submit")
         return 0
     from launch.executors.deepspeed_multinode import DeepSpeedExecutor

@@ -176,3 +176,61 @@ def test_registry_marks_branches_and_skips_ends_that_are_not_points(work):
     pts, warnings = read_run_dirs(root)
     assert sorted(pts["run"]) == ["branch", "stable"] and "skipped 1 run(s) with an end that is not a study point" in " ".join(warnings)
     assert pts.set_index("run").loc["branch", "shared_flops"] == 1.5e9
+
+
+# ------------------------------------------------------------------ Slurm: branches as dependent job arrays
+def test_slurm_dry_run_puts_branches_after_their_parent(work, base):
+    spec = write_spec(work, {"name": "wsl", "base": str(base), "set": SET, "kind": "wsd", "runs_dir": str(work / "runs"),
+                             "wsd": {**WSD, "models": ["n25k", "n50k"]}, "executor": {"slurm": {"cpus_per_task": 1}}})
+    r = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "--array=0-1" in r.stdout and r.stdout.count("--array=0-1\n") == 3  # the stable runs, then 2 branches each
+    for parent in ("n25k-stable", "n50k-stable"):
+        assert f"# branches of {parent}, after its task ends well:" in r.stdout
+        assert f"--dependency=afterok:<task of {parent}>" in r.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import shutil
+    import subprocess
+
+    from ci_gate import unavailable
+
+    if shutil.which("sbatch") is None:
+        unavailable("slurm", "Slurm client (sbatch) not installed: run .ci/slurm_up.sh")
+    r = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True)
+    if r.returncode != 0 or not any(s.rstrip("*") in ("idle", "mix", "alloc") for s in r.stdout.split()):
+        unavailable("slurm", f"no usable Slurm node (sinfo: {r.stdout.strip() or r.stderr.strip()}): run .ci/slurm_up.sh")
+    return True
+
+
+@pytest.mark.slow
+def test_slurm_branches_run_after_their_stable_task(cluster, work, data):
+    import json
+    import re
+    import time
+
+    base = write_base(work / "base", data, log_every_steps=1, checkpoint_every_steps=8)
+    spec = write_spec(work, {"name": "wslurm", "base": str(base), "set": SET, "kind": "wsd", "runs_dir": str(work / "runs"),
+                             "wsd": WSD, "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00"}}})
+    r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    stable_job = re.search(r"submitted job array (\d+) \(1 tasks", r.stdout).group(1)
+    assert "submitted branch job array " in r.stdout and f"(2 tasks, afterok:{stable_job}_0: after n50k-stable ends)" in r.stdout
+    t0, rows = time.time(), []
+    while time.time() - t0 < 600:
+        rows = json.loads(scalelab("sweep", "status", spec, "--format", "json").stdout)
+        if all(x["state"] in ("done", "failed") for x in rows):
+            break
+        time.sleep(2)
+    assert [x["state"] for x in rows] == ["done"] * 3, rows
+    runs = work / "runs"
+    stable_end = summary(runs / "n50k-stable")["finished_at"]
+    for name, point in (("n50k-d2.05k", 6), ("n50k-d4.1k", 13)):
+        s = summary(runs / name)
+        assert s["init_from"]["step"] == point and s["shared_tokens"] == point * 256
+        assert metrics(runs / name)[0]["loss"] == {m["step"]: m for m in metrics(runs / "n50k-stable")}[point + 1]["loss"]
+        assert s["finished_at"] > stable_end  # afterok: the branch ran after its stable task
+    again = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
+    assert again.returncode == 0 and "nothing to submit" in again.stdout, again.stdout

@@ -12,6 +12,11 @@ Data sets the runs need that are not prepared yet get one job each first (`scale
 prepare`, same partition/account/time/cpus, no GPUs); the array depends on them
 (`--dependency=afterok:<ids>`, `--kill-on-invalid-dep=yes`: a failed prepare cancels the array
 instead of leaving it pending forever).
+
+Runs with a parent (`after`: WSD branches) whose checkpoint is not there yet cannot join the
+array: Slurm has no dependency on a file, so each parent's waiting branches get their own array
+with `--dependency=afterok:<parent's array task>`. They start when the parent's task has ended
+well (the whole stable run, not its branch checkpoint); a failed parent cancels them.
 """
 from __future__ import annotations
 
@@ -185,28 +190,56 @@ class SlurmExecutor:
                 todo.append(r)
         return todo, skipped
 
+    def _waves(self, todo: list, skipped: dict) -> tuple[list, dict[str, list]]:
+        """(runs that may start now, parent name -> its runs that wait for its checkpoint); runs whose
+        parent is neither submitted now nor queued are skipped with the reason."""
+        from launch import depends
+
+        now = [r for r in todo if depends.may_start(r)]
+        names = {r.name for r in now}
+        queued = queued_jobs(self.spec.runs_root())
+        waiting: dict[str, list] = {}
+        for r in todo:
+            if depends.may_start(r):
+                continue
+            parent = r.after[0]
+            if parent in names or parent in queued:
+                waiting.setdefault(parent, []).append(r)
+            else:
+                skipped[r.name] = (f"waits for {depends.parent_checkpoint(r)}, which will not be written "
+                                   f"({parent} is neither submitted nor queued)")
+        return now, waiting
+
     def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=sys.stdout) -> dict:
         todo, skipped = self.select(runs, retry_failed)
+        todo, waiting = self._waves(todo, skipped)
         root = self.spec.runs_root().resolve()
         meta = sweep_meta_dir(root)
         stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
         manifest = meta / f"array-{stamp}.txt"
         run_dirs = [Path(r.run_dir).resolve() for r in todo]
-        if not todo:
-            return {"job_id": None, "runs": [], "skipped": skipped, "script": None, "data_jobs": []}
+        if not todo and not waiting:
+            return {"job_id": None, "runs": [], "skipped": skipped, "script": None, "data_jobs": [], "branch_jobs": []}
         from launch.data_jobs import data_jobs, write_config
 
-        jobs = data_jobs(todo)
+        jobs = data_jobs(todo + [r for rs in waiting.values() for r in rs])
         if dry_run:
             for job in jobs:
                 out.write(f"# data job (submitted first): {job.config_path(meta)}\n")
                 out.write(render_data_script(self.spec, job, job.config_path(meta)) + "\n")
             deps = [f"<data job {job.name}>" for job in jobs]
-            script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=deps)
-            out.write(f"# manifest {manifest} (index -> run dir)\n" + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs)))
-            out.write(script)
+            script = None
+            if todo:
+                script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=deps)
+                out.write(f"# manifest {manifest} (index -> run dir)\n" + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs)))
+                out.write(script)
+            for parent, rs in waiting.items():
+                out.write(f"\n# branches of {parent}, after its task ends well:\n")
+                out.write(render_script(self.spec, [Path(r.run_dir).resolve() for r in rs], meta / f"array-{stamp}-{parent}.txt",
+                                        retry_failed, depends_on=[f"<task of {parent}>"]))
             return {"job_id": None, "runs": [r.name for r in todo], "skipped": skipped, "script": script,
-                    "data_jobs": [job.name for job in jobs]}
+                    "data_jobs": [job.name for job in jobs], "branch_jobs": [{"after": p, "runs": [r.name for r in rs]}
+                                                                          for p, rs in waiting.items()]}
         sbatch = _need("sbatch")
         meta.mkdir(parents=True, exist_ok=True)
         data_ids = []
@@ -222,24 +255,42 @@ class SlurmExecutor:
             with open(meta / "jobs.jsonl", "a") as f:
                 f.write(json.dumps({"job_id": data_ids[-1], "kind": "data", "data": job.name, "submitted": stamp,
                                     "script": str(data_script), "config": str(config), "runs": []}) + "\n")
-        script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=data_ids)
-        for r in todo:
+        rec = {"job_id": None, "runs": [], "script": None}
+        tasks: dict[str, str] = {}  # run name -> its array task (jobid_index), for the branches' dependency
+        if todo:
+            rec = self._submit(sbatch, todo, manifest, meta / f"{self.spec.name}-{stamp}.sbatch", retry_failed, data_ids, stamp)
+            tasks = {r.name: f"{rec['job_id']}_{i}" for i, r in enumerate(todo)}
+        queued = queued_jobs(self.spec.runs_root()) if waiting else {}
+        branch_jobs = []
+        for parent, rs in waiting.items():
+            dep = tasks.get(parent) or queued[parent].split()[0]
+            branch_jobs.append(self._submit(sbatch, rs, meta / f"array-{stamp}-{parent}.txt",
+                                            meta / f"{self.spec.name}-{stamp}-{parent}.sbatch", retry_failed, [dep], stamp))
+            branch_jobs[-1]["after"] = parent
+        return {**rec, "skipped": skipped, "data_jobs": [{"job_id": i, "data": j.name} for i, j in zip(data_ids, jobs)],
+                "branch_jobs": branch_jobs}
+
+    def _submit(self, sbatch: str, runs: list, manifest: Path, script_path: Path, retry_failed: bool, depends_on: list[str],
+                stamp: str) -> dict:
+        """One job array (one task per run), recorded in jobs.jsonl."""
+        run_dirs = [Path(r.run_dir).resolve() for r in runs]
+        script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=depends_on)
+        for r in runs:
             Path(r.run_dir).mkdir(parents=True, exist_ok=True)
             write_launch_config(r)
         manifest.write_text("".join(f"{d}\n" for d in run_dirs))
-        script_path = meta / f"{self.spec.name}-{stamp}.sbatch"
         script_path.write_text(script)
         res = subprocess.run([sbatch, "--parsable", str(script_path)], capture_output=True, text=True)
         if res.returncode != 0:
             raise SlurmError(f"sbatch failed ({res.returncode}): {res.stderr.strip() or res.stdout.strip()}")
         job_id = res.stdout.strip().split(";")[0]
         rec = {"job_id": job_id, "submitted": stamp, "script": str(script_path), "manifest": str(manifest),
-               "runs": [r.name for r in todo]}
-        if data_ids:
-            rec["depends_on"] = data_ids
-        with open(meta / "jobs.jsonl", "a") as f:
+               "runs": [r.name for r in runs]}
+        if depends_on:
+            rec["depends_on"] = depends_on
+        with open(sweep_meta_dir(self.spec.runs_root().resolve()) / "jobs.jsonl", "a") as f:
             f.write(json.dumps(rec) + "\n")
-        return {**rec, "skipped": skipped, "data_jobs": [{"job_id": i, "data": j.name} for i, j in zip(data_ids, jobs)]}
+        return rec
 
     def cancel(self, names: list[str] | None = None) -> list[str]:
         """scancel this sweep's queued/running tasks (all, or only those of `names`)."""
