@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pretrain.errors import ConfigError
 
+from launch import depends
 from launch.locks import RunLock
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
 from rundir.layout import LAUNCH_CONFIG, TRAIN_LOG
@@ -133,6 +134,10 @@ class DeepSpeedExecutor:
                 what = decide(run_dir, retry_failed, r.id)
                 if what != "run":
                     skipped[r.name] = what
+                    continue
+                if not depends.may_start(r):  # runs go one at a time in plan order: a parent has ended by now
+                    failed.append(r.name)
+                    out.write(f"FAILED {r.name}: waits for {depends.parent_checkpoint(r)}, which {r.after[0]} did not write\n")
                     continue
                 run_dir.mkdir(parents=True, exist_ok=True)
                 lock = RunLock(run_dir, role="deepspeed")
