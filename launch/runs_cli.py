@@ -9,7 +9,7 @@ LIST_COLUMNS = ["run", "status", "axis.*", "params", "non_embedding_params", "to
                 "flops", "final_loss", "final_val_loss", "wall_s"]
 
 
-_FORMATS = {"flops": "sci"}
+_FORMATS = {"flops": "sci", "shared_flops": "sci", "computed_flops": "sci"}
 
 
 def register(sub) -> None:

@@ -125,8 +125,8 @@ def cmd_plan(args) -> int:
         print(f"\n{len(p.runs)} runs ({p.spec.kind}) -> {p.root}/<run>; total {tot_f - shared:.2e} FLOPs, "
               f"~{human(tot_s, 'time')} of run time (~{human(tot_s / workers, 'time')} on {workers} local workers)")
         if shared:
-            print(f"branches share their stable run's prefix: {tot_f - shared:.2e} FLOPs computed vs {tot_f:.2e} as "
-                  f"separate runs (saving {shared:.2e}, {100 * shared / tot_f:.0f}%)")
+            print(f"compute: {tot_f - shared:.3g} FLOPs with each stable prefix counted once, {tot_f:.3g} as separate runs "
+                  f"(saving {shared:.3g}, {100 * shared / tot_f:.0f}%)")
         for note in p.skipped:
             print(f"skipped {note}")
     return 0

@@ -61,7 +61,7 @@ def test_plan_shows_the_saving(base, work):
     assert r.returncode == 0, r.stderr
     assert "3 runs (wsd)" in r.stdout and "n50k-stable" in r.stdout and "n50k-d4.1k" in r.stdout
     # shared: 6 + 13 of the (8 + 16 + 32) planned steps
-    assert "(saving" in r.stdout and f"{round(100 * 19 / 56)}%)" in r.stdout
+    assert "compute: " in r.stdout and "with each stable prefix counted once" in r.stdout and f"{round(100 * 19 / 56)}%)" in r.stdout
 
 
 def test_bad_wsd_specs_exit_2_naming_the_key(base, work):
