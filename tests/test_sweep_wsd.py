@@ -55,6 +55,12 @@ def test_cooldown_steps_and_shapes(base):
     assert branch.cfg.schedule.decay_shape == "linear"
 
 
+def test_adding_a_fraction_keeps_the_stable_run_the_same_run(base):
+    one, two = (expand(spec_of(base, {**WSD, "fractions": f})) for f in ([0.25, 1.0], [0.25, 0.5, 1.0]))
+    assert one.runs[0].cfg.train.checkpoint_at_steps == [6] and two.runs[0].cfg.train.checkpoint_at_steps == [6, 13]
+    assert one.runs[0].id == two.runs[0].id and one.runs[1].id == two.runs[1].id  # checkpoint_at_steps is bookkeeping
+
+
 def test_plan_shows_the_saving(base, work):
     path = write_spec(work, {"name": "wp", "base": str(base), "set": SET, "kind": "wsd", "wsd": WSD})
     r = scalelab("sweep", "plan", path)
@@ -147,6 +153,17 @@ def test_local_launch_branches_at_their_checkpoints_then_idempotent(work, data):
     r = scalelab("sweep", "launch", spec, "--workers", "2", cwd=work)
     assert r.returncode == 0 and "0 to run" in r.stdout and r.stdout.count(": done") == 3, r.stdout
     assert mtimes == {p: p.stat().st_mtime for p in runs.glob("*/summary.json")}
+
+
+@pytest.mark.slow
+def test_branches_of_a_stable_run_finished_earlier_start_at_once(work, data):
+    spec = launch_spec(work, data, fractions=[0.25, 1.0])
+    r = scalelab("sweep", "launch", spec, "--only", "n50k-stable", cwd=work)
+    assert r.returncode == 0 and "1 done" in r.stdout, r.stdout + r.stderr
+    r = scalelab("sweep", "launch", spec, cwd=work)
+    assert r.returncode == 0 and "1 to run, 1 skipped" in r.stdout and "n50k-d4.1k: done" not in r.stdout, r.stdout
+    s = summary(work / "runs" / "n50k-d4.1k")
+    assert s["status"] == "done" and s["init_from"]["step"] == 13
 
 
 @pytest.mark.slow
