@@ -251,3 +251,37 @@ def test_slurm_branches_run_after_their_stable_task(cluster, work, data):
         assert s["finished_at"] > stable_end  # afterok: the branch ran after its stable task
     again = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
     assert again.returncode == 0 and "nothing to submit" in again.stdout, again.stdout
+
+
+@pytest.mark.slow
+def test_a_stopped_wsd_launch_resumes_stable_run_and_branches(work, data):
+    import subprocess
+    import sys
+    import time
+
+    base = write_base(work / "base", data, log_every_steps=1, checkpoint_every_steps=20)
+    spec = write_spec(work, {"name": "wstop", "base": str(base), "set": SET, "kind": "wsd", "runs_dir": str(work / "runs"),
+                             # 1000 steps; a branch of 500 steps from step 300 (a long cooldown: time to stop it mid-way)
+                             "wsd": {**WSD, "tokens": 256000, "fractions": [0.5, 1.0], "cooldown": 0.4}})
+    stable, branch = work / "runs" / "n50k-stable", work / "runs" / "n50k-d128k"
+    a = subprocess.Popen([sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--workers", "2", "--no-progress"],
+                         cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        t0 = time.time()
+        while not ((branch / "metrics.jsonl").exists() and metrics(branch)):
+            assert time.time() - t0 < 240 and a.poll() is None, "the branch never started"
+            time.sleep(0.2)
+        c = scalelab("sweep", "cancel", spec)
+        assert c.returncode == 0, c.stdout + c.stderr
+        out, _ = a.communicate(timeout=120)
+    finally:
+        if a.poll() is None:
+            a.kill()
+    assert a.returncode == 3 and summary(stable)["status"] == "preempted", out
+    assert summary(branch)["status"] == "preempted", out
+    r = scalelab("sweep", "launch", spec, "--workers", "2", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [m["step"] for m in metrics(stable)] == list(range(1, 1001))  # resumed from its stop checkpoint: nothing lost
+    s = summary(branch)
+    assert s["status"] == "done" and s["steps"] == 500 and s["init_from"]["step"] == 300
+    assert [m["step"] for m in metrics(branch)] == list(range(301, 501))
