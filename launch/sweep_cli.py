@@ -115,8 +115,14 @@ def cmd_plan(args) -> int:
 
     p = load_plan(args)
     preflight(p, args.executor or configured_executors(p.spec))
+    columns = PLAN_COLUMNS
+    if any(r.after for r in p.runs):  # kind wsd: where each branch starts
+        columns = PLAN_COLUMNS + [("branch_from", "branches from", "")]
     rows = [{k: getattr(r, k) for k, _, _ in PLAN_COLUMNS} for r in p.runs]
-    render(rows, PLAN_COLUMNS, args.format)
+    for row, r in zip(rows, p.runs):
+        if r.after:
+            row["branch_from"] = f"{r.after[0]} step {r.after[1]}"
+    render(rows, columns, args.format)
     if args.format == "table":
         tot_f = sum(r.flops for r in p.runs)
         tot_s = sum(r.est_s for r in p.runs)

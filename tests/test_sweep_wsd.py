@@ -5,6 +5,7 @@ shared prefix once."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from conftest import REPO as ROOT, metrics, prepared_data, scalelab, summary, write_base, write_run, write_spec
@@ -65,7 +66,12 @@ def test_plan_shows_the_saving(base, work):
     path = write_spec(work, {"name": "wp", "base": str(base), "set": SET, "kind": "wsd", "wsd": WSD})
     r = scalelab("sweep", "plan", path)
     assert r.returncode == 0, r.stderr
-    assert "3 runs (wsd)" in r.stdout and "n50k-stable" in r.stdout and "n50k-d4.1k" in r.stdout
+    assert "3 runs (wsd)" in r.stdout and "branches from" in r.stdout
+    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln.startswith("n50k-")}
+    assert rows["n50k-d2.05k"].endswith("n50k-stable step 6") and rows["n50k-d4.1k"].endswith("n50k-stable step 13")
+    assert rows["n50k-stable"].rstrip().endswith("-")
+    js = scalelab("sweep", "plan", path, "--format", "json")
+    assert [x["branch_from"] for x in json.loads(js.stdout)] == [None, "n50k-stable step 6", "n50k-stable step 13"]
     # shared: 6 + 13 of the (8 + 16 + 32) planned steps
     assert "compute: " in r.stdout and "with each stable prefix counted once" in r.stdout and f"{round(100 * 19 / 56)}%)" in r.stdout
 
