@@ -55,6 +55,7 @@ class DeepSpeedTrainModule:
         cfg = self.cfg
         torch.manual_seed(cfg.train.seed)
         model = GPT(cfg.model)
+        model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
         groups = param_groups(model, cfg.optim)
         if getattr(cfg.model, "moe", None) is not None:
             from pretrain.expert_parallel import prepare_moe
