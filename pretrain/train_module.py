@@ -23,6 +23,7 @@ from pretrain.config.schema import TrainConfig
 from pretrain.distributed import DistInfo
 from pretrain.ds_config import build_ds_config, grad_accum_steps
 from pretrain.errors import TrainingFailed
+from pretrain.mfu import set_tf32
 from pretrain.optim import param_groups
 from rundir.schedules import lr_at
 
@@ -53,6 +54,8 @@ class DeepSpeedTrainModule:
         import deepspeed
 
         cfg = self.cfg
+        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/mfu.py)
+        self.tf32 = set_tf32(self.dist.device, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
         model = GPT(cfg.model)
         model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant

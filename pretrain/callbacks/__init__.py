@@ -19,7 +19,7 @@ def default_callbacks(trainer) -> list[Callback]:
 
     cfg, module, feed, d = trainer.cfg, trainer.module, trainer.feed, trainer.dist
     speed = SpeedMonitor(trainer.counts.flops_per_token, cfg.tokens_per_step(), d.world_size, d.device, cfg.precision,
-                         cfg.train.device_peak_flops)
+                         cfg.train.device_peak_flops, tf32=module.tf32)
     out = [Checkpointer(module), trainer.signals, speed, MetricsFileWriter(), WandbCallback(), ConsoleLogger(trainer.console),
            HeldOutEvaluation(module, feed.val_parts), RunSummary(module, trainer.counts, feed, speed)]
     if cfg.train.noise_scale_every_steps:

@@ -55,6 +55,8 @@ class LoopConfig(StrictModel):
         "none", description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
         "same losses, less memory, ~1 more forward of compute): none, full (every block) or every_k (blocks 0, k, 2k, ...)")
     activation_checkpointing_k: int | None = Field(None, description="every_k: checkpoint every k-th block (k >= 1)")
+    tf32: bool = Field(True, description="CUDA only: TF32 tensor cores for fp32 matmuls and convolutions (MFU is then "
+                       "measured against the device's TF32 peak); no effect on CPU")
     device_peak_flops: float | None = Field(None, gt=0, description="override the per-device peak FLOP/s used for MFU")
     threads: int | None = Field(None, gt=0, description="torch CPU threads per rank (default: allotted cores / local ranks)")
     deterministic: bool = Field(True, description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see README for the cost); false: let the libraries choose")
