@@ -113,3 +113,14 @@ def test_bad_checkpointing_settings_exit_2_before_work(extra, message, tiny_data
     res = run_cli(["train", TINY, *tiny_overrides(tiny_data, **extra), "--run-dir", "run", "--no-progress"], tmp_path)
     assert res.returncode == 2 and message in res.stderr, res.stderr[-2000:]
     assert not (tmp_path / "run").exists()
+
+
+def test_switching_checkpointing_on_resume_is_allowed(tiny_data, tmp_path):
+    """It changes memory, not what is computed: a run resumes across it (a memory fix after an OOM)."""
+    over = tiny_overrides(tiny_data, **{"train.steps": 4, "train.eval_every_steps": 0, "train.checkpoint_every_steps": 2})
+    flags = ["--run-dir", "run", "--no-progress"]
+    assert run_cli(["train", TINY, *over, *flags], tmp_path).returncode == 0
+    (tmp_path / "run" / "summary.json").unlink()
+    on = ["train.activation_checkpointing=every_k", "train.activation_checkpointing_k=1"]
+    res = run_cli(["train", TINY, *over, *on, *flags], tmp_path)
+    assert res.returncode == 0 and "resumed from checkpoint step_4" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
