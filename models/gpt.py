@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.checkpointing import blocks_to_checkpoint, checkpointed
 from models.config import ModelConfig
 from models.layers import Attention, RMSNorm, SwiGLU, init_weights, rope_tables
 
@@ -74,6 +75,12 @@ class GPT(nn.Module):
         cos, sin = rope_tables(cfg.head_dim, cfg.seq_len, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        self.checkpoint_layers: frozenset[int] = frozenset()  # blocks whose activations are recomputed in backward
+
+    def set_activation_checkpointing(self, every: int) -> None:
+        """Recompute every `every`-th block's activations in backward (0: none, 1: every block);
+        applies to training forwards with gradients only (models.checkpointing)."""
+        self.checkpoint_layers = blocks_to_checkpoint(self.cfg.n_layers, every)
 
     def _rope(self, start: int, length: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         end = start + length
@@ -94,8 +101,12 @@ class GPT(nn.Module):
         cos, sin = cos.to(self.model.embed_tokens.weight.dtype), sin.to(self.model.embed_tokens.weight.dtype)
         x = self.model.embed_tokens(input_ids)
         aux_losses, stats = [], []
+        recompute = self.checkpoint_layers if self.training and torch.is_grad_enabled() and not kv_caches else ()
         for i, layer in enumerate(self.model.layers):
-            x, aux = layer(x, cos, sin, kv_caches[i] if kv_caches else None)
+            if i in recompute:
+                x, aux = checkpointed(layer, x, cos, sin)
+            else:
+                x, aux = layer(x, cos, sin, kv_caches[i] if kv_caches else None)
             if aux is not None:
                 aux_losses.append(aux.loss)
                 stats.append(aux.stats | {"layer": i})

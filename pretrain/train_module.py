@@ -23,7 +23,9 @@ from pretrain.config.schema import TrainConfig
 from pretrain.distributed import DistInfo
 from pretrain.ds_config import build_ds_config, grad_accum_steps
 from pretrain.errors import TrainingFailed
+from pretrain.mfu import set_tf32
 from pretrain.optim import param_groups
+from pretrain.step_timer import StepTimer
 from rundir.schedules import lr_at
 
 LossHook = Callable[[int, int, torch.Tensor], torch.Tensor]  # (step, micro, loss) -> loss, e.g. a test's fault
@@ -38,6 +40,7 @@ class StepOutput:
     lr: float = 0.0
     skipped: bool = False  # the update was skipped for a non-finite gradient norm
     stop: bool = False  # some rank asked to stop after this step
+    times: dict[str, float] | None = None  # timed steps: seconds per phase and the whole step (pretrain/step_timer.py)
 
 
 class DeepSpeedTrainModule:
@@ -53,8 +56,11 @@ class DeepSpeedTrainModule:
         import deepspeed
 
         cfg = self.cfg
+        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/mfu.py)
+        self.tf32 = set_tf32(self.dist.device, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
         model = GPT(cfg.model)
+        model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
         groups = param_groups(model, cfg.optim)
         if getattr(cfg.model, "moe", None) is not None:
             from pretrain.expert_parallel import prepare_moe
@@ -83,34 +89,41 @@ class DeepSpeedTrainModule:
         self._loss_hooks.append(fn)
 
     # ------------------------------------------------------------------ a step
-    def train_batch(self, step: int, micro_batch: Callable[[int, int], tuple], stop: bool = False) -> StepOutput:
+    def train_batch(self, step: int, micro_batch: Callable[[int, int], tuple], stop: bool = False,
+                    timed: bool = False) -> StepOutput:
         """Optimizer step `step` (0-based) over `micro_batch(step, i)` for i < grad-accumulation steps;
-        `stop`: this rank asks to stop after the step (agreed with the others)."""
+        `stop`: this rank asks to stop after the step (agreed with the others); `timed`: measure the
+        phases (log steps; on CUDA this synchronizes the device at each phase boundary)."""
         d, gas = self.dist, self.gas
+        timer = StepTimer(d.device, timed)
         lr = lr_at(step, self.total_steps, self.cfg.peak_lr(), self.cfg.schedule)
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         loss_sum = aux_sum = checked = None
         stats, dropped = [], False
         for micro in range(gas):
-            x, y = micro_batch(step, micro)
-            out = self.engine(x.to(d.device), targets=y.to(d.device), logits=False)
-            loss = out.loss if out.aux_loss is None else out.loss + out.aux_loss
-            for hook in self._loss_hooks:
-                loss = hook(step, micro, loss)
-            v = loss.detach().double()  # float64: a sum of finite float32 losses stays finite
-            checked = v if checked is None else checked + v
-            self.engine.backward(loss)
-            if micro == gas - 1:
-                norm = _total_norm(self.model) if self.own_grad_norm else None
-                bad_loss, dropped, stop = self._agree(checked, norm, stop)
-                if bad_loss:
-                    local = checked.item()
-                    value = local if not math.isfinite(local) else "on another rank"
-                    raise TrainingFailed(f"non-finite loss ({value}) at step {step + 1}; stopped without saving. "
-                                         f"The last good checkpoint is kept in {self.checkpoints}")
-            with _no_update(self.engine.optimizer) if dropped else nullcontext():
-                self.engine.step()  # still run: DeepSpeed's step bookkeeping and zero_grad
+            with timer.phase("data"):
+                x, y = micro_batch(step, micro)
+                x, y = x.to(d.device), y.to(d.device)
+            with timer.phase("fwd_bwd"):
+                out = self.engine(x, targets=y, logits=False)
+                loss = out.loss if out.aux_loss is None else out.loss + out.aux_loss
+                for hook in self._loss_hooks:
+                    loss = hook(step, micro, loss)
+                v = loss.detach().double()  # float64: a sum of finite float32 losses stays finite
+                checked = v if checked is None else checked + v
+                self.engine.backward(loss)
+            with timer.phase("optim"):  # the gradient-norm check, the step's collective and the update
+                if micro == gas - 1:
+                    norm = _total_norm(self.model) if self.own_grad_norm else None
+                    bad_loss, dropped, stop = self._agree(checked, norm, stop)
+                    if bad_loss:
+                        local = checked.item()
+                        value = local if not math.isfinite(local) else "on another rank"
+                        raise TrainingFailed(f"non-finite loss ({value}) at step {step + 1}; stopped without saving. "
+                                             f"The last good checkpoint is kept in {self.checkpoints}")
+                with _no_update(self.engine.optimizer) if dropped else nullcontext():
+                    self.engine.step()  # still run: DeepSpeed's step bookkeeping and zero_grad
             part = out.loss.detach().double() / gas
             loss_sum = part if loss_sum is None else loss_sum + part
             if out.aux_loss is not None:
@@ -122,7 +135,7 @@ class DeepSpeedTrainModule:
         if skipped:
             self._on_skipped(step)
         grad_norm = norm if self.own_grad_norm else self.engine.get_global_grad_norm()
-        return StepOutput(loss_sum, aux_sum, stats, grad_norm, lr, skipped, stop)
+        return StepOutput(loss_sum, aux_sum, stats, grad_norm, lr, skipped, stop, timer.result())
 
     def _agree(self, checked: torch.Tensor, norm: torch.Tensor | None, stop: bool) -> tuple[bool, bool, bool]:
         """(non-finite loss, non-finite gradient norm, stop) on any rank: the step's one collective

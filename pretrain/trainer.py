@@ -84,7 +84,8 @@ class Trainer:
             while self.state.step < self.total_steps and not self.stopping:
                 self._set_step(self.state.step + 1)
                 self._call("pre_step")
-                out = self.module.train_batch(self.state.step, self._micro_batch, stop=self.stop_reason is not None)
+                out = self.module.train_batch(self.state.step, self._micro_batch, stop=self.stop_reason is not None,
+                                              timed=self.info.log_step)
                 self.state.step += 1
                 self.state.wall_s = wall_before + (time.perf_counter() - started)
                 self.stopping = out.stop

@@ -11,6 +11,7 @@ dashboard share (docs/ARCHITECTURE.md). Modules:
   read         run directories -> states (`run_status`) and registry rows (`load_runs`)
   config, tokenizer   a run's model section and its own tokenizer
   schedules    the lr a run's schedule section implies at every step
+  devices      accelerator peak FLOP/s by device and precision (cost projections and MFU)
   weights      the trained model itself (torch; only evaluation and export import it)
 Everything but `weights` is torch-free, so the dashboard and the scaling-law fitter use it.
 """

@@ -15,13 +15,14 @@ def default_callbacks(trainer) -> list[Callback]:
     from pretrain.callbacks.metrics_file import MetricsFileWriter
     from pretrain.callbacks.run_summary import RunSummary
     from pretrain.callbacks.speed_monitor import SpeedMonitor
+    from pretrain.callbacks.step_profile import StepProfile
     from pretrain.callbacks.wandb import WandbCallback
 
     cfg, module, feed, d = trainer.cfg, trainer.module, trainer.feed, trainer.dist
     speed = SpeedMonitor(trainer.counts.flops_per_token, cfg.tokens_per_step(), d.world_size, d.device, cfg.precision,
-                         cfg.train.device_peak_flops)
+                         cfg.train.device_peak_flops, tf32=module.tf32)
     out = [Checkpointer(module), trainer.signals, speed, MetricsFileWriter(), WandbCallback(), ConsoleLogger(trainer.console),
-           HeldOutEvaluation(module, feed.val_parts), RunSummary(module, trainer.counts, feed, speed)]
+           HeldOutEvaluation(module, feed.val_parts), RunSummary(module, trainer.counts, feed, speed), StepProfile(d.device)]
     if cfg.train.noise_scale_every_steps:
         from pretrain.callbacks.noise_scale import NoiseScale
 

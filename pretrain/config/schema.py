@@ -51,6 +51,12 @@ class LoopConfig(StrictModel):
     checkpoint_every_steps: int = Field(200, ge=0, description="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = Field(2, gt=0, description="number of most recent checkpoints kept")
     compile: bool = Field(False, description="torch.compile the model (GPU option; slower on CPU)")
+    activation_checkpointing: Literal["none", "full", "every_k"] = Field(
+        "none", description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
+        "same losses, less memory, ~1 more forward of compute): none, full (every block) or every_k (blocks 0, k, 2k, ...)")
+    activation_checkpointing_k: int | None = Field(None, description="every_k: checkpoint every k-th block (k >= 1)")
+    tf32: bool = Field(True, description="CUDA only: TF32 tensor cores for fp32 matmuls and convolutions (MFU is then "
+                       "measured against the device's TF32 peak); no effect on CPU")
     device_peak_flops: float | None = Field(None, gt=0, description="override the per-device peak FLOP/s used for MFU")
     threads: int | None = Field(None, gt=0, description="torch CPU threads per rank (default: allotted cores / local ranks)")
     deterministic: bool = Field(True, description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see README for the cost); false: let the libraries choose")
@@ -88,6 +94,19 @@ class LoopConfig(StrictModel):
         if any(x < 1 for x in v):
             raise ValueError(f"steps must be >= 1 (got {v})")
         return sorted(set(v))
+
+    @model_validator(mode="after")
+    def _checkpointing_k(self) -> "LoopConfig":
+        k, mode = self.activation_checkpointing_k, self.activation_checkpointing
+        if mode == "every_k" and (k is None or k < 1):
+            raise ValueError(f"train.activation_checkpointing_k must be an integer >= 1 with activation_checkpointing: every_k (got {k})")
+        if mode != "every_k" and k is not None:
+            raise ValueError(f"train.activation_checkpointing_k is only read with activation_checkpointing: every_k (it is {mode})")
+        return self
+
+    def checkpoint_every(self) -> int:
+        """Blocks between checkpointed ones (0: none), for `GPT.set_activation_checkpointing`."""
+        return {"none": 0, "full": 1}.get(self.activation_checkpointing, self.activation_checkpointing_k or 0)
 
     @model_validator(mode="after")
     def _length(self) -> "LoopConfig":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from models.checkpointing import recomputing
 from models.moe.config import MoEConfig
 from models.moe.routers.base import Router, Routing, router_z_loss, topk_assignments
 
@@ -46,7 +47,7 @@ class AuxFreeBiasRouter(Router):
         select = scores.detach() + self.score_bias
         token_idx, expert_idx, weight, top_idx = topk_assignments(select, scores, self.top_k, renorm)
         requested = torch.bincount(expert_idx, minlength=self.num_experts)
-        if self.training:
+        if self.training and not recomputing():  # a checkpointed block's rerun in backward counts nothing
             self.step_load += requested.to(self.step_load.dtype)
         z = router_z_loss(logits)
         loss = cfg.z_loss_coef * z

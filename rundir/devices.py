@@ -1,0 +1,78 @@
+"""The accelerator table: peak **dense** FLOP/s per device and precision.
+
+Vendors print tensor-core figures "with sparsity" (2:4 structured sparsity doubles them); training
+runs dense, so every figure here is the dense one (half the starred datasheet number). `fp32` is
+plain (non-tensor-core) FP32; `tf32` is the FP32-input tensor-core path where the device has one.
+Shared by the cost projection (scaling/devices.py, scaling/cost.py) and the trainer's MFU
+(pretrain/mfu.py), so both measure against the same peaks; torch-free.
+
+Sources (vendor datasheets; dense = sparse / 2 where the sheet only gives sparse):
+- a100-40gb, a100-80gb: NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5 TF, TF32 156 TF,
+  BF16/FP16 312 TF (624 with sparsity); SXM and PCIe share these peaks.
+- h100-sxm: NVIDIA H100 Tensor Core GPU datasheet (2023), SXM column: FP32 67 TF, TF32 989 TF*,
+  BF16/FP16 1,979 TF* (* with sparsity) -> dense 494 / 989 TF.
+- h100-pcie: same datasheet, PCIe column: FP32 51 TF, TF32 756 TF*, BF16/FP16 1,513 TF* -> 378 / 756.
+- h200: NVIDIA H200 Tensor Core GPU datasheet (2024), SXM column: FP32 67 TF, TF32 989 TF*,
+  BF16/FP16 1,979 TF* -> the H100 SXM's compute (more and faster memory only).
+- b200: NVIDIA HGX B200 / DGX B200 datasheet (2024), per GPU (8 per board): FP32 75 TF,
+  TF32 2.2 PF*, BF16/FP16 4.5 PF* -> dense 1.1 / 2.25 PF.
+- mi300x: AMD Instinct MI300X data sheet (2023): FP32 (matrix) 163.4 TF, TF32 653.7 TF,
+  BF16/FP16 1,307.4 TF (2,614.9 with sparsity).
+- l4: NVIDIA L4 Tensor Core GPU datasheet (2023): FP32 30.3 TF, TF32 120 TF*, BF16/FP16 242 TF*
+  -> dense 60 / 121 TF.
+- l40s: NVIDIA L40S GPU datasheet (2023): FP32 91.6 TF, TF32 366 TF*, BF16/FP16 733 TF*
+  -> dense 183 / 366 TF (the sheet's dense BF16: 362.05 TF).
+"""
+from __future__ import annotations
+
+import re
+
+PRECISIONS = ("bf16", "fp16", "fp32", "tf32")
+
+# device -> {precision: peak dense FLOP/s per device}
+DEVICES: dict[str, dict[str, float]] = {
+    "a100-40gb": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+    "a100-80gb": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+    "h100-sxm": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},
+    "h100-pcie": {"bf16": 756e12, "fp16": 756e12, "tf32": 378e12, "fp32": 51e12},
+    "h200": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},
+    "b200": {"bf16": 2250e12, "fp16": 2250e12, "tf32": 1100e12, "fp32": 75e12},
+    "mi300x": {"bf16": 1307.4e12, "fp16": 1307.4e12, "tf32": 653.7e12, "fp32": 163.4e12},
+    "l4": {"bf16": 121e12, "fp16": 121e12, "tf32": 60e12, "fp32": 30.3e12},
+    "l40s": {"bf16": 362.05e12, "fp16": 362.05e12, "tf32": 183e12, "fp32": 91.6e12},
+}
+
+DATASHEETS = {
+    "a100-40gb": "NVIDIA A100 datasheet", "a100-80gb": "NVIDIA A100 datasheet",
+    "h100-sxm": "NVIDIA H100 datasheet (SXM)", "h100-pcie": "NVIDIA H100 datasheet (PCIe)",
+    "h200": "NVIDIA H200 datasheet (SXM)", "b200": "NVIDIA HGX B200 datasheet (per GPU)",
+    "mi300x": "AMD Instinct MI300X data sheet", "l4": "NVIDIA L4 datasheet", "l40s": "NVIDIA L40S datasheet",
+}
+
+
+# torch.cuda.get_device_name(...) / rocm names -> table key. Order matters: L40S before L4, and
+# variants with other peaks (H100 NVL, H200 NVL, plain L40) map to nothing rather than a wrong row.
+_NAME_RULES: tuple[tuple[str, str | None], ...] = (
+    (r"\bNVL\b", None),
+    (r"A100.*80\s*GB|80\s*GB.*A100", "a100-80gb"),
+    (r"A100", "a100-40gb"),
+    (r"H100.*PCIe", "h100-pcie"),
+    (r"H100", "h100-sxm"),
+    (r"H200", "h200"),
+    (r"B200", "b200"),
+    (r"MI300X", "mi300x"),
+    (r"L40S", "l40s"),
+    (r"\bL40\b", None),
+    (r"\bL4\b", "l4"),
+)
+
+
+def device_from_name(name: str | None) -> str | None:
+    """The table key for a device name as torch reports it ('NVIDIA H100 80GB HBM3' -> 'h100-sxm'),
+    or None when the name is not one of the table's devices."""
+    if not name:
+        return None
+    for pattern, key in _NAME_RULES:
+        if re.search(pattern, name, flags=re.IGNORECASE):
+            return key
+    return None
