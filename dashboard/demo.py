@@ -1,5 +1,5 @@
-"""Build dashboard inputs with the real producers: a tiny sweep (`scalelab train`), an MoE run,
-an evaluation (`scalelab eval`) and fit records (`scalelab fit`), plus deliberately broken dirs.
+"""Build dashboard inputs with the real producers: a tiny sweep (`scalelab train`), an MoE run, a
+`wsd` sweep (a stable run and two cooldown branches, `scalelab sweep launch`), an evaluation (`scalelab eval`) and fit records (`scalelab fit`), plus deliberately broken dirs.
 
 Used by the browser tests (once per session) and to make the README screenshots:
     python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dashboard import demo_data
 from rundir.layout import CONFIG, SUMMARY, RunDir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +51,7 @@ def train_args(run_dir: Path, data_dir: Path, steps: int = 20) -> list[str]:
             "model.seq_len=64", "--run-dir", str(run_dir)]
 
 
-def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = True, broken: bool = True) -> dict:
+def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = True, broken: bool = True, wsd: bool = True) -> dict:
     """Create OUT/runs and OUT/fits; returns what was produced (paths and run ids)."""
     out = Path(out).resolve()
     runs, fdir, data = out / "runs", out / "fits", out / "data"
@@ -70,6 +71,13 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
                   "model.moe.capacity_factor=null", *train_args(runs / "tiny-moe" / "moe-n50k-auxfree", data)], log,
                  RunDir(runs / "tiny-moe" / "moe-n50k-auxfree").summary)
             made["ids"].append("tiny-moe/moe-n50k-auxfree")
+        if wsd:  # a stable run and its cooldown branches (the Curves view draws them as one family)
+            spec = demo_data.wsd_spec(out / "wsd-demo.yaml", runs / "wsd-demo", data)
+            ids = [f"wsd-demo/{name}" for name in demo_data.WSD_RUNS]
+            if not all(RunDir(runs / rid).summary.exists() for rid in ids):
+                _run(["sweep", "launch", str(spec), "--workers", "2", "--no-progress"], log)
+            made["ids"] += ids
+            made["wsd"] = {f"wsd-demo/{n}": (p and (f"wsd-demo/{p[0]}", p[1])) for n, p in demo_data.WSD_RUNS.items()}
         if evals:
             tasks = "blimp_anaphor_gender_agreement,blimp_anaphor_number_agreement,blimp_determiner_noun_agreement_1"
             for rid in made["ids"][:3:2]:  # n50k-lr3e-3 and n100k-lr3e-3
@@ -91,7 +99,6 @@ def _fits(fdir: Path, log) -> list[str]:
     """Fit records made by `scalelab fit` on synthetic tables and run trees kept under the fits root
     (the dashboard reads a record's source only inside its roots; run trees there are not records)."""
     import scaling.synthetic as syn
-    from dashboard import demo_data
 
     tables = fdir / "data"
     tables.mkdir(exist_ok=True)
@@ -127,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-moe", action="store_true", help="skip the MoE training runs")
     ap.add_argument("--no-evals", action="store_true", help="skip `scalelab eval`")
     ap.add_argument("--no-fits", action="store_true", help="skip the fit records")
+    ap.add_argument("--no-wsd", action="store_true", help="skip the wsd sweep (a stable run and its branches)")
     args = ap.parse_args(argv)
-    res = make(args.out, moe=not args.no_moe, evals=not args.no_evals, fits=not args.no_fits)
+    res = make(args.out, moe=not args.no_moe, evals=not args.no_evals, fits=not args.no_fits, wsd=not args.no_wsd)
     print(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in res.items()}, indent=1))
     return 0
 

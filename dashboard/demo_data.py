@@ -9,6 +9,9 @@ in seconds. The demo's runs, metrics, router statistics and evaluations are real
   `scalelab eval` writes: acc, gold_bpb, gold_nats with the task's chance).
 - `annealing_table`: loss curves of constant, two WSD and a cosine schedule (the last: held out) (rundir.schedules.lr_at)
   drawn from the lr-annealing law ANNEALING (Tissue et al. 2024 form).
+
+One exception, the spec of a real sweep: `wsd_spec` (a stable run and its cooldown branches, trained
+by `scalelab sweep launch` for the Curves view; its losses are measured, not drawn).
 """
 from __future__ import annotations
 
@@ -79,3 +82,24 @@ def annealing_table(path: Path, steps: int = 1000, peak: float = 3e-3, every: in
         parts.append(pd.DataFrame({"run": run, "step": step, "lr": lr, "loss": loss}))
     pd.concat(parts, ignore_index=True).to_csv(path, index=False)
     return path
+
+
+# A REAL sweep (not synthetic: `scalelab sweep launch` trains it) for the Curves view's branches:
+# one stable n50k run of 32 steps (512 tokens each) and cooldown branches at 1/4 and 1/2 of its
+# tokens (branch points: steps 6 and 12).
+WSD_RUNS = {"n50k-stable": None, "n50k-d4.1k": ("n50k-stable", 6), "n50k-d8.19k": ("n50k-stable", 12)}
+
+
+def wsd_spec(path: Path, runs_dir: Path, data_dir: Path) -> Path:
+    """A `wsd` sweep spec on the demo's prepared data (its runs go to `runs_dir`)."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = {"name": "wsd-demo", "base": str(repo / "configs/train/tiny.yaml"), "runs_dir": str(runs_dir), "kind": "wsd",
+            "set": {"model.seq_len": 64, "data.name": "tiny512", "data.out_dir": str(data_dir), "data.tokenizer.vocab_size": 512,
+                    "train.micro_batch_size": 8, "train.global_batch_size": 8, "train.log_every_steps": 2,
+                    "train.eval_every_steps": 4, "train.eval_tokens": 2048, "train.checkpoint_every_steps": 1000,
+                    "schedule.min_lr_ratio": 0.0, "wandb.mode": "disabled"},
+            "wsd": {"models": ["n50k"], "tokens": 32 * 512, "fractions": [0.25, 0.5, 1.0], "cooldown": 0.25, "warmup_steps": 2}}
+    Path(path).write_text(yaml.safe_dump(spec, sort_keys=False))
+    return Path(path)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dashboard import lineage
 from dashboard.security import contained, resolve_known
 from rundir import read  # the run registry: row contract and dir discovery
 from rundir.files import read_yaml
@@ -27,7 +28,7 @@ from rundir.metrics import MetricsTail
 
 _KEY_FILES = (SUMMARY, CONFIG, LAUNCH_CONFIG, METRICS)  # every file the registry reads
 # Columns the Runs view shows first (the registry may add more; all are sent).
-TABLE_COLUMNS = ["id", "sweep", "run", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
+TABLE_COLUMNS = ["id", "sweep", "run", "branch_of", "branch_step", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
                  "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
                  "tokens_per_s", "mfu", "wall_s", "n_evals", "problem"]
 
@@ -98,6 +99,8 @@ class RunStore:
         row = {k: _num_or_none(v) for k, v in row.items()}
         row["id"] = rid
         row.pop("path", None)  # never send server paths to the browser
+        # a branch's parent as a run id (the registry gives its directory): the runs table's lineage
+        row["branch_of"], row["branch_served"] = lineage.branch_of(row.pop("init_from", None), self.root)
         if row.get("num_experts"):
             row["router"] = self._router(d)
         row["n_evals"] = len(self._eval_files(d))

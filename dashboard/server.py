@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from dashboard import evals_view, moe_view, plan_view
+from dashboard import evals_view, lineage, moe_view, plan_view
 from dashboard.api_views import Views
 from dashboard.fits import FitStore
 from dashboard.runs import TABLE_COLUMNS, RunStore
@@ -29,6 +29,7 @@ from scaling.errors import InputError
 
 STATIC = Path(__file__).parent / "static"
 CURVE_KEYS = ("step", "tokens", "flops", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tokens_per_s", "mfu", "wall_s")
+JOIN_PANELS = ("loss", "val_loss", "lr")  # the curves a branch's join point is given for
 MAX_RUNS_PER_REQUEST = 50
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
@@ -155,12 +156,27 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         return run
 
     @app.get("/api/curves")
-    def api_curves(run: list[str] = Query(default=[])):
+    def api_curves(run: list[str] = Query(default=[]), branches: bool = False):
+        """Each run's series; with `branches`, every run of their families too (a stable run and
+        its branches), each with its lineage and the parent's point where its curve joins."""
+        ids = _ids(run)
+        rows = {r["id"]: r for r in runs.table()[0]}
+        if branches:
+            ids = lineage.with_families(ids, list(rows.values()), MAX_RUNS_PER_REQUEST)
+        recs = {rid: runs.metrics(rid) for rid in ids}
+        parents = {r["id"]: r["branch_of"] for r in rows.values() if r.get("branch_served")}
         out = []
-        for rid in _ids(run):
-            recs, bad = runs.metrics(rid)
-            series = {k: [r.get(k) for r in recs] for k in CURVE_KEYS}
-            out.append({"id": rid, "n_records": len(recs), "bad_lines": bad, "series": series})
+        for rid in ids:
+            got, bad = recs[rid]
+            series = {k: [r.get(k) for r in got] for k in CURVE_KEYS}
+            row, parent = rows.get(rid, {}), parents.get(rid)
+            join = None
+            if parent in rows:
+                join = lineage.join_point(recs[parent][0] if parent in recs else runs.metrics(parent)[0], row.get("branch_step"),
+                                          CURVE_KEYS, JOIN_PANELS)
+            out.append({"id": rid, "n_records": len(got), "bad_lines": bad, "series": series, "requested": rid in run,
+                        "family": lineage.family_root(rid, parents), "branch_of": row.get("branch_of"),
+                        "branch_step": row.get("branch_step"), "join": join})
         return JSON({"runs": out})
 
     @app.get("/api/curves.csv")

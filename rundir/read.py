@@ -14,7 +14,8 @@ the training split's unique tokens, and `unique_tokens`), the sweep axes (`axis.
 columns, from `extras.axes`), key model/train config values, and the status. Branches
 (`train.init_from`) add `init_from` (the parent's run directory) and `branch_step`, and their
 `shared_tokens`/`shared_flops` (the parent's prefix, counted in `flops` but computed once, by the
-parent: `computed_flops` subtracts them). `end_point` says whether the run's end is an
+parent: `computed_flops` subtracts them); a branch still training (no summary.json yet) takes
+its lineage from its config's `train.init_from`. `end_point` says whether the run's end is an
 (N, D, loss) point of a scaling study: true unless its sweep marked it false (`extras.axes.end_point`:
 a run whose end is the intermediate state of a longer schedule). A malformed or
 half-written directory becomes an entry in `problems` ({path, problem}) instead of an
@@ -30,7 +31,7 @@ from typing import Any, Callable
 
 from rundir.checkpoints import has_checkpoint
 from rundir.files import read_yaml
-from rundir.layout import CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, SKIP_DIRS
+from rundir.layout import CHECKPOINTS, CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, SKIP_DIRS, checkpoint_step
 from rundir.lock import holder_if_locked
 from rundir.metrics import last_record
 from rundir.summary import SOURCE_PREFIXES, read_summary
@@ -193,7 +194,7 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
             row["lr"] = _dig(cfg, ("optim", "lr"))
             row["batch_size"] = _dig(cfg, ("train", "global_batch_size"))
     row["last_loss"] = st.loss
-    lineage = (summary or {}).get("init_from") or {}
+    lineage = (summary or {}).get("init_from") or (None if summary else _config_lineage(cfg)) or {}
     row["init_from"], row["branch_step"] = lineage.get("run"), lineage.get("step")
     if row.get("flops") is not None:
         row["computed_flops"] = row["flops"] - (row.get("shared_flops") or 0.0)
@@ -205,6 +206,17 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
     for k, v in (extras.get("axes") or {}).items():
         row[f"axis.{k}"] = v
     return row, problem
+
+
+def _config_lineage(cfg: dict | None) -> dict | None:
+    """{run, step} from a config's `train.init_from` (RUN_DIR or RUN_DIR/checkpoints/step_N): a
+    branch still training has no summary yet, but its lineage is known from the start."""
+    src = _dig(cfg, ("train", "init_from")) if cfg else None
+    if not src:
+        return None
+    p = Path(str(src))
+    step = checkpoint_step(p.name) if p.parent.name == CHECKPOINTS else None
+    return {"run": str(p.parent.parent if step is not None else p), "step": step}
 
 
 def compute_totals(rows: list[dict]) -> tuple[float, float]:

@@ -145,6 +145,38 @@ def test_selecting_runs_draws_curves(page, server, demo):
     assert page.errors == []
 
 
+def test_curves_draw_a_stable_run_with_its_branches(page, server, demo):
+    """A real wsd sweep: the runs table names each branch's parent and step; selecting one branch
+    draws its stable run and every branch, joined at their branch points, in one colour family."""
+    stable = next(rid for rid, p in demo["wsd"].items() if p is None)
+    branches = {rid: p for rid, p in demo["wsd"].items() if p}
+    _open(page, server, "runs", "#runs-table tbody tr")
+    for rid, (parent, step) in branches.items():
+        assert page.inner_text(f'#runs-table tr[data-id="{rid}"] td[data-key=branch_of]') == f"{parent.split('/')[-1]} step {step}"
+    assert page.inner_text(f'#runs-table tr[data-id="{stable}"] td[data-key=branch_of]') == ""
+    first = sorted(branches)[0]
+    page.check(f'#runs-table tr[data-id="{first}"] input.sel')
+    page.click("#plot-selected")
+    page.wait_for_function("() => ((document.getElementById('plot-loss') || {}).data || []).length === 4")  # 3 runs + branch points
+    page.select_option("#xaxis", "tokens")
+    page.wait_for_function("() => document.getElementById('plot-loss').layout.xaxis.title.text === 'tokens'")
+    traces = page.eval_on_selector("#plot-loss", "d => d.data.map(t => ({x: t.x, y: t.y, meta: t.meta, color: (t.line || {}).color, "
+                                                 "mcolor: t.marker.color, group: t.legendgroup}))")
+    assert page.locator("#plot-loss .scatterlayer .trace").count() == 4
+    by = {t["meta"].get("run", t["meta"]["role"]): t for t in traces}
+    assert by[stable]["meta"]["role"] == "stable" and {by[b]["meta"]["role"] for b in branches} == {"branch"}
+    assert {t["group"] for t in traces} == {stable} and by["branch_points"]["mcolor"] == by[stable]["color"]
+    assert len({by[b]["color"] for b in [stable, *branches]}) == 3  # shades of one hue
+    on_stable = dict(zip(by[stable]["x"], by[stable]["y"]))
+    for b in branches:
+        x0, y0 = by[b]["x"][0], by[b]["y"][0]
+        assert on_stable[x0] == y0  # the branch starts on the stable curve, at its branch point
+        assert x0 in by["branch_points"]["x"] and by[b]["x"][-1] < by[stable]["x"][-1]
+    page.uncheck("#with-branches")
+    page.wait_for_function("() => document.getElementById('plot-loss').data.length === 1")
+    assert page.errors == []
+
+
 def test_evals_matrix(page, server, demo):
     _open(page, server, "evals", "#eval-matrix tbody tr")
     heads = page.eval_on_selector_all("#eval-matrix th", "ths => ths.map(t => t.textContent)")
@@ -201,7 +233,7 @@ def _exports(page, div_id):
 def test_moe_view_loss_vs_compute_and_the_fitted_law(page, server, demo):
     _open(page, server, "moe?fit=moe-krajewski.json", "#moe-moe_law .scatterlayer .trace")
     runs = {t["name"]: len(t["x"]) for t in page.eval_on_selector("#moe-moe_loss_vs_compute", "d => d.data")}
-    assert runs == {"dense": 3, "E=8": 2}  # the demo's real dense and MoE runs
+    assert runs == {"dense": 3 + len(demo["wsd"]), "E=8": 2}  # the demo's real dense (the wsd sweep's too) and MoE runs
     names = _names(page, "moe-moe_law")
     assert {f"law L_opt(C), G={g}" for g in (1, 2, 4, 8)} <= set(names) and "extrapolation" in names
     assert "95% interval (bootstrap)" in names and {"dense", "E=16", "E=32", "E=64"} <= set(names)

@@ -4,7 +4,11 @@ import { el, fmt, getJSON, sortableTable, downloadLink, problemsBox, setStatus, 
 const COLS = [
   { key: "sel", label: "", render: r => el("input", { type: "checkbox", class: "sel", checked: state.selected.has(r.id),
       onchange: e => { e.target.checked ? state.selected.add(r.id) : state.selected.delete(r.id); saveSelection(); } }), sortValue: r => state.selected.has(r.id) ? 0 : 1 },
-  { key: "sweep", label: "sweep", text: true }, { key: "run", label: "run", text: true }, { key: "model", label: "model", text: true },
+  { key: "sweep", label: "sweep", text: true }, { key: "run", label: "run", text: true },
+  { key: "branch_of", label: "branch of", text: true, title: "the run this one branched from (train.init_from) and the step it branched at",
+    render: r => r.branch_of == null ? "" : el("span", { title: r.branch_of }, `${r.branch_of.split("/").pop()} step ${r.branch_step ?? "?"}`),
+    sortValue: r => r.branch_of == null ? null : `${r.branch_of} ${String(r.branch_step ?? 0).padStart(12, "0")}` },
+  { key: "model", label: "model", text: true },
   { key: "params", label: "N" }, { key: "active_params", label: "active N" }, { key: "tokens", label: "D (tokens)" },
   { key: "epochs", label: "epochs", title: "passes over the training split's unique tokens (tokens / unique_tokens)",
     render: r => r.epochs == null ? "" : (r.epochs < 10 ? r.epochs.toFixed(2) : r.epochs.toFixed(1)) },
@@ -26,7 +30,7 @@ function matches(r, q, status) {
       if (v == null || Number.isNaN(t)) return false;
       return { "<": v < t, ">": v > t, "<=": v <= t, ">=": v >= t }[m[2]];
     }
-    return ["id", "sweep", "run", "model", "status", "router", "name"].some(k => String(r[k] ?? "").toLowerCase().includes(term));
+    return ["id", "sweep", "run", "branch_of", "model", "status", "router", "name"].some(k => String(r[k] ?? "").toLowerCase().includes(term));
   });
 }
 
