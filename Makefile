@@ -22,7 +22,7 @@ quickstart: setup
 # the tests run either way, and the target fails if either failed.
 test: setup
 	@status=0; $(BIN)/lint-imports || status=$$?; \
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -q -ra || status=$$?; \
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -q -ra --durations=25 || status=$$?; \
 	exit $$status
 
 test-fast: setup
