@@ -78,11 +78,14 @@ def test_preempted_task_checkpoints_requeues_and_resumes(cluster, work, data):
                                  "runs_dir": str(work / "runs"),
                                  "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60}}})
     run_dir = work / "runs" / "s0"
-    r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
+    # Each checkpoint held open 0.5 s (sbatch exports the environment): a tiny step takes a few ms,
+    # and the signal below must find the task still training, past its second checkpoint.
+    r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work, env={"SCALELAB_FAULT_CHECKPOINT_DELAY_S": "0.5"})
     assert r.returncode == 0, r.stdout + r.stderr
     task = job_id(r.stdout) + "_0"
     t0 = time.time()
-    while not (run_dir / "checkpoints" / "step_40" / "COMPLETE").exists():
+    second = lambda: [p for p in (run_dir / "checkpoints").glob("step_*/COMPLETE") if int(p.parent.name[5:]) >= 40]  # noqa: E731
+    while not second():  # any checkpoint from the second on: older ones are pruned as training goes on
         assert time.time() - t0 < 300, "task never reached its second checkpoint"
         time.sleep(0.2)
     # What Slurm does before preemption / the time limit: SIGUSR1 to the batch shell.

@@ -17,10 +17,11 @@ CONFIGS = {
     "moe": ("configs/train/tiny-moe.yaml", {"model.moe.num_experts": 4, "model.moe.top_k": 2, "model.moe.d_ff": 64}),
 }
 TIMING = {"tokens_per_s", "mfu", "eta_s", "wall_s"}  # measured, not computed: allowed to differ
+MEASURED = ("time/", "mem/")  # the step profile's seconds and memory (pretrain/callbacks/step_profile.py)
 
 
 def records(run: Path) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in metrics(run)]
+    return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith(MEASURED)} for r in metrics(run)]
 
 
 def finish(proc: subprocess.Popen, timeout: float = 500) -> str:
