@@ -19,6 +19,13 @@ def grad_accum_steps(cfg: TrainConfig, world_size: int) -> int:
     return cfg.train.global_batch_size // per_step
 
 
+def engine_zero_stage(cfg: TrainConfig) -> int:
+    """The ZeRO stage DeepSpeed's engine runs. optim.name muon runs on the ZeRO-0 engine: its
+    ZeRO-1 (whole tensors shared out over the ranks) lives in the optimizer (pretrain/muon.py),
+    because DeepSpeed's ZeRO-1 hands the optimizer flat slices, and Muon needs whole matrices."""
+    return 0 if cfg.optim.name == "muon" else cfg.deepspeed.zero_stage
+
+
 def bf16_settings(zero_stage: int) -> dict[str, Any]:
     """bf16 compute with fp32 master weights, fp32 gradient accumulation and fp32 reductions.
 
@@ -53,13 +60,13 @@ def build_ds_config(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
         "train_micro_batch_size_per_gpu": cfg.train.micro_batch_size,
         "gradient_accumulation_steps": grad_accum_steps(cfg, world_size),
         "gradient_clipping": cfg.optim.grad_clip,
-        "zero_optimization": {"stage": cfg.deepspeed.zero_stage},
+        "zero_optimization": {"stage": engine_zero_stage(cfg)},
         "steps_per_print": 10**12,  # our logger prints; keep DeepSpeed quiet
         "wall_clock_breakdown": False,
         "zero_allow_untested_optimizer": True,
     }
     if cfg.precision == "bf16":
-        ds.update(bf16_settings(cfg.deepspeed.zero_stage))
+        ds.update(bf16_settings(engine_zero_stage(cfg)))
     elif cfg.precision == "fp16":
         ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
     return _merge(ds, cfg.deepspeed.extra)

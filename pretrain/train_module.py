@@ -21,7 +21,7 @@ import torch
 from models.gpt import GPT
 from pretrain.config.schema import TrainConfig
 from pretrain.distributed import DistInfo
-from pretrain.ds_config import build_ds_config, grad_accum_steps
+from pretrain.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
 from pretrain.errors import TrainingFailed
 from pretrain.mfu import set_tf32
 from pretrain.optim import param_groups
@@ -61,28 +61,38 @@ class DeepSpeedTrainModule:
         torch.manual_seed(cfg.train.seed)
         model = GPT(cfg.model)
         model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
-        groups = param_groups(model, cfg.optim)
-        if getattr(cfg.model, "moe", None) is not None:
-            from pretrain.expert_parallel import prepare_moe
+        if cfg.optim.name == "muon":  # ep_size 1 (config): experts stay whole on every rank
+            from pretrain.optim_muon import build_muon, split_text
 
-            groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
+            opt, self.optimizer_record = build_muon(model, cfg.optim, cfg.peak_lr(), cfg.deepspeed.zero_stage,
+                                                    self.dist.rank, self.dist.world_size)
+        else:
+            groups = param_groups(model, cfg.optim)
+            if getattr(cfg.model, "moe", None) is not None:
+                from pretrain.expert_parallel import prepare_moe
+
+                groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
+            # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop
+            fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
+            opt = torch.optim.AdamW(groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
+            self.optimizer_record = adamw_record(groups)
+        if cfg.optim.name == "muon":
+            self.log(split_text(self.optimizer_record))
         if cfg.train.compile:
             model = torch.compile(model)
-        # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop
-        fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
-        opt = torch.optim.AdamW(groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
         )
         self.model = self.engine.module
-        if self.dist.world_size == 1 and cfg.deepspeed.zero_stage == 0:
+        engine_stage = engine_zero_stage(cfg)
+        if self.dist.world_size == 1 and engine_stage == 0:
             # one plain data-parallel rank: DeepSpeed would still all-reduce every gradient through
             # the process group (~10% of a tiny model's step); there is nothing to reduce with
             self.engine.enable_backward_allreduce = False
         # DeepSpeed reports the global grad norm for ZeRO and fp16, not for ZeRO-0 with fp32
         # parameters (fp32, or bf16 autocast: pretrain/ds_config.py), where it clips without
         # keeping the norm: measure it ourselves there.
-        self.own_grad_norm = cfg.deepspeed.zero_stage == 0 and cfg.precision != "fp16"
+        self.own_grad_norm = engine_stage == 0 and cfg.precision != "fp16"
 
     def add_loss_hook(self, fn: LossHook) -> None:
         """`fn(step, micro, loss)` may replace each micro-batch's loss before backward (tests' faults)."""
@@ -189,6 +199,13 @@ def _no_update(optimizer):
         yield
     finally:
         del optimizer.step
+
+
+def adamw_record(groups: list[dict]) -> dict:
+    """summary.json's `optimizer` for optim.name adamw (pretrain/optim_muon.py writes muon's)."""
+    ps = [p for g in groups for p in g["params"]]
+    return {"name": "adamw", "muon_tensors": 0, "muon_params": 0, "adamw_tensors": len(ps),
+            "adamw_params": sum(p.numel() for p in ps)}
 
 
 def _total_norm(model) -> torch.Tensor:

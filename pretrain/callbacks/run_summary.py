@@ -78,6 +78,7 @@ class RunSummary(Callback):
             "wall_s": state.wall_s,
             "eval_s": state.eval_s,
             "skipped_steps": self.module.skipped_steps,
+            "optimizer": getattr(self.module, "optimizer_record", None),
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "extras": cfg.extras,
         }

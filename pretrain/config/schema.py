@@ -16,12 +16,22 @@ EvalSection = section_type()
 
 
 class OptimConfig(StrictModel):
-    lr: float = Field(3e-4, gt=0, description="peak learning rate (AdamW)")
-    weight_decay: float = Field(0.1, ge=0, description="decoupled weight decay; never applied to norms, biases or embeddings' norms")
+    lr: float = Field(3e-4, gt=0, description="peak learning rate (AdamW; with muon, both halves)")
+    weight_decay: float = Field(0.1, ge=0, description="decoupled weight decay (AdamW and Muon halves); never applied to norms, biases or embeddings' norms")
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1")
     beta2: float = Field(0.95, ge=0, lt=1, description="AdamW beta2")
     eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     grad_clip: float = Field(1.0, ge=0, description="global gradient-norm clipping (0 disables)")
+    name: Literal["adamw", "muon"] = Field(
+        "adamw", description="optimizer: adamw, or muon (Muon on the blocks' 2-D weight matrices and per-expert "
+        "matrices, AdamW on embeddings, output head, norms, biases and routers; see README Optimizers)")
+    momentum: float = Field(0.95, ge=0, lt=1, description="muon: momentum of the Muon half")
+    nesterov: bool = Field(True, description="muon: Nesterov momentum")
+    ns_steps: int = Field(5, ge=1, le=99, description="muon: Newton-Schulz iterations that orthogonalise each update")
+    muon_adjust_lr: Literal["match_rms_adamw", "original", "none"] = Field(
+        "match_rms_adamw", description="muon: per-matrix update scale (torch.optim.Muon's adjust_lr_fn): match_rms_adamw "
+        "multiplies the lr by 0.2*sqrt(max(fan_out, fan_in)) so the update's RMS matches AdamW's and AdamW lrs and "
+        "weight decay transfer (Liu et al. 2025); original: sqrt(max(1, fan_out/fan_in)) (Keller Jordan); none: 1")
     width_lr_ref: int | None = Field(
         None, ge=1, description="scale the peak lr by width_lr_ref / model.d_model (Adam's 1/width rule, as in muP's hidden "
         "layers): optim.lr is then the lr of a model of this width, so one lr serves a ladder of sizes")
@@ -158,6 +168,20 @@ class TrainConfig(StrictModel):
         moe = getattr(self.model, "moe", None)
         if moe is not None and getattr(moe, "ep_size", 1) > 1 and self.deepspeed.zero_stage == 3:
             raise ValueError("model.moe.ep_size > 1 needs deepspeed.zero_stage 0, 1 or 2 (DeepSpeed's MoE path rejects ZeRO-3)")
+        return self
+
+    @model_validator(mode="after")
+    def _muon_zero(self) -> "TrainConfig":
+        if self.optim.name != "muon":
+            return self
+        if self.deepspeed.zero_stage > 1:
+            raise ValueError(f"optim.name muon supports deepspeed.zero_stage 0 or 1 (got {self.deepspeed.zero_stage}): "
+                             "Muon needs each weight matrix whole, which ZeRO-2/3 split across ranks")
+        moe = getattr(self.model, "moe", None)
+        if moe is not None and getattr(moe, "ep_size", 1) > 1:
+            raise ValueError("optim.name muon needs model.moe.ep_size 1 (whole expert matrices on every rank)")
+        if self.precision == "fp16":
+            raise ValueError("optim.name muon supports precision fp32 or bf16 (fp16's loss scaling is not wired to it)")
         return self
 
     def total_steps(self) -> int:
