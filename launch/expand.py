@@ -102,6 +102,8 @@ def apply_values(raw: dict, items: list[tuple[str, Any]]) -> dict:
 def expand(spec: SweepSpec) -> Plan:
     b = _Builder(spec)
     points, skipped = _points(spec, b)
+    if spec.axes and spec.kind not in ("grid", "zip"):
+        points = _cross(spec, points)
     if spec.seeds is not None and spec.kind != "seeds":
         if not spec.seeds:
             raise ConfigError("sweep spec: seeds: empty axis")
@@ -120,6 +122,22 @@ def expand(spec: SweepSpec) -> Plan:
     if not runs:
         raise ConfigError("sweep spec expands to no runs")
     return Plan(spec, runs, skipped)
+
+
+def _cross(spec: SweepSpec, points: list) -> list:
+    """IsoFLOP, batch/LR, seeds and MoE sweeps crossed with grid `axes` (e.g. optim.name: [adamw,
+    muon]): every point once per combination, the axes' labels first in its name."""
+    keys = list(spec.axes)
+    for k, vals in spec.axes.items():
+        if not isinstance(vals, list) or not vals:
+            raise ConfigError(f"sweep spec: axes.{k}: empty axis (give at least one value)")
+    out = []
+    for combo in itertools.product(*(spec.axes[k] for k in keys)):
+        items = list(zip(keys, combo))
+        labels = [axis_label(k, v) for k, v in items]
+        extra = {k: v for k, v in items}
+        out += [(labels + parts, items + its, {**axes, **extra}) for parts, its, axes in points]
+    return out
 
 
 def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:

@@ -28,6 +28,7 @@ ALIASES = {
     "train.seed": "s",
     "optim.weight_decay": "wd",
     "schedule.name": "",
+    "optim.name": "",  # adamw-..., muon-...
     "model.seq_len": "T",
     "model.moe.num_experts": "e",
     "model.moe.top_k": "k",

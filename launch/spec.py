@@ -251,7 +251,8 @@ class SweepSpec(Strict):
     base: str = Field(description="base train config YAML")
     set: dict[str, Any] = Field(default_factory=dict, description="dotted-key overrides applied to every run")
     kind: Kind
-    axes: dict[str, list[Any]] = Field(default_factory=dict, description="grid/zip: dotted key -> values")
+    axes: dict[str, list[Any]] = Field(default_factory=dict, description="grid/zip: dotted key -> values; isoflop, batch_lr, "
+                                       "seeds, moe: further axes crossed with every run (e.g. optim.name: [adamw, muon])")
     isoflop: IsoflopSpec | None = None
     batch_lr: BatchLrSpec | None = None
     moe: MoeSpec | None = None
@@ -280,6 +281,9 @@ class SweepSpec(Strict):
                 "wsd": "wsd"}[self.kind]
         if not getattr(self, need):
             raise ValueError(f"kind '{self.kind}' needs a non-empty `{need}` section")
+        if self.axes and self.kind == "wsd":
+            raise ValueError("axes: kind wsd names its branches after their stable runs and cannot be crossed with axes; "
+                             "give the value under `set` (one sweep per value)")
         if self.kind == "wsd" and self.seeds is not None:
             raise ValueError("seeds: kind wsd branches each run from its own stable run; give train.seed under `set` "
                              "(one sweep per seed)")

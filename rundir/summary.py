@@ -66,6 +66,9 @@ class RunSummary:
     init_from: dict | None = None
     shared_tokens: int | None = None
     shared_flops: float | None = None
+    # {name, muon_tensors, muon_params, adamw_tensors, adamw_params, ...}: how optim.name split the
+    # parameters (pretrain/optim_muon.py); written only when set (runs from before it have none: adamw)
+    optimizer: dict | None = None
     error: str | None = None  # written only when set
     schema_version: int = SCHEMA_VERSION
     other: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
@@ -75,13 +78,15 @@ class RunSummary:
         """The JSON object as written: known keys in order, mixture keys after `unique_tokens`."""
         d = asdict(self)
         sources, other, error, version = d.pop("sources"), d.pop("other"), d.pop("error"), d.pop("schema_version")
-        moe = d.pop("moe")
+        moe, optimizer = d.pop("moe"), d.pop("optimizer")
         lineage = {k: d.pop(k) for k in ("init_from", "shared_tokens", "shared_flops")}
         d.update(sources)
         if moe is not None:
             d["moe"] = moe
         if lineage["init_from"] is not None:
             d.update(lineage)
+        if optimizer is not None:
+            d["optimizer"] = optimizer
         if error is not None:
             d["error"] = error
         d.update(other)

@@ -1,0 +1,168 @@
+"""optim.name muon: the parameter split, the update, whole-matrix sharding over ranks, the CLI run,
+exact resume on 1 and 2 ranks (ZeRO-1) and config errors."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_model_config, tiny_overrides
+
+TINY = str(REPO / "configs/train/tiny.yaml")
+TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
+MOE = {"model.moe.num_experts": 4, "model.moe.top_k": 2, "model.moe.d_ff": 64}
+COMPARED = ("step", "loss", "grad_norm", "lr", "val_loss")
+SLOW_CKPT = {"SCALELAB_FAULT_CHECKPOINT_DELAY_S": "0.5"}  # each checkpoint held open: the kill lands mid-run
+
+
+def _groups(moe=None, tie=False):
+    from models.gpt import GPT
+    from pretrain.config.schema import OptimConfig
+    from pretrain.optim_muon import muon_param_groups
+
+    model = GPT(tiny_model_config(300, moe=moe, tie_embeddings=tie))
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = muon_param_groups(model, OptimConfig(name="muon"))
+    return {g["name"]: sorted(names[id(p)] for p in g["params"]) for g in groups}, groups
+
+
+def test_split_dense_moe_and_tied_embeddings():
+    dense, _ = _groups()
+    assert dense["muon"] == sorted(f"model.layers.{i}.{m}.weight" for i in (0, 1) for m in (
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"))
+    assert dense["adamw_decay"] == ["lm_head.weight", "model.embed_tokens.weight"]
+    assert all("norm" in n for n in dense["adamw_no_decay"]) and len(dense["adamw_no_decay"]) == 5
+    tied, _ = _groups(tie=True)  # one tensor, counted once, under AdamW
+    assert tied["adamw_decay"] == ["model.embed_tokens.weight"] and tied["muon"] == dense["muon"]
+    moe, groups = _groups(moe={"num_experts": 4, "top_k": 2})
+    assert "model.layers.0.mlp.experts.gate_proj" in moe["muon"]  # (E, d_ff, d): per-expert matrices
+    assert "model.layers.0.mlp.router.weight" in moe["adamw_decay"]
+    assert not any("router" in n or "embed" in n or "norm" in n for n in moe["muon"])
+    from pretrain.config.schema import OptimConfig
+    from pretrain.optim_muon import split_summary, split_text
+
+    s = split_summary(groups, OptimConfig(name="muon"), "balanced", 2)
+    assert s["muon_tensors"] == len(moe["muon"]) == 14 and s["adamw_params"] > 0
+    assert "Muon 14 tensors" in split_text(s)
+
+
+def test_update_matches_torch_muon_and_stacks_orthogonalise_per_matrix():
+    from pretrain.muon import MuonAdamW, newton_schulz
+
+    torch.manual_seed(0)
+    w = torch.randn(24, 40)
+    a, b = torch.nn.Parameter(w.clone()), torch.nn.Parameter(w.clone())
+    ours = MuonAdamW([{"params": [a], "use_muon": True, "weight_decay": 0.1}], lr=0.02, ns_dtype=torch.bfloat16)
+    ref = torch.optim.Muon([b], lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")  # bf16 Newton-Schulz
+    for _ in range(3):
+        g = torch.randn(24, 40)
+        a.grad, b.grad = g.clone(), g.clone()
+        ours.step(), ref.step()
+    assert torch.allclose(a, b, atol=2e-3), (a - b).abs().max()
+    # a (E, m, n) stack: each expert's matrix orthogonalised on its own, singular values near 1
+    stack = torch.randn(3, 16, 48) * torch.tensor([1.0, 10.0, 0.01]).view(3, 1, 1)
+    out = newton_schulz(stack, 5)
+    for e in range(3):
+        assert torch.allclose(out[e], newton_schulz(stack[e], 5), atol=1e-5)
+        s = torch.linalg.svdvals(out[e])
+        assert 0.5 < s.min() and s.max() < 1.3
+
+
+def test_balanced_assignment_is_balanced_and_flat_is_not():
+    from pretrain.muon_assign import assign, balanced, ns_flops
+
+    assert balanced([8, 7, 6, 5, 4], 2) == [0, 1, 1, 0, 0]  # largest first onto the least loaded
+    # a GPT-like layer list: big MLP matrices and small attention ones, in model order
+    shapes = [(64, 64), (32, 64), (32, 64), (64, 64), (256, 64), (256, 64), (64, 256)] * 4
+    kinds = ["muon"] * len(shapes)
+    costs = [ns_flops(s, 5) for s in shapes]
+    for world in (2, 3, 4):
+        bal = assign("balanced", kinds, shapes, world)
+        load = bal.load(costs, world)
+        assert all(len(w) == 1 for w in bal.workers)  # every matrix whole, on exactly one rank
+        assert max(load) - min(load) <= max(costs)  # the greedy bound
+        assert max(load) / (sum(costs) / world) < 1.1
+        flat = assign("flat", kinds, shapes, world)
+        done = sum(flat.load(costs, world))
+        # matrices cut by a chunk boundary are done by each rank holding a piece (not at 2
+        # and 4 ranks: the cuts fall between layers there)
+        assert done > sum(costs) if world == 3 else done == sum(costs)
+    rep = assign("replicated", kinds, shapes, 2)
+    assert rep.load(costs, 2) == [sum(costs)] * 2
+
+
+def test_muon_trains_through_the_cli_and_records_its_split(tiny_data, tmp_path):
+    over = tiny_overrides(tiny_data, **{"train.steps": 16, "train.eval_every_steps": 0, "optim.name": "muon"})
+    res = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "optimizer muon: Muon 14 tensors" in res.stdout
+    m = metrics(tmp_path / "run")
+    assert m[-1]["loss"] < m[0]["loss"] - 0.3
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    o = s["optimizer"]
+    assert (o["name"], o["muon_tensors"], o["adjust_lr"], o["assignment"]) == ("muon", 14, "match_rms_adamw", "replicated")
+    assert o["muon_params"] + o["adamw_params"] == s["params"]
+
+
+@pytest.mark.parametrize("over,key", [
+    ({"optim.name": "lion"}, "optim.name"),
+    ({"optim.name": "muon", "optim.muon_adjust_lr": "rms"}, "optim.muon_adjust_lr"),
+    ({"optim.name": "muon", "deepspeed.zero_stage": 2}, "deepspeed.zero_stage"),
+])
+def test_bad_muon_config_exits_2_naming_the_key(over, key, tiny_data, tmp_path):
+    res = run_cli(["train", TINY, *tiny_overrides(tiny_data, **over), "--run-dir", "run", "--no-progress"], tmp_path)
+    assert res.returncode == 2 and key in res.stderr + res.stdout, res.stderr[-1500:]
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def _records(run: Path) -> list[tuple]:
+    return [tuple(r.get(k) for k in COMPARED) for r in metrics(run)]
+
+
+@pytest.mark.parametrize("kind", ["dense", "moe"])
+def test_muon_kill9_resume_is_exact_one_rank(kind, tiny_data, tmp_path):
+    cfg = TINY_MOE if kind == "moe" else TINY
+    over = tiny_overrides(tiny_data, **{"train.steps": 10, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 5,
+                                        "optim.name": "muon", **(MOE if kind == "moe" else {})})
+    args = lambda run: ["train", cfg, *over, "--run-dir", run, "--no-progress"]
+    ref = run_cli(args("a"), tmp_path)
+    assert ref.returncode == 0, ref.stdout[-2000:]
+    kill_after_step(tmp_path / "k", 4, start(args("k"), tmp_path, SLOW_CKPT))
+    res = run_cli(args("k"), tmp_path)
+    assert res.returncode == 0 and "resumed from checkpoint step_" in res.stdout, res.stdout[-2000:]
+    assert _records(tmp_path / "k") == _records(tmp_path / "a")  # bitwise
+
+
+def _launch(over: list[str], run: str, cwd: Path, port: int, env: dict | None = None):
+    launcher = Path(sys.executable).parent / "deepspeed"
+    cmd = [str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli", TINY, *over,
+           "--run-dir", run, "--no-progress"]
+    return spawn(cmd, cwd, {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_path):
+    base = {"train.steps": 10, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 5, "optim.name": "muon"}
+    one = tiny_overrides(tiny_data, **base)
+    two = tiny_overrides(tiny_data, **(base | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}))
+    r1 = run_cli(["train", TINY, *one, "--run-dir", "one", "--no-progress"], tmp_path)
+    assert r1.returncode == 0, r1.stdout[-2000:]
+    p = _launch(two, "two", tmp_path, 29861)
+    out, _ = p.communicate(timeout=600)
+    assert p.returncode == 0, out[-3000:]
+    assert "updates balanced over 2 rank(s)" in out
+    m1, m2 = metrics(tmp_path / "one"), metrics(tmp_path / "two")
+    assert len(m1) == len(m2) == 10
+    for a, b in zip(m1, m2):
+        for k in ("loss", "grad_norm", "val_loss"):
+            assert b.get(k) == pytest.approx(a.get(k), rel=1e-4, abs=1e-5), (a["step"], k)
+    # killed after step 4 (its step-3 checkpoint holds both ranks' optimizer state) and resumed
+    kill_after_step(tmp_path / "k", 4, _launch(two, "k", tmp_path, 29862, SLOW_CKPT))
+    p = _launch(two, "k", tmp_path, 29863)
+    out, _ = p.communicate(timeout=600)
+    assert p.returncode == 0 and "resumed from checkpoint step_" in out, out[-3000:]
+    assert _records(tmp_path / "k") == _records(tmp_path / "two")
