@@ -145,6 +145,7 @@ def _launch(over: list[str], run: str, cwd: Path, port: int, env: dict | None = 
     return spawn(cmd, cwd, {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})})
 
 
+@pytest.mark.slow
 def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_path):
     base = {"train.steps": 10, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 5, "optim.name": "muon"}
     one = tiny_overrides(tiny_data, **base)
@@ -159,7 +160,10 @@ def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_pat
     assert len(m1) == len(m2) == 10
     for a, b in zip(m1, m2):
         for k in ("loss", "grad_norm", "val_loss"):
-            assert b.get(k) == pytest.approx(a.get(k), rel=1e-4, abs=1e-5), (a["step"], k)
+            if a.get(k) is None:  # val_loss: evaluation steps only
+                assert b.get(k) is None, (a["step"], k)
+            else:
+                assert b.get(k) == pytest.approx(a[k], rel=1e-4, abs=1e-5), (a["step"], k)
     # killed after step 4 (its step-3 checkpoint holds both ranks' optimizer state) and resumed
     kill_after_step(tmp_path / "k", 4, _launch(two, "k", tmp_path, 29862, SLOW_CKPT))
     p = _launch(two, "k", tmp_path, 29863)

@@ -1,0 +1,42 @@
+"""optim.name as a sweep axis: crossed with IsoFLOP and batch/LR runs, named per optimizer, and
+invalid combinations refused at plan time (exit 2)."""
+from __future__ import annotations
+
+import json
+
+from conftest import REPO, run_cli
+
+OPTIM_TINY = str(REPO / "configs/sweeps/optim-tiny.yaml")
+
+
+def test_isoflop_study_runs_every_point_once_per_optimizer():
+    from launch.expand import plan
+
+    p = plan(OPTIM_TINY)
+    by = {}
+    for r in p.runs:
+        by.setdefault(r.axes["optim.name"], []).append(r)
+        assert r.name.startswith(r.axes["optim.name"] + "-") and r.cfg.optim.name == r.axes["optim.name"]
+    assert set(by) == {"adamw", "muon"} and len(by["adamw"]) == len(by["muon"]) == 12
+    strip = lambda rs: [(r.name.split("-", 1)[1], r.tokens, r.axes["budget"]) for r in rs]
+    assert strip(by["adamw"]) == strip(by["muon"])  # the same IsoFLOP points
+    assert len({r.id for r in p.runs}) == len({r.name for r in p.runs}) == 24
+
+
+def test_batch_lr_and_grid_sweeps_vary_the_optimizer():
+    from launch.expand import plan
+
+    p = plan(str(REPO / "configs/sweeps/bs-lr-tiny.yaml"), ["axes.optim.name=[adamw, muon]"])
+    names = [r.name for r in p.runs]
+    assert len(names) == 36 and "muon-n14k-b1-lr2.4e-3" in names and "adamw-n14k-b1-lr2.4e-3" in names
+    res = run_cli(["sweep", "plan", str(REPO / "configs/sweeps/isoflop-tiny.yaml"), "--set", "kind=grid",
+                   "--set", "axes={optim.name: [adamw, muon], model: [n14k]}", "--format", "json"], REPO)
+    assert res.returncode == 0, res.stderr[-1500:]
+    assert [r["name"] for r in json.loads(res.stdout)] == ["adamw-n14k", "muon-n14k"]
+
+
+def test_muon_with_zero2_is_refused_at_plan_time():
+    res = run_cli(["sweep", "plan", OPTIM_TINY, "--set", "set.deepspeed.zero_stage=2"], REPO)
+    assert res.returncode == 2
+    assert "optim.name muon supports deepspeed.zero_stage 0 or 1 (got 2)" in res.stderr
+    assert "muon-c1e11-n14k" in res.stderr  # names the run
