@@ -25,8 +25,10 @@ def tree_digest(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_no_loadable_checkpoint_stops_with_exit_1_and_deletes_nothing(tiny_data, tmp_path):
-    args = ["train", TINY, *tiny_overrides(tiny_data, **{"wandb.mode": "offline", "train.eval_every_steps": 0}),
+@pytest.mark.parametrize("optim", ["adamw", "muon"])
+def test_no_loadable_checkpoint_stops_with_exit_1_and_deletes_nothing(optim, tiny_data, tmp_path):
+    over = {"wandb.mode": "offline", "train.eval_every_steps": 0, "optim.name": optim}
+    args = ["train", TINY, *tiny_overrides(tiny_data, **over),
             "--run-dir", "run", "--no-progress"]
     res = run_cli(args, tmp_path, env={"SCALELAB_FAULT_NAN_STEP": "14"})  # stops after step 14 with step_6, step_12
     assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
@@ -82,11 +84,12 @@ def test_zero1_resumes_across_world_sizes_2_1_2(tiny_data, tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["world_size"] == 2
 
 
-@pytest.mark.parametrize("stage", [0, 2])
-def test_inf_gradient_at_checkpoint_step_is_skipped_and_counted(stage, tiny_data, tmp_path):
+@pytest.mark.parametrize("optim,stage", [("adamw", 0), ("adamw", 2), ("muon", 1)])
+def test_inf_gradient_at_checkpoint_step_is_skipped_and_counted(optim, stage, tiny_data, tmp_path):
     from rundir.weights import read_state_dict
 
-    over = tiny_overrides(tiny_data, **{"train.steps": 12, "train.eval_every_steps": 0, "deepspeed.zero_stage": stage})
+    over = tiny_overrides(tiny_data, **{"train.steps": 12, "train.eval_every_steps": 0, "deepspeed.zero_stage": stage,
+                                        "optim.name": optim})
     res = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path,
                   env={"SCALELAB_FAULT_INF_GRAD_STEP": "5"})  # step 6, a checkpoint step
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
