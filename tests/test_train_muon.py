@@ -170,3 +170,30 @@ def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_pat
     out, _ = p.communicate(timeout=600)
     assert p.returncode == 0 and "resumed from checkpoint step_" in out, out[-3000:]
     assert _records(tmp_path / "k") == _records(tmp_path / "two")
+
+
+@pytest.mark.slow
+def test_bf16_muon_runs_on_the_zero0_engine_tracks_fp32_and_resumes_exactly(tiny_data, tmp_path):
+    import shutil
+
+    from pretrain.config.loader import load_train_config
+    from pretrain.ds_config import build_ds_config
+
+    cfg = load_train_config(TINY, ["precision=bf16", "optim.name=muon", "deepspeed.zero_stage=1", "train.micro_batch_size=8"])
+    ds = build_ds_config(cfg, world_size=2)  # our ZeRO-1 on DeepSpeed's ZeRO-0 engine: fp32 master weights, autocast
+    assert ds["zero_optimization"]["stage"] == 0 and ds["torch_autocast"]["enabled"] and "bf16" not in ds
+    run = {"train.steps": 6, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 0, "optim.name": "muon",
+           "deepspeed.zero_stage": 1}
+    args = lambda prec, d: ["train", TINY, *tiny_overrides(tiny_data, **(run | {"precision": prec})), "--run-dir", d,
+                            "--no-progress"]
+    for prec in ("fp32", "bf16"):
+        res = run_cli(args(prec, prec), tmp_path)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    fp32, bf16 = metrics(tmp_path / "fp32"), metrics(tmp_path / "bf16")
+    for a, b in zip(fp32, bf16, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], abs=5e-3), a["step"]
+    shutil.rmtree(tmp_path / "bf16" / "checkpoints" / "step_6")
+    (tmp_path / "bf16" / "summary.json").unlink()
+    res = run_cli(args("bf16", "bf16"), tmp_path)
+    assert res.returncode == 0 and "resumed from checkpoint step_3" in res.stdout, res.stdout[-2000:]
+    assert _records(tmp_path / "bf16") == [tuple(r.get(k) for k in COMPARED) for r in bf16]
