@@ -170,6 +170,16 @@ def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_pat
     out, _ = p.communicate(timeout=600)
     assert p.returncode == 0 and "resumed from checkpoint step_" in out, out[-3000:]
     assert _records(tmp_path / "k") == _records(tmp_path / "two")
+    # the 2-rank checkpoint holds every rank's optimizer state: it resumes on 1 rank too
+    import shutil
+
+    shutil.copytree(tmp_path / "two", tmp_path / "one_of_two")
+    shutil.rmtree(tmp_path / "one_of_two" / "checkpoints" / "step_10")
+    (tmp_path / "one_of_two" / "summary.json").unlink()
+    res = run_cli(["train", TINY, *two, "--run-dir", "one_of_two", "--no-progress"], tmp_path)
+    assert res.returncode == 0 and "resumed from checkpoint step_9" in res.stdout, res.stdout[-2000:]
+    for a, b in zip(m2[9:], metrics(tmp_path / "one_of_two")[9:], strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4), a["step"]
 
 
 @pytest.mark.slow
