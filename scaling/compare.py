@@ -23,7 +23,7 @@ from scaling.frontier import allocate
 from scaling.laws import ChinchillaLaw
 
 CORE = ("E", "A", "B", "alpha", "beta")
-BRACKET = (1e-8, 1e12)  # C(L) is searched between these factors of the reference compute
+MAX_DECADES = 30  # C(L) is searched this many decades either side of the reference compute
 
 
 def loss_exponent(p: dict) -> float:
@@ -49,13 +49,22 @@ def compute_for_loss(p: dict, L: float, cost: TokenCost, n_range, c_ref: float) 
         K = float(law.predict(n, d)) - p["E"]
         return float(6.0 * ((L - p["E"]) / K) ** (-1.0 / loss_exponent(p)))
     f = lambda lc: optimal_loss(p, float(np.exp(lc)), cost, n_range) - L  # noqa: E731
-    lo, hi = np.log(c_ref * BRACKET[0]), np.log(c_ref * BRACKET[1])
-    flo, fhi = f(lo), f(hi)
-    if not (np.isfinite(flo) and np.isfinite(fhi)) or flo < 0:
-        return float("nan")  # the frontier leaves the searched sizes: no answer, not a number
-    if fhi > 0:
-        return float("inf")
-    return float(np.exp(brentq(f, lo, hi, xtol=1e-10)))
+    # walk from c_ref by decades toward the root (loss falls with compute), then bisect that decade
+    a = np.log(c_ref)
+    fa = f(a)
+    if not np.isfinite(fa):
+        return float("nan")  # no interior optimum at the reference compute: no answer, not a number
+    step = np.log(10.0) * (1 if fa > 0 else -1)
+    for _ in range(MAX_DECADES):
+        b = a + step
+        fb = f(b)
+        if not np.isfinite(fb):
+            return float("inf") if step > 0 and fa > 0 and p["E"] < L else float("nan")
+        if (fa > 0) != (fb > 0):
+            lo, hi = sorted((a, b))
+            return float(np.exp(brentq(f, lo, hi, xtol=1e-10)))
+        a, fa = b, fb
+    return float("inf") if step > 0 else float("nan")
 
 
 def multiplier(base: dict, other: dict, c_ref: float, base_cost: TokenCost, other_cost: TokenCost, base_range, other_range) -> tuple[float, float]:
