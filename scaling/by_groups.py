@@ -89,10 +89,11 @@ def _config_values(ds: inputs.Dataset, key: str) -> np.ndarray:
             out.append(None)
             continue
         v = config_value(cfg, key)
-        out.append(_label(v) if not isinstance(v, (dict, list)) else None)
-        if isinstance(v, (dict, list)):
-            raise InputError(f"--by {key}: '{key}' is a section of the config, not a value (e.g. {key}.{next(iter(v), '')} in run {run})"
-                             if isinstance(v, dict) else f"--by {key}: '{key}' is a list in run {run}, not a value")
+        if isinstance(v, dict):
+            raise InputError(f"--by {key}: '{key}' is a section of the config, not a value (e.g. {key}.{next(iter(v), '')} in run {run})")
+        if isinstance(v, list):
+            raise InputError(f"--by {key}: '{key}' is a list in run {run}, not a value")
+        out.append(_label(v))
     if missing:
         raise InputError(f"--by {key}: {len(missing)} of {len(out)} runs' config.yaml have no key '{key}' (e.g. {missing[0]}); "
                          "give a dotted key of the resolved config, such as optim.name or model.n_layers")
