@@ -186,6 +186,9 @@ def summary(rec: dict) -> str:
             r = groups[g].get("record") or {}
             row.append(_fmt((r.get("params") or {}).get(k), (r.get("intervals") or {}).get(k)))
         cells.append(row)
+    ho = {g: ((groups[g].get("record") or {}).get("holdout") or {}) for g in names}
+    if any(h.get("mean_abs_rel_error") is not None for h in ho.values()):
+        cells.append(["held-out mean |rel err|", *[_fmt(h.get("mean_abs_rel_error"), None, 3) for h in ho.values()]])  # mean |rel err| on the held-out runs
     cells.append(["identified", *[("yes" if groups[g]["identified"] else "NO") for g in names]])
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     for r in cells:
