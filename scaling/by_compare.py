@@ -16,6 +16,8 @@ resampled independently).
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from scaling import by_groups, compare, inputs, pipeline
@@ -122,6 +124,15 @@ def _one(brec, orec, bcost, brange, bdraws, ci, identified) -> dict:
         if iv is not None:
             out["scale_dependent"] = bool(iv[0] > 1 or iv[1] < 1)
     notes = []
+    ratio_iv = (out.get("scale_ratio") or {}).get("interval")
+    if not out["scale_dependent"] and ratio_iv and len(ms) >= 2 and max(ms) / min(ms) - 1 > SCALE_DEPENDENT:
+        notes.append(f"the levels' point estimates differ ({min(ms):.3g} to {max(ms):.3g}) but the resamples do not resolve a change with scale "
+                     f"(ratio interval [{ratio_iv[0]:.3g}, {ratio_iv[1]:.3g}] includes 1)")
+    poor = {side: sorted({m[1] for w in rec.get("warnings") or [] for m in [re.match(r"(\w+) is poorly identified", w)] if m})
+            for side, rec in (("baseline", brec), ("other", orec))}
+    if poor["baseline"] or poor["other"]:
+        notes.append("poorly identified (interval wider than a factor 2): " + "; ".join(f"{side} {', '.join(v)}" for side, v in poor.items() if v)
+                     + ": the multiplier's interval carries that uncertainty")
     if out["scale_dependent"]:
         notes.append(f"the multiplier depends on scale ({min(ms):.3g} to {max(ms):.3g} across the levels): the laws' compute exponents differ "
                      f"(gamma = alpha beta / (alpha + beta): baseline {out['loss_exponent']['baseline']:.3g}, other {out['loss_exponent']['other']:.3g}); "
