@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from dashboard import chain_view, moe_law_view, plan_view, scaling_view
+from dashboard import by_view, chain_view, moe_law_view, plan_view, scaling_view
 from dashboard.fit_checks import not_identified
 from dashboard.plotting import readable_y
 from scaling.errors import InputError
@@ -40,8 +40,14 @@ class Views:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ any fit record
-    def fit(self, fid: str, task: str | None = None, partner: str | None = None, color: str = "experts") -> dict:
+    def fit(self, fid: str, task: str | None = None, partner: str | None = None, color: str = "experts", group: str | None = None) -> dict:
         rec = self.fits.record(fid)
+        if rec.get("groups"):  # a --by record: one law per value, its points carried in the record
+            v = by_view.view(rec, group)
+            sub = {**summary(v["sub"]), "group": v["group"], "by": v["by"]}
+            return {"id": fid, "points_note": None, "n_data_points": len(v["points"]), "record": sub, "not_identified": v["flags"],
+                    "figures": _safe(lambda: v["figures"], rec.get("law")), "by": v["by"], "groups": v["groups"], "group": v["group"],
+                    "compare": v["compare"]}
         points, why = self.fits.points(rec, fid)
         law = rec.get("law")
         out = {"id": fid, "points_note": why, "n_data_points": len(points)}
@@ -113,7 +119,7 @@ class Views:
         from scaling.plan_budget import BudgetOptions
         from scaling.record import FitRecord
 
-        items = [f for f in self.fits.listing()[0] if f["law"] == "chinchilla"]
+        items = [f for f in self.fits.listing()[0] if f["law"] == "chinchilla" and not f.get("by")]
         fid = fit or next((f["id"] for f in items if f.get("approach") == 3), items[0]["id"] if items else None)
         from scaling.devices import DEVICES, PRECISIONS
 
@@ -124,6 +130,8 @@ class Views:
         rec = self.fits.record(fid)
         if rec.get("law") != "chinchilla":
             raise InputError(f"the plan view plans from a `fit chinchilla` record; {fid!r} is a {rec.get('law')} fit")
+        if rec.get("by"):
+            raise InputError(f"{fid!r} holds one law per {rec['by']} (a --by fit): plan from a fit of one value's runs")
         if not 0 < q["ci"] < 1:
             raise InputError(f"ci must be in (0, 1) (got {q['ci']})")
         if q["device"] and q["mfu"] in (None, "auto") and self._runs_link_out():

@@ -105,6 +105,7 @@ def _fits(fdir: Path, log) -> list[str]:
     inputs = {"isoflop_synthetic.csv": lambda p: syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(p, index=False),
               "batch_lr_synthetic.csv": lambda p: syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4),
                                                                      bs_mults=(0.5, 1, 2)).to_csv(p, index=False),
+              "isoflop_by_optimizer.csv": demo_data.optimizer_table,
               "moe_synthetic.csv": demo_data.moe_table, "moe_clark_synthetic.csv": demo_data.clark_table,
               "annealing_synthetic.csv": demo_data.annealing_table, "chain-runs": demo_data.chain_runs}
     for name, write in inputs.items():
@@ -114,6 +115,7 @@ def _fits(fdir: Path, log) -> list[str]:
     fits = {"chinchilla-a3.json": ["chinchilla", t["isoflop_synthetic.csv"], "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--compute", "1e19"],
             "chinchilla-a2.json": ["chinchilla", t["isoflop_synthetic.csv"], "--approach", "2"],
             "batch-lr.json": ["batch-lr", t["batch_lr_synthetic.csv"]],
+            "chinchilla-by-optimizer.json": ["chinchilla", t["isoflop_by_optimizer.csv"], "--by", "optimizer", "--bootstrap", "8", "--top-k", "8"],
             "moe-krajewski.json": ["moe", t["moe_synthetic.csv"], "--bootstrap", "8", "--compute", "1e21"],
             "moe-clark.json": ["moe", t["moe_clark_synthetic.csv"], "--law", "clark"],
             "task-loss.json": ["task-loss", t["chain-runs"], "--bootstrap", "8"],

@@ -7,6 +7,8 @@ in seconds. The demo's runs, metrics, router statistics and evaluations are real
 - `chain_runs`: finished run directories (summary.json + evals/<step>.json) of two tasks whose
   gold bits per byte follow CHAIN_LOSS and whose accuracy follows the sigmoid CHAIN_ACC (what
   `scalelab eval` writes: acc, gold_bpb, gold_nats with the task's chance).
+- `optimizer_table`: IsoFLOP runs of two optimizers, "muon" drawn from the "adamw" law with every
+  token worth 1.5 (a compute multiplier of 1.5 at every scale), for `fit chinchilla --by optimizer`.
 - `annealing_table`: loss curves of constant, two WSD and a cosine schedule (the last: held out) (rundir.schedules.lr_at)
   drawn from the lr-annealing law ANNEALING (Tissue et al. 2024 form).
 
@@ -33,6 +35,18 @@ def moe_table(path: Path, noise: float = 0.003) -> Path:
     from scaling.moe_synthetic import krajewski_table
 
     krajewski_table(sizes=(1e8, 3e8, 1e9, 3e9), tokens_per_param=(4.0, 16.0, 64.0), granularities=(2, 4, 8), noise=noise).to_csv(path, index=False)
+    return path
+
+
+def optimizer_table(path: Path, k: float = 1.5, noise: float = 0.003) -> Path:
+    import pandas as pd
+
+    from scaling.synthetic import TRUE_CHINCHILLA, chinchilla_table, data_multiplied
+
+    budgets = (1e15, 1e16, 1e17)
+    pd.concat([chinchilla_table(budgets=budgets, n_per_budget=6, noise=noise, seed=1).assign(optimizer="adamw"),
+               chinchilla_table(data_multiplied(TRUE_CHINCHILLA, k), budgets=budgets, n_per_budget=6, noise=noise, seed=2).assign(optimizer="muon")],
+              ignore_index=True).to_csv(path, index=False)
     return path
 
 

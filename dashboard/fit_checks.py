@@ -9,7 +9,7 @@ something. It is flagged instead, and only its parameter table is shown, when:
     log axis renders as ticks like 0.00300000000000744 and a staircase;
   * any interval spans more than 30 decades (resamples that ran off to degenerate fits).
 Which parameters are exponents depends on the law (`_is_exponent`); a record of several tasks is
-judged task by task. The thresholds are deliberately loose: a flag means "this law cannot be
+judged task by task, a `--by` record group by group. The thresholds are deliberately loose: a flag means "this law cannot be
 read", not "wide" (a wide but finite interval is shown in the table and the record's own
 warnings, and the law is drawn).
 """
@@ -47,6 +47,15 @@ def not_identified(rec: dict, task: str | None = None) -> list[str]:
 
     A record of several tasks (`fit task-loss`, `fit accuracy`) is judged per task: with `task`,
     that task's own fit; without, every task's reasons, each prefixed with its task."""
+    groups = rec.get("groups") if isinstance(rec.get("groups"), dict) else None
+    if groups:  # a --by record: each value's law judged on its own (a group that could not be fitted: its reason)
+        out = []
+        for name, g in groups.items():
+            if not isinstance(g, dict):
+                continue
+            why = not_identified(g["record"]) if isinstance(g.get("record"), dict) else [f"not fitted: {g.get('reason')}"]
+            out += [f"{rec.get('by')}={name}: {w}" for w in why]
+        return out
     tasks = rec.get("tasks") if isinstance(rec.get("tasks"), dict) else None
     if tasks:
         names = [task] if task is not None else list(tasks)

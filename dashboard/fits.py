@@ -76,7 +76,7 @@ class FitStore:
         return rec, None
 
     def listing(self) -> tuple[list[dict], list[dict]]:
-        """([{id, law, approach, n_points, n_warnings, not_identified}], [{id, problem}])."""
+        """([{id, law, approach, n_points, n_warnings, not_identified, by}], [{id, problem}]) (by: the key of a --by record)."""
         with self._lock:
             self._cache = self._scan()
             items, problems = [], []
@@ -86,7 +86,7 @@ class FitStore:
                     continue
                 items.append({"id": rid, "law": rec.get("law"), "approach": rec.get("approach"),
                               "n_points": rec.get("n_points"), "n_warnings": len(rec.get("warnings") or []),
-                              "not_identified": bool(not_identified(rec))})
+                              "not_identified": bool(not_identified(rec)), "by": rec.get("by")})
             if self.root is not None and not self.root.is_dir():
                 problems.append({"id": ".", "problem": "the fits directory (--fits) does not exist"})
             return items, problems

@@ -29,7 +29,7 @@ from rundir.metrics import MetricsTail
 _KEY_FILES = (SUMMARY, CONFIG, LAUNCH_CONFIG, METRICS)  # every file the registry reads
 # Columns the Runs view shows first (the registry may add more; all are sent).
 TABLE_COLUMNS = ["id", "sweep", "run", "branch_of", "branch_step", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
-                 "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
+                 "optim", "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
                  "tokens_per_s", "mfu", "wall_s", "n_evals", "problem"]
 
 

@@ -221,19 +221,23 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         return JSON({"fits": items, "problems": problems})
 
     @app.get("/api/fit")
-    def api_fit(id: str, task: str | None = None, partner: str | None = Query(None, alias="with"), color: str = "experts"):
-        return JSON(views.fit(id, task=task, partner=partner, color=color))
+    def api_fit(id: str, task: str | None = None, partner: str | None = Query(None, alias="with"), color: str = "experts", group: str | None = None):
+        return JSON(views.fit(id, task=task, partner=partner, color=color, group=group))
 
     @app.get("/api/fit.csv")
     def api_fit_csv(id: str):
         rec = fits.record(id)
         per = rec.get("tasks") if isinstance(rec.get("tasks"), dict) else {None: rec}
+        if isinstance(rec.get("groups"), dict):  # a --by record: one row block per value of its key
+            per = {g: e.get("record") or {} for g, e in rec["groups"].items()}
         rows = []
         for task, r in per.items():
             ivs = r.get("intervals") or {}
             rows += [{"task": task, "param": k, "value": v, "lo": (ivs.get(k) or [None, None])[0], "hi": (ivs.get(k) or [None, None])[1]}
                      for k, v in (r.get("params") or {}).items() if v is None or isinstance(v, (int, float))]
-        cols = (["task"] if rec.get("tasks") else []) + ["param", "value", "lo", "hi"]
+        cols = (["task"] if rec.get("tasks") else [rec["by"]] if rec.get("groups") else []) + ["param", "value", "lo", "hi"]
+        if rec.get("groups"):
+            rows = [{rec["by"]: r.pop("task"), **r} for r in rows]
         return _csv(rows, cols, Path(id).stem + "-params.csv")
 
     @app.get("/api/moe/scaling")

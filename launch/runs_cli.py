@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-LIST_COLUMNS = ["run", "status", "axis.*", "params", "non_embedding_params", "tokens", "epochs", "batch_size", "lr", "steps",
+LIST_COLUMNS = ["run", "status", "optim", "axis.*", "params", "non_embedding_params", "tokens", "epochs", "batch_size", "lr", "steps",
                 "flops", "final_loss", "final_val_loss", "wall_s"]
 
 
@@ -20,6 +20,8 @@ def register(sub) -> None:
     q.add_argument("root", nargs="?", default="runs")
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
     q.add_argument("--status", help="only runs in this state (done, failed, ...)")
+    q.add_argument("--optim", metavar="NAME", help="only runs trained with this optimizer (optim.name: adamw, muon, ...; "
+                   "a config without the key is adamw)")
     q.add_argument("--columns", help="comma-separated columns (default: a useful subset; 'all' for every one)")
     q.set_defaults(func=cmd_list)
     q = rs.add_parser("show", help="everything about one run directory")
@@ -59,6 +61,8 @@ def cmd_list(args) -> int:
     df, problems = load_runs(args.root)
     if args.status and not df.empty:
         df = df[df["status"] == args.status]
+    if args.optim and not df.empty:
+        df = df[df["optim"] == args.optim] if "optim" in df.columns else df.iloc[0:0]
     cols = _columns(df, args.columns)
     rows = json.loads(df[cols].to_json(orient="records")) if not df.empty else []
     render(rows, [(c, c.removeprefix("axis."), _FORMATS.get(c, "")) for c in cols], args.format)

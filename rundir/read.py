@@ -17,7 +17,9 @@ columns, from `extras.axes`), key model/train config values, and the status. Bra
 parent: `computed_flops` subtracts them); a branch still training (no summary.json yet) takes
 its lineage from its config's `train.init_from`. `end_point` says whether the run's end is an
 (N, D, loss) point of a scaling study: true unless its sweep marked it false (`extras.axes.end_point`:
-a run whose end is the intermediate state of a longer schedule). A malformed or
+a run whose end is the intermediate state of a longer schedule). `optim` is the optimizer
+(`optim.name`; a config written before that key existed means the schema default, adamw:
+`CONFIG_DEFAULTS`, also what `config_value` answers for a missing key). A malformed or
 half-written directory becomes an entry in `problems` ({path, problem}) instead of an
 exception: one bad run never hides the other 999.
 """
@@ -49,8 +51,12 @@ CONFIG_COLUMNS = {
     "model": ("model", "preset"), "d_model": ("model", "d_model"), "n_layers": ("model", "n_layers"),
     "n_heads": ("model", "n_heads"), "seq_len": ("model", "seq_len"), "vocab_size": ("model", "vocab_size"),
     "seed": ("train", "seed"), "micro_batch_size": ("train", "micro_batch_size"), "schedule": ("schedule", "name"),
-    "num_experts": ("model", "moe", "num_experts"), "top_k": ("model", "moe", "top_k"),
+    "num_experts": ("model", "moe", "num_experts"), "top_k": ("model", "moe", "top_k"), "optim": ("optim", "name"),
 }
+# Config keys added to the trainer's schema after runs were written: a resolved config.yaml without
+# the key was trained with this value (the schema default), so readers must not call it unknown.
+CONFIG_DEFAULTS = {"optim.name": "adamw"}
+_MISSING = object()
 
 
 @dataclass
@@ -201,11 +207,30 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
     row["end_point"] = (extras.get("axes") or {}).get("end_point", True) is not False
     if cfg:
         for col, path in CONFIG_COLUMNS.items():
-            row[col] = _dig(cfg, path)
+            row[col] = config_value(cfg, ".".join(path))
         row["name"] = cfg.get("name")
     for k, v in (extras.get("axes") or {}).items():
         row[f"axis.{k}"] = v
     return row, problem
+
+
+def config_value(cfg: dict | None, dotted: str, default: Any = _MISSING) -> Any:
+    """The value of a dotted key (`optim.name`) in a resolved config: the key's schema default
+    (`CONFIG_DEFAULTS`) when the config predates it, else `default` (None if not given).
+    `has_config_key` tells a missing key from a null value."""
+    node = _dig(cfg, tuple(dotted.split("."))) if has_config_key(cfg, dotted) else _MISSING
+    if node is _MISSING:
+        node = CONFIG_DEFAULTS.get(dotted, None if default is _MISSING else default)
+    return node
+
+
+def has_config_key(cfg: dict | None, dotted: str) -> bool:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _config_lineage(cfg: dict | None) -> dict | None:

@@ -14,6 +14,8 @@ _EXPORTS = {
     "fit_chinchilla": "scaling.chinchilla_approaches",
     "fit_kaplan": "scaling.kaplan_fit",
     "fit_batch_lr": "scaling.batch_lr",
+    "fit_chinchilla_by": "scaling.by_compare",
+    "fit_batch_lr_by": "scaling.by_compare",
     "fit_critical_batch": "scaling.critical_batch",
     "fit_moe": "scaling.moe_fit",
     "make_moe_plan": "scaling.moe_plan",

@@ -67,6 +67,14 @@ def _compute_kind(p: argparse.ArgumentParser) -> None:
                    "(default: the convention the runs' IsoFLOP sweep used, else 6*N*D with --n-kind's N)")
 
 
+def _by(p: argparse.ArgumentParser, *, baseline: bool) -> None:
+    p.add_argument("--by", metavar="KEY", help="fit one law per value of KEY: a dotted config key of the runs (e.g. optim.name; a key the "
+                   "config predates takes its schema default) or a table column" + ("; the record compares each law with the baseline's "
+                   "by compute multiplier at matched loss (`compare`)" if baseline else "; the laws are printed side by side"))
+    if baseline:
+        p.add_argument("--baseline", metavar="VALUE", help="with --by: the value the others are compared with (default: adamw when present, else the first value)")
+
+
 def register(subparsers) -> None:
     fit = subparsers.add_parser("fit", help="fit a scaling law to runs or a table", description="Fit scaling laws; writes a JSON fit record.")
     fsub = fit.add_subparsers(dest="law", metavar="LAW")
@@ -91,6 +99,7 @@ def register(subparsers) -> None:
                    help="approach 3: huber = sum of Huber(1e-3) log residuals (default); mle = Epoch's maximum likelihood (Huber-shaped density, free sigma)")
     p.add_argument("--law", dest="chinchilla_law", choices=["chinchilla", "data-constrained"], default="chinchilla",
                    help="approach 3: data-constrained = Muennighoff et al. 2023 (repeated data discounted; needs unique tokens per run, column U)")
+    _by(p, baseline=True)
     p.set_defaults(func=cmd_fit_chinchilla)
 
     p = fsub.add_parser("kaplan", help="Kaplan L(N,D) = [(Nc/N)^(aN/aD) + Dc/D]^aD, or L(N), L(D)")
@@ -108,6 +117,7 @@ def register(subparsers) -> None:
     p.add_argument("--budget-tol", type=float, default=0.05, help="compute form: runs within this relative compute form one group")
     p.add_argument("--holdout", choices=["largest"], help="fit on the other groups, report the error of lr_opt and B_opt on the largest-compute group")
     _compute_kind(p)
+    _by(p, baseline=False)
     p.set_defaults(func=cmd_fit_batch_lr)
 
     p = fsub.add_parser("critical-batch", help="steps-to-target vs batch: S = S_min (1 + B_crit/B) per model and target, B_crit(N), B_crit(D)")
@@ -247,10 +257,26 @@ def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
             plot_fit(rec, ds.df, args.plot)
         except Exception as exc:  # a plot must never lose a finished fit
             print(f"warning: plot failed: {exc}", file=sys.stderr)
-    print(rec.to_json() if args.json else rec.summary())
+    if rec.get("by"):
+        from scaling.by_compare import summary
+
+        print(rec.to_json() if args.json else summary(rec))
+    else:
+        print(rec.to_json() if args.json else rec.summary())
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _by_options(args) -> str | None:
+    """--by / --baseline problems found before any work."""
+    if getattr(args, "baseline", None) is not None and not args.by:
+        return "--baseline needs --by KEY"
+    if args.by is not None and getattr(args, "plot", None):
+        return "--plot draws one law; a --by record holds one per value: view it in the dashboard's Scaling view"
+    if args.by is not None and getattr(args, "approach", 3) != 3:
+        return f"--by compares laws by the loss they reach: it needs --approach 3 (got --approach {args.approach})"
+    return None
 
 
 def cmd_fit_chinchilla(args) -> int:
@@ -260,6 +286,15 @@ def cmd_fit_chinchilla(args) -> int:
         return _fail(f"--top-k must be >= 1 (got {args.top_k})", 2)
     if args.curves and args.approach != 1:
         return _fail("--curves applies to --approach 1 only (intermediate points of a decaying schedule bias approaches 2 and 3)", 2)
+    problem = _by_options(args)
+    if problem:
+        return _fail(problem, 2)
+    if args.by is not None:
+        from functools import partial
+
+        from scaling.by_compare import fit_chinchilla_by
+
+        fit_chinchilla = partial(fit_chinchilla_by, by=args.by, baseline=args.baseline)
     return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
                     holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
                     budget_tol=args.budget_tol, at_compute=args.compute, curves=args.curves, compute_kind=args.compute_kind,
@@ -274,6 +309,16 @@ def cmd_fit_kaplan(args) -> int:
 
 def cmd_fit_batch_lr(args) -> int:
     from scaling.batch_lr import fit_batch_lr
+
+    problem = _by_options(args)
+    if problem:
+        return _fail(problem, 2)
+    if args.by is not None:
+        from functools import partial
+
+        from scaling.by_compare import fit_batch_lr_by
+
+        fit_batch_lr = partial(fit_batch_lr_by, by=args.by)
 
     return _run_fit(args, fit_batch_lr, form=args.form, near_optimal_tol=args.near_optimal_tol, optimum=args.optimum,
                     bootstrap=args.bootstrap, budget_tol=args.budget_tol, holdout=args.holdout, compute_kind=args.compute_kind)
@@ -390,6 +435,10 @@ def cmd_plan(args) -> int:
         fits = [FitRecord.load(f) for f in list(args.fit_files) + list(args.fit)]
         if not fits:
             raise InputError("plan needs a fit record: scalelab plan FIT.json --compute C (or --fit F.json)")
+        grouped = [f"{f['law']} --by {f['by']}" for f in fits if f.get("by")]
+        if grouped:
+            raise InputError(f"a {grouped[0]} record holds one law per value, not one law to plan from: fit the runs of one value "
+                             "(e.g. a table or run tree of those runs) without --by")
         if any(f["law"] == "moe" for f in fits):
             from scaling.moe_cli import plan_moe
 

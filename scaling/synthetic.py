@@ -18,6 +18,12 @@ TRUE_CHINCHILLA = ChinchillaLaw(E=1.8, A=480.0, B=2100.0, alpha=0.35, beta=0.37)
 TRUE_DATA_CONSTRAINED = DataConstrainedLaw(E=1.8, A=480.0, B=2100.0, alpha=0.35, beta=0.37, R_D_star=15.4)
 
 
+def data_multiplied(law: ChinchillaLaw, k: float) -> ChinchillaLaw:
+    """The law of an optimizer whose every token is worth k of `law`'s: L(N, D) = law(N, k D).
+    Its compute-optimal loss at C is `law`'s at k C, so the compute multiplier over `law` is k at every scale."""
+    return ChinchillaLaw(E=law.E, A=law.A, B=law.B * k ** -law.beta, alpha=law.alpha, beta=law.beta)
+
+
 def chinchilla_table(law: ChinchillaLaw = TRUE_CHINCHILLA, *, budgets=(1e17, 1e18, 1e19, 1e20), n_per_budget: int = 9,
                      noise: float = 0.005, seed: int = 0):
     """IsoFLOP design: at each budget C, N log-spaced around the law's N_opt(C) (x1/8..x8),
@@ -95,10 +101,11 @@ def critical_batch_table(*, models=(1e7, 3e7, 1e8, 3e8), coef: float = 50.0, exp
     return pd.DataFrame(rows)
 
 
-def write_run_tree(root, df, *, sweep: str = "synthetic-isoflop", seq_len: int = 256, extra_broken: bool = True) -> Path:
+def write_run_tree(root, df, *, sweep: str = "synthetic-isoflop", seq_len: int = 256, extra_broken: bool = True, optim: str | None = None) -> Path:
     """Write rows (N, D, loss, optional lr, batch_tokens) as runs/<sweep>/<run>/ directories with
     the trainer's files. With `extra_broken`, also a failed run, a half-written run (no summary)
-    and a malformed summary, which readers must skip with a warning."""
+    and a malformed summary, which readers must skip with a warning. `optim`: the config's
+    optim.name (None: no key, as configs written before the key existed)."""
     import yaml
 
     root = Path(root)
@@ -109,7 +116,7 @@ def write_run_tree(root, df, *, sweep: str = "synthetic-isoflop", seq_len: int =
         bt = float(r.get("batch_tokens", seq_len * 16))
         gbs = max(1, int(round(bt / seq_len)))
         cfg = {"name": run.name, "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "seq_len": seq_len, "vocab_size": 4096},
-               "optim": {"lr": float(r.get("lr", 3e-3))}, "train": {"tokens": int(r["D"]), "global_batch_size": gbs, "micro_batch_size": 1}}
+               "optim": {"lr": float(r.get("lr", 3e-3)), **({"name": optim} if optim else {})}, "train": {"tokens": int(r["D"]), "global_batch_size": gbs, "micro_batch_size": 1}}
         (run / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
         n = float(r["N"])
         summary = {"status": "done", "steps": int(r["D"] // bt) or 1, "tokens": float(r["D"]), "params": n, "non_embedding_params": 0.8 * n,

@@ -108,6 +108,10 @@ def test_runs_table_rows_sort_filter_and_problems(page, server, demo):
     assert page.locator("#runs-table tbody tr").count() == 2
     page.fill("#filter", "lr>0.005")
     assert page.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.id)") == ["tiny-sweep/n50k-lr1e-2"]
+    # the optimizer column: the demo's runs train with adamw (the default; a config without optim.name too)
+    assert set(page.eval_on_selector_all("#runs-table tbody td[data-key=optim]", "tds => tds.map(t => t.textContent)")) == {"adamw"}
+    page.fill("#filter", "optim=muon")
+    assert page.locator("#runs-table tbody tr").count() == 0
     page.fill("#filter", "")
     assert page.locator("#runs-table tbody tr").count() == len(demo["ids"])
     # broken run directories are listed with the reason
@@ -204,6 +208,19 @@ def test_scaling_view_renders_fits(page, server, demo):
     page.wait_for_selector("#scaling-opt_lr .scatterlayer .trace")
     assert _traces(page, "scaling-loss_vs_lr") >= 3
     assert "not-a-fit.json" in page.inner_text("#problems")
+    assert page.errors == []
+
+
+def test_scaling_view_shows_laws_per_optimizer(page, server, demo):
+    _open(page, server, "scaling?fit=chinchilla-by-optimizer.json", "#scaling-by_frontier .scatterlayer .trace")
+    assert page.input_value("#fit-group") == "adamw" and page.inner_text("#fit-by") == "optimizer"
+    table = page.inner_text("#fit-compare")
+    assert "compute multiplier over adamw" in table and "muon" in table and "largest compute of its runs" in table
+    names = page.eval_on_selector("#scaling-by_frontier", "d => d.data.map(t => t.name)")
+    assert {"adamw L*(C)", "muon L*(C)"} <= set(names) and any(n.startswith("adamw needs ×") for n in names)
+    page.select_option("#fit-group", "muon")
+    page.wait_for_function("() => document.querySelector('#fit-params') && document.getElementById('fit-group').value === 'muon'")
+    assert "alpha" in page.inner_text("#fit-params") and _traces(page, "scaling-frontier") >= 2
     assert page.errors == []
 
 

@@ -12,7 +12,9 @@ const COLS = [
   { key: "params", label: "N" }, { key: "active_params", label: "active N" }, { key: "tokens", label: "D (tokens)" },
   { key: "epochs", label: "epochs", title: "passes over the training split's unique tokens (tokens / unique_tokens)",
     render: r => r.epochs == null ? "" : (r.epochs < 10 ? r.epochs.toFixed(2) : r.epochs.toFixed(1)) },
-  { key: "batch_size", label: "batch" }, { key: "lr", label: "lr" }, { key: "router", label: "router", text: true },
+  { key: "batch_size", label: "batch" }, { key: "lr", label: "lr" },
+  { key: "optim", label: "optimizer", text: true, title: "optim.name (a config without the key: adamw, the default)" },
+  { key: "router", label: "router", text: true },
   { key: "status", label: "status", text: true, render: r => el("span", { class: `status-${r.status}`, title: r.error || r.problem || "" }, r.status + (r.status !== "done" && r.steps != null ? ` · step ${r.steps}${r.total_steps ? "/" + r.total_steps : ""}` : "")) },
   { key: "final_loss", label: "loss" }, { key: "final_val_loss", label: "val loss" },
   { key: "tokens_per_s", label: "tokens/s" }, { key: "mfu", label: "MFU", render: r => r.mfu == null ? "" : (100 * r.mfu).toFixed(1) + "%" },
@@ -30,14 +32,14 @@ function matches(r, q, status) {
       if (v == null || Number.isNaN(t)) return false;
       return { "<": v < t, ">": v > t, "<=": v <= t, ">=": v >= t }[m[2]];
     }
-    return ["id", "sweep", "run", "branch_of", "model", "status", "router", "name"].some(k => String(r[k] ?? "").toLowerCase().includes(term));
+    return ["id", "sweep", "run", "branch_of", "model", "status", "optim", "router", "name"].some(k => String(r[k] ?? "").toLowerCase().includes(term));
   });
 }
 
 let timer = null;
 export default {
   async render(root) {
-    const filter = el("input", { id: "filter", type: "search", placeholder: "filter: text, or lr<0.005 status=done", size: 34 });
+    const filter = el("input", { id: "filter", type: "search", placeholder: "filter: text, or lr<0.005 optim=muon", size: 34 });
     const statusSel = el("select", { id: "status-filter" }, el("option", { value: "" }, "any status"),
       ...["done", "running", "partial", "pending", "failed", "preempted", "stale"].map(s => el("option", { value: s }, s)));
     const auto = el("input", { id: "autorefresh", type: "checkbox", checked: true });
