@@ -72,7 +72,7 @@ class DeepSpeedTrainModule:
         fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
         opt = torch.optim.AdamW(groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
-            model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
+            model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size, self.dist.device.type == "cuda")
         )
         self.model = self.engine.module
         if self.dist.world_size == 1 and cfg.deepspeed.zero_stage == 0:
