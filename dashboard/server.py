@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from dashboard import evals_view, lineage, moe_view, plan_view
+from dashboard import evals_view, lineage, moe_view, plan_view, profile_view
 from dashboard.api_views import Views
 from dashboard.fits import FitStore
 from dashboard.runs import TABLE_COLUMNS, RunStore
@@ -209,6 +209,11 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         rid = _ids([run])[0]
         recs, _ = runs.metrics(rid)
         return JSON({"id": rid, "row": {**runs.row(rid), **runs.moe_shapes().get(rid, {})}, "figures": moe_view.figures(recs)})
+
+    @app.get("/api/profile")
+    def api_profile(run: str):
+        rid = _ids([run])[0]
+        return JSON({"id": rid, "row": runs.row(rid), "figures": profile_view.figures(runs.metrics(rid)[0])})
 
     @app.get("/api/moe/compare")
     def api_moe_compare():

@@ -7,6 +7,11 @@ from typing import Any
 from pretrain.config.schema import TrainConfig
 from pretrain.errors import ConfigError
 
+# ZeRO's gradient bucket on CPU, in elements. DeepSpeed's default (5e8: a 2 GB fp32 buffer) is held
+# by GPUs' caching allocator, but on CPU it is allocated anew each step: a tiny ZeRO-1 step took
+# 4.7 s of forward+backward instead of 0.075 s (same losses), and 2.5 GB of RSS instead of 0.5 GB.
+CPU_BUCKET = 5_000_000
+
 
 def grad_accum_steps(cfg: TrainConfig, world_size: int) -> int:
     per_step = cfg.train.micro_batch_size * world_size
@@ -54,7 +59,8 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-def build_ds_config(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
+def build_ds_config(cfg: TrainConfig, world_size: int, cuda: bool = True) -> dict[str, Any]:
+    """`cuda`: the ranks run on GPUs (else CPU-sized ZeRO buckets); `deepspeed.extra` wins over all."""
     ds: dict[str, Any] = {
         "train_batch_size": cfg.train.global_batch_size,
         "train_micro_batch_size_per_gpu": cfg.train.micro_batch_size,
@@ -65,6 +71,8 @@ def build_ds_config(cfg: TrainConfig, world_size: int) -> dict[str, Any]:
         "wall_clock_breakdown": False,
         "zero_allow_untested_optimizer": True,
     }
+    if not cuda:
+        ds["zero_optimization"].update(reduce_bucket_size=CPU_BUCKET, allgather_bucket_size=CPU_BUCKET)
     if cfg.precision == "bf16":
         ds.update(bf16_settings(engine_zero_stage(cfg)))
     elif cfg.precision == "fp16":

@@ -81,7 +81,7 @@ class DeepSpeedTrainModule:
         if cfg.train.compile:
             model = torch.compile(model)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
-            model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
+            model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size, self.dist.device.type == "cuda")
         )
         self.model = self.engine.module
         engine_stage = engine_zero_stage(cfg)

@@ -237,6 +237,18 @@ def test_moe_view(page, server, demo):
     assert page.errors == []
 
 
+def test_profile_view_step_time_and_memory(page, server, demo):
+    """Real runs' time/* and mem/* records: stacked phases with the communication line, CPU peak RSS."""
+    _open(page, server, "profile?run=" + demo["ids"][0], "#profile-time .barlayer")
+    metas = page.eval_on_selector("#profile-time", "d => d.data.map(t => t.meta)")
+    assert metas == ["time/data_s", "time/fwd_bwd_s", "time/optim_s", "other", "time/comm_s"]
+    assert page.eval_on_selector("#profile-memory", "d => d.data.map(t => t.meta)") == ["mem/max_rss_gb"]
+    page.select_option("#profile-run", "tiny-moe/moe-n50k")
+    page.wait_for_function("() => (document.getElementById('profile-time')?.data || [])[1]?.x.length > 0 "
+                           "&& location.hash.length > 0 && document.getElementById('profile-info').textContent")
+    assert page.errors == []
+
+
 def _names(page, div_id):
     return page.eval_on_selector(f"#{div_id}", "d => d.data.map(t => t.name)")
 

@@ -1,6 +1,11 @@
 """Per-step memory and step-time breakdown in metrics.jsonl, from a tiny CLI run on CPU."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from conftest import REPO, metrics, run_cli, tiny_overrides
@@ -27,7 +32,26 @@ def test_step_time_breakdown_is_logged_and_adds_up(run):
         parts = r["time/data_s"] + r["time/fwd_bwd_s"] + r["time/optim_s"]
         assert parts <= r["time/step_s"] <= r["wall_s"] - previous_wall  # one step of the two in the window
         assert r["time/fwd_bwd_s"] > r["time/data_s"]  # two forward+backward passes vs two window reads
+        assert 0 <= r["time/comm_s"] <= r["time/fwd_bwd_s"] + r["time/optim_s"]  # within the phases, not beside them
         previous_wall = r["wall_s"]
+
+
+def test_communication_time_of_two_ranks(tiny_data, tmp_path):
+    """Two gloo ranks under the deepspeed launcher, ZeRO-2: DeepSpeed's gradient reduce-scatter and
+    parameter all-gather are timed on the log steps, and only there (a record per log step)."""
+    over = tiny_overrides(tiny_data, **{"train.steps": 4, "train.log_every_steps": 2, "train.eval_every_steps": 0,
+                                        "train.checkpoint_every_steps": 0, "train.global_batch_size": 16,
+                                        "deepspeed.zero_stage": 2})
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    launcher = Path(sys.executable).parent / "deepspeed"
+    res = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", "29787", "--module", "pretrain.cli", TINY,
+                          *over, "--run-dir", "two", "--no-progress"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    recs = metrics(tmp_path / "two")
+    assert [r["step"] for r in recs] == [2, 4]
+    for r in recs:
+        assert 0 < r["time/comm_s"] <= r["time/fwd_bwd_s"] + r["time/optim_s"], r
 
 
 def test_cpu_peak_memory_is_the_process_rss(run):
@@ -40,5 +64,5 @@ def test_metric_names_are_documented():
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("### Metric names"):]
     section = section[:section.index("\n## ")]
-    for key in (*TIMES, "mem/max_allocated_gb", "mem/max_reserved_gb", "mem/max_rss_gb"):
+    for key in (*TIMES, "time/comm_s", "mem/max_allocated_gb", "mem/max_reserved_gb", "mem/max_rss_gb"):
         assert f"`{key}`" in section, key

@@ -27,3 +27,18 @@ def test_zero_stage_trains_and_resumes(kind, stage, tiny_data, tmp_path):
     (tmp_path / "run" / "summary.json").unlink()
     res = run_cli(["train", cfg, *over, "--run-dir", "run", "--no-progress"], tmp_path)
     assert res.returncode == 0 and "resumed from checkpoint step_8" in res.stdout, res.stdout[-2000:]
+
+
+def test_cpu_runs_get_small_zero_buckets_and_extra_wins():
+    """DeepSpeed's default 5e8-element bucket is reallocated every step on CPU (seconds per tiny
+    step): CPU ranks get 5e6; GPU ranks keep DeepSpeed's default; deepspeed.extra overrides both."""
+    from pretrain.config.loader import load_train_config
+    from pretrain.ds_config import CPU_BUCKET, build_ds_config
+
+    cfg = load_train_config(REPO / "configs/train/tiny.yaml", ["deepspeed.zero_stage=2"])
+    cpu, gpu = build_ds_config(cfg, 1, cuda=False), build_ds_config(cfg, 1, cuda=True)
+    assert cpu["zero_optimization"] == {"stage": 2, "reduce_bucket_size": CPU_BUCKET, "allgather_bucket_size": CPU_BUCKET}
+    assert gpu["zero_optimization"] == {"stage": 2}
+    cfg = load_train_config(REPO / "configs/train/tiny.yaml", ["deepspeed.zero_stage=2",
+                                                               "deepspeed.extra.zero_optimization.reduce_bucket_size=1000"])
+    assert build_ds_config(cfg, 1, cuda=False)["zero_optimization"]["reduce_bucket_size"] == 1000

@@ -5,8 +5,9 @@ import evals from "./views/evals.js";
 import scaling from "./views/scaling.js";
 import moe from "./views/moe.js";
 import plan from "./views/plan.js";
+import profile from "./views/profile.js";
 
-const VIEWS = { runs, curves, evals, scaling, moe, plan };
+const VIEWS = { runs, curves, evals, scaling, moe, plan, profile };
 export const state = { selected: new Set(JSON.parse(localStorage.getItem("scalelab.selected") || "[]")) };
 export function saveSelection() { localStorage.setItem("scalelab.selected", JSON.stringify([...state.selected])); }
 
