@@ -1,7 +1,7 @@
 """A split's shards read as one token stream, without concatenating them.
 
 `TokenStream` indexes the memory-mapped shards of a split as if they were one array: `len()`,
-integer and slice reads (a slice may straddle shard boundaries) and `np.asarray()` (which does
+integer and slice reads (a slice may straddle shard boundaries), gathers (`take`) and `np.asarray()` (which does
 materialise everything: meant for tests and small splits). The trainer's windows and held-out
 evaluation read through it, so no rank ever holds a split in memory.
 """
@@ -46,6 +46,19 @@ class TokenStream:
             take = min(len(shard) - local, len(out) - pos)
             out[pos : pos + take] = shard[local : local + take]
             pos, local, i = pos + take, 0, i + 1
+        return out
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Tokens at the positions in the integer array `index` (any shape; each in [0, len)), as a
+        new array of that shape: one gather per shard the positions fall in (the sampler's batches)."""
+        index = np.asarray(index, dtype=np.int64)
+        if index.size and (index.min() < 0 or index.max() >= self._len):
+            raise IndexError(f"token positions out of range for a stream of {self._len}")
+        out = np.empty(index.shape, dtype=self.dtype)
+        shard = np.searchsorted(self.ends, index, side="right")
+        for i in np.unique(shard):
+            sel = shard == i
+            out[sel] = self.shards[i][index[sel] - self.starts[i]]
         return out
 
     def __getitem__(self, key):
