@@ -111,10 +111,25 @@ class SwiGLU(nn.Module):
 
 
 def init_weights(module: nn.Module, cfg: ModelConfig) -> None:
-    """Normal(0, init_std) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2)."""
+    """Normal(0, init_std) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2).
+
+    Written as one `Module.apply` over each module's own parameters, the documented way to
+    initialise a model that is partitioned while it is built: DeepSpeed's ZeRO-3 `zero.Init` (used
+    by pretrain/, never named here) gathers each module's parameters around the applied function
+    and re-partitions them after it. `apply` visits children before their parent; no module here
+    holds matrices beside sub-modules with parameters, so the draws come in `named_parameters()`
+    order, as before `apply` was used (the same weights for a seed)."""
     out_std = cfg.init_std / math.sqrt(2 * cfg.n_layers)
-    for name, p in module.named_parameters():
-        if p.dim() < 2:
-            continue
-        std = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name else cfg.init_std
-        nn.init.normal_(p, mean=0.0, std=std)
+    names = {id(m): prefix for prefix, m in module.named_modules()}
+
+    def init(m: nn.Module) -> None:
+        prefix = names.get(id(m), "")
+        for local, p in m.named_parameters(recurse=False):
+            name = f"{prefix}.{local}" if prefix else local
+            if p.dim() < 2:
+                continue
+            std = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name else cfg.init_std
+            with torch.no_grad():
+                nn.init.normal_(p, mean=0.0, std=std)
+
+    module.apply(init)

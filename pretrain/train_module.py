@@ -26,6 +26,7 @@ from pretrain.errors import TrainingFailed
 from pretrain.mfu import set_tf32
 from pretrain.optim import param_groups
 from pretrain.step_timer import StepTimer
+from pretrain.zero_init import describe_shares, partitioned
 from rundir.schedules import lr_at
 
 LossHook = Callable[[int, int, torch.Tensor], torch.Tensor]  # (step, micro, loss) -> loss, e.g. a test's fault
@@ -59,7 +60,11 @@ class DeepSpeedTrainModule:
         # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/mfu.py)
         self.tf32 = set_tf32(self.dist.device, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
-        model = GPT(cfg.model)
+        ds_config = build_ds_config(cfg, self.dist.world_size)
+        with partitioned(cfg, ds_config):  # ZeRO-3: each rank allocates only its partitions (pretrain/zero_init.py)
+            model = GPT(cfg.model)
+        if cfg.deepspeed.zero_stage == 3 and cfg.deepspeed.zero_init:
+            self.log(describe_shares(model, self.dist.world_size, self.dist.device))
         model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
         groups = param_groups(model, cfg.optim)
         if getattr(cfg.model, "moe", None) is not None:
@@ -72,7 +77,7 @@ class DeepSpeedTrainModule:
         fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
         opt = torch.optim.AdamW(groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
-            model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size)
+            model=model, optimizer=opt, config=ds_config
         )
         self.model = self.engine.module
         if self.dist.world_size == 1 and cfg.deepspeed.zero_stage == 0:

@@ -122,6 +122,10 @@ class LoopConfig(StrictModel):
 
 class DeepSpeedSection(StrictModel):
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage 0-3")
+    zero_init: bool = Field(
+        True, description="ZeRO-3 only: build the model inside deepspeed.zero.Init, so each rank allocates only its "
+        "partition of every parameter as it is created (a model larger than one rank's memory can be built; the same "
+        "initial weights for a seed on CPU); false: every rank first builds the whole model")
     extra: dict[str, Any] = Field(default_factory=dict, description="raw DeepSpeed config merged over the generated one")
 
 
