@@ -101,6 +101,12 @@ def _train(args) -> int:
     cfg = load_train_config(args.config, args.overrides)
     grad_accum_steps(cfg, env_world_size())
     _check_eval(cfg)
+    if cfg.train.compile:
+        import torch
+
+        from pretrain.compiling import check_compile
+
+        check_compile(cfg, torch.cuda.is_available())
     run_dir = Path(args.run_dir or Path("runs") / cfg.name)
     rd = RunDir(run_dir)
     summary = rd.read_summary()

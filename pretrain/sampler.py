@@ -17,6 +17,8 @@ how many samples each component has given after n samples, are closed-form funct
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
@@ -27,17 +29,20 @@ class WindowSampler:
         self.n_windows = (len(tokens) - 1) // seq_len
         if self.n_windows < 1:
             raise ValueError(f"the training split has {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
-        self._perms: dict[int, np.ndarray] = {}  # the last epochs' permutations (a batch spans at most a few)
+        self._perms: dict[int, np.ndarray] = {}  # the last epochs' permutations (a batch spans at most two)
+        # the trainer's prefetch thread and the main thread (noise-scale probe) may both read
+        self._lock = threading.Lock()
 
     def _perm(self, epoch: int) -> np.ndarray:
-        perm = self._perms.get(epoch)
-        if perm is None:
-            key = [self.seed, epoch] if self.stream is None else [self.seed, self.stream, epoch]
-            perm = np.random.default_rng(key).permutation(self.n_windows)
-            if len(self._perms) >= 2:
-                self._perms.pop(next(iter(self._perms)))
-            self._perms[epoch] = perm
-        return perm
+        with self._lock:
+            perm = self._perms.get(epoch)
+            if perm is None:
+                key = [self.seed, epoch] if self.stream is None else [self.seed, self.stream, epoch]
+                perm = np.random.default_rng(key).permutation(self.n_windows)
+                if len(self._perms) >= 2:
+                    self._perms.pop(next(iter(self._perms)))
+                self._perms[epoch] = perm
+            return perm
 
     def windows(self, samples: np.ndarray) -> np.ndarray:
         """Window index of each sample (int64 array in, int64 array out)."""

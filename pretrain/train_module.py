@@ -71,8 +71,6 @@ class DeepSpeedTrainModule:
             from pretrain.expert_parallel import prepare_moe
 
             groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
-        if cfg.train.compile:
-            model = torch.compile(model)
         # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop
         fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
         opt = torch.optim.AdamW(groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
@@ -80,6 +78,8 @@ class DeepSpeedTrainModule:
             model=model, optimizer=opt, config=ds_config
         )
         self.model = self.engine.module
+        if cfg.train.compile:  # in place (nn.Module.compile): parameter names and checkpoints are unchanged
+            self.engine.compile(backend=cfg.train.compile_backend)
         if self.dist.world_size == 1 and cfg.deepspeed.zero_stage == 0:
             # one plain data-parallel rank: DeepSpeed would still all-reduce every gradient through
             # the process group (~10% of a tiny model's step); there is nothing to reduce with
@@ -109,7 +109,8 @@ class DeepSpeedTrainModule:
         for micro in range(gas):
             with timer.phase("data"):
                 x, y = micro_batch(step, micro)
-                x, y = x.to(d.device), y.to(d.device)
+                # no-ops when already there (the trainer's prefetcher copies from pinned memory, non-blocking)
+                x, y = x.to(d.device, non_blocking=True), y.to(d.device, non_blocking=True)
             with timer.phase("fwd_bwd"):
                 out = self.engine(x, targets=y, logits=False)
                 loss = out.loss if out.aux_loss is None else out.loss + out.aux_loss
