@@ -51,9 +51,9 @@ class LoopConfig(StrictModel):
     checkpoint_every_steps: int = Field(200, ge=0, description="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = Field(2, gt=0, description="number of most recent checkpoints kept")
     compile: bool = Field(False, description="compile the model with torch.compile through DeepSpeed's engine.compile() "
-                          "(a GPU option: on CPU the first steps take minutes to compile and a tiny model runs no faster)")
+                          "(a GPU option: on CPU the first steps spend a minute or more compiling and a tiny model runs no faster)")
     compile_backend: Literal["inductor", "aot_eager", "eager"] = Field(
-        "inductor", description="train.compile's torch.compile backend: inductor (generated kernels; needs a C compiler "
+        "inductor", description="train.compile's torch.compile backend: inductor (generated kernels; needs a C++ compiler "
         "on CPU, Triton on CUDA), aot_eager or eager (no code generation: to tell a compiler problem from a model one)")
     activation_checkpointing: Literal["none", "full", "every_k"] = Field(
         "none", description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
