@@ -72,11 +72,14 @@ class WindowSampler:
 
 def take_windows(tokens, starts: np.ndarray, length: int) -> np.ndarray:
     """int64 (len(starts), length): tokens[s : s + length] for each start, without a Python loop
-    over rows: a memmap/array is fancy-indexed once; a `TokenStream` gathers per shard touched."""
-    index = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(length, dtype=np.int64)
-    take = getattr(tokens, "take", None)
-    rows = take(index) if take is not None else np.asarray(tokens)[index]
-    return np.asarray(rows).astype(np.int64, copy=False)
+    over rows: one fancy index into a sliding-window view of a memmap/array (a row-wise copy, no
+    per-token index array), or a `TokenStream`'s own `windows` (the same, once per shard touched)."""
+    windows = getattr(tokens, "windows", None)
+    if windows is not None:
+        rows = windows(starts, length)
+    else:
+        rows = np.lib.stride_tricks.sliding_window_view(np.asarray(tokens), length)[np.asarray(starts, dtype=np.int64)]
+    return rows.astype(np.int64, copy=False)
 
 
 def _split(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
