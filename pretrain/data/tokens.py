@@ -1,9 +1,10 @@
 """A split's shards read as one token stream, without concatenating them.
 
 `TokenStream` indexes the memory-mapped shards of a split as if they were one array: `len()`,
-integer and slice reads (a slice may straddle shard boundaries), batches of windows (`windows`) and `np.asarray()` (which does
-materialise everything: meant for tests and small splits). The trainer's windows and held-out
-evaluation read through it, so no rank ever holds a split in memory.
+integer and slice reads (a slice may straddle shard boundaries), a batch of windows at once
+(`windows`) and `np.asarray()` (which does materialise everything: meant for tests and small
+splits). The trainer's windows and held-out evaluation read through it, so no rank ever holds a
+split in memory.
 """
 from __future__ import annotations
 
