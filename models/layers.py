@@ -64,12 +64,36 @@ class Attention(nn.Module):
             causal = t > 1 and k.shape[2] == t
             if t > 1 and k.shape[2] != t:
                 raise ValueError("multi-token decode steps after a prefill are not supported")
-        if self.n_kv != self.n_heads:
-            rep = self.n_heads // self.n_kv
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        y = attend(q, k, v, causal)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
+
+
+SDPA_GQA = "enable_gqa" in (F.scaled_dot_product_attention.__doc__ or "")  # torch >= 2.5
+
+
+def native_gqa(q: torch.Tensor) -> bool:
+    """Whether SDPA takes fewer K/V heads than query heads itself (`enable_gqa`) for these inputs.
+
+    Of torch's CUDA kernels only flash attention (fp16/bf16) and the math fallback read grouped K/V
+    heads; the memory-efficient kernel (the one fp32 CUDA inputs get) does not, and with
+    `enable_gqa` an fp32 CUDA call would fall back to the math kernel, which materialises the full
+    (T, T) scores. There, K/V are expanded instead. On CPU both give the same bits (tested)."""
+    return SDPA_GQA and (not q.is_cuda or q.dtype in (torch.float16, torch.bfloat16))
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Causal (or, for one decoded token, full) attention; q: (B, H, T, D), k/v: (B, H_kv, S, D).
+
+    The kernel is torch's choice: its default priority (torch 2.13) is flash, memory-efficient,
+    math, cuDNN, so bf16/fp16 CUDA inputs run flash attention where its constraints hold and fall
+    back, rather than fail, where they do not (fp32, head_dim > 256). No `sdpa_kernel` context is
+    entered per call: it would only restate that order and cost a Python context per layer."""
+    rep = q.shape[1] // k.shape[1]
+    if rep > 1 and not native_gqa(q):
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    elif rep > 1:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 class SwiGLU(nn.Module):
@@ -87,10 +111,25 @@ class SwiGLU(nn.Module):
 
 
 def init_weights(module: nn.Module, cfg: ModelConfig) -> None:
-    """Normal(0, init_std) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2)."""
+    """Normal(0, init_std) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2).
+
+    Written as one `Module.apply` over each module's own parameters, the documented way to
+    initialise a model that is partitioned while it is built: DeepSpeed's ZeRO-3 `zero.Init` (used
+    by pretrain/, never named here) gathers each module's parameters around the applied function
+    and re-partitions them after it. `apply` visits children before their parent; no module here
+    holds matrices beside sub-modules with parameters, so the draws come in `named_parameters()`
+    order, as before `apply` was used (the same weights for a seed)."""
     out_std = cfg.init_std / math.sqrt(2 * cfg.n_layers)
-    for name, p in module.named_parameters():
-        if p.dim() < 2:
-            continue
-        std = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name else cfg.init_std
-        nn.init.normal_(p, mean=0.0, std=std)
+    names = {id(m): prefix for prefix, m in module.named_modules()}
+
+    def init(m: nn.Module) -> None:
+        prefix = names.get(id(m), "")
+        for local, p in m.named_parameters(recurse=False):
+            name = f"{prefix}.{local}" if prefix else local
+            if p.dim() < 2:
+                continue
+            std = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name else cfg.init_std
+            with torch.no_grad():
+                nn.init.normal_(p, mean=0.0, std=std)
+
+    module.apply(init)

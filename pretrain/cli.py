@@ -20,7 +20,8 @@ RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "t
                   "train.keep_checkpoints", "train.threads", "train.deterministic", "train.device_peak_flops", "extras", "name", "eval",
                   "train.max_epochs_warn", "data.workers", "data.shard_tokens", "train.nonfinite_grad",
                   "train.max_skipped_steps", "train.checkpoint_at_steps",
-                  "train.activation_checkpointing", "train.activation_checkpointing_k"}  # same losses, other memory
+                  "train.activation_checkpointing", "train.activation_checkpointing_k",  # same losses, other memory
+                  "deepspeed.zero_init"}  # how the model is built; a resume loads the weights
 # Data keys that only change how the tokenizer is trained: a run may resume across them when the
 # prepared tokenizer came out identical (same sha256), since then the token stream is too.
 TOKENIZER_SAMPLE_KEYS = {"data.tokenizer.sample_chars", "data.tokenizer.train_max_chars"}
@@ -101,6 +102,12 @@ def _train(args) -> int:
     cfg = load_train_config(args.config, args.overrides)
     grad_accum_steps(cfg, env_world_size())
     _check_eval(cfg)
+    if cfg.train.compile:
+        import torch
+
+        from pretrain.compiling import check_compile
+
+        check_compile(cfg, torch.cuda.is_available())
     run_dir = Path(args.run_dir or Path("runs") / cfg.name)
     rd = RunDir(run_dir)
     summary = rd.read_summary()

@@ -12,8 +12,13 @@ def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
         if not p.requires_grad or id(p) in seen:  # tied weights appear once
             continue
         seen.add(id(p))
-        (decay if p.dim() >= 2 else no_decay).append(p)
+        (decay if len(param_shape(p)) >= 2 else no_decay).append(p)
     return [
         {"params": decay, "weight_decay": cfg.weight_decay, "name": "decay"},
         {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
     ]
+
+
+def param_shape(p) -> tuple[int, ...]:
+    """A parameter's full shape, also when ZeRO-3 holds only a partition of it (`ds_shape`)."""
+    return tuple(getattr(p, "ds_shape", None) or p.shape)

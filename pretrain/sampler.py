@@ -17,6 +17,8 @@ how many samples each component has given after n samples, are closed-form funct
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
@@ -27,31 +29,62 @@ class WindowSampler:
         self.n_windows = (len(tokens) - 1) // seq_len
         if self.n_windows < 1:
             raise ValueError(f"the training split has {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
-        self._perm_epoch, self._perm = -1, None
+        self._perms: dict[int, np.ndarray] = {}  # the last epochs' permutations (a batch spans at most two)
+        # the trainer's prefetch thread and the main thread (noise-scale probe) may both read
+        self._lock = threading.Lock()
 
-    def _window(self, sample: int) -> int:
-        epoch, idx = divmod(sample, self.n_windows)
-        if epoch != self._perm_epoch:
-            key = [self.seed, epoch] if self.stream is None else [self.seed, self.stream, epoch]
-            self._perm = np.random.default_rng(key).permutation(self.n_windows)
-            self._perm_epoch = epoch
-        return int(self._perm[idx])
+    def _perm(self, epoch: int) -> np.ndarray:
+        with self._lock:
+            perm = self._perms.get(epoch)
+            if perm is None:
+                key = [self.seed, epoch] if self.stream is None else [self.seed, self.stream, epoch]
+                perm = np.random.default_rng(key).permutation(self.n_windows)
+                if len(self._perms) >= 2:
+                    self._perms.pop(next(iter(self._perms)))
+                self._perms[epoch] = perm
+            return perm
+
+    def windows(self, samples: np.ndarray) -> np.ndarray:
+        """Window index of each sample (int64 array in, int64 array out)."""
+        epochs, idx = np.divmod(np.asarray(samples, dtype=np.int64), self.n_windows)
+        out = np.empty(len(idx), dtype=np.int64)
+        for e in np.unique(epochs):  # one epoch per batch, two where a batch crosses an epoch's end
+            sel = epochs == e
+            out[sel] = self._perm(int(e))[idx[sel]]
+        return out
 
     def row(self, sample: int) -> np.ndarray:
         """Tokens of window `sample` plus the next token (seq_len + 1)."""
-        start = self._window(sample) * self.seq_len
+        start = int(self.windows(np.array([sample]))[0]) * self.seq_len
         return self.tokens[start : start + self.seq_len + 1]
+
+    def rows(self, samples: np.ndarray) -> np.ndarray:
+        """int64 (len(samples), seq_len + 1): the windows of `samples`, gathered by one indexing op."""
+        return take_windows(self.tokens, self.windows(samples) * self.seq_len, self.seq_len + 1)
 
     def batch(self, first_sample: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(inputs, targets) for samples first_sample .. first_sample+size-1, int64 (size, seq_len)."""
-        rows = np.empty((size, self.seq_len + 1), dtype=np.int64)
-        for r in range(size):
-            rows[r] = self.row(first_sample + r)
-        t = torch.from_numpy(rows)
-        return t[:, :-1], t[:, 1:]
+        return _split(self.rows(np.arange(first_sample, first_sample + size, dtype=np.int64)))
 
     def epochs(self, samples: int) -> float:
         return samples / self.n_windows
+
+
+def take_windows(tokens, starts: np.ndarray, length: int) -> np.ndarray:
+    """int64 (len(starts), length): tokens[s : s + length] for each start, without a Python loop
+    over rows: one fancy index into a sliding-window view of a memmap/array (a row-wise copy, no
+    per-token index array), or a `TokenStream`'s own `windows` (the same, once per shard touched)."""
+    windows = getattr(tokens, "windows", None)
+    if windows is not None:
+        rows = windows(starts, length)
+    else:
+        rows = np.lib.stride_tricks.sliding_window_view(np.asarray(tokens), length)[np.asarray(starts, dtype=np.int64)]
+    return rows.astype(np.int64, copy=False)
+
+
+def _split(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    t = torch.from_numpy(rows)
+    return t[:, :-1], t[:, 1:]
 
 
 def mixture_quotas(weights: list[float], period: int) -> list[int]:
@@ -98,11 +131,15 @@ class MixtureSampler:
         return self.components[c].row(k)
 
     def batch(self, first_sample: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        samples = np.arange(first_sample, first_sample + size, dtype=np.int64)
+        block, slot = np.divmod(samples, self.period)
+        comp = self.pattern[slot]
+        own = block * self.quotas[comp] + self.draws[comp, slot]  # each sample's index within its component
         rows = np.empty((size, self.seq_len + 1), dtype=np.int64)
-        for r in range(size):
-            rows[r] = self.row(first_sample + r)
-        t = torch.from_numpy(rows)
-        return t[:, :-1], t[:, 1:]
+        for c in np.unique(comp):  # one gather per component present in the batch
+            sel = comp == c
+            rows[sel] = self.components[int(c)].rows(own[sel])
+        return _split(rows)
 
 
 def micro_batch_start(step: int, micro: int, rank: int, global_batch: int, micro_batch: int, world: int) -> int:

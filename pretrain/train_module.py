@@ -26,6 +26,7 @@ from pretrain.errors import TrainingFailed
 from pretrain.mfu import set_tf32
 from pretrain.optim import param_groups
 from pretrain.step_timer import StepTimer
+from pretrain.zero_init import describe_shares, partitioned
 from rundir.schedules import lr_at
 
 LossHook = Callable[[int, int, torch.Tensor], torch.Tensor]  # (step, micro, loss) -> loss, e.g. a test's fault
@@ -59,7 +60,11 @@ class DeepSpeedTrainModule:
         # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/mfu.py)
         self.tf32 = set_tf32(self.dist.device, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
-        model = GPT(cfg.model)
+        ds_config = build_ds_config(cfg, self.dist.world_size, self.dist.device.type == "cuda")
+        with partitioned(cfg, ds_config):  # ZeRO-3: each rank allocates only its partitions (pretrain/zero_init.py)
+            model = GPT(cfg.model)
+        if cfg.deepspeed.zero_stage == 3 and cfg.deepspeed.zero_init:
+            self.log(describe_shares(model, self.dist.world_size, self.dist.device))
         model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
         if cfg.optim.name == "muon":  # ep_size 1 (config): experts stay whole on every rank
             from pretrain.optim_muon import build_muon, split_text
@@ -78,12 +83,10 @@ class DeepSpeedTrainModule:
             self.optimizer_record = adamw_record(groups)
         if cfg.optim.name == "muon":
             self.log(split_text(self.optimizer_record))
-        if cfg.train.compile:
-            model = torch.compile(model)
-        self.engine, self.optimizer, _, _ = deepspeed.initialize(
-            model=model, optimizer=opt, config=build_ds_config(cfg, self.dist.world_size, self.dist.device.type == "cuda")
-        )
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config)
         self.model = self.engine.module
+        if cfg.train.compile:  # in place (nn.Module.compile): parameter names and checkpoints are unchanged
+            self.engine.compile(backend=cfg.train.compile_backend)
         engine_stage = engine_zero_stage(cfg)
         if self.dist.world_size == 1 and engine_stage == 0:
             # one plain data-parallel rank: DeepSpeed would still all-reduce every gradient through
@@ -114,7 +117,8 @@ class DeepSpeedTrainModule:
         for micro in range(gas):
             with timer.phase("data"):
                 x, y = micro_batch(step, micro)
-                x, y = x.to(d.device), y.to(d.device)
+                # no-ops when already there (the trainer's prefetcher copies from pinned memory, non-blocking)
+                x, y = x.to(d.device, non_blocking=True), y.to(d.device, non_blocking=True)
             with timer.phase("fwd_bwd"):
                 out = self.engine(x, targets=y, logits=False)
                 loss = out.loss if out.aux_loss is None else out.loss + out.aux_loss
@@ -205,7 +209,7 @@ def adamw_record(groups: list[dict]) -> dict:
     """summary.json's `optimizer` for optim.name adamw (pretrain/optim_muon.py writes muon's)."""
     ps = [p for g in groups for p in g["params"]]
     return {"name": "adamw", "muon_tensors": 0, "muon_params": 0, "adamw_tensors": len(ps),
-            "adamw_params": sum(p.numel() for p in ps)}
+            "adamw_params": sum(getattr(p, "ds_numel", p.numel()) for p in ps)}  # ZeRO-3 Init: full size
 
 
 def _total_norm(model) -> torch.Tensor:

@@ -23,6 +23,7 @@ from pretrain.console import Progress
 from pretrain.data.feed import TrainFeed
 from pretrain.distributed import DistInfo
 from pretrain.errors import TrainingFailed
+from pretrain.prefetch import Prefetcher
 from pretrain.recorder import MetricRecorder
 from rundir.layout import RunDir
 from pretrain.sampler import micro_batch_start
@@ -70,6 +71,8 @@ class Trainer:
         self.module.build()
         # Windows are read straight from the memory-mapped shards (data/feed.py): nothing is loaded whole.
         self.feed = TrainFeed(self.prepared, self.cfg.model.seq_len, self.cfg.train.seed)
+        # the next micro-batch is read (and pinned, on CUDA) while this one runs (pretrain/prefetch.py)
+        self.prefetch = Prefetcher(self._micro_batch, self.module.gas, self.total_steps, self.dist.device)
         # stable sort: callbacks of equal priority keep the order they were given in
         self.callbacks = sorted(default_callbacks(self) + self.extra_callbacks, key=lambda cb: -cb.priority)
         for cb in self.callbacks:
@@ -84,7 +87,7 @@ class Trainer:
             while self.state.step < self.total_steps and not self.stopping:
                 self._set_step(self.state.step + 1)
                 self._call("pre_step")
-                out = self.module.train_batch(self.state.step, self._micro_batch, stop=self.stop_reason is not None,
+                out = self.module.train_batch(self.state.step, self.prefetch.get, stop=self.stop_reason is not None,
                                               timed=self.info.log_step)
                 self.state.step += 1
                 self.state.wall_s = wall_before + (time.perf_counter() - started)
@@ -108,6 +111,7 @@ class Trainer:
             if not known:
                 raise
         finally:
+            self.prefetch.close()
             self._call("close")
         return {"done": EXIT_OK, "preempted": EXIT_STOPPED}.get(self.status, EXIT_FAILED)
 

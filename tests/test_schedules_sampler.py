@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from pretrain.config.schema import ScheduleConfig
 from pretrain.sampler import WindowSampler, micro_batch_start
@@ -49,3 +50,28 @@ def test_global_batch_independent_of_world_size():
     one = sorted(micro_batch_start(3, m, 0, 16, 8, 1) for m in range(2))
     two = sorted(micro_batch_start(3, 0, r, 16, 8, 2) for r in range(2))
     assert one == two == [48, 56]
+
+
+def _rows_one_by_one(sampler, first, size):
+    """The sampler's definition, sample by sample: window perm_epoch[i mod n] of epoch i // n."""
+    rows = []
+    for i in range(first, first + size):
+        epoch, idx = divmod(i, sampler.n_windows)
+        w = int(np.random.default_rng([sampler.seed, epoch]).permutation(sampler.n_windows)[idx])
+        rows.append(np.asarray(sampler.tokens[w * sampler.seq_len: (w + 1) * sampler.seq_len + 1], dtype=np.int64))
+    return np.stack(rows)
+
+
+def test_vectorised_batch_reads_the_same_windows_from_a_memmap_and_from_shards():
+    from pretrain.data.tokens import TokenStream
+
+    full = np.random.default_rng(0).integers(0, 60_000, size=20_011).astype(np.uint16)
+    cuts = [0, 3000, 3001, 9000, 20_011]  # a one-token shard; windows straddle shard boundaries
+    sharded = TokenStream([full[a:b] for a, b in zip(cuts, cuts[1:])])
+    for tokens in (full, sharded):
+        s = WindowSampler(tokens, 64, seed=3)
+        for first, size in [(0, 8), (300, 40), (1000, 3)]:  # (300, 40) crosses the end of epoch 0 (312 windows)
+            x, y = s.batch(first, size)
+            rows = _rows_one_by_one(s, first, size)
+            assert x.dtype == torch.int64 and x.shape == (size, 64)
+            assert np.array_equal(x.numpy(), rows[:, :-1]) and np.array_equal(y.numpy(), rows[:, 1:])

@@ -60,7 +60,11 @@ class LoopConfig(StrictModel):
     eval_tokens: int = Field(65_536, gt=0, description="held-out tokens per evaluation (deterministic windows)")
     checkpoint_every_steps: int = Field(200, ge=0, description="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = Field(2, gt=0, description="number of most recent checkpoints kept")
-    compile: bool = Field(False, description="torch.compile the model (GPU option; slower on CPU)")
+    compile: bool = Field(False, description="compile the model with torch.compile through DeepSpeed's engine.compile() "
+                          "(a GPU option: on CPU the first steps spend a minute or more compiling and a tiny model runs no faster)")
+    compile_backend: Literal["inductor", "aot_eager", "eager"] = Field(
+        "inductor", description="train.compile's torch.compile backend: inductor (generated kernels; needs a C++ compiler "
+        "on CPU, Triton on CUDA), aot_eager or eager (no code generation: to tell a compiler problem from a model one)")
     activation_checkpointing: Literal["none", "full", "every_k"] = Field(
         "none", description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
         "same losses, less memory, ~1 more forward of compute): none, full (every block) or every_k (blocks 0, k, 2k, ...)")
@@ -132,6 +136,10 @@ class LoopConfig(StrictModel):
 
 class DeepSpeedSection(StrictModel):
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage 0-3")
+    zero_init: bool = Field(
+        True, description="ZeRO-3 only: build the model inside deepspeed.zero.Init, so each rank allocates only its "
+        "partition of every parameter as it is created (a model larger than one rank's memory can be built; the same "
+        "initial weights for a seed on CPU); false: every rank first builds the whole model")
     extra: dict[str, Any] = Field(default_factory=dict, description="raw DeepSpeed config merged over the generated one")
 
 

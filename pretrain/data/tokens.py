@@ -1,9 +1,10 @@
 """A split's shards read as one token stream, without concatenating them.
 
 `TokenStream` indexes the memory-mapped shards of a split as if they were one array: `len()`,
-integer and slice reads (a slice may straddle shard boundaries) and `np.asarray()` (which does
-materialise everything: meant for tests and small splits). The trainer's windows and held-out
-evaluation read through it, so no rank ever holds a split in memory.
+integer and slice reads (a slice may straddle shard boundaries), a batch of windows at once
+(`windows`) and `np.asarray()` (which does materialise everything: meant for tests and small
+splits). The trainer's windows and held-out evaluation read through it, so no rank ever holds a
+split in memory.
 """
 from __future__ import annotations
 
@@ -46,6 +47,24 @@ class TokenStream:
             take = min(len(shard) - local, len(out) - pos)
             out[pos : pos + take] = shard[local : local + take]
             pos, local, i = pos + take, 0, i + 1
+        return out
+
+    def windows(self, starts: np.ndarray, length: int) -> np.ndarray:
+        """(len(starts), length): the tokens [s, s + length) for each start, as a new array (the
+        sampler's batches). Windows inside one shard are gathered by one indexing op per shard;
+        the rare window that straddles a shard boundary is read on its own."""
+        starts = np.asarray(starts, dtype=np.int64)
+        if starts.size and (starts.min() < 0 or starts.max() + length > self._len):
+            raise IndexError(f"windows of {length} tokens out of range for a stream of {self._len}")
+        out = np.empty((len(starts), length), dtype=self.dtype)
+        shard = np.searchsorted(self.ends, starts, side="right")  # < len(shards): every start is in range
+        local = starts - self.starts[shard]
+        inside = starts + length <= self.ends[shard]
+        for i in np.unique(shard[inside]):
+            sel = inside & (shard == i)
+            out[sel] = np.lib.stride_tricks.sliding_window_view(self.shards[i], length)[local[sel]]
+        for r in np.flatnonzero(~inside):
+            out[r] = self.read(int(starts[r]), int(starts[r]) + length)
         return out
 
     def __getitem__(self, key):
