@@ -177,7 +177,7 @@ class MainJob:
 
     # ------------------------------------------------------------------- steps
     def run(self) -> int:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu()
         self.out.mkdir(parents=True, exist_ok=True)
         name, vocab, data_dir = self.data_settings()
         data_set = [f"set.data={json.dumps(self.data_section(data_dir))}", f"set.train.seed={self.cfg.seed}"]
@@ -221,7 +221,7 @@ class MainJob:
             self.wait_evaluation(self.start_evaluation([plan_run]))
             comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
 
-        self.record_time("total", time.perf_counter() - t0)
+        self.record_time("total", time.perf_counter() - t0, _children_cpu() - cpu0)
         with self.step("7. report"):
             from launch.quickstart_report import write_report
 
