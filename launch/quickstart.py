@@ -2,10 +2,12 @@
 
 1. prepare the data (BPE trained on a sample of the corpus);
 2. a batch-size x learning-rate sweep through the local executor (live progress) and its law;
-3. an IsoFLOP sweep whose budgets take lr and batch from that law (DeepSeek's procedure);
+3. an IsoFLOP sweep whose budgets take lr and batch from that law (DeepSeek's procedure), or
+   (`isoflop.schedule: wsd`) the same study from WSD cooldown branches: per size one stable run to
+   the largest budget's tokens and a branch at each smaller budget's (launch.quickstart_wsd);
 4. Chinchilla approach 2 and 3 fits, with bootstrap intervals, in stated conventions;
 5. a plan for a larger budget and one run of it (trained with the recipe the law was fitted
-   on), while the sweeps' final checkpoints are evaluated with an lm-eval suite on the other core;
+   on: with wsd, a WSD run with the branches' cooldown), while the sweeps' final checkpoints are evaluated with an lm-eval suite on the other core;
 6. the plan run's evaluation and its predicted loss (prediction interval) vs measured;
 7. report.md (with the plots) and the command that opens the dashboard.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -69,6 +72,12 @@ class StepFailed(RuntimeError):
     pass
 
 
+def _children_cpu() -> float:
+    """User + system CPU seconds of every finished (waited-for) subprocess so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _newer(output: Path, inputs: list[Path]) -> bool:
     """True when `output` exists and is at least as new as every input (make-style)."""
     if not output.exists():
@@ -83,6 +92,8 @@ class MainJob:
         self.out = Path(cfg.out).resolve()
         self.timings: dict[str, float] = {}
         self.cumulative: dict[str, float] = {}  # summed over invocations, as saved in timings.json
+        self.cpu: dict[str, float] = {}  # subprocesses' CPU seconds, summed over invocations
+        self.wsd = cfg.isoflop.schedule == "wsd"
 
     # ----------------------------------------------------------------- helpers
     def scalelab(self, *args: str, allow_fail: bool = False) -> int:
@@ -99,16 +110,17 @@ class MainJob:
         class _Timer:
             def __enter__(self):
                 print(f"\n=== {name} ===", flush=True)
-                self.t0 = time.perf_counter()
+                self.t0, self.cpu0 = time.perf_counter(), _children_cpu()
 
             def __exit__(self, *exc):
-                job.record_time(name, time.perf_counter() - self.t0)
+                job.record_time(name, time.perf_counter() - self.t0, _children_cpu() - self.cpu0)
 
         return _Timer()
 
-    def record_time(self, name: str, seconds: float) -> None:
+    def record_time(self, name: str, seconds: float, cpu_seconds: float | None = None) -> None:
         """This invocation's seconds for a step, and the sum over every invocation in `timings.json`
-        (a rerun reuses finished work, so its own seconds alone would hide what the study cost)."""
+        (a rerun reuses finished work, so its own seconds alone would hide what the study cost);
+        also the CPU seconds its subprocesses used (user + system), summed the same way."""
         self.timings[name] = round(seconds, 1)
         path = self.out / "timings.json"
         try:
@@ -117,6 +129,10 @@ class MainJob:
             saved = {}
         cumulative = saved.setdefault("cumulative_seconds", {})
         cumulative[name] = round(cumulative.get(name, 0.0) + seconds, 1)
+        if cpu_seconds is not None:
+            cpu = saved.setdefault("cumulative_cpu_seconds", {})
+            cpu[name] = round(cpu.get(name, 0.0) + cpu_seconds, 1)
+            self.cpu[name] = cpu[name]
         path.write_text(json.dumps(saved, indent=1) + "\n")
         self.cumulative = cumulative
 
@@ -125,7 +141,19 @@ class MainJob:
         return spec
 
     def runs_dir(self, step) -> Path:
-        return self.out / "runs" / self._spec(step)["name"]
+        name = self._spec(step)["name"]
+        return self.out / "runs" / (f"{name}-wsd" if step is self.cfg.isoflop and self.wsd else name)
+
+    def iso_spec(self) -> tuple[Path, list[str]]:
+        """The IsoFLOP sweep to launch and its `--set` edits: the spec as it is, or (schedule wsd)
+        its conversion to WSD branches, written to specs/ in the output folder."""
+        step = self.cfg.isoflop
+        spec = Path(step.spec) if Path(step.spec).is_absolute() else PROJECT_ROOT / step.spec
+        if not self.wsd:
+            return spec, list(step.set)
+        from launch.quickstart_wsd import write_wsd_spec
+
+        return write_wsd_spec(spec, step.set, step.wsd, self.out / "specs"), []
 
     def data_settings(self) -> tuple[str, int, Path]:
         dcfg = self.data_config()
@@ -149,7 +177,7 @@ class MainJob:
 
     # ------------------------------------------------------------------- steps
     def run(self) -> int:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _children_cpu()
         self.out.mkdir(parents=True, exist_ok=True)
         name, vocab, data_dir = self.data_settings()
         data_set = [f"set.data={json.dumps(self.data_section(data_dir))}", f"set.train.seed={self.cfg.seed}"]
@@ -161,17 +189,18 @@ class MainJob:
         fits = self.out / "fits"
         boot = [str(self.cfg.fit.bootstrap), "--seed", str(self.cfg.seed)]
         with self.step("2. batch-size x learning-rate sweep and law"):
-            self.sweep(self.cfg.batch_lr, data_set)
+            self.sweep(self.cfg.batch_lr, PROJECT_ROOT / self.cfg.batch_lr.spec, self.cfg.batch_lr.set, data_set)
             self.fit(["batch-lr", bslr_runs, "--bootstrap", *boot, "--optimum", self.cfg.fit.batch_lr_optimum], fits / "batch-lr", bslr_runs, required=False)
 
-        with self.step("3. IsoFLOP sweep"):
+        iso_step = "3. IsoFLOP sweep" + (" (WSD branches)" if self.wsd else "")
+        with self.step(iso_step):
             hparams = []
             if self.cfg.hparams_law and (fits / "batch-lr.json").exists():
                 # DeepSeek's procedure: each budget's runs train with the lr and batch the law gives there
                 hparams = [f"isoflop.hparams_fit={fits / 'batch-lr.json'}"]
             elif self.cfg.hparams_law:
                 print("warning: no batch-lr law: the IsoFLOP runs keep the spec's lr and batch")
-            self.sweep(self.cfg.isoflop, data_set, hparams)
+            self.sweep(self.cfg.isoflop, *self.iso_spec(), data_set, hparams)
 
         with self.step("4. scaling-law fits"):
             # approach 3 drives the plan; approach 2 needs interior IsoFLOP minima and may not find them
@@ -192,23 +221,28 @@ class MainJob:
             self.wait_evaluation(self.start_evaluation([plan_run]))
             comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
 
-        self.record_time("total", time.perf_counter() - t0)
+        self.record_time("total", time.perf_counter() - t0, _children_cpu() - cpu0)
         with self.step("7. report"):
             from launch.quickstart_report import write_report
 
-            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, self.cumulative)
+            from launch.quickstart_study import isoflop_study
+
+            study = isoflop_study(iso_runs, self.cfg.isoflop, self.cumulative.get(iso_step), self.cpu.get(iso_step))
+            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, self.cumulative,
+                                  study=study, cpu=self.cpu)
         print(f"\nreport: {report}")
+        print(study["line"])
         print(f"predicted loss {comparison['predicted']:.4f} (95% prediction interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
               f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}")
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
         return 0
 
-    def sweep(self, step, data_set: list[str], extra: list[str] = ()) -> None:
-        sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *step.set, *extra]
-        code = self.scalelab("sweep", "launch", PROJECT_ROOT / step.spec, "--executor", "local", "--workers",
+    def sweep(self, step, spec: Path, spec_set: list[str], data_set: list[str], extra: list[str] = ()) -> None:
+        sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *spec_set, *extra]
+        code = self.scalelab("sweep", "launch", spec, "--executor", "local", "--workers",
                              self.cfg.workers, *[a for s in sets for a in ("--set", s)], allow_fail=True)
         if code != 0:
-            print(f"warning: some runs of {step.spec} did not finish (exit {code}); continuing with the finished ones")
+            print(f"warning: some runs of {spec} did not finish (exit {code}); continuing with the finished ones")
 
     def start_evaluation(self, runs: list[Path], workers: int | None = None) -> list[subprocess.Popen]:
         """Start `scalelab eval` on the runs not yet evaluated, batched into one process per worker
@@ -272,8 +306,12 @@ class MainJob:
         if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
             self.scalelab("plan", *fit_args, "--compute", f"{compute:.6g}", "--emit-config", emitted, "--out", plan_dir / "plan.json")
         # `scalelab plan --emit-config` wrote the config by scaling.plan.to_train_config, which names it so
-        run_dir = self.out / "runs" / "plan" / run_name(json.loads((plan_dir / "plan.json").read_text()))
+        run_dir = self.out / "runs" / "plan" / (run_name(json.loads((plan_dir / "plan.json").read_text())) + ("-wsd" if self.wsd else ""))
         extra = [f"train.threads={threads}"] if threads else []
+        if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
+            from launch.quickstart_wsd import plan_run_schedule
+
+            extra += plan_run_schedule(self.cfg.isoflop.wsd)
         self.scalelab("train", emitted, "wandb.mode=offline", "wandb.group=plan", f"train.seed={self.cfg.seed}", *extra, "--run-dir", run_dir)
         return run_dir
 

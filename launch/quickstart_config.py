@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -18,6 +18,33 @@ class DataStep(_Strict):
 class SweepStep(_Strict):
     spec: str = Field(description="sweep spec YAML")
     set: list[str] = Field(default_factory=list, description="`scalelab sweep launch --set` edits of the spec")
+
+
+class WsdOptions(_Strict):
+    cooldown: float = Field(0.2, gt=0, lt=1, description="isoflop.schedule wsd: each run's cooldown as a fraction of its steps "
+                            "(the plan's run too)")
+    decay_shape: Literal["linear", "sqrt", "cosine"] = Field("sqrt", description="isoflop.schedule wsd: the cooldown's shape")
+    budgets: list[float] | None = Field(None, description="isoflop.schedule wsd: the IsoFLOP budgets (null: the spec's); "
+                                        "branches make more budgets affordable")
+
+    @field_validator("budgets", mode="before")
+    @classmethod
+    def _floats(cls, v):
+        return [float(x) for x in v] if isinstance(v, list) else v
+
+    @field_validator("budgets")
+    @classmethod
+    def _positive(cls, v):
+        if v is not None and (not v or any(not c > 0 for c in v)):
+            raise ValueError(f"must be a non-empty list of positive FLOP budgets (got {v})")
+        return v
+
+
+class IsoflopStep(SweepStep):
+    schedule: Literal["cosine", "wsd"] = Field(
+        "cosine", description="where the IsoFLOP (N, D) points come from: one cosine run each, or WSD cooldown branches "
+        "(per size one stable run to the largest budget's tokens, a branch at each smaller budget's)")
+    wsd: WsdOptions = Field(default_factory=WsdOptions)
 
 
 class EvalStep(_Strict):
@@ -49,8 +76,15 @@ class QuickstartConfig(_Strict):
     seed: int = Field(0, description="train.seed of every run and the fits' bootstrap seed (repeat the study with others)")
     data: DataStep = Field(default_factory=DataStep)
     batch_lr: SweepStep
-    isoflop: SweepStep
+    isoflop: IsoflopStep
     hparams_law: bool = Field(True, description="fit the batch-size x lr law first; every IsoFLOP budget and the plan's run take lr and batch from it")
     eval: EvalStep = Field(default_factory=EvalStep)
     fit: FitStep = Field(default_factory=FitStep)
     plan: PlanStep = Field(default_factory=PlanStep)
+
+    @model_validator(mode="after")
+    def _wsd_one_recipe(self) -> "QuickstartConfig":
+        if self.isoflop.schedule == "wsd" and self.hparams_law:
+            raise ValueError("isoflop.schedule: wsd: branches share their stable run's lr and batch, so the budgets cannot each "
+                             "take their own from the batch-lr law; set hparams_law: false")
+        return self

@@ -65,7 +65,7 @@ def _fit_section(path: Path, title: str) -> str:
 
 
 def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_run: Path, comparison: dict, timings: dict,
-                 cumulative: dict | None = None) -> Path:
+                 cumulative: dict | None = None, study: dict | None = None, cpu: dict | None = None) -> Path:
     from scaling.plan import format_plan
 
     iso_table, _ = _runs_table(iso_runs)
@@ -80,8 +80,9 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
         "## Wall time\n",
         "Seconds per step in this invocation, and summed over every invocation that built this folder "
         "(a rerun reuses finished work).\n",
-        _table(["step", "this invocation", "all invocations"],
-               [[k, v, (cumulative or timings).get(k, v)] for k, v in timings.items()]),
+        _table(["step", "this invocation", "all invocations", "CPU seconds (all invocations)"],
+               [[k, v, (cumulative or timings).get(k, v), (cpu or {}).get(k)] for k, v in timings.items()]),
+        *([f"\n{study['line']}.\n"] if study else []),
         "\n## The honest test: predicted vs measured loss\n",
         f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {plan.get('extrapolation_factor') or 1.0:.3g}x the largest fitted budget) "
         f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} {c.get('n_kind', '')} parameters, {c.get('params', 0):.4g} in all; "
@@ -100,6 +101,7 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
         _fit_section(fits / "chinchilla-a2.json", "Chinchilla approach 2 (IsoFLOP parabolas)"),
         _fit_section(fits / "batch-lr.json", "Batch size and learning rate"),
         "## IsoFLOP sweep\n",
+        *([f"The (N, D, loss) points come from {study['source']}; the plan's run was trained with the same schedule.\n"] if study else []),
         iso_table,
         "\n## Batch-size x learning-rate sweep\n",
         bslr_table,

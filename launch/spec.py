@@ -131,8 +131,16 @@ class WsdSpec(Strict):
     models: list[Any] = Field(description="model presets (names) or model sections (mappings); one stable run each")
     tokens: float | None = Field(None, gt=0, description="D_max: the stable run's tokens, rounded up to whole steps "
                                  "(default: the base config's length)")
-    fractions: list[float] = Field(description="token counts of the branches as fractions of D_max, each in (0, 1] and a "
-                                   "whole number of steps; 1 is the stable run itself (it ends with its own cooldown)")
+    fractions: list[float] | None = Field(None, description="token counts of the branches as fractions of D_max, each in (0, 1] "
+                                          "and a whole number of steps; 1 is the stable run itself (it ends with its own cooldown)")
+    budgets: list[float] | None = Field(None, description="instead of fractions (an IsoFLOP study from branches): compute "
+                                        "budgets C under `compute`; per model a run ends at D = C / (FLOPs per token), rounded "
+                                        "up to whole steps, and the stable run goes to the largest such D")
+    tokens_per_param: list[float] | None = Field(None, description="with budgets: [lo, hi], keep per budget the models whose "
+                                                 "tokens per (total) parameter lie in this window (as isoflop.tokens_per_param)")
+    min_steps: int = Field(10, ge=1, description="with budgets: (budget, model) pairs giving fewer steps are skipped")
+    compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
+        "trainer_flops", description="with budgets: what a budget counts (as isoflop.compute); recorded in each run's axes")
     cooldown: float | None = Field(None, gt=0, lt=1, description="each run's cooldown as a fraction of its own steps "
                                    "(Hägele et al.: 0.2), rounded to whole steps; default 0.2 unless cooldown_steps is given")
     cooldown_steps: int | None = Field(None, gt=0, description="instead of cooldown: every run's cooldown in steps")
@@ -146,14 +154,32 @@ class WsdSpec(Strict):
     def _float(cls, v: Any) -> Any:
         return float(v) if isinstance(v, str) else v
 
-    @field_validator("fractions", mode="before")
+    @field_validator("fractions", "budgets", "tokens_per_param", mode="before")
     @classmethod
     def _floats(cls, v: Any) -> Any:
         return _as_float_list(v)
 
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, v: list[float] | None) -> list[float] | None:
+        if v is None:
+            return v
+        if not v or any(not c > 0 for c in v) or len(set(v)) != len(v):
+            raise ValueError(f"must be distinct positive compute budgets (got {v})")
+        return sorted(v)
+
+    @field_validator("tokens_per_param")
+    @classmethod
+    def _window(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and not (len(v) == 2 and 0 < v[0] < v[1]):
+            raise ValueError(f"must be [lo, hi] with 0 < lo < hi (got {v})")
+        return v
+
     @field_validator("fractions")
     @classmethod
-    def _in_unit(cls, v: list[float]) -> list[float]:
+    def _in_unit(cls, v: list[float] | None) -> list[float] | None:
+        if v is None:
+            return v
         if not v:
             raise ValueError("give at least one fraction")
         bad = [x for x in v if not 0 < x <= 1]
@@ -165,6 +191,13 @@ class WsdSpec(Strict):
 
     @model_validator(mode="after")
     def _one_cooldown(self) -> "WsdSpec":
+        if (self.fractions is None) == (self.budgets is None):
+            raise ValueError("give exactly one of `fractions` (branches at fractions of D_max) or `budgets` (an IsoFLOP "
+                             "study: per model a branch at each budget's token count)")
+        if self.budgets is not None and self.tokens is not None:
+            raise ValueError("`tokens` (D_max) comes from the largest budget when `budgets` are given; drop one")
+        if self.budgets is None and self.tokens_per_param is not None:
+            raise ValueError("`tokens_per_param` selects models per budget: give it with `budgets`")
         if self.cooldown is not None and self.cooldown_steps is not None:
             raise ValueError("give `cooldown` (a fraction of each run's steps) or `cooldown_steps`, not both")
         if self.cooldown is None and self.cooldown_steps is None:
@@ -340,24 +373,32 @@ def parse_spec(data: dict, path: Path | None = None) -> SweepSpec:
     return spec
 
 
+def edit_spec(data: dict, overrides: list[str]) -> dict:
+    """Apply `--set key=value` edits to a spec mapping. Spec keys hold dots themselves
+    (set.data.name), so under `set` and `axes` only the first segment nests."""
+    from pretrain.config.loader import apply_overrides
+
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"spec override '{item}' must look like key=value")
+        key, raw = item.split("=", 1)
+        head, _, rest = key.partition(".")
+        value = yaml.safe_load(raw) if raw else ""
+        if head in ("set", "axes") and rest:
+            data.setdefault(head, {})
+            data[head] = dict(data[head] or {})
+            data[head][rest] = value
+        else:
+            data = apply_overrides(data, [f"{key}={raw}"])
+    return data
+
+
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
     """Read a spec file; `overrides` (key=value) edit the spec itself, e.g. runs_dir=/scratch/x."""
-    from pretrain.config.loader import apply_overrides, read_yaml
+    from pretrain.config.loader import read_yaml
 
     p = Path(path)
     data = read_yaml(p)
     if overrides:
-        # Spec keys hold dots themselves (set.data.name), so only the first segment nests.
-        for item in overrides:
-            if "=" not in item:
-                raise ConfigError(f"spec override '{item}' must look like key=value")
-            key, raw = item.split("=", 1)
-            head, _, rest = key.partition(".")
-            value = yaml.safe_load(raw) if raw else ""
-            if head in ("set", "axes") and rest:
-                data.setdefault(head, {})
-                data[head] = dict(data[head] or {})
-                data[head][rest] = value
-            else:
-                data = apply_overrides(data, [f"{key}={raw}"])
+        data = edit_spec(data, overrides)
     return parse_spec(data, p.resolve())

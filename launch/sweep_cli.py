@@ -208,6 +208,21 @@ def cmd_launch(args) -> int:
 STATUS_COLUMNS = [("name", "run", ""), ("state", "state", ""), ("step", "step", ""), ("total_steps", "of", ""),
                   ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""), ("epochs", "epochs", ""),
                   ("wall_s", "wall", "time"), ("job", "job", ""), ("held_by", "held by", "")]
+# json/csv also carry each run's compute (the table prints the study's in one line): planned FLOPs as a
+# separate run, the parent's prefix a branch shares, and what the study computes for it (the
+# difference: summed over the rows, the study's compute with each stable prefix counted once).
+COMPUTE_COLUMNS = [("flops", "FLOPs", ""), ("shared_flops", "shared FLOPs", ""), ("computed_flops", "computed FLOPs", ""),
+                   ("branch_of", "branch of", ""), ("branch_step", "branch step", "")]
+
+
+def _status_rows(plan, statuses) -> list[dict]:
+    rows = []
+    for r, st in zip(plan.runs, statuses):
+        row = st.to_dict()
+        row.update(flops=r.flops, shared_flops=r.shared_flops, computed_flops=r.flops - r.shared_flops,
+                   branch_of=r.after[0] if r.after else None, branch_step=r.after[1] if r.after else None)
+        rows.append(row)
+    return rows
 
 
 @_wrap
@@ -222,7 +237,10 @@ def cmd_status(args) -> int:
         c = counts(sts)
         if args.watch and sys.stdout.isatty():
             sys.stdout.write("\x1b[2J\x1b[H")
-        render([s.to_dict() for s in sts], STATUS_COLUMNS, args.format)
+        if args.format == "table":
+            render([s.to_dict() for s in sts], STATUS_COLUMNS, args.format)
+        else:
+            render(_status_rows(p, sts), STATUS_COLUMNS + COMPUTE_COLUMNS, args.format)
         if args.format == "table":
             print(f"\n{p.spec.name}: " + ", ".join(f"{v} {k}" for k, v in c.items()))
             line = compute_line(p, sts)

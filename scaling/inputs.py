@@ -285,14 +285,23 @@ def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, 
 def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", skip_fraction: float = 0.1):
     """Training curves of finished runs: one row per metrics.jsonl record (run, N, D=tokens so far,
     loss=`metric`), for Chinchilla Approach 1's lower envelope. The first `skip_fraction` of each
-    curve (warmup, far from the envelope) is dropped. Returns (DataFrame, warnings)."""
+    curve (warmup, far from the envelope) is dropped. Returns (DataFrame, warnings).
+
+    A curve stands for finished runs only when its lr decays over the whole run (cosine, linear).
+    A WSD or constant-lr run is at peak lr until its own cooldown, and a branch's logged steps are
+    its cooldown: their intermediate losses are not what a run of that length reaches, so such
+    runs give their end (after their cooldown) only, and a warning counts them."""
     import pandas as pd
 
     final, warnings = read_run_dirs(root, n_kind)
     root = Path(root)
-    rows = []
+    rows, ends_only = [], []
     for r in final.to_dict("records"):
         path = root / r["run"] / METRICS
+        if not _decays_whole_run(r):
+            ends_only.append(r["run"])
+            rows.append({"run": r["run"], "N": r["N"], "D": r["D"], "loss": r["loss"]})
+            continue
         if not path.exists():
             warnings.append(f"run {r['run']}: no metrics.jsonl; using its final point only")
             rows.append({"run": r["run"], "N": r["N"], "D": r["D"], "loss": r["loss"]})
@@ -307,4 +316,23 @@ def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", s
             warnings.append(f"run {r['run']}: metrics.jsonl has no '{metric}' with tokens; using its final point only")
             recs = [(r["D"], r["loss"])]
         rows.extend({"run": r["run"], "N": r["N"], "D": t, "loss": v} for t, v in recs)
+    if ends_only:
+        warnings.append(f"{len(ends_only)} run(s) with a WSD or constant lr, or branched from another run ({', '.join(ends_only[:4])}"
+                        f"{', ...' if len(ends_only) > 4 else ''}): their curves before the cooldown are at peak lr, not finished "
+                        "runs; each gives its end point only")
     return pd.DataFrame(rows), warnings
+
+
+def _decays_whole_run(row: dict) -> bool:
+    """True when the run's lr decays over all its steps (cosine or linear, not a branch), so every
+    point of its curve is on the way to a finished run's loss."""
+    if isinstance(row.get("branch_of"), str) and row["branch_of"]:  # absent: None or NaN in the table
+        return False
+    path = row.get("path")
+    if not path or not (Path(path) / CONFIG).exists():
+        return True
+    try:
+        cfg = _read_yaml(Path(path) / CONFIG)
+    except Exception:
+        return True
+    return _get(cfg, "schedule.name") not in ("wsd", "constant") and not _get(cfg, "train.init_from")

@@ -61,6 +61,10 @@ def test_plan_was_trained_and_compared(study):
     assert "predicted loss" in res.stdout and "open the dashboard:" in res.stdout
     last = [ln for ln in res.stdout.splitlines() if ln.startswith("predicted loss")][-1]
     assert "(95% prediction interval " in last and "vs measured" in last and "relative error" in last
+    # where the points came from, and what they cost (the figure issue 16 compares with WSD branches)
+    assert "IsoFLOP points: 9 from separate cosine runs (9)" in res.stdout and "points per CPU hour" in res.stdout
+    assert "come from separate cosine runs (9)" in report
+    assert json.loads((out / "timings.json").read_text())["cumulative_cpu_seconds"]["3. IsoFLOP sweep"] > 0
 
 
 def test_rerun_reuses_everything(study):
