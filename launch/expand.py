@@ -227,7 +227,30 @@ def _isoflop(spec: SweepSpec, b: _Builder):
                 f"({iso.min_steps} steps of {tps} tokens need >= {fmt_sci(need)} FLOPs; raise the budget "
                 f"or lower isoflop.min_steps)"
             )
-    return out, skipped
+    # anchors first: the longest runs start first, so two workers finish together
+    return _anchors(iso, b, hparams) + out, skipped
+
+
+def _anchors(iso, b: _Builder, hparams) -> list:
+    """isoflop.anchors: one run per (model, tokens), named `anchor-<model>-d<tokens>`, with no `budget`
+    in its axes (approach 2 leaves it out; approach 3 fits it with the profiles)."""
+    from models.accounting import count
+
+    out = []
+    for a in iso.anchors:
+        label = model_label(a.model)
+        _, cfg = b.resolve([("model", a.model)], label)
+        c = count(cfg.model, vocab_for(cfg))
+        fpt = {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(iso.compute, c.flops_per_token)
+        hp_items, hp_axes = _budget_hparams(hparams, fpt * a.tokens, cfg) if hparams else ([], {})
+        tps = dict(hp_items).get("train.global_batch_size", cfg.train.global_batch_size) * cfg.model.seq_len
+        steps = math.ceil(a.tokens / tps)
+        if steps < iso.min_steps:
+            raise ConfigError(f"sweep spec: isoflop.anchors: {label} at {a.tokens:.4g} tokens is {steps} steps "
+                              f"< isoflop.min_steps={iso.min_steps}; raise its tokens")
+        items = [("model", a.model), ("train.steps", None), ("train.tokens", int(round(a.tokens))), *hp_items]
+        out.append((["anchor", label, f"d{fmt_num(a.tokens)}"], items, {"model": label, "compute": iso.compute, "anchor": True, **hp_axes}))
+    return out
 
 
 def _hparams_law(iso):

@@ -64,6 +64,17 @@ def _fit_section(path: Path, title: str) -> str:
     return text
 
 
+def _reach(plan: dict, a3: Path) -> str:
+    """How far the plan extrapolates: beyond the largest IsoFLOP budget and beyond the largest run
+    (the sweep's anchors reach further than its budgets)."""
+    factor = plan.get("extrapolation_factor") or 1.0
+    rng = (json.loads(a3.read_text()).get("data_range") or {}) if a3.exists() else {}
+    if not rng.get("C_budgets"):
+        return f"{factor:.3g}x the largest fitted budget"
+    return (f"{plan['compute'] / rng['C_budgets'][1]:.3g}x the largest IsoFLOP budget, "
+            f"{factor:.3g}x the largest fitted run (an anchor)")
+
+
 def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_run: Path, comparison: dict, timings: dict,
                  cumulative: dict | None = None, study: dict | None = None, cpu: dict | None = None) -> Path:
     from scaling.plan import format_plan
@@ -84,7 +95,7 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
                [[k, v, (cumulative or timings).get(k, v), (cpu or {}).get(k)] for k, v in timings.items()]),
         *([f"\n{study['line']}.\n"] if study else []),
         "\n## The honest test: predicted vs measured loss\n",
-        f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {plan.get('extrapolation_factor') or 1.0:.3g}x the largest fitted budget) "
+        f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {_reach(plan, fits / 'chinchilla-a3.json')}) "
         f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} {c.get('n_kind', '')} parameters, {c.get('params', 0):.4g} in all; "
         f"D = {c['D']:.4g} tokens" + (f", {c['epochs']:.2f} epochs of the training data" if c.get("epochs") else "") + ").\n",
         _table(["", "validation loss"], [

@@ -31,6 +31,9 @@ def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
     if iso.get("hparams_fit"):
         raise ConfigError("isoflop.schedule: wsd: branches share their stable run's lr and batch, so the IsoFLOP budgets cannot "
                           "each take their own from a batch-lr law (set hparams_law: false)")
+    if iso.get("anchors"):  # cosine runs of their own, outside the branch design: not converted
+        print(f"note: isoflop.schedule: wsd leaves out the IsoFLOP spec's {len(iso['anchors'])} anchor run(s): "
+              "its points are the branches' ends")
     name = data.get("name") or spec_path.stem
     data.update(name=f"{name}-wsd", kind="wsd", base=str(resolve_path(data["base"], spec_path)))
     data["wsd"] = {

@@ -37,6 +37,18 @@ def _as_float_list(v: Any) -> Any:
     return v
 
 
+class AnchorSpec(Strict):
+    """One run of an IsoFLOP sweep outside its budgets: a model trained on `tokens` tokens."""
+
+    model: Any = Field(description="model preset (name) or model section (mapping)")
+    tokens: float = Field(gt=0, description="training tokens")
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _float(cls, v: Any) -> Any:
+        return float(v) if isinstance(v, str) else v
+
+
 class IsoflopSpec(Strict):
     budgets: list[float] = Field(description="compute budgets C in FLOPs under `compute`; tokens D = C / (FLOPs per token)")
     models: list[Any] = Field(description="model presets (names) or model sections (mappings)")
@@ -50,6 +62,10 @@ class IsoflopSpec(Strict):
     compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
         "trainer_flops", description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
         "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention")
+    anchors: list[AnchorSpec] = Field(
+        default_factory=list, description="data-rich runs beyond the IsoFLOP profiles, e.g. [{model: n25k, tokens: 8e6}]: "
+        "approach 3 fits them with the rest (they pin the data term and the small-size limit, which profiles at small budgets "
+        "leave unidentified); approach 2 leaves them out (they belong to no budget)")
 
     @field_validator("budgets", mode="before")
     @classmethod

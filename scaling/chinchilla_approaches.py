@@ -127,6 +127,10 @@ def fit_chinchilla(
         df, held, C, held_C, rule = holdout_by_compute(df, C_all, holdout_fraction, budget_tol)
         if len(df) < min_pts:
             raise InputError(f"--holdout largest leaves {len(df)} points to fit (need {min_pts})")
+    if approach == 2:
+        df, C = _budget_members(df, C, warnings)
+        if len(df) < min_pts:
+            raise InputError(f"chinchilla approach 2: too few runs with an IsoFLOP budget: {len(df)} (need {min_pts})")
     N, D = df["N"].to_numpy(float), df["D"].to_numpy(float)
     if curves is None:  # several rows per run: points of training curves (bootstrap resamples runs)
         curves = "run" in df.columns and df["run"].nunique() < len(df)
@@ -154,7 +158,7 @@ def fit_chinchilla(
         source=ds.source,
         columns=ds.columns,
         settings=settings,
-        data_range={"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())], "loss": [float(df.loss.min()), float(df.loss.max())]},
+        data_range=_data_range(df, N, D, C),
         warnings=warnings,
         **body,
     )
@@ -339,6 +343,19 @@ def _resample(df, n: int, n_boot: int, seed: int, curves: bool) -> tuple[list, s
 
 
 # ---------------------------------------------------------------- approaches 1 and 2
+def _data_range(df, N, D, C) -> dict:
+    """Ranges of the fitted runs; `C_budgets`: compute of the runs an IsoFLOP sweep labels with a
+    budget (when some carry none: its anchors), what `plan` multiplies."""
+    rng = {"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())],
+           "loss": [float(df.loss.min()), float(df.loss.max())]}
+    if "budget" in df.columns:
+        has = np.isfinite(df["budget"].to_numpy(float))
+        if has.any() and not has.all():
+            Cb = np.asarray(C, dtype=float)[has]
+            rng["C_budgets"] = [float(Cb.min()), float(Cb.max())]
+    return rng
+
+
 def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves):
     from scaling.isoflop import MIN_SIZES, approach1, approach2, approach2_resample, note_text
 
@@ -406,6 +423,19 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     if boot:
         out["bootstrap"] = boot
     return out
+
+
+def _budget_members(df, C, warnings):
+    """Approach 2 fits parabolas at equal compute: when the sweep labels budgets, runs without one
+    (an IsoFLOP sweep's `anchors`) are left out, and the record says how many."""
+    if "budget" not in df.columns:
+        return df, C
+    has = np.isfinite(df["budget"].to_numpy(float))
+    if has.all() or not has.any():
+        return df, C
+    warnings.append(f"left out {int((~has).sum())} run(s) without an IsoFLOP budget (the sweep's anchors): "
+                    "approach 2 fits parabolas to runs at equal compute")
+    return df[has].reset_index(drop=True), np.asarray(C)[has]
 
 
 def _budget_groups(df, C, budget_tol):

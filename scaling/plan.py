@@ -315,8 +315,9 @@ def format_plan(plan: dict) -> str:
 
 
 def budget(rec: FitRecord, multiplier: float) -> float:
-    """`multiplier` x the largest compute `rec` was fitted on, in the record's own convention."""
-    rng = (rec.get("data_range") or {}).get("C")
+    """`multiplier` x the largest IsoFLOP budget `rec` was fitted on (its largest compute when it has
+    no anchors outside the budgets), in the record's own convention."""
+    rng = (rec.get("data_range") or {}).get("C_budgets") or (rec.get("data_range") or {}).get("C")
     if not rng:
         raise InputError(f"{rec['law']} fit record has no data_range.C: cannot size a budget relative to its runs")
     return float(multiplier) * float(rng[1])
