@@ -21,7 +21,8 @@ def isoflop_study(root: Path, iso_cfg, wall_s: float | None, cpu_s: float | None
         source = (f"WSD cooldown branches ({points - branches} stable runs, each ending in its own cooldown, and {branches} branches; "
                   f"{w.decay_shape} cooldown over {w.cooldown:.0%} of each run's steps)")
     else:
-        source = f"separate cosine runs ({points})"
+        anchors = sum(1 for s in rows if str(s.get("name", "")).startswith("anchor-"))  # isoflop.anchors' names
+        source = f"separate cosine runs ({points}" + (f": {points - anchors} at the budgets, {anchors} anchor{'s' * (anchors != 1)})" if anchors else ")")
     per_cpu_h = points / (cpu_s / 3600) if cpu_s else None
     line = (f"IsoFLOP points: {points} from {source}; compute {computed:.3g} FLOPs"
             + (f" ({separate:.3g} as separate runs, saving {1 - computed / separate:.0%})" if separate > computed else "")

@@ -344,29 +344,32 @@ def k_trainer(n_ne):
     return 6.0 * n_ne * (1.0 + 2.0 * (2e4 / n_ne) ** 0.5)
 
 
-def write_isoflop_tree(root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="trainer_flops", unique=None, noise=0.0, seed=0):
-    """Run directories laid out like an IsoFLOP sweep sized in `compute`: equal C per budget."""
+def write_isoflop_tree(root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="trainer_flops", unique=None, noise=0.0, seed=0,
+                       anchors=()):
+    """Run directories laid out like an IsoFLOP sweep sized in `compute`: equal C per budget, then
+    one run per (n, D) of `anchors` without a budget (isoflop.anchors)."""
     import numpy as np
 
     truth = isoflop_truth()
     rng = np.random.default_rng(seed)
     sizes = sizes or list(np.geomspace(1e4, 1e6, 7))
     i = 0
-    for C in budgets:
-        for n in sizes:
-            total = n + 3e4  # a 30k-parameter embedding: over half of the smallest models
-            k = {"trainer_flops": k_trainer(n), "6ND_total": 6 * total, "6ND_nonembed": 6 * n}[compute]
-            D = C / k
-            loss = float(truth.predict(n, D) * np.exp(noise * rng.standard_normal()))
-            summary = {"status": "done", "params": total, "non_embedding_params": n, "active_params": total, "tokens": D,
-                       "flops": k_trainer(n) * D, "flops_per_token": k_trainer(n), "final_val_loss": loss, "steps": 100,
-                       "extras": {"axes": {"budget": C, "compute": compute}}}
-            if unique:
-                summary.update(unique_tokens=unique, epochs=D / unique)
-            config = json.dumps({"name": f"r{i:02d}", "model": {"seq_len": 128}, "optim": {"lr": 3e-3, "weight_decay": 0.05},
-                                 "schedule": {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1},
-                                 "train": {"global_batch_size": 8, "micro_batch_size": 8},
-                                 "data": {"name": "toy", "sources": ["x.txt"], "tokenizer": {"vocab_size": 512}}})
-            write_run(Path(root) / "iso" / f"r{i:02d}", summary=summary, config=config)
-            i += 1
+    points = [(C, n, None) for C in budgets for n in sizes] + [(None, n, D) for n, D in anchors]
+    for C, n, D in points:
+        total = n + 3e4  # a 30k-parameter embedding: over half of the smallest models
+        k = {"trainer_flops": k_trainer(n), "6ND_total": 6 * total, "6ND_nonembed": 6 * n}[compute]
+        D = C / k if D is None else D
+        loss = float(truth.predict(n, D) * np.exp(noise * rng.standard_normal()))
+        axes = {"budget": C, "compute": compute} if C is not None else {"compute": compute, "anchor": True}
+        summary = {"status": "done", "params": total, "non_embedding_params": n, "active_params": total, "tokens": D,
+                   "flops": k_trainer(n) * D, "flops_per_token": k_trainer(n), "final_val_loss": loss, "steps": 100,
+                   "extras": {"axes": axes}}
+        if unique:
+            summary.update(unique_tokens=unique, epochs=D / unique)
+        config = json.dumps({"name": f"r{i:02d}", "model": {"seq_len": 128}, "optim": {"lr": 3e-3, "weight_decay": 0.05},
+                             "schedule": {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1},
+                             "train": {"global_batch_size": 8, "micro_batch_size": 8},
+                             "data": {"name": "toy", "sources": ["x.txt"], "tokenizer": {"vocab_size": 512}}})
+        write_run(Path(root) / "iso" / f"r{i:02d}", summary=summary, config=config)
+        i += 1
     return Path(root) / "iso"

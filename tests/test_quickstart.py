@@ -24,7 +24,7 @@ def test_every_step_produced_its_output(study):
     out, res = study
     iso = sorted(p.parent for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json"))
     bslr = sorted(p.parent for p in (out / "runs" / "bs-lr-tiny").glob("*/summary.json"))
-    assert len(iso) == 9 and len(bslr) == 4
+    assert len(iso) == 10 and len(bslr) == 4  # 9 at the budgets, one anchor
     for run in iso + bslr:
         s = json.loads((run / "summary.json").read_text())
         assert s["status"] == "done"
@@ -52,8 +52,10 @@ def test_plan_was_trained_and_compared(study):
     assert cmp["n_kind"] == "non_embedding" and cmp["N"] == run["non_embedding_params"]
     assert cmp["interval"][0] <= cmp["parameter_interval"][0] and cmp["parameter_interval"][1] <= cmp["interval"][1]
     assert cmp["inside"] == (cmp["interval"][0] <= cmp["measured"] <= cmp["interval"][1])
-    # the plan's budget is the configured multiple of the largest IsoFLOP run's FLOPs
-    largest = max(json.loads(p.read_text())["flops"] for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json"))
+    # the plan's budget is the configured multiple of the largest IsoFLOP budget's FLOPs (not the anchor's)
+    flops = {p.parent.name: json.loads(p.read_text())["flops"] for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json")}
+    largest = max(f for name, f in flops.items() if not name.startswith("anchor-"))
+    assert flops["anchor-n50k-d200k"] > largest
     assert plan["compute"] == pytest.approx(3 * largest, rel=1e-3)
     report = (out / "report.md").read_text()
     for section in ("predicted vs measured", "## Fits", "## IsoFLOP sweep", "## Plan", "scalelab dashboard --runs"):
@@ -62,8 +64,12 @@ def test_plan_was_trained_and_compared(study):
     last = [ln for ln in res.stdout.splitlines() if ln.startswith("predicted loss")][-1]
     assert "(95% prediction interval " in last and "vs measured" in last and "relative error" in last
     # where the points came from, and what they cost (the figure issue 16 compares with WSD branches)
-    assert "IsoFLOP points: 9 from separate cosine runs (9)" in res.stdout and "points per CPU hour" in res.stdout
-    assert "come from separate cosine runs (9)" in report
+    assert "IsoFLOP points: 10 from separate cosine runs (10: 9 at the budgets, 1 anchor)" in res.stdout and "points per CPU hour" in res.stdout
+    assert "come from separate cosine runs (10: 9 at the budgets, 1 anchor)" in report
+    assert "3x the largest IsoFLOP budget" in report and "x the largest fitted run (an anchor)" in report
+    a2 = json.loads((out / "fits" / "chinchilla-a2.json").read_text())
+    assert a2["n_points"] == 9 and any("left out 1 run(s) without an IsoFLOP budget" in w for w in a2["warnings"])
+    assert json.loads((out / "fits" / "chinchilla-a3.json").read_text())["n_points"] == 10
     assert json.loads((out / "timings.json").read_text())["cumulative_cpu_seconds"]["3. IsoFLOP sweep"] > 0
 
 

@@ -77,13 +77,15 @@ def test_bad_budget_specs_exit_2(base, work):
         assert r.returncode == 2 and msg in r.stderr, (wsd, r.stderr)
 
 
-def test_quickstart_generates_a_wsd_spec_that_plans(work):
+def test_quickstart_generates_a_wsd_spec_that_plans(work, capsys):
     from launch.quickstart import load_config
     from launch.quickstart_wsd import plan_run_schedule, write_wsd_spec
 
     cfg = load_config(str(REPO / "configs/quickstart-test.yaml"), ["isoflop.schedule=wsd", "isoflop.wsd.cooldown=0.25"])
     path = write_wsd_spec(REPO / cfg.isoflop.spec, cfg.isoflop.set, cfg.isoflop.wsd, work / "specs")
     assert path.name == "isoflop-tiny-wsd.yaml"
+    # the test config's anchor is a cosine run outside the branch design: left out, and said
+    assert "leaves out the IsoFLOP spec's 1 anchor run(s)" in capsys.readouterr().out and "anchors" not in path.read_text()
     r = scalelab("sweep", "plan", path, "--format", "json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)

@@ -102,3 +102,28 @@ def test_embedding_dominated_runs_can_be_left_out(tmp_path):
     assert any(w.startswith("left out 3 of 21 runs whose embeddings exceed 60%") and "up to 75%" in w for w in rec["warnings"])
     with pytest.raises(InputError, match="needs params and non_embedding_params"):
         fit_chinchilla(pd.DataFrame({"N": np.geomspace(1e6, 1e8, 6), "D": 1e9, "loss": np.linspace(3, 2.5, 6)}), max_embedding_fraction=0.5)
+
+
+def test_anchors_are_fitted_by_approach3_left_out_of_approach2_and_the_plan_multiplies_the_largest_budget(tmp_path):
+    """isoflop.anchors (data-rich runs without a budget): approach 3 fits them with the profiles and
+    recovers the law; approach 2 leaves them out and says so; `plan`'s budget is a multiple of the
+    largest IsoFLOP budget, not of the (larger) anchors' compute, which the extrapolation factor counts."""
+    from scaling.plan import budget
+
+    anchors = [(3e4, 3e10), (1e5, 2e10)]  # C = k(N) D: 1.2e16 and 2e16, above the 1.6e14 budget
+    runs = write_isoflop_tree(tmp_path, anchors=anchors)
+    a2 = fit_chinchilla(runs, n_kind="non_embedding", approach=2)
+    assert a2["n_points"] == 21 and a2["diagnostics"]["n_budgets"] == 3
+    assert any(w.startswith("left out 2 run(s) without an IsoFLOP budget") for w in a2["warnings"])
+    a3 = fit_chinchilla(runs, n_kind="non_embedding", top_k=8)
+    assert a3["n_points"] == 23
+    for k in ("E", "alpha", "beta"):
+        assert a3["params"][k] == pytest.approx(getattr(TRUE, k), rel=1e-3)
+    lo, hi = a3["data_range"]["C_budgets"]
+    assert hi == pytest.approx(1.6e14, rel=1e-6) and a3["data_range"]["C"][1] == pytest.approx(k_trainer(1e5) * 2e10, rel=1e-6)
+    assert budget(FitRecord(a3), 10) == pytest.approx(1.6e15, rel=1e-6)
+    plan = make_plan([a3], budget(FitRecord(a3), 10), vocab_size=512)
+    assert plan["extrapolation_factor"] == pytest.approx(1.6e15 / (k_trainer(1e5) * 2e10), rel=1e-6) and plan["extrapolation_factor"] < 1
+    # without anchors the record has no C_budgets and the budget is a multiple of the largest run
+    plain = fit_chinchilla(write_isoflop_tree(tmp_path / "plain"), n_kind="non_embedding", top_k=8)
+    assert "C_budgets" not in plain["data_range"] and budget(FitRecord(plain), 10) == pytest.approx(1.6e15, rel=1e-6)

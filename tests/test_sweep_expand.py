@@ -118,6 +118,24 @@ def test_isoflop_takes_lr_and_batch_from_a_batch_lr_law(base, work):
         expand(spec_of(base, kind="isoflop", isoflop={**iso, "hparams_fit": str(work / "missing.json")}))
 
 
+def test_isoflop_anchors_run_outside_the_budgets(base):
+    """isoflop.anchors: one run per (model, tokens), first in the plan (the longest runs start
+    first), named for model and tokens, with the sweep's compute convention and no budget."""
+    iso = {"budgets": [6e9], "models": ["n50k", "n100k"], "min_steps": 3,
+           "anchors": [{"model": "n50k", "tokens": 2.0e6}, {"model": "n25k", "tokens": "3e5"}]}
+    p = expand(spec_of(base, kind="isoflop", set={"model.seq_len": 64}, isoflop=iso))
+    assert names(p) == ["anchor-n50k-d2m", "anchor-n25k-d300k", "c6e9-n50k", "c6e9-n100k"]
+    a = p.runs[0]
+    assert a.axes == {"model": "n50k", "compute": "trainer_flops", "anchor": True}
+    c = count(a.cfg.model, vocab_for(a.cfg))
+    assert a.cfg.train.tokens == 2_000_000 and a.flops == a.cfg.total_steps() * a.cfg.tokens_per_step() * c.flops_per_token
+    assert all("budget" in r.axes and "anchor" not in r.axes for r in p.runs[2:])
+    with pytest.raises(ConfigError, match=r"isoflop.anchors: n25k at 100 tokens is 1 steps < isoflop.min_steps=3"):
+        expand(spec_of(base, kind="isoflop", set={"model.seq_len": 64}, isoflop={**iso, "anchors": [{"model": "n25k", "tokens": 100}]}))
+    with pytest.raises(ConfigError, match="steps: unknown key"):
+        expand(spec_of(base, kind="isoflop", isoflop={**iso, "anchors": [{"model": "n25k", "steps": 100}]}))
+
+
 def test_batch_lr_grid_around_centre(base):
     p = expand(spec_of(base, kind="batch_lr", batch_lr={
         "models": ["n50k", "n100k"], "centre": {"batch_size": 8, "lr": 2e-3}, "batch_factors": [0.5, 1, 2],
@@ -192,8 +210,9 @@ def test_shipped_example_sweeps_plan():
         p = plan(REPO / "configs" / "sweeps" / f"{name}.yaml")
         assert p.runs, name
         if name == "isoflop-tiny":
-            assert len({r.axes["budget"] for r in p.runs}) >= 3 and len({r.axes["model"] for r in p.runs}) >= 3
-            assert sum(r.est_s for r in p.runs) < 15 * 60
+            assert len({r.axes["budget"] for r in p.runs if "budget" in r.axes}) >= 3 and len({r.axes["model"] for r in p.runs}) >= 3
+            assert sum(bool(r.axes.get("anchor")) for r in p.runs) == 2
+            assert sum(r.est_s for r in p.runs) < 20 * 60
         if name == "moe-vs-dense-tiny":
             assert {r.cfg.model.moe is None for r in p.runs} == {True, False}
             assert any(r.name.endswith("-dense") for r in p.runs)
