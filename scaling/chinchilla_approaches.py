@@ -209,6 +209,19 @@ def _data_info(df) -> dict | None:
     return out or None
 
 
+def _data_range(df, N, D, C) -> dict:
+    """Ranges of the fitted runs; `C_budgets`: compute of the runs an IsoFLOP sweep labels with a
+    budget (when some carry none: its anchors), what `plan` multiplies."""
+    rng = {"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())],
+           "loss": [float(df.loss.min()), float(df.loss.max())]}
+    if "budget" in df.columns:
+        has = np.isfinite(df["budget"].to_numpy(float))
+        if has.any() and not has.all():
+            Cb = np.asarray(C, dtype=float)[has]
+            rng["C_budgets"] = [float(Cb.min()), float(Cb.max())]
+    return rng
+
+
 def _bounds_in_samples(samples: dict, warnings: list[str]) -> None:
     """Resamples whose optimum sits on a bound: the interval's end is then the box's, not the data's."""
     from scaling.chinchilla_huber import BOUNDS
@@ -343,19 +356,6 @@ def _resample(df, n: int, n_boot: int, seed: int, curves: bool) -> tuple[list, s
 
 
 # ---------------------------------------------------------------- approaches 1 and 2
-def _data_range(df, N, D, C) -> dict:
-    """Ranges of the fitted runs; `C_budgets`: compute of the runs an IsoFLOP sweep labels with a
-    budget (when some carry none: its anchors), what `plan` multiplies."""
-    rng = {"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())],
-           "loss": [float(df.loss.min()), float(df.loss.max())]}
-    if "budget" in df.columns:
-        has = np.isfinite(df["budget"].to_numpy(float))
-        if has.any() and not has.all():
-            Cb = np.asarray(C, dtype=float)[has]
-            rng["C_budgets"] = [float(Cb.min()), float(Cb.max())]
-    return rng
-
-
 def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves):
     from scaling.isoflop import MIN_SIZES, approach1, approach2, approach2_resample, note_text
 
