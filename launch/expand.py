@@ -179,6 +179,12 @@ def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:
     return _batch_lr(spec, b), []
 
 
+def flops_per_token(c, compute: str) -> float:
+    """FLOPs per token of a model (`models.accounting.count`) under an IsoFLOP convention: every
+    run of a budget spends it in that currency."""
+    return {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(compute, c.flops_per_token)
+
+
 def _isoflop(spec: SweepSpec, b: _Builder):
     iso = spec.isoflop
     from models.accounting import count
@@ -195,8 +201,7 @@ def _isoflop(spec: SweepSpec, b: _Builder):
         label = model_label(m)
         _, cfg = b.resolve([("model", m)], label)
         c = count(cfg.model, vocab_for(cfg))
-        # FLOPs per token under the sweep's convention: every run of a budget spends it in that currency
-        fpt = {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(iso.compute, c.flops_per_token)
+        fpt = flops_per_token(c, iso.compute)
         models.append((m, label, fpt, cfg, c.total))
     out, skipped = [], []
     for c in sorted(iso.budgets):
@@ -241,7 +246,7 @@ def _anchors(iso, b: _Builder, hparams) -> list:
         label = model_label(a.model)
         _, cfg = b.resolve([("model", a.model)], label)
         c = count(cfg.model, vocab_for(cfg))
-        fpt = {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(iso.compute, c.flops_per_token)
+        fpt = flops_per_token(c, iso.compute)
         hp_items, hp_axes = _budget_hparams(hparams, fpt * a.tokens, cfg) if hparams else ([], {})
         tps = dict(hp_items).get("train.global_batch_size", cfg.train.global_batch_size) * cfg.model.seq_len
         steps = math.ceil(a.tokens / tps)

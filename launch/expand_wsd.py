@@ -54,11 +54,11 @@ def _fraction_ends(ws, t_max: int, tps: int, d_max: float) -> list[tuple[int, di
 
 def _budget_ends(ws, label: str, cfg, tps: int, skipped: list[str]) -> list[tuple[int, dict]]:
     """(steps, axes) of every kept budget of one model, by steps (the same rules as kind isoflop)."""
-    from launch.expand import vocab_for
+    from launch.expand import flops_per_token, vocab_for
     from models.accounting import count
 
     c = count(cfg.model, vocab_for(cfg))
-    fpt = {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(ws.compute, c.flops_per_token)
+    fpt = flops_per_token(c, ws.compute)
     ends: dict[int, dict] = {}
     for budget in ws.budgets:
         tokens = budget / fpt

@@ -214,12 +214,19 @@ def _data_range(df, N, D, C) -> dict:
     budget (when some carry none: its anchors), what `plan` multiplies."""
     rng = {"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())],
            "loss": [float(df.loss.min()), float(df.loss.max())]}
-    if "budget" in df.columns:
-        has = np.isfinite(df["budget"].to_numpy(float))
-        if has.any() and not has.all():
-            Cb = np.asarray(C, dtype=float)[has]
-            rng["C_budgets"] = [float(Cb.min()), float(Cb.max())]
+    has = _budget_mask(df)
+    if has is not None:
+        Cb = np.asarray(C, dtype=float)[has]
+        rng["C_budgets"] = [float(Cb.min()), float(Cb.max())]
     return rng
+
+
+def _budget_mask(df):
+    """Which runs carry an IsoFLOP budget, when some do and some (the sweep's anchors) do not; else None."""
+    if "budget" not in df.columns:
+        return None
+    has = np.isfinite(df["budget"].to_numpy(float))
+    return has if has.any() and not has.all() else None
 
 
 def _bounds_in_samples(samples: dict, warnings: list[str]) -> None:
@@ -428,10 +435,8 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
 def _budget_members(df, C, warnings):
     """Approach 2 fits parabolas at equal compute: when the sweep labels budgets, runs without one
     (an IsoFLOP sweep's `anchors`) are left out, and the record says how many."""
-    if "budget" not in df.columns:
-        return df, C
-    has = np.isfinite(df["budget"].to_numpy(float))
-    if has.all() or not has.any():
+    has = _budget_mask(df)
+    if has is None:
         return df, C
     warnings.append(f"left out {int((~has).sum())} run(s) without an IsoFLOP budget (the sweep's anchors): "
                     "approach 2 fits parabolas to runs at equal compute")
