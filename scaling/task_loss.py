@@ -81,6 +81,7 @@ def table_points(data, columns: dict[str, str], tasks, n_kind: str):
 
     from scaling import inputs
 
+    columns = dict(columns)  # the caller's mapping (saved in the record) keeps its task column
     task_col = columns.pop("task", None)
     raw, source = (data.copy(), "DataFrame") if isinstance(data, pd.DataFrame) else (_read_raw(data), str(data))
     if task_col and task_col not in raw.columns:
