@@ -127,8 +127,6 @@ def fit_task(L, acc, *, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, cha
 
 def load_table(source, columns: dict[str, str]):
     """(DataFrame with loss, acc[, task], description) from a table: CSV, TSV or Parquet."""
-    from pathlib import Path
-
     import pandas as pd
 
     for role in columns:
@@ -137,17 +135,9 @@ def load_table(source, columns: dict[str, str]):
     if isinstance(source, pd.DataFrame):
         raw, desc = source.copy(), "DataFrame"
     else:
-        path = Path(source)
-        if not path.exists():
-            raise InputError(f"{path} does not exist")
-        suf = path.suffix.lower()
-        if suf in (".csv", ".tsv"):
-            raw = pd.read_csv(path, sep="\t" if suf == ".tsv" else ",")
-        elif suf == ".parquet":
-            raw = pd.read_parquet(path)
-        else:
-            raise InputError(f"{path}: use a .csv, .tsv or .parquet table, or a run-directory tree")
-        desc = str(path)
+        from scaling.tables import read_table
+
+        raw, desc = read_table(source), str(source)
     out = pd.DataFrame()
     for role in ROLES:
         col = columns.get(role, role)

@@ -18,22 +18,11 @@ import numpy as np
 from scaling import inputs
 from scaling.errors import FitError, InputError
 from scaling.record import data_sha256
+from scaling.tables import read_table
 
 # the group's own warnings that mean its law cannot be read (as dashboard.fit_checks judges them)
 _UNIDENTIFIED = re.compile(r"not (separately )?identified|stopped on its bound", re.I)
 POINT_COLUMNS = ("N", "D", "loss", "flops", "lr", "batch_tokens", "run")
-
-
-def _read_table(path: Path):
-    import pandas as pd
-
-    suf = path.suffix.lower()
-    try:
-        if suf in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        return pd.read_csv(path, sep="\t" if suf == ".tsv" else ",")
-    except Exception as exc:  # pandas raises many types for malformed files
-        raise InputError(f"{path}: cannot read the table: {exc}") from None
 
 
 def _label(v) -> str:
@@ -57,7 +46,7 @@ def group_values(ds: inputs.Dataset, data, key: str) -> tuple[np.ndarray, str]:
             return _config_values(ds, key), "config"
         if not src.exists():
             raise InputError(f"--by {key}: the table behind this data ({src}) is not readable")
-        raw = _read_table(src)
+        raw = read_table(src)
     if key not in raw.columns:
         raise InputError(f"--by {key}: no column '{key}' in the table (columns: {', '.join(map(str, raw.columns))})")
     col = raw[key].reset_index(drop=True)

@@ -91,18 +91,10 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", c
                 if "unique_tokens" in raw.columns and raw["unique_tokens"].notna().all():
                     mapping["U"] = "unique_tokens"  # the training split's unique tokens (summary.json)
                 return _canonical(raw, mapping, desc, n_kind, warnings, f"{N_KINDS[n_kind]} from summary.json")
-        elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
-            try:
-                raw = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
-            except Exception as exc:  # pandas raises many types for malformed text
-                raise InputError(f"{path}: cannot read as CSV: {exc}") from None
-        elif path.suffix.lower() in (".parquet", ".pq"):
-            try:
-                raw = pd.read_parquet(path)
-            except Exception as exc:
-                raise InputError(f"{path}: cannot read as Parquet: {exc}") from None
         else:
-            raise InputError(f"{path}: unsupported data file type '{path.suffix}' (use .csv, .parquet or a run directory)")
+            from scaling.tables import read_table
+
+            raw = read_table(path)
     mapping = _resolve_columns(raw, columns, n_kind)
     source_n = f"column '{mapping['N']}'" + (" (--col)" if "N" in columns else "") if "N" in mapping else ""
     return _canonical(raw, mapping, desc, n_kind, warnings, source_n)

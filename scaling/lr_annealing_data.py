@@ -69,11 +69,9 @@ def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curv
     if isinstance(source, pd.DataFrame):
         raw, desc = source, "DataFrame"
     else:
-        path, desc = Path(source), str(source)
-        try:
-            raw = pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else pd.read_csv(path)
-        except Exception as exc:  # pandas raises many types for malformed files
-            raise InputError(f"{path}: cannot read as a table: {exc}") from None
+        from scaling import tables
+
+        raw, desc = tables.read_table(source), str(source)
     cols = dict(columns or {})
     lower = {str(c).strip().lower(): c for c in raw.columns}
     for role in TABLE_ROLES:
@@ -248,8 +246,6 @@ def load_curves(data, *, metric: str = "loss", columns: dict[str, str] | None = 
             if columns:
                 raise InputError("--col applies to tables, not run directories")
             return (*read_runs(p, metric), "runs")
-        if p.suffix.lower() not in (".csv", ".parquet", ".pq"):
-            raise InputError(f"{p}: unsupported data file type '{p.suffix}' (use .csv, .parquet or a run-directory tree)")
     if metric != "loss":
         raise InputError("--metric applies to run directories; a table's loss column is mapped with --col loss=COLUMN")
     return (*read_table(data, columns), "table")

@@ -18,6 +18,7 @@ from pathlib import Path
 from rundir.layout import CONFIG, SUMMARY
 from scaling import inputs
 from scaling.errors import InputError
+from scaling.tables import read_table
 from rundir.read import load_runs
 
 ROLES = ("N", "D", "G", "E", "loss", "top_k", "flops")
@@ -63,24 +64,10 @@ def load_moe(source, columns: dict[str, str] | None = None) -> inputs.Dataset:
             raw, warnings = read_moe_runs(path)
             mapping = {r: r for r in ROLES if r in raw.columns}
             return _canonical(raw, mapping, desc, warnings, "active_non_embedding_params from summary.json")
-        raw, warnings = _read_table(path), []
+        raw, warnings = read_table(path), []
     mapping = _resolve(raw, columns)
     source_n = f"column '{mapping['N']}'" if "N" in mapping else ""
     return _canonical(raw, mapping, desc, warnings, source_n)
-
-
-def _read_table(path: Path):
-    import pandas as pd
-
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".csv", ".tsv", ".txt"):
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-    except Exception as exc:  # pandas raises many types for malformed files
-        raise InputError(f"{path}: cannot read as a table: {exc}") from None
-    raise InputError(f"{path}: unsupported data file type '{path.suffix}' (use .csv, .parquet or a run directory)")
 
 
 def _resolve(raw, overrides: dict[str, str]) -> dict[str, str]:

@@ -143,14 +143,12 @@ def _kaplan(plt, rec, df):
 
 
 def _batch_lr(plt, rec, df):
-    from scaling.common import compute_C
     from scaling.laws import from_record
 
     law = from_record(rec)
     form = rec["settings"]["form"]
     rows = rec["diagnostics"]["groups"]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    C = compute_C(df)
     xkey = "C" if form == "compute" else "D"
     x = np.array([r[xkey] for r in rows])
     xs = np.geomspace(x.min(), x.max() * 10, 50)

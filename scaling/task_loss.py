@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from scaling import pipeline
 from scaling.errors import FitError, InputError
+from scaling.tables import read_table
 
 FORM = "L_task(N, D) = E + A / N^alpha + B / D^beta (per task)"
 
@@ -83,7 +84,7 @@ def table_points(data, columns: dict[str, str], tasks, n_kind: str):
 
     columns = dict(columns)  # the caller's mapping (saved in the record) keeps its task column
     task_col = columns.pop("task", None)
-    raw, source = (data.copy(), "DataFrame") if isinstance(data, pd.DataFrame) else (_read_raw(data), str(data))
+    raw, source = (data.copy(), "DataFrame") if isinstance(data, pd.DataFrame) else (read_table(data), str(data))
     if task_col and task_col not in raw.columns:
         raise InputError(f"--col task={task_col}: no column '{task_col}' (columns: {', '.join(map(str, raw.columns))})")
     col = task_col or ("task" if "task" in raw.columns else None)
@@ -99,23 +100,6 @@ def table_points(data, columns: dict[str, str], tasks, n_kind: str):
     ds = inputs.load(raw.reset_index(drop=True), columns, n_kind)
     inputs.validate(ds, ("N", "D", "loss"), min_points=1, law="task-loss")
     return ds.df.assign(task=names.to_numpy()), source, list(ds.warnings)
-
-
-def _read_raw(path):
-    from pathlib import Path
-
-    import pandas as pd
-
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"data not found: {p}")
-    suf = p.suffix.lower()
-    if suf not in (".csv", ".tsv", ".parquet", ".pq"):
-        raise InputError(f"{p}: use a .csv, .tsv or .parquet table, or a run-directory tree")
-    try:
-        return pd.read_parquet(p) if suf in (".parquet", ".pq") else pd.read_csv(p, sep="\t" if suf == ".tsv" else ",")
-    except Exception as exc:  # pandas raises many types for malformed files
-        raise InputError(f"{p}: cannot read the table: {exc}") from None
 
 
 def task_record(rec, task: str):
