@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scaling.errors import FitError, InputError
+from scaling.tables import read_table
 
 ROLES = ("loss", "acc", "task")
 FLAT_DELTA = 0.02  # accuracy change over the data below which the fit is called flat
@@ -135,8 +136,6 @@ def load_table(source, columns: dict[str, str]):
     if isinstance(source, pd.DataFrame):
         raw, desc = source.copy(), "DataFrame"
     else:
-        from scaling.tables import read_table
-
         raw, desc = read_table(source), str(source)
     out = pd.DataFrame()
     for role in ROLES:

@@ -16,6 +16,7 @@ from rundir.layout import CONFIG, METRICS
 from rundir.metrics import read_metrics
 from rundir.read import load_runs
 from scaling.errors import InputError
+from scaling.tables import read_table
 
 ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps", "U")
 
@@ -92,8 +93,6 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", c
                     mapping["U"] = "unique_tokens"  # the training split's unique tokens (summary.json)
                 return _canonical(raw, mapping, desc, n_kind, warnings, f"{N_KINDS[n_kind]} from summary.json")
         else:
-            from scaling.tables import read_table
-
             raw = read_table(path)
     mapping = _resolve_columns(raw, columns, n_kind)
     source_n = f"column '{mapping['N']}'" + (" (--col)" if "N" in columns else "") if "N" in mapping else ""

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from rundir.layout import CONFIG, METRICS, SUMMARY
+from scaling import tables
 from scaling.errors import InputError
 
 TABLE_ROLES = ("run", "step", "lr", "loss")
@@ -69,8 +70,6 @@ def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curv
     if isinstance(source, pd.DataFrame):
         raw, desc = source, "DataFrame"
     else:
-        from scaling import tables
-
         raw, desc = tables.read_table(source), str(source)
     cols = dict(columns or {})
     lower = {str(c).strip().lower(): c for c in raw.columns}
