@@ -30,6 +30,21 @@ from rundir.summary import read_summary
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
 DEFAULT_MAX_REQUEUES = 3
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+
+def died_of(code: int, signals) -> str | None:
+    """The name of the signal in `signals` that killed a process with exit `code` (Popen's -N, or
+    128+N from a shell or launcher), else None."""
+    nums = {int(s) for s in signals}
+    n = -code if code < 0 else code - 128
+    return signal.Signals(n).name if n in nums else None
+
+
+def stopped_in_startup(code: int, signals) -> bool:
+    """A trainer killed by a stop signal (one its launcher forwarded) before Python could install a
+    handler: nothing was trained in that attempt, so the run is stopped, not failed."""
+    return code not in (EXIT_OK, EXIT_STOPPED) and died_of(code, signals) is not None
 
 
 def write_launch_config(run) -> Path:
@@ -227,6 +242,9 @@ def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", 
         codes = [p.wait() for p in procs]
         code = max(codes, key=lambda c: (c != 0, c))
         log.write(f"=== trainer exit code {code}\n".encode())
+        if got and stopped_in_startup(code, got):
+            log.write(f"=== the trainer died of {died_of(code, got)} while starting: nothing trained in this attempt\n".encode())
+            code = EXIT_STOPPED
         again = False
         if code == EXIT_STOPPED:
             again, msg = after_stop(run_dir, got, job, requeue, max_requeues)

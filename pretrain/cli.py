@@ -83,8 +83,16 @@ def config_differences(old: dict, new: dict) -> list[str]:
 
 
 def cmd_train(args) -> int:
+    from pretrain.callbacks.signals import StopBeforeTraining, catch_early
+
+    catch_early()  # a stop during start-up (torch, DeepSpeed, data) ends it as "stopped", not killed
     try:
         return _train(args)
+    except StopBeforeTraining as stop:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"received {stop.signal_name} before training started: stopped, nothing to save; "
+                  "rerun the same command to start (or resume) the run", flush=True)
+        return 3
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -171,12 +179,16 @@ def _copy_tokenizer(prepared, run_dir: Path) -> None:
     import json
     import shutil
 
-    shutil.copyfile(prepared.tokenizer_path, run_dir / "tokenizer.json")
+    from rundir.files import atomic_write_text
+
+    tmp = run_dir / "tokenizer.json.tmp"  # written whole or not at all: a stop may come at any moment
+    shutil.copyfile(prepared.tokenizer_path, tmp)
+    os.replace(tmp, run_dir / "tokenizer.json")
     meta = {"vocab_size": prepared.vocab_size, "eot_id": prepared.eot_id, "data_dir": str(Path(prepared.out_dir).resolve()),
             "tokenizer": prepared.meta.get("tokenizer"), "fingerprint": prepared.meta.get("fingerprint")}
     if prepared.meta.get("mixture"):
         meta["mixture"] = prepared.meta["mixture"]
-    (run_dir / "tokenizer_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(run_dir / "tokenizer_meta.json", json.dumps(meta, indent=2) + "\n")
 
 
 def _same_tokenizer(run_dir: Path, prepared) -> bool:

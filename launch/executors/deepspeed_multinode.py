@@ -24,7 +24,7 @@ from pretrain.errors import ConfigError
 from launch import depends
 from launch.locks import RunLock
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
-from rundir.layout import LAUNCH_CONFIG, TRAIN_LOG
+from rundir.layout import LAUNCH_CONFIG, SUMMARY, TRAIN_LOG
 from rundir.summary import read_summary
 
 
@@ -77,11 +77,25 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def outcome(run_dir: Path, code: int, stopping: bool) -> int:
-    """The run's exit code; after a stop the launcher's own code says little (the runner dies of
-    SIGTERM), so the run's summary.json decides: preempted -> 3, done -> 0."""
+def summary_stamp(run_dir: Path) -> tuple | None:
+    """What identifies the summary.json written last (None: none yet); compared, not clock-read,
+    since a rank on another node writes it through a shared file system."""
+    try:
+        st = (Path(run_dir) / SUMMARY).stat()
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def outcome(run_dir: Path, code: int, stopping: bool, before: tuple | None) -> int:
+    """The run's exit code; after a stop the launcher's own code says little (the runner exits 1
+    on SIGTERM), so the summary.json this attempt wrote decides: preempted -> 3, done -> 0,
+    failed -> the code. No summary from this attempt: the ranks were stopped while starting,
+    before training (`scalelab train` exits 3 then, or died of the signal), so the run is stopped."""
     if not stopping or code in (EXIT_OK, EXIT_STOPPED):
         return code
+    if summary_stamp(run_dir) in (None, before):
+        return EXIT_STOPPED
     status = (read_summary(run_dir) or {}).get("status")
     return {"preempted": EXIT_STOPPED, "done": EXIT_OK}.get(status, code)
 
@@ -149,6 +163,7 @@ class DeepSpeedExecutor:
                     log = open_log(run_dir, "deepspeed: " + " ".join(argv))
                     out.write(f"start  {r.name} -> {run_dir / TRAIN_LOG}\n")
                     out.flush()
+                    before = summary_stamp(run_dir)
                     proc = state["proc"] = start_trainer(run_dir, argv, dict(os.environ), lock, log)
                     lock.add_trainers([proc.pid])
                     code = proc.wait()
@@ -156,7 +171,7 @@ class DeepSpeedExecutor:
                     while group_alive(proc.pid):
                         time.sleep(0.2)
                     state["proc"] = None
-                    code = outcome(run_dir, code, state["stop"])
+                    code = outcome(run_dir, code, state["stop"], before)
                     log.write(f"=== trainer exit code {code}\n".encode())
                     log.close()
                 finally:

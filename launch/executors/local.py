@@ -24,7 +24,8 @@ from pathlib import Path
 
 from launch import depends
 from launch.locks import RunLock
-from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, train_argv, write_launch_config
+from launch.worker import (EXIT_OK, EXIT_STOPPED, STOP_SIGNALS, decide, open_log, start_trainer, stopped_in_startup, train_argv,
+                           write_launch_config)
 from rundir.layout import METRICS, TRAIN_LOG
 from rundir.lock import is_locked
 from rundir.metrics import last_record
@@ -191,15 +192,17 @@ class LocalExecutor:
         if slot.lock is not None:
             slot.lock.release()
         took = time.time() - slot.started
+        startup = self._stop and stopped_in_startup(code, STOP_SIGNALS)  # killed by our SIGTERM before its handler
         rec = last_record(Path(slot.run.run_dir) / METRICS) or {}
         loss = rec.get("loss")
         tail = f", loss {loss:.4f}" if isinstance(loss, float) else ""
         if code == EXIT_OK:
             res.done.append(name)
             self._say(f"done   {name} in {took:.0f}s{tail}")
-        elif code == EXIT_STOPPED:
+        elif code == EXIT_STOPPED or startup:
             res.stopped.append(name)
-            self._say(f"stopped {name} after a checkpoint{tail} (relaunch resumes it)")
+            self._say(f"stopped {name} while it was starting (nothing lost; relaunch runs it)" if startup else
+                      f"stopped {name} after a checkpoint{tail} (relaunch resumes it)")
         else:
             res.failed.append(name)
             self._say(f"FAILED {name} (exit {code}); see {Path(slot.run.run_dir) / TRAIN_LOG}")
