@@ -48,15 +48,22 @@ def _env(env: dict | None, unset=()) -> dict:
     return full
 
 
-def scalelab(*args, cwd: Path | None = None, env: dict | None = None, unset=(), timeout: int = 600) -> subprocess.CompletedProcess:
-    """`scalelab ARGS` to completion in `cwd` (default: the checkout, first on PYTHONPATH too); `env`
-    adds to this process's environment and `unset` names variables to leave out."""
-    return subprocess.run(SCALELAB + [str(a) for a in args], cwd=cwd or REPO, env=_env(env, unset), capture_output=True,
-                          text=True, timeout=timeout)
+def scalelab(*args, cwd: Path | None = None, env: dict | None = None, unset=(), timeout: int = 600,
+             process: bool = False) -> subprocess.CompletedProcess:
+    """`scalelab ARGS` to completion in `cwd` (default: the checkout); `env` adds to the environment
+    and `unset` names variables to leave out. In this process (tests/cli_inprocess.py) unless
+    `process=True` or SCALELAB_TEST_PROCESSES=1: a test that needs its own process says so."""
+    argv = [str(a) for a in args]
+    if process or os.environ.get("SCALELAB_TEST_PROCESSES") == "1":
+        return subprocess.run(SCALELAB + argv, cwd=cwd or REPO, env=_env(env, unset), capture_output=True, text=True,
+                              timeout=timeout)
+    import cli_inprocess
+
+    return cli_inprocess.run(argv, Path(cwd or REPO), env, unset)
 
 
-def run_cli(args: list, cwd: Path | None, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return scalelab(*args, cwd=cwd, env=env, timeout=timeout)
+def run_cli(args: list, cwd: Path | None, env: dict | None = None, timeout: int = 600, process: bool = False) -> subprocess.CompletedProcess:
+    return scalelab(*args, cwd=cwd, env=env, timeout=timeout, process=process)
 
 
 def spawn(cmd: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:

@@ -1,0 +1,75 @@
+"""`scalelab ARGS` run inside the test process: `launch.cli.main(argv)` with its own working
+directory, environment, stdout/stderr and exit code, and everything it may change put back after.
+
+A new process pays Python's start-up and, for a command that trains, torch's and DeepSpeed's
+imports (seconds each on the 2-core CI machine); in process they are paid once per test worker.
+Tests that need a process of their own (signals, kill -9, several ranks, the DeepSpeed launcher,
+what a fresh interpreter imports) ask for one: `scalelab(..., process=True)`.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+@contextlib.contextmanager
+def isolated(cwd: Path, env: dict | None = None, unset=()):
+    """Run a block as if it were a fresh `scalelab` process: working directory, environment,
+    signal handlers and torch's thread count restored afterwards."""
+    old_cwd, old_env = os.getcwd(), dict(os.environ)
+    handlers = {s: signal.getsignal(s) for s in _SIGNALS}
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    os.environ.update({k: str(v) for k, v in (env or {}).items()})
+    for k in unset:
+        os.environ.pop(k, None)
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(threads or 1)
+        gc.collect()  # a finished trainer's engine and buffers, before the next test builds its own
+
+
+class _Tee(io.StringIO):
+    """A stdout/stderr stand-in that reports itself as no terminal (as a captured pipe would)."""
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:  # code that asks for a terminal size falls back as it would on a pipe
+        raise io.UnsupportedOperation("fileno")
+
+
+def run(argv: list[str], cwd: Path, env: dict | None = None, unset=()) -> subprocess.CompletedProcess:
+    """`scalelab ARGV` in this process; the result looks like `subprocess.run(..., text=True)`'s."""
+    from launch.cli import main
+
+    out, err = _Tee(), _Tee()
+    with isolated(cwd, env, unset), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse errors, explicit exits
+            if isinstance(exc.code, str):
+                err.write(exc.code + "\n")
+                code = 1
+            else:
+                code = int(exc.code or 0)
+        except BrokenPipeError:
+            code = 0
+    return subprocess.CompletedProcess(["scalelab", *argv], code, out.getvalue(), err.getvalue())
