@@ -169,7 +169,8 @@ def queued_evals(meta: Path, suite: str) -> set[str]:
     return found
 
 
-def submit_slurm(spec, run_dirs: list[Path], req: Request, suite_name: str, dry_run: bool, out=sys.stdout) -> int:
+def submit_slurm(spec, run_dirs: list[Path], req: Request, suite_name: str, dry_run: bool, out=None) -> int:
+    out = out or sys.stdout  # read now: the default would pin the stdout of import time
     import shutil
 
     from launch.executors.slurm import sweep_meta_dir

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 _SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
@@ -46,30 +46,49 @@ def isolated(cwd: Path, env: dict | None = None, unset=()):
         gc.collect()  # a finished trainer's engine and buffers, before the next test builds its own
 
 
-class _Tee(io.StringIO):
-    """A stdout/stderr stand-in that reports itself as no terminal (as a captured pipe would)."""
-
-    def isatty(self) -> bool:
-        return False
-
-    def fileno(self) -> int:  # code that asks for a terminal size falls back as it would on a pipe
-        raise io.UnsupportedOperation("fileno")
+@contextlib.contextmanager
+def captured():
+    """Both the process's stdout/stderr file descriptors and Python's streams into temporary files,
+    as a pipe would: what the command prints and what the processes it starts print land in one
+    stream, in order. Yields a dict that holds `out` and `err` once the block is left."""
+    result: dict[str, str] = {}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    files = {fd: tempfile.TemporaryFile() for fd in (1, 2)}
+    streams = sys.stdout, sys.stderr
+    try:
+        for fd, f in files.items():
+            os.dup2(f.fileno(), fd)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        yield result
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = streams
+        for fd, old in saved.items():
+            os.dup2(old, fd)
+            os.close(old)
+        for fd, f in files.items():
+            f.seek(0)
+            result["out" if fd == 1 else "err"] = f.read().decode("utf-8", errors="replace")
+            f.close()
 
 
 def run(argv: list[str], cwd: Path, env: dict | None = None, unset=()) -> subprocess.CompletedProcess:
     """`scalelab ARGV` in this process; the result looks like `subprocess.run(..., text=True)`'s."""
     from launch.cli import main
 
-    out, err = _Tee(), _Tee()
-    with isolated(cwd, env, unset), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with isolated(cwd, env, unset), captured() as out:
         try:
             code = main(argv)
         except SystemExit as exc:  # argparse errors, explicit exits
             if isinstance(exc.code, str):
-                err.write(exc.code + "\n")
+                print(exc.code, file=sys.stderr)
                 code = 1
             else:
                 code = int(exc.code or 0)
         except BrokenPipeError:
             code = 0
-    return subprocess.CompletedProcess(["scalelab", *argv], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(["scalelab", *argv], code, out["out"], out["err"])

@@ -26,6 +26,21 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")  # plots are written to files, never shown
 os.environ.setdefault("WANDB_MODE", "disabled")  # a test that logs to W&B says so (wandb.mode in its config wins)
+if not any(Path("/dev").glob("nvidia[0-9]*")):
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")  # no accelerator probe in every process DeepSpeed starts
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Test workers share the cores: each computes with one thread (what it trains in process, and the
+    # processes it starts unless they set their own count), so two workers do not oversubscribe two cores.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests of the one-node Slurm cluster run one after another in a single worker (`--dist loadgroup`):
+    its CPUs are the machine's, and two sweeps queued at once would wait on each other."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()) or "slurm" in item.name:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 def data_root() -> Path | None:
@@ -64,6 +79,15 @@ def scalelab(*args, cwd: Path | None = None, env: dict | None = None, unset=(), 
 
 def run_cli(args: list, cwd: Path | None, env: dict | None = None, timeout: int = 600, process: bool = False) -> subprocess.CompletedProcess:
     return scalelab(*args, cwd=cwd, env=env, timeout=timeout, process=process)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now: tests run side by side (pytest-xdist, --count)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def spawn(cmd: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import complete_checkpoint, prepared_data, write_base, write_spec
+from conftest import complete_checkpoint, prepared_data, write_base, write_spec, free_port
 
 from rundir.lock import is_locked
 
@@ -43,7 +43,7 @@ def test_ctrl_c_stops_the_training_and_keeps_the_lock_until_the_ranks_exit(work)
     hostfile = work / "hostfile"
     hostfile.write_text("localhost slots=1\n")
     spec = write_spec(work, {"name": "dsc", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs"),
-                             "executor": {"deepspeed": {"hostfile": str(hostfile), "master_port": 29731}}})
+                             "executor": {"deepspeed": {"hostfile": str(hostfile), "master_port": free_port()}}})
     run_dir = (work / "runs" / "s0").resolve()
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     a = subprocess.Popen([sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--executor", "deepspeed"],

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import REPO, SCALELAB, requires_corpus, tiny_overrides
+from conftest import REPO, requires_corpus, run_cli, tiny_overrides
 from launch.cli import main as scalelab
 
 STEPS = 60
@@ -21,17 +21,13 @@ STEPS = 60
 @pytest.fixture(scope="module")
 def runs(tiny_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("lra") / "runs"
-    procs = []
+    root.mkdir()
     for name in ("constant", "wsd"):
         over = tiny_overrides(tiny_data, **{"train.steps": STEPS, "train.log_every_steps": 2, "train.eval_every_steps": 20,
                                             "train.checkpoint_every_steps": 0, "optim.lr": 0.01, "schedule.name": name,
                                             "schedule.warmup_steps": 4, "schedule.decay_fraction": 0.3})
-        procs.append(subprocess.Popen([*SCALELAB, "train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(root / name),
-                                       "--no-progress"], env={**os.environ, "PYTHONPATH": str(REPO)},
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for p in procs:
-        out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out
+        r = run_cli(["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(root / name), "--no-progress"], root)
+        assert r.returncode == 0, r.stdout + r.stderr
     return root
 
 

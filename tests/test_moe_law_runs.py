@@ -29,17 +29,12 @@ RUNS = {  # run -> overrides: n50k has d_ff 128, n100k 192
 
 @pytest.fixture(scope="module")
 def runs(tiny_data, tmp_path_factory):
-    """Six 8-step runs, two at a time (2 cores)."""
+    """Six 8-step runs."""
     root = tmp_path_factory.mktemp("moe-runs")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     base = {"train.steps": 8, "train.eval_every_steps": 8, "train.checkpoint_every_steps": 100, "train.log_every_steps": 4}
-    names = list(RUNS)
-    for i in range(0, len(names), 2):
-        procs = [subprocess.Popen(SCALELAB + ["train", TINY, *tiny_overrides(tiny_data, **(base | RUNS[n])), "--run-dir", str(root / n), "--no-progress"],
-                                  cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for n in names[i:i + 2]]
-        for n, p in zip(names[i:i + 2], procs):
-            out, _ = p.communicate(timeout=600)
-            assert p.returncode == 0, (n, out[-3000:])
+    for n, over in RUNS.items():
+        r = run_cli(["train", TINY, *tiny_overrides(tiny_data, **(base | over)), "--run-dir", str(root / n), "--no-progress"], root)
+        assert r.returncode == 0, (n, r.stdout[-3000:] + r.stderr[-3000:])
     return root
 
 

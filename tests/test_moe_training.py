@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_overrides
+from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_overrides, free_port
 from models.moe.routers import ROUTERS
 
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -85,9 +85,9 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
             "model.moe.router": "aux_free_bias", "model.moe.bias_update_rate": 0.01}
     ep1 = tiny_overrides(tiny_data, **(MOE | base | {"model.moe.ep_size": 1}))
     ep2 = tiny_overrides(tiny_data, **(MOE | base | {"model.moe.ep_size": 2}))
-    r1 = launch(ep1, "ep1", tmp_path, 29741)
+    r1 = launch(ep1, "ep1", tmp_path, free_port())
     assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
-    r2 = launch(ep2, "ep2", tmp_path, 29742)
+    r2 = launch(ep2, "ep2", tmp_path, free_port())
     assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
     m1, m2 = metrics(tmp_path / "ep1"), metrics(tmp_path / "ep2")
     assert len(m1) == len(m2) == 12
@@ -111,10 +111,10 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
         assert torch.allclose(b.state_dict()[name], w, atol=1e-4), name
     # Kill an EP=2 run after its step-6 checkpoint and resume it: identical to the uninterrupted one.
     launcher = Path(sys.executable).parent / "deepspeed"
-    cmd = [str(launcher), "--num_gpus", "2", "--master_port", "29743", "--module", "pretrain.cli", TINY_MOE, *ep2,
+    cmd = [str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY_MOE, *ep2,
            "--run-dir", "ep2k", "--no-progress"]
     kill_after_step(tmp_path / "ep2k", 8, spawn(cmd, tmp_path, {"OMP_NUM_THREADS": "1"}))
-    r3 = launch(ep2, "ep2k", tmp_path, 29744)
+    r3 = launch(ep2, "ep2k", tmp_path, free_port())
     assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
     assert "resumed from checkpoint step_" in r3.stdout + r3.stderr
     assert [tuple(r.get(k) for k in COMPARED) for r in metrics(tmp_path / "ep2k")] == \
@@ -136,7 +136,7 @@ def test_zero3_two_ranks_every_router_trains_and_resumes_exactly(router, tiny_da
                                                "train.eval_tokens": 17 * 64,
                                                "deepspeed.zero_stage": 3, "model.moe.router": router,
                                                "model.moe.bias_update_rate": 0.01}))
-    port = 29750 + 2 * list(ROUTERS).index(router)
+    port = free_port()
     r1 = launch(over, "run", tmp_path, port)
     assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
     full = comparable(tmp_path / "run")
@@ -145,7 +145,7 @@ def test_zero3_two_ranks_every_router_trains_and_resumes_exactly(router, tiny_da
     # As if killed after the step-3 checkpoint: drop the later one and rerun the same command.
     shutil.rmtree(tmp_path / "run" / "checkpoints" / "step_6")
     (tmp_path / "run" / "summary.json").unlink()
-    r2 = launch(over, "run", tmp_path, port + 1)
+    r2 = launch(over, "run", tmp_path, free_port())
     assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
     assert "resumed from checkpoint step_3" in r2.stdout + r2.stderr
     assert comparable(tmp_path / "run") == full  # bitwise, router metrics included

@@ -195,22 +195,14 @@ def test_cli_bad_options_exit_2(tree, tmp_path, capsys):
 def test_real_trainer_runs_end_to_end(tiny_data, tmp_path):
     """Three tiny real runs at 256/512/1024-token batches with the noise probe on: the CLI reads
     their curves and reports a finite B_crit next to the measured noise scale."""
-    import os
-    import subprocess
+    from conftest import tiny_overrides
 
-    from conftest import SCALELAB, tiny_overrides
-
-    procs = []
     for gbs in (4, 8, 16):
         over = tiny_overrides(tiny_data, **{"train.steps": 40, "train.micro_batch_size": 4, "train.global_batch_size": gbs,
                                             "train.eval_every_steps": 0, "train.checkpoint_every_steps": 0, "optim.lr": 0.01,
                                             "schedule.name": "constant", "schedule.warmup_steps": 4, "train.noise_scale_every_steps": 4})
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        procs.append(subprocess.Popen([*SCALELAB, "train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", f"runs/b{gbs}", "--no-progress"],
-                                      cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for p in procs:
-        out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out
+        r = run_cli(["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", f"runs/b{gbs}", "--no-progress"], tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
     r = run_cli(["fit", "critical-batch", "runs", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout)

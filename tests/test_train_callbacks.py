@@ -4,29 +4,29 @@ the last micro-batch of a step stopping with the weights untouched, and the metr
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+import train_inprocess
 from conftest import REPO, run_cli, tiny_overrides
 
 TINY = str(REPO / "configs/train/tiny.yaml")
-HARNESS = str(REPO / "tests" / "train_inprocess.py")
 
 
 def inprocess(run_dir: Path, overrides: list[str], env: dict | None = None, **spec) -> dict:
-    e = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
-        e.pop(k, None)
-    arg = json.dumps({"config": TINY, "overrides": overrides, "run_dir": str(run_dir), **spec})
-    p = subprocess.run([sys.executable, HARNESS, arg], cwd=run_dir.parent, env=e, capture_output=True, text=True, timeout=600)
-    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    assert line, p.stdout[-3000:] + p.stderr[-3000:]
-    return json.loads(line[len("RESULT "):]) | {"stdout": p.stdout}
+    """The trainer with a recording callback, built in this process (tests/train_inprocess.py)."""
+    import contextlib
+    import io
+
+    from cli_inprocess import isolated
+
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    out = io.StringIO()
+    with isolated(run_dir.parent, env, unset=("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")), contextlib.redirect_stdout(out):
+        res = train_inprocess.main({"config": TINY, "overrides": overrides, "run_dir": str(run_dir), **spec})
+    return res | {"stdout": out.getvalue()}
 
 
 def steps_of(events: list, hook: str) -> list[int]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli, tiny_overrides
+from conftest import REPO, run_cli, tiny_overrides, free_port
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 
@@ -62,10 +62,10 @@ def test_zero1_resumes_across_world_sizes_2_1_2(tiny_data, tmp_path):
                                *over, "--run-dir", run, "--no-progress"], cwd=tmp_path, env=e, capture_output=True, text=True,
                               timeout=900)
 
-    ref = two_ranks("ref", 29751)
+    ref = two_ranks("ref", free_port())
     assert ref.returncode == 0, ref.stdout[-3000:] + ref.stderr[-3000:]
     # 2 ranks stop after step 5 (a NaN loss: checkpoint step_4 kept)
-    r = two_ranks("run", 29752, fault=5)
+    r = two_ranks("run", free_port(), fault=5)
     assert r.returncode == 1 and "non-finite loss" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
     # 1 rank resumes from the 2-rank checkpoint, stops after step 9 (checkpoint step_8 by 1 rank)
     r = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path, env={"SCALELAB_FAULT_NAN_STEP": "9"})
@@ -73,7 +73,7 @@ def test_zero1_resumes_across_world_sizes_2_1_2(tiny_data, tmp_path):
     assert "checkpoint step_4 was written by 2 ranks and this run has 1" in r.stdout
     assert "resumed from checkpoint step_4" in r.stdout
     # 2 ranks again finish the run from the 1-rank checkpoint
-    r = two_ranks("run", 29753)
+    r = two_ranks("run", free_port())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "checkpoint step_8 was written by 1 ranks and this run has 2" in r.stdout
     assert "resumed from checkpoint step_8" in r.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, metrics, run_cli, tiny_overrides
+from conftest import REPO, metrics, run_cli, tiny_overrides, free_port
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -156,7 +156,7 @@ def test_branch_on_another_world_size_converts_into_its_own_folder(parent):
     over = {**WSD, "train.steps": 8, "train.global_batch_size": 16, "train.checkpoint_at_steps": "[4]",
             "train.checkpoint_every_steps": 0, "deepspeed.zero_stage": 1}
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    res = subprocess.run([str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", "2", "--master_port", "29761",
+    res = subprocess.run([str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", "2", "--master_port", str(free_port()),
                           "--module", "pretrain.cli", TINY, *tiny_overrides(DATA[0], **over), "--run-dir", "p2",
                           "--no-progress"], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_model_config, tiny_overrides
+from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_model_config, tiny_overrides, free_port
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -152,7 +152,7 @@ def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_pat
     two = tiny_overrides(tiny_data, **(base | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}))
     r1 = run_cli(["train", TINY, *one, "--run-dir", "one", "--no-progress"], tmp_path)
     assert r1.returncode == 0, r1.stdout[-2000:]
-    p = _launch(two, "two", tmp_path, 29861)
+    p = _launch(two, "two", tmp_path, free_port())
     out, _ = p.communicate(timeout=600)
     assert p.returncode == 0, out[-3000:]
     assert "updates balanced over 2 rank(s)" in out
@@ -165,8 +165,8 @@ def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_pat
             else:
                 assert b.get(k) == pytest.approx(a[k], rel=1e-4, abs=1e-5), (a["step"], k)
     # killed after step 4 (its step-3 checkpoint holds both ranks' optimizer state) and resumed
-    kill_after_step(tmp_path / "k", 4, _launch(two, "k", tmp_path, 29862, SLOW_CKPT))
-    p = _launch(two, "k", tmp_path, 29863)
+    kill_after_step(tmp_path / "k", 4, _launch(two, "k", tmp_path, free_port(), SLOW_CKPT))
+    p = _launch(two, "k", tmp_path, free_port())
     out, _ = p.communicate(timeout=600)
     assert p.returncode == 0 and "resumed from checkpoint step_" in out, out[-3000:]
     assert _records(tmp_path / "k") == _records(tmp_path / "two")
@@ -218,7 +218,7 @@ def test_moe_two_ranks_zero1_matches_one_rank(tiny_data, tmp_path):
     r1 = run_cli(["train", TINY_MOE, *one, "--run-dir", "one", "--no-progress"], tmp_path)
     assert r1.returncode == 0, r1.stdout[-2000:]
     launcher = Path(sys.executable).parent / "deepspeed"
-    cmd = [str(launcher), "--num_gpus", "2", "--master_port", "29864", "--module", "pretrain.cli", TINY_MOE, *two,
+    cmd = [str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY_MOE, *two,
            "--run-dir", "two", "--no-progress"]
     p = spawn(cmd, tmp_path, {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
     out, _ = p.communicate(timeout=600)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, metrics, run_cli, start, tiny_overrides, wait_for_step
+from conftest import REPO, metrics, run_cli, start, tiny_overrides, wait_for_step, free_port
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 COMPARED = ("step", "tokens", "loss", "lr", "grad_norm", "val_loss", "val_bpb")
@@ -137,7 +137,7 @@ def test_two_ranks_under_deepspeed_launcher_match_one_rank(tiny_data, tmp_path):
     assert one.returncode == 0, one.stderr
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     launcher = Path(sys.executable).parent / "deepspeed"
-    two = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", "29733", "--module", "pretrain.cli", TINY, *over,
+    two = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY, *over,
                           "--run-dir", "two", "--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert two.returncode == 0, two.stdout[-3000:] + two.stderr[-3000:]
     s1, s2 = (json.loads((tmp_path / r / "summary.json").read_text()) for r in ("one", "two"))

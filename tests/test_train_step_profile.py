@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, metrics, run_cli, tiny_overrides
+from conftest import REPO, metrics, run_cli, tiny_overrides, free_port
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 TIMES = ("time/data_s", "time/fwd_bwd_s", "time/optim_s", "time/step_s")
@@ -44,7 +44,7 @@ def test_communication_time_of_two_ranks(tiny_data, tmp_path):
                                         "deepspeed.zero_stage": 2})
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     launcher = Path(sys.executable).parent / "deepspeed"
-    res = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", "29787", "--module", "pretrain.cli", TINY,
+    res = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY,
                           *over, "--run-dir", "two", "--no-progress"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

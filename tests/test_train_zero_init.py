@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, metrics, tiny_overrides
+from conftest import REPO, metrics, tiny_overrides, free_port
 
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
 MODEL = {"model.tie_embeddings": "true", "model.n_kv_heads": 2, "model.moe.num_experts": 4, "model.moe.top_k": 2,
@@ -45,7 +45,7 @@ def test_two_rank_zero3_builds_partitioned_and_trains_like_the_full_build(tiny_d
     over = tiny_overrides(tiny_data, **MODEL, **{"train.steps": 6, "train.checkpoint_every_steps": 3,
                                                  "train.global_batch_size": 16, "train.eval_every_steps": 6,
                                                  "deepspeed.zero_stage": 3})
-    port = 29820
+    port = free_port()
     res = launch(cfg, over, "init", tmp_path, port)
     held0, held1, total = (int(x.replace(",", "")) for x in SHARES.search(res.stdout + res.stderr).groups())
     print(f"parameter elements held: rank 0 {held0:,}, rank 1 {held1:,} of {total:,}")

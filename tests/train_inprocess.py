@@ -1,13 +1,13 @@
-"""Run the trainer in this process with an extra recording callback and print what it saw.
+"""Run the trainer in this process with an extra recording callback and report what it saw.
 
-Used by tests/test_train_callbacks.py through a subprocess (DeepSpeed's process group and the
-signal handlers stay out of the pytest process):
+tests/test_train_callbacks.py calls `main(spec)` in the test process (inside
+`cli_inprocess.isolated`); as a script it prints the same as one line `RESULT {json}`:
 
     python tests/train_inprocess.py '{"config": ..., "overrides": [...], "run_dir": ..., "compare_checkpoint": 4}'
 
-prints one line `RESULT {json}`: the exit code, the hooks called with their steps, the state the
-callback got back from a checkpoint, and (with compare_checkpoint) whether the weights in memory
-at the end equal that checkpoint's.
+The result: the exit code, the hooks called with their steps, the state the callback got back
+from a checkpoint, and (with compare_checkpoint) whether the weights in memory at the end equal
+that checkpoint's.
 """
 from __future__ import annotations
 

@@ -105,7 +105,8 @@ class DeepSpeedExecutor:
         self.spec = spec
         self.ds = spec.executor.deepspeed
 
-    def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=sys.stdout) -> dict:
+    def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=None) -> dict:
+        out = out or sys.stdout  # read now: the default would pin the stdout of import time
         done, failed, stopped, skipped = [], [], [], {}
         blocked: dict[str, str] = {}
         if not dry_run:

@@ -210,7 +210,8 @@ class SlurmExecutor:
                                    f"({parent} is neither submitted nor queued)")
         return now, waiting
 
-    def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=sys.stdout) -> dict:
+    def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=None) -> dict:
+        out = out or sys.stdout  # read now: the default would pin the stdout of import time
         todo, skipped = self.select(runs, retry_failed)
         todo, waiting = self._waves(todo, skipped)
         root = self.spec.runs_root().resolve()
