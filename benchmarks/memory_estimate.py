@@ -178,7 +178,8 @@ def main() -> int:
         b = estimate(CONFIGS[name])["per_device_bytes"]
         step_est = max(b["activations"], b["grads"])
         print(f"{name:<18} {b['params'] / MIB:8.1f} {b['grads'] / MIB:7.1f} {b['optimizer'] / MIB:7.1f} "
-              f"{b['activations'] / MIB:7.1f} {b['other'] / MIB:6.1f} | {b['total'] / MIB:7.1f} {got['peak'] / MIB:7.1f} "
+              f"{b['activations'] / MIB:7.1f} {b['other'] / MIB:6.1f} | {b['total'] / MIB:7.1f} "
+              f"{got['peak'] / MIB:7.1f} "
               f"{b['total'] / got['peak']:6.2f} | {step_est / MIB:8.1f} {got['fwd_bwd'] / MIB:7.1f} "
               f"{step_est / got['fwd_bwd']:6.2f}", flush=True)
     return 0

@@ -177,8 +177,9 @@ def _shape(d: int, layers: int, d_ff: int, hd: int, kv_cap: int | None, vocab: i
            tie: bool) -> ModelConfig:
     heads = d // hd
     # unvalidated (fast) while searching; the chosen one is validated in `design`
-    return ModelConfig.model_construct(d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads_for(heads, kv_cap),
-                                       d_ff=d_ff, vocab_size=vocab, seq_len=seq_len, tie_embeddings=tie, moe=None)
+    return ModelConfig.model_construct(d_model=d, n_layers=layers, n_heads=heads,
+                                       n_kv_heads=kv_heads_for(heads, kv_cap), d_ff=d_ff, vocab_size=vocab,
+                                       seq_len=seq_len, tie_embeddings=tie, moe=None)
 
 
 def _n(cfg: ModelConfig, kind: str) -> int:
@@ -237,7 +238,9 @@ def design(params: float, rule: str = DEFAULT_RULE, *, n_kind: str = "total", vo
     if abs(err) > TOLERANCE:
         notes.append(f"the nearest {rule} shape is {err:+.1%} off the target: the shape grid is coarse at this size")
     if model.n_layers != rule_depth:
-        notes.append(f"{model.n_layers} layers instead of the rule's {rule_depth} at d_model {model.d_model}, to meet the target")
+        notes.append(f"{model.n_layers} layers instead of the rule's {rule_depth} at d_model {model.d_model}, "
+                     "to meet the target")
     if model.ffn_dim != rule_ff:
-        notes.append(f"d_ff {model.ffn_dim} instead of the rule's {rule_ff} ({model.ffn_dim / rule_ff - 1:+.1%}), to meet the target")
+        notes.append(f"d_ff {model.ffn_dim} instead of the rule's {rule_ff} ({model.ffn_dim / rule_ff - 1:+.1%}), "
+                     "to meet the target")
     return Design(model, rule, float(params), n_kind, count(model), err, rule_depth, rule_ff, notes)

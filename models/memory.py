@@ -15,7 +15,7 @@
     fp32  ZeRO-1        4P                4P + 4P/N                 12P/N       ZeRO keeps an fp32 master copy
     fp32  ZeRO-2        4P                4P/N                      12P/N         even of fp32 weights
     fp32  ZeRO-3        4P/N + 4LL        4P/N + 4LL                12P/N
-    fp16  ZeRO-0        2P                6P                        12P         FP16_Optimizer (fp32 master, flat fp32 grads)
+    fp16  ZeRO-0        2P                6P                        12P         FP16_Optimizer (fp32 master)
     fp16  ZeRO-1        2P                2P + 4P/N                 12P/N
     fp16  ZeRO-2/3      as bf16
 
@@ -254,11 +254,14 @@ def estimate_memory(cfg: ModelConfig, *, micro_batch_size: int, zero_stage: int 
                      + (", bf16 autocast" if precision == "bf16" else "") + ")"
                      + ("; its ZeRO-1 shares whole tensors' optimizer states over the ranks" if zero_stage else ""))
     if precision == "bf16" and engine == 0:
-        notes.append("bf16 at ZeRO-0: fp32 weights and gradients with autocast (pretrain/ds_config.py), not bf16 weights")
+        notes.append("bf16 at ZeRO-0: fp32 weights and gradients with autocast (pretrain/ds_config.py), "
+                     "not bf16 weights")
     if precision == "bf16" and engine == 1:
-        notes.append("bf16 ZeRO-1 with fp32 gradient accumulation is DeepSpeed's BF16_Optimizer: a full fp32 gradient buffer")
+        notes.append("bf16 ZeRO-1 with fp32 gradient accumulation is DeepSpeed's BF16_Optimizer: "
+                     "a full fp32 gradient buffer")
     if device == "cpu" and engine in (1, 2, 3):
-        notes.append(f"CPU: ZeRO buckets of {reduce_bucket_size or CPU_REDUCE_BUCKET:,} elements (pretrain/ds_config.py)")
+        bucket = reduce_bucket_size or CPU_REDUCE_BUCKET
+        notes.append(f"CPU: ZeRO buckets of {bucket:,} elements (pretrain/ds_config.py)")
     if getattr(cfg, "moe", None) is not None:
         notes.append("MoE activations are estimated (top_k expert copies of the FFN), not measured")
     return MemoryEstimate(parts, device_memory_bytes, zero_stage, micro_batch_size, activation_checkpointing,
@@ -270,7 +273,8 @@ def _check(cfg, micro_batch_size, zero_stage, world_size, precision, optimizer, 
     if cfg.vocab_size is None:
         raise ValueError("model.vocab_size is not resolved: the memory estimate needs it")
     for name, value, allowed in (("precision", precision, PRECISIONS), ("optimizer", optimizer, OPTIMIZERS),
-                                 ("activation_checkpointing", checkpointing, CHECKPOINTING), ("device", device, DEVICES)):
+                                 ("activation_checkpointing", checkpointing, CHECKPOINTING),
+                                 ("device", device, DEVICES)):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
     if zero_stage not in (0, 1, 2, 3):
@@ -313,9 +317,9 @@ def choose_layout(cfg: ModelConfig, *, global_batch_size: int, device_memory_byt
 
     def est(stage: int, mb: int, level: tuple[str, int | None]) -> MemoryEstimate:
         return estimate_memory(cfg, micro_batch_size=mb, zero_stage=stage, world_size=world, precision=precision,
-                               optimizer=optimizer, activation_checkpointing=level[0], activation_checkpointing_k=level[1],
-                               gradient_accumulation_steps=per_rank // mb, device=device,
-                               device_memory_bytes=device_memory_bytes)
+                               optimizer=optimizer, activation_checkpointing=level[0],
+                               activation_checkpointing_k=level[1], gradient_accumulation_steps=per_rank // mb,
+                               device=device, device_memory_bytes=device_memory_bytes)
 
     for level in levels:
         for stage in stages:
@@ -328,8 +332,8 @@ def choose_layout(cfg: ModelConfig, *, global_batch_size: int, device_memory_byt
     e = est(stages[-1], 1, ("full", None))
     need = e.per_device_bytes["total"] / GIB
     have = (1 - HEADROOM) * device_memory_bytes / GIB
-    reason = (f"ZeRO-{stages[-1]} with full activation checkpointing at micro-batch 1 needs {need:.1f} GiB per device, "
-              f"more than {have:.1f} GiB usable of {device_memory_bytes / GIB:.0f} GiB: this run needs tensor or pipeline "
-              "parallelism (or CPU offload), which the trainer does not have"
+    reason = (f"ZeRO-{stages[-1]} with full activation checkpointing at micro-batch 1 needs {need:.1f} GiB per "
+              f"device, more than {have:.1f} GiB usable of {device_memory_bytes / GIB:.0f} GiB: this run needs "
+              "tensor or pipeline parallelism (or CPU offload), which the trainer does not have"
               + ("; optim muon is limited to ZeRO-0/1" if optimizer == "muon" else ""))
     return Layout(e, nodes, devices_per_node, False, reason)

@@ -33,10 +33,12 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     p.add_argument("--run-dir", help="run directory (default runs/<config name>)")
     p.add_argument("--no-progress", action="store_true", help="no console progress lines")
-    p.add_argument("--dry-run", action="store_true", help="check the config and the DeepSpeed config, build the model on "
-                   "the meta device and print parameters, FLOPs per token, the layout and the per-rank memory estimate; "
-                   "runs nothing, prepares no data, writes nothing")
-    p.add_argument("--world-size", type=int, metavar="K", help="with --dry-run: the number of ranks (default: $WORLD_SIZE or 1)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the config and the DeepSpeed config, build the model on the meta device and print "
+                   "parameters, FLOPs per token, the layout and the per-rank memory estimate; runs nothing, prepares "
+                   "no data, writes nothing")
+    p.add_argument("--world-size", type=int, metavar="K",
+                   help="with --dry-run: the number of ranks (default: $WORLD_SIZE or 1)")
     p.add_argument("--device", choices=DRY_RUN_DEVICES, metavar="NAME",
                    help="with --dry-run: check the memory estimate against this device (" + ", ".join(DRY_RUN_DEVICES)
                    + "; cpu: this host's memory; default: cpu for fp32 runs, not checked otherwise)")

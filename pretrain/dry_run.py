@@ -63,8 +63,8 @@ def check_deepspeed(ds: dict, world_size: int) -> None:
     try:
         AtWorldSize(copy.deepcopy(ds))
     except (AssertionError, ValueError, KeyError, TypeError, pydantic.ValidationError) as exc:
-        raise ConfigError(f"invalid configuration:\n  deepspeed: DeepSpeed rejects the config for {world_size} rank(s): "
-                          f"{exc}") from None
+        raise ConfigError(f"invalid configuration:\n  deepspeed: DeepSpeed rejects the config for {world_size} "
+                          f"rank(s): {exc}") from None
 
 
 def meta_param_count(model_cfg) -> int:
@@ -134,11 +134,13 @@ def dry_run(config: str, overrides: list[str], world_size: int | None, device: s
           + (", MoE" if getattr(m, "moe", None) is not None else ""))
     print(f"parameters: total {counts.total:,}  non-embedding {counts.non_embedding:,}  active {counts.active:,} "
           f"(built on the meta device: {built:,})")
+    tokens = cfg.total_steps() * cfg.tokens_per_step()
     print(f"training FLOPs per token: {counts.flops_per_token:.4g}; {cfg.total_steps():,} steps of "
-          f"{cfg.tokens_per_step():,} tokens = {counts.flops_per_token * cfg.total_steps() * cfg.tokens_per_step():.4g} FLOPs")
+          f"{cfg.tokens_per_step():,} tokens = {counts.flops_per_token * tokens:.4g} FLOPs")
     ac = cfg.train.activation_checkpointing + (f" (k={cfg.train.activation_checkpointing_k})"
                                                if cfg.train.activation_checkpointing == "every_k" else "")
-    print(f"layout: {world} rank(s), ZeRO-{cfg.deepspeed.zero_stage} (DeepSpeed engine stage {engine_zero_stage(cfg)}), "
+    print(f"layout: {world} rank(s), ZeRO-{cfg.deepspeed.zero_stage} "
+          f"(DeepSpeed engine stage {engine_zero_stage(cfg)}), "
           f"{cfg.precision}, optim {cfg.optim.name}, micro-batch {cfg.train.micro_batch_size} x {gas} accumulation "
           f"step(s) = global batch {cfg.train.global_batch_size}, activation checkpointing {ac}")
     print("memory per rank (GiB): " + ", ".join(f"{k} {v / GIB:.2f}" for k, v in b.items()) + f" [{kind}]")

@@ -38,9 +38,9 @@ def register(subparsers) -> None:
     msub = model.add_subparsers(dest="model_command", metavar="COMMAND")
     msub.required = True
     p = msub.add_parser("design", help="the Llama-layout shape of a shape rule nearest a parameter target",
-                        description="Design a Llama-layout model (d_model, n_layers, n_heads, n_kv_heads, d_ff) whose exact "
-                        "parameter count is within 2%% of --params from 1e8 up (models/design.py says how close below). "
-                        "Exit codes: 0 ok, 2 bad option.")
+                        description="Design a Llama-layout model (d_model, n_layers, n_heads, n_kv_heads, d_ff) "
+                        "whose exact parameter count is within 2%% of --params from 1e8 up (models/design.py says "
+                        "how close below). Exit codes: 0 ok, 2 bad option.")
     p.add_argument("--params", type=_positive_float, required=True, metavar="N", help="parameter target, e.g. 7e9")
     p.add_argument("--rule", choices=RULE_NAMES, default="marin",
                    help="shape rule: marin (Marin's depth formula, head_dim 128, SwiGLU 4d; default) or olmo-ladder "
@@ -51,9 +51,11 @@ def register(subparsers) -> None:
                    help="vocabulary (default: configs/data/default.yaml's tokenizer, as `scalelab plan` counts)")
     p.add_argument("--seq-len", type=_positive_int, default=2048, metavar="S", help="context length (default 2048)")
     p.add_argument("--kv-heads", type=_positive_int, metavar="K",
-                   help="grouped-query attention: the largest divisor of n_heads <= K key/value heads (default: as many as query heads)")
+                   help="grouped-query attention: min(n_heads, K) key/value heads, preferring widths whose head count "
+                   "K divides (default: as many as query heads)")
     p.add_argument("--tie-embeddings", action="store_true", help="share the input embedding and the output layer")
-    p.add_argument("--out", metavar="model.yaml", help="write the model config (configs/models/ keys): train it with model=model.yaml")
+    p.add_argument("--out", metavar="model.yaml",
+                   help="write the model config (configs/models/ keys): train it with model=model.yaml")
     p.add_argument("--json", action="store_true", help="print the design as JSON")
     p.set_defaults(func=cmd_design)
 

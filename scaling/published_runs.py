@@ -76,8 +76,8 @@ RUNS = (
         "DeepSeek-V3 technical report, arXiv:2412.19437 (14.8T tokens, 2.788M H800 GPU-hours for the full training, "
         "37B activated parameters)",
         flops_per_token=6 * 37e9 + 12 * 61 * 7168 * 4096,
-        note="approximated by its active parameters: 6 x 37e9 + attention as for a dense 61 x 7168 model (MLA ignored); "
-        "trained in FP8, the MFU is against the bf16 peak"),
+        note="approximated by its active parameters: 6 x 37e9 + attention as for a dense 61 x 7168 model "
+        "(MLA ignored); trained in FP8, the MFU is against the bf16 peak"),
 )
 
 

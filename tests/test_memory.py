@@ -14,7 +14,8 @@ from models.memory import (CPU_REDUCE_BUCKET, GIB, HEADROOM, LOGIT_BUFFERS, acti
                            estimate_memory, layer_activation_bytes, model_state_bytes, param_split)
 
 LLAMA2_7B = ModelConfig(d_model=4096, n_layers=32, n_heads=32, d_ff=11008, vocab_size=32000, seq_len=4096)
-LLAMA2_70B = ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=32000, seq_len=4096)
+LLAMA2_70B = ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=32000,
+                         seq_len=4096)
 
 
 @pytest.mark.parametrize("cfg", [LLAMA2_7B, LLAMA2_70B], ids=["llama-2-7b", "llama-2-70b"])
@@ -175,7 +176,8 @@ def test_layout_picks_the_smallest_stage_then_the_largest_micro_batch():
     assert e.micro_batch_size * e.gradient_accumulation_steps * 8 == 512
     usable = (1 - HEADROOM) * 80 * GIB
     for stage in range(e.zero_stage):  # no smaller stage fits at any micro-batch without checkpointing
-        assert estimate_memory(LLAMA2_7B, micro_batch_size=1, zero_stage=stage, world_size=8).per_device_bytes["total"] > usable
+        e0 = estimate_memory(LLAMA2_7B, micro_batch_size=1, zero_stage=stage, world_size=8)
+        assert e0.per_device_bytes["total"] > usable
     bigger = [m for m in range(e.micro_batch_size + 1, 65) if 64 % m == 0]
     if bigger:  # the next micro-batch that divides the per-rank batch does not fit
         assert estimate_memory(LLAMA2_7B, micro_batch_size=bigger[0], zero_stage=e.zero_stage,
