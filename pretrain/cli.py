@@ -14,6 +14,7 @@ import yaml
 
 from pretrain.errors import ConfigError, DataError
 from pretrain.extensions import ExtensionLockTimeout
+from rundir.devices import MEMORY_BYTES
 
 # Keys that may change between attempts of one run without changing what it computes.
 RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
@@ -32,7 +33,19 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     p.add_argument("--run-dir", help="run directory (default runs/<config name>)")
     p.add_argument("--no-progress", action="store_true", help="no console progress lines")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the config and the DeepSpeed config, build the model on the meta device and print "
+                   "parameters, FLOPs per token, the layout and the per-rank memory estimate; runs nothing, prepares "
+                   "no data, writes nothing")
+    p.add_argument("--world-size", type=int, metavar="K",
+                   help="with --dry-run: the number of ranks (default: $WORLD_SIZE or 1)")
+    p.add_argument("--device", choices=DRY_RUN_DEVICES, metavar="NAME",
+                   help="with --dry-run: check the memory estimate against this device (" + ", ".join(DRY_RUN_DEVICES)
+                   + "; cpu: this host's memory; default: cpu for fp32 runs, not checked otherwise)")
     p.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
+
+
+DRY_RUN_DEVICES = (*MEMORY_BYTES, "cpu")  # devices whose memory --dry-run checks against
 
 
 def register(sub) -> None:
@@ -83,6 +96,8 @@ def config_differences(old: dict, new: dict) -> list[str]:
 
 
 def cmd_train(args) -> int:
+    if args.dry_run or args.world_size is not None or args.device is not None:
+        return _cmd_dry_run(args)
     from pretrain.callbacks.signals import StopBeforeTraining, catch_early
 
     catch_early()  # a stop during start-up (torch, DeepSpeed, data) ends it as "stopped", not killed
@@ -99,6 +114,22 @@ def cmd_train(args) -> int:
     except ExtensionLockTimeout as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _cmd_dry_run(args) -> int:
+    if not args.dry_run:
+        print("error: --world-size and --device are --dry-run options (add --dry-run)", file=sys.stderr)
+        return 2
+    if args.world_size is not None and args.world_size < 1:
+        print(f"error: --world-size must be >= 1 (got {args.world_size})", file=sys.stderr)
+        return 2
+    from pretrain.dry_run import dry_run
+
+    try:
+        return dry_run(args.config, args.overrides, args.world_size, args.device)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _train(args) -> int:

@@ -1,4 +1,4 @@
-"""The accelerator table: peak **dense** FLOP/s per device and precision.
+"""The accelerator table: peak **dense** FLOP/s per device and precision, and memory per device.
 
 Vendors print tensor-core figures "with sparsity" (2:4 structured sparsity doubles them); training
 runs dense, so every figure here is the dense one (half the starred datasheet number). `fp32` is
@@ -22,6 +22,17 @@ Sources (vendor datasheets; dense = sparse / 2 where the sheet only gives sparse
   -> dense 60 / 121 TF.
 - l40s: NVIDIA L40S GPU datasheet (2023): FP32 91.6 TF, TF32 366 TF*, BF16/FP16 733 TF*
   -> dense 183 / 366 TF (the sheet's dense BF16: 362.05 TF).
+- h800: NVIDIA H800 Tensor Core GPU datasheet (2023), SXM: the H100 SXM's FP32 67 TF, TF32 989 TF*,
+  BF16/FP16 1,979 TF* (the export variant cuts FP64 to 1 TF and NVLink to 400 GB/s, not these);
+  80 GB HBM3. The numbers come from secondary copies of the sheet (it was not read directly).
+- tpu-v4: Google Cloud TPU v4 documentation ("Peak compute per chip 275 teraflops (bf16 or int8)",
+  "HBM2 capacity 32 GiB"), per chip. No fp32/tf32 peak is published, so none is listed.
+
+Memory (`MEMORY_BYTES`, what a plan checks a run's per-device bytes against): the datasheets' capacity,
+read as GiB for HBM (NVIDIA's "80GB" A100 reports 81,920 MiB; the H200's "141GB" 143,771 MiB), from
+the same sheets: A100 40 / 80 GB, H100 80 GB (SXM and PCIe), H200 141 GB, B200 180 GB (HGX B200:
+1,440 GB over 8 GPUs), MI300X 192 GB, L4 24 GB, L40S 48 GB, H800 80 GB, TPU v4 32 GiB. A process
+sees a little less (driver, ECC, CUDA context): models/memory.py keeps headroom for that.
 """
 from __future__ import annotations
 
@@ -40,6 +51,15 @@ DEVICES: dict[str, dict[str, float]] = {
     "mi300x": {"bf16": 1307.4e12, "fp16": 1307.4e12, "tf32": 653.7e12, "fp32": 163.4e12},
     "l4": {"bf16": 121e12, "fp16": 121e12, "tf32": 60e12, "fp32": 30.3e12},
     "l40s": {"bf16": 362.05e12, "fp16": 362.05e12, "tf32": 183e12, "fp32": 91.6e12},
+    "h800": {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12},
+    "tpu-v4": {"bf16": 275e12},
+}
+
+GIB = 1 << 30
+# device -> memory per device in bytes (datasheet GB read as GiB; see the docstring)
+MEMORY_BYTES: dict[str, int] = {
+    "a100-40gb": 40 * GIB, "a100-80gb": 80 * GIB, "h100-sxm": 80 * GIB, "h100-pcie": 80 * GIB, "h200": 141 * GIB,
+    "b200": 180 * GIB, "mi300x": 192 * GIB, "l4": 24 * GIB, "l40s": 48 * GIB, "h800": 80 * GIB, "tpu-v4": 32 * GIB,
 }
 
 DATASHEETS = {
@@ -47,6 +67,7 @@ DATASHEETS = {
     "h100-sxm": "NVIDIA H100 datasheet (SXM)", "h100-pcie": "NVIDIA H100 datasheet (PCIe)",
     "h200": "NVIDIA H200 datasheet (SXM)", "b200": "NVIDIA HGX B200 datasheet (per GPU)",
     "mi300x": "AMD Instinct MI300X data sheet", "l4": "NVIDIA L4 datasheet", "l40s": "NVIDIA L40S datasheet",
+    "h800": "NVIDIA H800 datasheet (SXM)", "tpu-v4": "Google Cloud TPU v4 documentation (per chip)",
 }
 
 
@@ -56,6 +77,7 @@ _NAME_RULES: tuple[tuple[str, str | None], ...] = (
     (r"\bNVL\b", None),
     (r"A100.*80\s*GB|80\s*GB.*A100", "a100-80gb"),
     (r"A100", "a100-40gb"),
+    (r"H800", "h800"),
     (r"H100.*PCIe", "h100-pcie"),
     (r"H100", "h100-sxm"),
     (r"H200", "h200"),

@@ -47,7 +47,8 @@ def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True, plot: bool = 
 
 
 COMPUTE_KINDS = ("6ND_total", "6ND_nonembed", "trainer_flops")  # scaling.conventions (kept light: no numpy at --help)
-DEVICE_NAMES = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s")  # scaling.devices.DEVICES
+DEVICE_NAMES = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s", "h800",
+                "tpu-v4")  # scaling.devices.DEVICES
 
 
 def _eval_reading(p: argparse.ArgumentParser, *, accuracy: bool) -> None:

@@ -38,13 +38,17 @@ def test_a_6nd_plan_is_priced_in_trainer_flops_of_its_run():
 
 
 def test_device_table_holds_dense_peaks():
-    assert set(DEVICES) == {"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s"}
+    assert set(DEVICES) == {"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s",
+                            "h800", "tpu-v4"}
     # the datasheets' dense figures (their starred numbers are 2x: 2:4 sparsity)
     dense_bf16 = {"a100-40gb": 312e12, "a100-80gb": 312e12, "h100-sxm": 989e12, "h100-pcie": 756e12, "h200": 989e12,
-                  "b200": 2.25e15, "mi300x": 1307.4e12, "l4": 121e12, "l40s": 362.05e12}
+                  "b200": 2.25e15, "mi300x": 1307.4e12, "l4": 121e12, "l40s": 362.05e12, "h800": 989e12}
     for d, v in dense_bf16.items():
         assert peak_flops(d, "bf16") == v == peak_flops(d, "fp16")
         assert peak_flops(d, "fp32") < peak_flops(d, "tf32") < v
+    assert peak_flops("tpu-v4", "bf16") == 275e12  # Cloud TPU v4 docs, per chip; no fp32 peak published
+    with pytest.raises(InputError, match="--precision 'fp32': choose from bf16"):
+        peak_flops("tpu-v4", "fp32")
     with pytest.raises(InputError, match="a100-40gb, a100-80gb, h100-sxm"):
         peak_flops("h100", "bf16")
     from scaling.cli import DEVICE_NAMES  # the CLI's light copy (no table import at --help)
@@ -52,11 +56,20 @@ def test_device_table_holds_dense_peaks():
     assert DEVICE_NAMES == tuple(DEVICES)
 
 
+def test_device_table_holds_memory_per_device():
+    from rundir.devices import DATASHEETS, MEMORY_BYTES
+
+    assert set(MEMORY_BYTES) == set(DEVICES) == set(DATASHEETS)
+    gib = 1 << 30  # HBM capacities are binary: an "80GB" A100 reports 81,920 MiB
+    assert MEMORY_BYTES["a100-80gb"] == MEMORY_BYTES["h100-sxm"] == MEMORY_BYTES["h800"] == 80 * gib
+    assert MEMORY_BYTES["a100-40gb"] == 40 * gib and MEMORY_BYTES["h200"] == 141 * gib and MEMORY_BYTES["tpu-v4"] == 32 * gib
+
+
 @pytest.mark.parametrize("name, key", [
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", None),
     ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100 80GB PCIe", "a100-80gb"),
     ("NVIDIA H200", "h200"), ("NVIDIA B200", "b200"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA L4", "l4"),
-    ("NVIDIA L40S", "l40s"), ("NVIDIA L40", None), ("table:NVIDIA H100 80GB HBM3", "h100-sxm"), ("measured-cpu-fp32", None),
+    ("NVIDIA L40S", "l40s"), ("NVIDIA L40", None), ("NVIDIA H800", "h800"), ("table:NVIDIA H100 80GB HBM3", "h100-sxm"), ("measured-cpu-fp32", None),
 ])
 def test_torch_device_names_map_to_the_table(name, key):
     assert device_from_name(name) == key

@@ -1,0 +1,37 @@
+"""Pricing a given run (models/pricing.py) and the published-runs table (scaling/published_runs.py)."""
+from __future__ import annotations
+
+import pytest
+
+from models.pricing import implied_mfu, price
+from scaling.published_runs import RUNS, row, table_markdown
+
+
+def test_price_is_flops_over_peak_times_mfu():
+    p = price(6e9, 1e12, 312e12, 0.5, num_devices=8)
+    assert p["hardware_flops"] == 6e21
+    assert p["device_hours"] == pytest.approx(6e21 / (312e12 * 0.5) / 3600)
+    assert p["days"] == pytest.approx(p["device_hours"] / 24 / 8)
+    assert implied_mfu(p["hardware_flops"], p["device_hours"], 312e12) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        price(6e9, 1e12, 312e12, 1.5)
+
+
+def test_llama2_70b_row_implies_the_mfu_of_its_reported_gpu_hours():
+    # Llama 2 70B: 68,976,648,192 parameters; per token 6 x (all but the input embedding and the norms) plus
+    # 12 x layers x d x seq for attention; 2T tokens; 1,720,320 A100-80GB GPU-hours (model card) at 312 TFLOP/s
+    matmul = 68_976_648_192 - 32000 * 8192 - (2 * 8192 * 80 + 8192)
+    per_token = 6 * matmul + 12 * 80 * 8192 * 4096
+    assert per_token == 444_491_366_400
+    r = row(next(run for run in RUNS if run.name == "Llama 2 70B"))
+    assert r["flops_per_token"] == per_token and r["hardware_flops"] == per_token * 2e12
+    assert r["implied_mfu"] == pytest.approx(per_token * 2e12 / (1_720_320 * 3600 * 312e12))
+    assert round(r["implied_mfu"], 3) == 0.460
+    assert r["device_hours"] == pytest.approx(per_token * 2e12 / (312e12 * 0.40) / 3600)
+
+
+def test_table_lists_every_run_and_says_what_is_not_reported():
+    t = table_markdown()
+    assert all(run.name in t for run in RUNS)
+    assert "DeepSeek-V3" in t and "approximated by its active parameters" in t
+    assert t.count("not reported") == sum(run.reported_device_hours is None for run in RUNS)
