@@ -139,7 +139,8 @@ def register(subparsers) -> None:
                    help="decay factor of the annealing momentum (default 0.999, the paper's), or auto: the grid value with the best fit")
     p.add_argument("--warmup", choices=["peak", "actual"], default="peak",
                    help="peak (default): warmup steps count at the peak lr (the paper's section 3.4); actual: as scheduled")
-    p.add_argument("--skip-fraction", type=float, default=0.1, metavar="F", help="leave out points before this fraction of each curve's steps (default 0.1)")
+    p.add_argument("--skip-fraction", type=float, default=0.0, metavar="F",
+                   help="leave out points before this fraction of each curve's steps (default 0: every point, as the authors' fitting script)")
     p.add_argument("--holdout", choices=["last-run", "tail"],
                    help="last-run: fit on the other curves, predict the last (last run directory by path / last run in the table); "
                    "tail: fit on each curve's early steps, predict its last --holdout-fraction")
