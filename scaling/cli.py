@@ -99,6 +99,9 @@ def register(subparsers) -> None:
                    help="approach 3: huber = sum of Huber(1e-3) log residuals (default); mle = Epoch's maximum likelihood (Huber-shaped density, free sigma)")
     p.add_argument("--law", dest="chinchilla_law", choices=["chinchilla", "data-constrained"], default="chinchilla",
                    help="approach 3: data-constrained = Muennighoff et al. 2023 (repeated data discounted; needs unique tokens per run, column U)")
+    p.add_argument("--frontier-weights", choices=["ols", "inverse-variance"], default=None,
+                   help="approach 2: regress log N_opt on log C by OLS over budgets (default: Hoffmann et al. 2022, Porian et al. 2024) "
+                   "or weighted by 1/var(log N_opt) (each parabola vertex's precision)")
     _by(p, baseline=True)
     p.set_defaults(func=cmd_fit_chinchilla)
 
@@ -299,7 +302,8 @@ def cmd_fit_chinchilla(args) -> int:
     return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
                     holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
                     budget_tol=args.budget_tol, at_compute=args.compute, curves=args.curves, compute_kind=args.compute_kind,
-                    objective=args.objective, law=args.chinchilla_law, max_embedding_fraction=args.max_embedding_fraction)
+                    objective=args.objective, law=args.chinchilla_law, max_embedding_fraction=args.max_embedding_fraction,
+                    frontier_weights=args.frontier_weights)
 
 
 def cmd_fit_kaplan(args) -> int:

@@ -30,6 +30,7 @@ THETA = ("a", "b", "e", "alpha", "beta", "r")  # r = log R_D_star
 BOUNDS = {**CH_BOUNDS, "r": (float(np.log(0.01)), float(np.log(1e4)))}
 R_STAR_GRID = (1.0, 4.0, 16.0, 64.0)  # starting values of R_D_star, crossed with the paper's grid
 CORE = ("E", "A", "B", "alpha", "beta", "R_D_star")
+TERMS = ("data+params", "data")  # --terms: the complete law (R_D_star and R_N_star) or the data term only
 
 
 def start_grid() -> np.ndarray:

@@ -108,6 +108,10 @@ class FitRecord(dict):
         if conv:
             lines.append(f"conventions: N = {conv.get('n_kind')} parameters" + (f" ({conv['n_source']})" if conv.get("n_source") else "")
                          + (f", compute = {conv['compute']}" if conv.get("compute") else ""))
+        if self.get("approach") == 2:
+            from scaling.isoflop import WEIGHTS_TEXT, frontier_weights  # numpy: deferred, as elsewhere in this module
+
+            lines.append(f"frontier: {WEIGHTS_TEXT[frontier_weights(self)]}")
         if self.get("objective") is not None:
             mle = (self.get("settings") or {}).get("objective") == "mle"
             lines.append(f"objective{' (negative log-likelihood)' if mle else ''}: {self['objective']:.10g}")
