@@ -248,7 +248,12 @@ def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=No
 def _hparams(out, h, C, n_opt, d_opt, ci, warnings):
     """lr and batch from the batch-lr law, at the planned run's own N, D and C in the law's convention."""
     from scaling import laws
+    from scaling.batch_lr import has_exponents
 
+    if not has_exponents(h):
+        warnings.append(f"batch-lr fit has no law ({(h.get('settings') or {}).get('exponents') or 'no exponents'}): "
+                        "no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)")
+        return
     hl = laws.from_record(h)
     form = h.get("settings", {}).get("form")
     hconv = conventions_of(h)
