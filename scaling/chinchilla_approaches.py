@@ -161,7 +161,8 @@ def fit_chinchilla(
     if law == "data-constrained":
         from scaling.data_constrained import fit_data_constrained
 
-        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute)
+        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci,
+                                    compute=at_compute, terms=terms or "data+params", cost=cost, unique=(_data_info(df) or {}).get("unique_tokens"))
     elif approach == 3:
         body = _approach3(df, C, cost, warnings, curves=curves, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
     else:
