@@ -1,4 +1,4 @@
-"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,task-loss,moe,lr-annealing}` and `scalelab plan`.
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,task-loss,moe,lr-annealing}`, `scalelab predict` and `scalelab plan`.
 
 Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
 command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
@@ -184,6 +184,10 @@ def register(subparsers) -> None:
     p.add_argument("--holdout-fraction", type=float, default=0.1, help="without IsoFLOP budgets: fraction of runs (largest compute) held out (default 0.1)")
     _compute_kind(p)
     p.set_defaults(func=cmd_fit_task_loss)
+
+    from scaling.predict_cli import add_parser as add_predict_parser  # `scalelab predict`: its own module
+
+    add_predict_parser(subparsers)
 
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
                               description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
