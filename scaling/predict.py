@@ -65,12 +65,14 @@ def predict(rec, data, columns: list[str] | None = None, *, ci: float = 0.95, se
         raise InputError(f"--ci must be between 0 and 1 (got {ci})")
     law = rec.get("law")
     if rec.get("by"):
-        raise InputError(f"a {law} --by {rec['by']} record holds one law per value: predict with the record of one value's runs")
+        raise InputError(f"a {law} --by {rec['by']} record holds one law per value: "
+                         "predict with the record of one value's runs")
     if law == "lr-annealing":
-        raise InputError("an lr-annealing fit predicts loss curves of a schedule: use `scalelab predict-curve FIT.json CONFIG`")
+        raise InputError("an lr-annealing fit predicts loss curves of a schedule: "
+                         "use `scalelab predict-curve FIT.json CONFIG`")
     if law == "chinchilla" and rec.get("approach") != 3:
-        raise InputError(f"a chinchilla approach-{rec.get('approach')} fit is a compute-optimal frontier (N_opt, D_opt), not a loss law: "
-                         "predict needs an approach-3 fit")
+        raise InputError(f"a chinchilla approach-{rec.get('approach')} fit is a compute-optimal frontier "
+                         "(N_opt, D_opt), not a loss law: predict needs an approach-3 fit")
     rng = np.random.default_rng(seed)
     if law in ("chinchilla", "kaplan", "moe"):
         return _loss(rec, data, columns, ci, rng)
@@ -80,8 +82,8 @@ def predict(rec, data, columns: list[str] | None = None, *, ci: float = 0.95, se
         return _accuracy(rec, data, columns, ci, seed)
     if law == "batch-lr":
         return _batch_lr(rec, data, columns, ci, rng)
-    raise InputError(f"predict does not handle {law!r} fits (it predicts chinchilla approach 3, data-constrained, kaplan, moe, "
-                     "task-loss, accuracy and batch-lr records)")
+    raise InputError(f"predict does not handle {law!r} fits (it predicts chinchilla approach 3, data-constrained, "
+                     "kaplan, moe, task-loss, accuracy and batch-lr records)")
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -110,7 +112,8 @@ def _residuals(rec_part, key: str = "residuals_log") -> np.ndarray:
     return np.asarray([-rms, rms], dtype=float) if rms else np.zeros(1)
 
 
-def _log_intervals(point: np.ndarray, draws: np.ndarray | None, resid: np.ndarray, ci: float, rng) -> tuple[np.ndarray, np.ndarray]:
+def _log_intervals(point: np.ndarray, draws: np.ndarray | None, resid: np.ndarray, ci: float,
+                   rng) -> tuple[np.ndarray, np.ndarray]:
     """lo, hi of each point: its bootstrap draws (S, P) (or the point alone) times resampled exp(log residuals)."""
     lo, hi = np.full(point.size, np.nan), np.full(point.size, np.nan)
     for j in range(point.size):
@@ -149,7 +152,8 @@ def _factor(values: dict, ranges: dict) -> np.ndarray:
 
 
 def _columns(out, q: str, single: bool, pred, lo, hi, measured) -> None:
-    """Add one quantity's columns: predicted, <q>_lo, <q>_hi, measured, rel_error, inside (suffixed _<q> when several)."""
+    """Add one quantity's columns: predicted, <q>_lo, <q>_hi, measured, rel_error, inside (those
+    but the bounds suffixed _<q> when there are several quantities)."""
     sfx = "" if single else f"_{q}"
     out[f"predicted{sfx}"] = pred
     out[f"{q}_lo"], out[f"{q}_hi"] = lo, hi
@@ -175,8 +179,8 @@ def _summary(df, quantities: list[str], single: bool) -> dict:
         s = {"n_points": int(len(df)), "n_measured": int(m.sum()), "n_extrapolated": int(ext.sum()),
              "max_extrapolation_factor": float(np.max(f)) if len(f) else None}
         if m.any():
-            s.update({"mean_abs_rel_error": float(np.mean(np.abs(rel[m]))), "max_abs_rel_error": float(np.max(np.abs(rel[m]))),
-                      "mean_rel_error": float(np.mean(rel[m]))})
+            s.update({"mean_abs_rel_error": float(np.mean(np.abs(rel[m]))),
+                      "max_abs_rel_error": float(np.max(np.abs(rel[m]))), "mean_rel_error": float(np.mean(rel[m]))})
         if ins:
             s["coverage"] = float(np.mean(ins))
             s["n_inside"] = int(sum(ins))
@@ -188,7 +192,8 @@ def _finish(frame, quantities, conventions, kind, warnings, ci) -> Prediction:
     single = len(quantities) == 1
     summary = _summary(frame, quantities, single)
     summary["ci"] = ci
-    return Prediction(df=frame, quantities=quantities, summary=summary, conventions=conventions, interval_kind=kind, warnings=warnings)
+    return Prediction(df=frame, quantities=quantities, summary=summary, conventions=conventions, interval_kind=kind,
+                      warnings=warnings)
 
 
 def _inputs(df, roles) -> object:
@@ -240,13 +245,16 @@ def _loss_model(rec, df, roles):
             draws = lw.predict(x["N"], x["E"]) if clark else lw.predict(x["N"], x["D"], x["G"])
     else:
         dc = st.get("law") == "data-constrained"
-        keys = ["E", "A", "B", "alpha", "beta"] + (["R_D_star"] + (["R_N_star"] if p.get("R_N_star") is not None else []) if dc else [])
+        keys = ["E", "A", "B", "alpha", "beta"]
+        if dc:
+            keys += ["R_D_star"] + (["R_N_star"] if p.get("R_N_star") is not None else [])
         extra = {"U": x["U"]} if dc else {}
         point = rec.law().predict(x["N"], x["D"], **extra)
         s = _samples(rec, keys)
         draws = (DataConstrainedLaw if dc else ChinchillaLaw)(**s).predict(x["N"], x["D"], **extra) if s else None
     with np.errstate(all="ignore"):
-        return np.asarray(point, dtype=float) * np.ones(len(df)), None if draws is None else np.asarray(draws, dtype=float)
+        point = np.asarray(point, dtype=float) * np.ones(len(df))
+        return point, None if draws is None else np.asarray(draws, dtype=float)
 
 
 def _read_loss(rec, data, columns, roles):
@@ -261,12 +269,14 @@ def _read_loss(rec, data, columns, roles):
     if "U" in roles and "U" not in df.columns:
         unique = (rec.get("data") or {}).get("unique_tokens")
         if not unique:
-            raise InputError("a data-constrained law needs each point's unique tokens: a column U (or unique_tokens, u_d; --col U=NAME); "
-                             "the fit's record states no data set of its own to assume")
+            raise InputError("a data-constrained law needs each point's unique tokens: a column U (or unique_tokens, "
+                             "u_d; --col U=NAME); the fit's record states no data set of its own to assume")
         df = df.assign(U=float(unique))
-        warnings.append(f"no unique-token column: every point is read as drawing from the fitted runs' {unique:.4g} unique tokens")
+        warnings.append(f"no unique-token column: every point is read as drawing from the fitted runs' {unique:.4g} "
+                        "unique tokens")
     name = f"{law}" + (f" --law {st['law']}" if st.get("law") else "")
-    inputs.validate(inputs.Dataset(df=df, source=ds.source, n_kind=ds.n_kind, columns=ds.columns), roles, min_points=1, law=f"predict ({name})")
+    checked = inputs.Dataset(df=df, source=ds.source, n_kind=ds.n_kind, columns=ds.columns)
+    inputs.validate(checked, roles, min_points=1, law=f"predict ({name})")
     if law == "moe" and st.get("law") != "clark":
         check_shapes(ds)
     return ds, df, warnings
@@ -304,9 +314,11 @@ def _loss(rec, data, columns, ci, rng) -> Prediction:
     _columns(out, "loss", True, point, lo, hi, df["loss"].to_numpy(float) if "loss" in df.columns else None)
     f = _factor(values, ranges)
     out["extrapolation_factor"] = f if f is not None else np.nan
-    conv = {"n_kind": ds.n_kind, "n_source": ds.n_source, "compute": (rec.get("conventions") or {}).get("compute"), "source": ds.source}
+    conv = {"n_kind": ds.n_kind, "n_source": ds.n_source, "compute": (rec.get("conventions") or {}).get("compute"),
+            "source": ds.source}
     if "U" in roles:
-        conv["unique_tokens"] = f"column {ds.columns.get('U', 'U')}" if "U" in ds.df.columns else "the fitted runs' data set"
+        given = "U" in ds.df.columns
+        conv["unique_tokens"] = f"column {ds.columns.get('U', 'U')}" if given else "the fitted runs' data"
     return _finish(out, ["loss"], conv, _interval_kind(draws is not None), warnings, ci)
 
 
@@ -326,7 +338,8 @@ def _task_loss(rec, data, columns, ci, rng) -> Prediction:
     unknown = sorted(set(df["task"]) - set(per))
     df = df[df["task"].isin(per)].reset_index(drop=True)
     if df.empty:
-        raise InputError(f"no task of the data is in the task-loss fit (fit: {', '.join(per)}; data: {', '.join(unknown)})")
+        raise InputError(f"no task of the data is in the task-loss fit (fit: {', '.join(per)}; "
+                         f"data: {', '.join(unknown)})")
     if unknown:
         warnings.append(f"task(s) without a law in the fit left out: {', '.join(unknown)}")
     parts = []
@@ -344,7 +357,8 @@ def _task_loss(rec, data, columns, ci, rng) -> Prediction:
         out["extrapolation_factor"] = f if f is not None else np.nan
         parts.append(out)
     frame = pd.concat(parts, ignore_index=True)
-    conv = {"n_kind": n_kind, "loss_metric": st.get("loss_metric"), "compute": (rec.get("conventions") or {}).get("compute"), "source": source}
+    conv = {"n_kind": n_kind, "loss_metric": st.get("loss_metric"),
+            "compute": (rec.get("conventions") or {}).get("compute"), "source": source}
     return _finish(frame, ["loss"], conv, _interval_kind(all(kinds)), sorted(set(warnings), key=warnings.index), ci)
 
 
@@ -356,16 +370,19 @@ def _accuracy(rec, data, columns, ci, seed) -> Prediction:
     per = rec.get("tasks") or {}
     if isinstance(data, (str, Path)) and Path(data).is_dir():
         metric = {"gold_bpb": "bpb", "gold_nats": "nats", "val_loss": "val_loss"}.get(st.get("loss_metric"), "bpb")
-        df, source, warnings = load_runs(data, loss_metric=metric, acc_metric=st.get("acc_metric") or "acc", steps="last", tasks=None)
+        acc_metric = st.get("acc_metric") or "acc"
+        df, source, warnings = load_runs(data, loss_metric=metric, acc_metric=acc_metric, steps="last", tasks=None)
     else:
-        df, source = load_table(data, inputs.parse_col_overrides(columns, ("loss", "acc", "task")), optional=("task", "acc"))
+        cols = inputs.parse_col_overrides(columns, ("loss", "acc", "task"))
+        df, source = load_table(data, cols, optional=("task", "acc"))
         warnings = []
     if not per:  # one sigmoid: every row is its task
         groups = [(None, rec, df)]
     else:
         if "task" not in df.columns:
             if len(per) != 1:
-                raise InputError(f"the accuracy fit holds one sigmoid per task ({', '.join(per)}): the data needs a task column (--col task=NAME)")
+                raise InputError(f"the accuracy fit holds one sigmoid per task ({', '.join(per)}): "
+                                 "the data needs a task column (--col task=NAME)")
             df = df.assign(task=next(iter(per)))
         df = df.assign(task=df["task"].astype(str))
         unknown = sorted(set(df["task"]) - set(per))
@@ -373,7 +390,8 @@ def _accuracy(rec, data, columns, ci, seed) -> Prediction:
             warnings.append(f"task(s) without a sigmoid in the fit left out: {', '.join(unknown)}")
         groups = [(t, per[t], g) for t, g in df.groupby("task", sort=False) if t in per]
         if not groups:
-            raise InputError(f"no task of the data is in the accuracy fit (fit: {', '.join(per)}; data: {', '.join(unknown)})")
+            raise InputError(f"no task of the data is in the accuracy fit (fit: {', '.join(per)}; "
+                             f"data: {', '.join(unknown)})")
     parts, with_draws = [], True
     for _, r, g in groups:
         L = g["loss"].to_numpy(float)
@@ -390,7 +408,8 @@ def _accuracy(rec, data, columns, ci, seed) -> Prediction:
             lo.append(iv[0])
             hi.append(iv[1])
         out = _inputs(g, ("loss",))
-        _columns(out, "acc", True, np.asarray(pred), np.asarray(lo, float), np.asarray(hi, float), g["acc"].to_numpy(float) if "acc" in g.columns else None)
+        measured = g["acc"].to_numpy(float) if "acc" in g.columns else None
+        _columns(out, "acc", True, np.asarray(pred), np.asarray(lo, float), np.asarray(hi, float), measured)
         f = _factor({"loss": L}, {"loss": r.get("loss_range")})
         out["extrapolation_factor"] = f if f is not None else np.nan
         parts.append(out)
@@ -404,7 +423,8 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
     import pandas as pd  # deferred: pandas is slow to import
 
     if not has_exponents(rec):
-        raise InputError(f"this batch-lr fit holds per-group optima only ({(rec.get('settings') or {}).get('exponents')}): there is no law to predict with")
+        why = (rec.get("settings") or {}).get("exponents")
+        raise InputError(f"this batch-lr fit holds per-group optima only ({why}): there is no law to predict with")
     st, p = rec.get("settings") or {}, rec["params"]
     form = st.get("form", "compute")
     ds = inputs.load(data, inputs.parse_col_overrides(columns), _n_kind(rec))
@@ -417,15 +437,18 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
         if form == "compute":
             groups = group_by_tolerance(C, float(st.get("budget_tol") or 0.05))
         else:
-            gn, gd = group_by_tolerance(df["N"].to_numpy(float), 0.01), group_by_tolerance(df["D"].to_numpy(float), 0.01)
+            gn = group_by_tolerance(df["N"].to_numpy(float), 0.01)
+            gd = group_by_tolerance(df["D"].to_numpy(float), 0.01)
             _, groups = np.unique(np.stack([gn, gd], 1), axis=0, return_inverse=True)
         lg = lambda c: np.log(df[c].to_numpy(float))  # noqa: E731
-        _, rows = select_points(lg("N"), lg("D"), np.log(C), lg("lr"), lg("batch_tokens"), df["loss"].to_numpy(float), np.ravel(groups),
-                                float(st.get("near_optimal_tol", 0.0025)), st.get("optimum", "best"))
+        _, rows = select_points(lg("N"), lg("D"), np.log(C), lg("lr"), lg("batch_tokens"), df["loss"].to_numpy(float),
+                                np.ravel(groups), float(st.get("near_optimal_tol", 0.0025)), st.get("optimum", "best"))
         pts = pd.DataFrame({"N": [r["N"] for r in rows], "D": [r["D"] for r in rows], "C": [r["C"] for r in rows],
                             "n_runs": [r["n_runs"] for r in rows]})
-        measured = {"lr": np.array([r["opt_lr"] for r in rows]), "batch_tokens": np.array([r["opt_batch_tokens"] for r in rows])}
-        warnings.append(f"the data is a batch x lr sweep: each of its {len(rows)} group(s)' optimum ({st.get('optimum', 'best')}) is compared with the law")
+        measured = {"lr": np.array([r["opt_lr"] for r in rows]),
+                    "batch_tokens": np.array([r["opt_batch_tokens"] for r in rows])}
+        warnings.append(f"the data is a batch x lr sweep: each of its {len(rows)} group(s)' optimum "
+                        f"({st.get('optimum', 'best')}) is compared with the law")
     else:
         pts = pd.DataFrame({"N": df["N"].to_numpy(float), "D": df["D"].to_numpy(float)})
         if C is not None:
@@ -433,7 +456,8 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
         if "run" in df.columns:
             pts.insert(0, "run", df["run"].to_numpy())
         measured = {q: df[q].to_numpy(float) if q in df.columns else None for q in ("lr", "batch_tokens")}
-    x = {"N": pts["N"].to_numpy(float), "D": pts["D"].to_numpy(float), "C": pts["C"].to_numpy(float) if "C" in pts else None}
+    x = {"N": pts["N"].to_numpy(float), "D": pts["D"].to_numpy(float),
+         "C": pts["C"].to_numpy(float) if "C" in pts else None}
     if form == "compute":
         keys = ("lr_coef", "lr_exp_C", "bs_coef", "bs_exp_C")
         lr, bt = ComputeHParamLaw(**{k: p[k] for k in keys}).predict(C=x["C"])
@@ -444,17 +468,23 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
         clean = {k: (0.0 if p.get(k) is None and "exp" in k else p.get(k)) for k in keys}
         lr, bt = NDHParamLaw(**clean).predict(N=x["N"], D=x["D"])
         s = _samples(rec, [k for k in keys if p.get(k) is not None])
-        draws = NDHParamLaw(**{k: s.get(k, np.zeros_like(s["lr_coef"])) for k in keys}).predict(N=x["N"], D=x["D"]) if s else None
+        if s:
+            draws = NDHParamLaw(**{k: s.get(k, np.zeros_like(s["lr_coef"])) for k in keys}).predict(N=x["N"], D=x["D"])
+        else:
+            draws = None
     out = pts.copy()
     n = len(pts)
     for q, pred, j, rkey in (("lr", lr, 0, "residuals_log_lr"), ("batch_tokens", bt, 1, "residuals_log_batch")):
         pred = np.asarray(pred, dtype=float) * np.ones(n)
-        lo, hi = _log_intervals(pred, None if draws is None else np.asarray(draws[j], float) * np.ones((1, n)), _residuals(rec, rkey), ci, rng)
+        qd = None if draws is None else np.asarray(draws[j], float) * np.ones((1, n))
+        lo, hi = _log_intervals(pred, qd, _residuals(rec, rkey), ci, rng)
         _columns(out, q, False, pred, lo, hi, measured[q])
     if not (rec.get("diagnostics") or {}).get("residuals_log_lr"):
-        warnings.append("the record keeps no residuals (an older batch-lr record): the interval is the parameters' only")
+        warnings.append("the record keeps no residuals (an older batch-lr record): "
+                        "the interval is the parameters' only")
     ranges = rec.get("data_range") or {}
     f = _factor({k: v for k, v in x.items() if v is not None and (form == "compute") == (k == "C")}, ranges)
     out["extrapolation_factor"] = f if f is not None else np.nan
     conv_out = {"n_kind": ds.n_kind, "n_source": ds.n_source, "compute": conv, "form": form, "source": ds.source}
-    return _finish(out.reset_index(drop=True), ["lr", "batch_tokens"], conv_out, _interval_kind(draws is not None), warnings, ci)
+    kind = _interval_kind(draws is not None)
+    return _finish(out.reset_index(drop=True), ["lr", "batch_tokens"], conv_out, kind, warnings, ci)
