@@ -44,7 +44,8 @@ def has_exponents(rec) -> bool:
 
 def exponents_note(n_groups: int, form: str) -> str:
     what = "compute budgets" if form == "compute" else "(N, D) groups"
-    return f"not fitted: {n_groups} {what} (exponents need {MIN_GROUPS} or more); the record gives each group's optimum only"
+    return (f"not fitted: {n_groups} {what} (exponents need {MIN_GROUPS} or more); the record gives each group's "
+            "optimum only")
 
 
 def _groups(df, form: str, C: np.ndarray, budget_tol: float) -> np.ndarray:
@@ -168,14 +169,18 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
     llr, lb, loss = np.log(df.lr.to_numpy(float)), np.log(df.batch_tokens.to_numpy(float)), df.loss.to_numpy(float)
     pts, rows = select_points(logN, logD, logC, llr, lb, loss, groups, near_optimal_tol, optimum)
     n_groups = len(rows)
-    common = {"n_points": len(df), "data_sha256": data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), "n_kind": ds.n_kind, "source": ds.source,
-              "columns": ds.columns, "conventions": {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
-              "data_range": {"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())], "C": [float(C.min()), float(C.max())]}}
-    settings = {"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum, "budget_tol": budget_tol if form == "compute" else None,
-                "bootstrap": bootstrap, "seed": seed, "ci": ci, "batch_unit": "tokens", "holdout": holdout}
+    common = {"n_points": len(df), "data_sha256": data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), "n_kind": ds.n_kind,
+              "source": ds.source, "columns": ds.columns,
+              "conventions": {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
+              "data_range": {"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())],
+                             "C": [float(C.min()), float(C.max())]}}
+    settings = {"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum,
+                "budget_tol": budget_tol if form == "compute" else None, "bootstrap": bootstrap, "seed": seed, "ci": ci,
+                "batch_unit": "tokens", "holdout": holdout}
     edges = [r for r in rows if r["lr_on_grid_edge"] or r["batch_on_grid_edge"]]
     if edges:
-        warnings.append(f"{len(edges)} of {n_groups} groups have their optimum on the edge of the lr or batch grid: the true optimum may lie outside the sweep")
+        warnings.append(f"{len(edges)} of {n_groups} groups have their optimum on the edge of the lr or batch grid: "
+                        "the true optimum may lie outside the sweep")
     small = [r for r in rows if r["n_runs"] < 3]
     if small:
         warnings.append(f"{len(small)} groups have fewer than 3 runs: their optimum is barely located")
@@ -202,19 +207,22 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
     resid_lr = pts["llr"] - np.log(_predict_lr(params, form, pts))
     resid_bs = pts["lb"] - np.log(_predict_bs(params, form, pts))
     return pipeline.record(
-        law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr), warnings=warnings,
-        settings={**settings, "objective": "sum of squared log-lr residuals", "center_C": float(np.exp(center["logC"])), "exponents": "fitted"},
-        diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size), "fit_seconds": time.perf_counter() - t0,
-                     "residuals_log_lr": resid_lr.tolist(), "residuals_log_batch": resid_bs.tolist()},
-        bootstrap=boot, holdout=None if held is None else _holdout_report(params, held, form, near_optimal_tol, optimum), **common,
+        law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr),
+        warnings=warnings, settings={**settings, "objective": "sum of squared log-lr residuals",
+                                     "center_C": float(np.exp(center["logC"])), "exponents": "fitted"},
+        diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size),
+                     "fit_seconds": time.perf_counter() - t0, "residuals_log_lr": resid_lr.tolist(),
+                     "residuals_log_batch": resid_bs.tolist()},
+        bootstrap=boot, holdout=None if held is None else _holdout_report(params, held, form, near_optimal_tol, optimum),
+        **common,
     )
 
 
 def _optima_only(rows, form, warnings, settings, common, bootstrap, t0):
     """The record of a sweep with fewer than MIN_GROUPS groups: each group's optimum, no law."""
     names = "lr_exp_C and bs_exp_C" if form == "compute" else "lr_exp_N, lr_exp_D and bs_exp_D"
-    warnings.append(f"only {len(rows)} group(s): {names} are not identified (exponents need {MIN_GROUPS} or more groups); "
-                    "the record gives each group's optimum only (diagnostics.groups)")
+    warnings.append(f"only {len(rows)} group(s): {names} are not identified (exponents need {MIN_GROUPS} or more "
+                    "groups); the record gives each group's optimum only (diagnostics.groups)")
     if bootstrap:
         warnings.append("--bootstrap skipped: no exponents to put intervals on")
     return pipeline.record(
@@ -227,10 +235,11 @@ def optima_lines(rec) -> list[str]:
     """Each group's optimum, one line each (printed with every batch-lr record)."""
     out = []
     for g in (rec.get("diagnostics") or {}).get("groups") or []:
-        where = f"C ~ {g['C']:.3g}" if (rec.get("settings") or {}).get("form", "compute") == "compute" else f"N ~ {g['N']:.3g}, D ~ {g['D']:.3g}"
+        compute = (rec.get("settings") or {}).get("form", "compute") == "compute"
+        where = f"C ~ {g['C']:.3g}" if compute else f"N ~ {g['N']:.3g}, D ~ {g['D']:.3g}"
         edge = " (on the grid's edge)" if g.get("lr_on_grid_edge") or g.get("batch_on_grid_edge") else ""
-        out.append(f"  {where}: optimal lr {g['opt_lr']:.4g}, batch {g['opt_batch_tokens']:.4g} tokens, loss {g['opt_loss']:.4g} "
-                   f"({g['optimum']}, {g['n_runs']} runs){edge}")
+        out.append(f"  {where}: optimal lr {g['opt_lr']:.4g}, batch {g['opt_batch_tokens']:.4g} tokens, "
+                   f"loss {g['opt_loss']:.4g} ({g['optimum']}, {g['n_runs']} runs){edge}")
     return out
 
 

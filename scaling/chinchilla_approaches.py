@@ -61,7 +61,8 @@ class ChinchillaOptions(pipeline.FitOptions):
             raise InputError(f"grid must be 'fast' or 'full' (got {self.grid!r})")
         if self.frontier_weights is not None:
             if self.frontier_weights not in FRONTIER_WEIGHTS:
-                raise InputError(f"--frontier-weights must be one of {', '.join(FRONTIER_WEIGHTS)} (got {self.frontier_weights!r})")
+                raise InputError(f"--frontier-weights must be one of {', '.join(FRONTIER_WEIGHTS)} "
+                                 f"(got {self.frontier_weights!r})")
             if self.approach != 2:
                 raise InputError(f"--frontier-weights applies to approach 2 only (got --approach {self.approach})")
         if self.terms is not None:
@@ -122,8 +123,8 @@ def fit_chinchilla(
     R_N_star fitted) or 'data' (the data term only, N' = N).
     """
     opts = ChinchillaOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout, approach=approach, objective=objective, law=law, grid=grid,
-                             drop_highest=drop_highest_k, holdout_fraction=holdout_fraction, max_embedding_fraction=max_embedding_fraction,
-                             frontier_weights=frontier_weights, terms=terms).check()
+                             drop_highest=drop_highest_k, holdout_fraction=holdout_fraction,
+                             max_embedding_fraction=max_embedding_fraction, frontier_weights=frontier_weights, terms=terms).check()
     ds = pipeline.load(data, columns, n_kind)
     check_kinds(ds.n_kind, compute_kind)
     min_pts = {1: 3, 2: 6, 3: 6}[approach]
@@ -161,13 +162,14 @@ def fit_chinchilla(
     if law == "data-constrained":
         from scaling.data_constrained import fit_data_constrained
 
-        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci,
-                                    compute=at_compute, terms=terms or "data+params", cost=cost, unique=(_data_info(df) or {}).get("unique_tokens"))
+        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap,
+                                    boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute,
+                                    terms=terms or "data+params", cost=cost, unique=(_data_info(df) or {}).get("unique_tokens"))
     elif approach == 3:
         body = _approach3(df, C, cost, warnings, curves=curves, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
     else:
-        body = _frontier(df, C, warnings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol, n_bins=n_bins, at_compute=at_compute, curves=curves,
-                         weights=frontier_weights or "ols")
+        body = _frontier(df, C, warnings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol,
+                         n_bins=n_bins, at_compute=at_compute, curves=curves, weights=frontier_weights or "ols")
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     settings.update(body.pop("settings"))
     rec = pipeline.record(
@@ -398,7 +400,8 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
                     "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights]}
         other = "ols" if weighted else "inverse-variance"
         alt, *_ = approach2(N, D, L, C, groups=groups, weighted=not weighted)
-        if alt is not None and (weighted or alt["weighted"]):  # an inverse-variance fit needs residual degrees of freedom
+        # an inverse-variance fit needs residual degrees of freedom
+        if alt is not None and (weighted or alt["weighted"]):
             alternative = {"frontier_weights": other, "a": alt["a"], "b": alt["b"]}
         if notes:
             warnings.append(f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: " + "; ".join(map(note_text, notes)))
@@ -435,7 +438,8 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     if bootstrap:
         if approach == 2:
             idxs = bs.resample_indices(len(N), bootstrap, seed, groups=groups)
-            one = lambda idx: approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx], weighted=weighted)  # noqa: E731
+            def one(idx):
+                return approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx], weighted=weighted)
             method = "resample runs with replacement within each budget; percentile intervals"
         else:
             idxs, method = _resample(df, len(N), bootstrap, seed, curves)
@@ -471,9 +475,9 @@ def _weights_warning(params: dict, intervals: dict, alt: dict, weights: str, ci:
     if not iv or iv[0] <= alt["a"] <= iv[1]:
         return None
     name = {"ols": "OLS", "inverse-variance": "inverse-variance weighted"}
-    return (f"approach 2 frontier: the {name[weights]} exponent a = {params['a']:.4g} [{iv[0]:.4g}, {iv[1]:.4g}] ({ci:.0%}) and the "
-            f"{name[alt['frontier_weights']]} a = {alt['a']:.4g} differ by more than that interval (b = {params['b']:.4g} vs {alt['b']:.4g}); "
-            f"--frontier-weights {alt['frontier_weights']} gives the other")
+    return (f"approach 2 frontier: the {name[weights]} exponent a = {params['a']:.4g} [{iv[0]:.4g}, {iv[1]:.4g}] "
+            f"({ci:.0%}) and the {name[alt['frontier_weights']]} a = {alt['a']:.4g} differ by more than that interval "
+            f"(b = {params['b']:.4g} vs {alt['b']:.4g}); --frontier-weights {alt['frontier_weights']} gives the other")
 
 
 def _budget_members(df, C, warnings):

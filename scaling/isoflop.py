@@ -21,7 +21,8 @@ from scaling.errors import FitError
 MIN_SIZES = 5  # fewer sizes per budget leave the parabola (3 coefficients) barely constrained
 FRONTIER_WEIGHTS = ("ols", "inverse-variance")
 WEIGHTS_TEXT = {"ols": "OLS of log N_opt, log D_opt on log C over budgets (Hoffmann et al. 2022, Porian et al. 2024)",
-                "inverse-variance": "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) (delta method, pooled residual variance)"}
+                "inverse-variance": "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) "
+                                    "(delta method, pooled residual variance)"}
 
 
 def frontier_weights(rec) -> str | None:
@@ -102,7 +103,8 @@ def note_text(n: dict) -> str:
     return f"budget C~{n['C']:.3g}: {n['reason']} ({n['detail']})"
 
 
-def approach2(N, D, loss, C, *, budget_tol: float = 0.15, min_points: int = 3, groups: np.ndarray | None = None, weighted: bool = False):
+def approach2(N, D, loss, C, *, budget_tol: float = 0.15, min_points: int = 3, groups: np.ndarray | None = None,
+              weighted: bool = False):
     """Approach 2 on arrays: the frontier by OLS over budgets, or weighted by 1/var(log N_opt) with
     `weighted`. Returns (params or None, per-budget rows (with each vertex's standard error
     log_N_opt_se when the parabolas leave residual degrees of freedom), notes, groups)."""

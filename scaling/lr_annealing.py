@@ -71,9 +71,9 @@ class AnnealingOptions(pipeline.FitOptions):
 
 
 @blas_single_thread
-def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, warmup: str = "peak", skip_fraction: float = 0.0,
-                     bootstrap: int = 0, seed: int = 0, ci: float = 0.95, holdout: str | None = None, holdout_fraction: float = 0.2,
-                     columns: dict[str, str] | None = None, delta: float = DELTA, top_k: int = 8) -> FitRecord:
+def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, warmup: str = "peak",
+                     skip_fraction: float = 0.0, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, holdout: str | None = None,
+                     holdout_fraction: float = 0.2, columns: dict[str, str] | None = None, delta: float = DELTA, top_k: int = 8) -> FitRecord:
     """Fit L0, A, alpha, C to the loss curves in `data` (a run-directory tree, a CSV/Parquet table
     with columns run, step, lr, loss, or a DataFrame).
 

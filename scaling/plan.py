@@ -140,7 +140,8 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
         n_opt, d_opt = (float(v) for v in allocate(partial(law.predict, U=unique), C, cost, n_range))
         n_fresh, d_fresh = (float(v) for v in optimal(law, C, cost, n_range))
         out["loss_at_optimum"] = float(law.predict(n_opt, d_opt, U=unique))
-        out["data_constrained"] = {"unique_tokens": float(unique), "source": "--unique-tokens" if unique_tokens else "the fitted runs' data set",
+        out["data_constrained"] = {"unique_tokens": float(unique),
+                                   "source": "--unique-tokens" if unique_tokens else "the fitted runs' data set",
                                    "epochs": d_opt / unique, "N_opt_fresh": n_fresh, "D_opt_fresh": d_fresh,
                                    "loss_at_optimum_fresh": float(law.predict(n_fresh, d_fresh))}
     elif ch.get("approach") == 3:
@@ -207,7 +208,8 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
     from scaling import laws
 
     if unique:  # a data-constrained law's draws, each allocating C for the same unique tokens
-        s = _samples(ch, ("E", "A", "B", "alpha", "beta", "R_D_star") + (("R_N_star",) if "R_N_star" in ch["params"] else ()))
+        keys = ("E", "A", "B", "alpha", "beta", "R_D_star") + (("R_N_star",) if "R_N_star" in ch["params"] else ())
+        s = _samples(ch, keys)
         if s:
             with np.errstate(all="ignore"):
                 law = laws.DataConstrainedLaw(**{k: v[:, None] for k, v in s.items()})
@@ -322,8 +324,8 @@ def format_plan(plan: dict) -> str:
     lines.append(f"D_opt: {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}  (D/N = {plan['D_opt'] / plan['N_opt']:.3g})")
     dc = plan.get("data_constrained")
     if dc:
-        lines.append(f"unique tokens: {dc['unique_tokens']:.4g} ({dc['source']}): D_opt is {dc['epochs']:.3g} epochs; with unlimited "
-                     f"unique data N_opt would be {dc['N_opt_fresh']:.4g}, D_opt {dc['D_opt_fresh']:.4g}")
+        lines.append(f"unique tokens: {dc['unique_tokens']:.4g} ({dc['source']}): D_opt is {dc['epochs']:.3g} epochs; "
+                     f"with unlimited unique data N_opt would be {dc['N_opt_fresh']:.4g}, D_opt {dc['D_opt_fresh']:.4g}")
     if "loss_at_optimum" in plan:
         lines.append(f"loss at the optimum: {plan['loss_at_optimum']:.4f}")
     r = plan.get("run")

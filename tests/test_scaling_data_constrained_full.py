@@ -19,7 +19,8 @@ DESIGN = {"unique": (3e8, 1e9, 3e9), "models": (3e7, 1e8, 3e8, 1e9), "epochs": (
 
 
 def table(noise=0.0, seed=0, **kw):
-    """IsoFLOP runs on fresh data plus every model trained for 1-32 epochs of each unique budget, drawn from the paper's law."""
+    """IsoFLOP runs on fresh data plus every model trained for 1-32 epochs of each unique budget, drawn from the
+    paper's law."""
     return data_constrained_table(PAPER, noise=noise, seed=seed, **{**DESIGN, **kw})
 
 
@@ -28,7 +29,8 @@ def test_the_authors_worked_example_and_figure_3():
     # the optimal allocation is "227B tokens, 9.1 epochs, 6.8B parameters"
     C = 6 * 8.67e9 * 178e9
     n, d = PAPER.compute_optimal(C, U=25e9)
-    assert n == pytest.approx(6.8e9, rel=0.01) and d == pytest.approx(227e9, rel=0.01) and d / 25e9 == pytest.approx(9.1, abs=0.05)
+    assert n == pytest.approx(6.8e9, rel=0.01) and d == pytest.approx(227e9, rel=0.01)
+    assert d / 25e9 == pytest.approx(9.1, abs=0.05)
     assert PAPER.predict(n, d, 25e9) < PAPER.predict(8.67e9, 178e9, 25e9)
     # Figure 3: with few unique tokens the efficient frontier moves to fewer parameters and more epochs;
     # with plenty it is Chinchilla's
@@ -63,7 +65,8 @@ def test_small_noise_recovery_and_the_data_term_only_form():
     rec = fit_chinchilla(df, law="data-constrained", top_k=8)
     p = rec.params
     assert p["R_D_star"] == pytest.approx(15.39, rel=0.05) and p["R_N_star"] == pytest.approx(5.31, rel=0.1)
-    assert abs(p["alpha"] - 0.3527) < 0.005 and abs(p["beta"] - 0.3527) < 0.005 and p["E"] == pytest.approx(1.869, rel=0.01)
+    assert abs(p["alpha"] - 0.3527) < 0.005 and abs(p["beta"] - 0.3527) < 0.005
+    assert p["E"] == pytest.approx(1.869, rel=0.01)
     data_only = fit_chinchilla(df, law="data-constrained", terms="data", top_k=8)
     assert data_only["settings"]["terms"] == "data" and "R_N_star" not in data_only.params
     assert data_only["objective"] > 5 * rec["objective"]  # the excess-parameter runs are missed without N'
@@ -77,19 +80,24 @@ def test_derived_and_plan_use_the_unique_tokens():
     assert rec["data"]["unique_tokens"] == 1e9 and "1e+09 unique tokens" in rec["settings"]["derived_assumes"]
     row = next(r for r in rec["derived"] if r["C"] == 1e21)
     n_u, d_u = PAPER.compute_optimal(1e21, U=1e9)
-    assert row["N_opt"] == pytest.approx(n_u, rel=0.02) and row["N_opt"] < 0.7 * row["N_opt_fresh"] and row["epochs_opt"] == pytest.approx(d_u / 1e9, rel=0.02)
+    assert row["N_opt"] == pytest.approx(n_u, rel=0.02) and row["N_opt"] < 0.7 * row["N_opt_fresh"]
+    assert row["epochs_opt"] == pytest.approx(d_u / 1e9, rel=0.02)
     assert row["N_opt_interval"][0] <= row["N_opt"] <= row["N_opt_interval"][1]
     plan = make_plan([rec], 1e21, vocab_size=4096)
     dc = plan["data_constrained"]
-    assert plan["N_opt"] == pytest.approx(row["N_opt"], rel=0.02) and dc["unique_tokens"] == 1e9 and dc["source"] == "the fitted runs' data set"
-    assert dc["N_opt_fresh"] == pytest.approx(row["N_opt_fresh"], rel=0.02) and plan["N_opt_interval"][0] <= plan["N_opt"] <= plan["N_opt_interval"][1]
+    assert plan["N_opt"] == pytest.approx(row["N_opt"], rel=0.02) and dc["unique_tokens"] == 1e9
+    assert dc["source"] == "the fitted runs' data set"
+    assert dc["N_opt_fresh"] == pytest.approx(row["N_opt_fresh"], rel=0.02)
+    assert plan["N_opt_interval"][0] <= plan["N_opt"] <= plan["N_opt_interval"][1]
     more = make_plan([rec], 1e21, vocab_size=4096, unique_tokens=1e12)  # plenty of data: Chinchilla's frontier
-    assert more["N_opt"] == pytest.approx(row["N_opt_fresh"], rel=0.02) and more["data_constrained"]["source"] == "--unique-tokens"
+    assert more["N_opt"] == pytest.approx(row["N_opt_fresh"], rel=0.02)
+    assert more["data_constrained"]["source"] == "--unique-tokens"
 
 
 def test_unidentified_excess_parameters_are_said():
     # only small models on the repeated data and a fresh sweep kept below the optimum: no run has N > U_N
-    df = data_constrained_table(PAPER, budgets=(), unique=(1e9, 3e9), models=(3e6, 1e7, 2e7), epochs=(1, 2, 4, 8, 16), noise=0.0)
+    df = data_constrained_table(PAPER, budgets=(), unique=(1e9, 3e9), models=(3e6, 1e7, 2e7), epochs=(1, 2, 4, 8, 16),
+                                noise=0.0)
     rec = fit_chinchilla(df, law="data-constrained", top_k=4)
     assert rec["diagnostics"]["n_excess_param_runs"] < 2
     assert any("R_N_star is not identified" in w for w in rec.warnings)
@@ -104,6 +112,7 @@ def test_cli_terms_and_plan_unique_tokens(tmp_path):
     assert "R_N_star" in r.stdout and json.loads(out.read_text())["settings"]["terms"] == "data+params"
     r = scalelab("plan", out, "--compute", "1e21", "--unique-tokens", "2e9")
     assert r.returncode == 0, r.stderr
-    assert "unique tokens: 2e+09 (--unique-tokens)" in r.stdout and "with unlimited unique data N_opt would be" in r.stdout
+    assert "unique tokens: 2e+09 (--unique-tokens)" in r.stdout
+    assert "with unlimited unique data N_opt would be" in r.stdout
     r = scalelab("fit", "chinchilla", path, "--terms", "data")
     assert r.returncode == 2 and "--terms applies to --law data-constrained only" in r.stderr

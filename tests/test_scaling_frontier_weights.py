@@ -25,13 +25,15 @@ def isoflop(seed: int, noise=(0.002, 0.01, 0.002, 0.01), sizes: int = 9, spread:
         n_opt, _ = TRUE_CHINCHILLA.compute_optimal(C)
         for n in n_opt * np.geomspace(1 / spread, spread, sizes):
             d = C / (6 * n)
-            rows.append({"N": n, "D": d, "flops": C, "loss": float(TRUE_CHINCHILLA.predict(n, d) * np.exp(sigma * rng.standard_normal()))})
+            loss = float(TRUE_CHINCHILLA.predict(n, d) * np.exp(sigma * rng.standard_normal()))
+            rows.append({"N": n, "D": d, "flops": C, "loss": loss})
     return pd.DataFrame(rows)
 
 
 def exponents(df: pd.DataFrame, weighted: bool) -> float:
     groups = np.searchsorted(np.array(BUDGETS), df["flops"].to_numpy())
-    params, *_ = approach2(*(df[c].to_numpy(float) for c in ("N", "D", "loss", "flops")), groups=groups, weighted=weighted)
+    cols = (df[c].to_numpy(float) for c in ("N", "D", "loss", "flops"))
+    params, *_ = approach2(*cols, groups=groups, weighted=weighted)
     return params["a"]
 
 
@@ -58,7 +60,8 @@ def test_default_is_ols_and_the_record_says_so():
     assert iv["settings"]["frontier_weights"] == "inverse-variance"
     assert iv.params["a"] == pytest.approx(exponents(df, weighted=True), rel=1e-12)
     # each record keeps the other procedure's exponents beside its own
-    assert rec["diagnostics"]["frontier_alternative"] == {"frontier_weights": "inverse-variance", "a": pytest.approx(iv.params["a"]),
+    assert rec["diagnostics"]["frontier_alternative"] == {"frontier_weights": "inverse-variance",
+                                                          "a": pytest.approx(iv.params["a"]),
                                                           "b": pytest.approx(iv.params["b"])}
     assert iv["diagnostics"]["frontier_alternative"]["a"] == pytest.approx(rec.params["a"])
     assert "frontier: OLS" in rec.summary()
@@ -78,7 +81,8 @@ def test_bootstrap_warns_when_the_two_exponents_disagree_beyond_the_interval():
         shift, spread, sigma = (2.0, 1.6, 0.003) if C == BUDGETS[-1] else (1.0, 4.0, 0.001)
         for n in n_opt * np.geomspace(1 / spread, spread, 9):
             d = C / (6 * n)
-            rows.append({"N": n * shift, "D": d / shift, "flops": C, "loss": float(TRUE_CHINCHILLA.predict(n, d) * np.exp(sigma * rng.standard_normal()))})
+            loss = float(TRUE_CHINCHILLA.predict(n, d) * np.exp(sigma * rng.standard_normal()))
+            rows.append({"N": n * shift, "D": d / shift, "flops": C, "loss": loss})
     rec = fit_chinchilla(pd.DataFrame(rows), approach=2, bootstrap=100, seed=0)
     alt = rec["diagnostics"]["frontier_alternative"]["a"]
     lo, hi = rec.intervals["a"]
@@ -86,7 +90,8 @@ def test_bootstrap_warns_when_the_two_exponents_disagree_beyond_the_interval():
     said = [w for w in rec.warnings if "differ by more than that interval" in w]
     assert len(said) == 1 and f"a = {rec.params['a']:.4g} [{lo:.4g}, {hi:.4g}] (95%)" in said[0]
     assert f"inverse-variance weighted a = {alt:.4g}" in said[0] and "--frontier-weights inverse-variance" in said[0]
-    assert not any("differ by more" in w for w in fit_chinchilla(pd.DataFrame(rows), approach=2).warnings)  # only with --bootstrap
+    # only with --bootstrap
+    assert not any("differ by more" in w for w in fit_chinchilla(pd.DataFrame(rows), approach=2).warnings)
 
 
 def test_older_records_read_as_inverse_variance(tmp_path):

@@ -61,13 +61,16 @@ def test_summary_json_and_a_table_without_measurements(study):
     r = scalelab("predict", study / "a3.json", study / "held.csv", "--json")
     doc = json.loads(r.stdout)
     s = doc["summary"]["loss"]
-    assert s["n_measured"] == 9 and s["mean_abs_rel_error"] <= s["max_abs_rel_error"] < 0.03 and 0.8 <= s["coverage"] <= 1
-    assert doc["conventions"]["n_kind"] == "total" and doc["conventions"]["compute"] == "6ND_total" and len(doc["rows"]) == 9
+    assert s["n_measured"] == 9 and s["mean_abs_rel_error"] <= s["max_abs_rel_error"] < 0.03
+    assert 0.8 <= s["coverage"] <= 1
+    assert doc["conventions"]["n_kind"] == "total" and doc["conventions"]["compute"] == "6ND_total"
+    assert len(doc["rows"]) == 9
     pd.read_csv(study / "held.csv").drop(columns=["loss"]).to_csv(study / "new.csv", index=False)
     r = scalelab("predict", study / "a3.json", study / "new.csv", "--out", study / "new-pred.csv")
     assert r.returncode == 0, r.stderr
     df = pd.read_csv(study / "new-pred.csv")
-    assert df.measured.isna().all() and df.inside.isna().all() and df.predicted.notna().all() and "coverage" not in r.stdout
+    assert df.measured.isna().all() and df.inside.isna().all() and df.predicted.notna().all()
+    assert "coverage" not in r.stdout
 
 
 def test_record_and_table_mismatches_exit_2(study, tmp_path):
@@ -86,7 +89,8 @@ def test_record_and_table_mismatches_exit_2(study, tmp_path):
 
 
 def test_data_constrained_applies_unique_tokens():
-    df = data_constrained_table(MUENNIGHOFF_2023, noise=0.003, seed=3, unique=(3e8, 1e9, 3e9), models=(3e7, 1e8, 3e8, 1e9),
+    df = data_constrained_table(MUENNIGHOFF_2023, noise=0.003, seed=3, unique=(3e8, 1e9, 3e9),
+                                models=(3e7, 1e8, 3e8, 1e9),
                                 epochs=(1, 2, 4, 8, 16, 32))
     big = df.N * df.D >= 1e9 * 3e9 * 16  # the largest repeated-data runs
     rec = fit_chinchilla(df[~big].reset_index(drop=True), law="data-constrained", top_k=8, bootstrap=10)
@@ -141,11 +145,13 @@ def test_task_loss_and_accuracy_per_task(tmp_path):
     acc = pd.concat(acc, ignore_index=True)
     fit = fit_accuracy(acc.iloc[::2], bootstrap=30)
     p = predict(fit, acc.iloc[1::2].reset_index(drop=True))
-    assert list(p.df.columns) == ["task", "loss", "predicted", "acc_lo", "acc_hi", "measured", "rel_error", "inside", "extrapolation_factor"]
+    assert list(p.df.columns) == ["task", "loss", "predicted", "acc_lo", "acc_hi", "measured", "rel_error", "inside",
+                                  "extrapolation_factor"]
     assert p.summary["acc"]["coverage"] >= 0.85
     assert p.summary["acc"]["n_extrapolated"] == 2  # each task's loss 4.0, beyond the fitted 2.0-3.95
     p = predict(fit, pd.DataFrame({"loss": [1.5, 3.0], "task": ["a", "a"]}))
-    assert p.df.extrapolation_factor.tolist() == pytest.approx([2.0 / 1.5, 1.0], rel=0.05) and p.df.measured.isna().all()
+    assert p.df.extrapolation_factor.tolist() == pytest.approx([2.0 / 1.5, 1.0], rel=0.05)
+    assert p.df.measured.isna().all()
     with pytest.raises(InputError, match="no task of the data is in the accuracy fit"):
         predict(fit, pd.DataFrame({"loss": [3.0], "acc": [0.5], "task": ["zzz"]}))
 
@@ -156,16 +162,19 @@ def test_batch_lr_optima_against_the_law(tmp_path):
     p = predict(rec, sweep[sweep.flops >= 1e18].reset_index(drop=True))
     assert len(p.df) == 1 and p.quantities == ["lr", "batch_tokens"]
     cols = ["predicted_lr", "lr_lo", "lr_hi", "measured_lr", "rel_error_lr", "inside_lr",
-            "predicted_batch_tokens", "batch_tokens_lo", "batch_tokens_hi", "measured_batch_tokens", "rel_error_batch_tokens", "inside_batch_tokens"]
+            "predicted_batch_tokens", "batch_tokens_lo", "batch_tokens_hi", "measured_batch_tokens", "rel_error_batch_tokens",
+            "inside_batch_tokens"]
     assert set(cols) <= set(p.df.columns) and p.df.columns[-1] == "extrapolation_factor"
     lr0, b0 = (float(v) for v in rec.law().predict(C=1e18))
     assert p.df.predicted_lr[0] == pytest.approx(lr0) and p.df.predicted_batch_tokens[0] == pytest.approx(b0)
-    # the held-out budget's best run sits at the true optimum (0.3118 C^-0.125); the law, from the 3 smaller budgets, within 10%
+    # the held-out budget's best run sits at the true optimum (0.3118 C^-0.125); the law, from the 3 smaller
+    # budgets, within 10%
     assert p.df.measured_lr[0] == pytest.approx(0.3118 * 1e18 ** -0.125, rel=1e-6) and abs(p.df.rel_error_lr[0]) < 0.1
     assert p.df.inside_lr[0] and p.df.inside_batch_tokens[0] and p.df.extrapolation_factor[0] == pytest.approx(10)
     # plain points: predictions only
     p = predict(rec, pd.DataFrame({"N": [1e8], "D": [2e10]}))
-    assert p.df.predicted_lr[0] == pytest.approx(float(rec.law().predict(C=6 * 1e8 * 2e10)[0])) and p.df.measured_lr.isna().all()
+    assert p.df.predicted_lr[0] == pytest.approx(float(rec.law().predict(C=6 * 1e8 * 2e10)[0]))
+    assert p.df.measured_lr.isna().all()
     two = fit_batch_lr(batch_lr_sweep(budgets=(1e15, 1e16), noise=0.0))
     with pytest.raises(InputError, match="per-group optima only"):
         predict(two, sweep)
@@ -178,6 +187,7 @@ def test_run_directories_are_read_in_the_records_n_kind(tmp_path):
     write_run_tree(tmp_path / "runs", df)  # non_embedding_params = 0.8 N in every summary.json
     rec = fit_chinchilla(tmp_path / "runs", n_kind="non_embedding", top_k=8)
     p = predict(rec, tmp_path / "runs")
-    assert p.conventions["n_kind"] == "non_embedding" and "non_embedding_params from summary.json" in p.conventions["n_source"]
+    assert p.conventions["n_kind"] == "non_embedding"
+    assert "non_embedding_params from summary.json" in p.conventions["n_source"]
     assert sorted(p.df.N) == pytest.approx(sorted(0.8 * df.N)) and "run" in p.df.columns
     assert p.summary["loss"]["n_measured"] == len(df) and p.summary["loss"]["max_abs_rel_error"] < 0.01
