@@ -7,7 +7,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import scalelab
+from conftest import REPO, scalelab
+from launch.expand import expand
+from launch.spec import load_spec
 
 from scaling import fit_chinchilla, make_plan
 from scaling.data_constrained import Objective
@@ -116,3 +118,13 @@ def test_cli_terms_and_plan_unique_tokens(tmp_path):
     assert "with unlimited unique data N_opt would be" in r.stdout
     r = scalelab("fit", "chinchilla", path, "--terms", "data")
     assert r.returncode == 2 and "--terms applies to --law data-constrained only" in r.stderr
+
+
+def test_the_repeated_data_sweep_spec_expands():
+    # configs/sweeps/data-constrained-tiny.yaml: 3 unique-token budgets x 3 models x 3 token counts, one validation set
+    plan = expand(load_spec(REPO / "configs/sweeps/data-constrained-tiny.yaml"))
+    assert len(plan.runs) == 27 and {r.cfg.data.name for r in plan.runs} == {"dc-tiny", "dc-tiny-u5", "dc-tiny-u50"}
+    vals = {r.cfg.data.name: r.cfg.data.val_sources[0].path for r in plan.runs}
+    assert set(vals.values()) == {"corpus/gutenberg100/valid.txt.gz"}
+    assert {r.cfg.data.tokenizer.vocab_size for r in plan.runs} == {512}
+    assert max(r.tokens for r in plan.runs) == pytest.approx(1e6, rel=1e-3)  # whole steps of 512 tokens
