@@ -53,7 +53,9 @@ def main() -> None:
     ap.add_argument("--eval-tokens", type=int, default=65536)
     ap.add_argument("--bootstrap", type=int, default=100, help="bootstrap resamples of the fit (whole curves)")
     ap.add_argument("--lambda", dest="lams", action="append", help="decay factor(s) to fit with, a number or auto (repeatable; default: 0.999 and auto)")
-    ap.add_argument("--skip-fraction", type=float, default=0.1)
+    ap.add_argument("--skip-fraction", type=float, default=0.1,
+                    help="passed to fit lr-annealing (default 0.1: the setting the README's numbers were measured with; "
+                    "the fit's own default is 0)")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # progress shows while the runs train
     lams = args.lams or ["0.999", "auto"]

@@ -272,6 +272,11 @@ def _hparams_law(iso):
         raise ConfigError(f"sweep spec: isoflop.hparams_fit: {exc}") from None
     if rec["law"] != "batch-lr" or (rec.get("settings") or {}).get("form") != "compute":
         raise ConfigError(f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form")
+    from scaling.batch_lr import has_exponents
+
+    if not has_exponents(rec):
+        raise ConfigError(f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} holds no law "
+                          f"({rec['settings'].get('exponents')}): sweep three or more budgets, or leave isoflop.hparams_fit out")
     conv = conventions_of(rec)["compute"]
     if conv != iso.compute:
         raise ConfigError(f"sweep spec: isoflop.hparams_fit counts compute as {conv} but isoflop.compute is {iso.compute}: "

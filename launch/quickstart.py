@@ -86,6 +86,18 @@ def _newer(output: Path, inputs: list[Path]) -> bool:
     return all(p.stat().st_mtime <= t for p in inputs if p.exists())
 
 
+def _batch_lr_law(path: Path) -> str | None:
+    """None when `path` is a batch-lr record holding a law; else why not (missing, or per-group
+    optima only: fewer than three groups)."""
+    if not path.exists():
+        return f"{path.name} missing"
+    from scaling.batch_lr import has_exponents  # numpy: deferred so `scalelab --help` stays fast
+    from scaling.record import FitRecord
+
+    rec = FitRecord.load(path)
+    return None if has_exponents(rec) else (rec.get("settings") or {}).get("exponents", "no exponents")
+
+
 class MainJob:
     def __init__(self, cfg):
         self.cfg = cfg
@@ -195,11 +207,12 @@ class MainJob:
         iso_step = "3. IsoFLOP sweep" + (" (WSD branches)" if self.wsd else "")
         with self.step(iso_step):
             hparams = []
-            if self.cfg.hparams_law and (fits / "batch-lr.json").exists():
+            law_note = _batch_lr_law(fits / "batch-lr.json")
+            if self.cfg.hparams_law and law_note is None:
                 # DeepSeek's procedure: each budget's runs train with the lr and batch the law gives there
                 hparams = [f"isoflop.hparams_fit={fits / 'batch-lr.json'}"]
             elif self.cfg.hparams_law:
-                print("warning: no batch-lr law: the IsoFLOP runs keep the spec's lr and batch")
+                print(f"warning: no batch-lr law ({law_note}): the IsoFLOP runs keep the spec's lr and batch")
             self.sweep(self.cfg.isoflop, *self.iso_spec(), data_set, hparams)
 
         with self.step("4. scaling-law fits"):
@@ -301,7 +314,7 @@ class MainJob:
         plan_dir.mkdir(parents=True, exist_ok=True)
         emitted = plan_dir / "emitted.yaml"
         fit_args = ["--fit", a3]
-        if self.cfg.plan.hparams_from_fit and (fits / "batch-lr.json").exists():
+        if self.cfg.plan.hparams_from_fit and _batch_lr_law(fits / "batch-lr.json") is None:
             fit_args += ["--fit", fits / "batch-lr.json"]
         if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
             self.scalelab("plan", *fit_args, "--compute", f"{compute:.6g}", "--emit-config", emitted, "--out", plan_dir / "plan.json")

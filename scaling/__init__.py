@@ -24,6 +24,7 @@ _EXPORTS = {
     "fit_lr_annealing": "scaling.lr_annealing",
     "predict_curve": "scaling.lr_annealing_law",
     "AnnealingLaw": "scaling.lr_annealing_law",
+    "predict": "scaling.predict",
     "make_plan": "scaling.plan",
     "emit_config": "scaling.plan",
     "to_train_config": "scaling.plan",

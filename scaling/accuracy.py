@@ -126,8 +126,9 @@ def fit_task(L, acc, *, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, cha
     return out
 
 
-def load_table(source, columns: dict[str, str]):
-    """(DataFrame with loss, acc[, task], description) from a table: CSV, TSV or Parquet."""
+def load_table(source, columns: dict[str, str], optional: tuple[str, ...] = ("task",)):
+    """(DataFrame with loss, acc[, task], description) from a table: CSV, TSV or Parquet; the
+    `optional` roles may be missing (`scalelab predict` reads tables without a measured accuracy)."""
     import pandas as pd
 
     for role in columns:
@@ -142,10 +143,11 @@ def load_table(source, columns: dict[str, str]):
         col = columns.get(role, role)
         if col in raw.columns:
             out[role] = raw[col]
-        elif role != "task":
+        elif role not in optional:
             raise InputError(f"column '{col}' for {role} not found (columns: {', '.join(map(str, raw.columns))}; map one with --col {role}=NAME)")
-    out["loss"] = pd.to_numeric(out["loss"], errors="coerce")
-    out["acc"] = pd.to_numeric(out["acc"], errors="coerce")
+    for role in ("loss", "acc"):
+        if role in out.columns:
+            out[role] = pd.to_numeric(out[role], errors="coerce")
     if "chance" in raw.columns:  # each row's chance accuracy (as run directories state it)
         out["chance"] = pd.to_numeric(raw["chance"], errors="coerce")
     return out, desc

@@ -81,7 +81,7 @@ def predict_chain(acc_rec, N: float, D: float, *, task_loss=None, chinchilla=Non
             ld = loss_draws(task_record(task_loss, key), N_task_loss or N, D, seed)
         else:
             ld = shared
-        tasks[label] = _through_sigmoid(r, ld, ci, seed)
+        tasks[label] = through_sigmoid(r, ld, ci, seed)
         lo_hi = r.get("loss_range")
         if lo_hi and not lo_hi[0] <= ld["point"] <= lo_hi[1]:
             warnings.append(f"accuracy chain: task {label}'s predicted loss {ld['point']:.4g} lies outside the losses its sigmoid was fitted on "
@@ -92,7 +92,9 @@ def predict_chain(acc_rec, N: float, D: float, *, task_loss=None, chinchilla=Non
             "tasks": tasks, "warnings": warnings}
 
 
-def _through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
+def through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
+    """One task's accuracy for the loss draws `ld` ({point, draws, param_draws}) through its sigmoid
+    `r` (a task's fit): {task_loss, task_loss_interval, acc, interval, parameter_interval, ...}."""
     point = SigmoidAccuracy(**{k: r["params"][k] for k in SIGMOID})
     L, Lp = np.asarray(ld["draws"], float), ld["param_draws"]
     s = (r.get("bootstrap") or {}).get("samples") or {}

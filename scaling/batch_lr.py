@@ -14,6 +14,10 @@ Procedure (Step Law's `fit_tool.py`, DeepSeek's "near-optimal" variant):
    lr_coef (the value at C = 1) is derived from them and its interval is as wide as the
    extrapolation to C = 1 makes it.
 Batch sizes are in tokens. Bootstrap resamples runs within each group.
+With fewer than MIN_GROUPS groups no exponent is fitted: a line through two optima has no residual
+to test it by (the main job's two budgets gave an objective of 9.5e-30 and exponent intervals
+spanning zero), so the record gives each group's optimum only (`diagnostics.groups`, params empty,
+settings.exponents saying why) and `plan` and the sweeps' `isoflop.hparams_fit` refuse to use it as a law.
 """
 from __future__ import annotations
 
@@ -28,6 +32,20 @@ from scaling.conventions import check_kinds, compute_column, default_compute
 from scaling.errors import FitError, InputError
 from scaling.record import FitRecord, _clean, data_sha256
 from scaling.threads import blas_single_thread
+
+MIN_GROUPS = 3  # exponents need three or more groups (optima): two determine a line exactly
+
+
+def has_exponents(rec) -> bool:
+    """Whether a batch-lr record holds a law (records of fewer than MIN_GROUPS groups hold per-group optima only)."""
+    st = rec.get("settings") or {}
+    return st.get("exponents", "fitted") == "fitted" and bool(rec.get("params"))
+
+
+def exponents_note(n_groups: int, form: str) -> str:
+    what = "compute budgets" if form == "compute" else "(N, D) groups"
+    return (f"not fitted: {n_groups} {what} (exponents need {MIN_GROUPS} or more); the record gives each group's "
+            "optimum only")
 
 
 def _groups(df, form: str, C: np.ndarray, budget_tol: float) -> np.ndarray:
@@ -151,8 +169,23 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
     llr, lb, loss = np.log(df.lr.to_numpy(float)), np.log(df.batch_tokens.to_numpy(float)), df.loss.to_numpy(float)
     pts, rows = select_points(logN, logD, logC, llr, lb, loss, groups, near_optimal_tol, optimum)
     n_groups = len(rows)
-    if form == "compute" and distinct(np.exp(pts["logC"]), 1e-3) < 2:
-        raise InputError(f"batch-lr (compute): need runs at 2 or more compute budgets; found {n_groups} group(s) (budgets within {budget_tol:.0%} are merged)")
+    common = {"n_points": len(df), "data_sha256": data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), "n_kind": ds.n_kind,
+              "source": ds.source, "columns": ds.columns,
+              "conventions": {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
+              "data_range": {"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())],
+                             "C": [float(C.min()), float(C.max())]}}
+    settings = {"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum,
+                "budget_tol": budget_tol if form == "compute" else None, "bootstrap": bootstrap, "seed": seed, "ci": ci,
+                "batch_unit": "tokens", "holdout": holdout}
+    edges = [r for r in rows if r["lr_on_grid_edge"] or r["batch_on_grid_edge"]]
+    if edges:
+        warnings.append(f"{len(edges)} of {n_groups} groups have their optimum on the edge of the lr or batch grid: "
+                        "the true optimum may lie outside the sweep")
+    small = [r for r in rows if r["n_runs"] < 3]
+    if small:
+        warnings.append(f"{len(small)} groups have fewer than 3 runs: their optimum is barely located")
+    if n_groups < MIN_GROUPS:
+        return _optima_only(rows, form, warnings, settings, common, bootstrap, t0)
     center = {"logC": float(np.mean([np.log(r["C"]) for r in rows]))}
     params = regress(pts, form, center)
     for k, v in params.items():
@@ -162,12 +195,6 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
         r = np.corrcoef(pts["logN"], pts["logD"])[0, 1]
         if abs(r) > 0.995:
             warnings.append(f"lr_exp_N and lr_exp_D are not separately identified: log N and log D are collinear in this sweep (corr {r:.4f}); vary N at fixed D")
-    edges = [r for r in rows if r["lr_on_grid_edge"] or r["batch_on_grid_edge"]]
-    if edges:
-        warnings.append(f"{len(edges)} of {n_groups} groups have their optimum on the edge of the lr or batch grid: the true optimum may lie outside the sweep")
-    small = [r for r in rows if r["n_runs"] < 3]
-    if small:
-        warnings.append(f"{len(small)} groups have fewer than 3 runs: their optimum is barely located")
     intervals, boot = {}, None
     if bootstrap:
         def one(idx):
@@ -178,17 +205,42 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
         intervals = b.intervals()
         boot = b.record(method="resample runs with replacement within each group; percentile intervals", reasons_key=None)
     resid_lr = pts["llr"] - np.log(_predict_lr(params, form, pts))
+    resid_bs = pts["lb"] - np.log(_predict_bs(params, form, pts))
     return pipeline.record(
-        law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr), n_points=len(df),
-        warnings=warnings, data_sha256=data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
-        settings={"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum, "budget_tol": budget_tol if form == "compute" else None,
-                  "bootstrap": bootstrap, "seed": seed, "ci": ci, "batch_unit": "tokens", "objective": "sum of squared log-lr residuals",
-                  "center_C": float(np.exp(center["logC"])), "holdout": holdout},
-        conventions={"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
-        diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size), "fit_seconds": time.perf_counter() - t0},
-        data_range={"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())], "C": [float(C.min()), float(C.max())]},
+        law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr),
+        warnings=warnings, settings={**settings, "objective": "sum of squared log-lr residuals",
+                                     "center_C": float(np.exp(center["logC"])), "exponents": "fitted"},
+        diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size),
+                     "fit_seconds": time.perf_counter() - t0, "residuals_log_lr": resid_lr.tolist(),
+                     "residuals_log_batch": resid_bs.tolist()},
         bootstrap=boot, holdout=None if held is None else _holdout_report(params, held, form, near_optimal_tol, optimum),
+        **common,
     )
+
+
+def _optima_only(rows, form, warnings, settings, common, bootstrap, t0):
+    """The record of a sweep with fewer than MIN_GROUPS groups: each group's optimum, no law."""
+    names = "lr_exp_C and bs_exp_C" if form == "compute" else "lr_exp_N, lr_exp_D and bs_exp_D"
+    warnings.append(f"only {len(rows)} group(s): {names} are not identified (exponents need {MIN_GROUPS} or more "
+                    "groups); the record gives each group's optimum only (diagnostics.groups)")
+    if bootstrap:
+        warnings.append("--bootstrap skipped: no exponents to put intervals on")
+    return pipeline.record(
+        law="batch-lr", approach=None, params={}, intervals={}, objective=None, warnings=warnings,
+        settings={**settings, "exponents": exponents_note(len(rows), form)},
+        diagnostics={"groups": rows, "n_groups": len(rows), "fit_seconds": time.perf_counter() - t0}, **common)
+
+
+def optima_lines(rec) -> list[str]:
+    """Each group's optimum, one line each (printed with every batch-lr record)."""
+    out = []
+    for g in (rec.get("diagnostics") or {}).get("groups") or []:
+        compute = (rec.get("settings") or {}).get("form", "compute") == "compute"
+        where = f"C ~ {g['C']:.3g}" if compute else f"N ~ {g['N']:.3g}, D ~ {g['D']:.3g}"
+        edge = " (on the grid's edge)" if g.get("lr_on_grid_edge") or g.get("batch_on_grid_edge") else ""
+        out.append(f"  {where}: optimal lr {g['opt_lr']:.4g}, batch {g['opt_batch_tokens']:.4g} tokens, "
+                   f"loss {g['opt_loss']:.4g} ({g['optimum']}, {g['n_runs']} runs){edge}")
+    return out
 
 
 def _holdout_report(params, held, form, tol, optimum) -> dict:
@@ -207,6 +259,13 @@ def _holdout_report(params, held, form, tol, optimum) -> dict:
                                    [lr_p / r["opt_lr"] - 1, bt_p / r["opt_batch_tokens"] - 1],
                                    points=[{"C": r["C"], "lr_observed": r["opt_lr"], "lr_predicted": lr_p,
                                             "batch_tokens_observed": r["opt_batch_tokens"], "batch_tokens_predicted": bt_p}])
+
+
+def _predict_bs(p, form, pts):
+    if form == "compute":
+        return p["bs_coef"] * np.exp(pts["logC"]) ** p["bs_exp_C"]
+    eD = 0.0 if not np.isfinite(p["bs_exp_D"]) else p["bs_exp_D"]
+    return p["bs_coef"] * np.exp(pts["logD"] * eD)
 
 
 def _predict_lr(p, form, pts):

@@ -58,7 +58,7 @@ def fit_chinchilla_by(data, *, by: str, baseline: str | None = None, columns=Non
         warnings.append(cmp["note"])
     first = next(e["record"] for e in fitted.values() if e["fitted"])
     return pipeline.record(
-        law="chinchilla", approach=3, by=by, params={}, intervals={}, objective=float(sum(e["record"]["objective"] for e in fitted.values() if e["fitted"])),
+        law="chinchilla", approach=3, by=by, params={}, intervals={}, objective=float(sum(e["record"]["objective"] or 0.0 for e in fitted.values() if e["fitted"])),
         n_points=len(ds.df), warnings=warnings, data_sha256=by_groups.sha(ds, values, ("N", "D", "loss")), n_kind=ds.n_kind,
         conventions={k: v for k, v in first["conventions"].items() if k != "token_cost"}, source=ds.source, columns=ds.columns,
         settings={**first["settings"], "by": by_groups.by_settings(by, kind, base, groups, seed)}, groups=fitted, compare=cmp,
@@ -160,7 +160,7 @@ def fit_batch_lr_by(data, *, by: str, columns=None, n_kind: str = "total", boots
     fitted, warnings = by_groups.fit_groups(fit_batch_lr, ds, values, groups, by, seed=seed, bootstrap=bootstrap, ci=ci, **kwargs)
     first = next(e["record"] for e in fitted.values() if e["fitted"])
     return pipeline.record(
-        law="batch-lr", approach=None, by=by, params={}, intervals={}, objective=float(sum(e["record"]["objective"] for e in fitted.values() if e["fitted"])),
+        law="batch-lr", approach=None, by=by, params={}, intervals={}, objective=float(sum(e["record"]["objective"] or 0.0 for e in fitted.values() if e["fitted"])),
         n_points=len(ds.df), warnings=list(ds.warnings) + warnings, data_sha256=by_groups.sha(ds, values, ("N", "D", "loss", "lr", "batch_tokens")),
         n_kind=ds.n_kind, conventions=first.get("conventions"), source=ds.source, columns=ds.columns,
         settings={**first["settings"], "by": by_groups.by_settings(by, kind, None, groups, seed)}, groups=fitted,

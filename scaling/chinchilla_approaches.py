@@ -19,8 +19,10 @@ from scaling.common import (at_bound, compute_grid, drop_highest, extrapolation_
                             identification_warnings)
 from scaling.conventions import (TokenCost, check_kinds, compute_column, default_compute, drop_embedding_dominated, embedding_warning,
                                  isoflop_budget_convention)
+from scaling.data_constrained import TERMS
 from scaling.errors import FitError, InputError
 from scaling.frontier import allocate, search_range
+from scaling.isoflop import FRONTIER_WEIGHTS
 from scaling.recipe import read_recipe, recipe_warning
 from scaling.threads import blas_single_thread
 from scaling.record import FitRecord, _clean, data_sha256
@@ -42,6 +44,8 @@ class ChinchillaOptions(pipeline.FitOptions):
     drop_highest: int = 0
     holdout_fraction: float = 0.1
     max_embedding_fraction: float | None = None
+    frontier_weights: str | None = None  # approach 2: 'ols' (None: the default) or 'inverse-variance'
+    terms: str | None = None  # data-constrained law: 'data+params' (None: the default) or 'data'
 
     def check(self) -> "ChinchillaOptions":
         if self.approach not in (1, 2, 3):
@@ -55,6 +59,17 @@ class ChinchillaOptions(pipeline.FitOptions):
             raise InputError(f"{opt} applies to approach 3 only (got --approach {self.approach})")
         if self.grid not in ("fast", "full"):
             raise InputError(f"grid must be 'fast' or 'full' (got {self.grid!r})")
+        if self.frontier_weights is not None:
+            if self.frontier_weights not in FRONTIER_WEIGHTS:
+                raise InputError(f"--frontier-weights must be one of {', '.join(FRONTIER_WEIGHTS)} "
+                                 f"(got {self.frontier_weights!r})")
+            if self.approach != 2:
+                raise InputError(f"--frontier-weights applies to approach 2 only (got --approach {self.approach})")
+        if self.terms is not None:
+            if self.terms not in TERMS:
+                raise InputError(f"--terms must be one of {', '.join(TERMS)} (got {self.terms!r})")
+            if self.law != "data-constrained":
+                raise InputError("--terms applies to --law data-constrained only")
         super().check()
         return self
 
@@ -89,6 +104,8 @@ def fit_chinchilla(
     objective: str = "huber",
     law: str = "chinchilla",
     max_embedding_fraction: float | None = None,
+    frontier_weights: str | None = None,
+    terms: str | None = None,
 ) -> FitRecord:
     """Fit the Chinchilla law (approach 3) or frontier (approaches 1, 2) to `data`.
 
@@ -101,9 +118,13 @@ def fit_chinchilla(
     objective (approach 3): 'huber' (summed Huber, default) or 'mle' (Huber-density likelihood, free sigma).
     law (approach 3): 'chinchilla' or 'data-constrained' (Muennighoff et al. 2023; needs column U).
     max_embedding_fraction: leave out runs whose embeddings exceed this fraction of their parameters.
+    frontier_weights (approach 2): 'ols' (default: the published procedure) or 'inverse-variance'.
+    terms (data-constrained law): 'data+params' (default: the paper's complete law, R_D_star and
+    R_N_star fitted) or 'data' (the data term only, N' = N).
     """
     opts = ChinchillaOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout, approach=approach, objective=objective, law=law, grid=grid,
-                             drop_highest=drop_highest_k, holdout_fraction=holdout_fraction, max_embedding_fraction=max_embedding_fraction).check()
+                             drop_highest=drop_highest_k, holdout_fraction=holdout_fraction,
+                             max_embedding_fraction=max_embedding_fraction, frontier_weights=frontier_weights, terms=terms).check()
     ds = pipeline.load(data, columns, n_kind)
     check_kinds(ds.n_kind, compute_kind)
     min_pts = {1: 3, 2: 6, 3: 6}[approach]
@@ -141,11 +162,14 @@ def fit_chinchilla(
     if law == "data-constrained":
         from scaling.data_constrained import fit_data_constrained
 
-        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute)
+        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap,
+                                    boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute,
+                                    terms=terms or "data+params", cost=cost, unique=(_data_info(df) or {}).get("unique_tokens"))
     elif approach == 3:
         body = _approach3(df, C, cost, warnings, curves=curves, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
     else:
-        body = _frontier(df, C, warnings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol, n_bins=n_bins, at_compute=at_compute, curves=curves)
+        body = _frontier(df, C, warnings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol,
+                         n_bins=n_bins, at_compute=at_compute, curves=curves, weights=frontier_weights or "ols")
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     settings.update(body.pop("settings"))
     rec = pipeline.record(
@@ -363,15 +387,22 @@ def _resample(df, n: int, n_boot: int, seed: int, curves: bool) -> tuple[list, s
 
 
 # ---------------------------------------------------------------- approaches 1 and 2
-def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves):
-    from scaling.isoflop import MIN_SIZES, approach1, approach2, approach2_resample, note_text
+def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves, weights="ols"):
+    from scaling.isoflop import MIN_SIZES, WEIGHTS_TEXT, approach1, approach2, approach2_resample, note_text
 
     N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
+    weighted = weights == "inverse-variance"
+    alternative = None
     if approach == 2:
         groups = _budget_groups(df, C, budget_tol)
-        params, rows, notes, groups = approach2(N, D, L, C, groups=groups)
-        settings = {"budget_tol": budget_tol, "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); "
-                         "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) (delta method, pooled residual variance)"}
+        params, rows, notes, groups = approach2(N, D, L, C, groups=groups, weighted=weighted)
+        settings = {"budget_tol": budget_tol, "frontier_weights": weights,
+                    "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights]}
+        other = "ols" if weighted else "inverse-variance"
+        alt, *_ = approach2(N, D, L, C, groups=groups, weighted=not weighted)
+        # an inverse-variance fit needs residual degrees of freedom
+        if alt is not None and (weighted or alt["weighted"]):
+            alternative = {"frontier_weights": other, "a": alt["a"], "b": alt["b"]}
         if notes:
             warnings.append(f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: " + "; ".join(map(note_text, notes)))
         few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
@@ -384,11 +415,13 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
                             + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge) + "): the true minimum may lie outside the sweep")
         if params is None:
             raise FitError(f"approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found {len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)")
-        if not params.pop("weighted"):
+        if not params.pop("weighted") and weighted:
             warnings.append("approach 2 regression is unweighted: no residual degrees of freedom to weight budgets by (3 sizes per budget)")
         for r in rows:
             r.pop("_var_unit", None)
         diagnostics = {"budgets": rows, "n_budgets": len(rows), "n_groups": int(np.unique(groups).size), "skipped_budgets": [note_text(n) for n in notes]}
+        if alternative:
+            diagnostics["frontier_alternative"] = alternative
     else:
         params, rows = approach1(N, D, L, C, n_bins=n_bins)
         settings = {"n_bins": n_bins, "method": "lowest loss per log-compute bin; OLS of log N, log D on log C"}
@@ -405,7 +438,8 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     if bootstrap:
         if approach == 2:
             idxs = bs.resample_indices(len(N), bootstrap, seed, groups=groups)
-            one = lambda idx: approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx])  # noqa: E731
+            def one(idx):
+                return approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx], weighted=weighted)
             method = "resample runs with replacement within each budget; percentile intervals"
         else:
             idxs, method = _resample(df, len(N), bootstrap, seed, curves)
@@ -418,6 +452,8 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
         if b.failed:
             warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples gave no frontier fit: {b.failure_text()}")
         _identification(intervals, warnings, keys=("a", "b"))
+        if alternative:
+            warnings.extend(w for w in [_weights_warning(params, intervals, alternative, weights, ci)] if w)
     from scaling.laws import FrontierLaw
 
     law = FrontierLaw(N_coef=params["N_coef"], a=params["a"], D_coef=params["D_coef"], b=params["b"])
@@ -430,6 +466,18 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     if boot:
         out["bootstrap"] = boot
     return out
+
+
+def _weights_warning(params: dict, intervals: dict, alt: dict, weights: str, ci: float) -> str | None:
+    """Approach 2 with --bootstrap: when the other weighting's exponent a lies outside this fit's
+    interval, the two procedures disagree by more than the data's uncertainty; say both."""
+    iv = intervals.get("a")
+    if not iv or iv[0] <= alt["a"] <= iv[1]:
+        return None
+    name = {"ols": "OLS", "inverse-variance": "inverse-variance weighted"}
+    return (f"approach 2 frontier: the {name[weights]} exponent a = {params['a']:.4g} [{iv[0]:.4g}, {iv[1]:.4g}] "
+            f"({ci:.0%}) and the {name[alt['frontier_weights']]} a = {alt['a']:.4g} differ by more than that interval "
+            f"(b = {params['b']:.4g} vs {alt['b']:.4g}); --frontier-weights {alt['frontier_weights']} gives the other")
 
 
 def _budget_members(df, C, warnings):

@@ -1,4 +1,5 @@
-"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,task-loss,moe,lr-annealing}` and `scalelab plan`.
+"""`scalelab fit {chinchilla,kaplan,batch-lr,critical-batch,accuracy,task-loss,moe,lr-annealing}`, `scalelab predict`
+and `scalelab plan`.
 
 Registered by launch/cli.py. Heavy imports (numpy, scipy, pandas, matplotlib) happen inside the
 command functions so `scalelab --help` stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input.
@@ -100,6 +101,12 @@ def register(subparsers) -> None:
                    help="approach 3: huber = sum of Huber(1e-3) log residuals (default); mle = Epoch's maximum likelihood (Huber-shaped density, free sigma)")
     p.add_argument("--law", dest="chinchilla_law", choices=["chinchilla", "data-constrained"], default="chinchilla",
                    help="approach 3: data-constrained = Muennighoff et al. 2023 (repeated data discounted; needs unique tokens per run, column U)")
+    p.add_argument("--terms", choices=["data+params", "data"], default=None,
+                   help="--law data-constrained: data+params = the paper's complete law, R_D_star and R_N_star fitted "
+                   "(default); data = the repeated-data term only (N' = N)")
+    p.add_argument("--frontier-weights", choices=["ols", "inverse-variance"], default=None,
+                   help="approach 2: regress log N_opt on log C by OLS over budgets (default: Hoffmann et al. 2022, "
+                   "Porian et al. 2024) or weighted by 1/var(log N_opt) (each parabola vertex's precision)")
     _by(p, baseline=True)
     p.set_defaults(func=cmd_fit_chinchilla)
 
@@ -140,7 +147,9 @@ def register(subparsers) -> None:
                    help="decay factor of the annealing momentum (default 0.999, the paper's), or auto: the grid value with the best fit")
     p.add_argument("--warmup", choices=["peak", "actual"], default="peak",
                    help="peak (default): warmup steps count at the peak lr (the paper's section 3.4); actual: as scheduled")
-    p.add_argument("--skip-fraction", type=float, default=0.1, metavar="F", help="leave out points before this fraction of each curve's steps (default 0.1)")
+    p.add_argument("--skip-fraction", type=float, default=0.0, metavar="F",
+                   help="leave out points before this fraction of each curve's steps (default 0: every point, as the "
+                   "authors' fitting script)")
     p.add_argument("--holdout", choices=["last-run", "tail"],
                    help="last-run: fit on the other curves, predict the last (last run directory by path / last run in the table); "
                    "tail: fit on each curve's early steps, predict its last --holdout-fraction")
@@ -179,6 +188,10 @@ def register(subparsers) -> None:
     _compute_kind(p)
     p.set_defaults(func=cmd_fit_task_loss)
 
+    from scaling.predict_cli import add_parser as add_predict_parser  # `scalelab predict`: its own module
+
+    add_predict_parser(subparsers)
+
     p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
                               description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
                               "the best (N_active, E, G, D) and the dense optimum beside it.")
@@ -201,6 +214,9 @@ def register(subparsers) -> None:
     p.add_argument("--usd-per-device-hour", type=_positive_float, metavar="P", help="price of one device for one hour")
     p.add_argument("--runs", default="runs", metavar="DIR", help="run-directory tree read by --mfu auto (default: runs)")
     p.add_argument("--compute-kind", choices=COMPUTE_KINDS, default=None, help="the convention --compute is given in; refused when it differs from the fit's")
+    p.add_argument("--unique-tokens", type=_positive_float, metavar="U",
+                   help="unique training tokens the planned run can draw from: a data-constrained fit (fit chinchilla "
+                   "--law data-constrained) allocates the budget for them (default: the fitted runs' data set)")
     p.add_argument("--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)")
     p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation")
     p.add_argument("--micro-batch-size", type=int, default=16, help="micro batch (sequences) for the emitted config")
@@ -299,7 +315,9 @@ def cmd_fit_chinchilla(args) -> int:
     return _run_fit(args, fit_chinchilla, approach=args.approach, drop_highest_k=args.drop_highest, bootstrap=args.bootstrap,
                     holdout=args.holdout, holdout_fraction=args.holdout_fraction, grid=args.grid, top_k=args.top_k,
                     budget_tol=args.budget_tol, at_compute=args.compute, curves=args.curves, compute_kind=args.compute_kind,
-                    objective=args.objective, law=args.chinchilla_law, max_embedding_fraction=args.max_embedding_fraction)
+                    objective=args.objective, law=args.chinchilla_law,
+                    max_embedding_fraction=args.max_embedding_fraction, frontier_weights=args.frontier_weights,
+                    terms=args.terms)
 
 
 def cmd_fit_kaplan(args) -> int:
@@ -445,7 +463,8 @@ def cmd_plan(args) -> int:
 
             return plan_moe(args, fits)
         chain = {k: FitRecord.load(v) if v else None for k, v in (("accuracy", args.accuracy), ("task_loss", args.task_loss))}
-        plan = build_plan(fits, opts, {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind}, ci=args.ci, **chain)
+        kw = {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind, "unique_tokens": args.unique_tokens}
+        plan = build_plan(fits, opts, kw, ci=args.ci, **chain)
         if args.emit_config:
             emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config

@@ -52,16 +52,18 @@ class Dataset:
     n_source: str = ""  # where N came from, for the record
 
 
-def parse_col_overrides(items: Iterable[str] | None) -> dict[str, str]:
-    """['N=params', 'loss=val'] -> {'N': 'params', 'loss': 'val'}; unknown roles are errors."""
+def parse_col_overrides(items: Iterable[str] | None, roles: Iterable[str] = ROLES) -> dict[str, str]:
+    """['N=params', 'loss=val'] -> {'N': 'params', 'loss': 'val'}; roles outside `roles` (default:
+    the loss fits' ROLES) are errors naming the allowed ones."""
+    roles = tuple(roles)
     out: dict[str, str] = {}
     for item in items or []:
         if "=" not in item:
-            raise InputError(f"--col '{item}' must look like role=column (roles: {', '.join(ROLES)})")
+            raise InputError(f"--col '{item}' must look like role=column (roles: {', '.join(roles)})")
         role, col = item.split("=", 1)
         role = role.strip()
-        if role not in ROLES:
-            raise InputError(f"--col '{item}': unknown role '{role}' (roles: {', '.join(ROLES)})")
+        if role not in roles:
+            raise InputError(f"--col '{item}': unknown role '{role}' (roles: {', '.join(roles)})")
         out[role] = col.strip()
     return out
 

@@ -3,8 +3,11 @@
 Approach 2 (IsoFLOP profiles): group runs by compute budget, fit a parabola of loss in log N per
 budget, take its minimum as N_opt(C) and D_opt = C / k(N_opt), with k = C/D the tokens' cost in
 the record's compute convention (6 N for 6ND; the trainer's FLOPs per token otherwise, read off
-the budget's own runs), then regress log N_opt and log D_opt on log C, weighting each budget by
-the precision of its vertex: N_opt = N_coef C^a, D_opt = D_coef C^b.
+the budget's own runs), then regress log N_opt and log D_opt on log C: N_opt = N_coef C^a,
+D_opt = D_coef C^b. The regression is ordinary least squares over budgets by default, as Hoffmann
+et al. 2022 and Porian et al. 2024 fit it (`weights="ols"`); `weights="inverse-variance"` weights
+each budget by the precision of its vertex (scalelab's refinement; records written before the
+choice existed used it).
 Approach 1 (lower envelope): bin runs (or training-curve points) by compute, keep the lowest
 loss in each bin, and regress the N and D of those envelope points on C the same way.
 """
@@ -16,6 +19,18 @@ from scaling.common import group_by_tolerance, ols
 from scaling.errors import FitError
 
 MIN_SIZES = 5  # fewer sizes per budget leave the parabola (3 coefficients) barely constrained
+FRONTIER_WEIGHTS = ("ols", "inverse-variance")
+WEIGHTS_TEXT = {"ols": "OLS of log N_opt, log D_opt on log C over budgets (Hoffmann et al. 2022, Porian et al. 2024)",
+                "inverse-variance": "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) "
+                                    "(delta method, pooled residual variance)"}
+
+
+def frontier_weights(rec) -> str | None:
+    """How an approach-2 record's frontier regression weighted its budgets; a record written before
+    `settings.frontier_weights` existed was weighted by inverse variance."""
+    if rec.get("approach") != 2:
+        return None
+    return (rec.get("settings") or {}).get("frontier_weights") or "inverse-variance"
 
 
 def _vertex_gradient(c2: float, c1: float) -> np.ndarray:
@@ -88,8 +103,11 @@ def note_text(n: dict) -> str:
     return f"budget C~{n['C']:.3g}: {n['reason']} ({n['detail']})"
 
 
-def approach2(N, D, loss, C, *, budget_tol: float = 0.15, min_points: int = 3, groups: np.ndarray | None = None, weighted: bool = True):
-    """Approach 2 on arrays. Returns (params or None, per-budget rows, notes, groups)."""
+def approach2(N, D, loss, C, *, budget_tol: float = 0.15, min_points: int = 3, groups: np.ndarray | None = None,
+              weighted: bool = False):
+    """Approach 2 on arrays: the frontier by OLS over budgets, or weighted by 1/var(log N_opt) with
+    `weighted`. Returns (params or None, per-budget rows (with each vertex's standard error
+    log_N_opt_se when the parabolas leave residual degrees of freedom), notes, groups)."""
     logN, logC = np.log(N), np.log(C)
     if groups is None:
         groups = group_by_tolerance(C, budget_tol)
@@ -97,15 +115,15 @@ def approach2(N, D, loss, C, *, budget_tol: float = 0.15, min_points: int = 3, g
     if len(rows) < 2:
         return None, rows, notes, groups
     arr = {k: np.array([r[k] for r in rows]) for k in ("C", "N_opt", "D_opt")}
-    w, s2 = vertex_weights(rows) if weighted else (None, None)
-    params = frontier_fit(arr["C"], arr["N_opt"], arr["D_opt"], w)
-    params["weighted"] = w is not None
+    w, _ = vertex_weights(rows)
+    params = frontier_fit(arr["C"], arr["N_opt"], arr["D_opt"], w if weighted else None)
+    params["weighted"] = bool(weighted and w is not None)
     for r, wi in zip(rows, w if w is not None else [None] * len(rows)):
         r["log_N_opt_se"] = None if wi is None else float(1 / np.sqrt(wi))
     return params, rows, notes, groups
 
 
-def approach2_resample(N, D, loss, C, groups, weighted: bool = True) -> dict:
+def approach2_resample(N, D, loss, C, groups, weighted: bool = False) -> dict:
     """One bootstrap refit; a resample with fewer than 2 usable budgets raises FitError naming why."""
     params, rows, notes, _ = approach2(N, D, loss, C, groups=groups, weighted=weighted)
     if params is None:

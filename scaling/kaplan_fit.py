@@ -130,13 +130,18 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
         boot = b.record(reasons_key=None, seconds=False)
     resid = obj.residuals(res.x)
     diagnostics = res.to_diagnostics()
-    diagnostics.update({"fit_seconds": time.perf_counter() - t0, "residual_log_rms": float(np.sqrt(np.mean(resid**2)))})
+    diagnostics.update({"fit_seconds": time.perf_counter() - t0, "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
+                        "residuals_log": [float(r) for r in resid]})
+    data_range = {k: [float(df[k].min()), float(df[k].max())] for k in ("N", "D", "loss") if k in need}
+    if form == "nd":
+        C = compute_column(df, default_compute(ds.n_kind), ds.n_kind)
+        data_range["C"] = [float(C.min()), float(C.max())]
     rec = pipeline.record(
         law="kaplan", approach=None, params=params, intervals=intervals, objective=res.fun, n_points=len(df),
         warnings=warnings, data_sha256=data_sha256(df, list(need)), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
         conventions={"compute": default_compute(ds.n_kind), "n_kind": ds.n_kind, "n_source": ds.n_source},
         settings={"form": form, "delta": delta, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci, "holdout": holdout},
-        diagnostics=diagnostics, bootstrap=boot,
+        diagnostics=diagnostics, data_range=data_range, bootstrap=boot,
     )
     if held is not None:
         pred = rec.law().predict(N=held["N"].to_numpy(float) if "N" in need else None, D=held["D"].to_numpy(float) if "D" in need else None)

@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from scaling.conventions import TokenCost
+from scaling.frontier import allocate
+
 
 @dataclass(frozen=True)
 class ChinchillaLaw:
@@ -58,10 +61,12 @@ class DataConstrainedLaw(ChinchillaLaw):
     L(N, D, U) = E + A / N'^alpha + B / D'^beta, with U the unique tokens a run saw and
     D' = U + U R_D_star (1 - exp(-R_D / R_D_star)), R_D = max(D/U - 1, 0) repetitions beyond the
     first epoch: repeated tokens are worth less and less, saturating at U (1 + R_D_star).
-    N' = N unless R_N_star is given (the paper's excess-parameter term, not fitted by scalelab):
-    then U_N = min(N, N_opt for U tokens), N' = U_N + U_N R_N_star (1 - exp(-R_N / R_N_star)),
-    R_N = N/U_N - 1. With U None, or D <= U everywhere, predict is the Chinchilla law's.
-    compute_optimal is the Chinchilla frontier, i.e. it assumes enough unique data.
+    N' = N unless R_N_star is given (the paper's excess-parameter term): then U_N = min(N, N_opt for
+    U tokens), N' = U_N + U_N R_N_star (1 - exp(-R_N / R_N_star)), R_N = N/U_N - 1 (a model larger
+    than compute-optimal for its unique data, fresh data included, gets less from its extra
+    parameters). With U None, or D <= U and N <= U_N everywhere, predict is the Chinchilla law's.
+    compute_optimal(C) is the Chinchilla frontier (enough unique data); compute_optimal(C, U) the
+    optimum with U unique tokens (numerical: few unique tokens shrink N_opt, Muennighoff et al.'s Figure 3).
     """
 
     R_D_star: float = float("inf")
@@ -76,6 +81,15 @@ class DataConstrainedLaw(ChinchillaLaw):
         D = np.asarray(D, dtype=float)
         U = np.minimum(np.asarray(U, dtype=float), D)
         return self._decayed(U, D / U - 1.0, self.R_D_star)
+
+    def compute_optimal(self, C, U=None):
+        """(N_opt, D_opt) under C = 6 N D: the Chinchilla frontier, or with U unique tokens the
+        minimum of predict(N, C / 6N, U) over N (three decades either side of the frontier's N)."""
+        if U is None:
+            return super().compute_optimal(C)
+        n_fresh, _ = super().compute_optimal(C)
+        rng = (float(np.min(n_fresh)) / 1e3, float(np.max(n_fresh)) * 1e3)
+        return allocate(lambda n, d: self.predict(n, d, U), float(C), TokenCost("6ND_total", "total"), rng)
 
     def predict(self, N, D, U=None):
         if U is None:

@@ -49,7 +49,7 @@ WINDOW_TEXT = {"window": "a logged training loss is the trainer's mean over its 
 class AnnealingOptions(pipeline.FitOptions):
     lam: float | str = LAMBDA
     warmup: str = "peak"
-    skip_fraction: float = 0.1
+    skip_fraction: float = 0.0
     holdout_fraction: float = 0.2
     delta: float = DELTA
 
@@ -71,16 +71,17 @@ class AnnealingOptions(pipeline.FitOptions):
 
 
 @blas_single_thread
-def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, warmup: str = "peak", skip_fraction: float = 0.1,
-                     bootstrap: int = 0, seed: int = 0, ci: float = 0.95, holdout: str | None = None, holdout_fraction: float = 0.2,
-                     columns: dict[str, str] | None = None, delta: float = DELTA, top_k: int = 8) -> FitRecord:
+def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, warmup: str = "peak",
+                     skip_fraction: float = 0.0, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, holdout: str | None = None,
+                     holdout_fraction: float = 0.2, columns: dict[str, str] | None = None, delta: float = DELTA, top_k: int = 8) -> FitRecord:
     """Fit L0, A, alpha, C to the loss curves in `data` (a run-directory tree, a CSV/Parquet table
     with columns run, step, lr, loss, or a DataFrame).
 
     lam: the momentum's decay factor (the paper's 0.999), or 'auto': the value of LAMBDA_GRID whose
     fit has the lowest objective on the fitted curves (its profile is in diagnostics.lambda_profile).
-    skip_fraction: points before this fraction of each curve's steps are left out (the law
-    describes the curve after its first transient). holdout: 'last-run' (fit on the other curves,
+    skip_fraction: points before this fraction of each curve's steps are left out; 0 (default) fits
+    every point, as the authors' released fitting script does (the record's settings.skip_fraction
+    says which was used). holdout: 'last-run' (fit on the other curves,
     predict the last one: the last run directory by path, or the last run to appear in a table)
     or 'tail' (fit on each curve's first 1 - holdout_fraction of steps, predict the rest).
     """

@@ -69,7 +69,7 @@ class LrAnnealingRecord(FitRecord):
     def summary(self) -> str:
         p, iv, st = self["params"], self.get("intervals") or {}, self.get("settings") or {}
         lines = [f"law: lr-annealing  L(s) = L0 + A*S1^-alpha - C*S2  (lambda {st.get('lambda')}, warmup at {st.get('warmup')}, "
-                 f"Huber delta {st.get('delta')})", f"curves: {len(self.get('curves') or [])}, points: {self['n_points']} ({self.get('input')}: {self.get('source')})",
+                 f"Huber delta {st.get('delta')}, skip fraction {st.get('skip_fraction', 0.1):g})", f"curves: {len(self.get('curves') or [])}, points: {self['n_points']} ({self.get('input')}: {self.get('source')})",
                  f"objective: {self['objective']:.10g}"]
         for k in PARAMS:
             s = f"  {k:>6} = {p[k]:.6g}"

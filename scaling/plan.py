@@ -15,6 +15,7 @@ law saw; `emit_config` writes it.
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,8 @@ from scaling.bootstrap import interval
 from scaling.common import EXTRAPOLATION_WARN_FACTOR
 from scaling.conventions import TokenCost
 from scaling.errors import InputError
+from scaling.frontier import allocate
+from scaling.prediction import data_constrained, predict_loss
 from scaling.record import FitRecord, _clean
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -98,8 +101,10 @@ def _fit_warnings(fits: list[FitRecord]) -> list[str]:
 
 
 def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None = None, ci: float = 0.95,
-              compute_kind: str | None = None) -> dict:
-    """Recommendation for compute C (in the Chinchilla record's convention) from the given fits."""
+              compute_kind: str | None = None, unique_tokens: float | None = None) -> dict:
+    """Recommendation for compute C (in the Chinchilla record's convention) from the given fits.
+    A data-constrained law allocates C for `unique_tokens` unique training tokens (default: the
+    fitted runs' data set, when they share one): few unique tokens shrink N_opt."""
     from scaling import laws
     from scaling.frontier import optimal, search_range
 
@@ -125,15 +130,32 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     cost = TokenCost.from_record(ch) if ch.get("conventions") else TokenCost(conv["compute"], conv["n_kind"])
     rng = ch.get("data_range") or {}
     n_range = search_range(np.asarray(rng.get("N") or [1.0, 1.0]))
-    if ch.get("approach") == 3:
+    if unique_tokens is not None and not (unique_tokens > 0 and np.isfinite(unique_tokens)):
+        raise InputError(f"--unique-tokens must be a positive number of tokens (got {unique_tokens})")
+    if unique_tokens is not None and not data_constrained(ch):
+        warnings.append("--unique-tokens is used by a data-constrained law only (fit --law data-constrained): "
+                        "this chinchilla law assumes unlimited unique data")
+    unique = (unique_tokens or (ch.get("data") or {}).get("unique_tokens")) if data_constrained(ch) else None
+    if ch.get("approach") == 3 and unique:
+        n_opt, d_opt = (float(v) for v in allocate(partial(law.predict, U=unique), C, cost, n_range))
+        n_fresh, d_fresh = (float(v) for v in optimal(law, C, cost, n_range))
+        out["loss_at_optimum"] = float(law.predict(n_opt, d_opt, U=unique))
+        out["data_constrained"] = {"unique_tokens": float(unique),
+                                   "source": "--unique-tokens" if unique_tokens else "the fitted runs' data set",
+                                   "epochs": d_opt / unique, "N_opt_fresh": n_fresh, "D_opt_fresh": d_fresh,
+                                   "loss_at_optimum_fresh": float(law.predict(n_fresh, d_fresh))}
+    elif ch.get("approach") == 3:
         n_opt, d_opt = (float(v) for v in optimal(law, C, cost, n_range))
         out["loss_at_optimum"] = float(law.predict(n_opt, d_opt))
+        if data_constrained(ch):
+            warnings.append("data-constrained law without unique tokens (the fitted runs do not share one data set): "
+                            "N_opt assumes unlimited unique data; give --unique-tokens")
     else:
         n_opt, d_opt = (float(v) for v in law.compute_optimal(C))
         warnings.append(f"approach {ch.get('approach')} fit: no loss prediction (only approach 3 predicts loss)")
     out["N_opt"], out["D_opt"] = n_opt, d_opt
     out["n_kind"] = conv["n_kind"]
-    _frontier_intervals(out, ch, C, cost, n_range, ci, warnings)
+    _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique)
     if rng.get("C"):
         factor = C / rng["C"][1]
         out["extrapolation_factor"] = factor
@@ -147,7 +169,7 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     seq_len = (recipe.get("settings") or {}).get("model.seq_len")
     vocab = vocab_size or _recipe_vocab(recipe) or default_vocab_size()
     out["vocab_size"] = vocab
-    unique = (ch.get("data") or {}).get("unique_tokens")
+    unique = unique or (ch.get("data") or {}).get("unique_tokens")
     run = _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique) if vocab else None
     if run:
         out["run"] = run
@@ -182,11 +204,17 @@ def _recipe_vocab(recipe: dict) -> int | None:
     return tok.get("vocab_size")
 
 
-def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings):
+def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
     from scaling import laws
-    from scaling.frontier import allocate
 
-    if ch.get("approach") == 3:
+    if unique:  # a data-constrained law's draws, each allocating C for the same unique tokens
+        keys = ("E", "A", "B", "alpha", "beta", "R_D_star") + (("R_N_star",) if "R_N_star" in ch["params"] else ())
+        s = _samples(ch, keys)
+        if s:
+            with np.errstate(all="ignore"):
+                law = laws.DataConstrainedLaw(**{k: v[:, None] for k, v in s.items()})
+                n_s, d_s = allocate(partial(law.predict, U=unique), C, cost, n_range)
+    elif ch.get("approach") == 3:
         s = _samples(ch, ("E", "A", "B", "alpha", "beta"))
         if s:
             with np.errstate(all="ignore"):
@@ -208,7 +236,6 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings):
 def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=None) -> dict | None:
     """The preset to train at C: lowest predicted loss (approach 3; a data-constrained law counts
     the repetition of the fits' data), else nearest N_opt."""
-    from scaling.prediction import data_constrained, predict_loss
 
     extra = {"U": unique} if unique and data_constrained(ch) else {}
     presets = model_presets(vocab, seq_len)
@@ -248,7 +275,12 @@ def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=No
 def _hparams(out, h, C, n_opt, d_opt, ci, warnings):
     """lr and batch from the batch-lr law, at the planned run's own N, D and C in the law's convention."""
     from scaling import laws
+    from scaling.batch_lr import has_exponents
 
+    if not has_exponents(h):
+        warnings.append(f"batch-lr fit has no law ({(h.get('settings') or {}).get('exponents') or 'no exponents'}): "
+                        "no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)")
+        return
     hl = laws.from_record(h)
     form = h.get("settings", {}).get("form")
     hconv = conventions_of(h)
@@ -290,6 +322,10 @@ def format_plan(plan: dict) -> str:
     lines = [f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute', '?')}; N = {conv.get('n_kind', plan.get('n_kind'))} parameters; {plan.get('ci', 0.95):.0%} intervals)"]
     lines.append(f"N_opt: {plan['N_opt']:.4g} parameters ({plan['n_kind']}){iv(plan.get('N_opt_interval'))}")
     lines.append(f"D_opt: {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}  (D/N = {plan['D_opt'] / plan['N_opt']:.3g})")
+    dc = plan.get("data_constrained")
+    if dc:
+        lines.append(f"unique tokens: {dc['unique_tokens']:.4g} ({dc['source']}): D_opt is {dc['epochs']:.3g} epochs; "
+                     f"with unlimited unique data N_opt would be {dc['N_opt_fresh']:.4g}, D_opt {dc['D_opt_fresh']:.4g}")
     if "loss_at_optimum" in plan:
         lines.append(f"loss at the optimum: {plan['loss_at_optimum']:.4f}")
     r = plan.get("run")

@@ -143,23 +143,27 @@ def _kaplan(plt, rec, df):
 
 
 def _batch_lr(plt, rec, df):
+    from scaling.batch_lr import has_exponents
     from scaling.laws import from_record
 
-    law = from_record(rec)
     form = rec["settings"]["form"]
     rows = rec["diagnostics"]["groups"]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     xkey = "C" if form == "compute" else "D"
     x = np.array([r[xkey] for r in rows])
     xs = np.geomspace(x.min(), x.max() * 10, 50)
-    if form == "compute":
-        lr_fit, bs_fit = law.predict(C=xs)
-    else:
-        n_mid = float(np.exp(np.log(df["N"].to_numpy(float)).mean()))
-        lr_fit, bs_fit = law.predict(N=n_mid, D=xs)
+    lr_fit = bs_fit = None
+    if has_exponents(rec):  # fewer than 3 groups: the optima alone
+        law = from_record(rec)
+        if form == "compute":
+            lr_fit, bs_fit = law.predict(C=xs)
+        else:
+            n_mid = float(np.exp(np.log(df["N"].to_numpy(float)).mean()))
+            lr_fit, bs_fit = law.predict(N=n_mid, D=xs)
     for ax, key, fit, name in ((axes[0], "opt_lr", lr_fit, "lr"), (axes[1], "opt_batch_tokens", bs_fit, "batch (tokens)")):
         ax.scatter(x, [r[key] for r in rows], color="k", s=16, label="group optimum")
-        ax.plot(xs, fit, "C3-", label="fitted law")
+        if fit is not None:
+            ax.plot(xs, fit, "C3-", label="fitted law")
         ax.set(xscale="log", yscale="log", xlabel=xkey, ylabel=f"optimal {name}")
         ax.legend(fontsize=7)
     ax = axes[2]

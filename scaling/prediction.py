@@ -17,7 +17,9 @@ INTERVAL_KIND = "prediction interval (parameter bootstrap + residual scatter of 
 
 
 def _keys(rec) -> tuple[str, ...]:
-    return CORE + ("R_D_star",) if data_constrained(rec) else CORE
+    if not data_constrained(rec):
+        return CORE
+    return CORE + ("R_D_star",) + (("R_N_star",) if (rec.get("params") or {}).get("R_N_star") is not None else ())
 
 
 def data_constrained(rec) -> bool:

@@ -108,6 +108,10 @@ class FitRecord(dict):
         if conv:
             lines.append(f"conventions: N = {conv.get('n_kind')} parameters" + (f" ({conv['n_source']})" if conv.get("n_source") else "")
                          + (f", compute = {conv['compute']}" if conv.get("compute") else ""))
+        if self.get("approach") == 2:
+            from scaling.isoflop import WEIGHTS_TEXT, frontier_weights  # numpy: deferred, as elsewhere in this module
+
+            lines.append(f"frontier: {WEIGHTS_TEXT[frontier_weights(self)]}")
         if self.get("objective") is not None:
             mle = (self.get("settings") or {}).get("objective") == "mle"
             lines.append(f"objective{' (negative log-likelihood)' if mle else ''}: {self['objective']:.10g}")
@@ -119,6 +123,13 @@ class FitRecord(dict):
                 if iv and None not in iv:
                     s += f"   [{iv[0]:.6g}, {iv[1]:.6g}]"
                 lines.append(s)
+        if self.get("law") == "batch-lr":  # each group's optimum; with fewer than 3 groups that is all there is
+            from scaling.batch_lr import optima_lines  # numpy: deferred, as elsewhere in this module
+
+            st = self.get("settings") or {}
+            if st.get("exponents", "fitted") != "fitted":
+                lines.append(f"exponents: {st['exponents']}")
+            lines += ["per-group optima:"] + optima_lines(self)
         for m in self.get("models") or []:  # critical-batch: one line per model size
             iv = m.get("B_crit_interval")
             lines.append(f"  N={m['N']:.4g}: S_min={m['S_min']:.4g} E_min={m['E_min']:.4g} B_crit={m['B_crit']:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""))

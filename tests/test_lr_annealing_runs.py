@@ -47,8 +47,9 @@ def test_fit_reads_lr_from_the_config_and_windows_from_metrics(runs, capsys):
     for c in rec["curves"]:
         assert c["lr_source"].startswith("config schedule") and c["steps"] == STEPS and c["peak_lr"] == 0.01
         assert c["warmup_steps"] == 3  # lr_at ramps over 4 steps: the first 3 are below the peak
-        # records every 2 steps; each averages the 2 updates before it; windows from update 6 on (skip 10%)
-        assert c["n_points"] == 27
+        # records every 2 steps; each averages the 2 updates before it; every window but the first
+        # (from update 0, where S1 = 0): the default --skip-fraction 0 (with 0.1, windows from update 6 on: 27)
+        assert c["n_points"] == 29
     assert "mean over its log window" in rec["settings"]["loss_points"]
     assert rec["data_range"]["S2"][1] > 0  # the WSD run anneals: C is identified
     assert np.isfinite(list(rec["params"].values())).all()

@@ -23,10 +23,11 @@ def isoflop(budgets, sizes_per_budget, spread=8.0, noise=0.0, shift=1.0, seed=0)
 
 
 def test_few_sizes_and_edge_minima_are_warned():
-    rec = fit_chinchilla(isoflop((1e17, 1e18, 1e19), 3), approach=2)
+    rec = fit_chinchilla(isoflop((1e17, 1e18, 1e19), 3), approach=2, frontier_weights="inverse-variance")
     text = " | ".join(rec.warnings)
     assert "3 budget(s) have fewer than 5 model sizes" in text
     assert "unweighted" in text  # 3 points per parabola leave no residual to weight by
+    assert "unweighted" not in " | ".join(fit_chinchilla(isoflop((1e17, 1e18, 1e19), 3), approach=2).warnings)  # OLS: nothing to say
     # a budget whose best run is its smallest model (the parabola's vertex still falls inside)
     df = isoflop((1e17, 1e18, 1e19), 5)
     edge_budget = pd.DataFrame({"N": 1e7 * np.array([1, 2, 4, 8, 16]), "flops": 1e20, "loss": [2.000, 2.002, 2.000, 2.010, 2.040]})
@@ -39,7 +40,7 @@ def test_few_sizes_and_edge_minima_are_warned():
 
 def test_regression_is_weighted_by_vertex_precision():
     df = pd.concat([isoflop((1e17, 1e19), 7, spread=8, noise=0.002, seed=1), isoflop((1e18,), 7, spread=1.5, noise=0.002, seed=2)])
-    rec = fit_chinchilla(df, approach=2)
+    rec = fit_chinchilla(df, approach=2, frontier_weights="inverse-variance")
     b = {round(np.log10(r["C"])): r for r in rec["diagnostics"]["budgets"]}
     # the narrow budget (sizes x1/1.5..x1.5) locates its vertex far less precisely
     assert b[18]["log_N_opt_se"] > 2 * b[17]["log_N_opt_se"]
@@ -48,7 +49,7 @@ def test_regression_is_weighted_by_vertex_precision():
     A = np.column_stack([np.ones(3), x]) * np.sqrt(w)[:, None]
     coef, *_ = np.linalg.lstsq(A, y * np.sqrt(w), rcond=None)
     assert rec["params"]["a"] == pytest.approx(coef[1], rel=1e-9)
-    assert "weighted by 1/var(log N_opt)" in rec["settings"]["method"]
+    assert "weighted by 1/var(log N_opt)" in rec["settings"]["method"] and rec["settings"]["frontier_weights"] == "inverse-variance"
 
 
 def test_bootstrap_failures_are_explained():

@@ -1,5 +1,6 @@
-"""`--law data-constrained` (Muennighoff et al. 2023): the law, recovery of known parameters, the
-bias of the plain law on repeated data, records, and bad input."""
+"""`--law data-constrained --terms data` (Muennighoff et al. 2023's data term, N' = N): the law,
+recovery of known parameters, the bias of the plain law on repeated data, records, and bad input.
+The complete law (the default, R_N_star fitted too): tests/test_data_constrained_full.py."""
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def test_law_matches_the_papers_published_predictions():
 
 
 def test_noise_free_recovery_is_exact():
-    rec = fit_chinchilla(data_constrained_table(noise=0.0), law="data-constrained", top_k=8)
+    rec = fit_chinchilla(data_constrained_table(noise=0.0), law="data-constrained", terms="data", top_k=8)
     for k, v in TRUTH.items():
         assert rec.params[k] == pytest.approx(v, rel=1e-5), k
     assert rec["law"] == "chinchilla" and rec["settings"]["law"] == "data-constrained" and rec["objective"] < 1e-15
@@ -44,7 +45,7 @@ def test_small_noise_recovery(objective):
     """0.1% log-normal noise, repetition up to 20 epochs: R_D_star within 5%, exponents within 0.005."""
     df = data_constrained_table(noise=0.001, seed=0)
     assert (df.D / df.U).max() == 20
-    rec = fit_chinchilla(df, law="data-constrained", objective=objective, top_k=8)
+    rec = fit_chinchilla(df, law="data-constrained", terms="data", objective=objective, top_k=8)
     p = rec.params
     assert p["R_D_star"] == pytest.approx(15.4, rel=0.05)
     assert abs(p["alpha"] - 0.35) < 0.005 and abs(p["beta"] - 0.37) < 0.005 and abs(p["E"] - 1.8) < 0.01
@@ -54,7 +55,7 @@ def test_small_noise_recovery(objective):
 def test_plain_law_is_biased_on_repeated_data_and_data_constrained_is_not():
     df = data_constrained_table(noise=0.0)
     plain = fit_chinchilla(df, top_k=8)
-    dc = fit_chinchilla(df, law="data-constrained", top_k=8)
+    dc = fit_chinchilla(df, law="data-constrained", terms="data", top_k=8)
     many = (df.D / df.U >= 16).to_numpy()
     obs = df.loss.to_numpy()
     err_plain = plain.law().predict(df.N, df.D) / obs - 1
@@ -67,13 +68,14 @@ def test_plain_law_is_biased_on_repeated_data_and_data_constrained_is_not():
 
 
 def test_record_roundtrip_and_law_object(tmp_path):
-    rec = fit_chinchilla(data_constrained_table(noise=0.002, unique=(1e9,), epochs=(1, 4, 16)), law="data-constrained", top_k=8, bootstrap=8, seed=2)
+    rec = fit_chinchilla(data_constrained_table(noise=0.002, unique=(1e9,), epochs=(1, 4, 16)), law="data-constrained", terms="data", top_k=8, bootstrap=8, seed=2)
     back = FitRecord.load(rec.save(tmp_path / "dc.json"))
     law = back.law()
     assert isinstance(law, DataConstrainedLaw) and law.R_D_star == pytest.approx(rec.params["R_D_star"])
     assert law.predict(1e8, 1e10) == pytest.approx(ChinchillaLaw(**{k: rec.params[k] for k in ("E", "A", "B", "alpha", "beta")}).predict(1e8, 1e10))
     assert set(back["bootstrap"]["samples"]) == set(TRUTH) and "R_D_star" in back.intervals
     assert back["diagnostics"]["epochs_max"] == 16 and "unique data" in back["settings"]["derived_assumes"]
+    assert back["settings"]["terms"] == "data" and "R_N_star" not in back.params
 
 
 def test_bad_unique_tokens_are_input_errors():
@@ -93,7 +95,7 @@ def test_cli_data_constrained(tmp_path):
     table = tmp_path / "dc.csv"
     data_constrained_table(noise=0.001).rename(columns={"U": "unique_tokens"}).to_csv(table, index=False)
     out = tmp_path / "dc.json"
-    r = scalelab("fit", "chinchilla", table, "--law", "data-constrained", "--top-k", "8", "--out", out, "--plot", tmp_path / "dc.png")
+    r = scalelab("fit", "chinchilla", table, "--law", "data-constrained", "--terms", "data", "--top-k", "8", "--out", out, "--plot", tmp_path / "dc.png")
     assert r.returncode == 0, r.stderr
     rec = json.loads(out.read_text())
     assert rec["law"] == "chinchilla" and rec["settings"]["law"] == "data-constrained" and rec["columns"]["U"] == "unique_tokens"
@@ -113,5 +115,5 @@ def test_runs_shorter_than_an_epoch_count_as_fresh_data():
     fresh = df[df.D <= df.U]
     # a training split larger than what a run trained on: that run saw D unique tokens, none twice
     mixed = pd.concat([df, fresh.assign(U=fresh.D * 5)], ignore_index=True)
-    rec = fit_chinchilla(mixed, law="data-constrained", top_k=8)
+    rec = fit_chinchilla(mixed, law="data-constrained", terms="data", top_k=8)
     assert rec.params["R_D_star"] == pytest.approx(15.4, rel=0.05)

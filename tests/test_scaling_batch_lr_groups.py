@@ -1,0 +1,60 @@
+"""The batch/LR law through fewer than three groups: per-group optima only, said in the record and
+the printed output; plan and the IsoFLOP sweep's hparams_fit do not use it as a law."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import scalelab
+
+from scaling import fit_batch_lr, make_plan
+from scaling.batch_lr import has_exponents
+from scaling.synthetic import batch_lr_sweep, chinchilla_table
+from scaling import fit_chinchilla
+
+
+def test_two_budgets_give_optima_not_exponents(tmp_path):
+    df = batch_lr_sweep(budgets=(1e15, 1e16), noise=0.0)
+    rec = fit_batch_lr(df, bootstrap=20)
+    assert rec["params"] == {} and rec["intervals"] == {} and rec["objective"] is None and not has_exponents(rec)
+    assert rec["settings"]["exponents"].startswith("not fitted: 2 compute budgets (exponents need 3 or more)")
+    groups = rec["diagnostics"]["groups"]
+    assert [g["C"] for g in groups] == [pytest.approx(1e15), pytest.approx(1e16)]
+    truth = batch_lr_sweep(budgets=(1e15,), lr_mults=(1,), bs_mults=(1,), noise=0.0).iloc[0]
+    assert groups[0]["opt_lr"] == pytest.approx(truth["lr"])
+    assert groups[0]["opt_batch_tokens"] == pytest.approx(truth["batch_tokens"])
+    assert any("lr_exp_C and bs_exp_C are not identified (exponents need 3 or more groups)" in w for w in rec.warnings)
+    assert any("--bootstrap skipped" in w for w in rec.warnings)
+    text = rec.summary()
+    assert "exponents: not fitted: 2 compute budgets" in text and "C ~ 1e+15: optimal lr" in text
+    assert "lr_exp_C" not in text.split("warning")[0]
+    # three budgets: the law, as before, with its residuals for prediction intervals
+    law = fit_batch_lr(batch_lr_sweep(budgets=(1e15, 1e16, 1e17), noise=0.0))
+    assert has_exponents(law) and law["params"]["lr_exp_C"] == pytest.approx(-0.125, abs=1e-6)
+    assert law["settings"]["exponents"] == "fitted"
+    assert len(law["diagnostics"]["residuals_log_lr"]) == law["diagnostics"]["n_regression_points"]
+    assert "per-group optima:" in law.summary()
+
+
+def test_plan_and_cli_with_an_optima_only_record(tmp_path):
+    table = tmp_path / "bslr.csv"
+    batch_lr_sweep(budgets=(1e15, 1e16), noise=0.0).to_csv(table, index=False)
+    out = tmp_path / "bslr.json"
+    r = scalelab("fit", "batch-lr", table, "--out", out, "--plot", tmp_path / "bslr.png")
+    assert r.returncode == 0, r.stderr
+    assert "exponents: not fitted" in r.stdout and "plot failed" not in r.stderr and (tmp_path / "bslr.png").exists()
+    ch = fit_chinchilla(chinchilla_table(noise=0.0), top_k=4)
+    plan = make_plan([ch, json.loads(out.read_text())], 1e20, vocab_size=4096)
+    assert "lr" not in (plan.get("run") or {}) and "lr" not in plan
+    assert any("batch-lr fit has no law (not fitted: 2 compute budgets" in w for w in plan["warnings"])
+
+
+def test_isoflop_hparams_fit_refuses_an_optima_only_record(tmp_path):
+    from launch.expand import _hparams_law
+    from pretrain.errors import ConfigError
+    from types import SimpleNamespace
+
+    rec = fit_batch_lr(batch_lr_sweep(budgets=(1e15, 1e16), noise=0.0))
+    path = rec.save(tmp_path / "bslr.json")
+    with pytest.raises(ConfigError, match="holds no law .*exponents need 3 or more"):
+        _hparams_law(SimpleNamespace(hparams_fit=str(path), compute="6ND_total"))
