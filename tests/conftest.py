@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
@@ -36,11 +37,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests of the one-node Slurm cluster run one after another in a single worker (`--dist loadgroup`):
-    its CPUs are the machine's, and two sweeps queued at once would wait on each other."""
+    """Where tests run under pytest-xdist (`--dist loadgroup`): tests that share a module-scoped fixture
+    (a trained run, a served dashboard, the main job) run in one worker, so the fixture is built once;
+    tests of the one-node Slurm cluster run one after another in one worker (its CPUs are the
+    machine's, and two sweeps queued at once would wait on each other)."""
     for item in items:
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
         if "cluster" in getattr(item, "fixturenames", ()) or "slurm" in item.name:
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif "two_rank_runs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("two-ranks"))
+        elif any(d.scope == "module" for fixturedefs in defs.values() for d in fixturedefs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 def data_root() -> Path | None:
@@ -180,6 +188,43 @@ def epoch_csv() -> Path:
     if not p.exists():
         pytest.skip(f"Epoch Chinchilla data not found at {p} (set SCALELAB_DATA_ROOT to the shared data folder)")
     return p
+
+
+# ------------------------------------------------------------------ 2-rank runs, one launch per session
+# Test modules register the 2-rank runs they only read; the first test that asks for `two_rank_runs`
+# trains every registered run in one `deepspeed --num_gpus 2` launch (tests/two_ranks.py), so the
+# launcher's and the ranks' start-up is paid once, not once per run.
+TWO_RANK_GROUPS: dict[str, Callable[[Path], list[dict]]] = {}
+
+
+def two_rank_group(name: str):
+    """Register `fn(data_dir) -> [job]` under `name`; a job: {"name", "config", "overrides"} plus
+    optional "env", "copy": [src, dst] and "remove": [paths] (run names of the same group; see
+    tests/two_ranks.py), done in order."""
+    def register(fn):
+        TWO_RANK_GROUPS[name] = fn
+        return fn
+    return register
+
+
+@pytest.fixture(scope="session")
+def two_rank_runs(tiny_data, tmp_path_factory) -> dict[str, dict]:
+    """{group: {job name: result}}, each result a CompletedProcess with `.run` (its run directory)."""
+    import two_ranks
+
+    root = tmp_path_factory.mktemp("two-ranks")
+    jobs, names = [], []
+    for group, fn in TWO_RANK_GROUPS.items():
+        for job in fn(tiny_data):
+            jobs.append({"argv": [job["config"], *job["overrides"], "--run-dir", f"{group}/{job['name']}", "--no-progress"],
+                         "env": job.get("env"), "copy": [f"{group}/{p}" for p in job.get("copy", [])],
+                         "remove": [f"{group}/{p}" for p in job.get("remove", [])]})
+            names.append((group, job["name"]))
+    out: dict[str, dict] = {}
+    for (group, name), res in zip(names, two_ranks.launch(jobs, root, timeout=1800)):
+        res.run = root / group / name
+        out.setdefault(group, {})[name] = res
+    return out
 
 
 # ------------------------------------------------------------------ sweep folders

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_overrides, free_port
+from conftest import REPO, free_port, kill_after_step, metrics, run_cli, spawn, start, tiny_overrides, two_rank_group
 from models.moe.routers import ROUTERS
 
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -79,24 +79,33 @@ def launch(over: list[str], run: str, cwd: Path, port: int) -> subprocess.Comple
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+EP_BASE = {"train.steps": 12, "train.global_batch_size": 16, "deepspeed.zero_stage": 1,
+           "model.moe.router": "aux_free_bias", "model.moe.bias_update_rate": 0.01}
+
+
+def ep_overrides(data: Path, ep: int) -> list[str]:
+    return tiny_overrides(data, **(MOE | EP_BASE | {"model.moe.ep_size": ep}))
+
+
+@two_rank_group("moe-ep")
+def _ep_jobs(data):
+    return [{"name": f"ep{ep}", "config": TINY_MOE, "overrides": ep_overrides(data, ep)} for ep in (1, 2)]
+
+
 @pytest.mark.slow
-def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tmp_path):
-    base = {"train.steps": 12, "train.global_batch_size": 16, "deepspeed.zero_stage": 1,
-            "model.moe.router": "aux_free_bias", "model.moe.bias_update_rate": 0.01}
-    ep1 = tiny_overrides(tiny_data, **(MOE | base | {"model.moe.ep_size": 1}))
-    ep2 = tiny_overrides(tiny_data, **(MOE | base | {"model.moe.ep_size": 2}))
-    r1 = launch(ep1, "ep1", tmp_path, free_port())
+def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tmp_path, two_rank_runs):
+    r1, r2 = (two_rank_runs["moe-ep"][n] for n in ("ep1", "ep2"))
     assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
-    r2 = launch(ep2, "ep2", tmp_path, free_port())
     assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
-    m1, m2 = metrics(tmp_path / "ep1"), metrics(tmp_path / "ep2")
+    ep2 = ep_overrides(tiny_data, 2)
+    m1, m2 = metrics(r1.run), metrics(r2.run)
     assert len(m1) == len(m2) == 12
     for a, b in zip(m1, m2):
         for k in ("loss", "aux_loss", "grad_norm", "moe/imbalance"):
             assert b[k] == pytest.approx(a[k], rel=1e-5, abs=1e-6), (a["step"], k)
     # Expert-parallel checkpoints: DeepSpeed's expert files, one per MoE layer and EP rank, each with
     # that rank's 2 of the 4 experts; the evaluator's loader restacks them in expert order.
-    ckpt = sorted((tmp_path / "ep2" / "checkpoints").glob("step_*"))[-1]
+    ckpt = sorted((r2.run / "checkpoints").glob("step_*"))[-1]
     files = sorted(ckpt.rglob("layer_*_expert_*_model_states.pt"))
     assert [f.name.split("_mp_rank")[0] for f in files] == [f"layer_{i}_expert_{r}" for i in (0, 1) for r in (0, 1)]
     import torch
@@ -106,7 +115,7 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
     shard = torch.load(files[1], weights_only=False)
     assert {k: v.shape[0] for k, v in shard.items()} == {
         f"model.layers.0.mlp.experts.deepspeed_moe.experts.deepspeed_experts.1.{w}": 2 for w in ("gate_proj", "up_proj", "down_proj")}
-    a, b = load_run(tmp_path / "ep1").model, load_run(tmp_path / "ep2").model
+    a, b = load_run(r1.run).model, load_run(r2.run).model
     for name, w in a.state_dict().items():  # the same training to float precision, experts in the same order
         assert torch.allclose(b.state_dict()[name], w, atol=1e-4), name
     # Kill an EP=2 run after its step-6 checkpoint and resume it: identical to the uninterrupted one.
@@ -121,31 +130,42 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
         [tuple(r.get(k) for k in COMPARED) for r in m2]
 
 
+ROUTER_CASES = ["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"]  # all four: one launch trains them
+
+
+def zero3_overrides(data: Path, router: str) -> list[str]:
+    return tiny_overrides(data, **(MOE | {"train.steps": 6, "train.checkpoint_every_steps": 3,
+                                          "train.global_batch_size": 16, "train.eval_every_steps": 3,
+                                          "train.eval_tokens": 17 * 64,
+                                          "deepspeed.zero_stage": 3, "model.moe.router": router,
+                                          "model.moe.bias_update_rate": 0.01}))
+
+
+@two_rank_group("moe-zero3")
+def _zero3_jobs(data):
+    """Per router: a 6-step ZeRO-3 run, then a copy of it without its step-6 checkpoint and summary
+    (as if killed after the step-3 checkpoint) resumed by the same command."""
+    jobs = []
+    for router in ROUTER_CASES:
+        over = zero3_overrides(data, router)
+        jobs += [{"name": router, "config": TINY_MOE, "overrides": over},
+                 {"name": f"{router}-resumed", "config": TINY_MOE, "overrides": over, "copy": [router, f"{router}-resumed"],
+                  "remove": [f"{router}-resumed/checkpoints/step_6", f"{router}-resumed/summary.json"]}]
+    return jobs
+
+
 @pytest.mark.slow
-# All four routers passed this on 2 ranks (about 25 s each); CI keeps the token-choice router and the
-# one with state (bias buffers) to hold the suite near 20 minutes. SCALELAB_ALL_ROUTERS=1 runs all four.
-@pytest.mark.parametrize("router", ["softmax_topk", "aux_free_bias"] + (
-    ["expert_choice", "sinkhorn"] if os.environ.get("SCALELAB_ALL_ROUTERS") else []))
-def test_zero3_two_ranks_every_router_trains_and_resumes_exactly(router, tiny_data, tmp_path):
+@pytest.mark.parametrize("router", ROUTER_CASES)
+def test_zero3_two_ranks_every_router_trains_and_resumes_exactly(router, two_rank_runs):
     """ZeRO-3 frees a module's weights after its call; the router's must come back for backward.
 
     Held-out evaluation (steps 3 and 6) has 17 windows in batches of 8: rank 0 needs two forwards,
     rank 1 one, and every forward gathers ZeRO-3 weights, so rank 1 runs a masked padding forward."""
-    over = tiny_overrides(tiny_data, **(MOE | {"train.steps": 6, "train.checkpoint_every_steps": 3,
-                                               "train.global_batch_size": 16, "train.eval_every_steps": 3,
-                                               "train.eval_tokens": 17 * 64,
-                                               "deepspeed.zero_stage": 3, "model.moe.router": router,
-                                               "model.moe.bias_update_rate": 0.01}))
-    port = free_port()
-    r1 = launch(over, "run", tmp_path, port)
+    r1, r2 = two_rank_runs["moe-zero3"][router], two_rank_runs["moe-zero3"][f"{router}-resumed"]
     assert r1.returncode == 0, r1.stdout[-3000:] + r1.stderr[-3000:]
-    full = comparable(tmp_path / "run")
+    full = comparable(r1.run)
     assert len(full) == 6 and full[-1][1] < full[0][1]
-    assert [r["step"] for r in metrics(tmp_path / "run") if "val_loss" in r] == [3, 6]
-    # As if killed after the step-3 checkpoint: drop the later one and rerun the same command.
-    shutil.rmtree(tmp_path / "run" / "checkpoints" / "step_6")
-    (tmp_path / "run" / "summary.json").unlink()
-    r2 = launch(over, "run", tmp_path, free_port())
+    assert [r["step"] for r in metrics(r1.run) if "val_loss" in r] == [3, 6]
     assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
     assert "resumed from checkpoint step_3" in r2.stdout + r2.stderr
-    assert comparable(tmp_path / "run") == full  # bitwise, router metrics included
+    assert comparable(r2.run) == full  # bitwise, router metrics included

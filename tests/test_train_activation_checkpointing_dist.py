@@ -2,14 +2,11 @@
 the CLI: the same step, loss, aux_loss, grad_norm and val_loss as the run without it."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, metrics, run_cli, tiny_overrides, free_port
+from conftest import REPO, metrics, run_cli, tiny_overrides, two_rank_group
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -41,23 +38,34 @@ def test_bf16_checkpointed_run_has_identical_losses(stage, tiny_data, tmp_path):
     assert rows["ckpt"] == rows["plain"]  # bitwise: the recomputation repeats the same bf16 kernels
 
 
-def _two_ranks(tmp_path: Path, cfg: str, over: list[str], run: str, port: int) -> Path:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    launcher = Path(sys.executable).parent / "deepspeed"
-    res = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli", cfg,
-                          *over, "--run-dir", run], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return tmp_path / run
+CASES = [("dense", 1, "every_k"), ("dense", 3, "full"), ("moe", 3, "full")]
 
 
-@pytest.mark.parametrize("kind,stage,mode", [("dense", 1, "every_k"), ("dense", 3, "full"), ("moe", 3, "full")])
-def test_two_rank_checkpointed_run_has_identical_losses(kind, stage, mode, tiny_data, tmp_path):
-    port = free_port()
-    cfg = TINY_MOE if kind == "moe" else TINY
+def _ckpt(mode: str) -> dict:
     extra = {"train.activation_checkpointing": mode}
     if mode == "every_k":
         extra["train.activation_checkpointing_k"] = 2  # block 0 of 2
-    plain = _rows(_two_ranks(tmp_path, cfg, _over(tiny_data, kind, stage), "plain", port))
-    ckpt = _rows(_two_ranks(tmp_path, cfg, _over(tiny_data, kind, stage, **extra), "ckpt", port + 1))
+    return extra
+
+
+@two_rank_group("act-ckpt")
+def _two_rank_jobs(data):
+    """Per case, a 2-rank run without and one with activation checkpointing (`--no-progress` is added there)."""
+    jobs = []
+    for kind, stage, mode in CASES:
+        cfg = TINY_MOE if kind == "moe" else TINY
+        over = lambda **extra: _over(data, kind, stage, **extra)[:-1]  # noqa: E731
+        jobs += [{"name": f"{kind}-{stage}-{mode}-plain", "config": cfg, "overrides": over()},
+                 {"name": f"{kind}-{stage}-{mode}-ckpt", "config": cfg, "overrides": over(**_ckpt(mode))}]
+    return jobs
+
+
+@pytest.mark.parametrize("kind,stage,mode", CASES)
+def test_two_rank_checkpointed_run_has_identical_losses(kind, stage, mode, two_rank_runs):
+    runs = two_rank_runs["act-ckpt"]
+    for which in ("plain", "ckpt"):
+        res = runs[f"{kind}-{stage}-{mode}-{which}"]
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    plain, ckpt = (_rows(runs[f"{kind}-{stage}-{mode}-{w}"].run) for w in ("plain", "ckpt"))
     assert len(plain) == 3 and (plain[0][2] is not None) == (kind == "moe")
     assert ckpt == plain  # bitwise: each rank recomputes its own micro-batch with the same fp32 kernels

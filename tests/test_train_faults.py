@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli, tiny_overrides, free_port
+from conftest import REPO, run_cli, tiny_overrides, two_rank_group
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 
@@ -47,41 +47,44 @@ def test_no_loadable_checkpoint_stops_with_exit_1_and_deletes_nothing(optim, tin
     assert len(metrics(run)) == 14 and len(list((run / "wandb").glob("offline-run-*"))) == 1
 
 
+ZERO1_212 = {"train.steps": 12, "train.global_batch_size": 16, "train.checkpoint_every_steps": 4,
+             "train.eval_every_steps": 0, "deepspeed.zero_stage": 1}
+
+
+@two_rank_group("zero1-2-1-2")
+def _two_rank_jobs(data):
+    """The uninterrupted 2-rank run, and 2 ranks that stop after step 5 (a NaN loss: checkpoint step_4 kept)."""
+    over = tiny_overrides(data, **ZERO1_212)
+    return [{"name": "ref", "config": TINY, "overrides": over},
+            {"name": "run", "config": TINY, "overrides": over, "env": {"SCALELAB_FAULT_NAN_STEP": "5"}}]
+
+
 @pytest.mark.slow
-def test_zero1_resumes_across_world_sizes_2_1_2(tiny_data, tmp_path):
+def test_zero1_resumes_across_world_sizes_2_1_2(tiny_data, two_rank_runs):
     """2 ranks -> 1 rank -> 2 ranks (ZeRO-1: optimizer state partitioned over the ranks) continues
     the uninterrupted 2-rank run's losses; each change goes through a universal checkpoint."""
-    over = tiny_overrides(tiny_data, **{"train.steps": 12, "train.global_batch_size": 16, "train.checkpoint_every_steps": 4,
-                                        "train.eval_every_steps": 0, "deepspeed.zero_stage": 1})
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    launcher = Path(sys.executable).parent / "deepspeed"
+    import two_ranks
 
-    def two_ranks(run: str, port: int, fault: int | None = None) -> subprocess.CompletedProcess:
-        e = env | ({"SCALELAB_FAULT_NAN_STEP": str(fault)} if fault is not None else {})
-        return subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli", TINY,
-                               *over, "--run-dir", run, "--no-progress"], cwd=tmp_path, env=e, capture_output=True, text=True,
-                              timeout=900)
-
-    ref = two_ranks("ref", free_port())
+    over = tiny_overrides(tiny_data, **ZERO1_212)
+    ref, r = two_rank_runs["zero1-2-1-2"]["ref"], two_rank_runs["zero1-2-1-2"]["run"]
     assert ref.returncode == 0, ref.stdout[-3000:] + ref.stderr[-3000:]
-    # 2 ranks stop after step 5 (a NaN loss: checkpoint step_4 kept)
-    r = two_ranks("run", free_port(), fault=5)
     assert r.returncode == 1 and "non-finite loss" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    cwd = r.run.parent
     # 1 rank resumes from the 2-rank checkpoint, stops after step 9 (checkpoint step_8 by 1 rank)
-    r = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path, env={"SCALELAB_FAULT_NAN_STEP": "9"})
+    r = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], cwd, env={"SCALELAB_FAULT_NAN_STEP": "9"})
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     assert "checkpoint step_4 was written by 2 ranks and this run has 1" in r.stdout
     assert "resumed from checkpoint step_4" in r.stdout
     # 2 ranks again finish the run from the 1-rank checkpoint
-    r = two_ranks("run", free_port())
+    [r] = two_ranks.launch([{"argv": [TINY, *over, "--run-dir", "run", "--no-progress"]}], cwd)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "checkpoint step_8 was written by 1 ranks and this run has 2" in r.stdout
     assert "resumed from checkpoint step_8" in r.stdout
-    got, want = metrics(tmp_path / "run"), metrics(tmp_path / "ref")
+    got, want = metrics(cwd / "run"), metrics(cwd / "ref")
     assert [m["step"] for m in got] == list(range(1, 13))
     for a, b in zip(got, want):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6)
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["world_size"] == 2
+    assert json.loads((cwd / "run" / "summary.json").read_text())["world_size"] == 2
 
 
 @pytest.mark.parametrize("optim,stage", [("adamw", 0), ("adamw", 2), ("muon", 1)])

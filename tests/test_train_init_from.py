@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, metrics, run_cli, tiny_overrides, free_port
+from conftest import REPO, metrics, run_cli, tiny_overrides
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -143,22 +143,20 @@ def test_moe_branch_under_zero1_reproduces_the_parent(parent):
             assert mine[step].get(key) == theirs[step].get(key), (step, key)
 
 
+P2_OVER = {"train.steps": 8, "train.global_batch_size": 16, "train.checkpoint_at_steps": "[4]", "train.checkpoint_every_steps": 0,
+           "deepspeed.zero_stage": 1}
+
+
 @pytest.mark.slow
 def test_branch_on_another_world_size_converts_into_its_own_folder(parent):
     """A 2-rank ZeRO-1 parent, a 1-rank branch: the parent's checkpoint is converted to a universal
     checkpoint inside the branch's run directory (the parent's folder is only read), and the branch
     continues the parent's losses."""
-    import os
-    import subprocess
-    import sys
+    import two_ranks
 
     cwd = parent.parent
-    over = {**WSD, "train.steps": 8, "train.global_batch_size": 16, "train.checkpoint_at_steps": "[4]",
-            "train.checkpoint_every_steps": 0, "deepspeed.zero_stage": 1}
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    res = subprocess.run([str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", "2", "--master_port", str(free_port()),
-                          "--module", "pretrain.cli", TINY, *tiny_overrides(DATA[0], **over), "--run-dir", "p2",
-                          "--no-progress"], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    over = {**WSD, **P2_OVER}
+    [res] = two_ranks.launch([{"argv": [TINY, *tiny_overrides(DATA[0], **over), "--run-dir", "p2", "--no-progress"]}], cwd)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     res = train(cwd, "c1", **over, **{"train.init_from": "p2/checkpoints/step_4"})
     assert res.returncode == 0, res.stdout + res.stderr

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, kill_after_step, metrics, run_cli, spawn, start, tiny_model_config, tiny_overrides, free_port
+from conftest import (REPO, free_port, kill_after_step, metrics, run_cli, spawn, start, tiny_model_config, tiny_overrides,
+                      two_rank_group)
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
@@ -145,18 +146,28 @@ def _launch(over: list[str], run: str, cwd: Path, port: int, env: dict | None = 
     return spawn(cmd, cwd, {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})})
 
 
+MUON_BASE = {"train.steps": 10, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 5, "optim.name": "muon"}
+MUON_TWO = MUON_BASE | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}
+MUON_MOE = {"train.steps": 6, "train.eval_every_steps": 0, "optim.name": "muon", **MOE}
+
+
+@two_rank_group("muon")
+def _two_rank_jobs(data):
+    return [{"name": "two", "config": TINY, "overrides": tiny_overrides(data, **MUON_TWO)},
+            {"name": "moe-two", "config": TINY_MOE,
+             "overrides": tiny_overrides(data, **(MUON_MOE | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}))}]
+
+
 @pytest.mark.slow
-def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_path):
-    base = {"train.steps": 10, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 5, "optim.name": "muon"}
-    one = tiny_overrides(tiny_data, **base)
-    two = tiny_overrides(tiny_data, **(base | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}))
+def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_path, two_rank_runs):
+    one = tiny_overrides(tiny_data, **MUON_BASE)
+    two = tiny_overrides(tiny_data, **MUON_TWO)
     r1 = run_cli(["train", TINY, *one, "--run-dir", "one", "--no-progress"], tmp_path)
     assert r1.returncode == 0, r1.stdout[-2000:]
-    p = _launch(two, "two", tmp_path, free_port())
-    out, _ = p.communicate(timeout=600)
-    assert p.returncode == 0, out[-3000:]
-    assert "updates balanced over 2 rank(s)" in out
-    m1, m2 = metrics(tmp_path / "one"), metrics(tmp_path / "two")
+    r2 = two_rank_runs["muon"]["two"]
+    assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
+    assert "updates balanced over 2 rank(s)" in r2.stdout
+    m1, m2 = metrics(tmp_path / "one"), metrics(r2.run)
     assert len(m1) == len(m2) == 10
     for a, b in zip(m1, m2):
         for k in ("loss", "grad_norm", "val_loss"):
@@ -169,11 +180,11 @@ def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_pat
     p = _launch(two, "k", tmp_path, free_port())
     out, _ = p.communicate(timeout=600)
     assert p.returncode == 0 and "resumed from checkpoint step_" in out, out[-3000:]
-    assert _records(tmp_path / "k") == _records(tmp_path / "two")
+    assert _records(tmp_path / "k") == _records(r2.run)
     # the 2-rank checkpoint holds every rank's optimizer state: it resumes on 1 rank too
     import shutil
 
-    shutil.copytree(tmp_path / "two", tmp_path / "one_of_two")
+    shutil.copytree(r2.run, tmp_path / "one_of_two")
     shutil.rmtree(tmp_path / "one_of_two" / "checkpoints" / "step_10")
     (tmp_path / "one_of_two" / "summary.json").unlink()
     res = run_cli(["train", TINY, *two, "--run-dir", "one_of_two", "--no-progress"], tmp_path)
@@ -210,21 +221,15 @@ def test_bf16_muon_runs_on_the_zero0_engine_tracks_fp32_and_resumes_exactly(tiny
 
 
 @pytest.mark.slow
-def test_moe_two_ranks_zero1_matches_one_rank(tiny_data, tmp_path):
+def test_moe_two_ranks_zero1_matches_one_rank(tiny_data, tmp_path, two_rank_runs):
     """Per-expert stacks are whole tensors too: balanced over 2 ranks, the MoE run equals 1 rank."""
-    base = {"train.steps": 6, "train.eval_every_steps": 0, "optim.name": "muon", **MOE}
-    one = tiny_overrides(tiny_data, **base)
-    two = tiny_overrides(tiny_data, **(base | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}))
+    one = tiny_overrides(tiny_data, **MUON_MOE)
     r1 = run_cli(["train", TINY_MOE, *one, "--run-dir", "one", "--no-progress"], tmp_path)
     assert r1.returncode == 0, r1.stdout[-2000:]
-    launcher = Path(sys.executable).parent / "deepspeed"
-    cmd = [str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY_MOE, *two,
-           "--run-dir", "two", "--no-progress"]
-    p = spawn(cmd, tmp_path, {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
-    out, _ = p.communicate(timeout=600)
-    assert p.returncode == 0, out[-3000:]
-    assert "updates balanced over 2 rank(s)" in out
-    m1, m2 = metrics(tmp_path / "one"), metrics(tmp_path / "two")
+    two = two_rank_runs["muon"]["moe-two"]
+    assert two.returncode == 0, two.stdout[-3000:] + two.stderr[-3000:]
+    assert "updates balanced over 2 rank(s)" in two.stdout
+    m1, m2 = metrics(tmp_path / "one"), metrics(two.run)
     assert len(m1) == len(m2) == 6
     for a, b in zip(m1, m2):
         # rel 1e-3, not the dense test's 1e-4: the gradient all-reduce's rounding (~1e-7) is amplified

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, metrics, run_cli, start, tiny_overrides, wait_for_step, free_port
+from conftest import REPO, metrics, run_cli, start, tiny_overrides, two_rank_group, wait_for_step
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 COMPARED = ("step", "tokens", "loss", "lr", "grad_norm", "val_loss", "val_bpb")
@@ -130,19 +130,23 @@ def test_nan_loss_fails_cleanly_and_keeps_last_checkpoint(tiny_data, tmp_path):
     assert res.returncode == 0 and "resumed from checkpoint step_12" in res.stdout
 
 
-@pytest.mark.slow
-def test_two_ranks_under_deepspeed_launcher_match_one_rank(tiny_data, tmp_path):
-    over = tiny_overrides(tiny_data, **{"train.steps": 12, "train.global_batch_size": 16, "deepspeed.zero_stage": 1})
+ZERO1_TWO = {"train.steps": 12, "train.global_batch_size": 16, "deepspeed.zero_stage": 1}
+
+
+@two_rank_group("train-run")
+def _two_rank_jobs(data):
+    return [{"name": "two", "config": TINY, "overrides": tiny_overrides(data, **ZERO1_TWO)}]
+
+
+def test_two_ranks_under_deepspeed_launcher_match_one_rank(tiny_data, tmp_path, two_rank_runs):
+    over = tiny_overrides(tiny_data, **ZERO1_TWO)
     one = run_cli(["train", TINY, *over, "--run-dir", "one", "--no-progress"], tmp_path)
     assert one.returncode == 0, one.stderr
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    launcher = Path(sys.executable).parent / "deepspeed"
-    two = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY, *over,
-                          "--run-dir", "two", "--no-progress"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    two = two_rank_runs["train-run"]["two"]
     assert two.returncode == 0, two.stdout[-3000:] + two.stderr[-3000:]
-    s1, s2 = (json.loads((tmp_path / r / "summary.json").read_text()) for r in ("one", "two"))
+    s1, s2 = (json.loads((r / "summary.json").read_text()) for r in (tmp_path / "one", two.run))
     assert s2["world_size"] == 2 and s1["world_size"] == 1
-    for a, b in zip(metrics(tmp_path / "one"), metrics(tmp_path / "two")):
+    for a, b in zip(metrics(tmp_path / "one"), metrics(two.run)):
         assert a["step"] == b["step"]
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-5, abs=1e-5)
     assert s2["final_val_loss"] == pytest.approx(s1["final_val_loss"], rel=1e-5)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, metrics, run_cli, tiny_overrides, free_port
+from conftest import REPO, metrics, run_cli, tiny_overrides, two_rank_group
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 TIMES = ("time/data_s", "time/fwd_bwd_s", "time/optim_s", "time/step_s")
@@ -36,19 +36,20 @@ def test_step_time_breakdown_is_logged_and_adds_up(run):
         previous_wall = r["wall_s"]
 
 
-def test_communication_time_of_two_ranks(tiny_data, tmp_path):
+@two_rank_group("step-profile")
+def _two_rank_jobs(data):
+    over = tiny_overrides(data, **{"train.steps": 4, "train.log_every_steps": 2, "train.eval_every_steps": 0,
+                                   "train.checkpoint_every_steps": 0, "train.global_batch_size": 16,
+                                   "deepspeed.zero_stage": 2})
+    return [{"name": "two", "config": TINY, "overrides": over}]
+
+
+def test_communication_time_of_two_ranks(two_rank_runs):
     """Two gloo ranks under the deepspeed launcher, ZeRO-2: DeepSpeed's gradient reduce-scatter and
     parameter all-gather are timed on the log steps, and only there (a record per log step)."""
-    over = tiny_overrides(tiny_data, **{"train.steps": 4, "train.log_every_steps": 2, "train.eval_every_steps": 0,
-                                        "train.checkpoint_every_steps": 0, "train.global_batch_size": 16,
-                                        "deepspeed.zero_stage": 2})
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    launcher = Path(sys.executable).parent / "deepspeed"
-    res = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY,
-                          *over, "--run-dir", "two", "--no-progress"], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=600)
+    res = two_rank_runs["step-profile"]["two"]
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    recs = metrics(tmp_path / "two")
+    recs = metrics(res.run)
     assert [r["step"] for r in recs] == [2, 4]
     for r in recs:
         assert 0 < r["time/comm_s"] <= r["time/fwd_bwd_s"] + r["time/optim_s"], r
