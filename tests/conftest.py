@@ -36,19 +36,33 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Where tests run under pytest-xdist (`--dist loadgroup`): tests that share a module-scoped fixture
-    (a trained run, a served dashboard, the main job) run in one worker, so the fixture is built once;
-    tests of the one-node Slurm cluster run one after another in one worker (its CPUs are the
-    machine's, and two sweeps queued at once would wait on each other)."""
-    for item in items:
+    """Where tests run under pytest-xdist (`--dist loadgroup`): the tests of a module run in one worker
+    when one of them builds something they share (a module-scoped fixture: a trained run, a served
+    dashboard, the main job), so it is built once; every test that reads `two_rank_runs` runs in
+    one worker (one launch trains them all); tests of the one-node Slurm cluster run one after
+    another in one worker (its CPUs are the machine's: two sweeps queued at once wait on each other)."""
+    def uses(item, name):
+        return name in getattr(item, "fixturenames", ())
+
+    def module_scoped(item):
         defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        if "cluster" in getattr(item, "fixturenames", ()) or "slurm" in item.name:
-            item.add_marker(pytest.mark.xdist_group("slurm"))
-        elif "two_rank_runs" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("two-ranks"))
-        elif any(d.scope == "module" for fixturedefs in defs.values() for d in fixturedefs):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        return any(d.scope == "module" for fixturedefs in defs.values() for d in fixturedefs)
+
+    group: dict[str, str] = {}  # module -> its group
+    for item in items:
+        mod = item.module.__name__
+        if uses(item, "two_rank_runs"):
+            group[mod] = "two-ranks"
+        elif uses(item, "cluster") or "slurm" in item.name:
+            group.setdefault(mod, "slurm")
+        elif module_scoped(item):
+            group.setdefault(mod, mod)
+    for item in items:
+        mod = item.module.__name__
+        if mod in group and (group[mod] != "slurm" or uses(item, "cluster") or "slurm" in item.name):
+            item.add_marker(pytest.mark.xdist_group(group[mod]))
 
 
 def data_root() -> Path | None:
