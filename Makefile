@@ -2,7 +2,11 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup quickstart test test-fast lint clean
+# pytest-xdist workers (the suite's process-heavy tests are grouped so that two workers suit 2 cores)
+TEST_WORKERS ?= 2
+PYTEST := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -q -ra
+
+.PHONY: setup quickstart test test-fast test-repeat lint clean
 
 setup: $(VENV)/.installed
 
@@ -19,16 +23,23 @@ quickstart: setup
 	$(BIN)/scalelab quickstart
 
 # The package layers (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md) are checked first;
-# the tests run either way, and the target fails if either failed.
+# the tests run either way, and the target fails if either failed. docs/testing.md: the suite's
+# layout (tests/unit, tests/integration), its time, and the long tests.
 test: setup
 	@status=0; $(BIN)/lint-imports || status=$$?; \
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -q -ra --durations=25 || status=$$?; \
+	$(PYTEST) --durations=25 || status=$$?; \
 	exit $$status
 
+# Unit tests only: no process started, no CLI, no training beyond a few in-process steps.
 test-fast: setup
 	@status=0; $(BIN)/lint-imports || status=$$?; \
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -q -ra -m "not slow" || status=$$?; \
+	$(PYTEST) tests/unit || status=$$?; \
 	exit $$status
+
+# One test many times, both workers busy (flushes out races): make test-repeat T=tests/...::test_x N=20
+N ?= 20
+test-repeat: setup
+	$(PYTEST) --count $(N) $(T)
 
 lint: setup
 	$(BIN)/lint-imports

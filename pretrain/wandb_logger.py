@@ -40,7 +40,7 @@ class WandbLogger:
             name=cfg.name or run_dir.name,
             tags=cfg.tags or None,
             config=config,
-            dir=str(run_dir),
+            dir=str(Path(run_dir).resolve()),  # absolute: a W&B service started earlier may have another cwd
             id=run_id,
             resume="allow",
             # no pip freeze or git probing at start-up: they cost seconds per run in a sweep

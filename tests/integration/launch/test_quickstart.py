@@ -1,0 +1,88 @@
+"""The main job end to end from the CLI, scaled down (tiny budgets), and its idempotent rerun."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, requires_corpus, run_cli
+
+pytestmark = [requires_corpus, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("qs") / "study"
+    res = run_cli(["quickstart", str(REPO / "configs/quickstart-test.yaml"), f"out={out}"], REPO, timeout=1800)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    return out, res
+
+
+def test_every_step_produced_its_output(study):
+    out, res = study
+    iso = sorted(p.parent for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json"))
+    bslr = sorted(p.parent for p in (out / "runs" / "bs-lr-tiny").glob("*/summary.json"))
+    assert len(iso) == 10 and len(bslr) == 4  # 9 at the budgets, one anchor
+    for run in iso + bslr:
+        s = json.loads((run / "summary.json").read_text())
+        assert s["status"] == "done"
+        ev = json.loads((run / "evals" / f"{s['steps']}.json").read_text())
+        assert "tiny" in ev["suites"] and not ev["failed"]
+        assert {r["task"] for r in ev["results"]} >= {"blimp_anaphor_gender_agreement", "tinyshakespeare_bpb"}
+    for name in ("chinchilla-a3", "chinchilla-a2", "batch-lr"):
+        rec = json.loads((out / "fits" / f"{name}.json").read_text())
+        assert rec["n_points"] >= (4 if name == "batch-lr" else 9) and (out / "fits" / f"{name}.png").stat().st_size > 1000
+    a3 = json.loads((out / "fits" / "chinchilla-a3.json").read_text())
+    assert set(a3["params"]) >= {"E", "A", "B", "alpha", "beta"} and a3["intervals"]
+
+
+def test_plan_was_trained_and_compared(study):
+    out, res = study
+    cmp = json.loads((out / "plan" / "comparison.json").read_text())
+    plan = json.loads((out / "plan" / "plan.json").read_text())
+    run = json.loads((Path(cmp["run"]) / "summary.json").read_text())
+    assert run["status"] == "done"
+    ev = json.loads((Path(cmp["run"]) / "evals" / f"{run['steps']}.json").read_text())  # the plan's run is evaluated too
+    assert "tiny" in ev["suites"] and not ev["failed"]
+    assert math.isfinite(cmp["predicted"]) and cmp["measured"] == run["final_val_loss"]
+    assert cmp["rel_error"] == pytest.approx((cmp["measured"] - cmp["predicted"]) / cmp["predicted"])
+    # the prediction is for the run's own N in the fit's convention, with a prediction interval
+    assert cmp["n_kind"] == "non_embedding" and cmp["N"] == run["non_embedding_params"]
+    assert cmp["interval"][0] <= cmp["parameter_interval"][0] and cmp["parameter_interval"][1] <= cmp["interval"][1]
+    assert cmp["inside"] == (cmp["interval"][0] <= cmp["measured"] <= cmp["interval"][1])
+    # the plan's budget is the configured multiple of the largest IsoFLOP budget's FLOPs (not the anchor's)
+    flops = {p.parent.name: json.loads(p.read_text())["flops"] for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json")}
+    largest = max(f for name, f in flops.items() if not name.startswith("anchor-"))
+    assert flops["anchor-n50k-d200k"] > largest
+    assert plan["compute"] == pytest.approx(3 * largest, rel=1e-3)
+    report = (out / "report.md").read_text()
+    for section in ("predicted vs measured", "## Fits", "## IsoFLOP sweep", "## Plan", "scalelab dashboard --runs"):
+        assert section in report
+    assert "predicted loss" in res.stdout and "open the dashboard:" in res.stdout
+    last = [ln for ln in res.stdout.splitlines() if ln.startswith("predicted loss")][-1]
+    assert "(95% prediction interval " in last and "vs measured" in last and "relative error" in last
+    # where the points came from, and what they cost (the figure issue 16 compares with WSD branches)
+    assert "IsoFLOP points: 10 from separate cosine runs (10: 9 at the budgets, 1 anchor)" in res.stdout and "points per CPU hour" in res.stdout
+    assert "come from separate cosine runs (10: 9 at the budgets, 1 anchor)" in report
+    assert "3x the largest IsoFLOP budget" in report and "x the largest fitted run (an anchor)" in report
+    a2 = json.loads((out / "fits" / "chinchilla-a2.json").read_text())
+    assert a2["n_points"] == 9 and any("left out 1 run(s) without an IsoFLOP budget" in w for w in a2["warnings"])
+    assert json.loads((out / "fits" / "chinchilla-a3.json").read_text())["n_points"] == 10
+    assert json.loads((out / "timings.json").read_text())["cumulative_cpu_seconds"]["3. IsoFLOP sweep"] > 0
+
+
+def test_rerun_reuses_everything(study):
+    out, _ = study
+    fits = {p: p.stat().st_mtime for p in (out / "fits").glob("*.json")}
+    first = json.loads((out / "timings.json").read_text())["cumulative_seconds"]
+    res = run_cli(["quickstart", str(REPO / "configs/quickstart-test.yaml"), f"out={out}"], REPO, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "evaluations up to date" in res.stdout and "already done" in res.stdout
+    assert "reusing prepared data" in res.stdout
+    assert {p: p.stat().st_mtime for p in (out / "fits").glob("*.json")} == fits
+    # the report keeps what the study cost: the first invocation's seconds are summed in, not replaced
+    both = json.loads((out / "timings.json").read_text())["cumulative_seconds"]
+    assert both["3. IsoFLOP sweep"] > first["3. IsoFLOP sweep"] and both["total"] < 2 * first["total"]
+    assert "| total |" in (out / "report.md").read_text() and "all invocations" in (out / "report.md").read_text()
