@@ -4,7 +4,8 @@ Each budget is planned exactly as `scalelab plan FIT --compute C --device ...` p
 calls: scaling.plan.make_plan, then scaling.cost.cost_block on the hardware resolved once by
 scaling.cost.resolve_mfu; nothing is re-derived here), so a row of the table is what the CLI
 prints for that budget. The Pareto front keeps the planned runs no cheaper run beats on
-predicted loss (presets are discrete, so a bigger budget can buy a run that is not better).
+predicted loss (planned models are designed at N_opt within 2% of it; with presets a bigger budget can buy a run that
+is not better).
 Inputs carry `scalelab plan`'s flag names and defaults: device (none), precision (bf16),
 num-devices (1), mfu (auto), usd-per-device-hour (none), ci (0.95).
 """
@@ -55,14 +56,15 @@ def hardware(opts, runs_root):
 def plan_rows(rec, Cs: list[float], hw, ci: float) -> tuple[list[dict], list[str], dict | None]:
     """One row per budget: the plan's run, predicted loss and cost; the plans' warnings; the first cost block."""
     from scaling.cost import cost_block
-    from scaling.plan import make_plan
+    from scaling.plan import make_plan, run_label
 
     rows, warnings, first_cost = [], [], None
     for C in Cs:
         plan = make_plan([rec], C, ci=ci)
         run = plan.get("run") or {}
         row = {"compute": C, "N_opt": plan["N_opt"], "D_opt": plan["D_opt"], "loss_at_optimum": plan.get("loss_at_optimum"),
-               "preset": run.get("preset"), "N": run.get("N"), "tokens": run.get("tokens"), "loss": run.get("loss"),
+               "preset": run.get("preset"), "model": run_label(run) if run else None,
+               "shape_rule": run.get("shape_rule"), "N": run.get("N"), "tokens": run.get("tokens"), "loss": run.get("loss"),
                "loss_lo": (run.get("loss_interval") or [None, None])[0], "loss_hi": (run.get("loss_interval") or [None, None])[1]}
         if hw is not None:
             cost = cost_block(plan, hw, ci=ci)
@@ -95,8 +97,8 @@ def figures(rows: list[dict], x: str, ci: float) -> list[dict]:
     with_loss = [r for r in have if r.get("loss") is not None]
     if with_loss:
         xs, ys = [r[x] for r in with_loss], [r["loss"] for r in with_loss]
-        tr = {"type": "scatter", "mode": "markers", "x": xs, "y": ys, "name": f"planned run (preset), {pct} prediction interval",
-              "marker": {"color": PALETTE[0], "size": 8}, "text": [f"{r['preset']} · C {r['compute']:.3g}" for r in with_loss],
+        tr = {"type": "scatter", "mode": "markers", "x": xs, "y": ys, "name": f"planned run, {pct} prediction interval",
+              "marker": {"color": PALETTE[0], "size": 8}, "text": [f"{r['model']} · C {r['compute']:.3g}" for r in with_loss],
               "error_y": error_y(ys, [[r["loss_lo"], r["loss_hi"]] if r.get("loss_lo") is not None else None for r in with_loss])}
         ex = error_y(xs, [[r[f"{x}_lo"], r[f"{x}_hi"]] if r.get(f"{x}_lo") is not None else None for r in with_loss]) if x != "compute" else None
         if ex:
@@ -118,6 +120,6 @@ def figures(rows: list[dict], x: str, ci: float) -> list[dict]:
     return figs
 
 
-CSV_COLUMNS = ["compute", "preset", "N", "tokens", "loss", "loss_lo", "loss_hi", "loss_at_optimum", "N_opt", "D_opt", "device_hours",
+CSV_COLUMNS = ["compute", "model", "preset", "shape_rule", "N", "tokens", "loss", "loss_lo", "loss_hi", "loss_at_optimum", "N_opt", "D_opt", "device_hours",
                "device_hours_lo", "device_hours_hi", "days", "days_lo", "days_hi", "usd", "usd_lo", "usd_hi", "tokens_per_s",
                "hardware_flops", "pareto"]

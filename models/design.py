@@ -91,6 +91,7 @@ class ShapeRule:
     depth: Callable[[int], int]  # the rule's n_layers at width d
     head_dim: Callable[[int], int]  # head dimension at width d
     d_ff: Callable[[int], int]  # FFN (SwiGLU hidden) width at width d
+    depth_spread: int = DEPTH_SPREAD  # layers the search may move off the rule's depth
 
 
 def _marin_depth(d: int) -> int:
@@ -158,10 +159,77 @@ class Design:
                 "flops_per_token": c.flops_per_token, "notes": list(self.notes)}
 
 
+def _median(values) -> float:
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def family_rule(shapes: list[dict], name: str = "runs") -> ShapeRule:
+    """The family a study's runs came from, as a rule (a plan designs its run in it).
+
+    shapes: the runs' `model:` mappings (d_model, n_layers, n_heads, d_ff). Depth: the runs' own
+    when they share one (a two-layer ladder plans a two-layer model), else interpolated in log d
+    between the runs' (width, median depth) points like the OLMo ladder, with the end points'
+    aspect ratio d / n_layers beyond them; the search keeps that depth. Head dim: that of the run
+    nearest in log width. FFN:
+    the runs' median d_ff / d (rounded to 32), or the trainer's default 8d/3 when they left it."""
+    if not shapes:
+        raise ValueError("family_rule needs at least one model shape")
+    by_width: dict[int, list[int]] = {}
+    heads: dict[int, int] = {}
+    for s in shapes:
+        d = int(s["d_model"])
+        by_width.setdefault(d, []).append(int(s["n_layers"]))
+        heads[d] = d // int(s["n_heads"])
+    pts = tuple((d, max(1, round(_median(ls)))) for d, ls in sorted(by_width.items()))
+    depths = {L for _, L in pts}
+    ratios = [s["d_ff"] / s["d_model"] for s in shapes if s.get("d_ff")]
+    ffn_ratio = _median(ratios) if len(ratios) == len(shapes) else None
+
+    def depth(d: int) -> int:
+        if len(depths) == 1:
+            return pts[0][1]
+        if d <= pts[0][0]:
+            return max(1, round(d * pts[0][1] / pts[0][0]))
+        if d >= pts[-1][0]:
+            return max(1, round(d * pts[-1][1] / pts[-1][0]))
+        for (d0, l0), (d1, l1) in zip(pts, pts[1:]):
+            if d0 <= d <= d1:
+                t = math.log(d / d0) / math.log(d1 / d0)
+                return max(1, round(l0 + t * (l1 - l0)))
+        raise AssertionError(d)
+
+    def head_dim(d: int) -> int:
+        near = min(heads, key=lambda w: abs(math.log(w / d)))
+        return min(heads[near], d)
+
+    def d_ff(d: int) -> int:
+        if ffn_ratio is None:
+            return ((8 * d // 3 + 31) // 32) * 32  # models.config.ModelConfig.ffn_dim's default
+        return max(32, round(ffn_ratio * d / 32) * 32)
+
+    ffn = "8d/3 (the trainer's default)" if ffn_ratio is None else f"{ffn_ratio:.3g}d"
+    depth_text = (f"n_layers {pts[0][1]} at every width" if len(depths) == 1 else
+                  "depth interpolated over " + ", ".join(f"({d},{L})" for d, L in pts))
+    source = (f"the fitted runs' family ({len(shapes)} runs, widths {pts[0][0]}-{pts[-1][0]}): {depth_text}, "
+              f"head_dim of the nearest run, FFN {ffn}")
+    # the family's depth is kept (depth_spread 0): the target is met by width and FFN only, so a
+    # small target's shape is coarse but still one the law was fitted on
+    return ShapeRule(name, source, depth, head_dim, d_ff, depth_spread=0)
+
+
+def _rule(rule: str | ShapeRule) -> ShapeRule:
+    if isinstance(rule, ShapeRule):
+        return rule
+    if rule not in RULES:
+        raise ValueError(f"unknown shape rule {rule!r}; allowed: {', '.join(RULES)}")
+    return RULES[rule]
+
+
 @lru_cache(maxsize=8)
-def _widths(rule: str) -> tuple[int, ...]:
+def _widths(rule: ShapeRule) -> tuple[int, ...]:
     """Every width the rule allows: multiples of its head_dim at that width."""
-    hd = RULES[rule].head_dim
+    hd = rule.head_dim
     return tuple(d for d in range(8, MAX_WIDTH + 1, 2) if d % hd(d) == 0 and (d // hd(d)) >= 1)
 
 
@@ -187,20 +255,19 @@ def _n(cfg: ModelConfig, kind: str) -> int:
     return c.total if kind == "total" else c.non_embedding
 
 
-def design(params: float, rule: str = DEFAULT_RULE, *, n_kind: str = "total", vocab_size: int = 32000,
+def design(params: float, rule: str | ShapeRule = DEFAULT_RULE, *, n_kind: str = "total", vocab_size: int = 32000,
            seq_len: int = 2048, kv_heads: int | None = None, tie_embeddings: bool = False) -> Design:
-    """The shape of `rule` whose `n_kind` count is nearest `params` (see the module docstring)."""
-    if rule not in RULES:
-        raise ValueError(f"unknown shape rule {rule!r}; allowed: {', '.join(RULES)}")
+    """The shape of `rule` (a name in RULES, or a `family_rule`) whose `n_kind` count is nearest
+    `params` (see the module docstring)."""
+    r = _rule(rule)
     if n_kind not in N_KINDS:
         raise ValueError(f"n_kind must be one of {', '.join(N_KINDS)} (got {n_kind!r})")
     if not params > 0 or not vocab_size > 0 or not seq_len > 0:
         raise ValueError("params, vocab_size and seq_len must be > 0")
     if kv_heads is not None and kv_heads < 1:
         raise ValueError(f"kv_heads must be >= 1 (got {kv_heads})")
-    r = RULES[rule]
     best_key, best = None, None
-    for d in _widths(rule):
+    for d in _widths(r):
         hd, rule_depth, rule_ff = r.head_dim(d), r.depth(d), r.d_ff(d)
         odd_kv = 0 if kv_heads is None else min(d // hd, kv_heads) - kv_heads_for(d // hd, kv_heads)
 
@@ -215,7 +282,7 @@ def design(params: float, rule: str = DEFAULT_RULE, *, n_kind: str = "total", vo
         step = ffn_step(rule_ff)
         lo = max(step, math.ceil(rule_ff * (1 - FFN_SPREAD) / step) * step)
         hi = max(lo, math.floor(rule_ff * (1 + FFN_SPREAD) / step) * step)
-        for layers in range(max(1, rule_depth - DEPTH_SPREAD), rule_depth + DEPTH_SPREAD + 1):
+        for layers in range(max(1, rule_depth - r.depth_spread), rule_depth + r.depth_spread + 1):
             # the count is linear in d_ff at fixed (d, layers): solve for the FFN width that hits the target
             a, b = _n(shape(layers, lo), n_kind), _n(shape(layers, lo + step), n_kind)
             exact = lo + (params - a) / (b - a) * step
@@ -230,17 +297,17 @@ def design(params: float, rule: str = DEFAULT_RULE, *, n_kind: str = "total", vo
                 if best_key is None or key < best_key:
                     best_key, best = key, (cfg, err, rule_depth, rule_ff)
     if best is None:
-        raise ValueError(f"no {rule} shape near {params:.3g} parameters (vocab {vocab_size})")
+        raise ValueError(f"no {r.name} shape near {params:.3g} parameters (vocab {vocab_size})")
     cfg, err, rule_depth, rule_ff = best
     model = ModelConfig(**{k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff",
                                                           "vocab_size", "seq_len", "tie_embeddings")})
     notes = []
     if abs(err) > TOLERANCE:
-        notes.append(f"the nearest {rule} shape is {err:+.1%} off the target: the shape grid is coarse at this size")
+        notes.append(f"the nearest {r.name} shape is {err:+.1%} off the target: the shape grid is coarse at this size")
     if model.n_layers != rule_depth:
         notes.append(f"{model.n_layers} layers instead of the rule's {rule_depth} at d_model {model.d_model}, "
                      "to meet the target")
     if model.ffn_dim != rule_ff:
         notes.append(f"d_ff {model.ffn_dim} instead of the rule's {rule_ff} ({model.ffn_dim / rule_ff - 1:+.1%}), "
                      "to meet the target")
-    return Design(model, rule, float(params), n_kind, count(model), err, rule_depth, rule_ff, notes)
+    return Design(model, r.name, float(params), n_kind, count(model), err, rule_depth, rule_ff, notes)

@@ -128,7 +128,9 @@ def plan_block(plan: dict, acc_rec, task_loss=None, chinchilla=None, ci: float =
     when there is one, else the chosen preset, else N_opt, D_opt)."""
     run = (plan.get("inference") or {}).get("run") or plan.get("run")
     if run:
-        N, D, where = run["N"], run["tokens"], f"the planned run ({run['preset']})"
+        from scaling.plan import run_label
+
+        N, D, where = run["N"], run["tokens"], f"the planned run ({run_label(run)})"
     else:
         N, D, where = plan["N_opt"], plan["D_opt"], "the continuous optimum N_opt, D_opt (no preset chosen)"
     n_tl = None

@@ -205,6 +205,15 @@ def register(subparsers) -> None:
     budget.add_argument("--device-hours", type=_positive_float, metavar="H", help="device-hour budget (needs --device)")
     budget.add_argument("--days", type=_positive_float, metavar="D", help="wall-clock days on --num-devices K devices (needs --device)")
     budget.add_argument("--target-loss", type=_positive_float, metavar="L", help="plan the model reaching this loss with the least training + inference FLOPs (needs --inference-tokens)")
+    budget.add_argument("--model", metavar="CONFIG.yaml", help="price and lay out a given model (a train config or a `scalelab model design` "
+                        "file) trained on --tokens D; no fit needed (needs --device)")
+    p.add_argument("--tokens", type=_positive_float, metavar="D", help="training tokens of --model")
+    p.add_argument("--presets-only", action="store_true", help="choose the run among the dense configs/models/ presets instead of "
+                   "designing the model at N_opt")
+    p.add_argument("--shape-rule", choices=("runs", "marin", "olmo-ladder"), default=None,
+                   help="how the planned model is shaped: runs (the fit's runs' family; the default when the record names their shapes), "
+                   "marin (the default otherwise) or olmo-ladder (models/design.py)")
+    p.add_argument("--devices-per-node", type=int, metavar="G", help="devices per node for the layout (default 8 when it divides --num-devices)")
     p.add_argument("--inference-tokens", type=float, metavar="T", help="tokens the model will serve: minimise 6ND + 2NT (Sardana et al. 2024)")
     p.add_argument("--device", choices=DEVICE_NAMES, metavar="NAME", help="price the plan on this device: " + ", ".join(DEVICE_NAMES))
     p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "tf32"), help="training precision for the device's dense peak (default bf16)")
@@ -218,7 +227,8 @@ def register(subparsers) -> None:
                    help="unique training tokens the planned run can draw from: a data-constrained fit (fit chinchilla "
                    "--law data-constrained) allocates the budget for them (default: the fitted runs' data set)")
     p.add_argument("--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)")
-    p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation")
+    p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation (with --device also "
+                   "out.sweep.yaml: the run as a one-run Slurm sweep with the plan's layout)")
     p.add_argument("--micro-batch-size", type=int, default=16, help="micro batch (sequences) for the emitted config")
     p.add_argument("--accuracy", metavar="ACC.json", help="an accuracy fit (`scalelab fit accuracy`): print the planned run's predicted accuracy per task")
     p.add_argument("--task-loss", metavar="TL.json", help="a task-loss fit (`scalelab fit task-loss`): the planned run's task loss fed to --accuracy")
@@ -434,7 +444,7 @@ def cmd_plan(args) -> int:
     import json
 
     from scaling.errors import InputError
-    from scaling.plan import emit_config, format_plan
+    from scaling.plan import emit_config, format_plan, sweep_spec_path
     from scaling.plan_budget import BudgetOptions, build_plan, plan_to_emit
     from scaling.record import FitRecord
 
@@ -448,11 +458,16 @@ def cmd_plan(args) -> int:
     opts = BudgetOptions(compute=args.compute, budget_usd=args.budget_usd, device_hours=args.device_hours, days=args.days,
                          target_loss=args.target_loss, inference_tokens=args.inference_tokens, device=args.device,
                          precision=args.precision, num_devices=args.num_devices, mfu=args.mfu,
-                         usd_per_device_hour=args.usd_per_device_hour, runs=args.runs)
+                         usd_per_device_hour=args.usd_per_device_hour, runs=args.runs, model=args.model, tokens=args.tokens,
+                         devices_per_node=args.devices_per_node)
     try:
         opts.check()
         fits = [FitRecord.load(f) for f in list(args.fit_files) + list(args.fit)]
-        if not fits:
+        if args.model and fits:
+            raise InputError("--model prices a given model without a fit: give no fit records with it")
+        if args.model and (args.presets_only or args.shape_rule):
+            raise InputError("--presets-only and --shape-rule choose the planned model; --model gives it")
+        if not fits and not args.model:
             raise InputError("plan needs a fit record: scalelab plan FIT.json --compute C (or --fit F.json)")
         grouped = [f"{f['law']} --by {f['by']}" for f in fits if f.get("by")]
         if grouped:
@@ -464,10 +479,14 @@ def cmd_plan(args) -> int:
             return plan_moe(args, fits)
         chain = {k: FitRecord.load(v) if v else None for k, v in (("accuracy", args.accuracy), ("task_loss", args.task_loss))}
         kw = {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind, "unique_tokens": args.unique_tokens}
+        if not args.model:
+            kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule)
         plan = build_plan(fits, opts, kw, ci=args.ci, **chain)
         if args.emit_config:
             emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config
+            if sweep_spec_path(Path(args.emit_config)).exists() and (plan.get("memory") or {}).get("fits"):
+                plan["emitted_sweep"] = str(sweep_spec_path(Path(args.emit_config)))
     except InputError as exc:
         return _fail(str(exc), 2)
     if args.out:
@@ -475,5 +494,5 @@ def cmd_plan(args) -> int:
         Path(args.out).write_text(json.dumps(plan, indent=2) + "\n")
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     if args.emit_config:
-        print(f"wrote {args.emit_config}", file=sys.stderr)
+        print(f"wrote {args.emit_config}" + (f" and {plan['emitted_sweep']}" if plan.get("emitted_sweep") else ""), file=sys.stderr)
     return 0

@@ -144,8 +144,10 @@ def hardware_ratio(plan: dict) -> tuple[float, str]:
         return 1.0, "the fit counts the trainer's FLOPs: hardware FLOPs = C"
     if comp.get("trainer_flops") and comp.get(conv):
         r = comp["trainer_flops"] / comp[conv]
-        return r, f"hardware FLOPs = {r:.3g} x C (the planned preset {run['preset']}: trainer FLOPs / {conv})"
-    return 1.0, f"hardware FLOPs taken as C ({conv}; no preset to count attention and the output head: an underestimate)"
+        from scaling.plan import run_label
+
+        return r, f"hardware FLOPs = {r:.3g} x C (the planned run {run_label(run)}: trainer FLOPs / {conv})"
+    return 1.0, f"hardware FLOPs taken as C ({conv}; no planned model to count attention and the output head: an underestimate)"
 
 
 def plan_for_budget(plan_fn, hw: Hardware, hours: float, iterations: int = 2) -> dict:

@@ -84,7 +84,8 @@ def plan_moe(args, fits) -> int:
         if other or args.compute is None:
             raise InputError("an MoE plan takes --compute C (FLOPs in the fit's 6ND_active_nonembed convention)"
                              + (f"; {', '.join(other)} apply to dense plans only" if other else ""))
-        plan = make_moe_plan(fits[0], args.compute, ci=args.ci, compute_kind=args.compute_kind, vocab_size=args.vocab_size)
+        plan = make_moe_plan(fits[0], args.compute, ci=args.ci, compute_kind=args.compute_kind, vocab_size=args.vocab_size,
+                             presets_only=args.presets_only, shape_rule=args.shape_rule)
         if args.emit_config:
             emit_moe_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config

@@ -7,9 +7,10 @@ top_k = the runs' top-k per unit of G x G (the active FFN the runs had), and nex
 optimum (G = 1, E = 1, same law), the loss gain and the dense-compute multiplier. Clark: the
 runs' tokens are kept (the law has no data term), N = C / (6 D), the best expert count in range.
 Warnings: every fit warning, a better G or E beyond the fitted range (not taken), extrapolation.
-The run: the configs/models/ preset whose MoE version (the plan's E, top_k and expert d_ff =
-preset d_ff / G, the runs' other model.moe settings) predicts the lowest loss at C (Krajewski;
-nearest N_opt for Clark), written by `emit_moe_config` like `scaling.plan.emit_config`.
+The run: a model designed at the optimum (scaling.moe_run.designed: a dense shape of the named rule
+made MoE with the plan's E, top_k and expert d_ff = d_ff / G, its active non-embedding count
+N_opt); with --presets-only the configs/models/ preset whose MoE version predicts the lowest loss
+at C (Krajewski; nearest N_opt for Clark). Written by `emit_moe_config` like `scaling.plan.emit_config`.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from scaling.record import FitRecord, _clean
 RESIDUAL_DRAWS = 25
 
 
-def make_moe_plan(rec: FitRecord, compute: float, *, ci: float = 0.95, compute_kind: str | None = None, vocab_size: int | None = None) -> dict:
+def make_moe_plan(rec: FitRecord, compute: float, *, ci: float = 0.95, compute_kind: str | None = None, vocab_size: int | None = None,
+                  presets_only: bool = False, shape_rule: str | None = None) -> dict:
     if rec.get("law") != "moe":
         raise InputError(f"an MoE plan needs a `scalelab fit moe` record (got a {rec.get('law')} record)")
     if not (compute > 0 and np.isfinite(compute)):
@@ -55,7 +57,8 @@ def make_moe_plan(rec: FitRecord, compute: float, *, ci: float = 0.95, compute_k
         out["recipe"] = {"settings": recipe.get("settings"), "data": recipe.get("data")}
     from scaling.moe_run import choose_run
 
-    run = choose_run(rec, out, vocab_size, ci, warnings)
+    run = choose_run(rec, out, vocab_size, ci, warnings, presets_only=presets_only,
+                     shape_rule=None if shape_rule == "runs" else shape_rule)
     if run:
         out["run"] = run
     out["warnings"] = warnings
@@ -185,7 +188,9 @@ def format_moe_plan(plan: dict) -> str:
                  f"{plan['compute_multiplier']:.3g}x{iv(plan.get('compute_multiplier_interval'))} the compute to match")
     r = plan.get("run")
     if r:
-        lines.append(f"run: preset {r['preset']} with {r['E']} experts of d_ff {r['expert_d_ff']} (G = {r['G']:g}), top_k {r['top_k']}: "
+        from scaling.plan import describe_run_model
+
+        lines.append(f"run: {describe_run_model(r)} with {r['E']} experts of d_ff {r['expert_d_ff']} (G = {r['G']:g}), top_k {r['top_k']}: "
                      f"{r['N']:.4g} active non-embedding params ({r['ratio_to_N_opt']:.3g}x N_opt; {r['choice']}), {r['tokens']:.4g} tokens")
         lines.append(f"predicted loss: {r['loss']:.4f}{iv(r.get('loss_interval'))}")
     lines += [f"warning: {w}" for w in plan.get("warnings", [])]

@@ -67,7 +67,7 @@ def model_presets(vocab_size: int, seq_len: int | None = None) -> list[dict]:
             c = count(cfg, vocab_size)
         except Exception:  # a broken preset is skipped, not fatal for planning
             continue
-        out.append({"name": p.stem, "total": c.total, "non_embedding": c.non_embedding, "active": c.active,
+        out.append({"name": p.stem, "moe": cfg.moe is not None, "model": {"preset": p.stem}, "total": c.total, "non_embedding": c.non_embedding, "active": c.active,
                     "flops_per_token": c.flops_per_token, "seq_len": cfg.seq_len,
                     "k": {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding, "trainer_flops": c.flops_per_token}})
     return out
@@ -101,7 +101,8 @@ def _fit_warnings(fits: list[FitRecord]) -> list[str]:
 
 
 def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None = None, ci: float = 0.95,
-              compute_kind: str | None = None, unique_tokens: float | None = None) -> dict:
+              compute_kind: str | None = None, unique_tokens: float | None = None, presets_only: bool = False,
+              shape_rule: str | None = None) -> dict:
     """Recommendation for compute C (in the Chinchilla record's convention) from the given fits.
     A data-constrained law allocates C for `unique_tokens` unique training tokens (default: the
     fitted runs' data set, when they share one): few unique tokens shrink N_opt."""
@@ -170,7 +171,8 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     vocab = vocab_size or _recipe_vocab(recipe) or default_vocab_size()
     out["vocab_size"] = vocab
     unique = unique or (ch.get("data") or {}).get("unique_tokens")
-    run = _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique) if vocab else None
+    run = (_choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique, presets_only=presets_only,
+                       shape_rule=shape_rule) if vocab else None)
     if run:
         out["run"] = run
         if unique:
@@ -233,43 +235,109 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
         warnings.append("chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)")
 
 
-def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=None) -> dict | None:
-    """The preset to train at C: lowest predicted loss (approach 3; a data-constrained law counts
-    the repetition of the fits' data), else nearest N_opt."""
+def designed_candidate(ch, n_opt, conv, vocab, seq_len, rule, warnings) -> dict:
+    """The model designed at N_opt (models.design) as a run candidate: in the family of the fit's
+    runs (their recipe's model shapes) unless `rule` names one of models.design.RULES."""
+    from models.design import DEFAULT_RULE, design, family_rule
+
+    shapes = [m for m in (((ch.get("recipe") or {}).get("models")) or []) if not m.get("moe")]
+    if rule in (None, "runs") and shapes:
+        chosen = family_rule(shapes)
+    elif rule == "runs":
+        raise InputError("--shape-rule runs: the fit's record names no model shapes of its runs (fitted from a table, "
+                         "or an older record): choose a named rule (marin, olmo-ladder)")
+    else:
+        chosen = rule or DEFAULT_RULE
+    kind = "non_embedding" if conv["n_kind"] == "non_embedding" else "total"
+    tie = bool(((ch.get("recipe") or {}).get("settings") or {}).get("model.tie_embeddings"))
+    try:
+        d = design(n_opt, chosen, n_kind=kind, vocab_size=vocab, seq_len=int(seq_len or 2048), tie_embeddings=tie)
+    except ValueError as exc:
+        raise InputError(f"cannot design a model at N_opt {n_opt:.3g}: {exc}") from exc
+    warnings += [f"designed model: {n}" for n in d.notes]
+    c = d.counts
+    return {"name": None, "shape_rule": d.rule, "shape_rule_source": getattr(chosen, "source", None) or _rule_source(d.rule),
+            "model": d.model_dict(), "total": c.total, "non_embedding": c.non_embedding, "active": c.active,
+            "flops_per_token": c.flops_per_token, "seq_len": d.model.seq_len,
+            "k": {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding, "trainer_flops": c.flops_per_token}}
+
+
+def _rule_source(name: str) -> str:
+    from models.design import RULES
+
+    return RULES[name].source
+
+
+def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=None, *, presets_only=False,
+                shape_rule=None) -> dict | None:
+    """The run to train at C. Default: the model designed at N_opt (`designed_candidate`), its tokens
+    what C buys in the fit's convention. `presets_only`: the dense configs/models/ preset with the
+    lowest predicted loss (approach 3; a data-constrained law counts the repetition of the fits'
+    data), else nearest N_opt; an MoE preset never (a dense law ranks it by the wrong N and its
+    tokens would not spend C)."""
 
     extra = {"U": unique} if unique and data_constrained(ch) else {}
-    presets = model_presets(vocab, seq_len)
-    if not presets:
-        return None
+    if presets_only:
+        candidates = [p for p in model_presets(vocab, seq_len) if not p["moe"]]
+        if not candidates:
+            return None
+    else:
+        candidates = [designed_candidate(ch, n_opt, conv, vocab, seq_len, shape_rule, warnings)]
     key = PRESET_KEY.get(conv["n_kind"], "total")
-    for p in presets:
+    for p in candidates:
         p["N"] = p[key]
         p["tokens"] = C / p["k"][conv["compute"]]
     if ch.get("approach") == 3:
-        for p in presets:
+        for p in candidates:
             p["predicted_loss"] = float(law.predict(p["N"], p["tokens"], **extra))
-        best = min(presets, key=lambda p: p["predicted_loss"])
-        rule = "lowest predicted loss at this compute"
+    if not presets_only:
+        best, rule = candidates[0], "designed at N_opt"
+    elif ch.get("approach") == 3:
+        best = min(candidates, key=lambda p: p["predicted_loss"])
+        rule = "lowest predicted loss at this compute (presets only)"
     else:
-        best = min(presets, key=lambda p: abs(np.log(p["N"]) - np.log(n_opt)))
-        rule = "nearest N_opt (log scale)"
-    run = {"preset": best["name"], "choice": rule, "n_kind": key, "N": best["N"], "params": best["total"],
-           "non_embedding_params": best["non_embedding"], "flops_per_token": best["flops_per_token"], "seq_len": best["seq_len"],
-           "tokens": best["tokens"], "ratio_to_N_opt": best["N"] / n_opt,
-           "compute": {k: v * best["tokens"] for k, v in best["k"].items()}}
+        best = min(candidates, key=lambda p: abs(np.log(p["N"]) - np.log(n_opt)))
+        rule = "nearest N_opt (log scale; presets only)"
+    run = {"preset": best["name"], "shape_rule": best.get("shape_rule"), "choice": rule, "n_kind": key, "N": best["N"],
+           "params": best["total"], "non_embedding_params": best["non_embedding"], "flops_per_token": best["flops_per_token"],
+           "seq_len": best["seq_len"], "tokens": best["tokens"], "ratio_to_N_opt": best["N"] / n_opt,
+           "compute": {k: v * best["tokens"] for k, v in best["k"].items()}, "model": best["model"]}
+    if best.get("shape_rule_source"):
+        run["shape_rule_source"] = best["shape_rule_source"]
     if ch.get("approach") == 3:
         pred = predict_loss(ch, best["N"], best["tokens"], ci, **extra)
         run.update({"loss": pred["loss"], "loss_interval": pred["interval"], "loss_interval_kind": pred["interval_kind"]})
         if "parameter_interval" in pred:
             run["loss_parameter_interval"] = pred["parameter_interval"]
-        ranked = sorted(presets, key=lambda p: p["predicted_loss"])
-        run["runners_up"] = [{"preset": p["name"], "N": p["N"], "tokens": p["tokens"], "predicted_loss": p["predicted_loss"]} for p in ranked[1:3]]
-    if not 0.5 <= run["ratio_to_N_opt"] <= 2.0:
-        warnings.append(f"the chosen preset {best['name']} has {best['N']:.3g} {key} parameters, {run['ratio_to_N_opt']:.2g}x N_opt: no preset close to the optimum")
+        if presets_only:
+            ranked = sorted(candidates, key=lambda p: p["predicted_loss"])
+            run["runners_up"] = [{"preset": p["name"], "N": p["N"], "tokens": p["tokens"], "predicted_loss": p["predicted_loss"]}
+                                 for p in ranked[1:3]]
+    if presets_only and not 0.5 <= run["ratio_to_N_opt"] <= 2.0:
+        warnings.append(f"the chosen preset {best['name']} has {best['N']:.3g} {key} parameters, {run['ratio_to_N_opt']:.2g}x N_opt: "
+                        "no preset close to the optimum (drop --presets-only to design the model at N_opt)")
     rng = (ch.get("data_range") or {})
     if rng.get("N") and not (rng["N"][0] / 2 <= best["N"] <= rng["N"][1] * 10):
-        warnings.append(f"the chosen preset's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}")
+        warnings.append(f"the planned model's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}")
     return run
+
+
+def run_label(run: dict) -> str:
+    """A run's model in a few characters: its preset, else its shape rule and size (`runs-73B`)."""
+    if run.get("preset"):
+        return str(run["preset"])
+    n = float(run.get("params") or run.get("N") or 0)
+    size = next((f"{n / f:.3g}{u}" for f, u in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")) if n >= f), f"{n:.3g}")
+    return f"{run.get('shape_rule') or 'model'}-{size}"
+
+
+def describe_run_model(run: dict) -> str:
+    """`preset NAME` or the designed shape, for the printed plan and the views that show it."""
+    if run.get("preset"):
+        return f"preset {run['preset']}"
+    m = run.get("model") or {}
+    return (f"designed ({run.get('shape_rule')}): d_model {m.get('d_model')}, {m.get('n_layers')} layers, "
+            f"{m.get('n_heads')} heads ({m.get('n_kv_heads')} kv), d_ff {m.get('d_ff')}")
 
 
 def _hparams(out, h, C, n_opt, d_opt, ci, warnings):
@@ -320,8 +388,9 @@ def format_plan(plan: dict) -> str:
 
     conv = plan.get("conventions") or {}
     lines = [f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute', '?')}; N = {conv.get('n_kind', plan.get('n_kind'))} parameters; {plan.get('ci', 0.95):.0%} intervals)"]
-    lines.append(f"N_opt: {plan['N_opt']:.4g} parameters ({plan['n_kind']}){iv(plan.get('N_opt_interval'))}")
-    lines.append(f"D_opt: {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}  (D/N = {plan['D_opt'] / plan['N_opt']:.3g})")
+    if "N_opt" in plan:
+        lines.append(f"N_opt: {plan['N_opt']:.4g} parameters ({plan['n_kind']}){iv(plan.get('N_opt_interval'))}")
+        lines.append(f"D_opt: {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}  (D/N = {plan['D_opt'] / plan['N_opt']:.3g})")
     dc = plan.get("data_constrained")
     if dc:
         lines.append(f"unique tokens: {dc['unique_tokens']:.4g} ({dc['source']}): D_opt is {dc['epochs']:.3g} epochs; "
@@ -330,8 +399,13 @@ def format_plan(plan: dict) -> str:
         lines.append(f"loss at the optimum: {plan['loss_at_optimum']:.4f}")
     r = plan.get("run")
     if r:
-        lines.append(f"run: preset {r['preset']} ({r['N']:.4g} {r['n_kind']} params, {r['ratio_to_N_opt']:.3g}x N_opt; {r['choice']}), "
-                     f"{r['tokens']:.4g} tokens" + (f" ({r['epochs']:.2g} epochs of the data)" if r.get("epochs") else ""))
+        lines.append(f"run: {describe_run_model(r)}")
+        ratio = f"{r['ratio_to_N_opt']:.3g}x N_opt; " if r.get("ratio_to_N_opt") else ""
+        lines.append(f"     {r['N']:.4g} {r['n_kind']} params ({r['params']:.4g} total, {ratio}{r['choice']}), "
+                     f"{r['tokens']:.4g} tokens, {r['flops_per_token']:.4g} trainer FLOPs per token"
+                     + (f" ({r['epochs']:.2g} epochs of the data)" if r.get("epochs") else ""))
+        if r.get("shape_rule_source"):
+            lines.append(f"     shape rule: {r['shape_rule_source']}")
         if "loss" in r:
             lines.append(f"predicted loss: {r['loss']:.4f}{iv(r.get('loss_interval'))}  ({plan.get('ci', 0.95):.0%} {r['loss_interval_kind']})")
         if "lr" in r:
@@ -360,8 +434,8 @@ def budget(rec: FitRecord, multiplier: float) -> float:
 
 
 def run_name(plan: dict) -> str:
-    """The planned run's name (and its train config's `name`): plan-<preset>-C<compute>."""
-    return f"plan-{plan['run']['preset']}-C{plan['compute']:.0e}".replace("+", "")
+    """The planned run's name (and its train config's `name`): plan-<preset or rule-size>-C<compute>."""
+    return f"plan-{run_label(plan['run'])}-C{plan['compute']:.0e}".replace("+", "")
 
 
 def to_train_config(plan: dict, base: dict | None = None, micro_batch_size: int = 16, *, data: str | dict | None = None,
@@ -377,14 +451,18 @@ def to_train_config(plan: dict, base: dict | None = None, micro_batch_size: int 
     """
     run = plan.get("run")
     if not run:
-        raise InputError("plan has no model preset (no configs/models/ presets or vocab size): cannot emit a config")
+        raise InputError("plan has no planned model (no vocab size: give --vocab-size): cannot emit a config")
     recipe = plan.get("recipe") or {}
     st = (recipe.get("settings") or {}) if base is None else base
     seq_len = int(st.get("model.seq_len") or run["seq_len"])
-    batch_tokens = run.get("batch_tokens") or (st.get("train.global_batch_size") or micro_batch_size) * seq_len
-    n_seq = max(1, int(round(batch_tokens / seq_len)))
-    micro = max(1, min(int(st.get("train.micro_batch_size") or micro_batch_size), n_seq))
-    gbs = max(micro, int(round(n_seq / micro)) * micro)
+    mem = plan.get("memory") or {}
+    if mem.get("fits"):  # the layout the plan chose for its devices
+        gbs, micro = int(mem["global_batch_size"]), int(mem["micro_batch_size"])
+    else:
+        batch_tokens = run.get("batch_tokens") or (st.get("train.global_batch_size") or micro_batch_size) * seq_len
+        n_seq = max(1, int(round(batch_tokens / seq_len)))
+        micro = max(1, min(int(st.get("train.micro_batch_size") or micro_batch_size), n_seq))
+        gbs = max(micro, int(round(n_seq / micro)) * micro)
     tokens = int(round(run["tokens"]))
     optim = {k.split(".", 1)[1]: v for k, v in st.items() if k.startswith("optim.") and v is not None}
     if run.get("lr"):
@@ -392,13 +470,14 @@ def to_train_config(plan: dict, base: dict | None = None, micro_batch_size: int 
     schedule = {k.split(".", 1)[1]: v for k, v in st.items() if k.startswith("schedule.") and v is not None}
     cfg: dict = {
         "name": name or run_name(plan),
-        "model": {"preset": run["preset"], "seq_len": seq_len},
+        "model": _model_section(run, seq_len),
         "data": data or recipe.get("data") or "default",
         "optim": optim,
         "schedule": schedule,
         "train": {"tokens": max(tokens, gbs * seq_len), "micro_batch_size": micro, "global_batch_size": gbs},
         "extras": {"plan": {k: plan.get(k) for k in ("compute", "N_opt", "D_opt", "n_kind", "conventions") if k in plan}
-                   | {"run": {k: run.get(k) for k in ("preset", "N", "tokens", "loss", "loss_interval", "lr", "batch_tokens") if k in run}}},
+                   | {"run": {k: run.get(k) for k in ("preset", "shape_rule", "N", "params", "flops_per_token", "tokens", "loss",
+                                                "loss_interval", "lr", "batch_tokens") if run.get(k) is not None}}},
     }
     for key in ("eval_tokens", "eval_every_steps"):  # the same held-out measurement as the fitted runs
         if st.get(f"train.{key}") is not None:
@@ -406,14 +485,31 @@ def to_train_config(plan: dict, base: dict | None = None, micro_batch_size: int 
     for key in ("precision",):
         if st.get(key):
             cfg[key] = st[key]
+    if mem.get("fits"):
+        cfg["deepspeed"] = {"zero_stage": int(mem["zero_stage"])}
+        cfg["train"]["activation_checkpointing"] = mem["activation_checkpointing"]
+        if mem.get("activation_checkpointing_k"):
+            cfg["train"]["activation_checkpointing_k"] = int(mem["activation_checkpointing_k"])
+        if mem.get("precision") in ("bf16", "fp16"):
+            cfg["precision"] = mem["precision"]
     for section in ("optim", "schedule"):
         if not cfg[section]:
             del cfg[section]
     return cfg
 
 
+def _model_section(run: dict, seq_len: int) -> dict:
+    """The run's `model:` section: its preset, or the designed shape (the keys of configs/models/*.yaml)."""
+    if run.get("preset"):
+        return {"preset": run["preset"], "seq_len": seq_len}
+    keep = ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "tie_embeddings")
+    return {k: run["model"][k] for k in keep if run["model"].get(k) is not None} | {"seq_len": seq_len}
+
+
 def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str | dict | None = None, name: str | None = None) -> Path:
-    """Write `to_train_config(plan, ...)` as a YAML train config, with a header saying where it came from."""
+    """Write `to_train_config(plan, ...)` as a YAML train config, with a header saying where it came
+    from; with a laid-out plan (--device) also `<stem>.sweep.yaml`, a one-run sweep spec with the
+    layout's Slurm block (nodes, GPUs per node) that `scalelab sweep plan` accepts."""
     import yaml
 
     cfg = to_train_config(plan, micro_batch_size=micro_batch_size, data=data, name=name)
@@ -422,4 +518,27 @@ def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, dat
     header = ("# Written by `scalelab plan --emit-config`: the planned run for the budget, trained with the recipe of the runs\n"
               "# the laws were fitted on (schedule, warmup, weight decay, sequence length, data).\n")
     out.write_text(header + yaml.safe_dump(cfg, sort_keys=False))
+    if (plan.get("memory") or {}).get("fits"):
+        sweep_spec_path(out).write_text(_sweep_header(plan) + yaml.safe_dump(sweep_spec(plan, out, cfg["name"]), sort_keys=False))
     return out
+
+
+def sweep_spec_path(config: Path) -> Path:
+    return config.with_name(config.stem + ".sweep.yaml")
+
+
+def sweep_spec(plan: dict, config: Path, name: str) -> dict:
+    """The planned run as a one-run sweep (kind seeds, its train.seed) on Slurm with the plan's layout."""
+    mem = plan["memory"]
+    return {"name": name, "base": config.name, "kind": "seeds", "seeds": [0],
+            "executor": {"slurm": {"partition": "gpu", "account": None, "nodes": int(mem["nodes"]),
+                                   "gpus_per_node": int(mem["devices_per_node"]), "time": "48:00:00",
+                                   "setup": ["source .venv/bin/activate"]}}}
+
+
+def _sweep_header(plan: dict) -> str:
+    cost = plan.get("cost") or {}
+    days = f", about {cost['days']:.3g} days at MFU {cost['mfu']:.2g}" if cost.get("days") else ""
+    return ("# Written by `scalelab plan --emit-config`: the planned run as a one-run sweep on Slurm, laid out by the plan\n"
+            f"# ({plan['memory']['nodes']} node(s) x {plan['memory']['devices_per_node']} devices{days}). Set partition,\n"
+            "# account and time for your cluster, then: scalelab sweep plan THIS.yaml; scalelab sweep launch THIS.yaml --executor slurm\n")

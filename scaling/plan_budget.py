@@ -28,27 +28,42 @@ class BudgetOptions:
     mfu: str | None = None
     usd_per_device_hour: float | None = None
     runs: str | None = None
+    model: str | None = None
+    tokens: float | None = None
+    devices_per_node: int | None = None
 
     def check(self) -> None:
         """Every combination error, before any work (InputError -> exit 2)."""
-        forms = [f for f in ("compute", "budget_usd", "device_hours", "days", "target_loss") if getattr(self, f) is not None]
+        forms = [f for f in ("compute", "budget_usd", "device_hours", "days", "target_loss", "model") if getattr(self, f) is not None]
         flag = lambda f: "--" + f.replace("_", "-")  # noqa: E731
         if len(forms) != 1:
-            raise InputError("give exactly one budget: --compute, --budget-usd, --device-hours, --days (with --num-devices) "
-                             "or --target-loss (with --inference-tokens)" + (f"; got {', '.join(map(flag, forms))}" if forms else ""))
+            raise InputError("give exactly one budget: --compute, --budget-usd, --device-hours, --days (with --num-devices), "
+                             "--target-loss (with --inference-tokens) or --model (with --tokens)"
+                             + (f"; got {', '.join(map(flag, forms))}" if forms else ""))
         form = forms[0]
+        if (form == "model") != (self.tokens is not None):
+            raise InputError("--model CONFIG.yaml and --tokens D go together (price a given model trained on D tokens)")
+        if form == "model" and not self.device:
+            raise InputError("--model needs --device (the device it is priced and laid out on)")
+        if self.tokens is not None and not self.tokens > 0:
+            raise InputError(f"--tokens must be > 0 (got {self.tokens})")
+        if self.devices_per_node is not None and self.devices_per_node < 1:
+            raise InputError(f"--devices-per-node must be >= 1 (got {self.devices_per_node})")
         if form in ("budget_usd", "device_hours", "days") and not self.device:
             raise InputError(f"{flag(form)} needs --device (to turn it into FLOPs through the device's peak and an MFU)")
         if form == "days" and not self.num_devices:
             raise InputError("--days needs --num-devices K (the wall-clock days of K devices)")
         if form == "budget_usd" and not self.usd_per_device_hour:
             raise InputError("--budget-usd needs --usd-per-device-hour (the price of one device for one hour)")
+        if self.inference_tokens is not None and form == "model":
+            raise InputError("--inference-tokens goes with --compute or --target-loss, not --model")
         if form == "target_loss" and self.inference_tokens is None:
             raise InputError("--target-loss needs --inference-tokens T (the tokens the model will serve; 0 for training only)")
         if self.inference_tokens is not None and form not in ("compute", "target_loss"):
             raise InputError(f"--inference-tokens goes with --compute (a total budget) or --target-loss, not {flag(form)}")
         if not self.device:
-            given = [f for f in ("precision", "num_devices", "mfu", "usd_per_device_hour") if getattr(self, f) is not None]
+            given = [f for f in ("precision", "num_devices", "mfu", "usd_per_device_hour", "devices_per_node")
+                     if getattr(self, f) is not None]
             if given:
                 raise InputError(f"{', '.join(map(flag, given))}: applies only with --device (choose from the device table)")
         for f in ("compute", "budget_usd", "device_hours", "days", "target_loss", "usd_per_device_hour"):
@@ -78,6 +93,8 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
     from scaling.plan import make_plan
 
     opts.check()
+    if opts.model:
+        return _given_model_plan(opts, make_plan_kw, ci)
     for f in fits:
         if f["law"] in ("accuracy", "task-loss"):
             raise InputError(f"a {f['law']} fit is not an allocation law: give it with --{f['law']} instead of --fit")
@@ -121,6 +138,7 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
         if run:
             inf["run"] = run
     if hw:
+        _memory(plan, hw, opts)
         if inf:
             priced = {**plan, "run": inf["run"]} if inf.get("run") else plan  # its hardware FLOPs ratio
             plan["cost"] = costs.cost_block(priced, hw, ci=ci, flops=inf["train_flops"], tokens=inf["D"],
@@ -153,11 +171,42 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
     return _clean(plan)
 
 
+def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
+    """The planned run's memory and layout on the plan's devices (scaling.plan_layout)."""
+    from scaling.plan_layout import layout_block
+
+    mem = layout_block(plan, hw.device, hw.num_devices, hw.precision, devices_per_node=opts.devices_per_node)
+    if mem is None:
+        return
+    plan["memory"] = mem
+    if mem.get("fits") is False:
+        plan.setdefault("warnings", []).append(f"the planned run does not fit on {hw.num_devices} x {hw.device}: {mem['reason']}")
+
+
+def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dict:
+    """`--model CONFIG --tokens D`: price and lay out a given model, no fit."""
+    from scaling import cost as costs
+    from scaling.plan_layout import priced_model_plan
+    from scaling.record import _clean
+
+    plan = priced_model_plan(opts.model, opts.tokens, make_plan_kw.get("vocab_size"))
+    plan["ci"] = ci
+    precision = opts.precision or "bf16"
+    mfu = costs.resolve_mfu(opts.mfu, opts.device, precision, opts.runs)
+    hw = costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
+    _memory(plan, hw, opts)
+    plan["cost"] = costs.cost_block(plan, hw, ci=ci)
+    return _clean(plan)
+
+
 def format_sections(plan: dict) -> list[str]:
     from scaling.cost import format_cost
     from scaling.inference import format_inference
+    from scaling.plan_layout import format_memory
 
     lines = []
+    if plan.get("memory"):
+        lines += format_memory(plan["memory"])
     if plan.get("inference"):
         lines += format_inference(plan["inference"])
     if plan.get("cost"):

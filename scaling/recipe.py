@@ -56,11 +56,24 @@ def read_recipe(paths) -> dict | None:
         settings[key] = json.loads(value)
         if len(vals) > 1 and key not in SWEPT:
             varies.append(key)
+    shapes = {json.dumps(shape, sort_keys=True) for c in cfgs if (shape := model_shape(c.get("model")))}
     datas = Counter(json.dumps(c.get("data"), sort_keys=True) for c in cfgs if c.get("data") is not None)
     data = json.loads(datas.most_common(1)[0][0]) if datas else None
     if len(datas) > 1:
         varies.append("data")
-    return {"settings": settings, "varies": varies, "data": data, "n_runs": len(cfgs)}
+    return {"settings": settings, "varies": varies, "data": data, "n_runs": len(cfgs),
+            "models": sorted((json.loads(s) for s in shapes), key=lambda m: (m["d_model"], m["n_layers"]))}
+
+
+SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
+
+
+def model_shape(model) -> dict | None:
+    """A run's model shape (its resolved config's model section): the family a plan designs in.
+    None for an unresolved section (a preset name only)."""
+    if not isinstance(model, dict) or not all(isinstance(model.get(k), int) for k in ("d_model", "n_layers", "n_heads")):
+        return None
+    return {k: model.get(k) for k in SHAPE_KEYS} | {"moe": bool(model.get("moe"))}
 
 
 def recipe_warning(recipe: dict | None) -> str | None:

@@ -14,7 +14,7 @@ const INPUTS = [  // [flag name, label, attributes]
   ["points", "points", { type: "number", min: 2, max: 40, value: 13, size: 4 }],
 ];
 const COLS = [
-  { key: "compute", label: "C (FLOPs)" }, { key: "preset", label: "preset", text: true }, { key: "N", label: "N" }, { key: "tokens", label: "D (tokens)" },
+  { key: "compute", label: "C (FLOPs)" }, { key: "model", label: "model", text: true }, { key: "N", label: "N" }, { key: "tokens", label: "D (tokens)" },
   { key: "loss", label: "predicted loss", render: r => r.loss == null ? "—" : fmt(r.loss) + (r.loss_lo != null ? ` [${fmt(r.loss_lo)}, ${fmt(r.loss_hi)}]` : "") },
   { key: "device_hours", label: "device-hours", render: r => r.device_hours == null ? "" : fmt(r.device_hours) + (r.device_hours_lo != null ? ` [${fmt(r.device_hours_lo)}, ${fmt(r.device_hours_hi)}]` : "") },
   { key: "days", label: "days" },

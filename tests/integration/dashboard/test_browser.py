@@ -280,7 +280,7 @@ def test_moe_view_loss_vs_compute_and_the_fitted_law(page, server, demo):
 
 def test_plan_view_cost_against_loss_and_pareto(page, server, demo):
     _open(page, server, "plan?device=h100-sxm&usd-per-device-hour=2.5", "#plan-plan_cost_loss .scatterlayer .trace")
-    assert _names(page, "plan-plan_cost_loss") == ["planned run (preset), 95% prediction interval", "Pareto front", "continuous optimum N_opt, D_opt"]
+    assert _names(page, "plan-plan_cost_loss") == ["planned run, 95% prediction interval", "Pareto front", "continuous optimum N_opt, D_opt"]
     assert page.eval_on_selector("#plan-plan_cost_loss", "d => d.layout.xaxis.title.text") == "cost (USD)"
     assert page.locator("#plan-table tbody tr").count() == 13
     assert page.input_value("#plan-device") == "h100-sxm" and page.input_value("#plan-precision") == "bf16" and page.input_value("#plan-mfu") == ""

@@ -50,6 +50,7 @@ from scaling.laws import ChinchillaLaw  # noqa: E402
 
 
 from scaling.moe_laws import ClarkLaw, KrajewskiLaw  # noqa: E402
+from scaling.plan import run_label  # noqa: E402
 
 
 
@@ -192,18 +193,18 @@ def test_plan_rows_are_what_scalelab_plan_prints(served):
         _, out = cli("plan", fits / "ch.json", "--compute", repr(row["compute"]), "--device", "h100-sxm", "--num-devices", "8",
                      "--usd-per-device-hour", "2", "--mfu", "0.45", "--json")
         plan = json.loads(out)
-        assert row["preset"] == plan["run"]["preset"] and row["loss"] == pytest.approx(plan["run"]["loss"])
+        assert row["preset"] == plan["run"]["preset"] and row["model"] == run_label(plan["run"]) and row["loss"] == pytest.approx(plan["run"]["loss"])
         assert [row["loss_lo"], row["loss_hi"]] == pytest.approx(plan["run"]["loss_interval"])
         for k in ("usd", "device_hours", "days", "tokens_per_s"):
             assert row[k] == pytest.approx(plan["cost"][k]), k
     losses = [r["loss"] for r in sorted(d["rows"], key=lambda r: r["usd"])]
     assert [r["pareto"] for r in sorted(d["rows"], key=lambda r: r["usd"])] == [all(x < y for y in losses[:i]) for i, x in enumerate(losses)]
     fig = _fig(d["figures"], "plan_cost_loss")
-    assert _trace(fig, "planned run (preset), 95% prediction interval")["x"] == [r["usd"] for r in d["rows"]]
+    assert _trace(fig, "planned run, 95% prediction interval")["x"] == [r["usd"] for r in d["rows"]]
     front = _trace(fig, "Pareto front")
     assert front["y"] == [r["loss"] for r in sorted(d["rows"], key=lambda r: r["usd"]) if r["pareto"]]
     csv = c.get("/api/plan.csv?" + q).text.splitlines()
-    assert csv[0].startswith("compute,preset,N,tokens,loss,loss_lo,loss_hi") and len(csv) == 4
+    assert csv[0].startswith("compute,model,preset,shape_rule,N,tokens,loss,loss_lo,loss_hi") and len(csv) == 4
 
 
 

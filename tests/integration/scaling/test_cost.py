@@ -116,7 +116,7 @@ def test_inference_plan_cost_carries_the_bootstrap(tree_fit_json):
     (["--compute", "1e21", "--device", "l4", "--mfu", "1.5"], "--mfu must be 'auto' or a number in (0, 1]"),
     (["--compute", "1e21", "--device", "l4", "--num-devices", "0"], "--num-devices must be >= 1"),
     (["--device-hours", "5", "--device", "l4", "--inference-tokens", "1e9"], "--inference-tokens goes with --compute"),
-    ([], "one of the arguments --compute --budget-usd --device-hours --days --target-loss is required"),
+    ([], "one of the arguments --compute --budget-usd --device-hours --days --target-loss --model is required"),
 ])
 def test_plan_refuses_bad_cost_options(tree_fit_json, args, message):
     r = run_cli(["plan", "--fit", tree_fit_json] + args, REPO)

@@ -70,7 +70,12 @@ def test_plan_picks_the_known_optimum(krajewski_fit):
     assert float(KRAJEWSKI_2024.optimal_loss(C * mult, 1)) == pytest.approx(plan["loss_at_optimum"], rel=1e-4)
     assert any("G = 16 would predict" in w for w in plan["warnings"])
     assert plan["conventions"] == {"compute": "6ND_active_nonembed", "n_kind": "active_non_embedding"}
-    run = plan["run"]  # a preset made MoE: 64 experts of the preset's d_ff / 8, top-8
+    run = plan["run"]  # designed at the optimum: 64 experts of the dense shape's d_ff / 8, top-8, N_active = N_opt
+    assert run["preset"] is None and run["shape_rule"] == "marin"
+    assert run["E"] == 64 and run["top_k"] == 8 and run["moe"]["d_ff"] == round(run["model"]["d_ff"] / 8)
+    assert run["N"] == pytest.approx(plan["N_opt"], rel=0.03)  # active non-embedding parameters
+    assert run["compute"]["6ND_active_nonembed"] == pytest.approx(C, rel=1e-9)
+    run = make_moe_plan(rec, C, presets_only=True)["run"]  # a preset made MoE: 64 experts of the preset's d_ff / 8, top-8
     preset = ModelConfig(**yaml.safe_load((REPO / "configs/models" / f"{run['preset']}.yaml").read_text()))
     assert run["E"] == 64 and run["top_k"] == 8 and run["moe"]["d_ff"] * 8 == preset.ffn_dim
     assert run["compute"]["6ND_active_nonembed"] == pytest.approx(C, rel=1e-9)

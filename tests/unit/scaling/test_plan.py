@@ -42,13 +42,13 @@ def tree_fit(tmp_path_factory):
 
 def test_plan_picks_the_preset_with_the_lowest_predicted_loss(tree_fit):
     C = 3e14
-    plan = make_plan([tree_fit], C, vocab_size=512)
+    plan = make_plan([tree_fit], C, vocab_size=512, presets_only=True)
     run = plan["run"]
     law = tree_fit.law()
-    presets = model_presets(512, 128)  # the recipe's sequence length
+    presets = [p for p in model_presets(512, 128) if not p["moe"]]  # the recipe's sequence length; a dense law
     losses = {p["name"]: float(law.predict(p["non_embedding"], C / p["flops_per_token"])) for p in presets}
     assert run["preset"] == min(losses, key=losses.get)
-    assert run["choice"] == "lowest predicted loss at this compute"
+    assert run["choice"] == "lowest predicted loss at this compute (presets only)"
     assert run["tokens"] * run["flops_per_token"] == pytest.approx(C)  # trainer_flops: the run spends C
     assert run["loss"] == pytest.approx(losses[run["preset"]])
     # a prediction interval (parameters + residual scatter) contains the parameter-only one
@@ -60,12 +60,40 @@ def test_plan_picks_the_preset_with_the_lowest_predicted_loss(tree_fit):
 
 
 
+def test_plan_designs_the_model_at_n_opt_and_spends_the_budget(tree_fit):
+    C = 3e14
+    plan = make_plan([tree_fit], C, vocab_size=512)
+    run = plan["run"]
+    # the synthetic runs name no shapes: the default rule (marin); below 1e7 parameters its grid is coarse
+    assert run["preset"] is None and run["shape_rule"] == "marin" and run["choice"] == "designed at N_opt"
+    assert run["N"] == pytest.approx(plan["N_opt"], rel=0.1) and run["model"]["moe"] is None
+    assert run["tokens"] * run["flops_per_token"] == pytest.approx(C)  # trainer_flops: the run spends C
+    assert run["loss"] == pytest.approx(float(tree_fit.law().predict(run["N"], run["tokens"])))
+
+
+def test_plan_designs_in_the_family_of_the_fitted_runs(tree_fit):
+    rec = type(tree_fit)(dict(tree_fit))
+    shapes = [{"d_model": d, "n_layers": 2, "n_heads": d // 16, "n_kv_heads": None, "d_ff": None, "moe": False}
+              for d in (32, 48, 64, 96)]
+    rec["recipe"] = {**rec["recipe"], "models": shapes}  # a two-layer ladder, heads of 16
+    run = make_plan([rec], 3e14, vocab_size=512)["run"]
+    assert run["shape_rule"] == "runs" and "n_layers 2 at every width" in run["shape_rule_source"]
+    m = run["model"]
+    assert m["n_layers"] == 2 and m["d_model"] % 16 == 0 and m["n_heads"] == m["d_model"] // 16
+    assert m["d_ff"] == ((8 * m["d_model"] // 3 + 31) // 32) * 32  # the trainer's default FFN, like the runs
+    named = make_plan([rec], 3e14, vocab_size=512, shape_rule="olmo-ladder")["run"]
+    assert named["shape_rule"] == "olmo-ladder"
+
+
 def test_emitted_config_carries_the_recipe(tree_fit, tmp_path):
     plan = make_plan([tree_fit], 3e14, vocab_size=512)
     cfg = yaml.safe_load(emit_config(plan, tmp_path / "run.yaml").read_text())
     assert cfg["schedule"] == {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1}
     assert cfg["optim"]["weight_decay"] == 0.05 and cfg["optim"]["lr"] == 3e-3
-    assert cfg["model"] == {"preset": plan["run"]["preset"], "seq_len": 128}
+    m = plan["run"]["model"]
+    assert cfg["model"] == {k: m[k] for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size",
+                                              "tie_embeddings")} | {"seq_len": 128}
+    assert not (tmp_path / "run.sweep.yaml").exists()  # no devices given: nothing to lay out
     assert cfg["data"]["name"] == "toy" and cfg["train"]["global_batch_size"] == 8
     assert cfg["train"]["tokens"] == round(plan["run"]["tokens"])
 
@@ -124,13 +152,14 @@ def test_a_data_constrained_plan_counts_the_repetition_of_its_data():
 
 
 def test_to_train_config_is_what_emit_config_writes_and_takes_a_base_recipe(tree_fit, tmp_path):
-    from scaling.plan import budget, run_name, to_train_config
+    from scaling.plan import budget, run_label, run_name, to_train_config
 
     plan = make_plan([tree_fit], budget(tree_fit, 10.0), vocab_size=512)
     assert plan["compute"] == pytest.approx(10.0 * tree_fit["data_range"]["C"][1])
     cfg = to_train_config(plan)
     assert yaml.safe_load(emit_config(plan, tmp_path / "run.yaml").read_text()) == cfg
-    assert cfg["name"] == run_name(plan) == f"plan-{plan['run']['preset']}-C{plan['compute']:.0e}".replace("+", "")
+    assert cfg["name"] == run_name(plan) == f"plan-{run_label(plan['run'])}-C{plan['compute']:.0e}".replace("+", "")
+    assert run_label(plan["run"]).startswith("marin-") and run_label({"preset": "n50k"}) == "n50k"
     # another recipe: its schedule and micro-batch, the global batch rounded to a multiple of it
     base = {"schedule.name": "wsd", "train.global_batch_size": 11, "train.micro_batch_size": 4, "model.seq_len": 64}
     other = to_train_config(plan, base)
