@@ -122,7 +122,7 @@ def main() -> None:
     for name in ("dc-tiny", "dc-tiny-u5", "dc-tiny-u50"):  # dc-tiny first: the others use its tokenizer
         print(sh(["data", "prepare", name], work).stdout.splitlines()[0])
     t = time.perf_counter()
-    sh(["sweep", "launch", SPEC, "--executor", "local", "--workers", args.workers], work)
+    sh(["sweep", "launch", SPEC, "--executor", "local", "--workers", args.workers, "--allow-repeats"], work)  # repeats on purpose
     print(f"sweep: {time.perf_counter() - t:.0f} s (27 runs; finished runs reused); load {load()}")
     df, notes = runs_table(work)
     for n in notes:

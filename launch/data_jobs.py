@@ -125,3 +125,13 @@ def run_locally(jobs: list[DataJob], meta_dir: Path, say) -> dict[str, str]:
         else:
             say(f"prepared data '{job.name}'")
     return blocked
+
+
+def reads_the_hub(dcfg: DataConfig) -> str | None:
+    """What a data job would fetch from the Hugging Face Hub (a data set name, a tokenizer name), or None."""
+    hub = [src.hf_dataset for which in ("sources", "val_sources") for src in (getattr(dcfg, which) or [])
+           if src.path is None and src.hf_dataset and not src.hf_dataset.startswith((".", "/", "~"))]
+    tok = dcfg.tokenizer
+    if tok.kind == "hf" and tok.path and not tok.path.startswith((".", "/", "~")) and not Path(tok.path).expanduser().exists():
+        hub.append(f"tokenizer {tok.path}")
+    return ", ".join(hub) or None

@@ -11,6 +11,8 @@ run that would fail, with the keys to change:
   resolves every preset and gives the same run (a preset name with a dot once did not);
 - data: every file, folder or glob of `data.sources`/`val_sources` (and each mixture
   component) exists, without hashing anything; remote `hf_dataset` sources are not checked;
+- repetition: a run's tokens over its data's unique training tokens (launch/epochs.py: exact when
+  prepared, else estimated) above its `train.max_epochs_warn`, unless --allow-repeats;
 - W&B: `wandb.mode: online` needs credentials where wandb looks for them: WANDB_API_KEY,
   WANDB_IDENTITY_TOKEN_FILE, or a .netrc entry ($NETRC, ~/.netrc) for the host of
   WANDB_BASE_URL (default api.wandb.ai).
@@ -197,6 +199,28 @@ def check_wandb(runs: list) -> list[Problem]:
     return [Problem(r.name, "wandb.mode", why) for r in online]
 
 
+# ------------------------------------------------------------------ data repetition
+def check_epochs(runs: list, allow_repeats: bool) -> list[Problem]:
+    """Runs that would pass over their unique training tokens more than their train.max_epochs_warn
+    (launch/epochs.py), unless the user repeats data on purpose (--allow-repeats)."""
+    from launch.epochs import run_epochs
+
+    if allow_repeats:
+        return []
+    out = []
+    for r in runs:
+        limit = r.cfg.train.max_epochs_warn
+        if limit is None:
+            continue
+        epochs, basis = run_epochs(r)
+        if epochs is not None and epochs > limit:
+            out.append(Problem(r.name, "train.tokens, data", f"{epochs:.3g} epochs over data '{r.cfg.data.name}' "
+                               f"({basis.split(' (')[0]}: `sweep plan` shows how), more "
+                               f"than train.max_epochs_warn={limit:g}: its loss would measure memorisation; use a larger "
+                               "corpus or fewer tokens, or pass --allow-repeats to repeat data on purpose"))
+    return out
+
+
 # ------------------------------------------------------------------ all together
 def configured_executors(spec) -> list[str]:
     """The executors a spec sets up (its `executor:` keys); local when it names none."""
@@ -204,8 +228,9 @@ def configured_executors(spec) -> list[str]:
     return given or ["local"]
 
 
-def preflight(plan, executors: list[str]) -> None:
-    """Raise ConfigError (exit 2) listing every run that would fail once queued, and why."""
+def preflight(plan, executors: list[str], allow_repeats: bool = False) -> None:
+    """Raise ConfigError (exit 2) listing every run that would fail once queued, or repeat its
+    data beyond its limit, and why."""
     problems: list[Problem] = []
     for ex in executors:
         world, how = world_size(plan.spec, ex)
@@ -216,6 +241,7 @@ def preflight(plan, executors: list[str]) -> None:
     problems += [p for r in plan.runs if (p := check_presets(r, cache))]
     problems += check_data(plan.runs)
     problems += check_wandb(plan.runs)
+    problems += check_epochs(plan.runs, allow_repeats)
     if not problems:
         return
     runs = {p.run for p in problems}

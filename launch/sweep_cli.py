@@ -36,6 +36,8 @@ def register(sub) -> None:
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
     q.add_argument("--executor", choices=["local", "slurm", "deepspeed"], action="append",
                    help="pre-flight the runs against this executor (repeatable; default: those under the spec's `executor:`)")
+    q.add_argument("--allow-repeats", action="store_true",
+                   help="plan runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)")
     q.set_defaults(func=cmd_plan)
 
     q = ss.add_parser("launch", help="start the runs that are not done (idempotent)")
@@ -47,6 +49,8 @@ def register(sub) -> None:
     q.add_argument("--dry-run", action="store_true", help="slurm/deepspeed: print the script/commands, submit nothing")
     q.add_argument("--hostfile", help="deepspeed: hostfile (overrides executor.deepspeed.hostfile)")
     q.add_argument("--no-progress", action="store_true")
+    q.add_argument("--allow-repeats", action="store_true",
+                   help="launch runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)")
     q.set_defaults(func=cmd_launch)
 
     q = ss.add_parser("status", help="pending/queued/running/done/failed/preempted per run, last loss, progress")
@@ -113,13 +117,19 @@ def cmd_plan(args) -> int:
 
     from launch.preflight import configured_executors, preflight
 
+    from launch.epochs import run_epochs
+
     p = load_plan(args)
-    preflight(p, args.executor or configured_executors(p.spec))
-    columns = PLAN_COLUMNS
+    preflight(p, args.executor or configured_executors(p.spec), args.allow_repeats)
+    columns = PLAN_COLUMNS + [("epochs", "epochs", "")]
     if any(r.after for r in p.runs):  # kind wsd: where each branch starts
-        columns = PLAN_COLUMNS + [("branch_from", "branches from", "")]
+        columns = columns + [("branch_from", "branches from", "")]
     rows = [{k: getattr(r, k) for k, _, _ in PLAN_COLUMNS} for r in p.runs]
+    bases = {}
     for row, r in zip(rows, p.runs):
+        epochs, basis = run_epochs(r)
+        row["epochs"] = "?" if epochs is None else float(f"{epochs:.3g}")
+        bases.setdefault(r.cfg.data.name, basis)
         if r.after:
             row["branch_from"] = f"{r.after[0]} step {r.after[1]}"
     render(rows, columns, args.format)
@@ -133,6 +143,8 @@ def cmd_plan(args) -> int:
         if shared:
             print(f"compute: {tot_f - shared:.3g} FLOPs with each stable prefix counted once, {tot_f:.3g} as separate runs "
                   f"(saving {shared:.3g}, {100 * shared / tot_f:.0f}%)")
+        for name, basis in bases.items():
+            print(f"epochs over data '{name}': {basis}")
         for note in p.skipped:
             print(f"skipped {note}")
     return 0
@@ -150,7 +162,7 @@ def cmd_launch(args) -> int:
     from launch.worker import decide
 
     starting = [r for r in p.runs if decide(Path(r.run_dir), args.retry_failed, r.id) == "run"]
-    preflight(dataclasses.replace(p, runs=starting), [args.executor])
+    preflight(dataclasses.replace(p, runs=starting), [args.executor], args.allow_repeats)
     if args.executor == "local":
         from launch.executors.slurm import sweep_meta_dir
 
@@ -188,10 +200,15 @@ def cmd_launch(args) -> int:
             print(f"skipped {name}: {why}")
         if args.dry_run:
             return 0
+        if res.get("check_job"):
+            print(f"submitted node check {res['check_job']} (torch, DeepSpeed and "
+                  f"{spec.executor.slurm.gpus_per_node} GPU(s) on a compute node; the arrays start after it)")
         for dj in res.get("data_jobs") or []:
             print(f"submitted data job {dj['job_id']} (scalelab data prepare: {dj['data']})")
         if res["job_id"]:
-            after = f", after data job(s) {', '.join(res['depends_on'])}" if res.get("depends_on") else ""
+            deps = [d for d in res.get("depends_on") or [] if d != res.get("check_job")]
+            after = f", after node check {res['check_job']}" if res.get("check_job") else ""
+            after += f" and data job(s) {', '.join(deps)}" if deps else ""
             print(f"submitted job array {res['job_id']} ({len(res['runs'])} tasks{after}): {res['script']}")
         for bj in res.get("branch_jobs") or []:
             print(f"submitted branch job array {bj['job_id']} ({len(bj['runs'])} tasks, afterok:{bj['depends_on'][0]}: "
@@ -249,6 +266,11 @@ def cmd_status(args) -> int:
             for s in sts:
                 if s.state in ("failed", "stale") and s.error:
                     print(f"  {s.name}: {s.error.splitlines()[0][:200]}")
+            from launch.executors.slurm import node_check_failure
+
+            failed = node_check_failure(p.root)
+            if failed:
+                print(f"the last node check failed, so its arrays did not start: {failed}")
         if not args.watch or not any(k in c for k in ("pending", "queued", "running")):
             return 0
         time.sleep(args.watch)

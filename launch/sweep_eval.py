@@ -125,7 +125,7 @@ def run_local(run_dirs: list[Path], req: Request, workers: int, python: str | No
 
 # ------------------------------------------------------------------ slurm
 def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, python: str | None = None) -> str:
-    from launch.executors.slurm import _common_directives, _env_lines, sweep_meta_dir
+    from launch.executors.slurm import _common_directives, _env_lines, job_python, sweep_meta_dir
 
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
@@ -139,7 +139,7 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, pyth
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     for extra in s.extra:
         d.append(extra if extra.startswith("-") else f"--{extra}")
-    argv = [python or s.python or sys.executable, "-m", "launch.sweep_eval", "--manifest", str(manifest),
+    argv = [python or job_python(s), "-m", "launch.sweep_eval", "--manifest", str(manifest),
             "--index", "$SLURM_ARRAY_TASK_ID", *req.argv()]
     lines = ["#!/bin/bash", f"# scalelab sweep eval {spec.name}: suite {req.suite} on {len(run_dirs)} finished run(s), one array task each"]
     lines += [f"#SBATCH {x}" for x in d] + _env_lines(s) + s.setup

@@ -60,8 +60,20 @@ def _common_directives(s) -> list[str]:
     return d
 
 
-def _env_lines(s) -> list[str]:
-    return ["", "set -eo pipefail", "export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1}"]
+def job_python(s) -> str:
+    """The interpreter a job runs: `executor.slurm.python`; else, with a `setup`, `python` as the job's
+    own setup leaves it on the compute node's PATH (the venv it activates, the module it loads); else
+    the launching interpreter (no setup: the nodes share this machine's filesystem and Python)."""
+    if s.python:
+        return s.python
+    return "python" if s.setup else sys.executable
+
+
+def _env_lines(s, online: bool = False) -> list[str]:
+    """Offline Hugging Face by default (runs read prepared data and local files); a data job that
+    streams a data set or a tokenizer from the Hub keeps the cluster's setting (network allowed)."""
+    hf = "" if online else " HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFFLINE:-1}"
+    return ["", "set -eo pipefail", "export PYTHONUNBUFFERED=1" + hf]
 
 
 def render_data_script(spec, job, config_path: Path, python: str | None = None) -> str:
@@ -75,9 +87,32 @@ def render_data_script(spec, job, config_path: Path, python: str | None = None) 
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     d += [directive(extra) for extra in s.extra]
-    argv = prepare_argv(config_path, python or s.python or sys.executable)
+    from launch.data_jobs import reads_the_hub
+
+    argv = prepare_argv(config_path, python or job_python(s))
     lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: prepare data '{job.name}' once for {len(job.runs)} run(s) "
              f"({job.reason})"]
+    hub = reads_the_hub(job.config)
+    if hub:
+        lines.append(f"# reads {hub} from the Hugging Face Hub: this job needs the network (HF_HUB_OFFLINE left as set)")
+    lines += [f"#SBATCH {x}" for x in d] + _env_lines(s, online=bool(hub)) + s.setup
+    lines += ["exec " + " ".join(shlex.quote(a) for a in argv), ""]
+    return "\n".join(lines)
+
+
+def render_check_script(spec, python: str | None = None) -> str:
+    """The node check (launch/node_check.py): one task where the array's tasks will run, first."""
+    s = spec.executor.slurm
+    meta = sweep_meta_dir(spec.runs_root().resolve())
+    d = [option("job-name", f"{spec.name}-check"), option("output", f"{meta}/slurm-check-%j.out"), option("chdir", Path.cwd()),
+         "--nodes=1", "--ntasks=1"] + _common_directives(s)
+    if s.gpus_per_node:
+        d.append(f"--gpus-per-node={s.gpus_per_node}")
+    if s.cpus_per_task:
+        d.append(f"--cpus-per-task={s.cpus_per_task}")
+    d += [directive(extra) for extra in s.extra]
+    argv = [python or job_python(s), "-m", "launch.node_check", "--gpus", str(s.gpus_per_node)]
+    lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: check a compute node (torch, DeepSpeed, GPUs) before the array"]
     lines += [f"#SBATCH {x}" for x in d] + _env_lines(s) + s.setup
     lines += ["exec " + " ".join(shlex.quote(a) for a in argv), ""]
     return "\n".join(lines)
@@ -103,7 +138,7 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     d += [directive(extra) for extra in s.extra]
-    py = python or s.python or sys.executable
+    py = python or job_python(s)
     threads = s.cpus_per_task if (s.cpus_per_task and not s.gpus_per_node) else None
     worker = [py, "-m", "launch.worker", "--manifest", str(manifest), "--index", "$SLURM_ARRAY_TASK_ID",
               "--mode", mode, "--nodes", str(s.nodes), "--gpus", str(s.gpus_per_node), "--port", str(s.master_port)]
@@ -153,6 +188,25 @@ def queued_jobs(root: Path) -> dict[str, str]:
         if idx < len(rec["runs"]):
             found[rec["runs"][idx]] = f"{jid} ({state})"
     return found
+
+
+def node_check_failure(root: Path) -> str | None:
+    """The message of the sweep's last node check when it failed (launch/node_check.py), else None."""
+    checks = [r for r in _records(sweep_meta_dir(Path(root))) if r.get("kind") == "check"]
+    if not checks:
+        return None
+    try:
+        text = Path(checks[-1]["output"]).read_text(errors="replace")
+    except OSError:
+        return None
+    from launch.node_check import PREFIX_FAILED
+
+    lines = [ln for ln in text.splitlines() if ln.startswith(PREFIX_FAILED)]
+    if lines:
+        return f"job {checks[-1]['job_id']}: {lines[-1]}"
+    if text.strip() and "node check: ok" not in text:  # the interpreter itself did not start
+        return f"job {checks[-1]['job_id']}: " + text.strip().splitlines()[-1][:300]
+    return None
 
 
 def _records(meta: Path) -> list[dict]:
@@ -228,7 +282,9 @@ class SlurmExecutor:
             for job in jobs:
                 out.write(f"# data job (submitted first): {job.config_path(meta)}\n")
                 out.write(render_data_script(self.spec, job, job.config_path(meta)) + "\n")
-            deps = [f"<data job {job.name}>" for job in jobs]
+            out.write("# node check (submitted before the arrays, which start after it ends well):\n")
+            out.write(render_check_script(self.spec) + "\n")
+            deps = ["<node check>"] + [f"<data job {job.name}>" for job in jobs]
             script = None
             if todo:
                 script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=deps)
@@ -243,6 +299,7 @@ class SlurmExecutor:
                                                                           for p, rs in waiting.items()]}
         sbatch = _need("sbatch")
         meta.mkdir(parents=True, exist_ok=True)
+        check_id = self._submit_check(sbatch, meta, stamp)
         data_ids = []
         for job in jobs:
             config = write_config(job, meta)
@@ -259,7 +316,8 @@ class SlurmExecutor:
         rec = {"job_id": None, "runs": [], "script": None}
         tasks: dict[str, str] = {}  # run name -> its array task (jobid_index), for the branches' dependency
         if todo:
-            rec = self._submit(sbatch, todo, manifest, meta / f"{self.spec.name}-{stamp}.sbatch", retry_failed, data_ids, stamp)
+            rec = self._submit(sbatch, todo, manifest, meta / f"{self.spec.name}-{stamp}.sbatch", retry_failed,
+                               [check_id, *data_ids], stamp)
             tasks = {r.name: f"{rec['job_id']}_{i}" for i, r in enumerate(todo)}
         queued = queued_jobs(self.spec.runs_root()) if waiting else {}
         branch_jobs = []
@@ -269,7 +327,20 @@ class SlurmExecutor:
                                             meta / f"{self.spec.name}-{stamp}-{parent}.sbatch", retry_failed, [dep], stamp))
             branch_jobs[-1]["after"] = parent
         return {**rec, "skipped": skipped, "data_jobs": [{"job_id": i, "data": j.name} for i, j in zip(data_ids, jobs)],
-                "branch_jobs": branch_jobs}
+                "branch_jobs": branch_jobs, "check_job": check_id}
+
+    def _submit_check(self, sbatch: str, meta: Path, stamp: str) -> str:
+        """Submit the node check (render_check_script); recorded in jobs.jsonl as kind `check`."""
+        script = meta / f"{self.spec.name}-check-{stamp}.sbatch"
+        script.write_text(render_check_script(self.spec))
+        res = subprocess.run([sbatch, "--parsable", str(script)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise SlurmError(f"sbatch of the node check failed ({res.returncode}): {res.stderr.strip() or res.stdout.strip()}")
+        job_id = res.stdout.strip().split(";")[0]
+        with open(meta / "jobs.jsonl", "a") as f:
+            f.write(json.dumps({"job_id": job_id, "kind": "check", "submitted": stamp, "script": str(script),
+                                "output": str(meta / f"slurm-check-{job_id}.out"), "runs": []}) + "\n")
+        return job_id
 
     def _submit(self, sbatch: str, runs: list, manifest: Path, script_path: Path, retry_failed: bool, depends_on: list[str],
                 stamp: str) -> dict:

@@ -70,6 +70,9 @@ def prepared_data() -> Path:
 
 
 def write_base(folder: Path, data: Path, **train) -> Path:
+    """A tiny sweep base on TinyShakespeare (0.57M tokens). Its runs repeat that corpus as long as a test
+    needs them to run (a run to cancel, to preempt): train.max_epochs_warn is off unless a test sets it
+    (the repetition check has its own tests: tests/integration/launch/test_sweep_epochs.py)."""
     folder.mkdir(parents=True, exist_ok=True)
     cfg = {
         "model": {"preset": "n50k", "seq_len": 64},
@@ -78,7 +81,8 @@ def write_base(folder: Path, data: Path, **train) -> Path:
         "optim": {"lr": 3e-3},
         "schedule": {"name": "cosine", "warmup_steps": 2},
         "train": {"steps": 12, "micro_batch_size": 4, "global_batch_size": 4, "log_every_steps": 2,
-                  "eval_every_steps": 0, "eval_tokens": 512, "checkpoint_every_steps": 4, **train},
+                  "eval_every_steps": 0, "eval_tokens": 512, "checkpoint_every_steps": 4, "max_epochs_warn": None,
+                  **train},
         "deepspeed": {"zero_stage": 0},
         "wandb": {"mode": "disabled"},
     }

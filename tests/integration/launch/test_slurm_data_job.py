@@ -40,11 +40,13 @@ def test_dry_run_shows_the_data_job_and_the_dependency(work):
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    data_part, array_part = out.split("# manifest ", 1)
+    data_part, rest = out.split("# node check", 1)
+    check_part, array_part = rest.split("# manifest ", 1)
+    assert "#SBATCH --gpus-per-node=1" in check_part and "-m launch.node_check --gpus 1" in check_part
     assert "#SBATCH --job-name=sdry-data-tv300" in data_part and "#SBATCH --cpus-per-task=4" in data_part
     assert "#SBATCH --partition=cpu" in data_part and "gpus" not in data_part  # the data job takes no GPU
     assert re.search(r"exec \S+ -m launch\.cli data prepare \S+/\.sweep/data-tv300-[0-9a-f]{10}\.yaml", data_part)
-    assert "#SBATCH --dependency=afterok:<data job tv300>" in array_part and "--kill-on-invalid-dep=yes" in array_part
+    assert "#SBATCH --dependency=afterok:<node check>:<data job tv300>" in array_part and "--kill-on-invalid-dep=yes" in array_part
     assert "#SBATCH --gpus-per-node=1" in array_part
     assert not data_dir.exists()  # a dry run prepares nothing
 
@@ -59,17 +61,19 @@ def test_launch_submits_the_data_job_first_and_the_array_after_it(work):
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "SBATCH_LOG": str(log)}
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "submitted data job 101 (scalelab data prepare: tv300)" in r.stdout
-    assert "submitted job array 102 (2 tasks, after data job(s) 101)" in r.stdout
+    assert "submitted node check 101" in r.stdout and "submitted data job 102 (scalelab data prepare: tv300)" in r.stdout
+    assert "submitted job array 103 (2 tasks, after node check 101 and data job(s) 102)" in r.stdout
     calls = re.findall(r"=== sbatch --parsable (\S+) -> (\d+)", log.read_text())
-    assert [Path(p).name.startswith("sdep-data-tv300-") for p, _ in calls] == [True, False]
+    assert [Path(p).name.startswith(("sdep-check-", "sdep-data-tv300-", "sdep-2")) for p, _ in calls] == [True] * 3
+    assert [Path(p).name.split("-")[1] for p, _ in calls][:2] == ["check", "data"]
     text = log.read_text()
-    assert "#SBATCH --dependency=afterok:101" in text
+    assert "#SBATCH --dependency=afterok:101:102" in text
     config = re.search(r"data prepare (\S+\.yaml)", text).group(1)
     dcfg = yaml.safe_load(Path(config).read_text())
     assert dcfg["name"] == "tv300" and dcfg["out_dir"] == str(data_dir) and dcfg["tokenizer"]["vocab_size"] == 300
     jobs = [json.loads(ln) for ln in (work / "runs" / ".sweep" / "jobs.jsonl").read_text().splitlines()]
-    assert jobs[0]["kind"] == "data" and jobs[1]["depends_on"] == ["101"] and jobs[1]["runs"] == ["lr1e-3", "lr3e-3"]
+    assert jobs[0]["kind"] == "check" and jobs[1]["kind"] == "data"
+    assert jobs[2]["depends_on"] == ["101", "102"] and jobs[2]["runs"] == ["lr1e-3", "lr3e-3"]
 
 
 def test_prepared_data_needs_no_data_job(work):
@@ -77,7 +81,8 @@ def test_prepared_data_needs_no_data_job(work):
     base = write_base(work / "base", data, steps=4)
     spec = write_spec(work, {"name": "sready", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")})
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
-    assert r.returncode == 0 and "data job" not in r.stdout and "--dependency" not in r.stdout, r.stdout
+    assert r.returncode == 0 and "data job" not in r.stdout, r.stdout
+    assert "#SBATCH --dependency=afterok:<node check>\n" in r.stdout  # the node check only
 
 
 def test_missing_corpus_fails_the_launch_before_submitting(work):

@@ -136,7 +136,7 @@ def test_unprepared_data_is_prepared_by_its_own_job_before_the_array(cluster, wo
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     data_job = re.search(r"submitted data job (\d+)", r.stdout).group(1)
-    assert f"after data job(s) {data_job}" in r.stdout
+    assert f"and data job(s) {data_job})" in r.stdout and "after node check" in r.stdout
     rows = wait_states(spec, {"done", "failed"}, timeout=600)
     assert [x["state"] for x in rows] == ["done"] * 2, rows
     assert (data_dir / "meta.json").is_file()
@@ -145,3 +145,59 @@ def test_unprepared_data_is_prepared_by_its_own_job_before_the_array(cluster, wo
     for x in rows:
         log = (work / "runs" / x["name"] / "train.log").read_text()
         assert "reusing prepared data" in log and "building" not in log
+
+
+def _python_first_on_path(folder, target: str, marker, pythonpath=None) -> str:
+    """A `python` that records each call in `marker` and runs `target`; returns the setup line that
+    puts it first on PATH (as activating a venv or loading a module does)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "python"
+    exe.write_text(f"#!/bin/sh\necho \"$@\" >> {marker}\nexec {target} \"$@\"\n")
+    exe.chmod(0o755)
+    return f"export PATH={folder}:$PATH" + (f" PYTHONPATH={pythonpath}" if pythonpath else "")
+
+
+def test_the_jobs_run_the_python_their_setup_provides_after_a_node_check(cluster, work, data):
+    import sys
+
+    base = write_base(work / "base", data)
+    marker = work / "calls.txt"
+    setup = _python_first_on_path(work / "venv-bin", sys.executable, marker)
+    spec = write_spec(work, {"name": "slpy", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs"),
+                             "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00", "setup": [setup]}}})
+    dry = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
+    assert "exec python -m launch.node_check --gpus 0" in dry.stdout and "exec python -m launch.worker" in dry.stdout
+    r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "submitted node check" in r.stdout
+    rows = wait_states(spec, {"done", "failed"}, timeout=600)
+    assert [x["state"] for x in rows] == ["done"], rows
+    calls = marker.read_text().splitlines()
+    assert any("launch.node_check" in c for c in calls) and any("launch.worker" in c for c in calls)
+    check = sorted((work / "runs" / ".sweep").glob("slurm-check-*.out"))
+    assert check and "node check: ok: torch" in check[-1].read_text()
+
+
+def test_a_failed_node_check_stops_the_array_with_its_reason(cluster, tmp_path, data):
+    from tests.helpers import REPO
+
+    work = tmp_path
+    base = write_base(work / "base", data)
+    setup = _python_first_on_path(work / "bad-bin", "/usr/bin/python3", work / "calls.txt", REPO)  # no torch there
+    spec = write_spec(work, {"name": "slbad", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs"),
+                             "executor": {"slurm": {"cpus_per_task": 1, "time": "00:10:00", "setup": [setup]}}})
+    r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    t0 = time.time()
+    while time.time() - t0 < 300:
+        st = scalelab("sweep", "status", spec, cwd=work)
+        if "the last node check failed" in st.stdout:
+            break
+        time.sleep(2)
+    assert "the last node check failed, so its arrays did not start" in st.stdout, st.stdout
+    assert "torch does not import with /usr/bin/python3" in st.stdout
+    t0 = time.time()  # Slurm drops the array whose dependency can never be met (--kill-on-invalid-dep)
+    while time.time() - t0 < 120 and subprocess.run(["squeue", "-h", "-n", "slbad"], capture_output=True, text=True).stdout.strip():
+        time.sleep(2)
+    assert not subprocess.run(["squeue", "-h", "-n", "slbad"], capture_output=True, text=True).stdout.strip()
+    assert not (work / "runs" / "s0" / "summary.json").exists()

@@ -38,6 +38,9 @@ def _ep_worker(rank: int, port: int, bias: list[float], out: dict) -> None:
 
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    from pretrain.extensions import configure
+
+    configure()  # as the trainer does: else DeepSpeed JIT-builds its CPU comm op here (~150 s when not cached)
     deepspeed.init_distributed(dist_backend="gloo", verbose=False)
     torch.set_num_threads(1)
     try:

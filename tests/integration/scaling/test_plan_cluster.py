@@ -54,7 +54,9 @@ def test_the_planned_run_is_a_dense_model_at_n_opt_that_spends_the_budget(epoch_
     assert cfg["train"]["global_batch_size"] == mem["global_batch_size"] and cfg["precision"] == "bf16"
     spec = yaml.safe_load((tmp_path / "run.sweep.yaml").read_text())
     assert spec["executor"]["slurm"]["nodes"] == 128 and spec["executor"]["slurm"]["gpus_per_node"] == 8
-    res = scalelab("sweep", "plan", "run.sweep.yaml", cwd=tmp_path)
+    res = scalelab("sweep", "plan", "run.sweep.yaml", cwd=tmp_path)  # 1.3T tokens of the 7 MB default corpus: refused
+    assert res.returncode == 2 and "epochs over data 'default'" in res.stderr, res.stdout + res.stderr
+    res = scalelab("sweep", "plan", "run.sweep.yaml", "--set", "set.data=fineweb-edu", cwd=tmp_path)
     assert res.returncode == 0 and "1 runs" in res.stdout, res.stdout + res.stderr
     # the trainer's own dry run builds it on the meta device and agrees on the memory
     res = scalelab("train", "run.yaml", "--dry-run", "--world-size", "1024", "--device", "a100-80gb", cwd=tmp_path)
