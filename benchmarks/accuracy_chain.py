@@ -10,7 +10,7 @@ Steps (each skippable when already done):
 3. hold out every run of the largest model size; on the others fit, per task, the task-loss law
    L_task(N, D) (OLMo step 1, `fit_task_loss`) and the sigmoid Acc(L_task) (step 2, `fit_accuracy`),
    both bootstrapped over runs;
-4. for each held-out run and task, chain the two (`scaling.accuracy_chain.predict_chain`) and
+4. for each held-out run and task, chain the two (`scaling.planning.accuracy_chain.predict_chain`) and
    compare the predicted accuracy and its 95% prediction interval with the measured accuracy.
 Tasks whose accuracies sit at chance are reported too (their sigmoid carries no signal).
 
@@ -68,10 +68,10 @@ def main(argv=None) -> int:
     if not args.skip_eval:
         cli("sweep", "eval", args.spec, "--suite", args.suite, "--limit", str(args.limit), *workers, *(["--force"] if args.force else []))
 
-    from scaling.accuracy import fit_accuracy
-    from scaling.accuracy_chain import predict_chain
-    from scaling.task_data import read_eval_points
-    from scaling.task_loss import fit_task_loss
+    from scaling.fits.accuracy import fit_accuracy
+    from scaling.planning.accuracy_chain import predict_chain
+    from scaling.data.eval_points import read_eval_points
+    from scaling.fits.task_loss import fit_task_loss
 
     df, warnings = read_eval_points(runs)
     for w in warnings:

@@ -26,8 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from scaling.common import holdout_by_compute  # noqa: E402  (the repository's own package, from any working directory)
-from scaling.inputs import load as load_runs  # noqa: E402
+from scaling.core.selection import holdout_by_compute  # noqa: E402  (the repository's own package, from any working directory)
+from scaling.data.inputs import load as load_runs  # noqa: E402
 
 SCALELAB = [sys.executable, "-m", "launch.cli"]
 SPEC = ROOT / "configs/sweeps/data-constrained-tiny.yaml"

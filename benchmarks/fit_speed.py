@@ -44,9 +44,9 @@ def main(argv=None) -> int:
     from scipy.optimize import minimize
 
     from scaling import fit_chinchilla
-    from scaling.chinchilla_huber import BOUNDS, THETA, Objective, paper_grid
-    from scaling.datasets import load_epoch_chinchilla
-    from scaling.threads import single_threaded_blas
+    from scaling.fits.chinchilla.huber_fit import BOUNDS, THETA, Objective, paper_grid
+    from scaling.data.datasets import load_epoch_chinchilla
+    from scaling.core.blas import single_threaded_blas
 
     df = load_epoch_chinchilla(drop_highest_k=5)
     res: dict = {"n_points": len(df), "loadavg_start": os.getloadavg(), "cpus": os.cpu_count()}
@@ -111,9 +111,9 @@ def mle_section(args, df, res: dict) -> None:
     from scipy.optimize import minimize
 
     from scaling import fit_chinchilla
-    from scaling.chinchilla_huber import Objective, theta_to_params
-    from scaling.likelihood import neg_log_likelihood
-    from scaling.threads import single_threaded_blas
+    from scaling.fits.chinchilla.huber_fit import Objective, theta_to_params
+    from scaling.core.likelihood import neg_log_likelihood
+    from scaling.core.blas import single_threaded_blas
 
     rm, w, c = timed(lambda: fit_chinchilla(df, objective="mle"))
     d, p = rm["diagnostics"], rm.params
@@ -145,7 +145,7 @@ def mle_section(args, df, res: dict) -> None:
 def dc_section(res: dict) -> None:
     """--law data-constrained on the synthetic repeated-data table (truth R_D_star = 15.4) vs the plain law on it."""
     from scaling import fit_chinchilla
-    from scaling.synthetic import data_constrained_table
+    from scaling.synthetic.runs import data_constrained_table
 
     df = data_constrained_table(noise=0.001)
     rp, wp, cp = timed(lambda: fit_chinchilla(df))

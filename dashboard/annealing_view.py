@@ -1,7 +1,7 @@
 """A `fit lr-annealing` record in the Scaling view: each run's loss curve against the law's.
 
 The law L(s) = L0 + A S1^-alpha - C S2 (Tissue et al. 2024) predicts a whole curve from its lr
-schedule; scaling.lr_annealing_law.predict_curve gives it, with the pointwise bootstrap band of
+schedule; scaling.laws.lr_annealing.predict_curve gives it, with the pointwise bootstrap band of
 the record's samples. The data are the curves the fitter read (dashboard.fit_data), each point
 at the middle of the updates it averages; points before --skip-fraction were not fitted (faint),
 and a held-out run (--holdout last-run) is named so. Without the data, the record's own per-run
@@ -24,7 +24,7 @@ def _thin(n: int) -> np.ndarray:
 
 
 def figures(rec: dict, curves: list[dict], draw_fit: bool = True, ci: float = 0.95) -> list[dict]:
-    from scaling.lr_annealing_law import predict_curve
+    from scaling.laws.lr_annealing import predict_curve
 
     st = rec.get("settings") or {}
     skip = float(st.get("skip_fraction") or 0.0)

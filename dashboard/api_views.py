@@ -10,7 +10,7 @@ from pathlib import Path
 from dashboard import by_view, chain_view, moe_law_view, plan_view, scaling_view
 from dashboard.fit_checks import not_identified
 from dashboard.plotting import readable_y
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 SUMMARY_KEYS = ("law", "approach", "params", "intervals", "objective", "n_points", "warnings", "data_sha256", "n_kind", "data_range",
                 "derived", "holdout", "models", "form", "settings", "conventions", "chance", "loss_range", "design")
@@ -116,12 +116,12 @@ class Views:
 
     # ------------------------------------------------------------ Plan view
     def plan(self, fit: str | None, q: dict) -> dict:
-        from scaling.plan_budget import BudgetOptions
-        from scaling.record import FitRecord
+        from scaling.planning.budget import BudgetOptions
+        from scaling.fits.record import FitRecord
 
         items = [f for f in self.fits.listing()[0] if f["law"] == "chinchilla" and not f.get("by")]
         fid = fit or next((f["id"] for f in items if f.get("approach") == 3), items[0]["id"] if items else None)
-        from scaling.devices import DEVICES, PRECISIONS
+        from scaling.planning.devices import DEVICES, PRECISIONS
 
         out = {"fits": items, "fit": fid, "inputs": q, "rows": [], "figures": [], "warnings": [], "devices": list(DEVICES),
                "precisions": list(PRECISIONS), "cost_axes": plan_view.COST_AXES}

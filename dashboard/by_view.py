@@ -13,7 +13,7 @@ import numpy as np
 from dashboard import scaling_view
 from dashboard.fit_checks import not_identified
 from dashboard.plotting import PALETTE, arr, fig
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 EXTRAPOLATE = 10.0
 
@@ -53,9 +53,9 @@ def view(rec: dict, name: str | None) -> dict:
 
 
 def frontier_figure(rec: dict) -> dict:
-    from scaling.compare import compute_for_loss, optimal_loss
-    from scaling.conventions import TokenCost
-    from scaling.frontier import search_range
+    from scaling.laws.multiplier import compute_for_loss, optimal_loss
+    from scaling.core.conventions import TokenCost
+    from scaling.laws.allocation import search_range
 
     data = []
     cmp = rec.get("compare") or {}

@@ -5,9 +5,9 @@ the validation loss, an approach-3 `fit chinchilla` record), drawn against compu
 Step 2, task loss -> accuracy: a `fit accuracy` record's sigmoid with its data points, its
 bootstrap band and the task's chance accuracy.
 The chain, N, D -> accuracy: step 2 through step 1 at each model size, with the chain's own
-prediction interval (scaling.accuracy_chain.predict_chain) at every evaluated run beside the
+prediction interval (scaling.planning.accuracy_chain.predict_chain) at every evaluated run beside the
 accuracy it measured. A record is paired with a partner of the other step when one in --fits
-chains with it (scaling.accuracy_chain.check). A step whose fit is not identified for the task
+chains with it (scaling.planning.accuracy_chain.check). A step whose fit is not identified for the task
 (dashboard.fit_checks) is not drawn; its data are.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from dashboard.plotting import PALETTE, arr, band, error_y, fig, group, note, percentile_band
-from scaling.accuracy import SigmoidAccuracy
-from scaling.errors import InputError
+from scaling.fits.accuracy import SigmoidAccuracy
+from scaling.core.errors import InputError
 
 SIGMOID = ("a", "b", "k", "L0")
 CHAIN_LAWS = ("accuracy", "task-loss")
@@ -35,7 +35,7 @@ def task_fit(rec: dict, task: str) -> dict:
 
 def chains(acc: dict, loss: dict) -> bool:
     """Does `loss` (task-loss, or chinchilla for a val_loss accuracy fit) feed `acc` for a shared task?"""
-    from scaling.accuracy_chain import check
+    from scaling.planning.accuracy_chain import check
 
     try:
         if loss.get("law") == "task-loss":
@@ -60,9 +60,9 @@ def partners(rec: dict, others: list[tuple[str, dict]]) -> list[str]:
 
 def _loss_step(loss: dict, task: str):
     """(law, token cost, label, the record a chain call takes) of step 1 for `task`."""
-    from scaling.conventions import TokenCost
-    from scaling.laws import from_record
-    from scaling.record import FitRecord
+    from scaling.core.conventions import TokenCost
+    from scaling.laws.registry import from_record
+    from scaling.fits.record import FitRecord
 
     if loss.get("law") == "task-loss":
         key = task if task in (loss.get("tasks") or {}) else next(iter(loss["tasks"]))
@@ -150,7 +150,7 @@ def _acc_vs_loss(task, acc, ci):
 
 
 def _acc_vs_compute(task, acc_rec, loss_rec, step1, pts, ci):
-    from scaling.accuracy_chain import predict_chain
+    from scaling.planning.accuracy_chain import predict_chain
 
     law, cost, _, _ = step1
     r = task_fit(acc_rec, task)

@@ -4,7 +4,7 @@
 Used by the browser tests (once per session) and to make the README screenshots:
     python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
 The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is too small to fit a
-5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic, and MoE tables, a run tree
+5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic.runs, and MoE tables, a run tree
 with task evaluations and lr-schedule curves from dashboard.demo_data; the runs, metrics, MoE
 router statistics and eval results are real.
 """
@@ -98,7 +98,7 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
 def _fits(fdir: Path, log) -> list[str]:
     """Fit records made by `scalelab fit` on synthetic tables and run trees kept under the fits root
     (the dashboard reads a record's source only inside its roots; run trees there are not records)."""
-    import scaling.synthetic as syn
+    import scaling.synthetic.runs as syn
 
     tables = fdir / "data"
     tables.mkdir(exist_ok=True)

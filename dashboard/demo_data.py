@@ -2,7 +2,7 @@
 so that `scalelab fit moe | task-loss | accuracy | lr-annealing` have something they can identify
 in seconds. The demo's runs, metrics, router statistics and evaluations are real; these are not.
 
-- `moe_table`: Krajewski et al. 2024's published law (scaling.moe_synthetic), dense and MoE rows.
+- `moe_table`: Krajewski et al. 2024's published law (scaling.synthetic.moe), dense and MoE rows.
 - `clark_table`: Clark et al. 2022's published S-BASE law, one token count.
 - `chain_runs`: finished run directories (summary.json + evals/<step>.json) of two tasks whose
   gold bits per byte follow CHAIN_LOSS and whose accuracy follows the sigmoid CHAIN_ACC (what
@@ -32,7 +32,7 @@ SCHEDULES = (("constant", "constant", "linear"), ("wsd-linear", "wsd", "linear")
 
 
 def moe_table(path: Path, noise: float = 0.003) -> Path:
-    from scaling.moe_synthetic import krajewski_table
+    from scaling.synthetic.moe import krajewski_table
 
     krajewski_table(sizes=(1e8, 3e8, 1e9, 3e9), tokens_per_param=(4.0, 16.0, 64.0), granularities=(2, 4, 8), noise=noise).to_csv(path, index=False)
     return path
@@ -41,7 +41,7 @@ def moe_table(path: Path, noise: float = 0.003) -> Path:
 def optimizer_table(path: Path, k: float = 1.5, noise: float = 0.003) -> Path:
     import pandas as pd
 
-    from scaling.synthetic import TRUE_CHINCHILLA, chinchilla_table, data_multiplied
+    from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table, data_multiplied
 
     budgets = (1e15, 1e16, 1e17)
     pd.concat([chinchilla_table(budgets=budgets, n_per_budget=6, noise=noise, seed=1).assign(optimizer="adamw"),
@@ -51,7 +51,7 @@ def optimizer_table(path: Path, k: float = 1.5, noise: float = 0.003) -> Path:
 
 
 def clark_table(path: Path, noise: float = 0.005) -> Path:
-    from scaling.moe_synthetic import clark_table as table
+    from scaling.synthetic.moe import clark_table as table
 
     table(noise=noise).to_csv(path, index=False)
     return path
@@ -59,8 +59,8 @@ def clark_table(path: Path, noise: float = 0.005) -> Path:
 
 def chain_runs(root: Path, noise: float = 0.01, acc_noise: float = 0.01, seed: int = 0) -> Path:
     """5 sizes x 4 token counts of finished runs, each evaluated once at its last step."""
-    from scaling.accuracy import SigmoidAccuracy
-    from scaling.laws import ChinchillaLaw
+    from scaling.fits.accuracy import SigmoidAccuracy
+    from scaling.laws.loss import ChinchillaLaw
 
     rng = np.random.default_rng(seed)
     for N in np.geomspace(2e5, 3e6, 5):
@@ -85,7 +85,7 @@ def annealing_table(path: Path, steps: int = 1000, peak: float = 3e-3, every: in
     import pandas as pd
 
     from rundir.schedules import lr_at
-    from scaling.lr_annealing_law import AnnealingLaw
+    from scaling.laws.lr_annealing import AnnealingLaw
 
     law, rng, parts = AnnealingLaw(**ANNEALING), np.random.default_rng(seed), []
     for run, name, shape in SCHEDULES:

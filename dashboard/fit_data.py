@@ -1,11 +1,11 @@
 """The data behind a fit record, re-read with the reader its fitter used (by law).
 
 `read(rec, path)` -> a list of plain rows (or, for `lr-annealing`, one row per curve):
-  chinchilla, kaplan, batch-lr, critical-batch: scaling.inputs.load -> N, D, loss, flops, lr, ...
-  moe:          scaling.moe_inputs.load_moe -> N (active non-embedding), D, G, E, top_k, router, loss
-  task-loss:    scaling.task_data.read_eval_points (run tree) / scaling.task_loss.table_points -> task, N, D, loss, acc, flops
-  accuracy:     scaling.accuracy.load_runs (run tree) / load_table -> task, loss, acc, chance
-  lr-annealing: scaling.lr_annealing_data.load_curves -> {run, lr, lo, hi, loss} per curve
+  chinchilla, kaplan, batch-lr, critical-batch: scaling.data.inputs.load -> N, D, loss, flops, lr, ...
+  moe:          scaling.data.moe_inputs.load_moe -> N (active non-embedding), D, G, E, top_k, router, loss
+  task-loss:    scaling.data.eval_points.read_eval_points (run tree) / scaling.fits.task_loss.table_points -> task, N, D, loss, acc, flops
+  accuracy:     scaling.fits.accuracy.load_runs (run tree) / load_table -> task, loss, acc, chance
+  lr-annealing: scaling.lr_annealing.curves.load_curves -> {run, lr, lo, hi, loss} per curve
 with the reading options the record states (settings, columns, n_kind). `path` has already been
 confined to the served roots (dashboard.fits). Torch-free.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaling.task_data import LOSS_METRICS
+from scaling.data.eval_points import LOSS_METRICS
 
 CANONICAL = ("N", "D", "loss", "flops", "lr", "batch_tokens", "steps", "run")
 MOE = ("N", "D", "G", "E", "top_k", "loss", "flops", "router", "run", "expansion")
@@ -22,7 +22,7 @@ CHAIN = ("task", "N", "D", "loss", "acc", "chance", "flops", "run", "step")
 
 def n_kind(rec: dict) -> str:
     kind = str(rec.get("n_kind") or "total")
-    for k in ("non_embedding", "active", "total"):  # scaling.conventions.N_KINDS
+    for k in ("non_embedding", "active", "total"):  # scaling.core.conventions.N_KINDS
         if kind.startswith(k):
             return k
     return "total"
@@ -43,23 +43,23 @@ def read(rec: dict, p: Path) -> list[dict]:
     law, st = rec.get("law"), rec.get("settings") or {}
     is_dir = p.is_dir()
     if law == "moe":
-        from scaling.moe_inputs import load_moe
+        from scaling.data.moe_inputs import load_moe
 
         return _rows(load_moe(p, None if is_dir else (rec.get("columns") or None)).df, MOE)
     if law == "task-loss":
         tasks = st.get("tasks")
         if is_dir:
-            from scaling.task_data import read_eval_points
+            from scaling.data.eval_points import read_eval_points
 
             df, _ = read_eval_points(p, n_kind=n_kind(rec), steps=st.get("steps") or "last",
                                      loss_metric=_cli_metric(st.get("loss_metric")), tasks=tasks)
         else:
-            from scaling.task_loss import table_points
+            from scaling.fits.task_loss import table_points
 
             df, _, _ = table_points(p, dict(st.get("columns") or {}), tasks, n_kind(rec))
         return _rows(df, CHAIN)
     if law == "accuracy":
-        from scaling import accuracy
+        from scaling.fits import accuracy
 
         if is_dir:
             df, _, _ = accuracy.load_runs(p, loss_metric=_cli_metric(st.get("loss_metric")), acc_metric=st.get("acc_metric") or "acc",
@@ -72,11 +72,11 @@ def read(rec: dict, p: Path) -> list[dict]:
             df = df.assign(task=df["task"].astype(str))
         return _rows(df, CHAIN)
     if law == "lr-annealing":
-        from scaling.lr_annealing_data import load_curves
+        from scaling.lr_annealing.curves import load_curves
 
         curves, _, _, _ = load_curves(p, metric=st.get("metric") or "loss", columns=None if is_dir else (st.get("columns") or None))
         return [{"run": c.name, "lr": c.lr.tolist(), "lo": c.lo.tolist(), "hi": c.hi.tolist(), "loss": c.loss.tolist()} for c in curves]
-    from scaling.inputs import load
+    from scaling.data.inputs import load
 
     ds = load(p, columns=None if is_dir else (rec.get("columns") or None), n_kind=n_kind(rec))
     return _rows(ds.df, CANONICAL)

@@ -3,7 +3,7 @@
 A record that is not valid JSON or lacks `law`/`params` is listed as a problem, not an error;
 run directories under the fits root (a fit's data kept beside it) are data, not records, and are skipped.
 The data points behind a fit are re-read from the record's own `source` (CSV/Parquet/run tree)
-through `scaling.inputs.load`, the same reader the fitter used, but only when that source lies
+through `scaling.data.inputs.load`, the same reader the fitter used, but only when that source lies
 inside a served root (--runs or --fits, symlinks followed; a run tree must not link out either):
 a record is data, and its `source` must not make the server read arbitrary files. When the
 source is elsewhere or gone, the Scaling view still draws the fitted curves and says why the

@@ -4,7 +4,7 @@ Runs (the registry rows under --runs): final validation loss (else final trainin
 compute, C = 6 N D with N the active non-embedding parameters (the convention `fit moe` fits in;
 the law is drawn in it) or the trainer's own FLOPs count; a dense run is E = 1, G = 1. Colour by
 experts, granularity or router.
-A `fit moe` record (scaling.moe_laws through scaling.laws.from_record): its data (the table or
+A `fit moe` record (scaling.laws.moe through scaling.laws.registry.from_record): its data (the table or
 runs it was fitted on, dashboard.fit_data) and, Krajewski's L(N, D, G), the compute-optimal loss
 L_opt(C; G) for each granularity in the data over the data's compute (dashed beyond it, up to the
 record's own derived budgets), with its bootstrap band; Clark's L(N, E) (no data term), loss vs
@@ -82,7 +82,7 @@ def runs_figure(points: list[dict], by: str = "experts", x: str = "6nd") -> dict
 
 
 def law_figures(rec: dict, points: list[dict], draw_fit: bool, by: str = "experts", ci: float = 0.95) -> list[dict]:
-    from scaling.laws import from_record
+    from scaling.laws.registry import from_record
 
     law = from_record(rec)
     clark = (rec.get("settings") or {}).get("law") == "clark"
@@ -146,7 +146,7 @@ def _clark(rec, law, points, draw_fit, by):
 
 
 def _draws(rec):
-    from scaling.moe_laws import KRAJEWSKI_PARAMS, KrajewskiLaw
+    from scaling.laws.moe import KRAJEWSKI_PARAMS, KrajewskiLaw
 
     s = (rec.get("bootstrap") or {}).get("samples") or {}
     if not s or not all(k in s for k in ("c", "a", "alpha", "b", "beta")):

@@ -1,8 +1,8 @@
 """The Plan view: `scalelab plan` over a range of compute budgets -> cost against predicted loss.
 
 Each budget is planned exactly as `scalelab plan FIT --compute C --device ...` plans it (the same
-calls: scaling.plan.make_plan, then scaling.cost.cost_block on the hardware resolved once by
-scaling.cost.resolve_mfu; nothing is re-derived here), so a row of the table is what the CLI
+calls: scaling.planning.plan.make_plan, then scaling.planning.cost.cost_block on the hardware resolved once by
+scaling.planning.cost.resolve_mfu; nothing is re-derived here), so a row of the table is what the CLI
 prints for that budget. The Pareto front keeps the planned runs no cheaper run beats on
 predicted loss (planned models are designed at N_opt within 2% of it; with presets a bigger budget can buy a run that
 is not better).
@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from dashboard.plotting import PALETTE, band, error_y, fig
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 MAX_POINTS = 40
 DEFAULT_POINTS = 13
@@ -43,7 +43,7 @@ def budgets(rec: dict, lo: float | None, hi: float | None, n: int) -> list[float
 
 def hardware(opts, runs_root):
     """scalelab plan's pricing inputs, checked as the CLI checks them (InputError names the flag)."""
-    from scaling import cost as costs
+    from scaling.planning import cost as costs
 
     opts.check()
     if not opts.device:
@@ -55,8 +55,9 @@ def hardware(opts, runs_root):
 
 def plan_rows(rec, Cs: list[float], hw, ci: float) -> tuple[list[dict], list[str], dict | None]:
     """One row per budget: the plan's run, predicted loss and cost; the plans' warnings; the first cost block."""
-    from scaling.cost import cost_block
-    from scaling.plan import make_plan, run_label
+    from scaling.planning.cost import cost_block
+    from scaling.planning.plan import make_plan
+    from scaling.planning.run_model import run_label
 
     rows, warnings, first_cost = [], [], None
     for C in Cs:

@@ -118,7 +118,7 @@ class RunStore:
 
     def moe_shapes(self) -> dict[str, dict]:
         """{run id: {granularity, expansion}} of the MoE runs, counted from each model config the way
-        `scalelab fit moe` counts them (scaling.moe_inputs), on demand (the MoE view: the Runs view
+        `scalelab fit moe` counts them (scaling.data.moe_inputs), on demand (the MoE view: the Runs view
         does not pay for it) and cached by the same file keys as the rows."""
         self.refresh()
         with self._lock:
@@ -134,7 +134,7 @@ class RunStore:
 
     @staticmethod
     def _moe_shape(d: Path) -> dict:
-        from scaling.moe_inputs import moe_from_config
+        from scaling.data.moe_inputs import moe_from_config
 
         moe, _ = moe_from_config(d)
         return {"granularity": moe.get("granularity"), "expansion": moe.get("expansion")} if moe else {}

@@ -13,8 +13,10 @@ import math
 import numpy as np
 
 from dashboard.plotting import PALETTE, arr, fig, group, readable_y
-from scaling.bootstrap import interval
-from scaling.laws import ChinchillaLaw, ComputeHParamLaw, FrontierLaw, NDHParamLaw, PowerLaw, StepsExamplesLaw, from_record
+from scaling.core.bootstrap import interval
+from scaling.laws.loss import ChinchillaLaw, FrontierLaw
+from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw, PowerLaw, StepsExamplesLaw
+from scaling.laws.registry import from_record
 
 EXTRAPOLATE = 100.0  # frontier drawn up to this factor beyond the largest fitted compute
 

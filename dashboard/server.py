@@ -25,7 +25,7 @@ from dashboard.api_views import Views
 from dashboard.fits import FitStore
 from dashboard.runs import TABLE_COLUMNS, RunStore
 from dashboard.security import BadId, Scrubber, UnknownId
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 STATIC = Path(__file__).parent / "static"
 CURVE_KEYS = ("step", "tokens", "flops", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tokens_per_s", "mfu", "wall_s")

@@ -15,7 +15,7 @@ SUBSYSTEMS = [
     "pretrain.data.cli",
     "pretrain.cli",
     "scaling.cli",
-    "scaling.design_cli",
+    "scaling.cli.design",
     "launch.predict_curve",
     "launch.sweep_cli",
     "evals.cli",

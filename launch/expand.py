@@ -262,9 +262,9 @@ def _hparams_law(iso):
     """The batch-lr law an IsoFLOP sweep takes its per-budget lr and batch from, checked at plan time."""
     if not iso.hparams_fit:
         return None
-    from scaling.errors import InputError
-    from scaling.plan import conventions_of
-    from scaling.record import FitRecord
+    from scaling.core.errors import InputError
+    from scaling.core.conventions import conventions_of
+    from scaling.fits.record import FitRecord
 
     try:
         rec = FitRecord.load(iso.hparams_fit)
@@ -272,7 +272,7 @@ def _hparams_law(iso):
         raise ConfigError(f"sweep spec: isoflop.hparams_fit: {exc}") from None
     if rec["law"] != "batch-lr" or (rec.get("settings") or {}).get("form") != "compute":
         raise ConfigError(f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form")
-    from scaling.batch_lr import has_exponents
+    from scaling.fits.record import has_exponents
 
     if not has_exponents(rec):
         raise ConfigError(f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} holds no law "

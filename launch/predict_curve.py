@@ -32,8 +32,8 @@ def _fail(msg: str) -> int:
 
 def cmd_predict_curve(args) -> int:
     from pretrain.errors import ConfigError
-    from scaling.errors import InputError
-    from scaling.record import FitRecord
+    from scaling.core.errors import InputError
+    from scaling.fits.record import FitRecord
 
     if not 0 < args.ci < 1:
         return _fail(f"--ci must be between 0 and 1 (got {args.ci})")
@@ -65,7 +65,7 @@ def predict(rec, cfg, *, ci: float = 0.95) -> dict:
     import numpy as np
 
     from rundir.schedules import lr_at, warmup_steps
-    from scaling.lr_annealing_law import predict_curve
+    from scaling.laws.lr_annealing import predict_curve
 
     total, peak = cfg.total_steps(), cfg.peak_lr()
     lr = np.array([lr_at(k, total, peak, cfg.schedule) for k in range(total)], dtype=float)

@@ -91,8 +91,7 @@ def _batch_lr_law(path: Path) -> str | None:
     optima only: fewer than three groups)."""
     if not path.exists():
         return f"{path.name} missing"
-    from scaling.batch_lr import has_exponents  # numpy: deferred so `scalelab --help` stays fast
-    from scaling.record import FitRecord
+    from scaling.fits.record import FitRecord, has_exponents  # numpy: deferred so `scalelab --help` stays fast
 
     rec = FitRecord.load(path)
     return None if has_exponents(rec) else (rec.get("settings") or {}).get("exponents", "no exponents")
@@ -303,8 +302,9 @@ class MainJob:
         """Plan for `compute_multiplier` x the largest IsoFLOP budget (in the fit's own compute
         convention), then train the emitted config as it is: it carries the sweep runs' recipe
         and data, so the run is trained like the runs the law was fitted on."""
-        from scaling.plan import budget, run_name
-        from scaling.record import FitRecord
+        from scaling.planning.plan import budget
+        from scaling.planning.emit import run_name
+        from scaling.fits.record import FitRecord
 
         a3 = fits / "chinchilla-a3.json"
         if not a3.exists():
@@ -318,7 +318,7 @@ class MainJob:
             fit_args += ["--fit", fits / "batch-lr.json"]
         if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
             self.scalelab("plan", *fit_args, "--compute", f"{compute:.6g}", "--emit-config", emitted, "--out", plan_dir / "plan.json")
-        # `scalelab plan --emit-config` wrote the config by scaling.plan.to_train_config, which names it so
+        # `scalelab plan --emit-config` wrote the config by scaling.planning.emit.to_train_config, which names it so
         run_dir = self.out / "runs" / "plan" / (run_name(json.loads((plan_dir / "plan.json").read_text())) + ("-wsd" if self.wsd else ""))
         extra = [f"train.threads={threads}"] if threads else []
         if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
@@ -331,9 +331,9 @@ class MainJob:
     def compare(self, fit_path: Path, run: Path) -> dict:
         """Approach 3's prediction for the run actually trained (its N of the fit's kind and its
         tokens) with the 95% prediction interval, vs its measured validation loss."""
-        from scaling.conventions import N_COLUMNS
-        from scaling.prediction import predict_loss
-        from scaling.record import FitRecord
+        from scaling.core.conventions import N_COLUMNS
+        from scaling.laws.prediction import predict_loss
+        from scaling.fits.record import FitRecord
 
         rec = FitRecord.load(fit_path)
         s = json.loads(RunDir(run).summary.read_text())

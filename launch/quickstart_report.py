@@ -54,7 +54,7 @@ def _runs_table(root: Path) -> tuple[str, list[Path]]:
 def _fit_section(path: Path, title: str) -> str:
     if not path.exists():
         return f"### {title}\n\n(not fitted: {path.name} missing)\n"
-    from scaling.record import FitRecord
+    from scaling.fits.record import FitRecord
 
     rec = FitRecord.load(path)
     text = f"### {title}\n\n```\n{rec.summary()}\n```\n"
@@ -77,7 +77,7 @@ def _reach(plan: dict, a3: Path) -> str:
 
 def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_run: Path, comparison: dict, timings: dict,
                  cumulative: dict | None = None, study: dict | None = None, cpu: dict | None = None) -> Path:
-    from scaling.plan import format_plan
+    from scaling.planning.report import format_plan
 
     iso_table, _ = _runs_table(iso_runs)
     bslr_table, _ = _runs_table(bslr_runs)

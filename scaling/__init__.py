@@ -4,6 +4,15 @@
     rec = fit_chinchilla(df, drop_highest_k=5, bootstrap=200)   # df has columns N, D, loss
     rec.params, rec.intervals, rec.save("fit.json")
 
+Subpackages, bottom to top; each imports only those below it (pyproject.toml's import contracts):
+
+    core                           errors, bootstrap, conventions, objectives, optimiser, run selection
+    data | laws                    tables and run directories read | the law classes and predictions
+    fits                           the fitters, their shared pipeline and the fit record
+    planning                       fit records -> the run for a budget (cost, layout, ...); predict
+    moe | lr_annealing | synthetic MoE fits and plans | the annealing law's fit | synthetic data
+    cli                            the `scalelab fit | predict | plan | model design` commands
+
 Exports are imported lazily so that `import scaling.cli` (done by `scalelab --help`) stays cheap.
 """
 from __future__ import annotations
@@ -11,38 +20,38 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "fit_chinchilla": "scaling.chinchilla_approaches",
-    "fit_kaplan": "scaling.kaplan_fit",
-    "fit_batch_lr": "scaling.batch_lr",
-    "fit_chinchilla_by": "scaling.by_compare",
-    "fit_batch_lr_by": "scaling.by_compare",
-    "fit_critical_batch": "scaling.critical_batch",
-    "fit_moe": "scaling.moe_fit",
-    "make_moe_plan": "scaling.moe_plan",
-    "KrajewskiLaw": "scaling.moe_laws",
-    "ClarkLaw": "scaling.moe_laws",
-    "fit_lr_annealing": "scaling.lr_annealing",
-    "predict_curve": "scaling.lr_annealing_law",
-    "AnnealingLaw": "scaling.lr_annealing_law",
-    "predict": "scaling.predict",
-    "make_plan": "scaling.plan",
-    "emit_config": "scaling.plan",
-    "to_train_config": "scaling.plan",
-    "FitRecord": "scaling.record",
-    "load_data": ("scaling.inputs", "load"),
-    "read_run_dirs": "scaling.inputs",
-    "plot_fit": "scaling.plots",
-    "ChinchillaLaw": "scaling.laws",
-    "DataConstrainedLaw": "scaling.laws",
-    "FrontierLaw": "scaling.laws",
-    "KaplanLaw": "scaling.laws",
-    "CriticalBatchLaw": "scaling.laws",
-    "StepsExamplesLaw": "scaling.laws",
-    "ComputeHParamLaw": "scaling.laws",
-    "NDHParamLaw": "scaling.laws",
-    "PowerLaw": "scaling.laws",
-    "InputError": "scaling.errors",
-    "FitError": "scaling.errors",
+    "fit_chinchilla": "scaling.fits.chinchilla.approaches",
+    "fit_kaplan": "scaling.fits.kaplan",
+    "fit_batch_lr": "scaling.fits.batch_lr",
+    "fit_chinchilla_by": "scaling.fits.by.compare",
+    "fit_batch_lr_by": "scaling.fits.by.compare",
+    "fit_critical_batch": "scaling.fits.critical_batch",
+    "fit_moe": "scaling.moe.fit",
+    "make_moe_plan": "scaling.moe.plan",
+    "KrajewskiLaw": "scaling.laws.moe",
+    "ClarkLaw": "scaling.laws.moe",
+    "fit_lr_annealing": "scaling.lr_annealing.fit",
+    "predict_curve": "scaling.laws.lr_annealing",
+    "AnnealingLaw": "scaling.laws.lr_annealing",
+    "predict": "scaling.planning.predict",
+    "make_plan": "scaling.planning.plan",
+    "emit_config": "scaling.planning.emit",
+    "to_train_config": "scaling.planning.emit",
+    "FitRecord": "scaling.fits.record",
+    "load_data": ("scaling.data.inputs", "load"),
+    "read_run_dirs": "scaling.data.inputs",
+    "plot_fit": "scaling.fits.plots",
+    "ChinchillaLaw": "scaling.laws.loss",
+    "DataConstrainedLaw": "scaling.laws.loss",
+    "FrontierLaw": "scaling.laws.loss",
+    "KaplanLaw": "scaling.laws.loss",
+    "CriticalBatchLaw": "scaling.laws.hparams",
+    "StepsExamplesLaw": "scaling.laws.hparams",
+    "ComputeHParamLaw": "scaling.laws.hparams",
+    "NDHParamLaw": "scaling.laws.hparams",
+    "PowerLaw": "scaling.laws.hparams",
+    "InputError": "scaling.core.errors",
+    "FitError": "scaling.core.errors",
 }
 
 __all__ = sorted(_EXPORTS)

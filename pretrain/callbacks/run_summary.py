@@ -83,7 +83,7 @@ class RunSummary(Callback):
             "extras": cfg.extras,
         }
         out.update(self.feed.summary(step * tps, step * cfg.train.global_batch_size))
-        if cfg.model.moe is not None:  # the MoE shape the MoE scaling laws read (scaling/moe_inputs.py)
+        if cfg.model.moe is not None:  # the MoE shape the MoE scaling laws read (scaling/data/moe_inputs.py)
             out["moe"] = moe_summary(cfg.model, cfg.model.vocab_size)
         if lineage:  # the parent's prefix, which `tokens` and `flops` include but this run did not compute
             out.update(init_from=dict(lineage), shared_tokens=lineage["step"] * tps,

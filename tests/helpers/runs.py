@@ -61,7 +61,7 @@ def small_run(root: Path, rid: str, n: int = 3, finished: bool = True) -> Path:
 
 def isoflop_truth():
     """The law the synthetic IsoFLOP tree is drawn from (in non-embedding N)."""
-    from scaling.laws import ChinchillaLaw
+    from scaling.laws.loss import ChinchillaLaw
 
     return ChinchillaLaw(E=2.0, A=60.0, B=400.0, alpha=0.40, beta=0.33)
 

@@ -400,10 +400,10 @@ def hostile(demo, tmp_path_factory):
     """A second server over roots that hold what a shared cluster disk can: a run directory named
     with spaces, runs and a fit record linking out of the roots, a fit whose `source` is outside,
     and a degenerate batch-lr fit (both exponents ~1e-16, from the real fitter)."""
-    import scaling.synthetic as syn
-    from scaling.batch_lr import fit_batch_lr
-    from scaling.chinchilla_approaches import fit_chinchilla
-    from scaling.laws import ComputeHParamLaw
+    import scaling.synthetic.runs as syn
+    from scaling.fits.batch_lr import fit_batch_lr
+    from scaling.fits.chinchilla.approaches import fit_chinchilla
+    from scaling.laws.hparams import ComputeHParamLaw
 
     base = tmp_path_factory.mktemp("hostile")
     runs, fits, outside = base / "runs", base / "fits", base / "outside"

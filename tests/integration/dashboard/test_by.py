@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from dashboard.server import create_app  # noqa: E402
 from launch.cli import main as scalelab  # noqa: E402
-from scaling.synthetic import TRUE_CHINCHILLA, chinchilla_table, data_multiplied, write_run_tree  # noqa: E402
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table, data_multiplied, write_run_tree  # noqa: E402
 
 
 @pytest.fixture(scope="module")

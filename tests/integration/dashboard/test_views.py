@@ -43,14 +43,14 @@ from dashboard.server import create_app  # noqa: E402
 from launch.cli import main as scalelab  # noqa: E402
 
 
-from scaling.accuracy import SigmoidAccuracy  # noqa: E402
+from scaling.fits.accuracy import SigmoidAccuracy  # noqa: E402
 
 
-from scaling.laws import ChinchillaLaw  # noqa: E402
+from scaling.laws.loss import ChinchillaLaw  # noqa: E402
 
 
-from scaling.moe_laws import ClarkLaw, KrajewskiLaw  # noqa: E402
-from scaling.plan import run_label  # noqa: E402
+from scaling.laws.moe import ClarkLaw, KrajewskiLaw  # noqa: E402
+from scaling.planning.run_model import run_label  # noqa: E402
 
 
 
@@ -95,7 +95,7 @@ def served(tmp_path_factory):
     fit("accuracy", tree, "--loss-metric", "val_loss", "--out", fits / "acc-val.json")  # chains from a chinchilla fit
     fit("chinchilla", tree, "--bootstrap", "6", "--out", fits / "ch-val.json")
     fit("lr-annealing", demo_data.annealing_table(data / "curves.csv"), "--holdout", "last-run", "--bootstrap", "8", "--out", fits / "annealing.json")
-    syn = __import__("scaling.synthetic", fromlist=["chinchilla_table"])
+    syn = __import__("scaling.synthetic.runs", fromlist=["chinchilla_table"])
     syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(data / "iso.csv", index=False)
     fit("chinchilla", data / "iso.csv", "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--out", fits / "ch.json")
     return {"client": TestClient(create_app(runs, fits, refresh_s=0)), "fits": fits, "runs": runs, "data": data}
@@ -248,7 +248,7 @@ def test_chain_figures_follow_both_laws(served):
     n = float(line["name"].split("≈")[1])
     assert line["y"] == pytest.approx(law.predict(n, np.array(line["x"]) / (6 * n)).tolist(), rel=1e-6)  # C = 6 N D (6ND_total)
     # the chain: predicted accuracy with its interval beside the measured one at every evaluated run
-    from scaling.accuracy_chain import predict_chain
+    from scaling.planning.accuracy_chain import predict_chain
 
     pred = next(t for t in figs["chain"]["data"] if t["name"].startswith("chain prediction"))
     meas = next(t for t in figs["chain"]["data"] if t["name"] == "measured accuracy")
@@ -270,7 +270,7 @@ def test_chain_figures_follow_both_laws(served):
 
 
 def test_an_accuracy_fit_on_the_validation_loss_chains_from_a_chinchilla_fit(served):
-    from scaling.accuracy_chain import predict_chain
+    from scaling.planning.accuracy_chain import predict_chain
 
     fits = served["fits"]
     d = served["client"].get("/api/fit?id=acc-val.json&with=ch-val.json&task=synthetic_4choice").json()
@@ -282,7 +282,7 @@ def test_an_accuracy_fit_on_the_validation_loss_chains_from_a_chinchilla_fit(ser
     assert len(pred["x"]) == len(meas["x"]) == 4  # the evaluated runs (N, D from their summaries)
     acc, ch = (json.loads((fits / f).read_text()) for f in ("acc-val.json", "ch-val.json"))
     n0 = float(figs["chain"]["data"][0]["name"].split("≈")[1])
-    from scaling.record import FitRecord
+    from scaling.fits.record import FitRecord
 
     want = predict_chain(acc, n0, pred["x"][0] / (6 * n0), chinchilla=FitRecord(ch))["tasks"]["synthetic_4choice"]
     assert pred["y"][0] == pytest.approx(want["acc"], rel=1e-6)
@@ -314,7 +314,7 @@ def test_a_flat_task_is_flagged_alone(served, tmp_path):
 
 
 def test_lr_annealing_curves_against_the_law(served):
-    from scaling.lr_annealing_law import predict_curve
+    from scaling.laws.lr_annealing import predict_curve
 
     rec = json.loads((served["fits"] / "annealing.json").read_text())
     d = served["client"].get("/api/fit?id=annealing.json").json()

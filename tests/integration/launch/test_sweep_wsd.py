@@ -118,7 +118,7 @@ def test_local_launch_branches_at_their_checkpoints_then_idempotent(work, data):
             f"(saving {separate - computed:.3g}, 22%); finished runs computed {computed:.3g}") in st.stdout, st.stdout
     ls = scalelab("runs", "list", runs, cwd=work)
     assert f"compute: {computed:.3g} FLOPs with shared prefixes counted once ({separate:.3g} as separate runs" in ls.stdout, ls.stdout
-    from scaling.inputs import read_run_dirs
+    from scaling.data.inputs import read_run_dirs
 
     df, _ = read_run_dirs(runs)
     pts = df.sort_values("D")

@@ -36,7 +36,7 @@ from tests.helpers import REPO
 
 
 def test_readers_stay_torch_free():
-    code = ("import sys, dashboard.server, rundir.read, rundir.summary, scaling.inputs, scaling.cost; "
+    code = ("import sys, dashboard.server, rundir.read, rundir.summary, scaling.data.inputs, scaling.planning.cost; "
             "print(sorted(m for m in ('torch', 'deepspeed', 'pretrain', 'launch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

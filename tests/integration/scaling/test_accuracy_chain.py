@@ -21,10 +21,10 @@ import pytest
 from tests.helpers import REPO, run_cli
 
 
-from scaling.accuracy import SigmoidAccuracy
+from scaling.fits.accuracy import SigmoidAccuracy
 
 
-from scaling.laws import ChinchillaLaw
+from scaling.laws.loss import ChinchillaLaw
 
 
 
@@ -51,7 +51,7 @@ def fitted(tmp_path_factory):
 
 
 def test_plan_chain_predicts_a_new_runs_accuracy_within_its_interval(fitted):
-    from scaling.plan import format_plan
+    from scaling.planning.report import format_plan
 
     _, fits = fitted
     r = run_cli(["plan", "--fit", str(fits / "ch.json"), "--compute", "5e14", "--accuracy", str(fits / "acc.json"),

@@ -21,7 +21,7 @@ from scaling import make_plan
 
 
 
-from scaling.synthetic import batch_lr_sweep, chinchilla_table
+from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table
 
 
 from scaling import fit_chinchilla

@@ -34,10 +34,10 @@ from launch.cli import main as scalelab
 
 
 
-from scaling.laws import ComputeHParamLaw
+from scaling.laws.hparams import ComputeHParamLaw
 
 
-from scaling.synthetic import TRUE_CHINCHILLA, batch_lr_sweep, chinchilla_table, data_multiplied, write_run_tree
+from scaling.synthetic.runs import TRUE_CHINCHILLA, batch_lr_sweep, chinchilla_table, data_multiplied, write_run_tree
 
 
 from tests.unit.scaling.test_by import K  # noqa: F401 (shared with the unit tests)

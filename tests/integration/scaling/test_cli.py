@@ -7,7 +7,7 @@ import time
 import pytest
 from tests.helpers import epoch_csv, scalelab
 
-from scaling.synthetic import batch_lr_sweep, chinchilla_table, critical_batch_table, write_run_tree
+from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table, critical_batch_table, write_run_tree
 
 
 def test_help_is_fast_and_lists_commands():

@@ -22,7 +22,7 @@ from tests.helpers import REPO, run_cli, write_isoflop_tree
 from scaling import fit_chinchilla
 
 
-from scaling.cost import DEFAULT_MFU
+from scaling.planning.cost import DEFAULT_MFU
 
 
 

@@ -1,5 +1,5 @@
 """Critical batch from run directories: steps to a target loss read from metrics.jsonl curves with
-a known truth (scaling/synthetic_curves.py), the noise-scale column, holdout, bootstrap, CLI."""
+a known truth (scaling/synthetic/curves.py), the noise-scale column, holdout, bootstrap, CLI."""
 
 
 from __future__ import annotations

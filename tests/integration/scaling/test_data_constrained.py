@@ -27,7 +27,7 @@ from tests.helpers import scalelab
 
 
 
-from scaling.synthetic import data_constrained_table
+from scaling.synthetic.runs import data_constrained_table
 
 
 

@@ -28,7 +28,7 @@ from scaling import fit_chinchilla
 
 
 
-from scaling.synthetic import chinchilla_table
+from scaling.synthetic.runs import chinchilla_table
 
 
 
@@ -94,8 +94,8 @@ def test_inference_planning_needs_a_loss_law(tmp_path):
 def test_the_inference_run_is_the_cheapest_preset_and_is_what_emit_config_writes(fit_json, tmp_path):
     import yaml
 
-    from scaling.plan import model_presets
-    from scaling.record import FitRecord
+    from scaling.planning.run_model import model_presets
+    from scaling.fits.record import FitRecord
 
     cfg = tmp_path / "next.yaml"
     r = run_cli(["plan", "--fit", fit_json, "--target-loss", "2.6", "--inference-tokens", "1e11", "--vocab-size", "4096",

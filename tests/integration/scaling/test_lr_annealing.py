@@ -26,7 +26,7 @@ import pytest
 
 
 
-from scaling.lr_annealing import fit_lr_annealing
+from scaling.lr_annealing.fit import fit_lr_annealing
 
 
 

@@ -21,10 +21,10 @@ from tests.helpers import run_cli
 
 
 
-from scaling.moe_laws import KRAJEWSKI_PARAMS
+from scaling.laws.moe import KRAJEWSKI_PARAMS
 
 
-from scaling.moe_synthetic import krajewski_table
+from scaling.synthetic.moe import krajewski_table
 
 
 

@@ -13,7 +13,7 @@ import yaml
 from tests.helpers import REPO, run_cli, tiny_overrides
 from models.config import ModelConfig
 from models.moe.accounting import moe_summary
-from scaling.moe_inputs import load_moe
+from scaling.data.moe_inputs import load_moe
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 RUNS = {  # run -> overrides: n50k has d_ff 128, n100k 192

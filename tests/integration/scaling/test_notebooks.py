@@ -46,7 +46,7 @@ def test_notebook_sweep_analysis_fallback_tree(tmp_path, monkeypatch):
 
 
 def test_notebook_sweep_analysis_on_given_dir(tmp_path, monkeypatch):
-    from scaling.synthetic import chinchilla_table, write_run_tree
+    from scaling.synthetic.runs import chinchilla_table, write_run_tree
 
     runs = tmp_path / "runs"
     write_run_tree(runs, chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=5, noise=0.003), sweep="isoflop-test")

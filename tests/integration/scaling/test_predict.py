@@ -28,28 +28,28 @@ from tests.helpers import scalelab
 from scaling import fit_chinchilla
 
 
-from scaling.accuracy import SigmoidAccuracy, fit_accuracy
+from scaling.fits.accuracy import SigmoidAccuracy, fit_accuracy
 
 
-from scaling.errors import InputError
-
-
-
+from scaling.core.errors import InputError
 
 
 
 
 
-from scaling.predict import predict
 
 
-from scaling.record import FitRecord
+
+from scaling.planning.predict import predict
 
 
-from scaling.synthetic import TRUE_CHINCHILLA, chinchilla_table
+from scaling.fits.record import FitRecord
 
 
-from scaling.task_loss import fit_task_loss
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
+
+
+from scaling.fits.task_loss import fit_task_loss
 
 
 

@@ -76,8 +76,8 @@ def test_symlinks_out_of_the_runs_root_are_not_followed(tree):
 
 
 def test_fit_source_outside_the_roots_is_not_read(tree):
-    import scaling.synthetic as syn
-    from scaling.chinchilla_approaches import fit_chinchilla
+    import scaling.synthetic.runs as syn
+    from scaling.fits.chinchilla.approaches import fit_chinchilla
 
     runs, fits, outside = tree
     df = syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=5)
@@ -158,9 +158,9 @@ def test_run_with_a_space_in_its_name_can_be_plotted(tree):
 def _degenerate_batch_lr(path: Path):
     """A real `fit_batch_lr` record whose optimum is the same (lr, batch) at every budget:
     both exponents come out ~1e-16, like the main job's batch/LR law."""
-    import scaling.synthetic as syn
-    from scaling.batch_lr import fit_batch_lr
-    from scaling.laws import ComputeHParamLaw
+    import scaling.synthetic.runs as syn
+    from scaling.fits.batch_lr import fit_batch_lr
+    from scaling.laws.hparams import ComputeHParamLaw
 
     df = syn.batch_lr_sweep(ComputeHParamLaw(lr_coef=3e-3, lr_exp_C=0.0, bs_coef=256.0, bs_exp_C=0.0), budgets=(1e15, 1e16, 1e17),
                             lr_mults=(0.5, 1, 2), bs_mults=(0.5, 1, 2), noise=0.0)
@@ -171,8 +171,8 @@ def _degenerate_batch_lr(path: Path):
 
 
 def test_degenerate_fit_is_flagged_and_not_drawn(tree):
-    import scaling.synthetic as syn
-    from scaling.batch_lr import fit_batch_lr
+    import scaling.synthetic.runs as syn
+    from scaling.fits.batch_lr import fit_batch_lr
 
     runs, fits, _ = tree
     _degenerate_batch_lr(fits / "degenerate.json")
@@ -213,8 +213,8 @@ def test_not_identified_reasons():
 def test_a_law_flat_to_rounding_gets_a_readable_axis(tmp_path):
     """Even when drawn (draw_fit=True), a curve flat to 1e-16 gets a padded axis range instead of
     autorange's 1e-16-wide one (ticks like 0.00300000000000744); a normal curve keeps autorange."""
-    import scaling.synthetic as syn
-    from scaling.batch_lr import fit_batch_lr
+    import scaling.synthetic.runs as syn
+    from scaling.fits.batch_lr import fit_batch_lr
 
     from dashboard import scaling_view
 

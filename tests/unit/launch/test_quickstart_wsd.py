@@ -96,7 +96,7 @@ def test_budgets_window_and_min_steps_skip_pairs_with_a_note(base):
 
 
 def test_read_curves_uses_only_the_ends_of_wsd_runs_and_branches(work):
-    from scaling.inputs import read_curves
+    from scaling.data.inputs import read_curves
 
     def run(name, schedule, init_from=None, n=10):
         recs = [{"step": i + 1, "tokens": 100 * (i + 1), "loss": 5.0 - 0.1 * i} for i in range(n)]

@@ -134,8 +134,8 @@ def test_isoflop_tokens_per_param_window(base):
 
 def test_isoflop_takes_lr_and_batch_from_a_batch_lr_law(base, work):
     from scaling import fit_batch_lr
-    from scaling.laws import ComputeHParamLaw
-    from scaling.synthetic import batch_lr_sweep
+    from scaling.laws.hparams import ComputeHParamLaw
+    from scaling.synthetic.runs import batch_lr_sweep
 
     truth = ComputeHParamLaw(lr_coef=3e-2, lr_exp_C=-0.05, bs_coef=0.01, bs_exp_C=0.5)
     fit = fit_batch_lr(batch_lr_sweep(truth, budgets=(1e10, 1e11, 1e12), noise=0.0)).save(work / "bslr.json")

@@ -105,7 +105,7 @@ def test_shipped_presets_plan():
 
 def test_registry_marks_branches_and_skips_ends_that_are_not_points(work):
     from rundir.read import load_runs
-    from scaling.inputs import read_run_dirs
+    from scaling.data.inputs import read_run_dirs
 
     root = work / "reg"
     common = {"status": "done", "params": 1000, "non_embedding_params": 800, "final_loss": 4.0}

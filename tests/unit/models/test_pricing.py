@@ -1,10 +1,10 @@
-"""Pricing a given run (models/pricing.py) and the published-runs table (scaling/published_runs.py)."""
+"""Pricing a given run (models/pricing.py) and the published-runs table (scaling/planning/published_runs.py)."""
 from __future__ import annotations
 
 import pytest
 
 from models.pricing import implied_mfu, price
-from scaling.published_runs import RUNS, row, table_markdown
+from scaling.planning.published_runs import RUNS, row, table_markdown
 
 
 def test_price_is_flops_over_peak_times_mfu():

@@ -21,13 +21,13 @@ import pytest
 
 
 
-from scaling.accuracy import SigmoidAccuracy, fit_accuracy
+from scaling.fits.accuracy import SigmoidAccuracy, fit_accuracy
 
 
-from scaling.laws import ChinchillaLaw
+from scaling.laws.loss import ChinchillaLaw
 
 
-from scaling.task_loss import fit_task_loss
+from scaling.fits.task_loss import fit_task_loss
 
 
 

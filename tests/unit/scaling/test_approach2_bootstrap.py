@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from scaling import FitError, fit_batch_lr, fit_chinchilla
-from scaling import bootstrap as bs
-from scaling.synthetic import TRUE_CHINCHILLA, batch_lr_sweep, chinchilla_table, write_run_tree
+from scaling.core import bootstrap as bs
+from scaling.synthetic.runs import TRUE_CHINCHILLA, batch_lr_sweep, chinchilla_table, write_run_tree
 
 
 def isoflop(budgets, sizes_per_budget, spread=8.0, noise=0.0, shift=1.0, seed=0):
@@ -85,7 +85,7 @@ def test_curves_bootstrap_resamples_whole_runs(tmp_path):
         counts = np.bincount(labels[idx], minlength=5)
         assert set(counts) <= {0, 4, 8, 12, 16, 20}  # every drawn run brings all its points
     write_run_tree(tmp_path, chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=5, noise=0.0))
-    from scaling.inputs import load
+    from scaling.data.inputs import load
 
     rec = fit_chinchilla(load(tmp_path, curves=True), approach=1, bootstrap=10)
     assert rec["settings"]["curves"] and rec["bootstrap"]["method"].startswith("resample runs (all points of a run together)")

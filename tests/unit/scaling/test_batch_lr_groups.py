@@ -18,10 +18,10 @@ import pytest
 from scaling import fit_batch_lr
 
 
-from scaling.batch_lr import has_exponents
+from scaling.fits.record import has_exponents
 
 
-from scaling.synthetic import batch_lr_sweep
+from scaling.synthetic.runs import batch_lr_sweep
 
 
 

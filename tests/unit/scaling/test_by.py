@@ -26,15 +26,15 @@ import pytest
 
 
 
-from scaling import compare
+from scaling.laws import multiplier as compare
 
 
-from scaling.conventions import TokenCost
+from scaling.core.conventions import TokenCost
 
 
 
 
-from scaling.synthetic import TRUE_CHINCHILLA, data_multiplied
+from scaling.synthetic.runs import TRUE_CHINCHILLA, data_multiplied
 
 
 

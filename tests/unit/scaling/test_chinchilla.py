@@ -18,13 +18,13 @@ from tests.helpers import epoch_csv
 from scaling import FitRecord, fit_chinchilla
 
 
-from scaling.chinchilla_huber import Objective, paper_grid
+from scaling.fits.chinchilla.huber_fit import Objective, paper_grid
 
 
-from scaling.laws import ChinchillaLaw
+from scaling.laws.loss import ChinchillaLaw
 
 
-from scaling.synthetic import TRUE_CHINCHILLA, chinchilla_table
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
 
 
 
@@ -54,7 +54,7 @@ def test_epoch_approach3_matches_published(epoch_fit):
 
 
 def test_analytic_gradient_matches_finite_differences(epoch_fit):
-    from scaling.datasets import load_epoch_chinchilla
+    from scaling.data.datasets import load_epoch_chinchilla
 
     df = load_epoch_chinchilla(5)
     obj = Objective(df.N, df.D, df.loss)

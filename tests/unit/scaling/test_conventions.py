@@ -8,9 +8,9 @@ import pytest
 from tests.helpers import isoflop_truth, k_trainer, write_isoflop_tree
 
 from scaling import InputError, fit_chinchilla
-from scaling.conventions import TokenCost
-from scaling.plan import make_plan
-from scaling.record import FitRecord
+from scaling.core.conventions import TokenCost
+from scaling.planning.plan import make_plan
+from scaling.fits.record import FitRecord
 
 TRUE = isoflop_truth()
 
@@ -108,7 +108,7 @@ def test_anchors_are_fitted_by_approach3_left_out_of_approach2_and_the_plan_mult
     """isoflop.anchors (data-rich runs without a budget): approach 3 fits them with the profiles and
     recovers the law; approach 2 leaves them out and says so; `plan`'s budget is a multiple of the
     largest IsoFLOP budget, not of the (larger) anchors' compute, which the extrapolation factor counts."""
-    from scaling.plan import budget
+    from scaling.planning.plan import budget
 
     anchors = [(3e4, 3e10), (1e5, 2e10)]  # C = k(N) D: 1.2e16 and 2e16, above the 1.6e14 budget
     runs = write_isoflop_tree(tmp_path, anchors=anchors)

@@ -21,13 +21,13 @@ from rundir.summary import RunSummary
 
 
 
-from scaling.cost import DEFAULT_MFU, MFU, Hardware, cost_block, measured_mfu, resolve_mfu
+from scaling.planning.cost import DEFAULT_MFU, MFU, Hardware, cost_block, measured_mfu, resolve_mfu
 
 
-from scaling.devices import DEVICES, device_from_name, peak_flops
+from scaling.planning.devices import DEVICES, device_from_name, peak_flops
 
 
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 
 
@@ -76,7 +76,7 @@ def test_device_table_holds_dense_peaks():
         peak_flops("tpu-v4", "fp32")
     with pytest.raises(InputError, match="a100-40gb, a100-80gb, h100-sxm"):
         peak_flops("h100", "bf16")
-    from scaling.cli import DEVICE_NAMES  # the CLI's light copy (no table import at --help)
+    from scaling.cli.options import DEVICE_NAMES  # the CLI's light copy (no table import at --help)
 
     assert DEVICE_NAMES == tuple(DEVICES)
 

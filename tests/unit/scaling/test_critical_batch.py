@@ -1,5 +1,5 @@
 """Critical batch from run directories: steps to a target loss read from metrics.jsonl curves with
-a known truth (scaling/synthetic_curves.py), the noise-scale column, holdout, bootstrap, CLI."""
+a known truth (scaling/synthetic/curves.py), the noise-scale column, holdout, bootstrap, CLI."""
 
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ import pytest
 
 
 
-from scaling import critical_batch as cb
+from scaling.fits import critical_batch as cb
 
 
-from scaling import steps_to_target as stt
+from scaling.fits import steps_to_target as stt
 
 
-from scaling.critical_batch import fit_critical_batch
+from scaling.fits.critical_batch import fit_critical_batch
 
 
 
 
-from scaling.synthetic_curves import CurveTruth, write_curve_runs
+from scaling.synthetic.curves import CurveTruth, write_curve_runs
 
 
 

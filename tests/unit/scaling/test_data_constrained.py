@@ -25,10 +25,10 @@ import pytest
 from scaling import FitRecord, InputError, fit_chinchilla
 
 
-from scaling.laws import MUENNIGHOFF_2023, ChinchillaLaw, DataConstrainedLaw
+from scaling.laws.loss import MUENNIGHOFF_2023, ChinchillaLaw, DataConstrainedLaw
 
 
-from scaling.synthetic import TRUE_DATA_CONSTRAINED, data_constrained_table
+from scaling.synthetic.runs import TRUE_DATA_CONSTRAINED, data_constrained_table
 
 
 

@@ -29,13 +29,13 @@ from launch.spec import load_spec
 from scaling import fit_chinchilla, make_plan
 
 
-from scaling.data_constrained import Objective
+from scaling.fits.chinchilla.data_constrained import Objective
 
 
-from scaling.laws import MUENNIGHOFF_2023 as PAPER
+from scaling.laws.loss import MUENNIGHOFF_2023 as PAPER
 
 
-from scaling.synthetic import data_constrained_table
+from scaling.synthetic.runs import data_constrained_table
 
 
 

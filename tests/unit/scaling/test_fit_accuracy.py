@@ -21,7 +21,7 @@ import pytest
 
 
 
-from scaling.accuracy import SigmoidAccuracy, fit_accuracy
+from scaling.fits.accuracy import SigmoidAccuracy, fit_accuracy
 
 
 
@@ -60,7 +60,7 @@ def test_accuracies_at_chance_and_flat_fits_are_warned():
 
 
 def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
-    from scaling.accuracy import predict_accuracy
+    from scaling.fits.accuracy import predict_accuracy
 
     rec = fit_accuracy(table(noise=0.01, seed=3).assign(task="piqa"), bootstrap=40)
     p = predict_accuracy(rec, 3.0, task="piqa")

@@ -26,10 +26,11 @@ import pytest
 from scaling import FitRecord, InputError, fit_chinchilla
 
 
-from scaling.isoflop import approach2, frontier_weights
+from scaling.fits.chinchilla.isoflop import approach2
+from scaling.fits.record import frontier_weights
 
 
-from scaling.synthetic import TRUE_CHINCHILLA
+from scaling.synthetic.runs import TRUE_CHINCHILLA
 
 
 

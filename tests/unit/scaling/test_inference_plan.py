@@ -20,13 +20,13 @@ import pytest
 
 
 
-from scaling.conventions import TokenCost
+from scaling.core.conventions import TokenCost
 
 
-from scaling.inference import allocate, best_loss_for_total, chinchilla_for_loss, min_total_for_loss
+from scaling.planning.inference import allocate, best_loss_for_total, chinchilla_for_loss, min_total_for_loss
 
 
-from scaling.laws import ChinchillaLaw
+from scaling.laws.loss import ChinchillaLaw
 
 
 

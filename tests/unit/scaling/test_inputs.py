@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from scaling import InputError, fit_chinchilla
-from scaling.inputs import load, parse_col_overrides, read_run_dirs
-from scaling.synthetic import chinchilla_table, write_run_tree
+from scaling.data.inputs import load, parse_col_overrides, read_run_dirs
+from scaling.synthetic.runs import chinchilla_table, write_run_tree
 
 
 def test_run_tree_reader_skips_broken_runs_with_warnings(tmp_path):
@@ -96,8 +96,8 @@ def test_bad_options():
 
 
 def test_training_curves_for_approach1(tmp_path):
-    from scaling.inputs import read_curves
-    from scaling.synthetic import TRUE_CHINCHILLA
+    from scaling.data.inputs import read_curves
+    from scaling.synthetic.runs import TRUE_CHINCHILLA
 
     write_run_tree(tmp_path, chinchilla_table(budgets=(1e15, 1e16, 1e17, 1e18), n_per_budget=7, noise=0.0))
     curves, warnings = read_curves(tmp_path)

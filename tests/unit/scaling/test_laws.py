@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from scaling import fit_batch_lr, fit_critical_batch, fit_kaplan
-from scaling.laws import DEEPSEEK_2024, HOFFMANN_2022, KAPLAN_2020_ND, ChinchillaLaw, CriticalBatchLaw, StepsExamplesLaw
-from scaling.synthetic import batch_lr_sweep, critical_batch_table
+from scaling.laws.hparams import DEEPSEEK_2024, CriticalBatchLaw, StepsExamplesLaw
+from scaling.laws.loss import HOFFMANN_2022, KAPLAN_2020_ND, ChinchillaLaw
+from scaling.synthetic.runs import batch_lr_sweep, critical_batch_table
 
 
 def test_compute_optimal_minimises_loss_on_the_budget():
@@ -89,7 +90,7 @@ def test_chinchilla_law_vectorised():
 
 
 def test_batch_lr_nd_form_recovers_step_law():
-    from scaling.synthetic import step_law_sweep
+    from scaling.synthetic.runs import step_law_sweep
 
     rec = fit_batch_lr(step_law_sweep(seed=0), form="nd", optimum="quadratic", bootstrap=10)
     p = rec.params

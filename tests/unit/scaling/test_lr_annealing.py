@@ -25,13 +25,13 @@ import pytest
 from rundir.schedules import lr_at
 
 
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 
-from scaling.lr_annealing import fit_lr_annealing
+from scaling.lr_annealing.fit import fit_lr_annealing
 
 
-from scaling.lr_annealing_law import AnnealingLaw, areas, predict_curve, warmup_length
+from scaling.laws.lr_annealing import AnnealingLaw, areas, predict_curve, warmup_length
 
 
 

@@ -21,19 +21,19 @@ from tests.helpers import epoch_csv
 from scaling import fit_chinchilla
 
 
-from scaling.chinchilla_huber import Objective
+from scaling.fits.chinchilla.huber_fit import Objective
 
 
-from scaling.huber import huber
+from scaling.core.huber import huber
 
 
-from scaling.laws import ChinchillaLaw
+from scaling.laws.loss import ChinchillaLaw
 
 
-from scaling.likelihood import log_likelihood, log_normaliser, log_pdf, profile_log_sigma
+from scaling.core.likelihood import log_likelihood, log_normaliser, log_pdf, profile_log_sigma
 
 
-from scaling.synthetic import TRUE_CHINCHILLA, chinchilla_table
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
 
 
 
@@ -110,7 +110,7 @@ def test_profiled_sigma_maximises_the_likelihood():
 def test_mle_is_least_absolute_deviations(epoch_mle):
     """At delta = 1e-3 the MLE minimises sum |r|: it beats the Huber optimum and Epoch's own printed
     parameters on that criterion, and sits on a kink (as many zero residuals as parameters)."""
-    from scaling.datasets import load_epoch_chinchilla
+    from scaling.data.datasets import load_epoch_chinchilla
 
     df = load_epoch_chinchilla(5)
     obj = Objective(df.N, df.D, df.loss)
@@ -137,8 +137,8 @@ def test_mle_at_least_as_good_as_epochs_own_optimiser(epoch_mle):
     it ends with "precision loss". Ours must reach at least its likelihood."""
     from scipy.optimize import minimize
 
-    from scaling.datasets import load_epoch_chinchilla
-    from scaling.likelihood import neg_log_likelihood
+    from scaling.data.datasets import load_epoch_chinchilla
+    from scaling.core.likelihood import neg_log_likelihood
 
     df = load_epoch_chinchilla(5)
     obj = Objective(df.N, df.D, df.loss)

@@ -16,19 +16,19 @@ import pytest
 
 
 
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 
-from scaling.moe_fit import fit_moe
+from scaling.moe.fit import fit_moe
 
 
-from scaling.moe_laws import CLARK_2022_SBASE, KRAJEWSKI_2024, KRAJEWSKI_PARAMS
+from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024, KRAJEWSKI_PARAMS
 
 
-from scaling.moe_synthetic import clark_table, krajewski_table
+from scaling.synthetic.moe import clark_table, krajewski_table
 
 
-from scaling.record import FitRecord
+from scaling.fits.record import FitRecord
 
 
 

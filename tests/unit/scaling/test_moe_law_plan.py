@@ -22,16 +22,16 @@ from tests.helpers import REPO
 from models.config import ModelConfig
 
 
-from scaling.moe_fit import fit_moe
+from scaling.moe.fit import fit_moe
 
 
-from scaling.moe_laws import CLARK_2022_SBASE, KRAJEWSKI_2024
+from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024
 
 
-from scaling.moe_plan import make_moe_plan
+from scaling.moe.plan import make_moe_plan
 
 
-from scaling.moe_synthetic import clark_table, krajewski_table
+from scaling.synthetic.moe import clark_table, krajewski_table
 
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaling import InputError, fit_kaplan, pipeline
-from scaling.bootstrap import interval
-from scaling.synthetic import chinchilla_table
+from scaling import InputError, fit_kaplan
+from scaling.fits import pipeline
+from scaling.core.bootstrap import interval
+from scaling.synthetic.runs import chinchilla_table
 
 
 def test_interval_is_the_percentile_interval_of_the_finite_draws():

@@ -19,16 +19,18 @@ from tests.helpers import write_isoflop_tree
 from scaling import fit_batch_lr, fit_chinchilla
 
 
-from scaling.laws import ChinchillaLaw
+from scaling.laws.loss import ChinchillaLaw
 
 
-from scaling.plan import emit_config, make_plan, model_presets
+from scaling.planning.emit import emit_config
+from scaling.planning.plan import make_plan
+from scaling.planning.run_model import model_presets
 
 
-from scaling.prediction import predict_loss
+from scaling.laws.prediction import predict_loss
 
 
-from scaling.synthetic import batch_lr_sweep, chinchilla_table
+from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table
 
 
 
@@ -134,7 +136,7 @@ def test_a_data_constrained_plan_counts_the_repetition_of_its_data():
     import numpy as np
     import pandas as pd
 
-    from scaling.synthetic import TRUE_DATA_CONSTRAINED as truth
+    from scaling.synthetic.runs import TRUE_DATA_CONSTRAINED as truth
 
     # one corpus of 1e9 unique tokens; runs from a tenth of an epoch to 30 epochs
     N, D = (a.ravel() for a in np.meshgrid(np.geomspace(1e7, 1e9, 6), np.geomspace(1e8, 3e10, 7)))
@@ -152,7 +154,9 @@ def test_a_data_constrained_plan_counts_the_repetition_of_its_data():
 
 
 def test_to_train_config_is_what_emit_config_writes_and_takes_a_base_recipe(tree_fit, tmp_path):
-    from scaling.plan import budget, run_label, run_name, to_train_config
+    from scaling.planning.plan import budget
+    from scaling.planning.run_model import run_label
+    from scaling.planning.emit import run_name, to_train_config
 
     plan = make_plan([tree_fit], budget(tree_fit, 10.0), vocab_size=512)
     assert plan["compute"] == pytest.approx(10.0 * tree_fit["data_range"]["C"][1])

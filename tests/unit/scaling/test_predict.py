@@ -28,24 +28,24 @@ from scaling import fit_batch_lr, fit_chinchilla, fit_kaplan
 
 
 
-from scaling.errors import InputError
+from scaling.core.errors import InputError
 
 
-from scaling.laws import KAPLAN_2020_ND, MUENNIGHOFF_2023
+from scaling.laws.loss import KAPLAN_2020_ND, MUENNIGHOFF_2023
 
 
-from scaling.moe_fit import fit_moe
+from scaling.moe.fit import fit_moe
 
 
-from scaling.moe_synthetic import krajewski_table
+from scaling.synthetic.moe import krajewski_table
 
 
-from scaling.predict import predict
+from scaling.planning.predict import predict
 
 
 
 
-from scaling.synthetic import batch_lr_sweep, chinchilla_table, data_constrained_table
+from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table, data_constrained_table
 
 
 
@@ -115,7 +115,7 @@ def test_batch_lr_optima_against_the_law(tmp_path):
 
 
 def test_run_directories_are_read_in_the_records_n_kind(tmp_path):
-    from scaling.synthetic import write_run_tree
+    from scaling.synthetic.runs import write_run_tree
 
     df = chinchilla_table(budgets=(1e17, 1e18, 1e19), n_per_budget=5, noise=0.002)
     write_run_tree(tmp_path / "runs", df)  # non_embedding_params = 0.8 N in every summary.json

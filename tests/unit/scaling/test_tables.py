@@ -17,7 +17,7 @@ import pandas as pd
 
 
 
-from scaling.tables import read_table
+from scaling.data.tables import read_table
 
 
 

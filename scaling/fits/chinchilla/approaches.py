@@ -1,0 +1,518 @@
+"""`fit_chinchilla`, the entry point: Approaches 1, 2 and 3 on a table or run directory -> a FitRecord.
+
+It chooses and runs the approach; the fits themselves live elsewhere. Approach 3 (default) is the
+parametric L(N, D) fit: summed Huber in `scaling.fits.chinchilla.huber_fit`, maximum likelihood in
+`scaling.fits.chinchilla.mle`, the data-constrained law in `scaling.fits.chinchilla.data_constrained`.
+Approaches 1 and 2 are the non-parametric frontier fits of `scaling.fits.chinchilla.isoflop`.
+Validation, bootstrap, holdout and the record are the shared steps of `scaling.fits.pipeline`;
+dropping the K highest-loss points is here.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from scaling.core import bootstrap as bs
+from scaling.core.blas import blas_single_thread
+from scaling.core.conventions import (TokenCost, check_kinds, compute_column, default_compute, drop_embedding_dominated,
+                                      embedding_warning, isoflop_budget_convention)
+from scaling.core.diagnostics import (at_bound, compute_grid, extrapolation_warning, huber_diagnostics,
+                                      identification_warnings)
+from scaling.core.errors import FitError, InputError
+from scaling.core.selection import drop_highest, group_by_tolerance, holdout_by_compute
+from scaling.data import inputs
+from scaling.data.recipe import read_recipe, recipe_warning
+from scaling.fits import pipeline
+from scaling.fits.chinchilla.data_constrained import TERMS, fit_data_constrained
+from scaling.fits.chinchilla.huber_fit import BOUNDS, Objective, THETA, fit_theta, paper_grid, theta_to_params
+from scaling.fits.chinchilla.isoflop import (FRONTIER_WEIGHTS, MIN_SIZES, approach1, approach2, approach2_resample,
+                                             note_text)
+from scaling.fits.chinchilla.mle import MLE_BOOTSTRAP_METHOD, fit_theta_mle, refit_mle, sigma_warnings
+from scaling.fits.record import FitRecord, WEIGHTS_TEXT, _clean, data_sha256
+from scaling.laws.allocation import allocate, optimal, search_range
+from scaling.laws.loss import ChinchillaLaw, FrontierLaw
+
+CORE = ("E", "A", "B", "alpha", "beta")
+EPOCHS_WARN = 4.0  # Muennighoff et al. 2023: up to ~4 epochs of repeated data are nearly as good as new
+IDENTIFIED_RATIO = 2.0  # a 95% interval wider than this factor means the runs do not pin the parameter down
+
+
+@dataclass(frozen=True)
+class ChinchillaOptions(pipeline.FitOptions):
+    """fit_chinchilla's choices, checked before any work; `settings` is what the record stores of them
+    (each approach adds its own: delta, grid, method, ...)."""
+
+    approach: int = 3
+    objective: str = "huber"
+    law: str = "chinchilla"
+    grid: str = "fast"
+    drop_highest: int = 0
+    holdout_fraction: float = 0.1
+    max_embedding_fraction: float | None = None
+    frontier_weights: str | None = None  # approach 2: 'ols' (None: the default) or 'inverse-variance'
+    terms: str | None = None  # data-constrained law: 'data+params' (None: the default) or 'data'
+
+    def check(self) -> "ChinchillaOptions":
+        if self.approach not in (1, 2, 3):
+            raise InputError(f"--approach must be 1, 2 or 3 (got {self.approach})")
+        if self.objective not in ("huber", "mle"):
+            raise InputError(f"--objective must be 'huber' or 'mle' (got {self.objective!r})")
+        if self.law not in ("chinchilla", "data-constrained"):
+            raise InputError(f"--law must be 'chinchilla' or 'data-constrained' (got {self.law!r})")
+        if self.approach != 3 and (self.objective != "huber" or self.law != "chinchilla"):
+            opt = f"--objective {self.objective}" if self.objective != "huber" else f"--law {self.law}"
+            raise InputError(f"{opt} applies to approach 3 only (got --approach {self.approach})")
+        if self.grid not in ("fast", "full"):
+            raise InputError(f"grid must be 'fast' or 'full' (got {self.grid!r})")
+        if self.frontier_weights is not None:
+            if self.frontier_weights not in FRONTIER_WEIGHTS:
+                raise InputError(f"--frontier-weights must be one of {', '.join(FRONTIER_WEIGHTS)} "
+                                 f"(got {self.frontier_weights!r})")
+            if self.approach != 2:
+                raise InputError(f"--frontier-weights applies to approach 2 only (got --approach {self.approach})")
+        if self.terms is not None:
+            if self.terms not in TERMS:
+                raise InputError(f"--terms must be one of {', '.join(TERMS)} (got {self.terms!r})")
+            if self.law != "data-constrained":
+                raise InputError("--terms applies to --law data-constrained only")
+        super().check()
+        return self
+
+    def settings(self, curves: bool) -> dict:
+        return {"approach": self.approach, "drop_highest": self.drop_highest, "bootstrap": self.bootstrap, "seed": self.seed, "ci": self.ci,
+                "holdout": self.holdout, "holdout_fraction": self.holdout_fraction if self.holdout else None, "curves": bool(curves),
+                "max_embedding_fraction": self.max_embedding_fraction}
+
+
+@blas_single_thread
+def fit_chinchilla(
+    data,
+    *,
+    approach: int = 3,
+    drop_highest_k: int = 0,
+    bootstrap: int = 0,
+    holdout: str | None = None,
+    holdout_fraction: float = 0.1,
+    seed: int = 0,
+    columns: dict[str, str] | None = None,
+    n_kind: str = "total",
+    compute_kind: str | None = None,
+    grid: str = "fast",
+    top_k: int = 32,
+    bootstrap_top_k: int = 2,
+    delta: float = 1e-3,
+    ci: float = 0.95,
+    budget_tol: float = 0.15,
+    n_bins: int = 20,
+    at_compute: list[float] | None = None,
+    curves: bool | None = None,
+    objective: str = "huber",
+    law: str = "chinchilla",
+    max_embedding_fraction: float | None = None,
+    frontier_weights: str | None = None,
+    terms: str | None = None,
+) -> FitRecord:
+    """Fit the Chinchilla law (approach 3) or frontier (approaches 1, 2) to `data`.
+
+    data: DataFrame / CSV / Parquet path / run-directory tree with N, D (or flops), loss.
+    n_kind / compute_kind: the conventions (scaling.core.conventions); compute_kind defaults to the one
+    the runs' IsoFLOP sweep used, else 6 N D with the same N.
+    grid: 'fast' (vectorised grid ranking, L-BFGS-B from the best `top_k`) or 'full' (all 4500).
+    holdout: None or 'largest' (fit on the smaller-compute runs, report the error on the largest).
+    at_compute: also report the optimum at these budgets (in the record's convention).
+    objective (approach 3): 'huber' (summed Huber, default) or 'mle' (Huber-density likelihood, free sigma).
+    law (approach 3): 'chinchilla' or 'data-constrained' (Muennighoff et al. 2023; needs column U).
+    max_embedding_fraction: leave out runs whose embeddings exceed this fraction of their parameters.
+    frontier_weights (approach 2): 'ols' (default: the published procedure) or 'inverse-variance'.
+    terms (data-constrained law): 'data+params' (default: the paper's complete law, R_D_star and
+    R_N_star fitted) or 'data' (the data term only, N' = N).
+    """
+    opts = ChinchillaOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout, approach=approach, objective=objective, law=law, grid=grid,
+                             drop_highest=drop_highest_k, holdout_fraction=holdout_fraction,
+                             max_embedding_fraction=max_embedding_fraction, frontier_weights=frontier_weights, terms=terms).check()
+    ds = pipeline.load(data, columns, n_kind)
+    check_kinds(ds.n_kind, compute_kind)
+    min_pts = {1: 3, 2: 6, 3: 6}[approach]
+    roles = ("N", "D", "loss", "U") if law == "data-constrained" else ("N", "D", "loss")
+    min_pts += law == "data-constrained"
+    inputs.validate(ds, roles, min_points=min_pts, law="chinchilla --law data-constrained" if law == "data-constrained" else f"chinchilla approach {approach}")
+    df, dropped = drop_embedding_dominated(ds.df, max_embedding_fraction)
+    df = drop_highest(df, drop_highest_k)
+    if len(df) < min_pts:
+        raise InputError(f"chinchilla approach {approach}: too few points after --drop-highest: {len(df)} (need {min_pts})")
+    warnings = list(ds.warnings) + ([dropped] if dropped else [])
+    compute_kind = _resolve_compute(df, ds.n_kind, compute_kind, warnings)
+    C_all = compute_column(df, compute_kind, ds.n_kind)
+    warnings.extend(w for w in (embedding_warning(df), _repetition_warning(df)) if w)
+    recipe = read_recipe(df["path"]) if "path" in df.columns else None
+    if recipe_warning(recipe):
+        warnings.append(recipe_warning(recipe))
+    held = held_C = None
+    C = C_all
+    if holdout == "largest":
+        df, held, C, held_C, rule = holdout_by_compute(df, C_all, holdout_fraction, budget_tol)
+        if len(df) < min_pts:
+            raise InputError(f"--holdout largest leaves {len(df)} points to fit (need {min_pts})")
+    if approach == 2:
+        df, C = _budget_members(df, C, warnings)
+        if len(df) < min_pts:
+            raise InputError(f"chinchilla approach 2: too few runs with an IsoFLOP budget: {len(df)} (need {min_pts})")
+    N, D = df["N"].to_numpy(float), df["D"].to_numpy(float)
+    if curves is None:  # several rows per run: points of training curves (bootstrap resamples runs)
+        curves = "run" in df.columns and df["run"].nunique() < len(df)
+    cost = TokenCost.from_runs(N, C, D, compute_kind, ds.n_kind)
+    conventions = {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source, "token_cost": cost.to_dict()}
+    t0 = time.perf_counter()
+    settings = opts.settings(curves)
+    if law == "data-constrained":
+        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap,
+                                    boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute,
+                                    terms=terms or "data+params", cost=cost, unique=(_data_info(df) or {}).get("unique_tokens"))
+    elif approach == 3:
+        body = _approach3(df, C, cost, warnings, curves=curves, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
+    else:
+        body = _frontier(df, C, warnings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol,
+                         n_bins=n_bins, at_compute=at_compute, curves=curves, weights=frontier_weights or "ols")
+    body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
+    settings.update(body.pop("settings"))
+    rec = pipeline.record(
+        law="chinchilla",
+        approach=approach,
+        n_points=len(df),
+        data_sha256=data_sha256(df, ["N", "D", "loss"] + (["U"] if law == "data-constrained" else [])),
+        n_kind=ds.n_kind,
+        conventions=conventions,
+        source=ds.source,
+        columns=ds.columns,
+        settings=settings,
+        data_range=_data_range(df, N, D, C),
+        warnings=warnings,
+        **body,
+    )
+    if recipe:
+        rec["recipe"] = _clean(recipe)
+    data_info = _data_info(df)
+    if data_info:
+        rec["data"] = data_info
+    if held is not None:
+        rec["holdout"] = _clean(_holdout_report(rec, held, held_C, rule))
+    return rec
+
+
+def _resolve_compute(df, n_kind: str, compute_kind: str | None, warnings: list[str]) -> str:
+    """The explicit choice, else the runs' IsoFLOP sweep convention, else 6 N D of the same N.
+    A choice that differs from the sweep's is allowed but said: its budgets then spread."""
+    swept = isoflop_budget_convention(df)
+    if compute_kind is None:
+        return swept or default_compute(n_kind)
+    if swept and swept != compute_kind:
+        warnings.append(f"the IsoFLOP sweep sized its runs for equal {swept} per budget, but this fit counts compute as {compute_kind}: "
+                        "budgets are not iso-compute in this convention")
+    return compute_kind
+
+
+def _repetition_warning(df) -> str | None:
+    if "epochs" not in df.columns:
+        return None
+    ep = df["epochs"].to_numpy(float)
+    many = np.isfinite(ep) & (ep > EPOCHS_WARN)
+    if not many.any():
+        return None
+    return (f"{int(many.sum())} of {len(ep)} runs repeated their training data more than {EPOCHS_WARN:g} times (up to {np.nanmax(ep):.3g} epochs): "
+            "their loss measures memorisation too; use more data or fit --law data-constrained")
+
+
+def _data_info(df) -> dict | None:
+    """Unique training tokens of the runs' data (when they share one data set) and the most epochs."""
+    out = {}
+    col = "unique_tokens" if "unique_tokens" in df.columns else "U" if "U" in df.columns else None
+    if col:
+        u = df[col].to_numpy(float)
+        u = u[np.isfinite(u)]
+        if u.size and np.all(u == u[0]):
+            out["unique_tokens"] = float(u[0])
+    if "epochs" in df.columns and np.isfinite(df["epochs"].to_numpy(float)).any():
+        out["max_epochs"] = float(np.nanmax(df["epochs"].to_numpy(float)))
+    return out or None
+
+
+def _data_range(df, N, D, C) -> dict:
+    """Ranges of the fitted runs; `C_budgets`: compute of the runs an IsoFLOP sweep labels with a
+    budget (when some carry none: its anchors), what `plan` multiplies."""
+    rng = {"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())],
+           "loss": [float(df.loss.min()), float(df.loss.max())]}
+    has = _budget_mask(df)
+    if has is not None:
+        Cb = np.asarray(C, dtype=float)[has]
+        rng["C_budgets"] = [float(Cb.min()), float(Cb.max())]
+    return rng
+
+
+def _budget_mask(df):
+    """Which runs carry an IsoFLOP budget, when some do and some (the sweep's anchors) do not; else None."""
+    if "budget" not in df.columns:
+        return None
+    has = np.isfinite(df["budget"].to_numpy(float))
+    return has if has.any() and not has.all() else None
+
+
+def _bounds_in_samples(samples: dict, warnings: list[str]) -> None:
+    """Resamples whose optimum sits on a bound: the interval's end is then the box's, not the data's."""
+    for name, key, to_theta in (("alpha", "alpha", np.asarray), ("beta", "beta", np.asarray), ("E", "e", np.log)):
+        vals = np.asarray(samples.get(name) or [], dtype=float)
+        vals = vals[np.isfinite(vals) & (vals > 0)] if name == "E" else vals[np.isfinite(vals)]
+        if not vals.size:
+            continue
+        lo, hi = BOUNDS[key]
+        th = to_theta(vals)
+        at = int(np.sum(np.minimum(th - lo, hi - th) <= 1e-6 * (1 + np.abs(th))))
+        if at:
+            warnings.append(f"{name} sat on its bound in {at} of {vals.size} bootstrap resamples: that end of its interval is the "
+                            f"fit's box ({key} in [{lo}, {hi}]), not a measurement")
+
+
+def _identification(intervals: dict, warnings: list[str], keys=("E", "alpha", "beta")) -> None:
+    """Say plainly when the bootstrap shows a parameter is not pinned down by the runs."""
+    for k in keys:
+        iv = intervals.get(k)
+        if iv and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
+            warnings.append(f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}; "
+                            "the runs do not pin it down (widen the range of N and D)")
+        elif iv and iv[0] <= 0 < iv[1]:
+            warnings.append(f"{k} is not identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] includes 0")
+
+
+# ---------------------------------------------------------------- approach 3
+def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
+    """Derived compute-optimal N, D and loss at each budget, with intervals from the samples."""
+    rows = []
+    s = {k: np.asarray(samples[k], dtype=float)[:, None] for k in CORE} if samples else None
+    for c in C_grid:
+        n_opt, d_opt = optimal(law, c, cost, n_range)
+        row = {"C": c, "N_opt": float(n_opt), "D_opt": float(d_opt), "loss_opt": float(law.predict(n_opt, d_opt)), "extrapolation_factor": c / cmax}
+        if s:
+            draws = ChinchillaLaw(**s)
+            with np.errstate(all="ignore"):
+                if cost.exact:
+                    ns, ds_ = (v[:, 0] for v in draws.compute_optimal(c))
+                else:
+                    ns, ds_ = allocate(draws.predict, c, cost, n_range)
+                ls = ChinchillaLaw(**{k: v[:, 0] for k, v in s.items()}).predict(ns, ds_)
+            row.update(pipeline.interval_fields({"N_opt": ns, "D_opt": ds_, "loss_opt": ls}, ci))
+        rows.append(row)
+    return rows
+
+
+def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute, objective="huber"):
+    N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
+    warnings.extend(identification_warnings(N, D))
+    if objective == "mle":  # Epoch's headline: likelihood of a Huber-shaped density with free sigma
+
+        res, huber_res = fit_theta_mle(N, D, L, grid=grid, top_k=top_k, delta=delta)
+        warnings.extend(sigma_warnings(res))
+    else:
+        res = fit_theta(N, D, L, grid=grid, top_k=top_k, delta=delta)
+    params = theta_to_params(res.x)
+    if objective == "mle":
+        params["sigma"] = res.sigma
+    for k, v in zip(THETA, res.x):
+        lo, hi = BOUNDS[k]
+        if at_bound(v, lo, hi):
+            warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum")
+    if not res.success:
+        warnings.append(f"optimiser did not converge from the best start: {res.message}")
+    settings = {"delta": delta, "grid": grid, "top_k": None if grid == "full" else top_k, "objective": objective, "parametrisation": "LSE(a - alpha log N, b - beta log D, e)",
+                     "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
+                     if objective == "mle" else "sum of Huber(delta) on log residuals"}
+    resid = Objective(N, D, L, delta).residuals(res.x)
+    diagnostics = huber_diagnostics(res, THETA, resid, delta)
+    diagnostics["residuals_log"] = [float(r) for r in resid]
+    if objective == "mle":
+        diagnostics["huber_start_objective"] = float(huber_res.fun)
+    law = ChinchillaLaw(**{k: params[k] for k in CORE})
+    intervals: dict = {}
+    boot = None
+    samples: dict = {}
+    if bootstrap:
+        idxs, settings["resample"] = _resample(df, len(N), bootstrap, seed, curves)
+        # Starts per resample: the full-data optimum plus the full-data grid ranking's best
+        # `boot_top_k` points (ranking once, not per resample; checked to reach the same
+        # objective as 32 fresh starts on every tested Epoch resample).
+
+        g = paper_grid()
+        boot_starts = g[np.argsort(Objective(N, D, L, delta).batch(g), kind="stable")[:boot_top_k]]
+
+        def one(idx):
+            r = fit_theta(N[idx], D[idx], L[idx], grid="full", starts=boot_starts, delta=delta, extra_starts=[res.x], polish=False)
+            return theta_to_params(r.x)
+
+        def one_mle(idx):  # each resample refits the MLE itself (sigma included), warm-started
+            r = refit_mle(N[idx], D[idx], L[idx], [res.x, huber_res.x], delta=delta)
+            return {**theta_to_params(r.x), "sigma": r.sigma}
+
+        b = pipeline.bootstrap(one_mle if objective == "mle" else one, idxs, seed=seed, ci=ci)
+        samples, intervals = b.samples, b.intervals()
+        boot = b.record(method=MLE_BOOTSTRAP_METHOD if objective == "mle" else settings["resample"],
+                        starts="full-data MLE and summed-Huber optima" if objective == "mle" else f"full-data optimum + the {boot_top_k} best grid points on the full data")
+        boot["samples"] = {k: samples[k] for k in CORE}  # standard errors of every parameter, samples of the law's
+        if b.failed:
+            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
+        _bounds_in_samples(samples, warnings)
+        _identification(intervals, warnings)
+    cmax = float(C.max())
+    grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
+    derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
+    warnings.extend(w for w in [extrapolation_warning(at_compute, C)] if w)
+    out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived, "settings": settings}
+    if boot:
+        out["bootstrap"] = boot
+    return out
+
+
+def _resample(df, n: int, n_boot: int, seed: int, curves: bool) -> tuple[list, str]:
+    """Resample runs: whole runs when rows are points of training curves, rows otherwise.
+    Returns (index arrays, the method as the record states it)."""
+    if curves:
+        return bs.resample_clusters(df["run"].to_numpy(), n_boot, seed), "resample runs (all points of a run together) with replacement; percentile intervals"
+    return bs.resample_indices(n, n_boot, seed), "resample runs with replacement; percentile intervals"
+
+
+# ---------------------------------------------------------------- approaches 1 and 2
+def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves, weights="ols"):
+    N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
+    weighted = weights == "inverse-variance"
+    alternative = None
+    if approach == 2:
+        groups = _budget_groups(df, C, budget_tol)
+        params, rows, notes, groups = approach2(N, D, L, C, groups=groups, weighted=weighted)
+        settings = {"budget_tol": budget_tol, "frontier_weights": weights,
+                    "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights]}
+        other = "ols" if weighted else "inverse-variance"
+        alt, *_ = approach2(N, D, L, C, groups=groups, weighted=not weighted)
+        # an inverse-variance fit needs residual degrees of freedom
+        if alt is not None and (weighted or alt["weighted"]):
+            alternative = {"frontier_weights": other, "a": alt["a"], "b": alt["b"]}
+        if notes:
+            warnings.append(f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: " + "; ".join(map(note_text, notes)))
+        few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
+        if few:
+            warnings.append(f"{len(few)} budget(s) have fewer than {MIN_SIZES} model sizes ("
+                            + ", ".join(f"C~{r['C']:.3g}: {r['n_sizes']}" for r in few) + "): their parabola is barely constrained")
+        edge = [r for r in rows if r["edge"]]
+        if edge:
+            warnings.append(f"{len(edge)} budget(s) have their best run at the smallest or largest size ("
+                            + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge) + "): the true minimum may lie outside the sweep")
+        if params is None:
+            raise FitError(f"approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found {len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)")
+        if not params.pop("weighted") and weighted:
+            warnings.append("approach 2 regression is unweighted: no residual degrees of freedom to weight budgets by (3 sizes per budget)")
+        for r in rows:
+            r.pop("_var_unit", None)
+        diagnostics = {"budgets": rows, "n_budgets": len(rows), "n_groups": int(np.unique(groups).size), "skipped_budgets": [note_text(n) for n in notes]}
+        if alternative:
+            diagnostics["frontier_alternative"] = alternative
+    else:
+        params, rows = approach1(N, D, L, C, n_bins=n_bins)
+        settings = {"n_bins": n_bins, "method": "lowest loss per log-compute bin; OLS of log N, log D on log C"}
+        if params is None:
+            raise FitError("approach 1 found fewer than 2 envelope points with different N")
+        diagnostics = {"envelope": rows, "n_envelope_points": len(rows)}
+        if not curves:
+            warnings.append("approach 1 on one final loss per run: the envelope is coarse; Approach 2 or 3 is more reliable here")
+    if len(rows) < 3:
+        warnings.append(f"only {len(rows)} frontier points: a and b are barely constrained")
+    objective = None
+    intervals = {}
+    boot = None
+    if bootstrap:
+        if approach == 2:
+            idxs = bs.resample_indices(len(N), bootstrap, seed, groups=groups)
+            def one(idx):
+                return approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx], weighted=weighted)
+            method = "resample runs with replacement within each budget; percentile intervals"
+        else:
+            idxs, method = _resample(df, len(N), bootstrap, seed, curves)
+            settings["resample"] = method
+            one = lambda idx: approach1(N[idx], D[idx], L[idx], C[idx], n_bins=n_bins)[0]  # noqa: E731
+        b = pipeline.bootstrap(one, idxs, seed=seed, ci=ci)
+        keys = ("a", "b", "N_coef", "D_coef")
+        intervals = b.intervals(keys)
+        boot = b.record(keys=keys, method=method)
+        if b.failed:
+            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples gave no frontier fit: {b.failure_text()}")
+        _identification(intervals, warnings, keys=("a", "b"))
+        if alternative:
+            warnings.extend(w for w in [_weights_warning(params, intervals, alternative, weights, ci)] if w)
+
+    law = FrontierLaw(N_coef=params["N_coef"], a=params["a"], D_coef=params["D_coef"], b=params["b"])
+    derived = []
+    for c in sorted(set(compute_grid(C) + list(at_compute or []))):
+        n, d = law.compute_optimal(c)
+        derived.append({"C": c, "N_opt": float(n), "D_opt": float(d), "extrapolation_factor": c / float(C.max())})
+    diagnostics.update({"r2_N": params.pop("r2_N"), "r2_D": params.pop("r2_D")})
+    out = {"params": params, "intervals": intervals, "objective": objective, "diagnostics": diagnostics, "derived": derived, "settings": settings}
+    if boot:
+        out["bootstrap"] = boot
+    return out
+
+
+def _weights_warning(params: dict, intervals: dict, alt: dict, weights: str, ci: float) -> str | None:
+    """Approach 2 with --bootstrap: when the other weighting's exponent a lies outside this fit's
+    interval, the two procedures disagree by more than the data's uncertainty; say both."""
+    iv = intervals.get("a")
+    if not iv or iv[0] <= alt["a"] <= iv[1]:
+        return None
+    name = {"ols": "OLS", "inverse-variance": "inverse-variance weighted"}
+    return (f"approach 2 frontier: the {name[weights]} exponent a = {params['a']:.4g} [{iv[0]:.4g}, {iv[1]:.4g}] "
+            f"({ci:.0%}) and the {name[alt['frontier_weights']]} a = {alt['a']:.4g} differ by more than that interval "
+            f"(b = {params['b']:.4g} vs {alt['b']:.4g}); --frontier-weights {alt['frontier_weights']} gives the other")
+
+
+def _budget_members(df, C, warnings):
+    """Approach 2 fits parabolas at equal compute: when the sweep labels budgets, runs without one
+    (an IsoFLOP sweep's `anchors`) are left out, and the record says how many."""
+    has = _budget_mask(df)
+    if has is None:
+        return df, C
+    warnings.append(f"left out {int((~has).sum())} run(s) without an IsoFLOP budget (the sweep's anchors): "
+                    "approach 2 fits parabolas to runs at equal compute")
+    return df[has].reset_index(drop=True), np.asarray(C)[has]
+
+
+def _budget_groups(df, C, budget_tol):
+    """IsoFLOP budgets: the sweep's own budget labels when every run has one, else compute clusters."""
+    if "budget" in df.columns:
+        b = df["budget"].to_numpy(float)
+        if np.all(np.isfinite(b)):
+            _, labels = np.unique(b, return_inverse=True)
+            return labels.ravel()
+    return group_by_tolerance(C, budget_tol)
+
+
+def _holdout_report(rec: FitRecord, held, held_C, rule: str) -> dict:
+    """How well the fit predicts the held-out (largest-compute) runs: loss for approach 3,
+    the compute-optimal size N_opt at the held-out budget for approaches 1 and 2."""
+    obs = held["loss"].to_numpy(float)
+    C_min = float(np.min(held_C))
+    if rec["approach"] == 3:
+        extra = {"U": held["U"].to_numpy(float)} if "U" in held and rec["settings"].get("law") == "data-constrained" else {}
+        pred = rec.law().predict(held["N"].to_numpy(float), held["D"].to_numpy(float), **extra)
+        return pipeline.holdout_report(len(held), rule, "loss", pipeline.rel_errors(pred, obs), signed=True, C_min=C_min,
+                                       points=[{"N": float(n), "D": float(d), "loss": float(o), "pred": float(p)} for n, d, o, p in zip(held["N"], held["D"], obs, pred)])
+
+    N, D = held["N"].to_numpy(float), held["D"].to_numpy(float)
+    if rec["approach"] == 2:
+        params, rows, notes, _ = approach2(N, D, obs, held_C, groups=np.zeros(len(held), dtype=int))
+        rows = rows or []
+    else:
+        rows = approach1(N, D, obs, held_C, n_bins=1)[1]
+    if not rows:
+        return pipeline.holdout_report(len(held), rule, "N_opt", C_min=C_min,
+                                       note="the held-out runs have no minimum of their own (approach 2 needs 3+ sizes with an interior minimum)")
+    pts = []
+    for r in rows:
+        pred_n, _ = rec.law().compute_optimal(r["C"])
+        pts.append({"C": r["C"], "N_opt_observed": r["N_opt"], "N_opt_predicted": float(pred_n), "rel_error": float(pred_n / r["N_opt"] - 1)})
+    return pipeline.holdout_report(len(held), rule, "N_opt", [p["rel_error"] for p in pts], C_min=C_min, points=pts)

@@ -1,0 +1,3 @@
+"""From fit records to new runs: the plan for a budget (plan.py; budget.py adds cost, layout,
+inference and accuracy; report.py prints it; emit.py writes its config), the planned run's model
+(run_model.py), and `scalelab predict` at given points (predict.py)."""

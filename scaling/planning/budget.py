@@ -1,0 +1,196 @@
+"""Which compute a plan is made for, and the sections that price and extend it.
+
+The budget forms (one of them): `--compute C` (FLOPs in the fit's convention), `--budget-usd X`,
+`--device-hours H`, `--days D --num-devices K` (these three through the device table, an MFU and a
+price: scaling.planning.cost), or `--target-loss L --inference-tokens T` (the inference-aware model
+reaching L: scaling.planning.inference). `--compute C --inference-tokens T` reads C as the total
+training + inference budget. With inference tokens the plan is made for the inference-aware
+model's training FLOPs. The plan dict gains `cost` (with --device) and `inference`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scaling.core.errors import InputError
+from scaling.fits.record import _clean
+from scaling.planning import cost as costs
+from scaling.planning.accuracy_chain import check, plan_block
+from scaling.planning.cost import resolve_mfu
+from scaling.planning.devices import peak_flops
+from scaling.planning.inference import choose_preset, inference_block
+from scaling.planning.layout import layout_block, priced_model_plan
+from scaling.planning.plan import make_plan
+from scaling.planning.run_model import model_presets
+
+
+@dataclass
+class BudgetOptions:
+    compute: float | None = None
+    budget_usd: float | None = None
+    device_hours: float | None = None
+    days: float | None = None
+    target_loss: float | None = None
+    inference_tokens: float | None = None
+    device: str | None = None
+    precision: str | None = None
+    num_devices: int | None = None
+    mfu: str | None = None
+    usd_per_device_hour: float | None = None
+    runs: str | None = None
+    model: str | None = None
+    tokens: float | None = None
+    devices_per_node: int | None = None
+
+    def check(self) -> None:
+        """Every combination error, before any work (InputError -> exit 2)."""
+        forms = [f for f in ("compute", "budget_usd", "device_hours", "days", "target_loss", "model") if getattr(self, f) is not None]
+        flag = lambda f: "--" + f.replace("_", "-")  # noqa: E731
+        if len(forms) != 1:
+            raise InputError("give exactly one budget: --compute, --budget-usd, --device-hours, --days (with --num-devices), "
+                             "--target-loss (with --inference-tokens) or --model (with --tokens)"
+                             + (f"; got {', '.join(map(flag, forms))}" if forms else ""))
+        form = forms[0]
+        if (form == "model") != (self.tokens is not None):
+            raise InputError("--model CONFIG.yaml and --tokens D go together (price a given model trained on D tokens)")
+        if form == "model" and not self.device:
+            raise InputError("--model needs --device (the device it is priced and laid out on)")
+        if self.tokens is not None and not self.tokens > 0:
+            raise InputError(f"--tokens must be > 0 (got {self.tokens})")
+        if self.devices_per_node is not None and self.devices_per_node < 1:
+            raise InputError(f"--devices-per-node must be >= 1 (got {self.devices_per_node})")
+        if form in ("budget_usd", "device_hours", "days") and not self.device:
+            raise InputError(f"{flag(form)} needs --device (to turn it into FLOPs through the device's peak and an MFU)")
+        if form == "days" and not self.num_devices:
+            raise InputError("--days needs --num-devices K (the wall-clock days of K devices)")
+        if form == "budget_usd" and not self.usd_per_device_hour:
+            raise InputError("--budget-usd needs --usd-per-device-hour (the price of one device for one hour)")
+        if self.inference_tokens is not None and form == "model":
+            raise InputError("--inference-tokens goes with --compute or --target-loss, not --model")
+        if form == "target_loss" and self.inference_tokens is None:
+            raise InputError("--target-loss needs --inference-tokens T (the tokens the model will serve; 0 for training only)")
+        if self.inference_tokens is not None and form not in ("compute", "target_loss"):
+            raise InputError(f"--inference-tokens goes with --compute (a total budget) or --target-loss, not {flag(form)}")
+        if not self.device:
+            given = [f for f in ("precision", "num_devices", "mfu", "usd_per_device_hour", "devices_per_node")
+                     if getattr(self, f) is not None]
+            if given:
+                raise InputError(f"{', '.join(map(flag, given))}: applies only with --device (choose from the device table)")
+        for f in ("compute", "budget_usd", "device_hours", "days", "target_loss", "usd_per_device_hour"):
+            v = getattr(self, f)
+            if v is not None and not v > 0:
+                raise InputError(f"{flag(f)} must be > 0 (got {v})")
+        if self.inference_tokens is not None and not self.inference_tokens >= 0:
+            raise InputError(f"--inference-tokens must be >= 0 (got {self.inference_tokens})")
+        if self.num_devices is not None and self.num_devices < 1:
+            raise InputError(f"--num-devices must be >= 1 (got {self.num_devices})")
+        if self.device:
+            peak_flops(self.device, self.precision or "bf16")
+            if self.mfu not in (None, "auto"):
+                resolve_mfu(self.mfu, self.device, self.precision or "bf16", None)
+
+
+def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 0.95, *, accuracy=None, task_loss=None) -> dict:
+    """The plan for the budget in `opts`, with its `cost` and `inference` sections, and with an
+    accuracy fit (and a task-loss fit) the planned run's predicted accuracy per task
+    (`accuracy`, `accuracy_basis`: scaling.planning.accuracy_chain)."""
+    opts.check()
+    if opts.model:
+        return _given_model_plan(opts, make_plan_kw, ci)
+    for f in fits:
+        if f["law"] in ("accuracy", "task-loss"):
+            raise InputError(f"a {f['law']} fit is not an allocation law: give it with --{f['law']} instead of --fit")
+    chin = next((f for f in fits if f["law"] == "chinchilla"), None)
+    if accuracy is not None:
+        check(accuracy, task_loss, chin)  # fits that do not chain: exit 2 before any work
+    elif task_loss is not None:
+        raise InputError("--task-loss feeds --accuracy: give the accuracy fit too (--accuracy ACC.json from `scalelab fit accuracy`)")
+    hw = None
+    if opts.device:
+        precision = opts.precision or "bf16"
+        mfu = costs.resolve_mfu(opts.mfu, opts.device, precision, opts.runs)
+        hw = costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
+
+    def plan_at(C):
+        return make_plan(fits, C, ci=ci, **make_plan_kw)
+
+    inf = None
+    budget = None
+    if opts.inference_tokens is not None:
+        ch = [f for f in fits if f["law"] == "chinchilla"]
+        if len(ch) != 1:
+            raise InputError("plan needs exactly one chinchilla fit record (--fit F.json from `scalelab fit chinchilla`)")
+        inf = inference_block(ch[0], opts.inference_tokens, target_loss=opts.target_loss, total=opts.compute, ci=ci)
+        plan = plan_at(inf["train_flops"])
+    elif opts.compute is not None:
+        plan = plan_at(opts.compute)
+    else:
+        hours, text = costs.budget_device_hours(hw, budget_usd=opts.budget_usd, device_hours=opts.device_hours, days=opts.days)
+        plan = costs.plan_for_budget(plan_at, hw, hours)
+        budget = {"form": next(f for f in ("budget_usd", "device_hours", "days") if getattr(opts, f) is not None),
+                  "text": text, "device_hours": hours, "compute": plan["compute"]}
+    if inf and plan.get("vocab_size"):
+        seq_len = ((plan.get("recipe") or {}).get("settings") or {}).get("model.seq_len")
+        run = choose_preset(chin, inf, model_presets(plan["vocab_size"], seq_len), ci)
+        if run:
+            inf["run"] = run
+    if hw:
+        _memory(plan, hw, opts)
+        if inf:
+            priced = {**plan, "run": inf["run"]} if inf.get("run") else plan  # its hardware FLOPs ratio
+            plan["cost"] = costs.cost_block(priced, hw, ci=ci, flops=inf["train_flops"], tokens=inf["D"],
+                                            flops_samples=inf.get("_train_flops_samples"), tokens_samples=inf.get("_D_samples"))
+            run = inf.get("run")
+            if run:  # the preset actually trained spends other FLOPs than the continuous optimum
+                hours = run["compute"]["trainer_flops"] / hw.flops_per_device_hour()
+                run["device_hours"] = hours
+                run["usd"] = hours * hw.usd_per_device_hour if hw.usd_per_device_hour else None
+        else:
+            plan["cost"] = costs.cost_block(plan, hw, ci=ci, budget=budget, fit=chin)
+    if inf:
+        for k in ("_train_flops_samples", "_D_samples"):
+            inf.pop(k, None)
+        plan["inference"] = inf
+        plan["warnings"].append(
+            f"inference-aware plan: the plan's compute is the training FLOPs of the inference-aware model "
+            f"(N {inf['N']:.3g}, D {inf['D']:.3g}); N_opt/D_opt and the run above are the training-only optimum at that compute, "
+            f"the inference-aware run is the inference section's (--emit-config writes that one)")
+    if accuracy is not None:
+        block = plan_block(plan, accuracy, task_loss, chin, ci)
+        plan["accuracy"], plan["accuracy_basis"] = block["tasks"], block["basis"]
+        for rec, name in ((accuracy, "accuracy"), (task_loss, "task-loss")):
+            plan["warnings"] += [f"{name} fit: {w}" for w in (rec or {}).get("warnings") or []]
+        plan["warnings"] += block["warnings"]
+
+    return _clean(plan)
+
+
+def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
+    """The planned run's memory and layout on the plan's devices (scaling.planning.layout)."""
+    mem = layout_block(plan, hw.device, hw.num_devices, hw.precision, devices_per_node=opts.devices_per_node)
+    if mem is None:
+        return
+    plan["memory"] = mem
+    if mem.get("fits") is False:
+        plan.setdefault("warnings", []).append(f"the planned run does not fit on {hw.num_devices} x {hw.device}: {mem['reason']}")
+
+
+def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dict:
+    """`--model CONFIG --tokens D`: price and lay out a given model, no fit."""
+    plan = priced_model_plan(opts.model, opts.tokens, make_plan_kw.get("vocab_size"))
+    plan["ci"] = ci
+    precision = opts.precision or "bf16"
+    mfu = costs.resolve_mfu(opts.mfu, opts.device, precision, opts.runs)
+    hw = costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
+    _memory(plan, hw, opts)
+    plan["cost"] = costs.cost_block(plan, hw, ci=ci)
+    return _clean(plan)
+
+
+def plan_to_emit(plan: dict) -> dict:
+    """The plan whose run `--emit-config` writes: the inference-aware preset when there is one
+    (trained with the fits' recipe: no batch-lr values are evaluated for it)."""
+    run = (plan.get("inference") or {}).get("run")
+    if not run:
+        return plan
+    keep = ("preset", "N", "seq_len", "tokens", "loss", "loss_interval")
+    return {**plan, "run": {k: run[k] for k in keep}}

@@ -1,0 +1,17 @@
+"""Accelerator peaks for cost projections: the table (rundir/devices.py, shared with the trainer's
+MFU) and its CLI-facing lookup, which names the allowed values in its errors."""
+from __future__ import annotations
+
+from rundir.devices import DATASHEETS, DEVICES, PRECISIONS, device_from_name
+from scaling.core.errors import InputError
+
+__all__ = ["DATASHEETS", "DEVICES", "PRECISIONS", "device_from_name", "peak_flops"]
+
+
+def peak_flops(device: str, precision: str = "bf16") -> float:
+    """Peak dense FLOP/s of one `device` at `precision`; InputError naming the allowed values."""
+    if device not in DEVICES:
+        raise InputError(f"--device {device!r} is not in the device table (choose from {', '.join(DEVICES)})")
+    if precision not in DEVICES[device]:
+        raise InputError(f"--precision {precision!r}: choose from {', '.join(DEVICES[device])}")
+    return DEVICES[device][precision]
