@@ -299,7 +299,7 @@ class SlurmExecutor:
                                                                           for p, rs in waiting.items()]}
         sbatch = _need("sbatch")
         meta.mkdir(parents=True, exist_ok=True)
-        check_id = self._submit_check(sbatch, meta, stamp)
+        check_id = self._submit_check(sbatch, meta, stamp) if todo else None  # branches follow a checked parent
         data_ids = []
         for job in jobs:
             config = write_config(job, meta)
