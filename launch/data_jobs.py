@@ -127,11 +127,16 @@ def run_locally(jobs: list[DataJob], meta_dir: Path, say) -> dict[str, str]:
     return blocked
 
 
+def is_local_path(name: str | None) -> bool:
+    """A data set or tokenizer given as a path (./x, /x, ~/x), not as a name on the Hugging Face Hub."""
+    return (name or "").startswith((".", "/", "~"))
+
+
 def reads_the_hub(dcfg: DataConfig) -> str | None:
     """What a data job would fetch from the Hugging Face Hub (a data set name, a tokenizer name), or None."""
     hub = [src.hf_dataset for which in ("sources", "val_sources") for src in (getattr(dcfg, which) or [])
-           if src.path is None and src.hf_dataset and not src.hf_dataset.startswith((".", "/", "~"))]
+           if src.path is None and src.hf_dataset and not is_local_path(src.hf_dataset)]
     tok = dcfg.tokenizer
-    if tok.kind == "hf" and tok.path and not tok.path.startswith((".", "/", "~")) and not Path(tok.path).expanduser().exists():
+    if tok.kind == "hf" and tok.path and not is_local_path(tok.path) and not Path(tok.path).expanduser().exists():
         hub.append(f"tokenizer {tok.path}")
     return ", ".join(hub) or None

@@ -124,14 +124,15 @@ def check_presets(run, cache: dict | None = None) -> Problem | None:
 
 # ------------------------------------------------------------------ data
 def _data_problems(dcfg) -> list[str]:
+    from launch.data_jobs import is_local_path
     from pretrain.data.sources import _local_hf_path, _resolve_path_source
 
     out = []
     for which in ("sources", "val_sources"):
         for i, src in enumerate(getattr(dcfg, which) or []):
             if src.path is None:
-                path_like = (src.hf_dataset or "").startswith((".", "/", "~"))  # a name on the Hub is not checked
-                if path_like and _local_hf_path(dcfg, src.hf_dataset) is None:
+                # a name on the Hub is not checked
+                if is_local_path(src.hf_dataset) and _local_hf_path(dcfg, src.hf_dataset) is None:
                     out.append(f"data.{which}[{i}].hf_dataset: local dataset {src.hf_dataset} not found")
                 continue
             try:
