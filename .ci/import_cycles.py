@@ -10,6 +10,7 @@ function). Imports under `if TYPE_CHECKING:` are left out: they never run.
 A cycle is a strongly connected component of the module graph (Tarjan); each is printed as one
 loop through it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,9 @@ def project_modules() -> dict[str, Path]:
 
 def _type_checking(node: ast.If) -> bool:
     t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
@@ -161,11 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     found = cycles(g)
     n_modules = sum(len(c) for c in found)
     if a.count:
-        print(f"{len(found)} import cycles through {n_modules} modules ({len(g)} modules, function-level imports included)")
+        print(
+            f"{len(found)} import cycles through {n_modules} modules ({len(g)} modules, function-level imports included)"
+        )
     else:
         for comp in found:
-            print(" -> ".join(loop(comp, g)) + (f"   (+{len(comp) - len(set(loop(comp, g)))} more in this cycle)"
-                                                   if len(comp) > len(set(loop(comp, g))) else ""))
+            print(
+                " -> ".join(loop(comp, g))
+                + (
+                    f"   (+{len(comp) - len(set(loop(comp, g)))} more in this cycle)"
+                    if len(comp) > len(set(loop(comp, g)))
+                    else ""
+                )
+            )
         print(f"{len(found)} import cycles through {n_modules} modules")
     return 1 if found else 0
 

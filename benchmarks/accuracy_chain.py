@@ -18,6 +18,7 @@ Tasks whose accuracies sit at chance are reported too (their sigmoid carries no 
 
 The machine is shared: the load average is printed with the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,12 +44,21 @@ def cli(*args: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", default=str(SPEC), help="the ladder's sweep spec (default: configs/sweeps/accuracy-chain-tiny.yaml)")
+    ap.add_argument(
+        "--spec", default=str(SPEC), help="the ladder's sweep spec (default: configs/sweeps/accuracy-chain-tiny.yaml)"
+    )
     ap.add_argument("--runs", help="its run-directory tree (default: runs/<spec name>)")
     ap.add_argument("--suite", default="tiny")
-    ap.add_argument("--limit", type=int, default=1000, help="documents per task (BLiMP has 1,000 each; default 1000: the whole BLiMP subsets)")
+    ap.add_argument(
+        "--limit",
+        type=int,
+        default=1000,
+        help="documents per task (BLiMP has 1,000 each; default 1000: the whole BLiMP subsets)",
+    )
     ap.add_argument("--force", action="store_true", help="evaluate runs again that already have results of the suite")
-    ap.add_argument("--workers", type=int, help="local training / evaluation processes (default: the spec's executor.local.workers)")
+    ap.add_argument(
+        "--workers", type=int, help="local training / evaluation processes (default: the spec's executor.local.workers)"
+    )
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--bootstrap", type=int, default=200)
@@ -66,30 +76,64 @@ def main(argv=None) -> int:
     if not args.skip_train:
         cli("sweep", "launch", args.spec, "--executor", "local", *workers)
     if not args.skip_eval:
-        cli("sweep", "eval", args.spec, "--suite", args.suite, "--limit", str(args.limit), *workers, *(["--force"] if args.force else []))
+        cli(
+            "sweep",
+            "eval",
+            args.spec,
+            "--suite",
+            args.suite,
+            "--limit",
+            str(args.limit),
+            *workers,
+            *(["--force"] if args.force else []),
+        )
 
-    from scaling.fits.accuracy import fit_accuracy
-    from scaling.planning.accuracy_chain import predict_chain
     from scaling.data.eval_points import read_eval_points
+    from scaling.fits.accuracy import fit_accuracy
     from scaling.fits.task_loss import fit_task_loss
+    from scaling.planning.accuracy_chain import predict_chain
 
     df, warnings = read_eval_points(runs)
     for w in warnings:
         print(f"note: {w}")
     n_max = df["N"].max()
     held, train = df[df["N"] == n_max], df[df["N"] < n_max]
-    print(f"\n{df['run'].nunique()} evaluated runs under {runs}; fitting on {train['run'].nunique()} (N < {n_max:.3g}), "
-          f"predicting the {held['run'].nunique()} runs of the largest size (N = {n_max:.3g})")
-    cols = ["N", "D", "loss", "task", "run", "params", "non_embedding_params", "flops_per_token", "flops", "unique_tokens", "epochs", "path"]
-    tl = fit_task_loss(train[[c for c in cols if c in train.columns]], bootstrap=args.bootstrap, seed=args.seed, ci=args.ci)
+    print(
+        f"\n{df['run'].nunique()} evaluated runs under {runs}; fitting on {train['run'].nunique()} (N < {n_max:.3g}), "
+        f"predicting the {held['run'].nunique()} runs of the largest size (N = {n_max:.3g})"
+    )
+    cols = [
+        "N",
+        "D",
+        "loss",
+        "task",
+        "run",
+        "params",
+        "non_embedding_params",
+        "flops_per_token",
+        "flops",
+        "unique_tokens",
+        "epochs",
+        "path",
+    ]
+    tl = fit_task_loss(
+        train[[c for c in cols if c in train.columns]], bootstrap=args.bootstrap, seed=args.seed, ci=args.ci
+    )
     acc_tasks = sorted(set(train.loc[train["acc"].notna(), "task"]))
-    acc = fit_accuracy(train[train["acc"].notna()][["loss", "acc", "task", "chance"]], bootstrap=args.bootstrap, seed=args.seed, ci=args.ci)
+    acc = fit_accuracy(
+        train[train["acc"].notna()][["loss", "acc", "task", "chance"]],
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        ci=args.ci,
+    )
     for name, w in (("task-loss", tl["warnings"]), ("accuracy", acc["warnings"])):
         for x in w:
             print(f"{name} fit warning: {x}")
 
     rows = []
-    print(f"\n{'task':44} {'run':14} {'gold_bpb':>8} {'predicted [95%]':>24} {'acc':>6} {'predicted [95%]':>22} {'in':>3} {'chance':>6}")
+    print(
+        f"\n{'task':44} {'run':14} {'gold_bpb':>8} {'predicted [95%]':>24} {'acc':>6} {'predicted [95%]':>22} {'in':>3} {'chance':>6}"
+    )
     for task in acc_tasks:
         if task not in tl["tasks"]:
             continue
@@ -98,29 +142,60 @@ def main(argv=None) -> int:
             lo, hi = pred["interval"]
             llo, lhi = pred["task_loss_interval"]
             inside = bool(lo <= r["acc"] <= hi)
-            rows.append({"task": task, "run": r["run"], "N": r["N"], "D": r["D"], "gold_bpb": r["loss"], "pred_gold_bpb": pred["task_loss"],
-                         "gold_bpb_interval": [llo, lhi], "acc": r["acc"], "pred_acc": pred["acc"], "acc_interval": [lo, hi], "inside": inside,
-                         "loss_inside": bool(llo <= r["loss"] <= lhi), "chance": r.get("chance"), "n_docs": r.get("n_docs"),
-                         "fit_warnings": [w for w in acc["warnings"] if w.startswith(f"{task}:")]})
-            print(f"{task:44} {Path(r['run']).name:14} {r['loss']:8.4f} {pred['task_loss']:8.4f} [{llo:6.4f}, {lhi:6.4f}] "
-                  f"{r['acc']:6.3f} {pred['acc']:6.3f} [{lo:5.3f}, {hi:5.3f}] {'yes' if inside else 'NO':>3} "
-                  f"{r['chance'] if r.get('chance') is not None else float('nan'):6.2f}")
+            rows.append(
+                {
+                    "task": task,
+                    "run": r["run"],
+                    "N": r["N"],
+                    "D": r["D"],
+                    "gold_bpb": r["loss"],
+                    "pred_gold_bpb": pred["task_loss"],
+                    "gold_bpb_interval": [llo, lhi],
+                    "acc": r["acc"],
+                    "pred_acc": pred["acc"],
+                    "acc_interval": [lo, hi],
+                    "inside": inside,
+                    "loss_inside": bool(llo <= r["loss"] <= lhi),
+                    "chance": r.get("chance"),
+                    "n_docs": r.get("n_docs"),
+                    "fit_warnings": [w for w in acc["warnings"] if w.startswith(f"{task}:")],
+                }
+            )
+            print(
+                f"{task:44} {Path(r['run']).name:14} {r['loss']:8.4f} {pred['task_loss']:8.4f} [{llo:6.4f}, {lhi:6.4f}] "
+                f"{r['acc']:6.3f} {pred['acc']:6.3f} [{lo:5.3f}, {hi:5.3f}] {'yes' if inside else 'NO':>3} "
+                f"{r['chance'] if r.get('chance') is not None else float('nan'):6.2f}"
+            )
     n_in = sum(r["inside"] for r in rows)
     n_loss_in = sum(r["loss_inside"] for r in rows)
     # a sigmoid fitted to accuracies at chance or flat says nothing: count those pairs apart
     mute = [r for r in rows if any("of chance" in w or "the fit is flat" in w for w in r["fit_warnings"])]
     signal = [r for r in rows if r not in mute]
     load = os.getloadavg()
-    print(f"\naccuracy inside its {args.ci:.0%} interval: {n_in} of {len(rows)} held-out (run, task) pairs; "
-          f"{sum(r['inside'] for r in signal)} of {len(signal)} where the accuracy fit has signal, "
-          f"{sum(r['inside'] for r in mute)} of {len(mute)} where it is at chance or flat "
-          f"({', '.join(sorted({r['task'] for r in mute})) or 'none'})")
+    print(
+        f"\naccuracy inside its {args.ci:.0%} interval: {n_in} of {len(rows)} held-out (run, task) pairs; "
+        f"{sum(r['inside'] for r in signal)} of {len(signal)} where the accuracy fit has signal, "
+        f"{sum(r['inside'] for r in mute)} of {len(mute)} where it is at chance or flat "
+        f"({', '.join(sorted({r['task'] for r in mute})) or 'none'})"
+    )
     print(f"gold bits per byte inside its interval: {n_loss_in} of {len(rows)}")
     print(f"load average {load[0]:.2f} on {os.cpu_count()} CPUs; {time.perf_counter() - t0:.0f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "inside": n_in, "total": len(rows), "loss_inside": n_loss_in,
-                                               "held_out_N": n_max, "loadavg": load, "task_loss_warnings": tl["warnings"],
-                                               "accuracy_warnings": acc["warnings"]}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "inside": n_in,
+                    "total": len(rows),
+                    "loss_inside": n_loss_in,
+                    "held_out_N": n_max,
+                    "loadavg": load,
+                    "task_loss_warnings": tl["warnings"],
+                    "accuracy_warnings": acc["warnings"],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

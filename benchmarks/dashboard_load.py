@@ -12,6 +12,7 @@ Target (issue 7): cold and warm < 2 s for 1,000 runs. Exit code 1 if missed.
 
     python benchmarks/dashboard_load.py [--runs 1000] [--records 200] [--dir DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,24 +41,63 @@ def write_tree(root: Path, n: int, records: int, seed: int = 0) -> None:
         lr, preset = rng.choice([1e-3, 3e-3, 1e-2]), rng.choice(["n50k", "n200k", "n800k"])
         model = {"preset": preset, "d_model": 64, "n_layers": 4, "n_heads": 4, "seq_len": 256, "vocab_size": 4096}
         if i % 10 == 5:  # 10% MoE runs: the registry counts their shape (granularity) from the model config
-            model["moe"] = {"num_experts": 8, "top_k": 2, "d_ff": 64, "router": rng.choice(["softmax_topk", "aux_free_bias"])}
-        cfg = {"name": d.name, "model": model,
-               "optim": {"name": "adamw", "lr": lr, "weight_decay": 0.1, "betas": [0.9, 0.95]},
-               "schedule": {"name": "cosine", "warmup_fraction": 0.05},
-               "train": {"tokens": 1e6, "micro_batch_size": 16, "global_batch_size": 16, "seed": i, "log_every_steps": 10},
-               "data": {"name": "default", "tokenizer": {"kind": "bpe", "vocab_size": 4096}},
-               "wandb": {"mode": "offline"}, "extras": {"sweep": d.parent.name, "axes": {"lr": lr, "model": preset}}}
+            model["moe"] = {
+                "num_experts": 8,
+                "top_k": 2,
+                "d_ff": 64,
+                "router": rng.choice(["softmax_topk", "aux_free_bias"]),
+            }
+        cfg = {
+            "name": d.name,
+            "model": model,
+            "optim": {"name": "adamw", "lr": lr, "weight_decay": 0.1, "betas": [0.9, 0.95]},
+            "schedule": {"name": "cosine", "warmup_fraction": 0.05},
+            "train": {"tokens": 1e6, "micro_batch_size": 16, "global_batch_size": 16, "seed": i, "log_every_steps": 10},
+            "data": {"name": "default", "tokenizer": {"kind": "bpe", "vocab_size": 4096}},
+            "wandb": {"mode": "offline"},
+            "extras": {"sweep": d.parent.name, "axes": {"lr": lr, "model": preset}},
+        }
         (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         with open(d / "metrics.jsonl", "w") as f:
             for s in range(records):
-                f.write(json.dumps({"step": 10 * s, "tokens": 40960 * s, "flops": 1e9 * s, "loss": 8 - s / records * 3, "lr": lr,
-                                    "grad_norm": 1.0, "tokens_per_s": 3000.0, "mfu": 0.3, "wall_s": s}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "step": 10 * s,
+                            "tokens": 40960 * s,
+                            "flops": 1e9 * s,
+                            "loss": 8 - s / records * 3,
+                            "lr": lr,
+                            "grad_norm": 1.0,
+                            "tokens_per_s": 3000.0,
+                            "mfu": 0.3,
+                            "wall_s": s,
+                        }
+                    )
+                    + "\n"
+                )
         if i % 100 == 7:  # malformed
             (d / "summary.json").write_text('{"status": "done", "tok')
         elif i % 50 != 3:  # 2% still running (no summary)
-            (d / "summary.json").write_text(json.dumps({"status": "done", "steps": 10 * records, "tokens": 4e7, "params": 1e6, "final_loss": 5.0,
-                                                        "final_val_loss": 5.1, "lr": lr, "tokens_per_s": 3000.0, "mfu": 0.3, "wall_s": 100.0, "extras": cfg["extras"],
-                                                        "active_non_embedding_params": 2e5, "flops": 6e12}))
+            (d / "summary.json").write_text(
+                json.dumps(
+                    {
+                        "status": "done",
+                        "steps": 10 * records,
+                        "tokens": 4e7,
+                        "params": 1e6,
+                        "final_loss": 5.0,
+                        "final_val_loss": 5.1,
+                        "lr": lr,
+                        "tokens_per_s": 3000.0,
+                        "mfu": 0.3,
+                        "wall_s": 100.0,
+                        "extras": cfg["extras"],
+                        "active_non_embedding_params": 2e5,
+                        "flops": 6e12,
+                    }
+                )
+            )
 
 
 def timed(fn):
@@ -90,16 +130,24 @@ def main() -> int:
         t_api_cold, r = timed(lambda: client.get("/api/runs"))
         t_api_warm, r = timed(lambda: client.get("/api/runs"))
         assert r.status_code == 200 and len(r.json()["runs"]) == len(rows)
-        t_moe_cold, m = timed(lambda: TestClient(create_app(root, None, refresh_s=0)).get("/api/moe/scaling"))  # a fresh server
+        t_moe_cold, m = timed(
+            lambda: TestClient(create_app(root, None, refresh_s=0)).get("/api/moe/scaling")
+        )  # a fresh server
         t_moe_warm, m = timed(lambda: client.get("/api/moe/scaling"))
         assert m.status_code == 200 and m.json()["n_runs"] > 0
         print(f"runs: {args.runs} dirs ({args.records} metrics lines each), written in {t_write:.1f} s")
-        print(f"rows: {len(rows)}, problems: {len(problems)} (expected {sum(1 for i in range(args.runs) if i % 100 == 7)})")
+        print(
+            f"rows: {len(rows)}, problems: {len(problems)} (expected {sum(1 for i in range(args.runs) if i % 100 == 7)})"
+        )
         print(f"cold load (new RunStore):        {t_cold:.3f} s")
         print(f"warm rescan (nothing changed):    {t_warm:.3f} s")
         print(f"incremental (10 runs appended):   {t_incr:.3f} s")
-        print(f"GET /api/runs cold / warm:        {t_api_cold:.3f} s / {t_api_warm:.3f} s  ({len(r.content) / 1e6:.2f} MB JSON)")
-        print(f"GET /api/moe/scaling cold / warm: {t_moe_cold:.3f} s / {t_moe_warm:.3f} s  ({m.json()['n_runs']} finished runs plotted)")
+        print(
+            f"GET /api/runs cold / warm:        {t_api_cold:.3f} s / {t_api_warm:.3f} s  ({len(r.content) / 1e6:.2f} MB JSON)"
+        )
+        print(
+            f"GET /api/moe/scaling cold / warm: {t_moe_cold:.3f} s / {t_moe_warm:.3f} s  ({m.json()['n_runs']} finished runs plotted)"
+        )
         ok = max(t_cold, t_warm, t_api_cold, t_api_warm, t_moe_cold, t_moe_warm) < TARGET_S
         print(f"target < {TARGET_S} s cold and warm: {'PASS' if ok else 'FAIL'}")
         return 0 if ok else 1

@@ -14,6 +14,7 @@ compute group, one run per unique-token budget), `scalelab fit chinchilla` three
 predict` of each fit on the held-out runs. Prints each law's held-out errors, interval coverage and
 parameters. Everything lands in --work (default out/data_constrained_check); finished runs are reused.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,11 @@ from scaling.data.inputs import load as load_runs  # noqa: E402
 
 SCALELAB = [sys.executable, "-m", "launch.cli"]
 SPEC = ROOT / "configs/sweeps/data-constrained-tiny.yaml"
-LAWS = {"chinchilla": ["--law", "chinchilla"], "data term only": ["--law", "data-constrained", "--terms", "data"],
-        "complete (data + params)": ["--law", "data-constrained", "--terms", "data+params"]}
+LAWS = {
+    "chinchilla": ["--law", "chinchilla"],
+    "data term only": ["--law", "data-constrained", "--terms", "data"],
+    "complete (data + params)": ["--law", "data-constrained", "--terms", "data+params"],
+}
 
 
 def sh(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -87,19 +91,25 @@ def analyse(work: Path, name: str, df, bootstrap: int) -> None:
         results[label] = (json.loads(fit.read_text()), pred, secs)
     for r in results["complete (data + params)"][1]["rows"]:
         epochs = r["D"] / min(r["U"], r["D"])
-        print(f"held out: {r['run']} (N {r['N']:.3g}, D {r['D']:.3g}, U {r['U']:.3g}, {epochs:.3g} epochs, "
-              f"val loss {r['measured']:.4f})")
+        print(
+            f"held out: {r['run']} (N {r['N']:.3g}, D {r['D']:.3g}, U {r['U']:.3g}, {epochs:.3g} epochs, "
+            f"val loss {r['measured']:.4f})"
+        )
     for label, (rec, pred, secs) in results.items():
         s = pred["summary"]["loss"]
         p = rec["params"]
-        print(f"\n{label}: fitted on {rec['n_points']} runs in {secs:.0f} s; held-out mean |rel err| "
-              f"{s['mean_abs_rel_error']:.2%}, max {s['max_abs_rel_error']:.2%}, "
-              f"coverage {s.get('n_inside', 0)}/{s['n_measured']}")
+        print(
+            f"\n{label}: fitted on {rec['n_points']} runs in {secs:.0f} s; held-out mean |rel err| "
+            f"{s['mean_abs_rel_error']:.2%}, max {s['max_abs_rel_error']:.2%}, "
+            f"coverage {s.get('n_inside', 0)}/{s['n_measured']}"
+        )
         names = ("E", "A", "B", "alpha", "beta", "R_D_star", "R_N_star")
         print("    " + ", ".join(f"{k} = {p[k]:.4g}" for k in names if k in p))
         for r in pred["rows"]:
-            print(f"    {r['run']}: predicted {r['predicted']:.4f} [{r['loss_lo']:.4f}, {r['loss_hi']:.4f}], "
-                  f"measured {r['measured']:.4f} ({r['rel_error']:+.2%})")
+            print(
+                f"    {r['run']}: predicted {r['predicted']:.4f} [{r['loss_lo']:.4f}, {r['loss_hi']:.4f}], "
+                f"measured {r['measured']:.4f} ({r['rel_error']:+.2%})"
+            )
         for w in rec["warnings"]:
             print(f"    warning: {w}")
     err = {k: v[1]["summary"]["loss"]["mean_abs_rel_error"] for k, v in results.items()}
@@ -110,8 +120,9 @@ def analyse(work: Path, name: str, df, bootstrap: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", default=str(ROOT / "out" / "data_constrained_check"),
-                    help="data, runs, tables and fits go here")
+    ap.add_argument(
+        "--work", default=str(ROOT / "out" / "data_constrained_check"), help="data, runs, tables and fits go here"
+    )
     ap.add_argument("--bootstrap", type=int, default=100, help="bootstrap resamples of each fit (prediction intervals)")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
@@ -122,7 +133,9 @@ def main() -> None:
     for name in ("dc-tiny", "dc-tiny-u5", "dc-tiny-u50"):  # dc-tiny first: the others use its tokenizer
         print(sh(["data", "prepare", name], work).stdout.splitlines()[0])
     t = time.perf_counter()
-    sh(["sweep", "launch", SPEC, "--executor", "local", "--workers", args.workers, "--allow-repeats"], work)  # repeats on purpose
+    sh(
+        ["sweep", "launch", SPEC, "--executor", "local", "--workers", args.workers, "--allow-repeats"], work
+    )  # repeats on purpose
     print(f"sweep: {time.perf_counter() - t:.0f} s (27 runs; finished runs reused); load {load()}")
     df, notes = runs_table(work)
     for n in notes:
@@ -132,8 +145,10 @@ def main() -> None:
     over = overfitting_budgets(df)
     if over:
         budgets = ", ".join(f"{u:.3g}" for u in over)
-        print(f"\nunique-token budget(s) {budgets}: a model's validation loss rises with more tokens there "
-              "(overfitting, outside every law's form); the same comparison without them:")
+        print(
+            f"\nunique-token budget(s) {budgets}: a model's validation loss rises with more tokens there "
+            "(overfitting, outside every law's form); the same comparison without them:"
+        )
         analyse(work, "in-regime", df[~df["U"].isin(over)].reset_index(drop=True), args.bootstrap)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s; load {load()}")
 

@@ -15,6 +15,7 @@ corpus, with the tokenizer that prepare trained. The synthetic corpus is gutenbe
 lines drawn at random (seeded) into ~100 KB documents, gzip-compressed, to show that memory
 stays flat as the corpus grows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,13 @@ print(done, tokens, time.perf_counter() - t0)
 def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, int, str, float, float]:
     """(wall seconds, peak RSS of the process tree in bytes, stdout, CPU seconds of the tree, mean load average)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
     ps, peak = psutil.Process(proc.pid), 0
     out: list[str] = []
     import threading
@@ -92,20 +98,39 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, int, 
 
 
 def prepare(config: Path, out: Path, overrides: list[str]) -> dict:
-    argv = [sys.executable, "-m", "launch.cli", "data", "prepare", str(config), *overrides, "--out", str(out), "--force"]
+    argv = [
+        sys.executable,
+        "-m",
+        "launch.cli",
+        "data",
+        "prepare",
+        str(config),
+        *overrides,
+        "--out",
+        str(out),
+        "--force",
+    ]
     wall, peak, log, cpu, load = run_measured(argv)
     meta = json.loads((out / "meta.json").read_text())
     text_mb = sum(s["bytes"] for s in meta["splits"].values()) / 1e6
     encode = [ln for ln in log.splitlines() if "encoded" in ln and " in " in ln and "MB/s" in ln]
-    return {"wall": wall, "peak": peak, "mb": text_mb, "tokens": sum(s["tokens"] for s in meta["splits"].values()),
-            "cpu": cpu, "load": load, "encode_line": encode[-1].strip() if encode else "",
-            "workers": meta.get("encode_workers"), "log": log}
+    return {
+        "wall": wall,
+        "peak": peak,
+        "mb": text_mb,
+        "tokens": sum(s["tokens"] for s in meta["splits"].values()),
+        "cpu": cpu,
+        "load": load,
+        "encode_line": encode[-1].strip() if encode else "",
+        "workers": meta.get("encode_workers"),
+        "log": log,
+    }
 
 
 def synthetic_corpus(folder: Path, megabytes: float, seed: int = 0) -> Path:
     """gutenberg100's train lines drawn at random into ~100 KB documents, gzip level 1."""
-    from pretrain.data.sources import data_root
     from pretrain.data.config import DataConfig
+    from pretrain.data.sources import data_root
 
     src = data_root(DataConfig(sources=["x"])).path / "corpus/gutenberg100/train.txt.gz"
     with gzip.open(src, "rt", encoding="utf-8") as fh:
@@ -122,22 +147,35 @@ def synthetic_corpus(folder: Path, megabytes: float, seed: int = 0) -> Path:
 
 
 def reference(tokenizer: Path, corpus: Path, megabytes: float) -> dict:
-    wall, peak, out, cpu, load = run_measured([sys.executable, "-c", REFERENCE, str(tokenizer), str(corpus), str(megabytes)],
-                                              env={"TOKENIZERS_PARALLELISM": "false"})
+    wall, peak, out, cpu, load = run_measured(
+        [sys.executable, "-c", REFERENCE, str(tokenizer), str(corpus), str(megabytes)],
+        env={"TOKENIZERS_PARALLELISM": "false"},
+    )
     done, tokens, loop_s = out.split()[-3:]
-    return {"wall": wall, "peak": peak, "mb": int(done) / 1e6, "tokens": int(tokens), "loop_s": float(loop_s),
-            "cpu": cpu, "load": load}
+    return {
+        "wall": wall,
+        "peak": peak,
+        "mb": int(done) / 1e6,
+        "tokens": int(tokens),
+        "loop_s": float(loop_s),
+        "cpu": cpu,
+        "load": load,
+    }
 
 
 def row(name: str, r: dict, seconds: float | None = None) -> str:
     s = seconds or r["wall"]
-    return (f"{name:<34} {r['mb']:>9,.1f} {s:>9.1f} {r['mb'] / s:>8.2f} {r['mb'] / r['cpu']:>8.2f} "
-            f"{r['peak'] / 2**20:>10,.0f} {r['tokens'] / 1e6:>9.1f} {r['load']:>6.2f}")
+    return (
+        f"{name:<34} {r['mb']:>9,.1f} {s:>9.1f} {r['mb'] / s:>8.2f} {r['mb'] / r['cpu']:>8.2f} "
+        f"{r['peak'] / 2**20:>10,.0f} {r['tokens'] / 1e6:>9.1f} {r['load']:>6.2f}"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--synthetic-mb", type=float, default=1000, help="size of the synthetic corpus in MB of text (0: skip)")
+    ap.add_argument(
+        "--synthetic-mb", type=float, default=1000, help="size of the synthetic corpus in MB of text (0: skip)"
+    )
     ap.add_argument("--reference-mb", type=float, default=30, help="MB of text the reference loop encodes")
     ap.add_argument("--workers", type=int, help="data.workers for prepare (default: all cores)")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder, removed)")
@@ -152,15 +190,31 @@ def main() -> None:
     from pretrain.data.config import DataConfig
     from pretrain.data.sources import data_root
 
-    corpora = [("gutenberg100", ROOT / "configs/data/gutenberg100.yaml",
-                data_root(DataConfig(sources=["x"])).path / "corpus/gutenberg100/train.txt.gz")]
+    corpora = [
+        (
+            "gutenberg100",
+            ROOT / "configs/data/gutenberg100.yaml",
+            data_root(DataConfig(sources=["x"])).path / "corpus/gutenberg100/train.txt.gz",
+        )
+    ]
     if args.synthetic_mb > 0:
         t0 = time.perf_counter()
         corpus = synthetic_corpus(work, args.synthetic_mb)
-        print(f"synthetic corpus: {corpus.stat().st_size / 1e6:,.0f} MB gzip written in {time.perf_counter() - t0:.0f}s")
+        print(
+            f"synthetic corpus: {corpus.stat().st_size / 1e6:,.0f} MB gzip written in {time.perf_counter() - t0:.0f}s"
+        )
         config = work / "synthetic.yaml"
-        config.write_text(json.dumps({"name": "synthetic", "sources": [str(corpus)], "doc_chars": None,
-                                      "val_fraction": 0.01, "tokenizer": {"kind": "bpe", "vocab_size": 512}}))
+        config.write_text(
+            json.dumps(
+                {
+                    "name": "synthetic",
+                    "sources": [str(corpus)],
+                    "doc_chars": None,
+                    "val_fraction": 0.01,
+                    "tokenizer": {"kind": "bpe", "vocab_size": 512},
+                }
+            )
+        )
         corpora.append((f"synthetic {args.synthetic_mb:g} MB", config, corpus))
     results = []
     for name, config, text in corpora:
@@ -169,15 +223,21 @@ def main() -> None:
         ref = reference(work / name.split()[0] / "tokenizer.json", text, args.reference_mb)
         results.append((name, r, ref))
 
-    print(f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'MB/cpu-s':>8} {'peak MiB':>10} {'Mtokens':>9} {'load':>6}")
+    print(
+        f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'MB/cpu-s':>8} {'peak MiB':>10} {'Mtokens':>9} {'load':>6}"
+    )
     for name, r, ref in results:
         print(row(f"{name}: prepare", r) + f"   {r['mb'] / r['wall'] / (ref['mb'] / ref['wall']):.2f}x reference")
         print(row(f"{name}: reference loop", ref))
-    print("\nMB/s: text per second of wall time; MB/cpu-s: per CPU second of the whole process tree; load: mean 1-min "
-          f"load average during the measurement (above {cores} the machine was shared and wall-time ratios understate)")
+    print(
+        "\nMB/s: text per second of wall time; MB/cpu-s: per CPU second of the whole process tree; load: mean 1-min "
+        f"load average during the measurement (above {cores} the machine was shared and wall-time ratios understate)"
+    )
     print("prepare: end to end (read, sample, BPE training, encode, write), encode workers = cores unless --workers")
-    print(f"reference loop: one process, Tokenizer.encode per document, TOKENIZERS_PARALLELISM=false, gzip read "
-          f"included, the first {args.reference_mb:g} MB of the same corpus")
+    print(
+        f"reference loop: one process, Tokenizer.encode per document, TOKENIZERS_PARALLELISM=false, gzip read "
+        f"included, the first {args.reference_mb:g} MB of the same corpus"
+    )
     for name, r, _ in results:
         print(f"{name}: {r['encode_line'] or '(no encode line)'}; encode workers {r['workers']}")
     if work_ctx is not None:

@@ -7,6 +7,7 @@ forward + backward + optimizer steps on a fixed batch, switching the determinist
 off in interleaved rounds (the machine is shared and noisy); it reports the median step time of
 each and their ratio, and checks that both settings give the same loss bits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,11 @@ def bench(config: str, steps: int, rounds: int) -> dict:
     cfg = load_train_config(REPO / config, ["train.tokens=60000", "model.vocab_size=4096"])
     times: dict[bool, list[float]] = {True: [], False: []}
     losses: dict[bool, float] = {}
-    x = torch.randint(0, 4096, (cfg.train.micro_batch_size, cfg.model.seq_len + 1), generator=torch.Generator().manual_seed(0))
+    x = torch.randint(
+        0, 4096, (cfg.train.micro_batch_size, cfg.model.seq_len + 1), generator=torch.Generator().manual_seed(0)
+    )
     for r in range(rounds):
-        for on in ((True, False) if r % 2 == 0 else (False, True)):
+        for on in (True, False) if r % 2 == 0 else (False, True):
             set_mode(on)
             torch.manual_seed(0)
             model = GPT(cfg.model)
@@ -70,8 +73,11 @@ def main() -> None:
     print(f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     for config in ("configs/train/tiny.yaml", "configs/train/tiny-moe.yaml"):
         r = bench(config, args.steps, args.rounds)
-        print(f"{config}: deterministic {r['on_s'] * 1e3:.0f} ms/step, off {r['off_s'] * 1e3:.0f} ms/step, "
-              f"ratio {r['ratio']:.3f}, same loss bits: {r['same_loss']}", flush=True)
+        print(
+            f"{config}: deterministic {r['on_s'] * 1e3:.0f} ms/step, off {r['off_s'] * 1e3:.0f} ms/step, "
+            f"ratio {r['ratio']:.3f}, same loss bits: {r['same_loss']}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ Target: ours >= 1.5x hf at every size.
     python benchmarks/eval_throughput.py --sizes 0.1M,1M       # part of it
     python benchmarks/eval_throughput.py RUN_OR_CKPT [--limit 100] [--tasks a,b] [--batch-size 32]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-DEFAULT_TASKS = "blimp_anaphor_number_agreement,blimp_determiner_noun_agreement_1,lambada_openai,piqa,arc_easy,hellaswag"
+DEFAULT_TASKS = (
+    "blimp_anaphor_number_agreement,blimp_determiner_noun_agreement_1,lambada_openai,piqa,arc_easy,hellaswag"
+)
 # name: (d_model, n_layers, n_heads, documents per task). The 100M model scores fewer documents so
 # that the whole ladder stays within about ten minutes on two cores.
 LADDER = {
@@ -57,10 +60,25 @@ def ladder_checkpoint(name: str, cache: Path) -> tuple[Path, Path]:
     run, hf = cache / f"d{d}-l{layers}", cache / f"d{d}-l{layers}-hf"
     if not (run / "checkpoints" / "latest").exists():
         print(f"building the {name} checkpoint: scalelab train -> {run}", flush=True)
-        cli("train", "--run-dir", str(run), "--no-progress", "configs/train/tiny.yaml",
-            f"model.d_model={d}", f"model.n_layers={layers}", f"model.n_heads={heads}", "model.seq_len=256",
-            "train.tokens=null", "train.steps=1", "train.micro_batch_size=1", "train.global_batch_size=1",
-            "train.eval_every_steps=0", "train.eval_tokens=256", "train.checkpoint_every_steps=0", "wandb.mode=disabled")
+        cli(
+            "train",
+            "--run-dir",
+            str(run),
+            "--no-progress",
+            "configs/train/tiny.yaml",
+            f"model.d_model={d}",
+            f"model.n_layers={layers}",
+            f"model.n_heads={heads}",
+            "model.seq_len=256",
+            "train.tokens=null",
+            "train.steps=1",
+            "train.micro_batch_size=1",
+            "train.global_batch_size=1",
+            "train.eval_every_steps=0",
+            "train.eval_tokens=256",
+            "train.checkpoint_every_steps=0",
+            "wandb.mode=disabled",
+        )
     if not (hf / "config.json").exists():
         cli("export", "hf", str(run), str(hf))
     return run, hf
@@ -120,9 +138,17 @@ def measure(label: str, run: Path, hf: Path, args, limit: int) -> dict:
     cfg = ours_lm.loaded.model_config
     n = count(cfg)
     return {
-        "label": label, "checkpoint": str(ours_lm.loaded.checkpoint), "d_model": cfg.d_model, "n_layers": cfg.n_layers,
-        "non_embedding": n.non_embedding, "total": n.total, "requests": len(reqs), "limit": limit,
-        "ours_s": ts_ours, "hf_s": ts_hf, "ratio": statistics.median(h / o for o, h in zip(ts_ours, ts_hf)),
+        "label": label,
+        "checkpoint": str(ours_lm.loaded.checkpoint),
+        "d_model": cfg.d_model,
+        "n_layers": cfg.n_layers,
+        "non_embedding": n.non_embedding,
+        "total": n.total,
+        "requests": len(reqs),
+        "limit": limit,
+        "ours_s": ts_ours,
+        "hf_s": ts_hf,
+        "ratio": statistics.median(h / o for o, h in zip(ts_ours, ts_hf)),
         "max_diff": max(abs(a[0] - b[0]) for a, b in zip(ours, ref)),
         "greedy_same": sum(a[1] == b[1] for a, b in zip(ours, ref)),
     }
@@ -131,9 +157,12 @@ def measure(label: str, run: Path, hf: Path, args, limit: int) -> dict:
 def report(r: dict) -> None:
     n, med = r["requests"], statistics.median
     runs = lambda ts: ", ".join(f"{t:.2f}" for t in ts)  # noqa: E731
-    print(f"{r['label']:>5s} {r['non_embedding'] / 1e6:7.2f}M {r['total'] / 1e6:7.2f}M  d{r['d_model']}xL{r['n_layers']:<3d}"
-          f"{n:6d}  {n / med(r['ours_s']):9.1f} {n / med(r['hf_s']):9.1f}  {r['ratio']:5.2f}x"
-          f"  {r['max_diff']:.1e}  {r['greedy_same']}/{n}   ours {runs(r['ours_s'])} s | hf {runs(r['hf_s'])} s", flush=True)
+    print(
+        f"{r['label']:>5s} {r['non_embedding'] / 1e6:7.2f}M {r['total'] / 1e6:7.2f}M  d{r['d_model']}xL{r['n_layers']:<3d}"
+        f"{n:6d}  {n / med(r['ours_s']):9.1f} {n / med(r['hf_s']):9.1f}  {r['ratio']:5.2f}x"
+        f"  {r['max_diff']:.1e}  {r['greedy_same']}/{n}   ours {runs(r['ours_s'])} s | hf {runs(r['hf_s'])} s",
+        flush=True,
+    )
 
 
 def load() -> str:
@@ -148,9 +177,15 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--limit", type=int, default=None, help="documents per task (default: the ladder's; 100 for PATH)")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads for both (default 1: on a shared machine more threads make timings erratic)")
-    ap.add_argument("--repeats", type=int, default=3, help="alternating timed rounds per size (the median ratio counts)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for both (default 1: on a shared machine more threads make timings erratic)",
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="alternating timed rounds per size (the median ratio counts)"
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -167,8 +202,10 @@ def main(argv=None) -> int:
             if unknown := [s for s in sizes if s not in LADDER]:
                 ap.error(f"--sizes: unknown {unknown}; choose from {', '.join(LADDER)}")
             jobs = [(s, *ladder_checkpoint(s, args.cache_dir), args.limit or LADDER[s][3]) for s in sizes]
-        print(f"tasks: {args.tasks}; batch size {args.batch_size}, torch threads {torch.get_num_threads()}, fp32, "
-              f"{args.repeats} alternating rounds (ours, hf) per size; requests/s are medians")
+        print(
+            f"tasks: {args.tasks}; batch size {args.batch_size}, torch threads {torch.get_num_threads()}, fp32, "
+            f"{args.repeats} alternating rounds (ours, hf) per size; requests/s are medians"
+        )
         print(" size  non-emb   total  shape       reqs    ours/s      hf/s  ours/hf  max|dlp|  greedy=   times")
         results = []
         for label, run, hf, limit in jobs:

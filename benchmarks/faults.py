@@ -17,6 +17,7 @@ the run against an uninterrupted reference of the same config:
 
 A fault the installation cannot stage (no Slurm, no tmpfs mount) is reported as skipped with why.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,34 +61,68 @@ class Row:
 
 # ---------------------------------------------------------------- plumbing
 
+
 def env(extra: dict | None = None) -> dict:
-    e = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
-         "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    e = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+        "OMP_NUM_THREADS": "1",
+        "TQDM_DISABLE": "1",
+    }
     e.pop("SCALELAB_FAULT_NAN_STEP", None)
     return {**e, **(extra or {})}
 
 
 def cli(args: list[str], cwd: Path, extra_env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launch.cli", *map(str, args)], cwd=cwd, env=env(extra_env),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "launch.cli", *map(str, args)],
+        cwd=cwd,
+        env=env(extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def start(args: list[str], cwd: Path, extra_env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "launch.cli", *map(str, args)], cwd=cwd, env=env(extra_env),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "launch.cli", *map(str, args)],
+        cwd=cwd,
+        env=env(extra_env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def base_config(folder: Path, data: Path, **train) -> Path:
-    data_cfg = {"name": "faults512", "sources": ["corpus/tinyshakespeare.txt"],
-                "tokenizer": {"kind": "bpe", "vocab_size": 512}, "out_dir": str(data)}
+    data_cfg = {
+        "name": "faults512",
+        "sources": ["corpus/tinyshakespeare.txt"],
+        "tokenizer": {"kind": "bpe", "vocab_size": 512},
+        "out_dir": str(data),
+    }
     cfg = {
         "model": {"preset": "n50k", "seq_len": 64},
         "data": data_cfg,
         "optim": {"lr": 3e-3},
         "schedule": {"name": "cosine", "warmup_steps": 4},
-        "train": {"steps": STEPS, "micro_batch_size": 8, "global_batch_size": 8, "log_every_steps": 1,
-                  "eval_every_steps": 12, "eval_tokens": 2048, "checkpoint_every_steps": EVERY,
-                  "threads": 1, **train},
+        "train": {
+            "steps": STEPS,
+            "micro_batch_size": 8,
+            "global_batch_size": 8,
+            "log_every_steps": 1,
+            "eval_every_steps": 12,
+            "eval_tokens": 2048,
+            "checkpoint_every_steps": EVERY,
+            "threads": 1,
+            **train,
+        },
         "deepspeed": {"zero_stage": 0},
         "wandb": {"mode": "disabled"},
     }
@@ -101,7 +136,7 @@ def base_config(folder: Path, data: Path, **train) -> Path:
 def rows_of(run: Path) -> list[dict]:
     out = []
     path = run / "metrics.jsonl"
-    for line in (path.read_text().splitlines() if path.exists() else []):
+    for line in path.read_text().splitlines() if path.exists() else []:
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:
@@ -134,8 +169,7 @@ def snapshot(run: Path) -> dict:
     """What a fault must not take away: metrics up to the last complete checkpoint, and that checkpoint."""
     steps = complete_steps(run)
     last = steps[-1] if steps else 0
-    return {"rows": [tuple(r.get(k) for k in COMPARED) for r in rows_of(run) if r["step"] <= last],
-            "last_ckpt": last}
+    return {"rows": [tuple(r.get(k) for k in COMPARED) for r in rows_of(run) if r["step"] <= last], "last_ckpt": last}
 
 
 def lost_since(run: Path, snap: dict, final: bool = True) -> int:
@@ -157,7 +191,7 @@ def first_line(text: str, *needles: str, after: int = 0) -> str:
     for n in needles:
         for i, line in enumerate(lines):
             if n.lower() in line.lower():
-                return " ".join(x.strip() for x in lines[i:i + 1 + after])[:200]
+                return " ".join(x.strip() for x in lines[i : i + 1 + after])[:200]
     return ""
 
 
@@ -188,7 +222,9 @@ class Bench:
     def train_args(self, run: Path, *over: str) -> list[str]:
         return ["train", self.base, *over, "--run-dir", run, "--no-progress"]
 
-    def finish(self, row: Row, run: Path, snap: dict, over: tuple = (), extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    def finish(
+        self, row: Row, run: Path, snap: dict, over: tuple = (), extra_env: dict | None = None
+    ) -> subprocess.CompletedProcess:
         """Run the same command again with the fault gone; record exactness, loss and exit."""
         r = cli(self.train_args(run, *over), self.work, extra_env)
         row.exact.append(r.returncode == 0 and comparable(run) == self.reference)
@@ -249,7 +285,9 @@ class Bench:
         mnt = self.work / "tmpfs"
         mnt.mkdir(exist_ok=True)
         size = int(ckpt * 2.6) + 256 * 1024  # two checkpoints and the run's small files; the third cannot fit
-        m = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True)
+        m = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True
+        )
         if m.returncode != 0:
             row.skipped = f"cannot mount a small tmpfs ({m.stderr.strip()[:80]})"
             return row
@@ -257,7 +295,10 @@ class Bench:
             run = mnt / "run"
             r1 = cli(self.train_args(run), self.work)
             snap = snapshot(run)
-            row.message = first_line(r1.stdout + r1.stderr, "could not be written", "no space", "errno 28") or (r1.stdout + r1.stderr).strip().splitlines()[-1][:160]
+            row.message = (
+                first_line(r1.stdout + r1.stderr, "could not be written", "no space", "errno 28")
+                or (r1.stdout + r1.stderr).strip().splitlines()[-1][:160]
+            )
             steps = complete_steps(run)
             ok_ckpt = bool(steps)
             subprocess.run(["mount", "-o", f"remount,size={64 << 20}", str(mnt)], check=True)
@@ -319,7 +360,9 @@ class Bench:
         row.runs, row.exits = 1, [f"-9 -> {r.returncode}"]
         row.lost = sum(1 for f, size in before.items() if after.get(f) != size and f.name != "train.log")
         row.lost += sum(1 for x in rows_before if x not in set(comparable(run)))
-        row.message = first_line(r.stdout + r.stderr, "none of the complete checkpoints", "could not be loaded", "error")
+        row.message = first_line(
+            r.stdout + r.stderr, "none of the complete checkpoints", "could not be loaded", "error"
+        )
         row.ok = r.returncode == 1 and row.lost == 0
         return row
 
@@ -344,9 +387,12 @@ class Bench:
         row.message = first_line(out, "non-finite gradient", "skipp") or "no message about the gradient"
         # The contract: the step is skipped (counted) and every complete checkpoint has finite weights.
         import torch
+
         finite = True
         for s in complete_steps(run):
-            sd = torch.load(run / "checkpoints" / f"step_{s}" / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)
+            sd = torch.load(
+                run / "checkpoints" / f"step_{s}" / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False
+            )
             finite &= all(torch.isfinite(v).all() for v in sd.get("module", {}).values() if torch.is_tensor(v))
         row.ok = r1.returncode == 0 and finite and summary.get("skipped_steps", 0) >= 1
         row.message += f"; finite weights in every complete checkpoint: {finite}"
@@ -358,7 +404,9 @@ class Bench:
         evals = run / "evals"
         before = {p.name: p.read_text() for p in evals.glob("*.json")} if evals.exists() else {}
         tasks = "blimp_anaphor_number_agreement,lambada_openai"
-        r1 = cli(["eval", run, "--tasks", tasks, "--limit", "4"], self.work, {"SCALELAB_EVAL_FAULT": "task:lambada_openai"})
+        r1 = cli(
+            ["eval", run, "--tasks", tasks, "--limit", "4"], self.work, {"SCALELAB_EVAL_FAULT": "task:lambada_openai"}
+        )
         doc1 = json.loads((evals / f"{STEPS}.json").read_text())
         kept = any(x["task"] == "blimp_anaphor_number_agreement" for x in doc1["results"])
         failed = [f["task"] for f in doc1["failed"]]
@@ -368,7 +416,7 @@ class Bench:
         row.runs, row.exits = 1, [f"{r1.returncode} -> {r2.returncode}"]
         row.lost = sum(1 for k in before if not (evals / k).exists()) + (0 if kept else 1)
         row.exact = [healed]
-        row.message = (first_line(r1.stdout + r1.stderr, "failed") or f"failed tasks recorded: {failed}")
+        row.message = first_line(r1.stdout + r1.stderr, "failed") or f"failed tasks recorded: {failed}"
         return row
 
     def worker_killed_mid_sweep(self) -> Row:
@@ -377,21 +425,44 @@ class Bench:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         spec = work / "sk.yaml"
-        spec.write_text(yaml.safe_dump({"name": "sk", "base": str(self.base), "kind": "grid",
-                                        "runs_dir": str(work / "runs"), "axes": {"train.seed": [0, 1, 2]},
-                                        "set": {"train.steps": 240, "train.eval_every_steps": 0}}))
+        spec.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "sk",
+                    "base": str(self.base),
+                    "kind": "grid",
+                    "runs_dir": str(work / "runs"),
+                    "axes": {"train.seed": [0, 1, 2]},
+                    "set": {"train.steps": 240, "train.eval_every_steps": 0},
+                }
+            )
+        )
         p = start(["sweep", "launch", spec, "--workers", "1"], work)
         runs = work / "runs"
         t0 = time.time()
         while time.time() - t0 < 900:
-            done = [d for d in runs.glob("*/summary.json") if json.loads(d.read_text()).get("status") == "done"] if runs.exists() else []
-            partial = list({d.parent.parent.parent for d in runs.glob("*/checkpoints/step_*/COMPLETE")}) if runs.exists() else []
-            partial = [d for d in partial if not (d / "summary.json").exists() and complete_steps(d) and complete_steps(d)[-1] >= 4 * EVERY]
+            done = (
+                [d for d in runs.glob("*/summary.json") if json.loads(d.read_text()).get("status") == "done"]
+                if runs.exists()
+                else []
+            )
+            partial = (
+                list({d.parent.parent.parent for d in runs.glob("*/checkpoints/step_*/COMPLETE")})
+                if runs.exists()
+                else []
+            )
+            partial = [
+                d
+                for d in partial
+                if not (d / "summary.json").exists() and complete_steps(d) and complete_steps(d)[-1] >= 4 * EVERY
+            ]
             if done and partial:
                 break
             time.sleep(0.1)
         # kill -9 the launcher and every trainer it started (they run in their own sessions)
-        victims = [int(x) for x in subprocess.run(["pgrep", "-f", str(runs)], capture_output=True, text=True).stdout.split()]
+        victims = [
+            int(x) for x in subprocess.run(["pgrep", "-f", str(runs)], capture_output=True, text=True).stdout.split()
+        ]
         for pid in [p.pid, *victims]:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -405,8 +476,16 @@ class Bench:
         row.runs, row.exits = 3, [f"-9 -> {r.returncode}"]
         row.lost = sum(1 for k, v in finished.items() if (runs / k / "summary.json").read_text() != v)
         row.lost += sum(lost_since(runs / k, s) for k, s in snaps.items())
-        states = [json.loads((d / "summary.json").read_text())["status"] for d in runs.iterdir() if (d / "summary.json").exists()]
-        resumed = [d.name for d in runs.iterdir() if "resumed from checkpoint" in (d / "train.log").read_text()] if runs.exists() else []
+        states = [
+            json.loads((d / "summary.json").read_text())["status"]
+            for d in runs.iterdir()
+            if (d / "summary.json").exists()
+        ]
+        resumed = (
+            [d.name for d in runs.iterdir() if "resumed from checkpoint" in (d / "train.log").read_text()]
+            if runs.exists()
+            else []
+        )
         row.exact = [states.count("done") == 3]
         row.message = f"{len(finished)} finished run kept untouched; resumed: {', '.join(resumed) or 'none'}"
         return row
@@ -424,13 +503,17 @@ class Bench:
         except subprocess.TimeoutExpired:
             code, out = "hung", ""
         row.runs, row.exits = 1, [str(code)]
-        row.message = f"finished in {time.time() - t0:.0f} s with the lock file in place" if code == 0 else \
-            (first_line(out, "lock") or "hung past 300 s")
+        row.message = (
+            f"finished in {time.time() - t0:.0f} s with the lock file in place"
+            if code == 0
+            else (first_line(out, "lock") or "hung past 300 s")
+        )
         row.ok = code == 0
         return row
 
     def busy_run_lock(self) -> Row:
         from launch.locks import RunLock
+
         row = Row("run held by another launch")
         run = self.run_dir("busy")
         run.mkdir(parents=True)
@@ -438,8 +521,14 @@ class Bench:
         lock = RunLock(run, role="local")
         assert lock.acquire()
         try:
-            r = subprocess.run([sys.executable, "-m", "launch.worker", str(run)], cwd=self.work, env=env(),
-                               capture_output=True, text=True, timeout=120)
+            r = subprocess.run(
+                [sys.executable, "-m", "launch.worker", str(run)],
+                cwd=self.work,
+                env=env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
         finally:
             lock.release()
         row.runs, row.exits = 1, [str(r.returncode)]
@@ -460,8 +549,18 @@ class Bench:
         codes, msgs = [], []
         for name, extra in cases.items():
             spec = work / f"{name}.yaml"
-            spec.write_text(yaml.safe_dump({"name": f"pf-{name}", "base": str(self.base), "kind": "seeds", "seeds": [0, 1],
-                                            "runs_dir": str(work / "runs"), **extra}))
+            spec.write_text(
+                yaml.safe_dump(
+                    {
+                        "name": f"pf-{name}",
+                        "base": str(self.base),
+                        "kind": "seeds",
+                        "seeds": [0, 1],
+                        "runs_dir": str(work / "runs"),
+                        **extra,
+                    }
+                )
+            )
             r = cli(["sweep", "launch", spec, "--executor", "slurm" if name == "slurm" else "local"], work)
             codes.append(r.returncode)
             msgs.append(first_line(r.stderr + r.stdout, "pre-flight", "error", after=1) or "?")
@@ -477,8 +576,14 @@ class Bench:
         work = self.work / "identity"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
-        spec = {"name": "idt", "base": str(self.base), "kind": "grid", "runs_dir": str(work / "runs"),
-                "axes": {"optim.lr": [3e-3]}, "set": {"train.steps": 12, "train.eval_every_steps": 0}}
+        spec = {
+            "name": "idt",
+            "base": str(self.base),
+            "kind": "grid",
+            "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [3e-3]},
+            "set": {"train.steps": 12, "train.eval_every_steps": 0},
+        }
         (work / "idt.yaml").write_text(yaml.safe_dump(spec))
         r1 = cli(["sweep", "launch", work / "idt.yaml"], work)
         before = {p.parent.name: p.read_text() for p in (work / "runs").glob("*/summary.json")}
@@ -509,33 +614,77 @@ class Bench:
         snap = snapshot(run)
         r = self.finish(row, run, snap, over, {"WANDB_MODE": "offline"})
         row.runs, row.exits = 1, [f"{p.returncode} -> {r.returncode}"]
-        row.message = (first_line(out, "W&B") or first_line(out, "received SIGTERM")) + ("; traceback shown" if "Traceback" in out else "")
+        row.message = (first_line(out, "W&B") or first_line(out, "received SIGTERM")) + (
+            "; traceback shown" if "Traceback" in out else ""
+        )
         row.ok = p.returncode == 3 and "Traceback" not in out
         return row
 
     def moe_zero3_two_ranks(self) -> Row:
         row = Row("MoE, ZeRO-3, 2 ranks, uneven eval windows: kill -9")
         launcher = Path(sys.executable).parent / "deepspeed"
-        over = ["model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.d_ff=64", "deepspeed.zero_stage=3",
-                "train.steps=12", "train.global_batch_size=16", "train.eval_every_steps=6", "train.eval_tokens=1088",
-                "train.checkpoint_every_steps=3"]
+        over = [
+            "model.moe.num_experts=4",
+            "model.moe.top_k=2",
+            "model.moe.d_ff=64",
+            "deepspeed.zero_stage=3",
+            "train.steps=12",
+            "train.global_batch_size=16",
+            "train.eval_every_steps=6",
+            "train.eval_tokens=1088",
+            "train.checkpoint_every_steps=3",
+        ]
         moe = ROOT / "configs/train/tiny-moe.yaml"
         if not moe.exists():
             row.skipped = "configs/train/tiny-moe.yaml missing"
             return row
-        data = ["model=n50k", "model.seq_len=64", "data.tokenizer.vocab_size=512", "data.name=faults-moe512",
-                f"data.out_dir={self.work / 'data-moe'}", "train.tokens=null",
-                "train.log_every_steps=1", "train.micro_batch_size=8", "train.threads=1", "wandb.mode=disabled"]
+        data = [
+            "model=n50k",
+            "model.seq_len=64",
+            "data.tokenizer.vocab_size=512",
+            "data.name=faults-moe512",
+            f"data.out_dir={self.work / 'data-moe'}",
+            "train.tokens=null",
+            "train.log_every_steps=1",
+            "train.micro_batch_size=8",
+            "train.threads=1",
+            "wandb.mode=disabled",
+        ]
 
         def launch(run: Path, port: int) -> subprocess.Popen:
-            return subprocess.Popen([str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli",
-                                     str(moe), *data, *over, "--run-dir", str(run), "--no-progress"], cwd=self.work, env=env(),
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            return subprocess.Popen(
+                [
+                    str(launcher),
+                    "--num_gpus",
+                    "2",
+                    "--master_port",
+                    str(port),
+                    "--module",
+                    "pretrain.cli",
+                    str(moe),
+                    *data,
+                    *over,
+                    "--run-dir",
+                    str(run),
+                    "--no-progress",
+                ],
+                cwd=self.work,
+                env=env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+
         ref, run = self.run_dir("moe-z3-ref"), self.run_dir("moe-z3")
         p = launch(ref, 29611)
         out, _ = p.communicate(timeout=900)
         if p.returncode != 0:
-            row.exits, row.message, row.ok = [str(p.returncode)], "reference failed: " + out.strip().splitlines()[-1][:140], False
+            row.exits, row.message, row.ok = (
+                [str(p.returncode)],
+                "reference failed: " + out.strip().splitlines()[-1][:140],
+                False,
+            )
             return row
         p = launch(run, 29612)
         wait_step(run, 7, p)
@@ -547,22 +696,42 @@ class Bench:
         row.runs, row.exits = 1, [f"-9 -> {p2.returncode}"]
         row.exact = [p2.returncode == 0 and comparable(run) == comparable(ref)]
         row.lost = lost_since(run, snap)
-        row.message = first_line(out, "resumed from") + f"; val_loss at steps {[r['step'] for r in rows_of(run) if 'val_loss' in r]}"
+        row.message = (
+            first_line(out, "resumed from")
+            + f"; val_loss at steps {[r['step'] for r in rows_of(run) if 'val_loss' in r]}"
+        )
         return row
 
     def slurm_preemption(self) -> Row:
         row = Row("Slurm preemption (SIGUSR1)")
-        s = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True) if shutil.which("sinfo") else None
-        if s is None or s.returncode != 0 or not any(x.rstrip("*") in ("idle", "mix", "alloc") for x in s.stdout.split()):
+        s = (
+            subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True)
+            if shutil.which("sinfo")
+            else None
+        )
+        if (
+            s is None
+            or s.returncode != 0
+            or not any(x.rstrip("*") in ("idle", "mix", "alloc") for x in s.stdout.split())
+        ):
             row.skipped = "no usable Slurm node (run .ci/slurm_up.sh)"
             return row
         work = self.work / "slurm"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         spec = work / "sp.yaml"
-        spec.write_text(yaml.safe_dump({"name": "sp", "base": str(self.base), "kind": "seeds", "seeds": [0],
-                                        "runs_dir": str(work / "runs"),
-                                        "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60}}}))
+        spec.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "sp",
+                    "base": str(self.base),
+                    "kind": "seeds",
+                    "seeds": [0],
+                    "runs_dir": str(work / "runs"),
+                    "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60}},
+                }
+            )
+        )
         r = cli(["sweep", "launch", spec, "--executor", "slurm"], work)
         job = next((w for w in r.stdout.split() if w.isdigit()), None)
         run = work / "runs" / "s0"
@@ -593,10 +762,25 @@ class Bench:
         return row
 
 
-FAULTS = ["kill9", "sigterm_in_checkpoint", "disk_full", "truncated_metrics", "corrupt_newest",
-          "all_checkpoints_unloadable", "nan_loss", "inf_gradient", "failing_eval_task",
-          "worker_killed_mid_sweep", "stale_extension_lock", "busy_run_lock", "bad_sweep_spec", "eval_turned_on",
-          "wandb_service_killed", "moe_zero3_two_ranks", "slurm_preemption"]
+FAULTS = [
+    "kill9",
+    "sigterm_in_checkpoint",
+    "disk_full",
+    "truncated_metrics",
+    "corrupt_newest",
+    "all_checkpoints_unloadable",
+    "nan_loss",
+    "inf_gradient",
+    "failing_eval_task",
+    "worker_killed_mid_sweep",
+    "stale_extension_lock",
+    "busy_run_lock",
+    "bad_sweep_spec",
+    "eval_turned_on",
+    "wandb_service_killed",
+    "moe_zero3_two_ranks",
+    "slurm_preemption",
+]
 
 
 def table(rows: list[Row]) -> str:
@@ -634,8 +818,10 @@ def main() -> int:
         print(f"  {name}: {time.time() - t1:.0f}s {'ok' if row.ok else 'NOT OK'}", flush=True)
     print()
     print(table(rows))
-    print(f"\n{len(rows)} faults in {time.time() - t0:.0f} s; "
-          f"{sum(not r.ok and not r.skipped for r in rows)} not as the contract asks, {sum(bool(r.skipped) for r in rows)} skipped")
+    print(
+        f"\n{len(rows)} faults in {time.time() - t0:.0f} s; "
+        f"{sum(not r.ok and not r.skipped for r in rows)} not as the contract asks, {sum(bool(r.skipped) for r in rows)} skipped"
+    )
     if a.json:
         a.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))
     if a.workdir is None:

@@ -14,6 +14,7 @@ rank) so that it keeps working; the figures are then CPU figures and say so.
     python benchmarks/gpu_throughput.py                       # every model x ZeRO 1,2,3 on 1 GPU
     python benchmarks/gpu_throughput.py --gpus 8 --models gpt-1.3b --zero 1 --out bench.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,25 +30,54 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("gpt-125m", "gpt-350m", "gpt-1.3b", "moe-1.7b-a0.5b")
 MICRO_BATCH = {"gpt-125m": 16, "gpt-350m": 16, "gpt-1.3b": 8, "moe-1.7b-a0.5b": 8}  # x 2048 tokens, fits 80 GB
-TARGET = {"model": "gpt-1.3b", "mfu": 0.45, "device": "H100", "gpus": 1,
-          "text": ">= 45% MFU on one H100 (Megatron-LM 47%, llm-foundry 45.7%, torchtitan 33-39%)"}
-SCALED = {"model.d_model": 64, "model.n_layers": 2, "model.n_heads": 4, "model.n_kv_heads": None, "model.seq_len": 128,
-          "model.vocab_size": None, "data.tokenizer.kind": "bpe", "data.tokenizer.vocab_size": 512,
-          "data.name": "bench-cpu512", "precision": "fp32"}
+TARGET = {
+    "model": "gpt-1.3b",
+    "mfu": 0.45,
+    "device": "H100",
+    "gpus": 1,
+    "text": ">= 45% MFU on one H100 (Megatron-LM 47%, llm-foundry 45.7%, torchtitan 33-39%)",
+}
+SCALED = {
+    "model.d_model": 64,
+    "model.n_layers": 2,
+    "model.n_heads": 4,
+    "model.n_kv_heads": None,
+    "model.seq_len": 128,
+    "model.vocab_size": None,
+    "data.tokenizer.kind": "bpe",
+    "data.tokenizer.vocab_size": 512,
+    "data.name": "bench-cpu512",
+    "precision": "fp32",
+}
 SCALED_MOE = {"model.moe.num_experts": 4, "model.moe.d_ff": 64}
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=None, help="GPUs (ranks) per run; default: all visible (1 on CPU)")
-    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated model presets (default {','.join(MODELS)})")
+    ap.add_argument(
+        "--models", default=",".join(MODELS), help=f"comma-separated model presets (default {','.join(MODELS)})"
+    )
     ap.add_argument("--zero", default="1,2,3", help="comma-separated ZeRO stages (default 1,2,3)")
     ap.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default 30 on GPU, 6 on CPU)")
-    ap.add_argument("--log-every", type=int, default=None, help="log window in steps; the first is warm-up (default steps/3)")
-    ap.add_argument("--micro-batch", type=int, default=None, help="micro-batch per GPU (default per model: "
-                    + ", ".join(f"{k} {v}" for k, v in MICRO_BATCH.items()) + "; 4 on CPU)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config override for every run "
-                    "(e.g. train.compile=true, train.activation_checkpointing=full)")
+    ap.add_argument(
+        "--log-every", type=int, default=None, help="log window in steps; the first is warm-up (default steps/3)"
+    )
+    ap.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="micro-batch per GPU (default per model: "
+        + ", ".join(f"{k} {v}" for k, v in MICRO_BATCH.items())
+        + "; 4 on CPU)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra config override for every run (e.g. train.compile=true, train.activation_checkpointing=full)",
+    )
     ap.add_argument("--data-dir", help="prepared data folder (data.out_dir); default data/<name> in the checkout")
     ap.add_argument("--work", help="folder for the run directories (default: a temporary folder, removed)")
     ap.add_argument("--out", help="write the results as JSON here")
@@ -67,9 +97,21 @@ def overrides(model: str, zero: int, args, cuda: bool, gpus: int) -> dict:
     steps = args.steps or (30 if cuda else 6)
     log = args.log_every or max(1, steps // 3)
     mbs = args.micro_batch or (MICRO_BATCH.get(model, 8) if cuda else 4)
-    over = {"model": model, "model.seq_len": 2048, "precision": "bf16", "deepspeed.zero_stage": zero, "train.tokens": None, "train.steps": steps, "train.log_every_steps": log,
-            "train.micro_batch_size": mbs, "train.global_batch_size": mbs * gpus, "train.eval_every_steps": 0,
-            "train.checkpoint_every_steps": 0, "schedule.warmup_steps": 1, "wandb.mode": "disabled"}
+    over = {
+        "model": model,
+        "model.seq_len": 2048,
+        "precision": "bf16",
+        "deepspeed.zero_stage": zero,
+        "train.tokens": None,
+        "train.steps": steps,
+        "train.log_every_steps": log,
+        "train.micro_batch_size": mbs,
+        "train.global_batch_size": mbs * gpus,
+        "train.eval_every_steps": 0,
+        "train.checkpoint_every_steps": 0,
+        "schedule.warmup_steps": 1,
+        "wandb.mode": "disabled",
+    }
     if not cuda:
         over.update(SCALED)
         if model.startswith("moe"):
@@ -122,9 +164,18 @@ def run_one(model: str, zero: int, args, cuda: bool, gpus: int, work: Path) -> d
     cmd = command(base, over, args.set, run_dir, gpus)
     t0 = time.time()
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    row = {"model": model, "zero": zero, "gpus": gpus, "seq_len": over["model.seq_len"], "precision": over["precision"],
-           "micro_batch": over["train.micro_batch_size"], "global_batch": over["train.global_batch_size"],
-           "steps": over["train.steps"], "wall_s": round(time.time() - t0, 1), "command": " ".join(cmd)}
+    row = {
+        "model": model,
+        "zero": zero,
+        "gpus": gpus,
+        "seq_len": over["model.seq_len"],
+        "precision": over["precision"],
+        "micro_batch": over["train.micro_batch_size"],
+        "global_batch": over["train.global_batch_size"],
+        "steps": over["train.steps"],
+        "wall_s": round(time.time() - t0, 1),
+        "command": " ".join(cmd),
+    }
     if res.returncode != 0 or not (run_dir / "summary.json").exists():
         text = res.stdout[-4000:] + res.stderr[-4000:]
         oom = "out of memory" in text.lower()
@@ -135,14 +186,22 @@ def run_one(model: str, zero: int, args, cuda: bool, gpus: int, work: Path) -> d
 def fmt(r: dict, device: str) -> str:
     name = f"{r['model']:<16} ZeRO-{r['zero']}"
     if r["status"] != "ok":
-        return f"{name}  {r['status'].upper()}: {r['error'].strip().splitlines()[-1][:120] if r['error'].strip() else ''}"
+        return (
+            f"{name}  {r['status'].upper()}: {r['error'].strip().splitlines()[-1][:120] if r['error'].strip() else ''}"
+        )
     mfu = "n/a" if r["mfu"] is None or r["mfu"] != r["mfu"] else f"{r['mfu']:6.1%}"
     comm = "" if r["comm_s"] is None else f"  comm {r['comm_s'] * 1000:7.1f} ms/step"
-    line = (f"{name}  {r['tokens_per_s']:10,.0f} tokens/s  MFU {mfu}  peak mem {r['peak_mem_gb']:6.2f} GB"
-            f"  step {r['step_s'] * 1000:8.1f} ms{comm}")
+    line = (
+        f"{name}  {r['tokens_per_s']:10,.0f} tokens/s  MFU {mfu}  peak mem {r['peak_mem_gb']:6.2f} GB"
+        f"  step {r['step_s'] * 1000:8.1f} ms{comm}"
+    )
     if r["model"] == TARGET["model"]:
-        met = (TARGET["device"] in device and r["gpus"] == TARGET["gpus"] and r["mfu"] is not None
-               and r["mfu"] >= TARGET["mfu"])
+        met = (
+            TARGET["device"] in device
+            and r["gpus"] == TARGET["gpus"]
+            and r["mfu"] is not None
+            and r["mfu"] >= TARGET["mfu"]
+        )
         line += f"   target {TARGET['text']}" + (": MET" if met else "")
     return line
 
@@ -156,16 +215,23 @@ def main(argv=None) -> int:
         gpus = 1
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     stages = [int(z) for z in args.zero.split(",") if z.strip()]
-    bad = [m for m in models if not (REPO / "configs/models" / f"{m}.yaml").exists()] + [str(z) for z in stages if z not in (0, 1, 2, 3)]
+    bad = [m for m in models if not (REPO / "configs/models" / f"{m}.yaml").exists()] + [
+        str(z) for z in stages if z not in (0, 1, 2, 3)
+    ]
     if bad:
-        print(f"unknown model preset or ZeRO stage: {', '.join(bad)} (presets: configs/models/; stages 0-3)", file=sys.stderr)
+        print(
+            f"unknown model preset or ZeRO stage: {', '.join(bad)} (presets: configs/models/; stages 0-3)",
+            file=sys.stderr,
+        )
         return 2
     load = os.getloadavg()
     if cuda:
         print(f"device: {device} x {gpus}, bf16, sequence 2048")
     else:
-        print("no CUDA: SCALED-DOWN CPU version (d_model 64, 2 layers, seq 128, fp32, vocab 512, 1 rank); "
-              "these are CPU figures, not GPU ones")
+        print(
+            "no CUDA: SCALED-DOWN CPU version (d_model 64, 2 layers, seq 128, fp32, vocab 512, 1 rank); "
+            "these are CPU figures, not GPU ones"
+        )
     print(f"load average at start: {load[0]:.2f}")
     work_tmp = None if args.work else tempfile.TemporaryDirectory(prefix="gpu-bench-")
     work = Path(args.work or work_tmp.name)
@@ -180,8 +246,16 @@ def main(argv=None) -> int:
     finally:
         if work_tmp:
             work_tmp.cleanup()
-    out = {"device": device, "cuda": cuda, "scaled_down": not cuda, "gpus": gpus, "load_start": load[0],
-           "load_end": os.getloadavg()[0], "target": TARGET, "results": results}
+    out = {
+        "device": device,
+        "cuda": cuda,
+        "scaled_down": not cuda,
+        "gpus": gpus,
+        "load_start": load[0],
+        "load_end": os.getloadavg()[0],
+        "target": TARGET,
+        "results": results,
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=2))
         print(f"wrote {args.out}")

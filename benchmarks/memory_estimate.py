@@ -32,6 +32,7 @@ kernel when freed), so the high-water mark is the peak of live bytes plus a smal
 are allocated but never written (e.g. the unused tail of a ZeRO bucket) are not resident and are
 not counted; the estimate counts them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,9 +75,17 @@ def train_config(spec: dict):
 
     model = {**MODEL, **({"seq_len": spec["seq_len"]} if "seq_len" in spec else {})}
     over = [f"model.{k}={v}" for k, v in model.items()] + [
-        "model.preset=null", "train.tokens=null", "train.steps=100", f"train.micro_batch_size={spec['mb']}",
-        f"train.global_batch_size={spec['mb']}", f"deepspeed.zero_stage={spec['zero']}", "precision=fp32",
-        f"train.activation_checkpointing={spec['ac']}", "train.threads=2", "wandb.mode=disabled"]
+        "model.preset=null",
+        "train.tokens=null",
+        "train.steps=100",
+        f"train.micro_batch_size={spec['mb']}",
+        f"train.global_batch_size={spec['mb']}",
+        f"deepspeed.zero_stage={spec['zero']}",
+        "precision=fp32",
+        f"train.activation_checkpointing={spec['ac']}",
+        "train.threads=2",
+        "wandb.mode=disabled",
+    ]
     return load_train_config(REPO / "configs/train/tiny.yaml", over)
 
 
@@ -84,8 +93,15 @@ def estimate(spec: dict) -> dict:
     from models.memory import estimate_memory
 
     cfg = train_config(spec)
-    return estimate_memory(cfg.model, micro_batch_size=spec["mb"], zero_stage=spec["zero"], world_size=1,
-                           precision="fp32", activation_checkpointing=spec["ac"], device="cpu").to_dict()
+    return estimate_memory(
+        cfg.model,
+        micro_batch_size=spec["mb"],
+        zero_stage=spec["zero"],
+        world_size=1,
+        precision="fp32",
+        activation_checkpointing=spec["ac"],
+        device="cpu",
+    ).to_dict()
 
 
 def measure(spec: dict, steps: int, dist) -> dict:
@@ -141,13 +157,18 @@ def _warm_up() -> None:
 
 def run_child(names: list[str], steps: int):
     """Yield (name, measured) as one child process measures each configuration in turn."""
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "OMP_NUM_THREADS": "2", "PYTHONPATH": str(REPO),
-           "WANDB_MODE": "disabled"}
+    env = {
+        **os.environ,
+        "MALLOC_MMAP_THRESHOLD_": "131072",
+        "OMP_NUM_THREADS": "2",
+        "PYTHONPATH": str(REPO),
+        "WANDB_MODE": "disabled",
+    }
     cmd = [sys.executable, __file__, "--steps", str(steps)] + [a for n in names for a in ("--child", n)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in proc.stdout:
         if line.startswith("RESULT "):
-            rec = json.loads(line[len("RESULT "):])
+            rec = json.loads(line[len("RESULT ") :])
             yield rec.pop("name"), rec
     err = proc.stderr.read()
     if proc.wait() != 0:
@@ -156,8 +177,12 @@ def run_child(names: list[str], steps: int):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2, help="optimizer steps per configuration (>= 2: the first "
-                    "creates the optimizer states)")
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=2,
+        help="optimizer steps per configuration (>= 2: the first creates the optimizer states)",
+    )
     ap.add_argument("--only", choices=list(CONFIGS), action="append", help="run only these configurations")
     ap.add_argument("--child", choices=list(CONFIGS), action="append", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -171,17 +196,22 @@ def main() -> int:
             print("RESULT " + json.dumps({"name": name, **rec}), flush=True)
         return 0
     print(f"model {MODEL}, fp32, one CPU rank; MiB (estimate / measured)")
-    print(f"{'config':<18} {'params':>8} {'grads':>7} {'optim':>7} {'acts':>7} {'other':>6} | "
-          f"{'total':>7} {'peak':>7} {'ratio':>6} | {'max(a,g)':>8} {'fwd+bwd':>7} {'ratio':>6}")
+    print(
+        f"{'config':<18} {'params':>8} {'grads':>7} {'optim':>7} {'acts':>7} {'other':>6} | "
+        f"{'total':>7} {'peak':>7} {'ratio':>6} | {'max(a,g)':>8} {'fwd+bwd':>7} {'ratio':>6}"
+    )
     names = args.only or list(CONFIGS)
     for name, got in run_child(names, args.steps):
         b = estimate(CONFIGS[name])["per_device_bytes"]
         step_est = max(b["activations"], b["grads"])
-        print(f"{name:<18} {b['params'] / MIB:8.1f} {b['grads'] / MIB:7.1f} {b['optimizer'] / MIB:7.1f} "
-              f"{b['activations'] / MIB:7.1f} {b['other'] / MIB:6.1f} | {b['total'] / MIB:7.1f} "
-              f"{got['peak'] / MIB:7.1f} "
-              f"{b['total'] / got['peak']:6.2f} | {step_est / MIB:8.1f} {got['fwd_bwd'] / MIB:7.1f} "
-              f"{step_est / got['fwd_bwd']:6.2f}", flush=True)
+        print(
+            f"{name:<18} {b['params'] / MIB:8.1f} {b['grads'] / MIB:7.1f} {b['optimizer'] / MIB:7.1f} "
+            f"{b['activations'] / MIB:7.1f} {b['other'] / MIB:6.1f} | {b['total'] / MIB:7.1f} "
+            f"{got['peak'] / MIB:7.1f} "
+            f"{b['total'] / got['peak']:6.2f} | {step_est / MIB:8.1f} {got['fwd_bwd'] / MIB:7.1f} "
+            f"{step_est / got['fwd_bwd']:6.2f}",
+            flush=True,
+        )
     return 0
 
 

@@ -13,6 +13,7 @@ Also timed, where this torch has a CPU kernel for it: our layer forced onto torc
 Variants are timed in interleaved rounds (the machine is shared and noisy) and the median
 is reported. Targets: >= 2x (a), >= 1x (b), within 1.5x of (c).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,19 @@ def deepspeed_moe(cf: float):
 
     if not deepspeed.comm.is_initialized():
         deepspeed.init_distributed(dist_backend="gloo")
-    moe = MoE(hidden_size=D, expert=SwiGLU(D, DFF), num_experts=E, ep_size=1, k=K, capacity_factor=cf,
-              eval_capacity_factor=cf, min_capacity=4, drop_tokens=True, use_rts=False, top2_2nd_expert_sampling=False)
+    moe = MoE(
+        hidden_size=D,
+        expert=SwiGLU(D, DFF),
+        num_experts=E,
+        ep_size=1,
+        k=K,
+        capacity_factor=cf,
+        eval_capacity_factor=cf,
+        min_capacity=4,
+        drop_tokens=True,
+        use_rts=False,
+        top2_2nd_expert_sampling=False,
+    )
     moe.set_deepspeed_parallelism()
     return moe
 
@@ -149,8 +161,10 @@ def main() -> None:
                 s()
             times[name].append((time.perf_counter() - t0) / args.iters)
     tps = {n: args.tokens / statistics.median(t) for n, t in times.items()}
-    print(f"MoE layer fwd+bwd, d_model {D}, {E} experts, top-{K}, expert d_ff {DFF}, {args.tokens} tokens, "
-          f"{args.threads} thread(s), torch {torch.__version__}, median of {args.rounds} rounds")
+    print(
+        f"MoE layer fwd+bwd, d_model {D}, {E} experts, top-{K}, expert d_ff {DFF}, {args.tokens} tokens, "
+        f"{args.threads} thread(s), torch {torch.__version__}, median of {args.rounds} rounds"
+    )
     for n, v in tps.items():
         print(f"  {n:42s} {v:10.0f} tokens/s")
     ours_name = next(iter(tps))

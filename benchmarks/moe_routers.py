@@ -22,6 +22,7 @@ curve first reaches the dense model's final validation loss (mean over its seeds
 between evaluations, over the dense run's FLOPs. Router metrics are means over all log records
 (one micro-batch each) and per quarter of training; see benchmarks/moe_study_stats.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,14 +39,22 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import moe_study_stats as st  # noqa: E402
+
 from launch.expand import plan as plan_sweep  # noqa: E402
 from launch.naming import axis_label  # noqa: E402
 
 TARGET = 0.7  # the issue's bar: MoE reaches the dense final loss with <= 0.7x its training FLOPs
 DEFAULT_SPEC = "configs/sweeps/moe-vs-dense-n200k.yaml"
 DEFAULT_TREND = ["configs/sweeps/moe-vs-dense-n100k.yaml", "configs/sweeps/moe-vs-dense-n400k.yaml"]
-KEYS = {"imbalance": "moe/imbalance", "max_imbalance": "moe/max_imbalance", "dropped_frac": "moe/dropped_frac",
-        "z_loss": "moe/z_loss", "router_entropy": "moe/entropy", "util_entropy": "util_entropy", "aux_loss": "moe/aux_loss"}
+KEYS = {
+    "imbalance": "moe/imbalance",
+    "max_imbalance": "moe/max_imbalance",
+    "dropped_frac": "moe/dropped_frac",
+    "z_loss": "moe/z_loss",
+    "router_entropy": "moe/entropy",
+    "util_entropy": "util_entropy",
+    "aux_loss": "moe/aux_loss",
+}
 
 
 def arm_of(run) -> str:
@@ -65,22 +74,47 @@ def launch(spec: str, runs: list, args, log: list) -> None:
     if not todo or args.no_launch:
         return
     load0 = os.getloadavg()[0]
-    cmd = [sys.executable, "-m", "launch.cli", "sweep", "launch", spec, "--only", ",".join(todo),
-           "--workers", str(args.workers), "--threads", str(args.threads), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.cli",
+        "sweep",
+        "launch",
+        spec,
+        "--only",
+        ",".join(todo),
+        "--workers",
+        str(args.workers),
+        "--threads",
+        str(args.threads),
+        "--no-progress",
+    ]
     print(f"$ scalelab sweep launch {spec} --only {','.join(todo)}", flush=True)
     res = subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    log.append({"spec": spec, "runs": todo, "rc": res.returncode, "load_before": load0, "load_after": os.getloadavg()[0]})
+    log.append(
+        {"spec": spec, "runs": todo, "rc": res.returncode, "load_before": load0, "load_after": os.getloadavg()[0]}
+    )
 
 
 def analyse_run(run) -> dict:
     summary, recs = st.read_run(run.run_dir)
     experts = st.add_utilisation_entropy(recs)
-    out = {"run": run.name, "seed": run.axes.get("seed"), "final_val_loss": summary["final_val_loss"],
-           "final_loss": summary["final_loss"], "flops": summary["flops"], "tokens": summary["tokens"],
-           "flops_per_token": summary["flops_per_token"], "active_params": summary.get("active_params", summary["params"]),
-           "active_non_embedding_params": summary.get("active_non_embedding_params", summary["non_embedding_params"]),
-           "params": summary["params"], "tokens_per_s": summary["tokens_per_s"], "wall_s": summary["wall_s"],
-           "curve": st.val_curve(recs), "experts": experts}
+    out = {
+        "run": run.name,
+        "seed": run.axes.get("seed"),
+        "final_val_loss": summary["final_val_loss"],
+        "final_loss": summary["final_loss"],
+        "flops": summary["flops"],
+        "tokens": summary["tokens"],
+        "flops_per_token": summary["flops_per_token"],
+        "active_params": summary.get("active_params", summary["params"]),
+        "active_non_embedding_params": summary.get("active_non_embedding_params", summary["non_embedding_params"]),
+        "params": summary["params"],
+        "tokens_per_s": summary["tokens_per_s"],
+        "wall_s": summary["wall_s"],
+        "curve": st.val_curve(recs),
+        "experts": experts,
+    }
     for name, key in KEYS.items():
         out[name] = {"mean": st.overall_mean(recs, key), "quarters": st.quarter_means(recs, key)}
     return out
@@ -129,11 +163,17 @@ def analyse(plan, arms: dict[str, list]) -> dict:
                 reach = st.flops_to_reach(r["curve"], twin["final_val_loss"])
                 r["paired_delta"] = r["final_val_loss"] - twin["final_val_loss"]
                 r["paired_compute_ratio"] = reach / twin["flops"] if reach is not None else None
-        a = {"seeds": [r["seed"] for r in rs], "val_loss": st.mean_sd([r["final_val_loss"] for r in rs]),
-             "train_loss": st.mean_sd([r["final_loss"] for r in rs]), "flops": st.mean_sd([r["flops"] for r in rs]),
-             "active_params": rs[0]["active_params"], "params": rs[0]["params"],
-             "active_non_embedding_params": rs[0]["active_non_embedding_params"],
-             "tokens_per_s": st.mean_sd([r["tokens_per_s"] for r in rs]), "runs": rs}
+        a = {
+            "seeds": [r["seed"] for r in rs],
+            "val_loss": st.mean_sd([r["final_val_loss"] for r in rs]),
+            "train_loss": st.mean_sd([r["final_loss"] for r in rs]),
+            "flops": st.mean_sd([r["flops"] for r in rs]),
+            "active_params": rs[0]["active_params"],
+            "params": rs[0]["params"],
+            "active_non_embedding_params": rs[0]["active_non_embedding_params"],
+            "tokens_per_s": st.mean_sd([r["tokens_per_s"] for r in rs]),
+            "runs": rs,
+        }
         if arm != "dense":
             a["compute_ratio"] = st.mean_sd([r["compute_ratio"] for r in rs])
             a["paired_delta"] = st.mean_sd([r.get("paired_delta") for r in rs])
@@ -183,19 +223,29 @@ def winner_margins(res: dict) -> dict:
         if a == win:
             continue
         paired = [r["final_val_loss"] - seeds[r["seed"]] for r in v["runs"] if r["seed"] in seeds]
-        out["margins"][a] = {"mean_difference": v["val_loss"]["mean"] - arms[win]["val_loss"]["mean"],
-                             "paired": st.mean_sd(paired)}
-    print(f"\nwinner (lowest mean val loss of the causal routers): {win}; others minus {win}: " + "; ".join(
-        f"{a} {m['mean_difference']:+.4f} (same seed {fmt(m['paired'], '+.4f')})" for a, m in out["margins"].items()))
+        out["margins"][a] = {
+            "mean_difference": v["val_loss"]["mean"] - arms[win]["val_loss"]["mean"],
+            "paired": st.mean_sd(paired),
+        }
+    print(
+        f"\nwinner (lowest mean val loss of the causal routers): {win}; others minus {win}: "
+        + "; ".join(
+            f"{a} {m['mean_difference']:+.4f} (same seed {fmt(m['paired'], '+.4f')})" for a, m in out["margins"].items()
+        )
+    )
     return out
 
 
 def print_table(res: dict) -> None:
     arms = res["arms"]
-    print(f"\n{res['spec']}: every run {res['dense_flops']:.3e} training FLOPs; dense final val loss {res['dense_final_val_loss']:.4f} "
-          f"(mean over seeds)")
-    hdr = (f"{'arm':21s} {'seeds':>5s} {'val loss':>15s} {'vs dense':>16s} {'FLOPs to dense':>14s} {'(paired)':>12s} "
-           f"{'imbalance':>9s} {'(Q1/Q4)':>11s} {'dropped':>9s} {'z-loss':>6s} {'util H/lnE':>10s} {'tokens/s':>8s}")
+    print(
+        f"\n{res['spec']}: every run {res['dense_flops']:.3e} training FLOPs; dense final val loss {res['dense_final_val_loss']:.4f} "
+        f"(mean over seeds)"
+    )
+    hdr = (
+        f"{'arm':21s} {'seeds':>5s} {'val loss':>15s} {'vs dense':>16s} {'FLOPs to dense':>14s} {'(paired)':>12s} "
+        f"{'imbalance':>9s} {'(Q1/Q4)':>11s} {'dropped':>9s} {'z-loss':>6s} {'util H/lnE':>10s} {'tokens/s':>8s}"
+    )
     print(hdr + "\n" + "-" * len(hdr))
     order = ["dense"] + sorted((a for a in arms if a != "dense"), key=lambda a: arms[a]["val_loss"]["mean"])
     for arm in order:
@@ -207,28 +257,36 @@ def print_table(res: dict) -> None:
         else:
             q = a["imbalance_quarters"]
             ln_e = math.log(a["experts"]) if a["experts"] > 1 else 1.0
-            row += (f"{fmt(a['paired_delta'], '+.4f'):>16s} {fmt_ratio(a['compute_ratio'], n):>14s} "
-                    f"{fmt_ratio(a['paired_compute_ratio'], n):>12s} {fmt(a['imbalance'], '.2f'):>9s} {q[0]:5.2f}/{q[3]:<5.2f} "
-                    f"{fmt(a['dropped_frac'], '.1f', pct=True) + '%':>9s} {a['z_loss']['mean']:6.3f} "
-                    f"{a['util_entropy']['mean'] / ln_e:10.3f}")
+            row += (
+                f"{fmt(a['paired_delta'], '+.4f'):>16s} {fmt_ratio(a['compute_ratio'], n):>14s} "
+                f"{fmt_ratio(a['paired_compute_ratio'], n):>12s} {fmt(a['imbalance'], '.2f'):>9s} {q[0]:5.2f}/{q[3]:<5.2f} "
+                f"{fmt(a['dropped_frac'], '.1f', pct=True) + '%':>9s} {a['z_loss']['mean']:6.3f} "
+                f"{a['util_entropy']['mean'] / ln_e:10.3f}"
+            )
         row += f" {a['tokens_per_s']['mean']:8.0f}"
         print(row)
     ec, d = arms.get("expert_choice"), arms.get("dense")
     if ec and ec.get("causal_val_loss", {}).get("mean") is not None and d:
         c = ec["causal_val_loss"]
-        print(f"expert_choice with causal routing (token-choice top-k over its probabilities, as generation and lm-eval run it): "
-              f"val loss {fmt(c)}, {c['mean'] - d['val_loss']['mean']:+.4f} vs dense")
-    print("vs dense: val loss minus the same seed's dense run (mean±sd over seeds). FLOPs to dense: training FLOPs at which\n"
-          "the run's val curve first reaches the dense final val loss (mean over dense seeds; paired: its own seed's), over\n"
-          "the dense run's FLOPs. imbalance: max/mean expert load, mean over layers and all log records (Q1/Q4: first and\n"
-          "last quarter of training). dropped: assignments over capacity (expert_choice: tokens no expert took), mean over\n"
-          "training. z-loss: unweighted router z-loss, mean over training. util H/lnE: entropy of the expert load over ln E.")
+        print(
+            f"expert_choice with causal routing (token-choice top-k over its probabilities, as generation and lm-eval run it): "
+            f"val loss {fmt(c)}, {c['mean'] - d['val_loss']['mean']:+.4f} vs dense"
+        )
+    print(
+        "vs dense: val loss minus the same seed's dense run (mean±sd over seeds). FLOPs to dense: training FLOPs at which\n"
+        "the run's val curve first reaches the dense final val loss (mean over dense seeds; paired: its own seed's), over\n"
+        "the dense run's FLOPs. imbalance: max/mean expert load, mean over layers and all log records (Q1/Q4: first and\n"
+        "last quarter of training). dropped: assignments over capacity (expert_choice: tokens no expert took), mean over\n"
+        "training. z-loss: unweighted router z-loss, mean over training. util H/lnE: entropy of the expert load over ln E."
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spec", default=DEFAULT_SPEC)
-    ap.add_argument("--trend", nargs="*", default=DEFAULT_TREND, help="the same study at other sizes (dense + best router)")
+    ap.add_argument(
+        "--trend", nargs="*", default=DEFAULT_TREND, help="the same study at other sizes (dense + best router)"
+    )
     ap.add_argument("--best", type=int, default=2, help="routers that get every seed")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
@@ -246,8 +304,12 @@ def main() -> None:
     if not all(done(r) for r in first_batch if arm_of(r) != "dense"):  # rank routers only once each has a run
         launch(args.spec, first_batch, args, log)
         first_batch = []
-    ranked = sorted((a for a in arms if a != "dense"),
-                    key=lambda a: st.mean_sd([st.read_run(r.run_dir)[0]["final_val_loss"] for r in arms[a] if done(r)])["mean"] or 1e9)
+    ranked = sorted(
+        (a for a in arms if a != "dense"),
+        key=lambda a: (
+            st.mean_sd([st.read_run(r.run_dir)[0]["final_val_loss"] for r in arms[a] if done(r)])["mean"] or 1e9
+        ),
+    )
     best = ranked[: args.best]
     launch(args.spec, first_batch + [r for a in best for r in arms[a]], args, log)
     res = analyse(plan, arms)
@@ -269,30 +331,41 @@ def trend(args, router: str | None, main_res: dict, log: list) -> dict:
             continue
         plan = plan_sweep(spec)
         first = min(r.axes.get("seed", 0) for r in plan.runs)
-        arms = {"dense": [r for r in plan.runs if arm_of(r) == "dense" and r.axes.get("seed", 0) == first],
-                router: [r for r in plan.runs if arm_of(r) == router and r.axes.get("seed", 0) == first]}
+        arms = {
+            "dense": [r for r in plan.runs if arm_of(r) == "dense" and r.axes.get("seed", 0) == first],
+            router: [r for r in plan.runs if arm_of(r) == router and r.axes.get("seed", 0) == first],
+        }
         launch(spec, arms["dense"] + arms[router], args, log)
         res = analyse(plan, arms)
         if router in res["arms"] and "dense" in res["arms"]:
             rows.append(res)
     rows.append(main_res)
     points = []
-    print(f"\nsize trend, {router}: compute to reach the dense final loss (x dense FLOPs; target <= {TARGET}); "
-          "N = active non-embedding parameters of the dense model")
+    print(
+        f"\nsize trend, {router}: compute to reach the dense final loss (x dense FLOPs; target <= {TARGET}); "
+        "N = active non-embedding parameters of the dense model"
+    )
     for res in sorted(rows, key=lambda x: x["arms"]["dense"]["active_params"]):
         a, d = res["arms"].get(router), res["arms"]["dense"]
         if a is None:
             continue
         ratio, n = a["compute_ratio"]["mean"], d["active_non_embedding_params"]
         points.append((n, ratio))
-        print(f"  {res['spec']:22s} N {n:>9,d}  seeds {d['val_loss']['n']}/{a['val_loss']['n']}  FLOPs {d['flops']['mean']:.2e}  "
-              f"dense {d['val_loss']['mean']:.4f}  {router} {a['val_loss']['mean']:.4f} ({a['val_loss']['mean'] - d['val_loss']['mean']:+.4f})"
-              f"  ratio {'not reached' if ratio is None else f'{ratio:.2f}x'}")
+        print(
+            f"  {res['spec']:22s} N {n:>9,d}  seeds {d['val_loss']['n']}/{a['val_loss']['n']}  FLOPs {d['flops']['mean']:.2e}  "
+            f"dense {d['val_loss']['mean']:.4f}  {router} {a['val_loss']['mean']:.4f} ({a['val_loss']['mean'] - d['val_loss']['mean']:+.4f})"
+            f"  ratio {'not reached' if ratio is None else f'{ratio:.2f}x'}"
+        )
     cross = st.trend_crossing(points, TARGET)
     if cross["n_at_target"] and cross["slope_per_decade"] < 0:
-        print(f"  least-squares line in log10 N: {cross['slope_per_decade']:+.3f} per decade; {TARGET}x at N ~ {cross['n_at_target']:.3g}")
-    return {"router": router, "sizes": [{"spec": r["spec"], "dense": r["arms"]["dense"], router: r["arms"].get(router)} for r in rows],
-            "crossing": cross}
+        print(
+            f"  least-squares line in log10 N: {cross['slope_per_decade']:+.3f} per decade; {TARGET}x at N ~ {cross['n_at_target']:.3g}"
+        )
+    return {
+        "router": router,
+        "sizes": [{"spec": r["spec"], "dense": r["arms"]["dense"], router: r["arms"].get(router)} for r in rows],
+        "crossing": cross,
+    }
 
 
 def print_doublings(res: dict) -> None:
@@ -300,7 +373,10 @@ def print_doublings(res: dict) -> None:
     if not rows:
         return
     print(f"\ndense val loss fall per doubling of tokens (mean over seeds), {res['spec']}:")
-    print("  " + "  ".join(f"{r['tokens'] / 1e6:.2f}M {r['drop_per_doubling']:.3f}" for r in rows[:: max(1, len(rows) // 8)]))
+    print(
+        "  "
+        + "  ".join(f"{r['tokens'] / 1e6:.2f}M {r['drop_per_doubling']:.3f}" for r in rows[:: max(1, len(rows) // 8)])
+    )
 
 
 if __name__ == "__main__":

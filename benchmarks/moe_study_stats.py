@@ -10,6 +10,7 @@ Every figure comes from a run's `summary.json` and `metrics.jsonl` (no re-evalua
   (`moe/layer{i}/load/expert{j}`, the assignment fractions before dropping), averaged over layers:
   ln E when every expert gets the same share, 0 when one expert takes everything.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,9 @@ def read_run(run_dir: Path) -> tuple[dict, list[dict]]:
 
 def val_curve(records: list[dict]) -> list[tuple[float, int, float]]:
     """(flops, tokens, val_loss) at every evaluation, in training order (last record per step wins)."""
-    by_step = {r["step"]: (float(r["flops"]), int(r["tokens"]), float(r["val_loss"])) for r in records if "val_loss" in r}
+    by_step = {
+        r["step"]: (float(r["flops"]), int(r["tokens"]), float(r["val_loss"])) for r in records if "val_loss" in r
+    }
     return [by_step[s] for s in sorted(by_step)]
 
 
@@ -91,8 +94,12 @@ def add_utilisation_entropy(records: list[dict]) -> int:
 def mean_sd(values: list[float | None]) -> dict:
     """{mean, sd, n, values}: sd is the sample standard deviation (n - 1), None for one value."""
     vals = [v for v in values if v is not None]
-    return {"mean": statistics.fmean(vals) if vals else None,
-            "sd": statistics.stdev(vals) if len(vals) > 1 else None, "n": len(vals), "values": list(values)}
+    return {
+        "mean": statistics.fmean(vals) if vals else None,
+        "sd": statistics.stdev(vals) if len(vals) > 1 else None,
+        "n": len(vals),
+        "values": list(values),
+    }
 
 
 def mean_curve(curves: list[list[tuple[float, int, float]]]) -> list[tuple[int, float]]:
@@ -128,5 +135,10 @@ def trend_crossing(points: list[tuple[float, float]], target: float) -> dict:
     b = sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else 0.0
     a = my - b * mx
     n_at = 10 ** ((target - a) / b) if b else None
-    return {"slope_per_decade": b, "intercept": a, "n_at_target": n_at, "points": len(pts),
-            "reaches_target_with_growing_n": bool(b < 0 or a + b * max(x for x, _ in pts) <= target)}
+    return {
+        "slope_per_decade": b,
+        "intercept": a,
+        "n_at_target": n_at,
+        "points": len(pts),
+        "reaches_target_with_growing_n": bool(b < 0 or a + b * max(x for x, _ in pts) <= target),
+    }

@@ -15,6 +15,7 @@ per rank. Variants:
 Also printed: each assignment's Newton-Schulz load on the busiest rank over the mean (1.00 = even).
 Ratios are against torch AdamW on 1 rank, measured in the same run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -112,18 +113,27 @@ def main() -> None:
     n = sum(p.numel() for p in model.parameters())
     groups = muon_param_groups(model, OptimConfig(name="muon"))
     muon = [p for g in groups if g["use_muon"] for p in g["params"]]
-    print(f"model: d_model {args.d_model}, {args.layers} layers, vocab 4096: {n:,} params, "
-          f"{sum(p.numel() for p in muon):,} under Muon ({len(muon)} matrices); load {os.getloadavg()[0]:.1f}")
+    print(
+        f"model: d_model {args.d_model}, {args.layers} layers, vocab 4096: {n:,} params, "
+        f"{sum(p.numel() for p in muon):,} under Muon ({len(muon)} matrices); load {os.getloadavg()[0]:.1f}"
+    )
     shapes = [tuple(p.shape) for p in muon]
     costs = [ns_flops(s, 5) for s in shapes]
     for mode in ("balanced", "flat"):
         a = assign(mode, ["muon"] * len(shapes), shapes, 2)
         load = a.load(costs, 2)
-        print(f"Newton-Schulz load, 2 ranks {mode:8s}: busiest rank / even share = {max(load) / (sum(costs) / 2):.2f} "
-              f"({sum(len(w) > 1 for w in a.workers)} matrices done by both ranks)")
-    results = run_variants({"adamw 1 rank torch": make("torch_adamw", build(args)),
-                            "adamw 1 rank ours": make("adamw", build(args)),
-                            "muon 1 rank": make("muon", build(args))}, args.rounds)
+        print(
+            f"Newton-Schulz load, 2 ranks {mode:8s}: busiest rank / even share = {max(load) / (sum(costs) / 2):.2f} "
+            f"({sum(len(w) > 1 for w in a.workers)} matrices done by both ranks)"
+        )
+    results = run_variants(
+        {
+            "adamw 1 rank torch": make("torch_adamw", build(args)),
+            "adamw 1 rank ours": make("adamw", build(args)),
+            "muon 1 rank": make("muon", build(args)),
+        },
+        args.rounds,
+    )
     out = mp.Manager().dict()
     mp.spawn(two_rank_worker, args=(free_port(), args, out), nprocs=2, join=True)
     results.update(dict(out))
@@ -132,8 +142,10 @@ def main() -> None:
     for k, v in results.items():
         print(f"{k:28s} {v * 1e3:9.1f} {v / n * 1e9:9.2f} {v / ref:21.2f}x")
     m1, bal, flat = results["muon 1 rank"], results["muon 2 ranks balanced"], results["muon 2 ranks flat"]
-    print(f"\nmuon: 2 ranks balanced is {m1 / bal:.2f}x faster than 1 rank, {flat / bal:.2f}x faster than flat; "
-          f"muon / adamw step time at 1 rank: {m1 / ref:.2f}x; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nmuon: 2 ranks balanced is {m1 / bal:.2f}x faster than 1 rank, {flat / bal:.2f}x faster than flat; "
+        f"muon / adamw step time at 1 rank: {m1 / ref:.2f}x; load {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ fp32 matmul peak.
 
     .venv/bin/python benchmarks/train_throughput.py [--steps 30] [--log-every 10]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,8 @@ from pretrain.distributed import setup  # noqa: E402
 from pretrain.mfu import measure_cpu_peak  # noqa: E402
 from pretrain.optim import param_groups  # noqa: E402
 from pretrain.sampler import WindowSampler  # noqa: E402
-from rundir.schedules import lr_at  # noqa: E402
 from pretrain.trainer import Trainer  # noqa: E402
+from rundir.schedules import lr_at  # noqa: E402
 
 
 class RandomTokens:
@@ -49,24 +50,35 @@ class RandomTokens:
 
 
 def make_config(steps: int, log_every: int):
-    return validate_train({
-        "name": "bench",
-        "model": {"d_model": 256, "n_layers": 4, "n_heads": 4, "vocab_size": 4096, "seq_len": 256},
-        "data": {"sources": ["unused"]},
-        "optim": {"lr": 1e-3, "weight_decay": 0.1, "grad_clip": 1.0},
-        "schedule": {"name": "cosine", "warmup_steps": 5},
-        "train": {"steps": steps, "micro_batch_size": 16, "global_batch_size": 16, "log_every_steps": log_every,
-                  "eval_every_steps": 0, "eval_tokens": 256, "checkpoint_every_steps": 0},
-        "deepspeed": {"zero_stage": 1},
-        "precision": "fp32",
-        "wandb": {"mode": "disabled"},
-    })
+    return validate_train(
+        {
+            "name": "bench",
+            "model": {"d_model": 256, "n_layers": 4, "n_heads": 4, "vocab_size": 4096, "seq_len": 256},
+            "data": {"sources": ["unused"]},
+            "optim": {"lr": 1e-3, "weight_decay": 0.1, "grad_clip": 1.0},
+            "schedule": {"name": "cosine", "warmup_steps": 5},
+            "train": {
+                "steps": steps,
+                "micro_batch_size": 16,
+                "global_batch_size": 16,
+                "log_every_steps": log_every,
+                "eval_every_steps": 0,
+                "eval_tokens": 256,
+                "checkpoint_every_steps": 0,
+            },
+            "deepspeed": {"zero_stage": 1},
+            "precision": "fp32",
+            "wandb": {"mode": "disabled"},
+        }
+    )
 
 
 def plain_loop(cfg, data, warmup: int, measured: int) -> float:
     torch.manual_seed(cfg.train.seed)
     model = GPT(cfg.model)
-    opt = torch.optim.AdamW(param_groups(model, cfg.optim), lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps)
+    opt = torch.optim.AdamW(
+        param_groups(model, cfg.optim), lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps
+    )
     sampler = WindowSampler(data.split_tokens("train"), cfg.model.seq_len, cfg.train.seed)
     bs, total = cfg.train.micro_batch_size, warmup + measured
     for step in range(total):
@@ -112,7 +124,9 @@ def main() -> None:
     fpt = count(cfg.model).flops_per_token
     print(f"threads: {torch.get_num_threads()}  model: {count(cfg.model).total:,} params, {fpt / 1e6:.1f} MFLOP/token")
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
-    print(f"plain PyTorch loop:        {plain:8.0f} tokens/s  (before {plain_a:.0f}, after {plain_b:.0f})  MFU {fpt * plain / peak:.1%}")
+    print(
+        f"plain PyTorch loop:        {plain:8.0f} tokens/s  (before {plain_a:.0f}, after {plain_b:.0f})  MFU {fpt * plain / peak:.1%}"
+    )
     print(f"scalelab trainer (ZeRO-1): {ours:8.0f} tokens/s  MFU {fpt * ours / peak:.1%}")
     print(f"ratio scalelab / plain:    {ours / plain:.3f}  (target >= 0.95)")
 

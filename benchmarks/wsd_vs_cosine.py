@@ -17,6 +17,7 @@ loss on the same validation tokens), their relative difference (wsd / cosine - 1
 compute: the wsd study's FLOPs with each stable prefix counted once (`rundir.read.compute_totals`)
 over the cosine runs' FLOPs (the same (N, D) points trained separately).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,20 @@ sys.path.insert(0, str(REPO))
 
 from rundir.read import compute_totals, load_runs  # noqa: E402
 
-SET = {"model.seq_len": 128, "data.name": "v512", "data.tokenizer.vocab_size": 512, "train.micro_batch_size": 8,
-       "train.global_batch_size": 8, "train.eval_every_steps": 0, "train.eval_tokens": 65536, "train.log_every_steps": 8,
-       "train.checkpoint_every_steps": 100000, "schedule.min_lr_ratio": 0.0, "deepspeed.zero_stage": 0,
-       "wandb.mode": "disabled"}
+SET = {
+    "model.seq_len": 128,
+    "data.name": "v512",
+    "data.tokenizer.vocab_size": 512,
+    "train.micro_batch_size": 8,
+    "train.global_batch_size": 8,
+    "train.eval_every_steps": 0,
+    "train.eval_tokens": 65536,
+    "train.log_every_steps": 8,
+    "train.checkpoint_every_steps": 100000,
+    "schedule.min_lr_ratio": 0.0,
+    "deepspeed.zero_stage": 0,
+    "wandb.mode": "disabled",
+}
 TOKENS_PER_STEP = 128 * 8
 WARMUP = 4
 
@@ -48,20 +59,47 @@ def specs(args) -> dict[str, dict]:
     d_max = args.steps * TOKENS_PER_STEP
     base = str(REPO / "configs/train/tiny.yaml")
     common = {**SET, **({"optim.lr": args.lr} if args.lr is not None else {})}
-    wsd = {"name": "wsd", "base": base, "set": common, "kind": "wsd", "runs_dir": str(out / "wsd"),
-           "wsd": {"models": models, "tokens": d_max, "fractions": fracs, "cooldown": args.cooldown, "decay_shape": "sqrt",
-                   "warmup_steps": WARMUP}}
+    wsd = {
+        "name": "wsd",
+        "base": base,
+        "set": common,
+        "kind": "wsd",
+        "runs_dir": str(out / "wsd"),
+        "wsd": {
+            "models": models,
+            "tokens": d_max,
+            "fractions": fracs,
+            "cooldown": args.cooldown,
+            "decay_shape": "sqrt",
+            "warmup_steps": WARMUP,
+        },
+    }
     tokens = sorted({int(round(f * args.steps)) * TOKENS_PER_STEP for f in fracs})
-    cosine = {"name": "cosine", "base": base, "kind": "grid", "runs_dir": str(out / "cosine"),
-              "set": {**common, "schedule.name": "cosine", "schedule.warmup_steps": WARMUP},
-              "axes": {"model": models, "train.tokens": tokens}}
+    cosine = {
+        "name": "cosine",
+        "base": base,
+        "kind": "grid",
+        "runs_dir": str(out / "cosine"),
+        "set": {**common, "schedule.name": "cosine", "schedule.warmup_steps": WARMUP},
+        "axes": {"model": models, "train.tokens": tokens},
+    }
     return {"wsd": wsd, "cosine": cosine}
 
 
 def launch(path: Path, args) -> int:
     # --retry-failed: a run that failed (e.g. a port taken by another process at start) is trained again
-    cmd = [sys.executable, "-m", "launch.cli", "sweep", "launch", str(path), "--workers", str(args.workers), "--retry-failed",
-           "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.cli",
+        "sweep",
+        "launch",
+        str(path),
+        "--workers",
+        str(args.workers),
+        "--retry-failed",
+        "--no-progress",
+    ]
     print(f"$ scalelab sweep launch {path} --workers {args.workers} --retry-failed", flush=True)
     return subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}).returncode
 
@@ -81,33 +119,56 @@ def compare(wsd_rows: list[dict], cos_rows: list[dict]) -> dict:
         if c is None:
             continue
         rel = r["final_val_loss"] / c["final_val_loss"] - 1
-        points.append({"model": r["model"], "N": int(r["params"]), "D": int(r["tokens"]), "role": r.get("axis.role"),
-                       "wsd_run": r["run"], "cosine_run": c["run"], "wsd_val_loss": r["final_val_loss"],
-                       "cosine_val_loss": c["final_val_loss"], "rel_diff": rel, "wsd_flops": r["flops"],
-                       "wsd_computed_flops": r.get("computed_flops", r["flops"]), "cosine_flops": c["flops"]})
+        points.append(
+            {
+                "model": r["model"],
+                "N": int(r["params"]),
+                "D": int(r["tokens"]),
+                "role": r.get("axis.role"),
+                "wsd_run": r["run"],
+                "cosine_run": c["run"],
+                "wsd_val_loss": r["final_val_loss"],
+                "cosine_val_loss": c["final_val_loss"],
+                "rel_diff": rel,
+                "wsd_flops": r["flops"],
+                "wsd_computed_flops": r.get("computed_flops", r["flops"]),
+                "cosine_flops": c["flops"],
+            }
+        )
     matched = {p["wsd_run"] for p in points}
     computed, separate = compute_totals([r for r in wsd_rows if r["run"] in matched])
     cosine_total = sum(p["cosine_flops"] for p in points)
-    return {"points": points, "wsd_flops_shared_once": computed, "wsd_flops_as_separate_runs": separate,
-            "cosine_flops": cosine_total, "compute_ratio": computed / cosine_total if cosine_total else None,
-            "max_abs_rel_diff": max((abs(p["rel_diff"]) for p in points), default=None),
-            "mean_rel_diff": sum(p["rel_diff"] for p in points) / len(points) if points else None}
+    return {
+        "points": points,
+        "wsd_flops_shared_once": computed,
+        "wsd_flops_as_separate_runs": separate,
+        "cosine_flops": cosine_total,
+        "compute_ratio": computed / cosine_total if cosine_total else None,
+        "max_abs_rel_diff": max((abs(p["rel_diff"]) for p in points), default=None),
+        "mean_rel_diff": sum(p["rel_diff"] for p in points) / len(points) if points else None,
+    }
 
 
 def report(res: dict) -> None:
     hdr = f"{'model':6s} {'N':>7s} {'D':>8s} {'wsd run':>13s} {'wsd val':>8s} {'cosine val':>10s} {'rel diff':>9s}"
     print("\n" + hdr + "\n" + "-" * len(hdr))
     for p in res["points"]:
-        print(f"{p['model']:6s} {p['N']:>7d} {p['D']:>8d} {p['role'] or '':>13s} {p['wsd_val_loss']:8.4f} "
-              f"{p['cosine_val_loss']:10.4f} {100 * p['rel_diff']:+8.2f}%")
+        print(
+            f"{p['model']:6s} {p['N']:>7d} {p['D']:>8d} {p['role'] or '':>13s} {p['wsd_val_loss']:8.4f} "
+            f"{p['cosine_val_loss']:10.4f} {100 * p['rel_diff']:+8.2f}%"
+        )
     if not res["points"]:
         print("no finished point in both sweeps yet")
         return
-    print(f"\n{len(res['points'])} points; |rel diff| max {100 * res['max_abs_rel_diff']:.2f}%, mean rel diff "
-          f"{100 * res['mean_rel_diff']:+.2f}% (wsd / cosine - 1, final val loss)")
-    print(f"compute: wsd {res['wsd_flops_shared_once']:.3e} FLOPs with each stable prefix counted once "
-          f"({res['wsd_flops_as_separate_runs']:.3e} as separate runs); cosine runs {res['cosine_flops']:.3e}; "
-          f"ratio {res['compute_ratio']:.3f}")
+    print(
+        f"\n{len(res['points'])} points; |rel diff| max {100 * res['max_abs_rel_diff']:.2f}%, mean rel diff "
+        f"{100 * res['mean_rel_diff']:+.2f}% (wsd / cosine - 1, final val loss)"
+    )
+    print(
+        f"compute: wsd {res['wsd_flops_shared_once']:.3e} FLOPs with each stable prefix counted once "
+        f"({res['wsd_flops_as_separate_runs']:.3e} as separate runs); cosine runs {res['cosine_flops']:.3e}; "
+        f"ratio {res['compute_ratio']:.3f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

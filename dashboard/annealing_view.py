@@ -7,6 +7,7 @@ at the middle of the updates it averages; points before --skip-fraction were not
 and a held-out run (--holdout last-run) is named so. Without the data, the record's own per-run
 rows still show the last point observed against the law.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,11 @@ def figures(rec: dict, curves: list[dict], draw_fit: bool = True, ci: float = 0.
 
     st = rec.get("settings") or {}
     skip = float(st.get("skip_fraction") or 0.0)
-    held = {q.get("run") for q in ((rec.get("holdout") or {}).get("final_points") or [])} if st.get("holdout") == "last-run" else set()
+    held = (
+        {q.get("run") for q in ((rec.get("holdout") or {}).get("final_points") or [])}
+        if st.get("holdout") == "last-run"
+        else set()
+    )
     figs = []
     if curves:
         data, lrs = [], []
@@ -38,19 +43,60 @@ def figures(rec: dict, curves: list[dict], draw_fit: bool = True, ci: float = 0.
             lo, hi, loss = (np.asarray(c[k], float) for k in ("lo", "hi", "loss"))
             x = (lo + hi) / 2
             fitted = hi >= skip * len(c["lr"])
-            data.append({"type": "scatter", "mode": "markers", "x": x.tolist(), "y": loss.tolist(), "name": name, "legendgroup": c["run"],
-                         "marker": {"color": [rgba(col, 0.55) if f else rgba(col, 0.2) for f in fitted], "size": 4}})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "x": x.tolist(),
+                    "y": loss.tolist(),
+                    "name": name,
+                    "legendgroup": c["run"],
+                    "marker": {"color": [rgba(col, 0.55) if f else rgba(col, 0.2) for f in fitted], "size": 4},
+                }
+            )
             if draw_fit:
                 pred = predict_curve(rec, c["lr"], ci=ci)
-                start = max(int(lo.min()) - 1, 0) if lo.size else 0  # from the first observation: the law diverges as S1 -> 0
+                start = (
+                    max(int(lo.min()) - 1, 0) if lo.size else 0
+                )  # from the first observation: the law diverges as S1 -> 0
                 k = start + _thin(len(pred.loss) - start)
                 s = pred.steps[k]
                 if pred.lo is not None:
-                    data.insert(0, band(s, pred.lo[k], pred.hi[k], f"{c['run']}: {ci:.0%} interval", rgba(col, 0.15), legendgroup=c["run"], showlegend=False))
-                data.append({"type": "scatter", "mode": "lines", "x": s.tolist(), "y": pred.loss[k].tolist(), "name": f"law: {name}",
-                             "legendgroup": c["run"], "line": {"color": col, "width": 2.5, "dash": "dash" if c["run"] in held else "solid"}, "showlegend": False})
+                    data.insert(
+                        0,
+                        band(
+                            s,
+                            pred.lo[k],
+                            pred.hi[k],
+                            f"{c['run']}: {ci:.0%} interval",
+                            rgba(col, 0.15),
+                            legendgroup=c["run"],
+                            showlegend=False,
+                        ),
+                    )
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "x": s.tolist(),
+                        "y": pred.loss[k].tolist(),
+                        "name": f"law: {name}",
+                        "legendgroup": c["run"],
+                        "line": {"color": col, "width": 2.5, "dash": "dash" if c["run"] in held else "solid"},
+                        "showlegend": False,
+                    }
+                )
             k = _thin(len(c["lr"]))
-            lrs.append({"type": "scatter", "mode": "lines", "x": (k + 1).tolist(), "y": np.asarray(c["lr"], float)[k].tolist(), "name": name, "line": {"color": col}})
+            lrs.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "x": (k + 1).tolist(),
+                    "y": np.asarray(c["lr"], float)[k].tolist(),
+                    "name": name,
+                    "line": {"color": col},
+                }
+            )
         title = "Loss vs step: data and the law from each run's schedule"
         f = fig("annealing_curves", title, data, "step (optimizer updates)", "loss", logx=False)
         fitted_losses = [v for c in curves for h, v in zip(c["hi"], c["loss"]) if h >= skip * len(c["lr"])]
@@ -58,21 +104,63 @@ def figures(rec: dict, curves: list[dict], draw_fit: bool = True, ci: float = 0.
             lo_y, hi_y = min(fitted_losses), max(fitted_losses)
             f["layout"]["yaxis"]["range"] = [lo_y - 0.05 * (hi_y - lo_y), hi_y + 0.05 * (hi_y - lo_y)]
         note(f, f"points: data (faint: before --skip-fraction {skip:g}, not fitted); lines: the law, {ci:.0%} band")
-        figs += [f, fig("annealing_lr", "Learning-rate schedule per run (what the law reads)", lrs, "step (optimizer updates)", "lr", logx=False)]
+        figs += [
+            f,
+            fig(
+                "annealing_lr",
+                "Learning-rate schedule per run (what the law reads)",
+                lrs,
+                "step (optimizer updates)",
+                "lr",
+                logx=False,
+            ),
+        ]
     rows = rec.get("curves") or []
     if rows:
         names = [r["run"] + (" (held out)" if r["run"] in held else "") for r in rows]
-        data = [{"type": "scatter", "mode": "markers", "x": names, "y": [r.get("last_point_loss") for r in rows], "name": "observed (last point)",
-                 "marker": {"size": 10, "color": PALETTE[0]}}]
+        data = [
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": names,
+                "y": [r.get("last_point_loss") for r in rows],
+                "name": "observed (last point)",
+                "marker": {"size": 10, "color": PALETTE[0]},
+            }
+        ]
         if draw_fit:
-            data.append({"type": "scatter", "mode": "markers", "x": names, "y": [r.get("last_point_predicted") for r in rows], "name": "law",
-                         "marker": {"size": 12, "symbol": "x", "color": PALETTE[1]}})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "x": names,
+                    "y": [r.get("last_point_predicted") for r in rows],
+                    "name": "law",
+                    "marker": {"size": 12, "symbol": "x", "color": PALETTE[1]},
+                }
+            )
         ho = (rec.get("holdout") or {}).get("final_points") or []
         if ho and draw_fit:
-            data.append({"type": "scatter", "mode": "markers", "x": [q["run"] + " (held out)" for q in ho], "y": [q.get("observed") for q in ho],
-                         "name": "held out: observed", "marker": {"size": 10, "color": PALETTE[2]}})
-            data.append({"type": "scatter", "mode": "markers", "x": [q["run"] + " (held out)" for q in ho], "y": [q.get("predicted") for q in ho],
-                         "name": "held out: law", "marker": {"size": 12, "symbol": "x", "color": PALETTE[3]}})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "x": [q["run"] + " (held out)" for q in ho],
+                    "y": [q.get("observed") for q in ho],
+                    "name": "held out: observed",
+                    "marker": {"size": 10, "color": PALETTE[2]},
+                }
+            )
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "x": [q["run"] + " (held out)" for q in ho],
+                    "y": [q.get("predicted") for q in ho],
+                    "name": "held out: law",
+                    "marker": {"size": 12, "symbol": "x", "color": PALETTE[3]},
+                }
+            )
         f = fig("annealing_last", "Last point of each curve: observed vs the law", data, "run", "loss", logx=False)
         f["layout"]["xaxis"]["type"] = "category"
         figs.append(f)

@@ -2,6 +2,7 @@
 task-loss and accuracy fits, lr-annealing curves, MoE laws), the MoE view's loss vs compute, and
 the Plan view. Routes are registered by `register`; bad inputs raise scaling's InputError (-> 400
 naming the input), unknown ids UnknownId (-> 404), as everywhere in the app."""
+
 from __future__ import annotations
 
 import threading
@@ -12,8 +13,27 @@ from dashboard.fit_checks import not_identified
 from dashboard.plotting import readable_y
 from scaling.core.errors import InputError
 
-SUMMARY_KEYS = ("law", "approach", "params", "intervals", "objective", "n_points", "warnings", "data_sha256", "n_kind", "data_range",
-                "derived", "holdout", "models", "form", "settings", "conventions", "chance", "loss_range", "design")
+SUMMARY_KEYS = (
+    "law",
+    "approach",
+    "params",
+    "intervals",
+    "objective",
+    "n_points",
+    "warnings",
+    "data_sha256",
+    "n_kind",
+    "data_range",
+    "derived",
+    "holdout",
+    "models",
+    "form",
+    "settings",
+    "conventions",
+    "chance",
+    "loss_range",
+    "design",
+)
 NOT_DRAWN = " — fitted law not drawn (not identified)"
 
 
@@ -21,7 +41,13 @@ def summary(rec: dict, task: str | None = None) -> dict:
     out = {k: rec.get(k) for k in SUMMARY_KEYS}
     if task is not None and rec.get("tasks"):
         sub = rec["tasks"].get(task) or {}
-        out.update({k: sub.get(k) for k in ("params", "intervals", "objective", "n_points", "chance", "loss_range", "holdout") if k in sub})
+        out.update(
+            {
+                k: sub.get(k)
+                for k in ("params", "intervals", "objective", "n_points", "chance", "loss_range", "holdout")
+                if k in sub
+            }
+        )
         out["task"] = task
     return out
 
@@ -40,14 +66,30 @@ class Views:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ any fit record
-    def fit(self, fid: str, task: str | None = None, partner: str | None = None, color: str = "experts", group: str | None = None) -> dict:
+    def fit(
+        self,
+        fid: str,
+        task: str | None = None,
+        partner: str | None = None,
+        color: str = "experts",
+        group: str | None = None,
+    ) -> dict:
         rec = self.fits.record(fid)
         if rec.get("groups"):  # a --by record: one law per value, its points carried in the record
             v = by_view.view(rec, group)
             sub = {**summary(v["sub"]), "group": v["group"], "by": v["by"]}
-            return {"id": fid, "points_note": None, "n_data_points": len(v["points"]), "record": sub, "not_identified": v["flags"],
-                    "figures": _safe(lambda: v["figures"], rec.get("law")), "by": v["by"], "groups": v["groups"], "group": v["group"],
-                    "compare": v["compare"]}
+            return {
+                "id": fid,
+                "points_note": None,
+                "n_data_points": len(v["points"]),
+                "record": sub,
+                "not_identified": v["flags"],
+                "figures": _safe(lambda: v["figures"], rec.get("law")),
+                "by": v["by"],
+                "groups": v["groups"],
+                "group": v["group"],
+                "compare": v["compare"],
+            }
         points, why = self.fits.points(rec, fid)
         law = rec.get("law")
         out = {"id": fid, "points_note": why, "n_data_points": len(points)}
@@ -95,7 +137,14 @@ class Views:
             if not drawn.get(f["id"], True):
                 f["title"] += NOT_DRAWN
                 f["layout"]["title"]["text"] = f["title"]
-        return {"record": summary(rec, task if multi else None), "not_identified": flags, "tasks": tasks, "task": task, "figures": figs, **extra}
+        return {
+            "record": summary(rec, task if multi else None),
+            "not_identified": flags,
+            "tasks": tasks,
+            "task": task,
+            "figures": figs,
+            **extra,
+        }
 
     # ------------------------------------------------------------ MoE view
     def moe(self, fit: str | None, color: str, x: str) -> dict:
@@ -105,7 +154,14 @@ class Views:
             raise InputError(f"x must be one of {', '.join(moe_law_view.X_KINDS)} (got {x!r})")
         pts = self.moe_points()
         items = [f for f in self.fits.listing()[0] if f["law"] == "moe"]
-        out = {"color": color, "x": x, "n_runs": len(pts), "runs_figure": moe_law_view.runs_figure(pts, color, x), "fits": items, "fit": None}
+        out = {
+            "color": color,
+            "x": x,
+            "n_runs": len(pts),
+            "runs_figure": moe_law_view.runs_figure(pts, color, x),
+            "fits": items,
+            "fit": None,
+        }
         fid = fit if fit is not None else (items[0]["id"] if items else "")
         if fid:
             if fid not in {f["id"] for f in items}:
@@ -116,15 +172,24 @@ class Views:
 
     # ------------------------------------------------------------ Plan view
     def plan(self, fit: str | None, q: dict) -> dict:
-        from scaling.planning.budget import BudgetOptions
         from scaling.fits.record import FitRecord
+        from scaling.planning.budget import BudgetOptions
 
         items = [f for f in self.fits.listing()[0] if f["law"] == "chinchilla" and not f.get("by")]
         fid = fit or next((f["id"] for f in items if f.get("approach") == 3), items[0]["id"] if items else None)
         from scaling.planning.devices import DEVICES, PRECISIONS
 
-        out = {"fits": items, "fit": fid, "inputs": q, "rows": [], "figures": [], "warnings": [], "devices": list(DEVICES),
-               "precisions": list(PRECISIONS), "cost_axes": plan_view.COST_AXES}
+        out = {
+            "fits": items,
+            "fit": fid,
+            "inputs": q,
+            "rows": [],
+            "figures": [],
+            "warnings": [],
+            "devices": list(DEVICES),
+            "precisions": list(PRECISIONS),
+            "cost_axes": plan_view.COST_AXES,
+        }
         if fid is None:
             return out
         rec = self.fits.record(fid)
@@ -135,14 +200,29 @@ class Views:
         if not 0 < q["ci"] < 1:
             raise InputError(f"ci must be in (0, 1) (got {q['ci']})")
         if q["device"] and q["mfu"] in (None, "auto") and self._runs_link_out():
-            raise InputError("mfu auto reads every finished run under --runs, and some of their files link outside it (see the Runs view's "
-                             "problems): give mfu as a number")
-        opts = BudgetOptions(compute=1.0, device=q["device"] or None, precision=q["precision"], num_devices=q["num-devices"], mfu=q["mfu"],
-                             usd_per_device_hour=q["usd-per-device-hour"], runs=str(self.runs_root))
+            raise InputError(
+                "mfu auto reads every finished run under --runs, and some of their files link outside it (see the Runs view's "
+                "problems): give mfu as a number"
+            )
+        opts = BudgetOptions(
+            compute=1.0,
+            device=q["device"] or None,
+            precision=q["precision"],
+            num_devices=q["num-devices"],
+            mfu=q["mfu"],
+            usd_per_device_hour=q["usd-per-device-hour"],
+            runs=str(self.runs_root),
+        )
         hw = plan_view.hardware(opts, self.runs_root)
         x = q["x"] or ("usd" if hw and hw.usd_per_device_hour else "device_hours" if hw else "compute")
-        if x not in plan_view.COST_AXES or (x != "compute" and hw is None) or (x == "usd" and not (hw and hw.usd_per_device_hour)):
-            raise InputError(f"x must be one of {', '.join(plan_view.COST_AXES)}; device-hours and days need a device, usd a usd-per-device-hour too")
+        if (
+            x not in plan_view.COST_AXES
+            or (x != "compute" and hw is None)
+            or (x == "usd" and not (hw and hw.usd_per_device_hour))
+        ):
+            raise InputError(
+                f"x must be one of {', '.join(plan_view.COST_AXES)}; device-hours and days need a device, usd a usd-per-device-hour too"
+            )
         flags = not_identified(rec)
         out.update(x=x, not_identified=flags, approach=rec.get("approach"))
         if flags:
@@ -158,10 +238,28 @@ class Views:
                     self._plans.clear()
                 self._plans[key] = got
         cost = got["cost"] or {}
-        out.update(rows=got["rows"], warnings=got["warnings"], figures=plan_view.figures(got["rows"], x, q["ci"]),
-                   assumptions={k: cost.get(k) for k in ("device", "precision", "peak_flops", "peak_source", "mfu", "mfu_source", "mfu_interval",
-                                                         "num_devices", "usd_per_device_hour")} if cost else None,
-                   conventions=(rec.get("conventions") or {}).get("compute"))
+        out.update(
+            rows=got["rows"],
+            warnings=got["warnings"],
+            figures=plan_view.figures(got["rows"], x, q["ci"]),
+            assumptions={
+                k: cost.get(k)
+                for k in (
+                    "device",
+                    "precision",
+                    "peak_flops",
+                    "peak_source",
+                    "mfu",
+                    "mfu_source",
+                    "mfu_interval",
+                    "num_devices",
+                    "usd_per_device_hour",
+                )
+            }
+            if cost
+            else None,
+            conventions=(rec.get("conventions") or {}).get("compute"),
+        )
         return out
 
     def moe_points(self) -> list[dict]:

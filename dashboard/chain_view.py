@@ -10,13 +10,14 @@ accuracy it measured. A record is paired with a partner of the other step when o
 chains with it (scaling.planning.accuracy_chain.check). A step whose fit is not identified for the task
 (dashboard.fit_checks) is not drawn; its data are.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from dashboard.plotting import PALETTE, arr, band, error_y, fig, group, note, percentile_band
-from scaling.fits.accuracy import SigmoidAccuracy
 from scaling.core.errors import InputError
+from scaling.fits.accuracy import SigmoidAccuracy
 
 SIGMOID = ("a", "b", "k", "L0")
 CHAIN_LAWS = ("accuracy", "task-loss")
@@ -61,13 +62,18 @@ def partners(rec: dict, others: list[tuple[str, dict]]) -> list[str]:
 def _loss_step(loss: dict, task: str):
     """(law, token cost, label, the record a chain call takes) of step 1 for `task`."""
     from scaling.core.conventions import TokenCost
-    from scaling.laws.registry import from_record
     from scaling.fits.record import FitRecord
+    from scaling.laws.registry import from_record
 
     if loss.get("law") == "task-loss":
         key = task if task in (loss.get("tasks") or {}) else next(iter(loss["tasks"]))
         sub = FitRecord(loss["tasks"][key])
-        return from_record(sub), TokenCost.from_record(sub), (loss.get("settings") or {}).get("loss_metric") or "task loss", sub
+        return (
+            from_record(sub),
+            TokenCost.from_record(sub),
+            (loss.get("settings") or {}).get("loss_metric") or "task loss",
+            sub,
+        )
     return from_record(loss), TokenCost.from_record(loss), "validation loss", loss
 
 
@@ -98,7 +104,11 @@ def _chain_points(task, acc, loss) -> list[dict]:
     own = loss[1] if loss[0].get("law") == "chinchilla" else _task_points(loss[1], task, len(tasks_of(loss[0])) == 1)
     if any(p.get("acc") is not None for p in own):
         return own
-    evaluated = [p for p in _task_points(acc[1], task, not acc[0].get("tasks")) if p.get("N") and p.get("D") and p.get("acc") is not None]
+    evaluated = [
+        p
+        for p in _task_points(acc[1], task, not acc[0].get("tasks"))
+        if p.get("N") and p.get("D") and p.get("acc") is not None
+    ]
     return evaluated if evaluated and n_kind(loss[0]) == "total" else own
 
 
@@ -114,14 +124,37 @@ def _loss_vs_compute(task, step1, pts, draw):
     data = []
     for gi, idx in enumerate(groups):
         col, n = PALETTE[gi % len(PALETTE)], float(np.exp(np.mean(np.log(N[idx]))))
-        data.append({"type": "scatter", "mode": "markers", "x": (cost(N[idx]) * D[idx]).tolist(), "y": L[idx].tolist(), "name": f"N≈{n:.3g}",
-                     "marker": {"color": col}, "legendgroup": str(gi), "text": [str(p.get("run") or "") for p in (pts[i] for i in idx)]})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": (cost(N[idx]) * D[idx]).tolist(),
+                "y": L[idx].tolist(),
+                "name": f"N≈{n:.3g}",
+                "marker": {"color": col},
+                "legendgroup": str(gi),
+                "text": [str(p.get("run") or "") for p in (pts[i] for i in idx)],
+            }
+        )
         if draw:
             ds = np.geomspace(D[idx].min() / 1.5, D[idx].max() * 1.5, 40)
-            data.append({"type": "scatter", "mode": "lines", "x": (cost(n) * ds).tolist(), "y": np.asarray(law.predict(n, ds)).tolist(),
-                         "name": f"law N≈{n:.3g}", "line": {"color": col}, "legendgroup": str(gi), "showlegend": False})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "x": (cost(n) * ds).tolist(),
+                    "y": np.asarray(law.predict(n, ds)).tolist(),
+                    "name": f"law N≈{n:.3g}",
+                    "line": {"color": col},
+                    "legendgroup": str(gi),
+                    "showlegend": False,
+                }
+            )
     title = f"{task} · step 1: {label} vs compute"
-    return note(fig("task_loss", title, data, f"C ({cost.compute})", label), "points: evaluated runs; lines: the law at each model size")
+    return note(
+        fig("task_loss", title, data, f"C ({cost.compute})", label),
+        "points: evaluated runs; lines: the law at each model size",
+    )
 
 
 def _acc_vs_loss(task, acc, ci):
@@ -130,8 +163,17 @@ def _acc_vs_loss(task, acc, ci):
     pts = _task_points(pts, task, not rec.get("tasks"))
     L, A = arr(pts, "loss"), arr(pts, "acc")
     metric = (rec.get("settings") or {}).get("loss_metric") or "loss"
-    data = [{"type": "scatter", "mode": "markers", "x": L.tolist(), "y": A.tolist(), "name": "evaluated runs", "marker": {"color": PALETTE[0]}}]
-    lo, hi = (r.get("loss_range") or [np.nanmin(L) if L.size else None, np.nanmax(L) if L.size else None])
+    data = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "x": L.tolist(),
+            "y": A.tolist(),
+            "name": "evaluated runs",
+            "marker": {"color": PALETTE[0]},
+        }
+    ]
+    lo, hi = r.get("loss_range") or [np.nanmin(L) if L.size else None, np.nanmax(L) if L.size else None]
     if draw and lo is not None:
         pad = 0.1 * (hi - lo or 1.0)
         ls = np.linspace(lo - pad, hi + pad, 80)
@@ -142,10 +184,27 @@ def _acc_vs_loss(task, acc, ci):
             if b is not None:
                 data.insert(0, band(ls, b[0], b[1], f"{ci:.0%} interval (bootstrap of the sigmoid)"))
         curve = SigmoidAccuracy(**{k: r["params"][k] for k in SIGMOID}).predict(ls)
-        data.append({"type": "scatter", "mode": "lines", "x": ls.tolist(), "y": curve.tolist(), "name": "sigmoid fit", "line": {"color": PALETTE[1]}})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": ls.tolist(),
+                "y": curve.tolist(),
+                "name": "sigmoid fit",
+                "line": {"color": PALETTE[1]},
+            }
+        )
     if r.get("chance") is not None and L.size:
-        data.append({"type": "scatter", "mode": "lines", "x": [float(np.nanmin(L)), float(np.nanmax(L))], "y": [r["chance"]] * 2,
-                     "name": f"chance {r['chance']:.3g}", "line": {"color": "#999", "dash": "dot"}})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": [float(np.nanmin(L)), float(np.nanmax(L))],
+                "y": [r["chance"]] * 2,
+                "name": f"chance {r['chance']:.3g}",
+                "line": {"color": "#999", "dash": "dot"},
+            }
+        )
     return fig("accuracy", f"{task} · step 2: accuracy vs {metric}", data, metric, "accuracy", logx=False)
 
 
@@ -163,19 +222,50 @@ def _acc_vs_compute(task, acc_rec, loss_rec, step1, pts, ci):
     for gi, idx in enumerate(groups):
         col, n = PALETTE[gi % len(PALETTE)], float(np.exp(np.mean(np.log(N[idx]))))
         ds = np.geomspace(D[idx].min() / 1.5, D[idx].max() * 1.5, 40)
-        data.append({"type": "scatter", "mode": "lines", "x": (cost(n) * ds).tolist(), "y": sig.predict(law.predict(n, ds)).tolist(),
-                     "name": f"chain N≈{n:.3g}", "line": {"color": col}, "legendgroup": str(gi)})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": (cost(n) * ds).tolist(),
+                "y": sig.predict(law.predict(n, ds)).tolist(),
+                "name": f"chain N≈{n:.3g}",
+                "line": {"color": col},
+                "legendgroup": str(gi),
+            }
+        )
         seen = [i for i in idx if pts[i].get("acc") is not None]
         if not seen:
             continue
         pred = [predict_chain(acc_rec, N[i], D[i], ci=ci, **kw)["tasks"].get(label) or {} for i in seen]
         xs = (cost(N[seen]) * D[seen]).tolist()
         ys = [p.get("acc") for p in pred]
-        data.append({"type": "scatter", "mode": "markers", "x": xs, "y": ys, "name": f"chain prediction, {ci:.0%} interval", "legendgroup": str(gi),
-                     "marker": {"color": col, "symbol": "line-ew-open", "size": 14}, "showlegend": gi == 0,
-                     "error_y": error_y(ys, [p.get("interval") for p in pred])})
-        data.append({"type": "scatter", "mode": "markers", "x": xs, "y": [pts[i]["acc"] for i in seen], "name": "measured accuracy",
-                     "legendgroup": str(gi), "marker": {"color": col}, "showlegend": gi == 0})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": xs,
+                "y": ys,
+                "name": f"chain prediction, {ci:.0%} interval",
+                "legendgroup": str(gi),
+                "marker": {"color": col, "symbol": "line-ew-open", "size": 14},
+                "showlegend": gi == 0,
+                "error_y": error_y(ys, [p.get("interval") for p in pred]),
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": xs,
+                "y": [pts[i]["acc"] for i in seen],
+                "name": "measured accuracy",
+                "legendgroup": str(gi),
+                "marker": {"color": col},
+                "showlegend": gi == 0,
+            }
+        )
     title = f"{task} · the chain: N, D → {step1[2]} → accuracy"
-    return note(fig("chain", title, data, f"C ({cost.compute})", "accuracy"),
-                f"lines: the sigmoid of the step-1 law per model size; bars: the chain's {ci:.0%} prediction interval at each evaluated run")
+    return note(
+        fig("chain", title, data, f"C ({cost.compute})", "accuracy"),
+        f"lines: the sigmoid of the step-1 law per model size; bars: the chain's {ci:.0%} prediction interval at each evaluated run",
+    )

@@ -3,6 +3,7 @@
 Binds 127.0.0.1 unless --host says otherwise: the app has no authentication, so exposing it is
 an explicit choice.
 """
+
 from __future__ import annotations
 
 import sys
@@ -10,10 +11,15 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("dashboard", help="local read-only web dashboard for runs, evals, fits and MoE routers",
-                              description="Serve a local web dashboard over run directories and fit records (read-only).")
+    p = subparsers.add_parser(
+        "dashboard",
+        help="local read-only web dashboard for runs, evals, fits and MoE routers",
+        description="Serve a local web dashboard over run directories and fit records (read-only).",
+    )
     p.add_argument("--runs", default="runs", metavar="DIR", help="runs root (runs/<sweep>/<run>/), default: runs")
-    p.add_argument("--fits", default=None, metavar="DIR", help="directory of fit records (*.json from `scalelab fit --out`)")
+    p.add_argument(
+        "--fits", default=None, metavar="DIR", help="directory of fit records (*.json from `scalelab fit --out`)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks a free one)")
     p.add_argument("--refresh-s", type=float, default=1.0, help="minimum seconds between rescans of the runs root")
@@ -48,7 +54,10 @@ def run(args) -> int:
         return 2
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"scalelab dashboard: http://{shown}:{port}/  (runs: {runs.resolve()}, fits: {Path(args.fits).resolve() if args.fits else '-'})", flush=True)
+    print(
+        f"scalelab dashboard: http://{shown}:{port}/  (runs: {runs.resolve()}, fits: {Path(args.fits).resolve() if args.fits else '-'})",
+        flush=True,
+    )
     if not loopback:
         print(f"warning: listening on {args.host}: anyone who can reach this port can read these runs", file=sys.stderr)
     config = uvicorn.Config(app, log_level="warning", access_log=False)

@@ -8,6 +8,7 @@ The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is to
 with task evaluations and lr-schedule curves from dashboard.demo_data; the runs, metrics, MoE
 router statistics and eval results are real.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ from rundir.layout import CONFIG, SUMMARY, RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = [("n50k-lr3e-3", "n50k", 3e-3), ("n50k-lr1e-2", "n50k", 1e-2), ("n100k-lr3e-3", "n100k", 3e-3)]
-BROKEN = {"tiny-sweep/broken-summary": {SUMMARY: '{"status": "done", "tokens": '},
-          "tiny-sweep/torn-config": {CONFIG: "model: [unclosed\n  : - x", SUMMARY: "[1, 2]"}}
+BROKEN = {
+    "tiny-sweep/broken-summary": {SUMMARY: '{"status": "done", "tokens": '},
+    "tiny-sweep/torn-config": {CONFIG: "model: [unclosed\n  : - x", SUMMARY: "[1, 2]"},
+}
 
 
 def _scalelab() -> list[str]:
@@ -31,27 +34,50 @@ def _scalelab() -> list[str]:
 
 
 def _env() -> dict:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
-            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def _run(args: list[str], log, done: Path | None = None) -> None:
     if done is not None and done.exists():  # reuse an existing demo tree (e.g. SCALELAB_DASHBOARD_DEMO)
         return
-    r = subprocess.run(_scalelab() + args, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = subprocess.run(
+        _scalelab() + args, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     log.write(f"$ scalelab {' '.join(args)}\n{r.stdout}\n")
     if r.returncode != 0:
         raise RuntimeError(f"scalelab {' '.join(args[:2])} failed ({r.returncode}):\n{r.stdout[-3000:]}")
 
 
 def train_args(run_dir: Path, data_dir: Path, steps: int = 20) -> list[str]:
-    return [f"train.tokens={steps * 8 * 64}", "train.micro_batch_size=8", "train.global_batch_size=8", "train.log_every_steps=2",
-            "train.eval_every_steps=10", "train.eval_tokens=2048", f"train.checkpoint_every_steps={steps}", "train.threads=1",
-            "wandb.mode=disabled", "data.tokenizer.vocab_size=512", "data.name=tiny512", f"data.out_dir={data_dir}",
-            "model.seq_len=64", "--run-dir", str(run_dir)]
+    return [
+        f"train.tokens={steps * 8 * 64}",
+        "train.micro_batch_size=8",
+        "train.global_batch_size=8",
+        "train.log_every_steps=2",
+        "train.eval_every_steps=10",
+        "train.eval_tokens=2048",
+        f"train.checkpoint_every_steps={steps}",
+        "train.threads=1",
+        "wandb.mode=disabled",
+        "data.tokenizer.vocab_size=512",
+        "data.name=tiny512",
+        f"data.out_dir={data_dir}",
+        "model.seq_len=64",
+        "--run-dir",
+        str(run_dir),
+    ]
 
 
-def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = True, broken: bool = True, wsd: bool = True) -> dict:
+def make(
+    out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = True, broken: bool = True, wsd: bool = True
+) -> dict:
     """Create OUT/runs and OUT/fits; returns what was produced (paths and run ids)."""
     out = Path(out).resolve()
     runs, fdir, data = out / "runs", out / "fits", out / "data"
@@ -60,16 +86,44 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
     made = {"runs": runs, "fits": fdir, "ids": [], "broken": [], "fit_ids": []}
     with open(out / "producers.log", "a") as log:
         for name, model, lr in TINY:
-            _run(["train", "configs/train/tiny.yaml", f"model={model}", f"optim.lr={lr}", *train_args(runs / "tiny-sweep" / name, data)], log,
-                 RunDir(runs / "tiny-sweep" / name).summary)
+            _run(
+                [
+                    "train",
+                    "configs/train/tiny.yaml",
+                    f"model={model}",
+                    f"optim.lr={lr}",
+                    *train_args(runs / "tiny-sweep" / name, data),
+                ],
+                log,
+                RunDir(runs / "tiny-sweep" / name).summary,
+            )
             made["ids"].append(f"tiny-sweep/{name}")
         if moe:
-            _run(["train", "configs/train/tiny-moe.yaml", "model.preset=n50k", "model.moe.d_ff=64", *train_args(runs / "tiny-moe" / "moe-n50k", data)], log,
-                 RunDir(runs / "tiny-moe" / "moe-n50k").summary)
+            _run(
+                [
+                    "train",
+                    "configs/train/tiny-moe.yaml",
+                    "model.preset=n50k",
+                    "model.moe.d_ff=64",
+                    *train_args(runs / "tiny-moe" / "moe-n50k", data),
+                ],
+                log,
+                RunDir(runs / "tiny-moe" / "moe-n50k").summary,
+            )
             made["ids"].append("tiny-moe/moe-n50k")
-            _run(["train", "configs/train/tiny-moe.yaml", "model.preset=n50k", "model.moe.d_ff=64", "model.moe.router=aux_free_bias",
-                  "model.moe.capacity_factor=null", *train_args(runs / "tiny-moe" / "moe-n50k-auxfree", data)], log,
-                 RunDir(runs / "tiny-moe" / "moe-n50k-auxfree").summary)
+            _run(
+                [
+                    "train",
+                    "configs/train/tiny-moe.yaml",
+                    "model.preset=n50k",
+                    "model.moe.d_ff=64",
+                    "model.moe.router=aux_free_bias",
+                    "model.moe.capacity_factor=null",
+                    *train_args(runs / "tiny-moe" / "moe-n50k-auxfree", data),
+                ],
+                log,
+                RunDir(runs / "tiny-moe" / "moe-n50k-auxfree").summary,
+            )
             made["ids"].append("tiny-moe/moe-n50k-auxfree")
         if wsd:  # a stable run and its cooldown branches (the Curves view draws them as one family)
             spec = demo_data.wsd_spec(out / "wsd-demo.yaml", runs / "wsd-demo", data)
@@ -81,8 +135,27 @@ def make(out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = 
         if evals:
             tasks = "blimp_anaphor_gender_agreement,blimp_anaphor_number_agreement,blimp_determiner_noun_agreement_1"
             for rid in made["ids"][:3:2]:  # n50k-lr3e-3 and n100k-lr3e-3
-                _run(["eval", str(runs / rid), "--suite", "tiny", "--tasks", tasks, "--limit", "20", "--device", "cpu",
-                      "--threads", "1", "--no-wandb", "--batch-size", "64"], log, RunDir(runs / rid).evals)
+                _run(
+                    [
+                        "eval",
+                        str(runs / rid),
+                        "--suite",
+                        "tiny",
+                        "--tasks",
+                        tasks,
+                        "--limit",
+                        "20",
+                        "--device",
+                        "cpu",
+                        "--threads",
+                        "1",
+                        "--no-wandb",
+                        "--batch-size",
+                        "64",
+                    ],
+                    log,
+                    RunDir(runs / rid).evals,
+                )
         if fits:
             made["fit_ids"] = _fits(fdir, log)
     if broken:
@@ -102,25 +175,61 @@ def _fits(fdir: Path, log) -> list[str]:
 
     tables = fdir / "data"
     tables.mkdir(exist_ok=True)
-    inputs = {"isoflop_synthetic.csv": lambda p: syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(p, index=False),
-              "batch_lr_synthetic.csv": lambda p: syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4),
-                                                                     bs_mults=(0.5, 1, 2)).to_csv(p, index=False),
-              "isoflop_by_optimizer.csv": demo_data.optimizer_table,
-              "moe_synthetic.csv": demo_data.moe_table, "moe_clark_synthetic.csv": demo_data.clark_table,
-              "annealing_synthetic.csv": demo_data.annealing_table, "chain-runs": demo_data.chain_runs}
+    inputs = {
+        "isoflop_synthetic.csv": lambda p: syn.chinchilla_table(budgets=(1e15, 1e16, 1e17), n_per_budget=7).to_csv(
+            p, index=False
+        ),
+        "batch_lr_synthetic.csv": lambda p: syn.batch_lr_sweep(
+            budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2)
+        ).to_csv(p, index=False),
+        "isoflop_by_optimizer.csv": demo_data.optimizer_table,
+        "moe_synthetic.csv": demo_data.moe_table,
+        "moe_clark_synthetic.csv": demo_data.clark_table,
+        "annealing_synthetic.csv": demo_data.annealing_table,
+        "chain-runs": demo_data.chain_runs,
+    }
     for name, write in inputs.items():
         if not (tables / name).exists():
             write(tables / name)
     t = {name: str(tables / name) for name in inputs}
-    fits = {"chinchilla-a3.json": ["chinchilla", t["isoflop_synthetic.csv"], "--approach", "3", "--bootstrap", "8", "--top-k", "8", "--compute", "1e19"],
-            "chinchilla-a2.json": ["chinchilla", t["isoflop_synthetic.csv"], "--approach", "2"],
-            "batch-lr.json": ["batch-lr", t["batch_lr_synthetic.csv"]],
-            "chinchilla-by-optimizer.json": ["chinchilla", t["isoflop_by_optimizer.csv"], "--by", "optimizer", "--bootstrap", "8", "--top-k", "8"],
-            "moe-krajewski.json": ["moe", t["moe_synthetic.csv"], "--bootstrap", "8", "--compute", "1e21"],
-            "moe-clark.json": ["moe", t["moe_clark_synthetic.csv"], "--law", "clark"],
-            "task-loss.json": ["task-loss", t["chain-runs"], "--bootstrap", "8"],
-            "accuracy.json": ["accuracy", t["chain-runs"], "--bootstrap", "20"],
-            "lr-annealing.json": ["lr-annealing", t["annealing_synthetic.csv"], "--holdout", "last-run", "--bootstrap", "8"]}
+    fits = {
+        "chinchilla-a3.json": [
+            "chinchilla",
+            t["isoflop_synthetic.csv"],
+            "--approach",
+            "3",
+            "--bootstrap",
+            "8",
+            "--top-k",
+            "8",
+            "--compute",
+            "1e19",
+        ],
+        "chinchilla-a2.json": ["chinchilla", t["isoflop_synthetic.csv"], "--approach", "2"],
+        "batch-lr.json": ["batch-lr", t["batch_lr_synthetic.csv"]],
+        "chinchilla-by-optimizer.json": [
+            "chinchilla",
+            t["isoflop_by_optimizer.csv"],
+            "--by",
+            "optimizer",
+            "--bootstrap",
+            "8",
+            "--top-k",
+            "8",
+        ],
+        "moe-krajewski.json": ["moe", t["moe_synthetic.csv"], "--bootstrap", "8", "--compute", "1e21"],
+        "moe-clark.json": ["moe", t["moe_clark_synthetic.csv"], "--law", "clark"],
+        "task-loss.json": ["task-loss", t["chain-runs"], "--bootstrap", "8"],
+        "accuracy.json": ["accuracy", t["chain-runs"], "--bootstrap", "20"],
+        "lr-annealing.json": [
+            "lr-annealing",
+            t["annealing_synthetic.csv"],
+            "--holdout",
+            "last-run",
+            "--bootstrap",
+            "8",
+        ],
+    }
     for out, args in fits.items():
         _run(["fit", *args, "--out", str(fdir / out)], log, fdir / out)
     (fdir / "not-a-fit.json").write_text('{"law": "chinchilla", "par')
@@ -131,8 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m dashboard.demo", description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", nargs="?", default="dashboard-demo", help="folder to fill: OUT/runs, OUT/fits (default: dashboard-demo); "
-                    "what is already there is kept")
+    ap.add_argument(
+        "out",
+        nargs="?",
+        default="dashboard-demo",
+        help="folder to fill: OUT/runs, OUT/fits (default: dashboard-demo); what is already there is kept",
+    )
     ap.add_argument("--no-moe", action="store_true", help="skip the MoE training runs")
     ap.add_argument("--no-evals", action="store_true", help="skip `scalelab eval`")
     ap.add_argument("--no-fits", action="store_true", help="skip the fit records")

@@ -15,6 +15,7 @@ in seconds. The demo's runs, metrics, router statistics and evaluations are real
 One exception, the spec of a real sweep: `wsd_spec` (a stable run and its cooldown branches, trained
 by `scalelab sweep launch` for the Curves view; its losses are measured, not drawn).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,18 +24,29 @@ from types import SimpleNamespace
 
 import numpy as np
 
-CHAIN_LOSS = {"synthetic_2choice": {"E": 0.9, "A": 60.0, "B": 900.0, "alpha": 0.35, "beta": 0.45},
-              "synthetic_4choice": {"E": 1.1, "A": 80.0, "B": 1200.0, "alpha": 0.33, "beta": 0.42}}
-CHAIN_ACC = {"synthetic_2choice": ({"a": 0.45, "b": 0.5, "k": -6.0, "L0": 1.6}, 0.5),
-             "synthetic_4choice": ({"a": 0.6, "b": 0.25, "k": -3.0, "L0": 3.3}, 0.25)}
+CHAIN_LOSS = {
+    "synthetic_2choice": {"E": 0.9, "A": 60.0, "B": 900.0, "alpha": 0.35, "beta": 0.45},
+    "synthetic_4choice": {"E": 1.1, "A": 80.0, "B": 1200.0, "alpha": 0.33, "beta": 0.42},
+}
+CHAIN_ACC = {
+    "synthetic_2choice": ({"a": 0.45, "b": 0.5, "k": -6.0, "L0": 1.6}, 0.5),
+    "synthetic_4choice": ({"a": 0.6, "b": 0.25, "k": -3.0, "L0": 3.3}, 0.25),
+}
 ANNEALING = {"L0": 2.7, "A": 0.8, "alpha": 0.55, "C": 0.4}
-SCHEDULES = (("constant", "constant", "linear"), ("wsd-linear", "wsd", "linear"), ("wsd-sqrt", "wsd", "sqrt"), ("cosine", "cosine", "linear"))
+SCHEDULES = (
+    ("constant", "constant", "linear"),
+    ("wsd-linear", "wsd", "linear"),
+    ("wsd-sqrt", "wsd", "sqrt"),
+    ("cosine", "cosine", "linear"),
+)
 
 
 def moe_table(path: Path, noise: float = 0.003) -> Path:
     from scaling.synthetic.moe import krajewski_table
 
-    krajewski_table(sizes=(1e8, 3e8, 1e9, 3e9), tokens_per_param=(4.0, 16.0, 64.0), granularities=(2, 4, 8), noise=noise).to_csv(path, index=False)
+    krajewski_table(
+        sizes=(1e8, 3e8, 1e9, 3e9), tokens_per_param=(4.0, 16.0, 64.0), granularities=(2, 4, 8), noise=noise
+    ).to_csv(path, index=False)
     return path
 
 
@@ -44,9 +56,15 @@ def optimizer_table(path: Path, k: float = 1.5, noise: float = 0.003) -> Path:
     from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table, data_multiplied
 
     budgets = (1e15, 1e16, 1e17)
-    pd.concat([chinchilla_table(budgets=budgets, n_per_budget=6, noise=noise, seed=1).assign(optimizer="adamw"),
-               chinchilla_table(data_multiplied(TRUE_CHINCHILLA, k), budgets=budgets, n_per_budget=6, noise=noise, seed=2).assign(optimizer="muon")],
-              ignore_index=True).to_csv(path, index=False)
+    pd.concat(
+        [
+            chinchilla_table(budgets=budgets, n_per_budget=6, noise=noise, seed=1).assign(optimizer="adamw"),
+            chinchilla_table(
+                data_multiplied(TRUE_CHINCHILLA, k), budgets=budgets, n_per_budget=6, noise=noise, seed=2
+            ).assign(optimizer="muon"),
+        ],
+        ignore_index=True,
+    ).to_csv(path, index=False)
     return path
 
 
@@ -72,16 +90,32 @@ def chain_runs(root: Path, noise: float = 0.01, acc_noise: float = 0.01, seed: i
                 (sig, chance) = CHAIN_ACC[task]
                 bpb = float(ChinchillaLaw(**law).predict(N, D)) * float(np.exp(rng.normal(0, noise)))
                 acc = float(np.clip(SigmoidAccuracy(**sig).predict(bpb) + rng.normal(0, acc_noise), 0, 1))
-                results += [{"task": task, "metric": "acc", "value": acc, "n": 1000},
-                            {"task": task, "metric": "gold_bpb", "value": bpb, "n": 1000, "chance": chance},
-                            {"task": task, "metric": "gold_nats", "value": 0.9 * bpb, "n": 1000, "chance": chance}]
-            (run / "summary.json").write_text(json.dumps({"status": "done", "params": float(N), "tokens": float(D), "steps": 100,
-                                                         "flops_per_token": 6 * float(N), "final_val_loss": 1.5 + 400 / N**0.34 + 2000 / D**0.37}))
-            (run / "evals" / "100.json").write_text(json.dumps({"step": 100, "tokens": float(D), "results": results, "failed": []}))
+                results += [
+                    {"task": task, "metric": "acc", "value": acc, "n": 1000},
+                    {"task": task, "metric": "gold_bpb", "value": bpb, "n": 1000, "chance": chance},
+                    {"task": task, "metric": "gold_nats", "value": 0.9 * bpb, "n": 1000, "chance": chance},
+                ]
+            (run / "summary.json").write_text(
+                json.dumps(
+                    {
+                        "status": "done",
+                        "params": float(N),
+                        "tokens": float(D),
+                        "steps": 100,
+                        "flops_per_token": 6 * float(N),
+                        "final_val_loss": 1.5 + 400 / N**0.34 + 2000 / D**0.37,
+                    }
+                )
+            )
+            (run / "evals" / "100.json").write_text(
+                json.dumps({"step": 100, "tokens": float(D), "results": results, "failed": []})
+            )
     return Path(root)
 
 
-def annealing_table(path: Path, steps: int = 1000, peak: float = 3e-3, every: int = 10, sigma: float = 0.004, seed: int = 0) -> Path:
+def annealing_table(
+    path: Path, steps: int = 1000, peak: float = 3e-3, every: int = 10, sigma: float = 0.004, seed: int = 0
+) -> Path:
     import pandas as pd
 
     from rundir.schedules import lr_at
@@ -89,7 +123,9 @@ def annealing_table(path: Path, steps: int = 1000, peak: float = 3e-3, every: in
 
     law, rng, parts = AnnealingLaw(**ANNEALING), np.random.default_rng(seed), []
     for run, name, shape in SCHEDULES:
-        cfg = SimpleNamespace(name=name, warmup_steps=None, warmup_fraction=0.05, min_lr_ratio=0.1, decay_fraction=0.2, decay_shape=shape)
+        cfg = SimpleNamespace(
+            name=name, warmup_steps=None, warmup_fraction=0.05, min_lr_ratio=0.1, decay_fraction=0.2, decay_shape=shape
+        )
         lr = np.array([lr_at(k, steps, peak, cfg) for k in range(steps)])
         step = np.arange(1, steps + 1)
         loss = np.where(step % every == 0, law.curve(lr) * np.exp(rng.normal(0, sigma, steps)), np.nan)
@@ -109,11 +145,32 @@ def wsd_spec(path: Path, runs_dir: Path, data_dir: Path) -> Path:
     import yaml
 
     repo = Path(__file__).resolve().parents[1]
-    spec = {"name": "wsd-demo", "base": str(repo / "configs/train/tiny.yaml"), "runs_dir": str(runs_dir), "kind": "wsd",
-            "set": {"model.seq_len": 64, "data.name": "tiny512", "data.out_dir": str(data_dir), "data.tokenizer.vocab_size": 512,
-                    "train.micro_batch_size": 8, "train.global_batch_size": 8, "train.log_every_steps": 2,
-                    "train.eval_every_steps": 4, "train.eval_tokens": 2048, "train.checkpoint_every_steps": 1000,
-                    "schedule.min_lr_ratio": 0.0, "wandb.mode": "disabled"},
-            "wsd": {"models": ["n50k"], "tokens": 32 * 512, "fractions": [0.25, 0.5, 1.0], "cooldown": 0.25, "warmup_steps": 2}}
+    spec = {
+        "name": "wsd-demo",
+        "base": str(repo / "configs/train/tiny.yaml"),
+        "runs_dir": str(runs_dir),
+        "kind": "wsd",
+        "set": {
+            "model.seq_len": 64,
+            "data.name": "tiny512",
+            "data.out_dir": str(data_dir),
+            "data.tokenizer.vocab_size": 512,
+            "train.micro_batch_size": 8,
+            "train.global_batch_size": 8,
+            "train.log_every_steps": 2,
+            "train.eval_every_steps": 4,
+            "train.eval_tokens": 2048,
+            "train.checkpoint_every_steps": 1000,
+            "schedule.min_lr_ratio": 0.0,
+            "wandb.mode": "disabled",
+        },
+        "wsd": {
+            "models": ["n50k"],
+            "tokens": 32 * 512,
+            "fractions": [0.25, 0.5, 1.0],
+            "cooldown": 0.25,
+            "warmup_steps": 2,
+        },
+    }
     Path(path).write_text(yaml.safe_dump(spec, sort_keys=False))
     return Path(path)

@@ -5,6 +5,7 @@ metric/stderr/n are optional. Each row also carries an estimate of the training 
 checkpoint (flops_per_token x tokens, or the summary's flops scaled by step/steps) for the
 accuracy-vs-compute plot.
 """
+
 from __future__ import annotations
 
 
@@ -28,12 +29,37 @@ def rows_for_run(row: dict, evals: list[dict]) -> tuple[list[dict], list[dict]]:
         for r in doc.get("results") or []:
             if not isinstance(r, dict) or r.get("task") is None:
                 continue
-            out.append({"run": row["id"], "step": e["step"], "tokens": tokens, "flops": _flops(row, e["step"], tokens),
-                        "task": r.get("task"), "metric": r.get("metric") or "value", "value": r.get("value"),
-                        "stderr": r.get("stderr"), "n": r.get("n"), "suite": r.get("suite"), "status": r.get("status", "ok")})
+            out.append(
+                {
+                    "run": row["id"],
+                    "step": e["step"],
+                    "tokens": tokens,
+                    "flops": _flops(row, e["step"], tokens),
+                    "task": r.get("task"),
+                    "metric": r.get("metric") or "value",
+                    "value": r.get("value"),
+                    "stderr": r.get("stderr"),
+                    "n": r.get("n"),
+                    "suite": r.get("suite"),
+                    "status": r.get("status", "ok"),
+                }
+            )
         for f in doc.get("failed") or []:
             if isinstance(f, dict):
-                out.append({"run": row["id"], "step": e["step"], "tokens": tokens, "flops": _flops(row, e["step"], tokens),
-                            "task": f.get("task"), "metric": "failed", "value": None, "stderr": None, "n": None,
-                            "suite": f.get("suite"), "status": "failed", "error": f.get("error")})
+                out.append(
+                    {
+                        "run": row["id"],
+                        "step": e["step"],
+                        "tokens": tokens,
+                        "flops": _flops(row, e["step"], tokens),
+                        "task": f.get("task"),
+                        "metric": "failed",
+                        "value": None,
+                        "stderr": None,
+                        "n": None,
+                        "suite": f.get("suite"),
+                        "status": "failed",
+                        "error": f.get("error"),
+                    }
+                )
     return out, problems

@@ -13,6 +13,7 @@ judged task by task, a `--by` record group by group. The thresholds are delibera
 read", not "wide" (a wide but finite interval is shown in the table and the record's own
 warnings, and the law is drawn).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,9 @@ MAX_DECADES = 30.0
 _EXPONENT = re.compile(r"(^|_)exp(_|$)|^alpha|^beta|^a$|^b$")
 _WARN = re.compile(r"not (separately )?identified|stopped on its bound|on a bound", re.I)
 _BOOT_BOUND = re.compile(r"on its bound in (\d+) of (\d+) bootstrap")
-_BOOT_FAIL = re.compile(r"^(?:[\w.-]+: )?(\d+) of (\d+) bootstrap resamples failed")  # "task: " prefix of a per-task fit
+_BOOT_FAIL = re.compile(
+    r"^(?:[\w.-]+: )?(\d+) of (\d+) bootstrap resamples failed"
+)  # "task: " prefix of a per-task fit
 
 
 def _num(v) -> float | None:
@@ -53,7 +56,9 @@ def not_identified(rec: dict, task: str | None = None) -> list[str]:
         for name, g in groups.items():
             if not isinstance(g, dict):
                 continue
-            why = not_identified(g["record"]) if isinstance(g.get("record"), dict) else [f"not fitted: {g.get('reason')}"]
+            why = (
+                not_identified(g["record"]) if isinstance(g.get("record"), dict) else [f"not fitted: {g.get('reason')}"]
+            )
             out += [f"{rec.get('by')}={name}: {w}" for w in why]
         return out
     tasks = rec.get("tasks") if isinstance(rec.get("tasks"), dict) else None
@@ -79,8 +84,10 @@ def not_identified(rec: dict, task: str | None = None) -> list[str]:
     for k, v in params.items():
         v = _num(v)
         if v is not None and exponent(k) and abs(v) < ZERO_EXPONENT:
-            out.append(f"{k} = {v:.3g} is zero to rounding: the fitted optimum did not move across the data, "
-                       "so this exponent is not measured")
+            out.append(
+                f"{k} = {v:.3g} is zero to rounding: the fitted optimum did not move across the data, "
+                "so this exponent is not measured"
+            )
     for k, iv in intervals.items():
         if not isinstance(iv, (list, tuple)) or len(iv) != 2:
             continue

@@ -9,6 +9,7 @@
 with the reading options the record states (settings, columns, n_kind). `path` has already been
 confined to the served roots (dashboard.fits). Torch-free.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,8 +52,13 @@ def read(rec: dict, p: Path) -> list[dict]:
         if is_dir:
             from scaling.data.eval_points import read_eval_points
 
-            df, _ = read_eval_points(p, n_kind=n_kind(rec), steps=st.get("steps") or "last",
-                                     loss_metric=_cli_metric(st.get("loss_metric")), tasks=tasks)
+            df, _ = read_eval_points(
+                p,
+                n_kind=n_kind(rec),
+                steps=st.get("steps") or "last",
+                loss_metric=_cli_metric(st.get("loss_metric")),
+                tasks=tasks,
+            )
         else:
             from scaling.fits.task_loss import table_points
 
@@ -62,8 +68,13 @@ def read(rec: dict, p: Path) -> list[dict]:
         from scaling.fits import accuracy
 
         if is_dir:
-            df, _, _ = accuracy.load_runs(p, loss_metric=_cli_metric(st.get("loss_metric")), acc_metric=st.get("acc_metric") or "acc",
-                                          steps=st.get("steps") or "last", tasks=st.get("tasks"))
+            df, _, _ = accuracy.load_runs(
+                p,
+                loss_metric=_cli_metric(st.get("loss_metric")),
+                acc_metric=st.get("acc_metric") or "acc",
+                steps=st.get("steps") or "last",
+                tasks=st.get("tasks"),
+            )
         else:
             df, _ = accuracy.load_table(p, dict(st.get("columns") or {}))
             if st.get("tasks") and "task" in df.columns:
@@ -74,8 +85,13 @@ def read(rec: dict, p: Path) -> list[dict]:
     if law == "lr-annealing":
         from scaling.lr_annealing.curves import load_curves
 
-        curves, _, _, _ = load_curves(p, metric=st.get("metric") or "loss", columns=None if is_dir else (st.get("columns") or None))
-        return [{"run": c.name, "lr": c.lr.tolist(), "lo": c.lo.tolist(), "hi": c.hi.tolist(), "loss": c.loss.tolist()} for c in curves]
+        curves, _, _, _ = load_curves(
+            p, metric=st.get("metric") or "loss", columns=None if is_dir else (st.get("columns") or None)
+        )
+        return [
+            {"run": c.name, "lr": c.lr.tolist(), "lo": c.lo.tolist(), "hi": c.hi.tolist(), "loss": c.loss.tolist()}
+            for c in curves
+        ]
     from scaling.data.inputs import load
 
     ds = load(p, columns=None if is_dir else (rec.get("columns") or None), n_kind=n_kind(rec))

@@ -9,6 +9,7 @@ a record is data, and its `source` must not make the server read arbitrary files
 source is elsewhere or gone, the Scaling view still draws the fitted curves and says why the
 points are missing, without naming the server path.
 """
+
 from __future__ import annotations
 
 import json
@@ -84,9 +85,17 @@ class FitStore:
                 if rec is None:
                     problems.append({"id": rid, "problem": problem})
                     continue
-                items.append({"id": rid, "law": rec.get("law"), "approach": rec.get("approach"),
-                              "n_points": rec.get("n_points"), "n_warnings": len(rec.get("warnings") or []),
-                              "not_identified": bool(not_identified(rec)), "by": rec.get("by")})
+                items.append(
+                    {
+                        "id": rid,
+                        "law": rec.get("law"),
+                        "approach": rec.get("approach"),
+                        "n_points": rec.get("n_points"),
+                        "n_warnings": len(rec.get("warnings") or []),
+                        "not_identified": bool(not_identified(rec)),
+                        "by": rec.get("by"),
+                    }
+                )
             if self.root is not None and not self.root.is_dir():
                 problems.append({"id": ".", "problem": "the fits directory (--fits) does not exist"})
             return items, problems
@@ -140,10 +149,12 @@ class FitStore:
         if key not in self._points:
             out = escaping_links(p, self.roots, _tree_file) if p.is_dir() else []
             if out:  # a run tree that links out: refuse it whole rather than read half of it
-                return [], f"its data source links outside the served directories ({', '.join(out[:3])}), so it is not read"
+                return (
+                    [],
+                    f"its data source links outside the served directories ({', '.join(out[:3])}), so it is not read",
+                )
             try:
                 self._points[key] = (fit_data.read(rec, p), None)
             except Exception as exc:  # a bad source must not break the view (the server scrubs paths from exc)
                 self._points[key] = ([], f"could not read its data source: {exc}")
         return self._points[key]
-

@@ -5,6 +5,7 @@ Lineage comes from the registry rows (`rundir.read`: `init_from` is the parent's
 `branch_step` its step); nothing here reads another file. A parent outside the served runs root
 is named by its folder name only (no server path leaves the server) and has no curve here.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,7 +46,7 @@ def with_families(ids: list[str], rows: list[dict], limit: int) -> list[str]:
     for rid in ids:
         root = roots.get(rid, rid)
         members = [root] + sorted((m for m, r in roots.items() if r == root and m != root), key=lambda m: (step[m], m))
-        for m in (members if rid in roots else [rid]):
+        for m in members if rid in roots else [rid]:
             if m not in out:
                 out.append(m)
     keep = [i for i in out if i in ids] + [i for i in out if i not in ids]
@@ -63,7 +64,12 @@ def join_point(parent_records: list[dict], step: int | None, keys, panels) -> di
         best = None
         for r in parent_records:
             s = r.get("step")
-            if isinstance(s, (int, float)) and s <= step and r.get(panel) is not None and (best is None or s >= best["step"]):
+            if (
+                isinstance(s, (int, float))
+                and s <= step
+                and r.get(panel) is not None
+                and (best is None or s >= best["step"])
+            ):
                 best = r
         out[panel] = {k: best.get(k) for k in keys} if best else None
     return out

@@ -11,6 +11,7 @@ record's own derived budgets), with its bootstrap band; Clark's L(N, E) (no data
 active parameters for each expert count. Both laws also against their data (predicted vs
 observed). A law that fit_checks flags is not drawn; its data are.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,9 +36,20 @@ def run_points(rows: list[dict]) -> list[dict]:
             continue
         E = int(r.get("num_experts") or 1)
         N, D = _num(r.get("active_non_embedding_params")), _num(r.get("tokens"))
-        out.append({"id": r["id"], "E": E, "G": _num(r.get("granularity")) or 1.0, "top_k": r.get("top_k") if E > 1 else 1,
-                    "router": r.get("router") if E > 1 else "dense", "N": N, "D": D,
-                    "C_6nd": 6.0 * N * D if N and D else None, "flops": _num(r.get("flops")), "loss": loss})
+        out.append(
+            {
+                "id": r["id"],
+                "E": E,
+                "G": _num(r.get("granularity")) or 1.0,
+                "top_k": r.get("top_k") if E > 1 else 1,
+                "router": r.get("router") if E > 1 else "dense",
+                "N": N,
+                "D": D,
+                "C_6nd": 6.0 * N * D if N and D else None,
+                "flops": _num(r.get("flops")),
+                "loss": loss,
+            }
+        )
     return out
 
 
@@ -53,7 +65,10 @@ def _key(p: dict, by: str) -> str:
 
 def _by_group(points, by):
     groups: dict[str, list[dict]] = {}
-    for p in sorted(points, key=lambda p: (_key(p, by) != "dense", float(p.get("E") or 1), float(p.get("G") or 1), str(p.get("router")))):
+    for p in sorted(
+        points,
+        key=lambda p: (_key(p, by) != "dense", float(p.get("E") or 1), float(p.get("G") or 1), str(p.get("router"))),
+    ):
         groups.setdefault(_key(p, by), []).append(p)
     return groups
 
@@ -63,9 +78,21 @@ def _scatter(points, by, x_of, text_of, y_of=lambda p: p["loss"]):
     for gi, (name, pts) in enumerate(_by_group(points, by).items()):
         pts = [p for p in pts if x_of(p) is not None]
         if pts:
-            data.append({"type": "scatter", "mode": "markers", "name": name, "x": [x_of(p) for p in pts], "y": [y_of(p) for p in pts],
-                         "text": [text_of(p) for p in pts], "marker": {"color": "#111" if name == "dense" else PALETTE[gi % len(PALETTE)],
-                                                                      "symbol": SYMBOLS[gi % len(SYMBOLS)], "size": 9}})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": name,
+                    "x": [x_of(p) for p in pts],
+                    "y": [y_of(p) for p in pts],
+                    "text": [text_of(p) for p in pts],
+                    "marker": {
+                        "color": "#111" if name == "dense" else PALETTE[gi % len(PALETTE)],
+                        "symbol": SYMBOLS[gi % len(SYMBOLS)],
+                        "size": 9,
+                    },
+                }
+            )
     return data
 
 
@@ -77,8 +104,13 @@ def runs_figure(points: list[dict], by: str = "experts", x: str = "6nd") -> dict
     key = "C_6nd" if x == "6nd" else "flops"
     data = _scatter(points, by, lambda p: p.get(key), _text)
     n_moe = sum(1 for p in points if _key(p, by) != "dense")
-    return fig("moe_loss_vs_compute", f"Runs: loss vs compute, {len(points) - n_moe} dense and {n_moe} MoE (colour: {COLOR_BY[by]})",
-               data, X_KINDS[x], "final val loss (else train loss)")
+    return fig(
+        "moe_loss_vs_compute",
+        f"Runs: loss vs compute, {len(points) - n_moe} dense and {n_moe} MoE (colour: {COLOR_BY[by]})",
+        data,
+        X_KINDS[x],
+        "final val loss (else train loss)",
+    )
 
 
 def law_figures(rec: dict, points: list[dict], draw_fit: bool, by: str = "experts", ci: float = 0.95) -> list[dict]:
@@ -91,13 +123,34 @@ def law_figures(rec: dict, points: list[dict], draw_fit: bool, by: str = "expert
         p["C_6nd"] = 6.0 * p["N"] * p["D"] if p.get("N") and p.get("D") else None
     figs = [_clark(rec, law, points, draw_fit, by) if clark else _krajewski(rec, law, points, draw_fit, by, ci)]
     if draw_fit and points:
-        pred = [float(law.predict(p["N"], p.get("E") or 1) if clark else law.predict(p["N"], p["D"], p.get("G") or 1.0)) for p in points]
+        pred = [
+            float(law.predict(p["N"], p.get("E") or 1) if clark else law.predict(p["N"], p["D"], p.get("G") or 1.0))
+            for p in points
+        ]
         for p, y in zip(points, pred):
             p["_pred"] = y
         data = _scatter(points, by, lambda p: p["loss"], _text, y_of=lambda p: p["_pred"])
         lo, hi = min(p["loss"] for p in points), max(p["loss"] for p in points)
-        data.append({"type": "scatter", "mode": "lines", "x": [lo, hi], "y": [lo, hi], "name": "y = x", "line": {"dash": "dot", "color": "#999"}})
-        figs.append(fig("moe_parity", "The law against its data: predicted vs observed loss", data, "observed loss", "predicted loss", logx=False))
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": [lo, hi],
+                "y": [lo, hi],
+                "name": "y = x",
+                "line": {"dash": "dot", "color": "#999"},
+            }
+        )
+        figs.append(
+            fig(
+                "moe_parity",
+                "The law against its data: predicted vs observed loss",
+                data,
+                "observed loss",
+                "predicted loss",
+                logx=False,
+            )
+        )
     return figs
 
 
@@ -108,28 +161,62 @@ def _krajewski(rec, law, points, draw_fit, by, ci):
         derived = [r for r in rec.get("derived") or [] if r.get("C")]
         top = max([hi] + [r["C"] for r in derived])
         cs = np.unique(np.append(np.geomspace(lo, top, 80), hi))  # the solid part ends exactly at the data's end
-        Gs = sorted({float(p.get("G") or 1.0) for p in points}) or sorted(float(g) for g in (rec.get("design") or {}).get("G") or [1.0])
+        Gs = sorted({float(p.get("G") or 1.0) for p in points}) or sorted(
+            float(g) for g in (rec.get("design") or {}).get("G") or [1.0]
+        )
         draws = _draws(rec)
         for gi, G in enumerate(Gs[:10]):
-            col = "#111" if G == 1 else PALETTE[gi % len(PALETTE)]  # as the points coloured by granularity (dense: black)
+            col = (
+                "#111" if G == 1 else PALETTE[gi % len(PALETTE)]
+            )  # as the points coloured by granularity (dense: black)
             y = np.asarray(law.optimal_loss(cs, G), float)
             inside = cs <= hi * (1 + 1e-9)
             if draws is not None:
                 b = percentile_band(draws.optimal_loss(cs[None, :], G), ci)
                 if b is not None:
-                    data.insert(0, band(cs, b[0], b[1], f"{ci:.0%} interval (bootstrap)", _fill(col), showlegend=gi == 0))
-            data.append({"type": "scatter", "mode": "lines", "x": cs[inside].tolist(), "y": y[inside].tolist(), "name": f"law L_opt(C), G={G:g}",
-                         "line": {"color": col}})
+                    data.insert(
+                        0, band(cs, b[0], b[1], f"{ci:.0%} interval (bootstrap)", _fill(col), showlegend=gi == 0)
+                    )
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "x": cs[inside].tolist(),
+                    "y": y[inside].tolist(),
+                    "name": f"law L_opt(C), G={G:g}",
+                    "line": {"color": col},
+                }
+            )
             if (~inside).any():
                 k = int(inside.sum()) - 1
-                data.append({"type": "scatter", "mode": "lines", "x": cs[k:].tolist(), "y": y[k:].tolist(), "name": "extrapolation",
-                             "line": {"color": col, "dash": "dash"}, "showlegend": gi == 0})
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "x": cs[k:].tolist(),
+                        "y": y[k:].tolist(),
+                        "name": "extrapolation",
+                        "line": {"color": col, "dash": "dash"},
+                        "showlegend": gi == 0,
+                    }
+                )
         if derived:
-            data.append({"type": "scatter", "mode": "markers", "x": [r["C"] for r in derived], "y": [r.get("loss_opt") for r in derived],
-                         "name": "derived optimum (record: best G)", "marker": {"symbol": "star", "size": 12, "color": PALETTE[3]},
-                         "text": [f"G={r.get('G')}: N {r.get('N_opt', 0):.3g}, D {r.get('D_opt', 0):.3g}" for r in derived]})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "x": [r["C"] for r in derived],
+                    "y": [r.get("loss_opt") for r in derived],
+                    "name": "derived optimum (record: best G)",
+                    "marker": {"symbol": "star", "size": 12, "color": PALETTE[3]},
+                    "text": [f"G={r.get('G')}: N {r.get('N_opt', 0):.3g}, D {r.get('D_opt', 0):.3g}" for r in derived],
+                }
+            )
     title = "Krajewski law: data and the compute-optimal loss L_opt(C) per G"
-    return note(fig("moe_law", title, data, X_KINDS["6nd"], "loss"), "lines: the law's best loss at each compute for each G in the data; dashed: extrapolation; stars: the record's derived optima")
+    return note(
+        fig("moe_law", title, data, X_KINDS["6nd"], "loss"),
+        "lines: the law's best loss at each compute for each G in the data; dashed: extrapolation; stars: the record's derived optima",
+    )
 
 
 def _clark(rec, law, points, draw_fit, by):
@@ -137,12 +224,25 @@ def _clark(rec, law, points, draw_fit, by):
     Nr = (rec.get("data_range") or {}).get("N")
     if draw_fit and Nr:
         ns = np.geomspace(Nr[0], Nr[1], 60)
-        Es = sorted({int(p.get("E") or 1) for p in points}) or [int(e) for e in (rec.get("design") or {}).get("E") or [1]]
+        Es = sorted({int(p.get("E") or 1) for p in points}) or [
+            int(e) for e in (rec.get("design") or {}).get("E") or [1]
+        ]
         for gi, E in enumerate(Es[:10]):
-            data.append({"type": "scatter", "mode": "lines", "x": ns.tolist(), "y": np.asarray(law.predict(ns, E), float).tolist(),
-                         "name": f"law E={E}", "line": {"color": PALETTE[gi % len(PALETTE)], "dash": "solid"}})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "x": ns.tolist(),
+                    "y": np.asarray(law.predict(ns, E), float).tolist(),
+                    "name": f"law E={E}",
+                    "line": {"color": PALETTE[gi % len(PALETTE)], "dash": "solid"},
+                }
+            )
     title = "Clark law: loss vs active parameters per expert count"
-    return note(fig("moe_law", title, data, "N (active non-embedding parameters)", "loss", logy=True), "no data term: every run on the same tokens")
+    return note(
+        fig("moe_law", title, data, "N (active non-embedding parameters)", "loss", logy=True),
+        "no data term: every run on the same tokens",
+    )
 
 
 def _draws(rec):
@@ -152,8 +252,10 @@ def _draws(rec):
     if not s or not all(k in s for k in ("c", "a", "alpha", "b", "beta")):
         return None
     k = min(len(v) for v in s.values())
-    cols = {p: np.asarray([np.nan if v is None else v for v in s[p][:k]], float)[:, None] if p in s else np.zeros((k, 1))
-            for p in KRAJEWSKI_PARAMS}
+    cols = {
+        p: np.asarray([np.nan if v is None else v for v in s[p][:k]], float)[:, None] if p in s else np.zeros((k, 1))
+        for p in KRAJEWSKI_PARAMS
+    }
     return KrajewskiLaw(**cols)
 
 

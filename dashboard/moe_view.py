@@ -4,6 +4,7 @@ Keys read: moe/layer{i}/load/expert{j} (fraction of routed tokens), moe/layer{i}
 dropped_frac,entropy,...} and the run-level moe/* means. Per-layer load becomes one heatmap
 (expert x step) per layer, so a collapsing router is visible at a glance.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,25 +30,69 @@ def figures(records: list[dict]) -> list[dict]:
     for layer in sorted(loads):
         experts = sorted(loads[layer])
         z = [[loads[layer][e].get(i) for i in range(len(steps))] for e in experts]
-        figs.append({"id": f"load_layer{layer}", "title": f"layer {layer}: expert load over time",
-                     "data": [{"type": "heatmap", "x": steps, "y": [f"expert {e}" for e in experts], "z": z, "colorscale": "Viridis",
-                               "colorbar": {"title": {"text": "token share"}}, "zmin": 0}],
-                     "layout": {"title": {"text": f"Layer {layer}: expert load (share of routed tokens)"}, "xaxis": {"title": {"text": "step"}},
-                                "margin": {"t": 40, "r": 10}, "height": 120 + 22 * len(experts)}})
+        figs.append(
+            {
+                "id": f"load_layer{layer}",
+                "title": f"layer {layer}: expert load over time",
+                "data": [
+                    {
+                        "type": "heatmap",
+                        "x": steps,
+                        "y": [f"expert {e}" for e in experts],
+                        "z": z,
+                        "colorscale": "Viridis",
+                        "colorbar": {"title": {"text": "token share"}},
+                        "zmin": 0,
+                    }
+                ],
+                "layout": {
+                    "title": {"text": f"Layer {layer}: expert load (share of routed tokens)"},
+                    "xaxis": {"title": {"text": "step"}},
+                    "margin": {"t": 40, "r": 10},
+                    "height": 120 + 22 * len(experts),
+                },
+            }
+        )
     for name in SERIES:
         per_layer = layer_series.get(name) or {}
         if not per_layer:
             continue
-        data = [{"type": "scatter", "mode": "lines+markers", "x": [steps[i] for i in sorted(v)], "y": [v[i] for i in sorted(v)], "name": f"layer {layer}"}
-                for layer, v in sorted(per_layer.items())]
-        figs.append({"id": name, "title": name, "data": data,
-                     "layout": {"title": {"text": {"imbalance": "Load imbalance (max/mean expert load)", "dropped_frac": "Dropped tokens (fraction, over capacity)",
-                                                   "entropy": "Router entropy", "aux_loss": "Load-balancing aux loss"}[name]},
-                                "xaxis": {"title": {"text": "step"}}, "margin": {"t": 40, "r": 10}}})
+        data = [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": [steps[i] for i in sorted(v)],
+                "y": [v[i] for i in sorted(v)],
+                "name": f"layer {layer}",
+            }
+            for layer, v in sorted(per_layer.items())
+        ]
+        figs.append(
+            {
+                "id": name,
+                "title": name,
+                "data": data,
+                "layout": {
+                    "title": {
+                        "text": {
+                            "imbalance": "Load imbalance (max/mean expert load)",
+                            "dropped_frac": "Dropped tokens (fraction, over capacity)",
+                            "entropy": "Router entropy",
+                            "aux_loss": "Load-balancing aux loss",
+                        }[name]
+                    },
+                    "xaxis": {"title": {"text": "step"}},
+                    "margin": {"t": 40, "r": 10},
+                },
+            }
+        )
     return figs
 
 
-RUN_LEVEL = (("moe/imbalance", "Load imbalance, mean over layers"), ("moe/dropped_frac", "Dropped tokens, mean over layers"))
+RUN_LEVEL = (
+    ("moe/imbalance", "Load imbalance, mean over layers"),
+    ("moe/dropped_frac", "Dropped tokens, mean over layers"),
+)
 
 
 def compare(runs: list[tuple[dict, list[dict]]]) -> list[dict]:
@@ -58,10 +103,27 @@ def compare(runs: list[tuple[dict, list[dict]]]) -> list[dict]:
         for row, recs in runs:
             pts = [(r.get("step"), r[key]) for r in recs if r.get(key) is not None]
             if pts:
-                data.append({"type": "scatter", "mode": "lines", "name": f"{row['id']} ({row.get('router') or '?'})",
-                             "x": [p[0] for p in pts], "y": [p[1] for p in pts]})
+                data.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "name": f"{row['id']} ({row.get('router') or '?'})",
+                        "x": [p[0] for p in pts],
+                        "y": [p[1] for p in pts],
+                    }
+                )
         if data:
-            figs.append({"id": "compare_" + key.split("/")[1], "title": title, "data": data,
-                         "layout": {"title": {"text": f"{title} — per router"}, "xaxis": {"title": {"text": "step"}}, "margin": {"t": 40, "r": 10},
-                                    "legend": {"font": {"size": 10}}}})
+            figs.append(
+                {
+                    "id": "compare_" + key.split("/")[1],
+                    "title": title,
+                    "data": data,
+                    "layout": {
+                        "title": {"text": f"{title} — per router"},
+                        "xaxis": {"title": {"text": "step"}},
+                        "margin": {"t": 40, "r": 10},
+                        "legend": {"font": {"size": 10}},
+                    },
+                }
+            )
     return figs

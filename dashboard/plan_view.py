@@ -9,6 +9,7 @@ is not better).
 Inputs carry `scalelab plan`'s flag names and defaults: device (none), precision (bf16),
 num-devices (1), mfu (auto), usd-per-device-hour (none), ci (0.95).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,12 @@ from scaling.core.errors import InputError
 MAX_POINTS = 40
 DEFAULT_POINTS = 13
 DEFAULT_SPAN = 1000.0  # budgets from the largest fitted compute up to this factor beyond it
-COST_AXES = {"usd": "cost (USD)", "device_hours": "device-hours", "days": "wall-clock days", "compute": "compute (FLOPs, the fit's convention)"}
+COST_AXES = {
+    "usd": "cost (USD)",
+    "device_hours": "device-hours",
+    "days": "wall-clock days",
+    "compute": "compute (FLOPs, the fit's convention)",
+}
 
 
 def budgets(rec: dict, lo: float | None, hi: float | None, n: int) -> list[float]:
@@ -63,10 +69,20 @@ def plan_rows(rec, Cs: list[float], hw, ci: float) -> tuple[list[dict], list[str
     for C in Cs:
         plan = make_plan([rec], C, ci=ci)
         run = plan.get("run") or {}
-        row = {"compute": C, "N_opt": plan["N_opt"], "D_opt": plan["D_opt"], "loss_at_optimum": plan.get("loss_at_optimum"),
-               "preset": run.get("preset"), "model": run_label(run) if run else None,
-               "shape_rule": run.get("shape_rule"), "N": run.get("N"), "tokens": run.get("tokens"), "loss": run.get("loss"),
-               "loss_lo": (run.get("loss_interval") or [None, None])[0], "loss_hi": (run.get("loss_interval") or [None, None])[1]}
+        row = {
+            "compute": C,
+            "N_opt": plan["N_opt"],
+            "D_opt": plan["D_opt"],
+            "loss_at_optimum": plan.get("loss_at_optimum"),
+            "preset": run.get("preset"),
+            "model": run_label(run) if run else None,
+            "shape_rule": run.get("shape_rule"),
+            "N": run.get("N"),
+            "tokens": run.get("tokens"),
+            "loss": run.get("loss"),
+            "loss_lo": (run.get("loss_interval") or [None, None])[0],
+            "loss_hi": (run.get("loss_interval") or [None, None])[1],
+        }
         if hw is not None:
             cost = cost_block(plan, hw, ci=ci)
             first_cost = first_cost or cost
@@ -76,7 +92,9 @@ def plan_rows(rec, Cs: list[float], hw, ci: float) -> tuple[list[dict], list[str
             row["hardware_flops"] = cost["hardware_flops"]
         rows.append(row)
         warnings += [w for w in plan.get("warnings") or [] if w not in warnings]
-    mark_pareto(rows, "usd" if hw is not None and hw.usd_per_device_hour else "device_hours" if hw is not None else "compute")
+    mark_pareto(
+        rows, "usd" if hw is not None and hw.usd_per_device_hour else "device_hours" if hw is not None else "compute"
+    )
     return rows, warnings, first_cost
 
 
@@ -98,29 +116,111 @@ def figures(rows: list[dict], x: str, ci: float) -> list[dict]:
     with_loss = [r for r in have if r.get("loss") is not None]
     if with_loss:
         xs, ys = [r[x] for r in with_loss], [r["loss"] for r in with_loss]
-        tr = {"type": "scatter", "mode": "markers", "x": xs, "y": ys, "name": f"planned run, {pct} prediction interval",
-              "marker": {"color": PALETTE[0], "size": 8}, "text": [f"{r['model']} · C {r['compute']:.3g}" for r in with_loss],
-              "error_y": error_y(ys, [[r["loss_lo"], r["loss_hi"]] if r.get("loss_lo") is not None else None for r in with_loss])}
-        ex = error_y(xs, [[r[f"{x}_lo"], r[f"{x}_hi"]] if r.get(f"{x}_lo") is not None else None for r in with_loss]) if x != "compute" else None
+        tr = {
+            "type": "scatter",
+            "mode": "markers",
+            "x": xs,
+            "y": ys,
+            "name": f"planned run, {pct} prediction interval",
+            "marker": {"color": PALETTE[0], "size": 8},
+            "text": [f"{r['model']} · C {r['compute']:.3g}" for r in with_loss],
+            "error_y": error_y(
+                ys, [[r["loss_lo"], r["loss_hi"]] if r.get("loss_lo") is not None else None for r in with_loss]
+            ),
+        }
+        ex = (
+            error_y(xs, [[r[f"{x}_lo"], r[f"{x}_hi"]] if r.get(f"{x}_lo") is not None else None for r in with_loss])
+            if x != "compute"
+            else None
+        )
         if ex:
             tr["error_x"] = {**ex, "color": "#9ca3af"}
         front = sorted((r for r in with_loss if r["pareto"]), key=lambda r: r[x])
         opt = [r for r in have if r.get("loss_at_optimum") is not None]
-        data = [tr, {"type": "scatter", "mode": "lines+markers", "x": [r[x] for r in front], "y": [r["loss"] for r in front], "name": "Pareto front",
-                     "line": {"color": PALETTE[3], "shape": "hv"}, "marker": {"color": PALETTE[3], "symbol": "diamond-open", "size": 12}}]
+        data = [
+            tr,
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": [r[x] for r in front],
+                "y": [r["loss"] for r in front],
+                "name": "Pareto front",
+                "line": {"color": PALETTE[3], "shape": "hv"},
+                "marker": {"color": PALETTE[3], "symbol": "diamond-open", "size": 12},
+            },
+        ]
         if opt:
-            data.append({"type": "scatter", "mode": "lines", "x": [r[x] for r in opt], "y": [r["loss_at_optimum"] for r in opt],
-                         "name": "continuous optimum N_opt, D_opt", "line": {"color": PALETTE[2], "dash": "dot"}})
-        figs.append(fig("plan_cost_loss", f"Predicted loss vs {COST_AXES[x]} (the Pareto curve of cost vs loss)", data, COST_AXES[x], "predicted loss"))
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "x": [r[x] for r in opt],
+                    "y": [r["loss_at_optimum"] for r in opt],
+                    "name": "continuous optimum N_opt, D_opt",
+                    "line": {"color": PALETTE[2], "dash": "dot"},
+                }
+            )
+        figs.append(
+            fig(
+                "plan_cost_loss",
+                f"Predicted loss vs {COST_AXES[x]} (the Pareto curve of cost vs loss)",
+                data,
+                COST_AXES[x],
+                "predicted loss",
+            )
+        )
     if have and x != "compute":
         cs, ys = [r["compute"] for r in have], [r[x] for r in have]
-        data = [{"type": "scatter", "mode": "lines+markers", "x": cs, "y": ys, "name": COST_AXES[x], "line": {"color": PALETTE[0]}}]
+        data = [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": cs,
+                "y": ys,
+                "name": COST_AXES[x],
+                "line": {"color": PALETTE[0]},
+            }
+        ]
         if all(r.get(f"{x}_lo") is not None for r in have):
-            data.insert(0, band(cs, [r[f"{x}_lo"] for r in have], [r[f"{x}_hi"] for r in have], f"{pct} interval (MFU spread)"))
-        figs.append(fig("plan_cost_compute", f"{COST_AXES[x]} vs compute budget", data, COST_AXES["compute"], COST_AXES[x], logy=True))
+            data.insert(
+                0, band(cs, [r[f"{x}_lo"] for r in have], [r[f"{x}_hi"] for r in have], f"{pct} interval (MFU spread)")
+            )
+        figs.append(
+            fig(
+                "plan_cost_compute",
+                f"{COST_AXES[x]} vs compute budget",
+                data,
+                COST_AXES["compute"],
+                COST_AXES[x],
+                logy=True,
+            )
+        )
     return figs
 
 
-CSV_COLUMNS = ["compute", "model", "preset", "shape_rule", "N", "tokens", "loss", "loss_lo", "loss_hi", "loss_at_optimum", "N_opt", "D_opt", "device_hours",
-               "device_hours_lo", "device_hours_hi", "days", "days_lo", "days_hi", "usd", "usd_lo", "usd_hi", "tokens_per_s",
-               "hardware_flops", "pareto"]
+CSV_COLUMNS = [
+    "compute",
+    "model",
+    "preset",
+    "shape_rule",
+    "N",
+    "tokens",
+    "loss",
+    "loss_lo",
+    "loss_hi",
+    "loss_at_optimum",
+    "N_opt",
+    "D_opt",
+    "device_hours",
+    "device_hours_lo",
+    "device_hours_hi",
+    "days",
+    "days_lo",
+    "days_hi",
+    "usd",
+    "usd_lo",
+    "usd_hi",
+    "tokens_per_s",
+    "hardware_flops",
+    "pareto",
+]

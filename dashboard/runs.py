@@ -10,6 +10,7 @@ contract); this module only adds what a long-lived server needs on top:
   * evals/<step>.json files are cached by mtime.
 Nothing here writes anywhere.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,35 @@ from rundir.metrics import MetricsTail
 
 _KEY_FILES = (SUMMARY, CONFIG, LAUNCH_CONFIG, METRICS)  # every file the registry reads
 # Columns the Runs view shows first (the registry may add more; all are sent).
-TABLE_COLUMNS = ["id", "sweep", "run", "branch_of", "branch_step", "model", "params", "active_params", "tokens", "epochs", "batch_size", "batch_tokens", "lr",
-                 "optim", "router", "num_experts", "top_k", "status", "steps", "total_steps", "final_loss", "final_val_loss",
-                 "tokens_per_s", "mfu", "wall_s", "n_evals", "problem"]
+TABLE_COLUMNS = [
+    "id",
+    "sweep",
+    "run",
+    "branch_of",
+    "branch_step",
+    "model",
+    "params",
+    "active_params",
+    "tokens",
+    "epochs",
+    "batch_size",
+    "batch_tokens",
+    "lr",
+    "optim",
+    "router",
+    "num_experts",
+    "top_k",
+    "status",
+    "steps",
+    "total_steps",
+    "final_loss",
+    "final_val_loss",
+    "tokens_per_s",
+    "mfu",
+    "wall_s",
+    "n_evals",
+    "problem",
+]
 
 
 def _stat_key(run_dir: Path) -> tuple:

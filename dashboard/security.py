@@ -10,6 +10,7 @@ Files the server opens on its own (a run's summary.json/metrics.jsonl/evals, a f
 root. `scrub` keeps server paths out of every response: paths under a root become root-relative,
 any other absolute path is replaced by `<server path>`.
 """
+
 from __future__ import annotations
 
 import os
@@ -105,5 +106,7 @@ class Scrubber:
             return text
         for p in self._prefixes:
             if p in text:
-                text = re.sub(re.escape(p) + r"(?:/|(?![\w.-]))", lambda m: "" if m.group(0).endswith("/") else ".", text)
+                text = re.sub(
+                    re.escape(p) + r"(?:/|(?![\w.-]))", lambda m: "" if m.group(0).endswith("/") else ".", text
+                )
         return _ABS_PATH.sub("<server path>", text)

@@ -5,6 +5,7 @@ security.py, every file read stays inside the served roots, every string of ever
 through security.Scrubber (no server paths), and a Content-Security-Policy keeps the page to its
 own origin (no CDN, no inline script).
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,11 +29,25 @@ from dashboard.security import BadId, Scrubber, UnknownId
 from scaling.core.errors import InputError
 
 STATIC = Path(__file__).parent / "static"
-CURVE_KEYS = ("step", "tokens", "flops", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tokens_per_s", "mfu", "wall_s")
+CURVE_KEYS = (
+    "step",
+    "tokens",
+    "flops",
+    "loss",
+    "val_loss",
+    "val_bpb",
+    "lr",
+    "grad_norm",
+    "tokens_per_s",
+    "mfu",
+    "wall_s",
+)
 JOIN_PANELS = ("loss", "val_loss", "lr")  # the curves a branch's join point is given for
 MAX_RUNS_PER_REQUEST = 50
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-       "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+)
 
 
 def _clean(o, scrub=None):
@@ -64,8 +79,9 @@ def write_csv(rows: list[dict], columns: list[str] | None, name: str, scrub=None
         # a leading =,+,-,@ would be a formula in spreadsheet apps; quote it as text
         w.writerow({k: ("'" + v if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in _clean(r, scrub).items()})
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", name)  # ids may hold spaces/non-ASCII; the header must stay plain
-    return Response(buf.getvalue(), media_type="text/csv",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(
+        buf.getvalue(), media_type="text/csv", headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )
 
 
 def _plotly_js() -> Path:
@@ -80,8 +96,12 @@ def _plotly_js() -> Path:
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
-def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refresh_s: float = 1.0,
-               allowed_hosts: list[str] | None = None) -> FastAPI:
+def create_app(
+    runs_root: str | Path,
+    fits_root: str | Path | None = None,
+    refresh_s: float = 1.0,
+    allowed_hosts: list[str] | None = None,
+) -> FastAPI:
     """The app. `allowed_hosts` (Host header check against DNS rebinding) defaults to any;
     the CLI passes the loopback names when bound to 127.0.0.1."""
     runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root, runs_root=runs_root)
@@ -91,6 +111,7 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
 
     def _csv(rows, columns, name):
         return write_csv(rows, columns, name, scrub)
+
     plotly_js = _plotly_js()
     app = FastAPI(title="scalelab dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     if allowed_hosts:
@@ -135,8 +156,16 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         for r in rows:
             if not r.get("sweep"):
                 r["sweep"] = r["id"].rsplit("/", 1)[0] if "/" in r["id"] else ""
-        return JSON({"columns": TABLE_COLUMNS, "runs": rows, "problems": problems,
-                           "scan_s": runs.last_refresh_s, "serve_s": time.perf_counter() - t0, "time": time.time()})
+        return JSON(
+            {
+                "columns": TABLE_COLUMNS,
+                "runs": rows,
+                "problems": problems,
+                "scan_s": runs.last_refresh_s,
+                "serve_s": time.perf_counter() - t0,
+                "time": time.time(),
+            }
+        )
 
     @app.get("/api/runs.csv")
     def api_runs_csv():
@@ -172,11 +201,25 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
             row, parent = rows.get(rid, {}), parents.get(rid)
             join = None
             if parent in rows:
-                join = lineage.join_point(recs[parent][0] if parent in recs else runs.metrics(parent)[0], row.get("branch_step"),
-                                          CURVE_KEYS, JOIN_PANELS)
-            out.append({"id": rid, "n_records": len(got), "bad_lines": bad, "series": series, "requested": rid in run,
-                        "family": lineage.family_root(rid, parents), "branch_of": row.get("branch_of"),
-                        "branch_step": row.get("branch_step"), "join": join})
+                join = lineage.join_point(
+                    recs[parent][0] if parent in recs else runs.metrics(parent)[0],
+                    row.get("branch_step"),
+                    CURVE_KEYS,
+                    JOIN_PANELS,
+                )
+            out.append(
+                {
+                    "id": rid,
+                    "n_records": len(got),
+                    "bad_lines": bad,
+                    "series": series,
+                    "requested": rid in run,
+                    "family": lineage.family_root(rid, parents),
+                    "branch_of": row.get("branch_of"),
+                    "branch_step": row.get("branch_step"),
+                    "join": join,
+                }
+            )
         return JSON({"runs": out})
 
     @app.get("/api/curves.csv")
@@ -202,13 +245,19 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
 
     @app.get("/api/evals.csv")
     def api_evals_csv():
-        return _csv(_eval_rows()[0], ["run", "step", "tokens", "flops", "task", "metric", "value", "stderr", "n", "suite", "status"], "evals.csv")
+        return _csv(
+            _eval_rows()[0],
+            ["run", "step", "tokens", "flops", "task", "metric", "value", "stderr", "n", "suite", "status"],
+            "evals.csv",
+        )
 
     @app.get("/api/moe")
     def api_moe(run: str):
         rid = _ids([run])[0]
         recs, _ = runs.metrics(rid)
-        return JSON({"id": rid, "row": {**runs.row(rid), **runs.moe_shapes().get(rid, {})}, "figures": moe_view.figures(recs)})
+        return JSON(
+            {"id": rid, "row": {**runs.row(rid), **runs.moe_shapes().get(rid, {})}, "figures": moe_view.figures(recs)}
+        )
 
     @app.get("/api/profile")
     def api_profile(run: str):
@@ -226,7 +275,13 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         return JSON({"fits": items, "problems": problems})
 
     @app.get("/api/fit")
-    def api_fit(id: str, task: str | None = None, partner: str | None = Query(None, alias="with"), color: str = "experts", group: str | None = None):
+    def api_fit(
+        id: str,
+        task: str | None = None,
+        partner: str | None = Query(None, alias="with"),
+        color: str = "experts",
+        group: str | None = None,
+    ):
         return JSON(views.fit(id, task=task, partner=partner, color=color, group=group))
 
     @app.get("/api/fit.csv")
@@ -238,9 +293,23 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
         rows = []
         for task, r in per.items():
             ivs = r.get("intervals") or {}
-            rows += [{"task": task, "param": k, "value": v, "lo": (ivs.get(k) or [None, None])[0], "hi": (ivs.get(k) or [None, None])[1]}
-                     for k, v in (r.get("params") or {}).items() if v is None or isinstance(v, (int, float))]
-        cols = (["task"] if rec.get("tasks") else [rec["by"]] if rec.get("groups") else []) + ["param", "value", "lo", "hi"]
+            rows += [
+                {
+                    "task": task,
+                    "param": k,
+                    "value": v,
+                    "lo": (ivs.get(k) or [None, None])[0],
+                    "hi": (ivs.get(k) or [None, None])[1],
+                }
+                for k, v in (r.get("params") or {}).items()
+                if v is None or isinstance(v, (int, float))
+            ]
+        cols = (["task"] if rec.get("tasks") else [rec["by"]] if rec.get("groups") else []) + [
+            "param",
+            "value",
+            "lo",
+            "hi",
+        ]
         if rec.get("groups"):
             rows = [{rec["by"]: r.pop("task"), **r} for r in rows]
         return _csv(rows, cols, Path(id).stem + "-params.csv")
@@ -252,14 +321,34 @@ def create_app(runs_root: str | Path, fits_root: str | Path | None = None, refre
     @app.get("/api/moe/scaling.csv")
     def api_moe_scaling_csv():
         pts = views.moe_points()
-        return _csv(pts, ["id", "E", "G", "top_k", "router", "N", "D", "C_6nd", "flops", "loss"], "moe-loss-vs-compute.csv")
+        return _csv(
+            pts, ["id", "E", "G", "top_k", "router", "N", "D", "C_6nd", "flops", "loss"], "moe-loss-vs-compute.csv"
+        )
 
-    def _plan_query(device: str | None = None, precision: str | None = None, num_devices: int | None = Query(None, alias="num-devices"),
-                    mfu: str | None = None, usd: float | None = Query(None, alias="usd-per-device-hour"), ci: float = 0.95,
-                    lo: float | None = Query(None, alias="from"), hi: float | None = Query(None, alias="to"),
-                    points: int = plan_view.DEFAULT_POINTS, x: str | None = None) -> dict:
-        return {"device": device or None, "precision": precision or None, "num-devices": num_devices, "mfu": mfu or None,
-                "usd-per-device-hour": usd, "ci": ci, "from": lo, "to": hi, "points": points, "x": x or None}
+    def _plan_query(
+        device: str | None = None,
+        precision: str | None = None,
+        num_devices: int | None = Query(None, alias="num-devices"),
+        mfu: str | None = None,
+        usd: float | None = Query(None, alias="usd-per-device-hour"),
+        ci: float = 0.95,
+        lo: float | None = Query(None, alias="from"),
+        hi: float | None = Query(None, alias="to"),
+        points: int = plan_view.DEFAULT_POINTS,
+        x: str | None = None,
+    ) -> dict:
+        return {
+            "device": device or None,
+            "precision": precision or None,
+            "num-devices": num_devices,
+            "mfu": mfu or None,
+            "usd-per-device-hour": usd,
+            "ci": ci,
+            "from": lo,
+            "to": hi,
+            "points": points,
+            "x": x or None,
+        }
 
     @app.get("/api/plan")
     def api_plan(fit: str | None = None, q: dict = Depends(_plan_query)):

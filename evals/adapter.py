@@ -5,12 +5,13 @@ spaces moved to the continuation, whole string encoded then split) and empty con
 (conditioned on EOT, our BOS) are exactly the reference client's; the scoring itself is in
 `evals.requests`. Importing this module registers the model name with lm-eval.
 """
+
 from __future__ import annotations
 
 import os
 
 import lm_eval.models  # noqa: F401 - registers lm-eval's own models first (its lazy registry
-import torch           # is only filled when empty, so registering ours first would hide "hf")
+import torch  # is only filled when empty, so registering ours first would hide "hf")
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
@@ -82,16 +83,22 @@ class ScalelabLM(TemplateLM):
 
             spec = json.loads(self.tokenizer.to_str())
             pre = spec.get("pre_tokenizer") or {}
-            self._split_ok = (spec.get("normalizer") is None and pre.get("type") == "ByteLevel"
-                              and pre.get("use_regex", True) and not pre.get("add_prefix_space", False))
+            self._split_ok = (
+                spec.get("normalizer") is None
+                and pre.get("type") == "ByteLevel"
+                and pre.get("use_regex", True)
+                and not pre.get("add_prefix_space", False)
+            )
         return self._split_ok
 
     @classmethod
-    def from_model(cls, model, tokenizer, eot_id: int, seq_len: int, **kw) -> "ScalelabLM":
+    def from_model(cls, model, tokenizer, eot_id: int, seq_len: int, **kw) -> ScalelabLM:
         """Wrap an in-memory GPT and `tokenizers.Tokenizer` (tests, notebooks)."""
         from types import SimpleNamespace
 
-        loaded = SimpleNamespace(model=model, tokenizer=tokenizer, eot_id=eot_id, model_config=SimpleNamespace(seq_len=seq_len))
+        loaded = SimpleNamespace(
+            model=model, tokenizer=tokenizer, eot_id=eot_id, model_config=SimpleNamespace(seq_len=seq_len)
+        )
         return cls(loaded=loaded, device=kw.pop("device", "cpu"), **kw)
 
     # ----------------------------------------------------------------- tokenizer
@@ -136,7 +143,7 @@ class ScalelabLM(TemplateLM):
                 splits.append((None, cont, False))
             else:
                 n = len(ctx) - len(ctx.rstrip())
-                c, x = ctx[: len(ctx) - n], ctx[len(ctx) - n:] + cont
+                c, x = ctx[: len(ctx) - n], ctx[len(ctx) - n :] + cont
                 # " word" after a non-space: no pre-token crosses the boundary, so
                 # encode(c + x) == encode(c) + encode(x) exactly; encode x alone (shorter)
                 split = self._split_safe and x[:1] == " " and x[1:2] not in ("", " ", "\t", "\n", "\r")
@@ -150,15 +157,22 @@ class ScalelabLM(TemplateLM):
                 ctx_enc, cont_enc = ([self.prefix_token_id], w) if w[:1] != [self.prefix_token_id] else (w[:1], w[1:])
             else:
                 ctx_enc = ids[c]
-                cont_enc = ids[whole] if split else ids[whole][len(ctx_enc):]
+                cont_enc = ids[whole] if split else ids[whole][len(ctx_enc) :]
             new_reqs.append(((ctx, cont), ctx_enc, cont_enc))
         return self._loglikelihood_tokens(new_reqs, disable_tqdm=disable_tqdm)
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         pairs = [(ctx, cont) for _, ctx, cont in requests]
         bar = tqdm(total=len(pairs), disable=_quiet(disable_tqdm) or len(pairs) < 2, desc="loglikelihood")
-        out = R.score_pairs(self.model, pairs, self.max_length, self._device, self.batch_size,
-                            self.max_batch_tokens, progress=bar.update)
+        out = R.score_pairs(
+            self.model,
+            pairs,
+            self.max_length,
+            self._device,
+            self.batch_size,
+            self.max_batch_tokens,
+            progress=bar.update,
+        )
         bar.close()
         for (key, _, _), res in zip(requests, out):
             if key is not None:
@@ -171,7 +185,9 @@ class ScalelabLM(TemplateLM):
             ws = R.rolling_windows(self.tok_encode(string), self.prefix_token_id, self.max_length, self.rolling_context)
             windows += ws
             owner += [i] * len(ws)
-        scores = R.score_pairs(self.model, windows, self.max_length, self._device, self.batch_size, self.max_batch_tokens)
+        scores = R.score_pairs(
+            self.model, windows, self.max_length, self._device, self.batch_size, self.max_batch_tokens
+        )
         totals = [0.0] * len(requests)
         for i, (lp, _) in zip(owner, scores):
             totals[i] += lp
@@ -196,11 +212,19 @@ class ScalelabLM(TemplateLM):
                 temperature = 0.0
             top_k, top_p = kw.pop("top_k", None), kw.pop("top_p", None)
             ctx = self.tok_encode(context) or [self.prefix_token_id]
-            ctx = ctx[-max(1, self.max_length - max_new):]  # left-truncate, leave room to generate
+            ctx = ctx[-max(1, self.max_length - max_new) :]  # left-truncate, leave room to generate
             text = R.generate(
-                self.model, ctx, max_new, self.tok_decode, until, self._eot, temperature,
-                int(top_k) if top_k else None, float(top_p) if top_p is not None else None,
-                self.generator, self._device,
+                self.model,
+                ctx,
+                max_new,
+                self.tok_decode,
+                until,
+                self._eot,
+                temperature,
+                int(top_k) if top_k else None,
+                float(top_p) if top_p is not None else None,
+                self.generator,
+                self._device,
             )
             self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
             out.append(text)

@@ -3,6 +3,7 @@
 The run is read here (`rundir.weights.load_run`: model config, weights, tokenizer); the
 conversion itself is `models.hf_export`, which knows nothing of run directories.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,16 @@ def export_checkpoint(path: str | Path, out_dir: str | Path) -> Path:
     if cfg.moe is not None:
         moe_target(cfg)  # refuse unsupported routers before writing anything
     out = export_model(loaded.model, cfg, loaded.tokenizer, loaded.eot_id, out_dir)
-    (out / EXPORT_META).write_text(json.dumps({
-        "checkpoint": str(loaded.checkpoint), "step": loaded.step, "tokens": loaded.tokens,
-        "architecture": type(hf_config(cfg, loaded.eot_id)).__name__.replace("Config", "ForCausalLM"),
-    }, indent=2) + "\n")
+    (out / EXPORT_META).write_text(
+        json.dumps(
+            {
+                "checkpoint": str(loaded.checkpoint),
+                "step": loaded.step,
+                "tokens": loaded.tokens,
+                "architecture": type(hf_config(cfg, loaded.eot_id)).__name__.replace("Config", "ForCausalLM"),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return out

@@ -6,6 +6,7 @@ attending to the context's cached keys/values. Both functions mirror the model's
 `tests/test_eval_requests.py` checks them against the model's logits, so a change to the model
 cannot go unnoticed.
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,15 @@ def hidden_states(model, input_ids: torch.Tensor, kv_caches: list | None = None)
     return model.model.norm(x)
 
 
-def backbone(model, ids: torch.Tensor, pos: torch.Tensor | None = None, past=None, past_rows=None, past_valid=None,
-             keep_kv: bool = False):
+def backbone(
+    model,
+    ids: torch.Tensor,
+    pos: torch.Tensor | None = None,
+    past=None,
+    past_rows=None,
+    past_valid=None,
+    keep_kv: bool = False,
+):
     """Final-norm hidden states over `ids`, optionally attending to the keys/values of an earlier pass.
 
     `pos`: (B, T) positions (None: 0..T-1 in every row). `past`: per layer (k, v) of shape

@@ -20,6 +20,7 @@ continuation) get both; rolling-loglikelihood tasks already report `bits_per_byt
 Each record carries `chance`: the mean over documents of 1 / number of choices (multiple
 choice), 0 for a loglikelihood task's greedy-match accuracy.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,13 +62,50 @@ def gold_records(out: dict, task_obj, lm, suite: str, limit) -> list[dict]:
         chance.append(1.0 / n_choices if n_choices else 0.0)
     if not bpb:
         return []
-    base = {"task": name, "num_fewshot": (out.get("n-shot") or {}).get(name), "limit": limit, "suite": suite,
-            "status": "ok", "chance": sum(chance) / len(chance)}
-    recs = [{**base, "metric": "gold_bpb", **_mean(bpb), "unit": "bits per byte of the gold continuation, mean over documents"}]
+    base = {
+        "task": name,
+        "num_fewshot": (out.get("n-shot") or {}).get(name),
+        "limit": limit,
+        "suite": suite,
+        "status": "ok",
+        "chance": sum(chance) / len(chance),
+    }
+    recs = [
+        {
+            **base,
+            "metric": "gold_bpb",
+            **_mean(bpb),
+            "unit": "bits per byte of the gold continuation, mean over documents",
+        }
+    ]
     if len(nats) == len(bpb):
-        recs.append({**base, "metric": "gold_nats", **_mean(nats), "unit": "nats per token of the gold continuation, mean over documents"})
-    return [{k: r[k] for k in ("task", "metric", "value", "stderr", "n", "num_fewshot", "limit", "suite", "status", "chance", "unit")}
-            for r in recs]
+        recs.append(
+            {
+                **base,
+                "metric": "gold_nats",
+                **_mean(nats),
+                "unit": "nats per token of the gold continuation, mean over documents",
+            }
+        )
+    return [
+        {
+            k: r[k]
+            for k in (
+                "task",
+                "metric",
+                "value",
+                "stderr",
+                "n",
+                "num_fewshot",
+                "limit",
+                "suite",
+                "status",
+                "chance",
+                "unit",
+            )
+        }
+        for r in recs
+    ]
 
 
 def _gold(task, sample: dict, kind: str):

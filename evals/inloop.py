@@ -13,6 +13,7 @@ per-task failures are recorded by the child and the other tasks still run. The t
 time out of training throughput (`summary.json` `eval_s`); it is logged as `eval/time_s`. Only
 rank 0 evaluates; other ranks wait at the trainer's next barrier.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,10 +65,19 @@ class LmEvalEvaluator:
 
             threads = torch.get_num_threads()
             try:
-                evaluate_run(ckpt, suite=s.suite, tasks=s.tasks, limit=s.limit, num_fewshot=s.num_fewshot,
-                             online=s.online,
-                             device=s.device, batch_size=s.batch_size, model_args={"threads": s.threads}, wandb=False,
-                             log=lambda m: None)
+                evaluate_run(
+                    ckpt,
+                    suite=s.suite,
+                    tasks=s.tasks,
+                    limit=s.limit,
+                    num_fewshot=s.num_fewshot,
+                    online=s.online,
+                    device=s.device,
+                    batch_size=s.batch_size,
+                    model_args={"threads": s.threads},
+                    wandb=False,
+                    log=lambda m: None,
+                )
             finally:
                 torch.set_num_threads(threads)  # the trainer's setting
         else:
@@ -91,19 +101,33 @@ class LmEvalEvaluator:
         step, tokens = job.step, job.tokens
         if error is not None:  # the whole evaluation failed: record it in the results file
             failed = [{"task": "*", "error": error}]
-            res.write_results(job.run_dir, step, [], failed, {
-                "suite": section.suite or "custom", "tokens": tokens, "eval_s": dt,
-                "checkpoint": str(job.checkpoint), "config": {"eval": section.model_dump(mode="json")}})
+            res.write_results(
+                job.run_dir,
+                step,
+                [],
+                failed,
+                {
+                    "suite": section.suite or "custom",
+                    "tokens": tokens,
+                    "eval_s": dt,
+                    "checkpoint": str(job.checkpoint),
+                    "config": {"eval": section.model_dump(mode="json")},
+                },
+            )
             job.log(f"eval at step {step} FAILED after {dt:.1f}s ({error}); training continues")
             recs = []
         else:
             recs, failed = doc.get("results", []), doc.get("failed", [])
-            shown = ", ".join(f"{r['task']}/{r['metric']}={r['value']:.4g}" for r in recs
-                              if r["value"] is not None and r["metric"] in ("acc", "bits_per_byte", "perplexity"))[:300]
+            shown = ", ".join(
+                f"{r['task']}/{r['metric']}={r['value']:.4g}"
+                for r in recs
+                if r["value"] is not None and r["metric"] in ("acc", "bits_per_byte", "perplexity")
+            )[:300]
             job.log(f"eval at step {step} ({dt:.1f}s): {shown}" + (f"; {len(failed)} task(s) failed" if failed else ""))
         try:
-            res.log_to_wandb(job.run_dir, step, tokens, res.wandb_metrics(recs, failed), dt,
-                             mode=None if job.wandb else "disabled")
+            res.log_to_wandb(
+                job.run_dir, step, tokens, res.wandb_metrics(recs, failed), dt, mode=None if job.wandb else "disabled"
+            )
         except Exception as exc:  # noqa: BLE001
             job.log(f"warning: eval W&B logging failed ({exc})")
 
@@ -120,9 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get(FAULT_ENV) == "crash":
         os._exit(137)  # what an OOM kill looks like to the parent
 
-    out = evaluate_run(ckpt, suite=section.suite, tasks=section.tasks, limit=section.limit, num_fewshot=section.num_fewshot,
-                       online=section.online, device=section.device, batch_size=section.batch_size,
-                       model_args={"threads": section.threads}, wandb=False)
+    out = evaluate_run(
+        ckpt,
+        suite=section.suite,
+        tasks=section.tasks,
+        limit=section.limit,
+        num_fewshot=section.num_fewshot,
+        online=section.online,
+        device=section.device,
+        batch_size=section.batch_size,
+        model_args={"threads": section.threads},
+        wandb=False,
+    )
     return 1 if out["failed"] else 0
 
 

@@ -7,6 +7,7 @@ With `--scalelab-local` the bundled offline task copies (evals/tasks over the sh
 written to a temporary directory and added with `--include_path`; they take precedence over the
 stock tasks of the same name.
 """
+
 from __future__ import annotations
 
 import sys

@@ -4,6 +4,7 @@
 of a minimal pair up to their difference) so that each runs once; `batches` groups rows of
 similar length. `evals.requests.score_pairs` runs the plan.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -14,13 +15,19 @@ Pair = tuple[Sequence[int], Sequence[int]]
 def truncate_pair(context: Sequence[int], continuation: Sequence[int], max_length: int) -> tuple[list[int], int]:
     """Model input (last `max_length` tokens of context+continuation minus its last token) and
     how many continuation tokens are scored (all of them unless longer than the window)."""
-    whole = (list(context) + list(continuation))[-(max_length + 1):]
+    whole = (list(context) + list(continuation))[-(max_length + 1) :]
     inp = whole[:-1]
     return inp, min(len(continuation), len(inp))
 
 
-def batches(order: Sequence[int], lengths: Sequence[int], batch_size: int | None, max_batch_tokens: int | None,
-            max_padding: float = 0.1, past: Sequence[int] | None = None) -> list[list[int]]:
+def batches(
+    order: Sequence[int],
+    lengths: Sequence[int],
+    batch_size: int | None,
+    max_batch_tokens: int | None,
+    max_padding: float = 0.1,
+    past: Sequence[int] | None = None,
+) -> list[list[int]]:
     """Group indices (sorted longest first) into batches of at most `batch_size` rows and
     `max_batch_tokens` tokens (rows x (longest row + longest `past` it attends to)), with at most
     `max_padding` of the rows' tokens padding: a long-tailed mix of lengths would otherwise pad
@@ -28,8 +35,11 @@ def batches(order: Sequence[int], lengths: Sequence[int], batch_size: int | None
     out, cur, width, past_w, real = [], [], 0, 0, 0
     for i in order:
         w, pw, n = max(width, lengths[i]), max(past_w, past[i] if past else 0), len(cur) + 1
-        if cur and ((batch_size and n > batch_size) or (max_batch_tokens and (w + pw) * n > max_batch_tokens)
-                    or w * n - real - lengths[i] > max_padding * w * n):
+        if cur and (
+            (batch_size and n > batch_size)
+            or (max_batch_tokens and (w + pw) * n > max_batch_tokens)
+            or w * n - real - lengths[i] > max_padding * w * n
+        ):
             out.append(cur)
             cur, w, pw, real = [], lengths[i], past[i] if past else 0, 0
         cur.append(i)
@@ -61,7 +71,7 @@ def plan_pairs(pairs: Sequence[Pair], max_length: int) -> tuple[list[int], int, 
     for (ctx, cont), k in index.items():
         inp, n = truncate_pair(ctx, cont, max_length)
         if n:
-            items.append((tuple(inp), k, cont[len(cont) - n:]))
+            items.append((tuple(inp), k, cont[len(cont) - n :]))
     items.sort()
     groups: dict[tuple[int, ...], list[Member]] = {}
 
@@ -69,7 +79,8 @@ def plan_pairs(pairs: Sequence[Pair], max_length: int) -> tuple[list[int], int, 
         """Group `members` under their common `depth` tokens, or hand them up to `parent`."""
         if len(members) > 1 and depth >= MIN_SHARED and (len(members) - 1) * depth >= len(members) * parent:
             groups.setdefault(items[members[0]][0][:depth], []).extend(
-                (items[m][1], items[m][0][depth:], items[m][2]) for m in members)
+                (items[m][1], items[m][0][depth:], items[m][2]) for m in members
+            )
             return []
         return members
 

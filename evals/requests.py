@@ -8,6 +8,7 @@ keys/values), rows are batched by length with little padding, and the LM head ru
 positions only. Truncation follows lm-eval's `hf` model exactly (keep the last `max_length + 1`
 tokens, drop the last), so results agree with `lm_eval --model hf` on the exported checkpoint.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -53,7 +54,9 @@ def score_pairs(
     for batch in batches(range(len(prefixes)), [len(p) for p in prefixes], batch_size, max_batch_tokens):
         pre = [prefixes[j] for j in batch]
         # (row, pair, branch, its targets predicted in the branch) of the members with a branch
-        branched = [(r, k, br, tg[max(0, len(tg) - len(br)):]) for r, p in enumerate(pre) for k, br, tg in groups[p] if br]
+        branched = [
+            (r, k, br, tg[max(0, len(tg) - len(br)) :]) for r, p in enumerate(pre) for k, br, tg in groups[p] if br
+        ]
         h1, kv = backbone(model, _padded(pre, device), keep_kv=bool(branched))
         rows, owner, target = [], [], []  # the targets predicted inside the prefixes
         for r, p in enumerate(pre):
@@ -64,8 +67,16 @@ def score_pairs(
                 target += tg[:n1]
         feats = [_rows(h1, rows)]
         for h2, items in _branches(model, pre, branched, kv, batch_size, max_batch_tokens, device):
-            feats.append(_rows(h2, [q * h2.shape[1] + c for q, (_, _, br, tg) in enumerate(items)
-                                    for c in range(len(br) - len(tg), len(br))]))
+            feats.append(
+                _rows(
+                    h2,
+                    [
+                        q * h2.shape[1] + c
+                        for q, (_, _, br, tg) in enumerate(items)
+                        for c in range(len(br) - len(tg), len(br))
+                    ],
+                )
+            )
             for _, k, _, tg in items:
                 owner += [k] * len(tg)
                 target += tg
@@ -83,9 +94,13 @@ def _branches(model, pre, branched, kv, batch_size, max_batch_tokens, device):
     keys/values. Branch rows are short, so the token budget rather than the row count bounds them."""
     branched = sorted(branched, key=lambda b: -len(b[2]))
     lens = torch.tensor([len(p) for p in pre])
-    for chunk in batches(range(len(branched)), [len(br) for _, _, br, _ in branched],
-                         None if max_batch_tokens else batch_size, max_batch_tokens,
-                         past=[len(pre[r]) for r, _, _, _ in branched]):
+    for chunk in batches(
+        range(len(branched)),
+        [len(br) for _, _, br, _ in branched],
+        None if max_batch_tokens else batch_size,
+        max_batch_tokens,
+        past=[len(pre[r]) for r, _, _, _ in branched],
+    ):
         items = [branched[i] for i in chunk]
         sel = torch.tensor([r for r, _, _, _ in items])
         p_len = lens[sel]
@@ -108,7 +123,7 @@ def _target_logprobs(head, feats: torch.Tensor, targets: torch.Tensor) -> tuple[
     chunk = max(32, (1 << 20) // head.out_features)
     lps, hits = [], []
     for i in range(0, len(feats), chunk):
-        logits, tgt = head(feats[i: i + chunk]).float(), targets[i: i + chunk, None]
+        logits, tgt = head(feats[i : i + chunk]).float(), targets[i : i + chunk, None]
         lps.append(logits.log_softmax(-1).gather(1, tgt)[:, 0])
         hits.append(logits.argmax(-1) == tgt[:, 0])
     return torch.cat(lps).double().cpu().numpy(), torch.cat(hits).cpu().numpy()
@@ -135,8 +150,8 @@ def rolling_windows(tokens: Sequence[int], prefix_token: int, max_length: int, c
     while done < len(tokens):
         n = min(len(tokens) - done, pred_len)
         end = done + n
-        window = tokens[max(0, end - max_length - 1): end - 1]
-        out.append((window[: len(window) - (n - 1)], tokens[end - n: end]))
+        window = tokens[max(0, end - max_length - 1) : end - 1]
+        out.append((window[: len(window) - (n - 1)], tokens[end - n : end]))
         done += n
     assert sum(len(c) for _, c in out) == len(tokens)  # exact token accounting (bits per byte)
     return out

@@ -7,11 +7,12 @@ task's `chance` accuracy: evals.gold). Evaluating the same
 step again (another suite, more tasks) merges into the file; a newer record of the same
 (task, metric) replaces the older one. Failed tasks are listed, never silently dropped.
 """
+
 from __future__ import annotations
 
 import math
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rundir.files import atomic_write_json, read_json, read_yaml
@@ -32,17 +33,19 @@ def records_from_lm_eval(out: dict, suite: str, limit) -> list[dict]:
                 continue
             metric, _, filt = key.partition(",")
             stderr = metrics.get(f"{metric}_stderr,{filt}")
-            recs.append({
-                "task": task,
-                "metric": metric,
-                "value": _num(value),
-                "stderr": _num(stderr),
-                "n": n,
-                "num_fewshot": n_shot.get(task),
-                "limit": limit,
-                "suite": suite,
-                "status": "ok",
-            })
+            recs.append(
+                {
+                    "task": task,
+                    "metric": metric,
+                    "value": _num(value),
+                    "stderr": _num(stderr),
+                    "n": n,
+                    "num_fewshot": n_shot.get(task),
+                    "limit": limit,
+                    "suite": suite,
+                    "status": "ok",
+                }
+            )
     return recs
 
 
@@ -63,8 +66,18 @@ def aggregate_blimp(records: list[dict], suite: str) -> list[dict]:
             continue
         n = sum(r["n"] or 0 for r in b)
         value = sum(r["value"] * (r["n"] or 0) for r in b) / n if n else sum(r["value"] for r in b) / len(b)
-        rec = {"task": "blimp", "metric": metric, "value": value, "stderr": None, "n": n, "num_fewshot": 0,
-               "limit": None, "suite": suite, "status": "ok", "aggregate_of": len(b)}
+        rec = {
+            "task": "blimp",
+            "metric": metric,
+            "value": value,
+            "stderr": None,
+            "n": n,
+            "num_fewshot": 0,
+            "limit": None,
+            "suite": suite,
+            "status": "ok",
+            "aggregate_of": len(b),
+        }
         if metric != "acc":
             rec.update(chance=0.5, unit=b[0].get("unit"))
         out.append(rec)
@@ -90,7 +103,7 @@ def write_results(run_dir: Path, step: int, records: list[dict], failed: list[di
         "checkpoint": meta.get("checkpoint"),
         "suites": [s for s in suites if s],
         "lm_eval_version": meta.get("lm_eval_version"),
-        "updated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "eval_s": round(float(old.get("eval_s") or 0) + float(meta.get("eval_s") or 0), 3),
         "config": meta.get("config", {}),
         "results": sorted(keep.values(), key=lambda r: (r["task"], r["metric"])),
@@ -113,7 +126,9 @@ def wandb_metrics(records: list[dict], failed: list[dict]) -> dict:
     return out
 
 
-def log_to_wandb(run_dir: Path, step: int, tokens: int | None, metrics: dict, eval_s: float, mode: str | None = None) -> bool:
+def log_to_wandb(
+    run_dir: Path, step: int, tokens: int | None, metrics: dict, eval_s: float, mode: str | None = None
+) -> bool:
     """Log into the run's own W&B run (resumed by the id in `<run>/wandb_id`).
 
     Uses `eval/step` as the x-axis (`define_metric`), so evaluating an old checkpoint after
@@ -143,8 +158,14 @@ def log_to_wandb(run_dir: Path, step: int, tokens: int | None, metrics: dict, ev
     if mode == "disabled" or not id_file.exists():
         return False
     run = wandb.init(
-        mode=mode, project=wcfg.get("project", "scalelab"), entity=wcfg.get("entity"), group=wcfg.get("group"),
-        name=wcfg.get("name") or run_dir.name, dir=str(run_dir), id=id_file.read_text().strip(), resume="allow",
+        mode=mode,
+        project=wcfg.get("project", "scalelab"),
+        entity=wcfg.get("entity"),
+        group=wcfg.get("group"),
+        name=wcfg.get("name") or run_dir.name,
+        dir=str(run_dir),
+        id=id_file.read_text().strip(),
+        resume="allow",
         settings=wandb.Settings(console="off", x_disable_stats=True, x_save_requirements=False, disable_git=True),
     )
     try:

@@ -5,6 +5,7 @@ evaluator's subprocess. Order: everything that can be wrong with the input (suit
 data, checkpoint path, tokenizer) is checked before the model is loaded; each task then runs in
 its own lm-eval call, so one failing task is recorded as failed and the others still run.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,9 @@ from evals.tasks import EvalError, plan
 FAULT_ENV = "SCALELAB_EVAL_FAULT"  # test hook: "task:<name>" makes that task raise
 
 
-def resolve_suite(suite: str | Suite | None, tasks: list[str] | str | None, limit=None, num_fewshot: int | None = None) -> Suite:
+def resolve_suite(
+    suite: str | Suite | None, tasks: list[str] | str | None, limit=None, num_fewshot: int | None = None
+) -> Suite:
     if isinstance(tasks, str):
         tasks = [t for t in tasks.split(",") if t.strip()]
     if suite is None and not tasks:
@@ -31,7 +34,9 @@ def resolve_suite(suite: str | Suite | None, tasks: list[str] | str | None, limi
     if tasks:  # a subset of the suite's tasks (or extra ones) with the suite's settings
         names = {e if isinstance(e, str) else e.task for e in s.tasks}
         extra = [t for t in tasks if t not in names]
-        s = s.model_copy(update={"tasks": [e for e in s.tasks if (e if isinstance(e, str) else e.task) in tasks] + extra})
+        s = s.model_copy(
+            update={"tasks": [e for e in s.tasks if (e if isinstance(e, str) else e.task) in tasks] + extra}
+        )
     if num_fewshot is not None:
         s = s.model_copy(update={"num_fewshot": num_fewshot})
     return s
@@ -92,8 +97,14 @@ def evaluate_run(
                     raise RuntimeError(f"injected fault ({FAULT_ENV})")
                 task = _task(e.task, tm, task_cache)
                 out = lm_eval.simple_evaluate(  # samples: the gold continuation's loss (evals.gold)
-                    model=lm, tasks=[task], task_manager=tm, limit=e.limit, num_fewshot=e.num_fewshot,
-                    bootstrap_iters=bootstrap_iters, log_samples=True, verbosity="WARNING",
+                    model=lm,
+                    tasks=[task],
+                    task_manager=tm,
+                    limit=e.limit,
+                    num_fewshot=e.num_fewshot,
+                    bootstrap_iters=bootstrap_iters,
+                    log_samples=True,
+                    verbosity="WARNING",
                 )
                 if out is None or e.task not in out.get("results", {}):
                     raise RuntimeError("lm-eval returned no results for this task")
@@ -102,8 +113,13 @@ def evaluate_run(
                 shown = ", ".join(f"{r['metric']}={r['value']:.4g}" for r in recs if r["value"] is not None)
                 log(f"  {e.task}: {shown} (n={recs[0]['n'] if recs else '?'}, {time.perf_counter() - t1:.1f}s)")
             except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
-                failed.append({"task": e.task, "error": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc(limit=5)})
+                failed.append(
+                    {
+                        "task": e.task,
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "traceback": traceback.format_exc(limit=5),
+                    }
+                )
                 log(f"  {e.task}: FAILED ({type(exc).__name__}: {exc})")
     finally:
         task_plan.cleanup()
@@ -115,9 +131,13 @@ def evaluate_run(
         "tokens": None if rm.tokens_per_step is None else step * rm.tokens_per_step,
         "lm_eval_version": lm_eval.__version__ if hasattr(lm_eval, "__version__") else _version("lm_eval"),
         "eval_s": eval_s,
-        "config": {"suite": s.model_dump(mode="json"), "limit_override": limit, "online": online,
-                   "model_args": {**margs, "device": str(getattr(lm, "device", device))},
-                   "bootstrap_iters": bootstrap_iters},
+        "config": {
+            "suite": s.model_dump(mode="json"),
+            "limit_override": limit,
+            "online": online,
+            "model_args": {**margs, "device": str(getattr(lm, "device", device))},
+            "bootstrap_iters": bootstrap_iters,
+        },
     }
     path = res.write_results(run_path, step, records, failed, meta)
     logged = False
@@ -126,7 +146,10 @@ def evaluate_run(
             logged = res.log_to_wandb(run_path, step, meta["tokens"], res.wandb_metrics(records, failed), eval_s)
         except Exception as exc:  # noqa: BLE001 - results are on disk; W&B is best effort
             log(f"warning: W&B logging failed ({type(exc).__name__}: {exc})")
-    log(f"wrote {path} ({len(records)} results, {len(failed)} failed, {eval_s:.1f}s)" + (", logged to W&B" if logged else ""))
+    log(
+        f"wrote {path} ({len(records)} results, {len(failed)} failed, {eval_s:.1f}s)"
+        + (", logged to W&B" if logged else "")
+    )
     return {"path": path, "step": step, "results": records, "failed": failed, "eval_s": eval_s}
 
 

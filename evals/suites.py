@@ -3,6 +3,7 @@
 A suite entry is a task name or `{task, num_fewshot, limit}`; the suite's own `num_fewshot` and
 `limit` are the defaults. Tasks with the same settings run in one lm-eval call.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,11 @@ class Suite(BaseModel):
                 limit = limit_override
             if tasks and e.task not in tasks:
                 continue
-            out.append(TaskEntry(task=e.task, num_fewshot=self.num_fewshot if e.num_fewshot is None else e.num_fewshot, limit=limit))
+            out.append(
+                TaskEntry(
+                    task=e.task, num_fewshot=self.num_fewshot if e.num_fewshot is None else e.num_fewshot, limit=limit
+                )
+            )
         return out
 
 

@@ -5,6 +5,7 @@ lm-eval resolves relative `data_files` against the working directory, so at run 
 are copied to a temporary directory with absolute paths, which works from any cwd. Everything
 here runs before a model is loaded, so a wrong task name or missing data fails in milliseconds.
 """
+
 from __future__ import annotations
 
 import os
@@ -75,7 +76,7 @@ def expand(names: list[str]) -> list[str]:
         for n in (s.strip() for s in str(item).split(",")):
             if not n:
                 continue
-            for t in ([f"blimp_{p}" for p in blimp_phenomena()] if n == "blimp" else [n]):
+            for t in [f"blimp_{p}" for p in blimp_phenomena()] if n == "blimp" else [n]:
                 if t not in out:
                     out.append(t)
     return out
@@ -94,8 +95,9 @@ class TaskPlan:
     def task_manager(self):
         from lm_eval.tasks import TaskManager
 
-        return TaskManager(include_path=str(self.include_dir) if self.include_dir else None,
-                           include_defaults=self.online)
+        return TaskManager(
+            include_path=str(self.include_dir) if self.include_dir else None, include_defaults=self.online
+        )
 
     def cleanup(self) -> None:
         if self._tmp is not None:

@@ -12,6 +12,7 @@
   the same process (same host and boot, same start time as recorded in the lock), since pids are
   reused.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,7 +48,9 @@ def cancel_sweep(plan, names: list[str] | None = None, out=print) -> int:
             subprocess.run(["scancel", *extra], check=False)
             scancelled += extra
         if scancelled:
-            out(f"scancel {' '.join(scancelled)}: Slurm sends SIGTERM; running trainers checkpoint and stop (no requeue)")
+            out(
+                f"scancel {' '.join(scancelled)}: Slurm sends SIGTERM; running trainers checkpoint and stop (no requeue)"
+            )
     signalled: set[int] = set()
     done_something = bool(scancelled)
     for r in runs:
@@ -60,8 +63,10 @@ def cancel_sweep(plan, names: list[str] | None = None, out=print) -> int:
             continue
         target = _local_target(h)
         if target is None:
-            out(f"{r.name}: held by {h.describe()}, which is not a process of this machine that can be verified "
-                f"(another host, or the pid now belongs to another process); not signalled")
+            out(
+                f"{r.name}: held by {h.describe()}, which is not a process of this machine that can be verified "
+                f"(another host, or the pid now belongs to another process); not signalled"
+            )
             continue
         pid, group = target
         if pid in signalled or pid == os.getpid():
@@ -77,4 +82,3 @@ def cancel_sweep(plan, names: list[str] | None = None, out=print) -> int:
     if not done_something:
         out("nothing to cancel")
     return 0
-

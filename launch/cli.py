@@ -4,6 +4,7 @@ Each subsystem owns its commands in its own `cli.py` and exposes `register(subpa
 this file only wires them together, so adding a subsystem never touches the others.
 Exit codes everywhere: 0 success, 1 a run or job failed, 2 bad input (before any work).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -9,6 +9,7 @@ own sbatch job and makes the run array depend on them (`--dependency=afterok:...
 trainers then find their data prepared and only check it, instead of each preparing it
 behind a lock.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -88,8 +89,9 @@ def data_jobs(runs: list) -> list[DataJob]:
 def write_config(job: DataJob, meta_dir: Path) -> Path:
     meta_dir.mkdir(parents=True, exist_ok=True)
     path = job.config_path(meta_dir)
-    text = (f"# written by scalelab sweep: data '{job.name}' for {len(job.runs)} run(s); do not edit\n"
-            + yaml.safe_dump(job.config.model_dump(mode="json"), sort_keys=False))
+    text = f"# written by scalelab sweep: data '{job.name}' for {len(job.runs)} run(s); do not edit\n" + yaml.safe_dump(
+        job.config.model_dump(mode="json"), sort_keys=False
+    )
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path
@@ -134,8 +136,12 @@ def is_local_path(name: str | None) -> bool:
 
 def reads_the_hub(dcfg: DataConfig) -> str | None:
     """What a data job would fetch from the Hugging Face Hub (a data set name, a tokenizer name), or None."""
-    hub = [src.hf_dataset for which in ("sources", "val_sources") for src in (getattr(dcfg, which) or [])
-           if src.path is None and src.hf_dataset and not is_local_path(src.hf_dataset)]
+    hub = [
+        src.hf_dataset
+        for which in ("sources", "val_sources")
+        for src in (getattr(dcfg, which) or [])
+        if src.path is None and src.hf_dataset and not is_local_path(src.hf_dataset)
+    ]
     tok = dcfg.tokenizer
     if tok.kind == "hf" and tok.path and not is_local_path(tok.path) and not Path(tok.path).expanduser().exists():
         hub.append(f"tokenizer {tok.path}")

@@ -4,6 +4,7 @@ A WSD branch (`train.init_from`) can start as soon as its parent's `checkpoints/
 complete, long before the parent ends. Executors ask here whether a run may start; the parent
 lives beside it (`<runs_dir>/<parent>`, how every sweep lays out its runs).
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -15,6 +15,7 @@ data-constrained law). U per data set (one estimate per distinct data config):
 - unknown: a source streamed from the Hugging Face Hub (not sized offline).
 A mixture's runs count each component's share of the tokens against that component.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,7 +64,9 @@ def _text_bytes(dcfg, sources: list) -> tuple[float, str]:
         return float(n), f"{n / 1e6:.3g} MB of text read"
     plain = sum(p.stat().st_size for p in files if p.suffix in PLAIN)
     other = size - plain
-    note = f"{size / 1e9:.3g} GB of files" + (f" ({other / 1e9:.3g} GB compressed/columnar x {COMPRESSED_RATIO:g})" if other else "")
+    note = f"{size / 1e9:.3g} GB of files" + (
+        f" ({other / 1e9:.3g} GB compressed/columnar x {COMPRESSED_RATIO:g})" if other else ""
+    )
     return plain + COMPRESSED_RATIO * other, note
 
 
@@ -76,7 +79,7 @@ def _stream_bytes(p: Path, chunk: int = 16 * 2**20) -> int:
     import gzip
 
     n = 0
-    with (gzip.open(p, "rb") if p.name.lower().endswith(".gz") else open(p, "rb")) as f:
+    with gzip.open(p, "rb") if p.name.lower().endswith(".gz") else open(p, "rb") as f:
         while block := f.read(chunk):
             n += len(block)
     return n

@@ -3,6 +3,7 @@
 Every expanded run is validated through `validate_train`, so an unknown key or an impossible
 value fails at plan time with the trainer's own message, prefixed by the run's name.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -107,8 +108,11 @@ def expand(spec: SweepSpec) -> Plan:
     if spec.seeds is not None and spec.kind != "seeds":
         if not spec.seeds:
             raise ConfigError("sweep spec: seeds: empty axis")
-        points = [(parts + [f"s{s}"], items + [("train.seed", s)], {**axes, "seed": s})
-                  for parts, items, axes in points for s in spec.seeds]
+        points = [
+            (parts + [f"s{s}"], items + [("train.seed", s)], {**axes, "seed": s})
+            for parts, items, axes in points
+            for s in spec.seeds
+        ]
     runs: list[PlannedRun] = []
     seen: dict[str, str] = {}
     for parts, items, axes in points:
@@ -215,14 +219,20 @@ def _isoflop(spec: SweepSpec, b: _Builder):
                 skipped.append(f"c{fmt_sci(c)}-{label}: {steps} steps < isoflop.min_steps={iso.min_steps}")
                 continue
             if iso.tokens_per_param and not iso.tokens_per_param[0] <= tokens / n_total <= iso.tokens_per_param[1]:
-                skipped.append(f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per parameter outside isoflop.tokens_per_param={iso.tokens_per_param}")
+                skipped.append(
+                    f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per parameter outside isoflop.tokens_per_param={iso.tokens_per_param}"
+                )
                 continue
             kept += 1
             items = [("model", m), ("train.steps", None), ("train.tokens", int(round(tokens))), *hp_items]
-            out.append(([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label, "compute": iso.compute, **hp_axes}))
+            out.append(
+                ([f"c{fmt_sci(c)}", label], items, {"budget": c, "model": label, "compute": iso.compute, **hp_axes})
+            )
         if not kept and iso.tokens_per_param:
-            raise ConfigError(f"sweep spec: no model has tokens per parameter within isoflop.tokens_per_param={iso.tokens_per_param} "
-                              f"at budget {fmt_sci(c)} FLOPs; add models or widen the window")
+            raise ConfigError(
+                f"sweep spec: no model has tokens per parameter within isoflop.tokens_per_param={iso.tokens_per_param} "
+                f"at budget {fmt_sci(c)} FLOPs; add models or widen the window"
+            )
         if not kept:
             smallest = min(models, key=lambda t: t[2])
             tps = smallest[3].tokens_per_step()
@@ -251,10 +261,18 @@ def _anchors(iso, b: _Builder, hparams) -> list:
         tps = dict(hp_items).get("train.global_batch_size", cfg.train.global_batch_size) * cfg.model.seq_len
         steps = math.ceil(a.tokens / tps)
         if steps < iso.min_steps:
-            raise ConfigError(f"sweep spec: isoflop.anchors: {label} at {a.tokens:.4g} tokens is {steps} steps "
-                              f"< isoflop.min_steps={iso.min_steps}; raise its tokens")
+            raise ConfigError(
+                f"sweep spec: isoflop.anchors: {label} at {a.tokens:.4g} tokens is {steps} steps "
+                f"< isoflop.min_steps={iso.min_steps}; raise its tokens"
+            )
         items = [("model", a.model), ("train.steps", None), ("train.tokens", int(round(a.tokens))), *hp_items]
-        out.append((["anchor", label, f"d{fmt_num(a.tokens)}"], items, {"model": label, "compute": iso.compute, "anchor": True, **hp_axes}))
+        out.append(
+            (
+                ["anchor", label, f"d{fmt_num(a.tokens)}"],
+                items,
+                {"model": label, "compute": iso.compute, "anchor": True, **hp_axes},
+            )
+        )
     return out
 
 
@@ -262,8 +280,8 @@ def _hparams_law(iso):
     """The batch-lr law an IsoFLOP sweep takes its per-budget lr and batch from, checked at plan time."""
     if not iso.hparams_fit:
         return None
-    from scaling.core.errors import InputError
     from scaling.core.conventions import conventions_of
+    from scaling.core.errors import InputError
     from scaling.fits.record import FitRecord
 
     try:
@@ -271,16 +289,22 @@ def _hparams_law(iso):
     except InputError as exc:
         raise ConfigError(f"sweep spec: isoflop.hparams_fit: {exc}") from None
     if rec["law"] != "batch-lr" or (rec.get("settings") or {}).get("form") != "compute":
-        raise ConfigError(f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form")
+        raise ConfigError(
+            f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form"
+        )
     from scaling.fits.record import has_exponents
 
     if not has_exponents(rec):
-        raise ConfigError(f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} holds no law "
-                          f"({rec['settings'].get('exponents')}): sweep three or more budgets, or leave isoflop.hparams_fit out")
+        raise ConfigError(
+            f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} holds no law "
+            f"({rec['settings'].get('exponents')}): sweep three or more budgets, or leave isoflop.hparams_fit out"
+        )
     conv = conventions_of(rec)["compute"]
     if conv != iso.compute:
-        raise ConfigError(f"sweep spec: isoflop.hparams_fit counts compute as {conv} but isoflop.compute is {iso.compute}: "
-                          "refit the batch-lr law with --compute-kind " + iso.compute)
+        raise ConfigError(
+            f"sweep spec: isoflop.hparams_fit counts compute as {conv} but isoflop.compute is {iso.compute}: "
+            "refit the batch-lr law with --compute-kind " + iso.compute
+        )
     return rec.law()
 
 
@@ -290,8 +314,10 @@ def _budget_hparams(law, budget: float, cfg) -> tuple[list, dict]:
     gbs = max(1, int(round(bt / cfg.model.seq_len)))
     micro = max(d for d in range(1, min(cfg.train.micro_batch_size, gbs) + 1) if gbs % d == 0)
     lr = float(f"{lr:.3g}")
-    return ([("optim.lr", lr), ("train.global_batch_size", gbs), ("train.micro_batch_size", micro)],
-            {"lr": lr, "batch_size": gbs})
+    return (
+        [("optim.lr", lr), ("train.global_batch_size", gbs), ("train.micro_batch_size", micro)],
+        {"lr": lr, "batch_size": gbs},
+    )
 
 
 def _batch_lr(spec: SweepSpec, b: _Builder):
@@ -323,7 +349,11 @@ def _batch_lr(spec: SweepSpec, b: _Builder):
             micro = max(d for d in range(1, min(micro0, bs) + 1) if bs % d == 0)
             for lr in lrs:
                 lr = float(f"{lr:.6g}")
-                items = base_items + length + [("train.global_batch_size", bs), ("train.micro_batch_size", micro), ("optim.lr", lr)]
+                items = (
+                    base_items
+                    + length
+                    + [("train.global_batch_size", bs), ("train.micro_batch_size", micro), ("optim.lr", lr)]
+                )
                 parts = [label, f"b{bs}", f"lr{fmt_num(lr)}"]
                 out.append((parts, items, {"model": label or None, "batch_size": bs, "lr": lr}))
     return out
@@ -331,7 +361,9 @@ def _batch_lr(spec: SweepSpec, b: _Builder):
 
 def _need(centre: dict, key: str, label: str) -> float:
     if key not in centre:
-        raise ConfigError(f"sweep spec: batch_lr needs `{key}s` or `centre.{key}`" + (f" (model {label})" if label else ""))
+        raise ConfigError(
+            f"sweep spec: batch_lr needs `{key}s` or `centre.{key}`" + (f" (model {label})" if label else "")
+        )
     return centre[key]
 
 
@@ -342,16 +374,35 @@ def _finish(spec: SweepSpec, name: str, raw: dict, cfg, axes: dict) -> PlannedRu
     extras = {**cfg.extras, "sweep": spec.name, "sweep_kind": spec.kind, "run": name, "run_id": rid, "axes": axes}
     wandb = {**raw.get("wandb", {}), "group": spec.name, "name": name}
     raw = {**raw, "name": name, "extras": extras, "wandb": wandb}
-    cfg = cfg.model_copy(update={"name": name, "extras": extras, "wandb": cfg.wandb.model_copy(update={"group": spec.name, "name": name})})
+    cfg = cfg.model_copy(
+        update={
+            "name": name,
+            "extras": extras,
+            "wandb": cfg.wandb.model_copy(update={"group": spec.name, "name": name}),
+        }
+    )
     c = count(cfg.model, vocab_for(cfg))
     steps, tps = cfg.total_steps(), cfg.tokens_per_step()
     flops = steps * tps * c.flops_per_token
     after = (axes["branch_of"], axes["branch_step"]) if axes.get("role") == "branch" else None
     return PlannedRun(
-        name=name, id=rid, raw=raw, axes=axes, cfg=cfg, params=c.total, non_embedding_params=c.non_embedding,
-        flops_per_token=c.flops_per_token, steps=steps, tokens=steps * tps, batch_tokens=tps, lr=cfg.optim.lr,
-        flops=flops, est_s=STARTUP_S + (flops - _shared(after, tps, c)) / _throughput(spec), run_dir=spec.runs_root() / name,
-        after=after, shared_flops=_shared(after, tps, c),
+        name=name,
+        id=rid,
+        raw=raw,
+        axes=axes,
+        cfg=cfg,
+        params=c.total,
+        non_embedding_params=c.non_embedding,
+        flops_per_token=c.flops_per_token,
+        steps=steps,
+        tokens=steps * tps,
+        batch_tokens=tps,
+        lr=cfg.optim.lr,
+        flops=flops,
+        est_s=STARTUP_S + (flops - _shared(after, tps, c)) / _throughput(spec),
+        run_dir=spec.runs_root() / name,
+        after=after,
+        shared_flops=_shared(after, tps, c),
     )
 
 
@@ -412,5 +463,7 @@ def adopt_existing(p: Plan) -> list[tuple[str, str]]:
 def _rename(run: PlannedRun, name: str, run_dir: Path) -> None:
     extras = {**run.raw["extras"], "run": name}
     run.raw = {**run.raw, "name": name, "extras": extras, "wandb": {**run.raw["wandb"], "name": name}}
-    run.cfg = run.cfg.model_copy(update={"name": name, "extras": extras, "wandb": run.cfg.wandb.model_copy(update={"name": name})})
+    run.cfg = run.cfg.model_copy(
+        update={"name": name, "extras": extras, "wandb": run.cfg.wandb.model_copy(update={"name": name})}
+    )
     run.name, run.run_dir = name, run_dir

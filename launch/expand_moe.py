@@ -8,6 +8,7 @@ Pairs that cannot be built (d_ff not divisible by G, more experts per token than
 that give fewer than `min_steps` steps are skipped and listed. Each run records its axes
 (model, experts, granularity, top_k, tokens) for `scalelab fit moe`.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ def moe_points(spec, b) -> tuple[list, list[str]]:
             if d_ff % g:
                 skipped.append(f"{label}-g{g}: d_ff {d_ff} of {label} does not divide by granularity {g}")
                 continue
-            for e in (ms.experts if ms.experts is not None else [x * g for x in ms.expansion]):
+            for e in ms.experts if ms.experts is not None else [x * g for x in ms.expansion]:
                 e, k = int(round(e)), ms.top_k * g
                 if k > e:
                     skipped.append(f"{label}-e{e}-g{g}: top_k x G = {k} experts per token but only {e} experts")
@@ -58,7 +59,14 @@ def moe_points(spec, b) -> tuple[list, list[str]]:
                     skipped.append(f"{run}: {steps} steps < moe.min_steps={ms.min_steps}")
                     continue
                 items = [("model", m), ("model.moe", moe), ("train.steps", None), ("train.tokens", int(round(t)))]
-                axes = {"model": label, "experts": e, "granularity": g, "top_k": k, "tokens": int(round(t)), "dense": moe is None}
+                axes = {
+                    "model": label,
+                    "experts": e,
+                    "granularity": g,
+                    "top_k": k,
+                    "tokens": int(round(t)),
+                    "dense": moe is None,
+                }
                 out.append(([run], items, axes))
     if not out:
         raise ConfigError("sweep spec: kind moe expands to no runs: " + "; ".join(skipped[:5]))

@@ -24,6 +24,7 @@ outside `tokens_per_param` or under `min_steps` skipped, as kind isoflop does), 
 the largest. Each run's axes carry `budget` and `compute`, so Chinchilla approach 2 groups the
 branch ends by budget (points at equal compute) and approach 3 takes them all.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,10 @@ def _fraction_ends(ws, t_max: int, tps: int, d_max: float) -> list[tuple[int, di
         exact = f * t_max
         steps = int(round(exact))
         if abs(exact - steps) > 1e-6 or steps < 1:
-            raise ConfigError(f"sweep spec: wsd.fractions: {f:g} x {t_max} steps (D_max {d_max:.0f} tokens / {tps} per step) "
-                              f"= {exact:g} is not a whole step; choose fractions (or wsd.tokens) that give whole steps")
+            raise ConfigError(
+                f"sweep spec: wsd.fractions: {f:g} x {t_max} steps (D_max {d_max:.0f} tokens / {tps} per step) "
+                f"= {exact:g} is not a whole step; choose fractions (or wsd.tokens) that give whole steps"
+            )
         ends.append((steps, {"fraction": f}))
     return ends
 
@@ -67,7 +70,9 @@ def _budget_ends(ws, label: str, cfg, tps: int, skipped: list[str]) -> list[tupl
         if steps < ws.min_steps:
             skipped.append(f"{tag}: {steps} steps < wsd.min_steps={ws.min_steps}")
         elif ws.tokens_per_param and not ws.tokens_per_param[0] <= tokens / c.total <= ws.tokens_per_param[1]:
-            skipped.append(f"{tag}: {tokens / c.total:.3g} tokens per parameter outside wsd.tokens_per_param={ws.tokens_per_param}")
+            skipped.append(
+                f"{tag}: {tokens / c.total:.3g} tokens per parameter outside wsd.tokens_per_param={ws.tokens_per_param}"
+            )
         elif steps in ends:
             skipped.append(f"{tag}: {steps} steps, the same run as budget {fmt_sci(ends[steps]['budget'])}")
         else:
@@ -107,17 +112,30 @@ def wsd_points(spec, b) -> tuple[list, list[str]]:
             if not ends:
                 continue
             (t_max, stable_axes), ends = ends[-1], ends[:-1]
-        warm = ws.warmup_steps if ws.warmup_steps is not None else (
-            base.schedule.warmup_steps if base.schedule.warmup_steps is not None else int(round(base.schedule.warmup_fraction * t_max)))
+        warm = (
+            ws.warmup_steps
+            if ws.warmup_steps is not None
+            else (
+                base.schedule.warmup_steps
+                if base.schedule.warmup_steps is not None
+                else int(round(base.schedule.warmup_fraction * t_max))
+            )
+        )
         c_max = _cooldown(ws, t_max)
         if t_max - c_max < max(1, warm):
-            raise ConfigError(f"sweep spec: {ckey}: the stable run of {label} has {t_max} steps; a cooldown of {c_max} steps "
-                              f"after a warmup of {warm} leaves no stable steps (shorten the cooldown or warmup, or raise wsd.tokens)")
+            raise ConfigError(
+                f"sweep spec: {ckey}: the stable run of {label} has {t_max} steps; a cooldown of {c_max} steps "
+                f"after a warmup of {warm} leaves no stable steps (shorten the cooldown or warmup, or raise wsd.tokens)"
+            )
         branches = []
         for steps, axes in ends:
             c = _cooldown(ws, steps)
             point = steps - c
-            what = f"the branch at fraction {axes['fraction']:g}" if ws.budgets is None else f"the branch at budget {fmt_sci(axes['budget'])}"
+            what = (
+                f"the branch at fraction {axes['fraction']:g}"
+                if ws.budgets is None
+                else f"the branch at budget {fmt_sci(axes['budget'])}"
+            )
             problem = _branch_problem(what, steps, c, point, warm, t_max - c_max)
             if problem and ws.budgets is None:
                 raise ConfigError(f"sweep spec: {ckey}: {problem}; raise the fraction or shorten the cooldown")
@@ -127,29 +145,72 @@ def wsd_points(spec, b) -> tuple[list, list[str]]:
             branches.append((steps, c, point, axes))
         kept_budgets |= {a.get("budget") for _, _, _, a in branches} | {stable_axes.get("budget")}
         stable = f"{label}-stable"
-        shape = [("model", m), ("train.tokens", None), ("schedule.name", "wsd"), ("schedule.warmup_steps", warm),
-                 ("schedule.decay_shape", ws.decay_shape)]
+        shape = [
+            ("model", m),
+            ("train.tokens", None),
+            ("schedule.name", "wsd"),
+            ("schedule.warmup_steps", warm),
+            ("schedule.decay_shape", ws.decay_shape),
+        ]
         points = sorted({p for _, _, p, _ in branches})
-        items = shape + [("train.steps", t_max), ("schedule.decay_steps", c_max), ("train.init_from", None),
-                         ("train.checkpoint_at_steps", points)]
+        items = shape + [
+            ("train.steps", t_max),
+            ("schedule.decay_steps", c_max),
+            ("train.init_from", None),
+            ("train.checkpoint_at_steps", points),
+        ]
         _, stable_cfg = b.resolve(items, stable)
-        out.append(([stable], items, {"model": label, "tokens": t_max * tps, **stable_axes, "role": "stable",
-                                      "cooldown_steps": c_max, "branch_steps": points, "end_point": True}))
+        out.append(
+            (
+                [stable],
+                items,
+                {
+                    "model": label,
+                    "tokens": t_max * tps,
+                    **stable_axes,
+                    "role": "stable",
+                    "cooldown_steps": c_max,
+                    "branch_steps": points,
+                    "end_point": True,
+                },
+            )
+        )
         parent_dir = spec.runs_root() / stable
         for steps, c, point, axes in branches:
             name = f"{label}-d{fmt_num(steps * tps)}"
-            items = shape + [("train.steps", steps), ("schedule.decay_steps", c), ("train.checkpoint_at_steps", []),
-                             ("train.init_from", str(parent_dir / CHECKPOINTS / checkpoint_tag(point)))]
+            items = shape + [
+                ("train.steps", steps),
+                ("schedule.decay_steps", c),
+                ("train.checkpoint_at_steps", []),
+                ("train.init_from", str(parent_dir / CHECKPOINTS / checkpoint_tag(point))),
+            ]
             _, cfg = b.resolve(items, name)
             problems = differences(stable_cfg, cfg, point)
             if problems:
-                raise ConfigError(f"sweep spec: run {name} cannot branch from {stable} at step {point}:\n  " + "\n  ".join(problems))
-            out.append(([name], items, {"model": label, "tokens": steps * tps, **axes, "role": "branch",
-                                        "cooldown_steps": c, "branch_of": stable, "branch_step": point}))
+                raise ConfigError(
+                    f"sweep spec: run {name} cannot branch from {stable} at step {point}:\n  " + "\n  ".join(problems)
+                )
+            out.append(
+                (
+                    [name],
+                    items,
+                    {
+                        "model": label,
+                        "tokens": steps * tps,
+                        **axes,
+                        "role": "branch",
+                        "cooldown_steps": c,
+                        "branch_of": stable,
+                        "branch_step": point,
+                    },
+                )
+            )
     if ws.budgets is not None:
         empty = [c for c in ws.budgets if c not in kept_budgets]
         if empty:
-            raise ConfigError(f"sweep spec: wsd.budgets: no model gives a run at {', '.join(fmt_sci(c) for c in empty)} FLOPs "
-                              f"(see the skipped pairs: {'; '.join(skipped) or 'none'}); add models, lower wsd.min_steps or widen "
-                              "wsd.tokens_per_param")
+            raise ConfigError(
+                f"sweep spec: wsd.budgets: no model gives a run at {', '.join(fmt_sci(c) for c in empty)} FLOPs "
+                f"(see the skipped pairs: {'; '.join(skipped) or 'none'}); add models, lower wsd.min_steps or widen "
+                "wsd.tokens_per_param"
+            )
     return out, skipped

@@ -10,6 +10,7 @@ the trainer too while it still trains (a Ctrl-C'd launcher must not free a runni
 The holder record written into the file, and the probes that read it (`is_locked`,
 `holder_if_locked`), are part of the run-directory contract: `rundir.lock`.
 """
+
 from __future__ import annotations
 
 import errno
@@ -60,8 +61,15 @@ class RunLock:
                 time.sleep(0.05)
         self.fd = fd
         me = os.getpid()
-        self.holder = Holder(host=socket.gethostname(), pid=me, since=round(time.time(), 3), start_ticks=proc_start_ticks(me),
-                             boot_id=boot_id(), role=self.role, slurm_job=self.slurm_job)
+        self.holder = Holder(
+            host=socket.gethostname(),
+            pid=me,
+            since=round(time.time(), 3),
+            start_ticks=proc_start_ticks(me),
+            boot_id=boot_id(),
+            role=self.role,
+            slurm_job=self.slurm_job,
+        )
         self._write()
         return True
 
@@ -81,7 +89,7 @@ class RunLock:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         if not self.acquire():
             raise BlockingIOError(f"{self.path.parent} is locked by another launch")
         return self

@@ -8,6 +8,7 @@ evaluation, ...), so it changes only when what a run computes changes. Only valu
 from the schema's defaults are hashed (`exclude_defaults`), so a new config key added later
 never renumbers runs.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -5,6 +5,7 @@ tasks), which starts only after it ends well: a node whose Python lacks torch or
 sees fewer GPUs than the spec asks for, fails this one job with the reason, instead of every run.
 Prints one line, `node check: ok ...` or `node check FAILED: ...` (what `sweep status` shows).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,10 @@ def check(gpus: int) -> tuple[bool, str]:
 
     seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if seen < gpus:
-        return False, (f"{seen} GPU(s) visible, the spec asks for {gpus} per node (executor.slurm.gpus_per_node); "
-                       f"CUDA available: {torch.cuda.is_available()}, torch built for CUDA {torch.version.cuda}")
+        return False, (
+            f"{seen} GPU(s) visible, the spec asks for {gpus} per node (executor.slurm.gpus_per_node); "
+            f"CUDA available: {torch.cuda.is_available()}, torch built for CUDA {torch.version.cuda}"
+        )
     names = sorted({torch.cuda.get_device_name(i) for i in range(seen)}) if seen else []
     return True, f"{', '.join(found)}, {seen} GPU(s)" + (f" ({', '.join(names)})" if names else "")
 

@@ -5,6 +5,7 @@ The top layer reads the train config (pretrain's loader: presets and overrides, 
 turns its schedule into the lr of every update (`rundir.schedules.lr_at`, the trainer's own
 definition); scaling's `predict_curve` does the rest. Exit codes: 0 ok, 2 bad input.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,13 +14,18 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    p = sub.add_parser("predict-curve", help="predict a train config's loss curve from an lr-annealing fit",
-                       description="Predict the loss after every step of CONFIG's lr schedule from a `scalelab fit lr-annealing` record, "
-                       "with the bootstrap interval of the fit when it has one.")
+    p = sub.add_parser(
+        "predict-curve",
+        help="predict a train config's loss curve from an lr-annealing fit",
+        description="Predict the loss after every step of CONFIG's lr schedule from a `scalelab fit lr-annealing` record, "
+        "with the bootstrap interval of the fit when it has one.",
+    )
     p.add_argument("fit", metavar="FIT.json", help="record written by `scalelab fit lr-annealing --out`")
     p.add_argument("config", metavar="CONFIG", help="train config YAML (e.g. configs/train/tiny.yaml)")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides, as for `scalelab train`")
-    p.add_argument("--out", metavar="CURVE.csv", help="write the curve: step, lr, loss (and loss_lo, loss_hi with a bootstrap)")
+    p.add_argument(
+        "--out", metavar="CURVE.csv", help="write the curve: step, lr, loss (and loss_lo, loss_hi with a bootstrap)"
+    )
     p.add_argument("--ci", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(func=cmd_predict_curve)
@@ -42,7 +48,9 @@ def cmd_predict_curve(args) -> int:
     try:
         rec = FitRecord.load(args.fit)
         if rec.get("law") != "lr-annealing":
-            raise InputError(f"{args.fit} is a '{rec.get('law')}' fit; predict-curve needs an lr-annealing fit (scalelab fit lr-annealing)")
+            raise InputError(
+                f"{args.fit} is a '{rec.get('law')}' fit; predict-curve needs an lr-annealing fit (scalelab fit lr-annealing)"
+            )
         from pretrain.config.loader import load_train_config
 
         cfg = load_train_config(args.config, args.overrides)
@@ -73,10 +81,19 @@ def predict(rec, cfg, *, ci: float = 0.95) -> dict:
     window = min(cfg.train.log_every_steps, total - 1) if total > 1 else 1
     warnings = list(pred.warnings) + _model_warnings(rec, cfg)
     return {
-        "law": "lr-annealing", "params": rec["params"], "steps": total, "peak_lr": peak, "tokens": total * cfg.tokens_per_step(),
+        "law": "lr-annealing",
+        "params": rec["params"],
+        "steps": total,
+        "peak_lr": peak,
+        "tokens": total * cfg.tokens_per_step(),
         "schedule": dict(cfg.schedule.model_dump(mode="json"), warmup_steps_resolved=warmup_steps(cfg.schedule, total)),
-        "final_loss": pred.final, "final_loss_interval": pred.final_interval, "ci": ci, "bootstrap_samples": pred.n_samples,
-        "final_logged_loss": pred.window_mean(window), "log_window": window, "warnings": warnings,
+        "final_loss": pred.final,
+        "final_loss_interval": pred.final_interval,
+        "ci": ci,
+        "bootstrap_samples": pred.n_samples,
+        "final_logged_loss": pred.window_mean(window),
+        "log_window": window,
+        "warnings": warnings,
         "_curve": pred,
     }
 
@@ -87,8 +104,10 @@ def _model_warnings(rec, cfg) -> list[str]:
     curves = rec.get("curves") or []
     batches = {c.get("batch_tokens") for c in curves if c.get("batch_tokens")}
     if batches and cfg.tokens_per_step() not in batches:
-        out.append(f"the config's batch ({cfg.tokens_per_step()} tokens per step) differs from the fitted runs' ({', '.join(map(str, sorted(batches)))}): "
-                   "the law's steps and lr mean something else at another batch")
+        out.append(
+            f"the config's batch ({cfg.tokens_per_step()} tokens per step) differs from the fitted runs' ({', '.join(map(str, sorted(batches)))}): "
+            "the law's steps and lr mean something else at another batch"
+        )
     params = {c.get("params") for c in curves if c.get("params")}
     if params:
         try:
@@ -98,8 +117,10 @@ def _model_warnings(rec, cfg) -> list[str]:
         except Exception:  # noqa: BLE001 - a count we cannot make is simply not checked
             n = None
         if n and all(abs(n / p - 1) > 0.02 for p in params):
-            out.append(f"the config's model ({n:,} parameters) differs from the fitted runs' ({', '.join(f'{p:,}' for p in sorted(params))}): "
-                       "the law describes one model")
+            out.append(
+                f"the config's model ({n:,} parameters) differs from the fitted runs' ({', '.join(f'{p:,}' for p in sorted(params))}): "
+                "the law describes one model"
+            )
     return out
 
 
@@ -111,19 +132,27 @@ def _write_csv(path: str, pred) -> None:
     cols = [pred.steps, pred.lr, pred.loss] + ([pred.lo, pred.hi] if pred.lo is not None else [])
     head = "step,lr,loss" + (",loss_lo,loss_hi" if pred.lo is not None else "")
     tmp = p.with_name(p.name + ".tmp")
-    np.savetxt(tmp, np.column_stack(cols), delimiter=",", header=head, comments="", fmt=["%d"] + ["%.10g"] * (len(cols) - 1))
+    np.savetxt(
+        tmp, np.column_stack(cols), delimiter=",", header=head, comments="", fmt=["%d"] + ["%.10g"] * (len(cols) - 1)
+    )
     tmp.replace(p)
 
 
 def _text(out: dict) -> str:
     s = out["schedule"]
     iv = out["final_loss_interval"]
-    lines = [f"schedule: {s['name']}, {out['steps']} steps, peak lr {out['peak_lr']:.4g}, warmup {s['warmup_steps_resolved']} steps"
-             + (f", decay over the last {s['decay_fraction']:.0%} ({s['decay_shape']})" if s["name"] == "wsd" else "")
-             + (f", min lr ratio {s['min_lr_ratio']:g}" if s["name"] != "constant" else ""),
-             f"predicted final loss (after step {out['steps']}): {out['final_loss']:.4f}"
-             + (f"  [{iv[0]:.4f}, {iv[1]:.4f}] ({out['ci']:.0%}, {out['bootstrap_samples']} bootstrap fits)" if iv else "  (no interval: fit without --bootstrap)"),
-             f"as metrics.jsonl would log it (mean over the last {out['log_window']} steps): {out['final_logged_loss']:.4f}"]
+    lines = [
+        f"schedule: {s['name']}, {out['steps']} steps, peak lr {out['peak_lr']:.4g}, warmup {s['warmup_steps_resolved']} steps"
+        + (f", decay over the last {s['decay_fraction']:.0%} ({s['decay_shape']})" if s["name"] == "wsd" else "")
+        + (f", min lr ratio {s['min_lr_ratio']:g}" if s["name"] != "constant" else ""),
+        f"predicted final loss (after step {out['steps']}): {out['final_loss']:.4f}"
+        + (
+            f"  [{iv[0]:.4f}, {iv[1]:.4f}] ({out['ci']:.0%}, {out['bootstrap_samples']} bootstrap fits)"
+            if iv
+            else "  (no interval: fit without --bootstrap)"
+        ),
+        f"as metrics.jsonl would log it (mean over the last {out['log_window']} steps): {out['final_logged_loss']:.4f}",
+    ]
     if out.get("curve_csv"):
         lines.append(f"wrote {out['curve_csv']} ({out['steps']} rows)")
     lines += [f"warning: {w}" for w in out["warnings"]]

@@ -17,6 +17,7 @@ run that would fail, with the keys to change:
   WANDB_IDENTITY_TOKEN_FILE, or a .netrc entry ($NETRC, ~/.netrc) for the host of
   WANDB_BASE_URL (default api.wandb.ai).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,6 @@ class Problem:
     run: str
     keys: str  # the config keys (or spec keys) to change
     message: str
-
 
 
 # ------------------------------------------------------------------ world size per executor
@@ -81,9 +81,12 @@ def check_batch(run, world: int, how: str, executor: str) -> Problem | None:
     per_step = t.micro_batch_size * world
     if t.global_batch_size % per_step == 0:
         return None
-    return Problem(run.name, "train.global_batch_size, train.micro_batch_size",
-                   f"{t.global_batch_size} is not a multiple of micro-batch {t.micro_batch_size} x world size {world} "
-                   f"= {per_step} under executor {executor} ({how})")
+    return Problem(
+        run.name,
+        "train.global_batch_size, train.micro_batch_size",
+        f"{t.global_batch_size} is not a multiple of micro-batch {t.micro_batch_size} x world size {world} "
+        f"= {per_step} under executor {executor} ({how})",
+    )
 
 
 # ------------------------------------------------------------------ presets
@@ -116,7 +119,10 @@ def check_presets(run, cache: dict | None = None) -> Problem | None:
         else:
             diff = [k for k in sections if getattr(cfg, k) != getattr(run.cfg, k)]
             if diff:
-                found = (", ".join(diff), "the trainer would read a different config from launch.yaml than the one planned")
+                found = (
+                    ", ".join(diff),
+                    "the trainer would read a different config from launch.yaml than the one planned",
+                )
     if cache is not None:
         cache[key] = found
     return Problem(run.name, found[0], found[1]) if found else None
@@ -195,8 +201,10 @@ def check_wandb(runs: list) -> list[Problem]:
     if not online or wandb_credentials():
         return []
     host = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc
-    why = (f"online but no W&B credentials (WANDB_API_KEY unset and no .netrc entry for {host}); "
-           "run `wandb login`, export WANDB_API_KEY, or plan it offline with --set set.wandb.mode=offline")
+    why = (
+        f"online but no W&B credentials (WANDB_API_KEY unset and no .netrc entry for {host}); "
+        "run `wandb login`, export WANDB_API_KEY, or plan it offline with --set set.wandb.mode=offline"
+    )
     return [Problem(r.name, "wandb.mode", why) for r in online]
 
 
@@ -215,10 +223,16 @@ def check_epochs(runs: list, allow_repeats: bool) -> list[Problem]:
             continue
         epochs, basis = run_epochs(r)
         if epochs is not None and epochs > limit:
-            out.append(Problem(r.name, "train.tokens, data", f"{epochs:.3g} epochs over data '{r.cfg.data.name}' "
-                               f"({basis.split(' (')[0]}: `sweep plan` shows how), more "
-                               f"than train.max_epochs_warn={limit:g}: its loss would measure memorisation; use a larger "
-                               "corpus or fewer tokens, or pass --allow-repeats to repeat data on purpose"))
+            out.append(
+                Problem(
+                    r.name,
+                    "train.tokens, data",
+                    f"{epochs:.3g} epochs over data '{r.cfg.data.name}' "
+                    f"({basis.split(' (')[0]}: `sweep plan` shows how), more "
+                    f"than train.max_epochs_warn={limit:g}: its loss would measure memorisation; use a larger "
+                    "corpus or fewer tokens, or pass --allow-repeats to repeat data on purpose",
+                )
+            )
     return out
 
 
@@ -255,8 +269,10 @@ def preflight(plan, executors: list[str], allow_repeats: bool = False) -> None:
         lines.append(f"  {who}: {keys}: {message}")
     if len(grouped) > SHOW:
         lines.append(f"  ... and {len(grouped) - SHOW} more problems")
-    raise ConfigError(f"pre-flight: {len(runs)} of {len(plan.runs)} runs would fail once queued; nothing was queued:\n"
-                      + "\n".join(lines))
+    raise ConfigError(
+        f"pre-flight: {len(runs)} of {len(plan.runs)} runs would fail once queued; nothing was queued:\n"
+        + "\n".join(lines)
+    )
 
 
 def _names(names: list[str], show: int = 6) -> str:

@@ -15,6 +15,7 @@ Every step is the ordinary `scalelab` command a user would type, run as a subpro
 step is idempotent: sweeps skip finished runs, evaluations and fits are skipped when their
 outputs are newer than their inputs, so a rerun finishes in seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,15 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def register(sub) -> None:
-    p = sub.add_parser("quickstart", help="run the main job: sweeps, evals, fits, plan, report",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("config", nargs="?", default=str(PROJECT_ROOT / "configs/quickstart.yaml"), help="main-job config YAML")
+    p = sub.add_parser(
+        "quickstart",
+        help="run the main job: sweeps, evals, fits, plan, report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "config", nargs="?", default=str(PROJECT_ROOT / "configs/quickstart.yaml"), help="main-job config YAML"
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. out=/tmp/qs workers=1")
     p.set_defaults(func=cmd_quickstart)
 
@@ -148,7 +155,9 @@ class MainJob:
         self.cumulative = cumulative
 
     def _spec(self, step) -> dict:
-        spec = yaml.safe_load((PROJECT_ROOT / step.spec).read_text() if not Path(step.spec).is_absolute() else Path(step.spec).read_text())
+        spec = yaml.safe_load(
+            (PROJECT_ROOT / step.spec).read_text() if not Path(step.spec).is_absolute() else Path(step.spec).read_text()
+        )
         return spec
 
     def runs_dir(self, step) -> Path:
@@ -194,14 +203,21 @@ class MainJob:
         data_set = [f"set.data={json.dumps(self.data_section(data_dir))}", f"set.train.seed={self.cfg.seed}"]
 
         with self.step("1. data"):
-            self.scalelab("data", "prepare", PROJECT_ROOT / self.cfg.data.config, *self.cfg.data.overrides, f"out_dir={data_dir}")
+            self.scalelab(
+                "data", "prepare", PROJECT_ROOT / self.cfg.data.config, *self.cfg.data.overrides, f"out_dir={data_dir}"
+            )
 
         iso_runs, bslr_runs = self.runs_dir(self.cfg.isoflop), self.runs_dir(self.cfg.batch_lr)
         fits = self.out / "fits"
         boot = [str(self.cfg.fit.bootstrap), "--seed", str(self.cfg.seed)]
         with self.step("2. batch-size x learning-rate sweep and law"):
             self.sweep(self.cfg.batch_lr, PROJECT_ROOT / self.cfg.batch_lr.spec, self.cfg.batch_lr.set, data_set)
-            self.fit(["batch-lr", bslr_runs, "--bootstrap", *boot, "--optimum", self.cfg.fit.batch_lr_optimum], fits / "batch-lr", bslr_runs, required=False)
+            self.fit(
+                ["batch-lr", bslr_runs, "--bootstrap", *boot, "--optimum", self.cfg.fit.batch_lr_optimum],
+                fits / "batch-lr",
+                bslr_runs,
+                required=False,
+            )
 
         iso_step = "3. IsoFLOP sweep" + (" (WSD branches)" if self.wsd else "")
         with self.step(iso_step):
@@ -219,8 +235,20 @@ class MainJob:
             emb = self.cfg.fit.max_embedding_fraction
             a3_only = ["--max-embedding-fraction", str(emb)] if emb else []
             for approach in ("3", "2"):
-                self.fit(["chinchilla", iso_runs, "--approach", approach, "--bootstrap", *boot, *(a3_only if approach == "3" else [])],
-                         fits / f"chinchilla-a{approach}", iso_runs, required=approach == "3")
+                self.fit(
+                    [
+                        "chinchilla",
+                        iso_runs,
+                        "--approach",
+                        approach,
+                        "--bootstrap",
+                        *boot,
+                        *(a3_only if approach == "3" else []),
+                    ],
+                    fits / f"chinchilla-a{approach}",
+                    iso_runs,
+                    required=approach == "3",
+                )
 
         with self.step("5. plan, its run, and evaluation of the sweeps (in parallel)"):
             # A tiny model's training gains little from a second thread, so the sweeps' checkpoints
@@ -236,23 +264,43 @@ class MainJob:
         self.record_time("total", time.perf_counter() - t0, _children_cpu() - cpu0)
         with self.step("7. report"):
             from launch.quickstart_report import write_report
-
             from launch.quickstart_study import isoflop_study
 
             study = isoflop_study(iso_runs, self.cfg.isoflop, self.cumulative.get(iso_step), self.cpu.get(iso_step))
-            report = write_report(self.out, iso_runs, bslr_runs, fits, plan_run, comparison, self.timings, self.cumulative,
-                                  study=study, cpu=self.cpu)
+            report = write_report(
+                self.out,
+                iso_runs,
+                bslr_runs,
+                fits,
+                plan_run,
+                comparison,
+                self.timings,
+                self.cumulative,
+                study=study,
+                cpu=self.cpu,
+            )
         print(f"\nreport: {report}")
         print(study["line"])
-        print(f"predicted loss {comparison['predicted']:.4f} (95% prediction interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
-              f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}")
+        print(
+            f"predicted loss {comparison['predicted']:.4f} (95% prediction interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
+            f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}"
+        )
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
         return 0
 
     def sweep(self, step, spec: Path, spec_set: list[str], data_set: list[str], extra: list[str] = ()) -> None:
         sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *spec_set, *extra]
-        code = self.scalelab("sweep", "launch", spec, "--executor", "local", "--workers",
-                             self.cfg.workers, *[a for s in sets for a in ("--set", s)], allow_fail=True)
+        code = self.scalelab(
+            "sweep",
+            "launch",
+            spec,
+            "--executor",
+            "local",
+            "--workers",
+            self.cfg.workers,
+            *[a for s in sets for a in ("--set", s)],
+            allow_fail=True,
+        )
         if code != 0:
             print(f"warning: some runs of {spec} did not finish (exit {code}); continuing with the finished ones")
 
@@ -272,9 +320,21 @@ class MainJob:
         procs = []
         for w in range(workers):
             chunk = todo[w::workers]
-            cmd = [sys.executable, "-m", "launch.quickstart_eval", *map(str, chunk), "--suite", self.cfg.eval.suite, *limit,
-                   "--threads", str(max(1, (os.cpu_count() or 1) // max(2, workers)))]
-            print(f"\n$ scalelab eval <{len(chunk)} runs> --suite {self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})", flush=True)
+            cmd = [
+                sys.executable,
+                "-m",
+                "launch.quickstart_eval",
+                *map(str, chunk),
+                "--suite",
+                self.cfg.eval.suite,
+                *limit,
+                "--threads",
+                str(max(1, (os.cpu_count() or 1) // max(2, workers))),
+            ]
+            print(
+                f"\n$ scalelab eval <{len(chunk)} runs> --suite {self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})",
+                flush=True,
+            )
             # lm-eval's per-task progress bars would bury the study's own output
             procs.append(subprocess.Popen(cmd, cwd=PROJECT_ROOT, env={**os.environ, "TQDM_DISABLE": "1"}))
         return procs
@@ -291,8 +351,12 @@ class MainJob:
         if _newer(out, inputs) and stamp.exists() and stamp.read_text() == listing:
             print(f"{out.name}: up to date")
             return
-        conv = ["--n-kind", self.cfg.fit.n_kind] + (["--compute-kind", self.cfg.fit.compute_kind] if self.cfg.fit.compute_kind else [])
-        code = self.scalelab("fit", *args, *conv, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required)
+        conv = ["--n-kind", self.cfg.fit.n_kind] + (
+            ["--compute-kind", self.cfg.fit.compute_kind] if self.cfg.fit.compute_kind else []
+        )
+        code = self.scalelab(
+            "fit", *args, *conv, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required
+        )
         if code == 0:
             stamp.write_text(listing)
         else:
@@ -302,9 +366,9 @@ class MainJob:
         """Plan for `compute_multiplier` x the largest IsoFLOP budget (in the fit's own compute
         convention), then train the emitted config as it is: it carries the sweep runs' recipe
         and data, so the run is trained like the runs the law was fitted on."""
-        from scaling.planning.plan import budget
-        from scaling.planning.emit import run_name
         from scaling.fits.record import FitRecord
+        from scaling.planning.emit import run_name
+        from scaling.planning.plan import budget
 
         a3 = fits / "chinchilla-a3.json"
         if not a3.exists():
@@ -317,23 +381,46 @@ class MainJob:
         if self.cfg.plan.hparams_from_fit and _batch_lr_law(fits / "batch-lr.json") is None:
             fit_args += ["--fit", fits / "batch-lr.json"]
         if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
-            self.scalelab("plan", *fit_args, "--compute", f"{compute:.6g}", "--emit-config", emitted, "--out", plan_dir / "plan.json")
+            self.scalelab(
+                "plan",
+                *fit_args,
+                "--compute",
+                f"{compute:.6g}",
+                "--emit-config",
+                emitted,
+                "--out",
+                plan_dir / "plan.json",
+            )
         # `scalelab plan --emit-config` wrote the config by scaling.planning.emit.to_train_config, which names it so
-        run_dir = self.out / "runs" / "plan" / (run_name(json.loads((plan_dir / "plan.json").read_text())) + ("-wsd" if self.wsd else ""))
+        run_dir = (
+            self.out
+            / "runs"
+            / "plan"
+            / (run_name(json.loads((plan_dir / "plan.json").read_text())) + ("-wsd" if self.wsd else ""))
+        )
         extra = [f"train.threads={threads}"] if threads else []
         if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
             from launch.quickstart_wsd import plan_run_schedule
 
             extra += plan_run_schedule(self.cfg.isoflop.wsd)
-        self.scalelab("train", emitted, "wandb.mode=offline", "wandb.group=plan", f"train.seed={self.cfg.seed}", *extra, "--run-dir", run_dir)
+        self.scalelab(
+            "train",
+            emitted,
+            "wandb.mode=offline",
+            "wandb.group=plan",
+            f"train.seed={self.cfg.seed}",
+            *extra,
+            "--run-dir",
+            run_dir,
+        )
         return run_dir
 
     def compare(self, fit_path: Path, run: Path) -> dict:
         """Approach 3's prediction for the run actually trained (its N of the fit's kind and its
         tokens) with the 95% prediction interval, vs its measured validation loss."""
         from scaling.core.conventions import N_COLUMNS
-        from scaling.laws.prediction import predict_loss
         from scaling.fits.record import FitRecord
+        from scaling.laws.prediction import predict_loss
 
         rec = FitRecord.load(fit_path)
         s = json.loads(RunDir(run).summary.read_text())
@@ -341,9 +428,21 @@ class MainJob:
         n, d = float(s[N_COLUMNS[kind]]), float(s["tokens"])
         measured = s["final_val_loss"] if s.get("final_val_loss") is not None else s["final_loss"]
         pred = predict_loss(rec, n, d)
-        out = {"run": str(run), "N": n, "n_kind": kind, "D": d, "params": s["params"], "predicted": pred["loss"], "interval": pred["interval"],
-               "interval_kind": pred["interval_kind"], "parameter_interval": pred.get("parameter_interval"), "measured": measured,
-               "rel_error": (measured - pred["loss"]) / pred["loss"], "inside": pred["interval"][0] <= measured <= pred["interval"][1],
-               "epochs": s.get("epochs"), "conventions": rec.get("conventions")}
+        out = {
+            "run": str(run),
+            "N": n,
+            "n_kind": kind,
+            "D": d,
+            "params": s["params"],
+            "predicted": pred["loss"],
+            "interval": pred["interval"],
+            "interval_kind": pred["interval_kind"],
+            "parameter_interval": pred.get("parameter_interval"),
+            "measured": measured,
+            "rel_error": (measured - pred["loss"]) / pred["loss"],
+            "inside": pred["interval"][0] <= measured <= pred["interval"][1],
+            "epochs": s.get("epochs"),
+            "conventions": rec.get("conventions"),
+        }
         (self.out / "plan" / "comparison.json").write_text(json.dumps(out, indent=2) + "\n")
         return out

@@ -1,4 +1,5 @@
 """Typed settings of the main job (configs/quickstart.yaml)."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -21,11 +22,20 @@ class SweepStep(_Strict):
 
 
 class WsdOptions(_Strict):
-    cooldown: float = Field(0.2, gt=0, lt=1, description="isoflop.schedule wsd: each run's cooldown as a fraction of its steps "
-                            "(the plan's run too)")
-    decay_shape: Literal["linear", "sqrt", "cosine"] = Field("sqrt", description="isoflop.schedule wsd: the cooldown's shape")
-    budgets: list[float] | None = Field(None, description="isoflop.schedule wsd: the IsoFLOP budgets (null: the spec's); "
-                                        "branches make more budgets affordable")
+    cooldown: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="isoflop.schedule wsd: each run's cooldown as a fraction of its steps (the plan's run too)",
+    )
+    decay_shape: Literal["linear", "sqrt", "cosine"] = Field(
+        "sqrt", description="isoflop.schedule wsd: the cooldown's shape"
+    )
+    budgets: list[float] | None = Field(
+        None,
+        description="isoflop.schedule wsd: the IsoFLOP budgets (null: the spec's); "
+        "branches make more budgets affordable",
+    )
 
     @field_validator("budgets", mode="before")
     @classmethod
@@ -42,8 +52,10 @@ class WsdOptions(_Strict):
 
 class IsoflopStep(SweepStep):
     schedule: Literal["cosine", "wsd"] = Field(
-        "cosine", description="where the IsoFLOP (N, D) points come from: one cosine run each, or WSD cooldown branches "
-        "(per size one stable run to the largest budget's tokens, a branch at each smaller budget's)")
+        "cosine",
+        description="where the IsoFLOP (N, D) points come from: one cosine run each, or WSD cooldown branches "
+        "(per size one stable run to the largest budget's tokens, a branch at each smaller budget's)",
+    )
     wsd: WsdOptions = Field(default_factory=WsdOptions)
 
 
@@ -55,36 +67,57 @@ class EvalStep(_Strict):
 
 class FitStep(_Strict):
     bootstrap: int = Field(200, ge=0, description="bootstrap resamples for every fit")
-    n_kind: Literal["total", "non_embedding"] = Field("non_embedding", description="which parameter count is N in every fit")
+    n_kind: Literal["total", "non_embedding"] = Field(
+        "non_embedding", description="which parameter count is N in every fit"
+    )
     compute_kind: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] | None = Field(
-        None, description="compute convention of the fits and the plan (null: the one the IsoFLOP sweep sized its runs with)")
+        None,
+        description="compute convention of the fits and the plan (null: the one the IsoFLOP sweep sized its runs with)",
+    )
     batch_lr_optimum: Literal["best", "quadratic"] = Field(
-        "quadratic", description="each batch/LR group's optimum: its best run, or the vertex of a quadratic in (log lr, log batch)")
+        "quadratic",
+        description="each batch/LR group's optimum: its best run, or the vertex of a quadratic in (log lr, log batch)",
+    )
     max_embedding_fraction: float | None = Field(
-        None, gt=0, lt=1, description="approach 3 leaves out runs whose embeddings exceed this fraction of their parameters")
+        None,
+        gt=0,
+        lt=1,
+        description="approach 3 leaves out runs whose embeddings exceed this fraction of their parameters",
+    )
 
 
 class PlanStep(_Strict):
     compute_multiplier: float = Field(10.0, gt=1, description="plan budget = this x the largest IsoFLOP budget")
-    hparams_from_fit: bool = Field(True, description="train the plan with the batch-lr fit's lr and batch (false: the IsoFLOP runs' recipe)")
-    threads: int | None = Field(None, ge=1, description="torch threads of the plan's run (default: one per core left after the evaluations)")
+    hparams_from_fit: bool = Field(
+        True, description="train the plan with the batch-lr fit's lr and batch (false: the IsoFLOP runs' recipe)"
+    )
+    threads: int | None = Field(
+        None, ge=1, description="torch threads of the plan's run (default: one per core left after the evaluations)"
+    )
 
 
 class QuickstartConfig(_Strict):
     out: str = Field("quickstart", description="output folder (runs/, fits/, plan/, report.md)")
     workers: int = Field(2, ge=1, description="local sweep workers")
-    seed: int = Field(0, description="train.seed of every run and the fits' bootstrap seed (repeat the study with others)")
+    seed: int = Field(
+        0, description="train.seed of every run and the fits' bootstrap seed (repeat the study with others)"
+    )
     data: DataStep = Field(default_factory=DataStep)
     batch_lr: SweepStep
     isoflop: IsoflopStep
-    hparams_law: bool = Field(True, description="fit the batch-size x lr law first; every IsoFLOP budget and the plan's run take lr and batch from it")
+    hparams_law: bool = Field(
+        True,
+        description="fit the batch-size x lr law first; every IsoFLOP budget and the plan's run take lr and batch from it",
+    )
     eval: EvalStep = Field(default_factory=EvalStep)
     fit: FitStep = Field(default_factory=FitStep)
     plan: PlanStep = Field(default_factory=PlanStep)
 
     @model_validator(mode="after")
-    def _wsd_one_recipe(self) -> "QuickstartConfig":
+    def _wsd_one_recipe(self) -> QuickstartConfig:
         if self.isoflop.schedule == "wsd" and self.hparams_law:
-            raise ValueError("isoflop.schedule: wsd: branches share their stable run's lr and batch, so the budgets cannot each "
-                             "take their own from the batch-lr law; set hparams_law: false")
+            raise ValueError(
+                "isoflop.schedule: wsd: branches share their stable run's lr and batch, so the budgets cannot each "
+                "take their own from the batch-lr law; set hparams_law: false"
+            )
         return self

@@ -5,6 +5,7 @@
 Runs whose newest step already has results for the suite are skipped; a failing run is
 reported and the others go on (exit 1 if any failed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         if already_done(run, args.suite):
             continue
         try:
-            evaluate_run(run, suite=args.suite, tasks=args.tasks, limit=limit, bootstrap_iters=100, device="cpu",
-                         task_cache=task_cache)
+            evaluate_run(
+                run,
+                suite=args.suite,
+                tasks=args.tasks,
+                limit=limit,
+                bootstrap_iters=100,
+                device="cpu",
+                task_cache=task_cache,
+            )
         except Exception as exc:  # one bad run must not stop the study
             failed += 1
             print(f"warning: evaluation of {run} failed: {type(exc).__name__}: {exc}", flush=True)

@@ -1,4 +1,5 @@
 """report.md of the main job: tables, fits, the plan and its honest test, with the plots."""
+
 from __future__ import annotations
 
 import json
@@ -43,11 +44,38 @@ def _runs_table(root: Path) -> tuple[str, list[Path]]:
         ev = _evals(run)
         per_run[run] = (s, ev)
         evals_cols += [k for k in ev if k not in evals_cols]
-    headers = ["run", "status", "params", "non-emb params", "tokens", "epochs", "FLOPs", "batch", "lr", "val loss", "val bpb", *evals_cols]
+    headers = [
+        "run",
+        "status",
+        "params",
+        "non-emb params",
+        "tokens",
+        "epochs",
+        "FLOPs",
+        "batch",
+        "lr",
+        "val loss",
+        "val bpb",
+        *evals_cols,
+    ]
     for run in runs:
         s, ev = per_run[run]
-        rows.append([run.name, s.get("status"), s.get("params"), s.get("non_embedding_params"), s.get("tokens"), s.get("epochs"), s.get("flops"), s.get("batch_tokens"),
-                     s.get("lr"), s.get("final_val_loss"), s.get("final_val_bpb"), *[ev.get(k) for k in evals_cols]])
+        rows.append(
+            [
+                run.name,
+                s.get("status"),
+                s.get("params"),
+                s.get("non_embedding_params"),
+                s.get("tokens"),
+                s.get("epochs"),
+                s.get("flops"),
+                s.get("batch_tokens"),
+                s.get("lr"),
+                s.get("final_val_loss"),
+                s.get("final_val_bpb"),
+                *[ev.get(k) for k in evals_cols],
+            ]
+        )
     return _table(headers, rows), runs
 
 
@@ -71,12 +99,24 @@ def _reach(plan: dict, a3: Path) -> str:
     rng = (json.loads(a3.read_text()).get("data_range") or {}) if a3.exists() else {}
     if not rng.get("C_budgets"):
         return f"{factor:.3g}x the largest fitted budget"
-    return (f"{plan['compute'] / rng['C_budgets'][1]:.3g}x the largest IsoFLOP budget, "
-            f"{factor:.3g}x the largest fitted run (an anchor)")
+    return (
+        f"{plan['compute'] / rng['C_budgets'][1]:.3g}x the largest IsoFLOP budget, "
+        f"{factor:.3g}x the largest fitted run (an anchor)"
+    )
 
 
-def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_run: Path, comparison: dict, timings: dict,
-                 cumulative: dict | None = None, study: dict | None = None, cpu: dict | None = None) -> Path:
+def write_report(
+    out: Path,
+    iso_runs: Path,
+    bslr_runs: Path,
+    fits: Path,
+    plan_run: Path,
+    comparison: dict,
+    timings: dict,
+    cumulative: dict | None = None,
+    study: dict | None = None,
+    cpu: dict | None = None,
+) -> Path:
     from scaling.planning.report import format_plan
 
     iso_table, _ = _runs_table(iso_runs)
@@ -91,20 +131,40 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
         "## Wall time\n",
         "Seconds per step in this invocation, and summed over every invocation that built this folder "
         "(a rerun reuses finished work).\n",
-        _table(["step", "this invocation", "all invocations", "CPU seconds (all invocations)"],
-               [[k, v, (cumulative or timings).get(k, v), (cpu or {}).get(k)] for k, v in timings.items()]),
+        _table(
+            ["step", "this invocation", "all invocations", "CPU seconds (all invocations)"],
+            [[k, v, (cumulative or timings).get(k, v), (cpu or {}).get(k)] for k, v in timings.items()],
+        ),
         *([f"\n{study['line']}.\n"] if study else []),
         "\n## The honest test: predicted vs measured loss\n",
         f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {_reach(plan, fits / 'chinchilla-a3.json')}) "
         f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} {c.get('n_kind', '')} parameters, {c.get('params', 0):.4g} in all; "
-        f"D = {c['D']:.4g} tokens" + (f", {c['epochs']:.2f} epochs of the training data" if c.get("epochs") else "") + ").\n",
-        _table(["", "validation loss"], [
-            ["predicted by approach 3 (point)", c["predicted"]],
-            [f"95% {c.get('interval_kind', 'interval')}", f"{c['interval'][0]:.4f} – {c['interval'][1]:.4f}"],
-            *([["95% parameter-only interval", f"{c['parameter_interval'][0]:.4f} – {c['parameter_interval'][1]:.4f}"]] if c.get("parameter_interval") else []),
-            ["measured", c["measured"]],
-            ["relative error", f"{c['rel_error']:+.2%}" + (" (inside the interval)" if c.get("inside") else " (outside the interval)")],
-        ]),
+        f"D = {c['D']:.4g} tokens"
+        + (f", {c['epochs']:.2f} epochs of the training data" if c.get("epochs") else "")
+        + ").\n",
+        _table(
+            ["", "validation loss"],
+            [
+                ["predicted by approach 3 (point)", c["predicted"]],
+                [f"95% {c.get('interval_kind', 'interval')}", f"{c['interval'][0]:.4f} – {c['interval'][1]:.4f}"],
+                *(
+                    [
+                        [
+                            "95% parameter-only interval",
+                            f"{c['parameter_interval'][0]:.4f} – {c['parameter_interval'][1]:.4f}",
+                        ]
+                    ]
+                    if c.get("parameter_interval")
+                    else []
+                ),
+                ["measured", c["measured"]],
+                [
+                    "relative error",
+                    f"{c['rel_error']:+.2%}"
+                    + (" (inside the interval)" if c.get("inside") else " (outside the interval)"),
+                ],
+            ],
+        ),
         "\n## Plan\n",
         f"```\n{format_plan(plan)}\n```\n",
         "## Fits\n",
@@ -112,7 +172,13 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
         _fit_section(fits / "chinchilla-a2.json", "Chinchilla approach 2 (IsoFLOP parabolas)"),
         _fit_section(fits / "batch-lr.json", "Batch size and learning rate"),
         "## IsoFLOP sweep\n",
-        *([f"The (N, D, loss) points come from {study['source']}; the plan's run was trained with the same schedule.\n"] if study else []),
+        *(
+            [
+                f"The (N, D, loss) points come from {study['source']}; the plan's run was trained with the same schedule.\n"
+            ]
+            if study
+            else []
+        ),
         iso_table,
         "\n## Batch-size x learning-rate sweep\n",
         bslr_table,
@@ -124,4 +190,3 @@ def write_report(out: Path, iso_runs: Path, bslr_runs: Path, fits: Path, plan_ru
     path = out / "report.md"
     path.write_text("\n".join(parts) + "\n")
     return path
-

@@ -6,6 +6,7 @@ largest budget's tokens and a cooldown branch at each smaller budget's, so the p
 shares with the stable run is paid once. The plan's verification run is then trained with the
 same recipe: a WSD schedule with the same cooldown fraction and shape.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,10 @@ import yaml
 
 from pretrain.errors import ConfigError
 
-HEADER = ("# Written by `scalelab quickstart` (isoflop.schedule: wsd) from {src}: the IsoFLOP study as WSD cooldown\n"
-          "# branches. Plan it with `scalelab sweep plan {path}`.\n")
+HEADER = (
+    "# Written by `scalelab quickstart` (isoflop.schedule: wsd) from {src}: the IsoFLOP study as WSD cooldown\n"
+    "# branches. Plan it with `scalelab sweep plan {path}`.\n"
+)
 
 
 def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
@@ -26,14 +29,20 @@ def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
 
     data = edit_spec(read_yaml(spec_path), list(overrides))
     if data.get("kind") != "isoflop" or not isinstance(data.get("isoflop"), dict):
-        raise ConfigError(f"isoflop.spec: {spec_path} is not an IsoFLOP spec (kind: isoflop), so isoflop.schedule: wsd cannot convert it")
+        raise ConfigError(
+            f"isoflop.spec: {spec_path} is not an IsoFLOP spec (kind: isoflop), so isoflop.schedule: wsd cannot convert it"
+        )
     iso = data.pop("isoflop")
     if iso.get("hparams_fit"):
-        raise ConfigError("isoflop.schedule: wsd: branches share their stable run's lr and batch, so the IsoFLOP budgets cannot "
-                          "each take their own from a batch-lr law (set hparams_law: false)")
+        raise ConfigError(
+            "isoflop.schedule: wsd: branches share their stable run's lr and batch, so the IsoFLOP budgets cannot "
+            "each take their own from a batch-lr law (set hparams_law: false)"
+        )
     if iso.get("anchors"):  # cosine runs of their own, outside the branch design: not converted
-        print(f"note: isoflop.schedule: wsd leaves out the IsoFLOP spec's {len(iso['anchors'])} anchor run(s): "
-              "its points are the branches' ends")
+        print(
+            f"note: isoflop.schedule: wsd leaves out the IsoFLOP spec's {len(iso['anchors'])} anchor run(s): "
+            "its points are the branches' ends"
+        )
     name = data.get("name") or spec_path.stem
     data.update(name=f"{name}-wsd", kind="wsd", base=str(resolve_path(data["base"], spec_path)))
     data["wsd"] = {
@@ -67,5 +76,10 @@ def write_wsd_spec(spec_path: Path, overrides: list[str], opts, out_dir: Path) -
 def plan_run_schedule(opts) -> list[str]:
     """`scalelab train` overrides that give the plan's run the branches' recipe: WSD, the same
     cooldown fraction and shape, warmup as a fraction of its own steps (as the stable runs)."""
-    return ["schedule.name=wsd", f"schedule.decay_fraction={opts.cooldown}", f"schedule.decay_shape={opts.decay_shape}",
-            "schedule.decay_steps=null", "schedule.warmup_steps=null"]
+    return [
+        "schedule.name=wsd",
+        f"schedule.decay_fraction={opts.cooldown}",
+        f"schedule.decay_shape={opts.decay_shape}",
+        "schedule.decay_steps=null",
+        "schedule.warmup_steps=null",
+    ]

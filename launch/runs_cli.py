@@ -1,12 +1,28 @@
 """`scalelab runs list|show|export`: the run registry from the command line."""
+
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
-LIST_COLUMNS = ["run", "status", "optim", "axis.*", "params", "non_embedding_params", "tokens", "epochs", "batch_size", "lr", "steps",
-                "flops", "final_loss", "final_val_loss", "wall_s"]
+LIST_COLUMNS = [
+    "run",
+    "status",
+    "optim",
+    "axis.*",
+    "params",
+    "non_embedding_params",
+    "tokens",
+    "epochs",
+    "batch_size",
+    "lr",
+    "steps",
+    "flops",
+    "final_loss",
+    "final_val_loss",
+    "wall_s",
+]
 
 
 _FORMATS = {"flops": "sci", "shared_flops": "sci", "computed_flops": "sci"}
@@ -20,8 +36,11 @@ def register(sub) -> None:
     q.add_argument("root", nargs="?", default="runs")
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
     q.add_argument("--status", help="only runs in this state (done, failed, ...)")
-    q.add_argument("--optim", metavar="NAME", help="only runs trained with this optimizer (optim.name: adamw, muon, ...; "
-                   "a config without the key is adamw)")
+    q.add_argument(
+        "--optim",
+        metavar="NAME",
+        help="only runs trained with this optimizer (optim.name: adamw, muon, ...; a config without the key is adamw)",
+    )
     q.add_argument("--columns", help="comma-separated columns (default: a useful subset; 'all' for every one)")
     q.set_defaults(func=cmd_list)
     q = rs.add_parser("show", help="everything about one run directory")
@@ -67,7 +86,9 @@ def cmd_list(args) -> int:
     rows = json.loads(df[cols].to_json(orient="records")) if not df.empty else []
     render(rows, [(c, c.removeprefix("axis."), _FORMATS.get(c, "")) for c in cols], args.format)
     if args.format == "table":
-        print(f"\n{len(df)} runs under {args.root}" + (f", {len(problems)} unreadable (see warnings)" if problems else ""))
+        print(
+            f"\n{len(df)} runs under {args.root}" + (f", {len(problems)} unreadable (see warnings)" if problems else "")
+        )
         line = compute_line(df.to_dict("records"))
         if line:
             print(line)
@@ -82,8 +103,10 @@ def compute_line(rows: list[dict]) -> str | None:
     computed, separate = compute_totals(rows)
     if not separate or computed >= separate:
         return None
-    return (f"compute: {computed:.3g} FLOPs with shared prefixes counted once ({separate:.3g} as separate runs: "
-            f"saving {separate - computed:.3g}, {100 * (1 - computed / separate):.0f}%)")
+    return (
+        f"compute: {computed:.3g} FLOPs with shared prefixes counted once ({separate:.3g} as separate runs: "
+        f"saving {separate - computed:.3g}, {100 * (1 - computed / separate):.0f}%)"
+    )
 
 
 def cmd_show(args) -> int:

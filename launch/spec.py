@@ -12,6 +12,7 @@ Slurm option fails at `sweep plan`, not after a day in the queue.
     seeds: [0, 1]                          # optional: every run repeated per seed
     executor: {local: {workers: 2}, slurm: {partition: gpu, gpus_per_node: 8}}
 """
+
 from __future__ import annotations
 
 import os
@@ -50,22 +51,32 @@ class AnchorSpec(Strict):
 
 
 class IsoflopSpec(Strict):
-    budgets: list[float] = Field(description="compute budgets C in FLOPs under `compute`; tokens D = C / (FLOPs per token)")
+    budgets: list[float] = Field(
+        description="compute budgets C in FLOPs under `compute`; tokens D = C / (FLOPs per token)"
+    )
     models: list[Any] = Field(description="model presets (names) or model sections (mappings)")
     min_steps: int = Field(10, ge=1, description="pairs (budget, model) giving fewer optimizer steps are skipped")
     tokens_per_param: list[float] | None = Field(
-        None, description="[lo, hi]: per budget, keep the models whose tokens per (total) parameter lie in this window "
-        "(an IsoFLOP profile around the optimum: Chinchilla's ~20 sits inside [3, 100])")
+        None,
+        description="[lo, hi]: per budget, keep the models whose tokens per (total) parameter lie in this window "
+        "(an IsoFLOP profile around the optimum: Chinchilla's ~20 sits inside [3, 100])",
+    )
     hparams_fit: str | None = Field(
-        None, description="a `scalelab fit batch-lr` record (compute form, same compute convention): each budget's runs take "
-        "lr and global batch from its law at that budget instead of the base config's (DeepSeek's procedure)")
+        None,
+        description="a `scalelab fit batch-lr` record (compute form, same compute convention): each budget's runs take "
+        "lr and global batch from its law at that budget instead of the base config's (DeepSeek's procedure)",
+    )
     compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
-        "trainer_flops", description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
-        "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention")
+        "trainer_flops",
+        description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
+        "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention",
+    )
     anchors: list[AnchorSpec] = Field(
-        default_factory=list, description="data-rich runs beyond the IsoFLOP profiles, e.g. [{model: n25k, tokens: 8e6}]: "
+        default_factory=list,
+        description="data-rich runs beyond the IsoFLOP profiles, e.g. [{model: n25k, tokens: 8e6}]: "
         "approach 3 fits them with the rest (they pin the data term and the small-size limit, which profiles at small budgets "
-        "leave unidentified); approach 2 leaves them out (they belong to no budget)")
+        "leave unidentified); approach 2 leaves them out (they belong to no budget)",
+    )
 
     @field_validator("budgets", mode="before")
     @classmethod
@@ -100,16 +111,31 @@ class BatchLrSpec(Strict):
 class MoeSpec(Strict):
     """Kind `moe`: experts x granularity x active size x tokens, for `scalelab fit moe` (launch.expand_moe)."""
 
-    models: list[Any] = Field(description="active sizes: model presets (names) or model sections; each is trained dense and as MoEs")
-    experts: list[int] | None = Field(None, description="routed experts per MoE run (model.moe.num_experts), the same at every granularity")
-    expansion: list[float] | None = Field(None, description="instead of experts: experts = expansion x granularity (Krajewski et al.'s "
-                                          "fixed expansion rate: routed expert parameters / one dense FFN)")
+    models: list[Any] = Field(
+        description="active sizes: model presets (names) or model sections; each is trained dense and as MoEs"
+    )
+    experts: list[int] | None = Field(
+        None, description="routed experts per MoE run (model.moe.num_experts), the same at every granularity"
+    )
+    expansion: list[float] | None = Field(
+        None,
+        description="instead of experts: experts = expansion x granularity (Krajewski et al.'s "
+        "fixed expansion rate: routed expert parameters / one dense FFN)",
+    )
     granularity: list[int] = Field([1], description="G = dense d_ff / expert d_ff; the preset's d_ff must divide by G")
-    top_k: int = Field(1, ge=1, description="experts per token at G = 1; a run at granularity G routes to top_k x G experts (the same active FFN)")
+    top_k: int = Field(
+        1,
+        ge=1,
+        description="experts per token at G = 1; a run at granularity G routes to top_k x G experts (the same active FFN)",
+    )
     tokens: list[float] | None = Field(None, description="training tokens of every run (default: the base config's)")
-    tokens_per_param: list[float] | None = Field(None, description="instead of tokens: tokens = this x the run's active non-embedding parameters")
+    tokens_per_param: list[float] | None = Field(
+        None, description="instead of tokens: tokens = this x the run's active non-embedding parameters"
+    )
     dense: bool = Field(True, description="also train each model dense (E = 1, G = 1) at each token count")
-    settings: dict[str, Any] = Field(default_factory=dict, description="other model.moe keys of every MoE run (router, capacity_factor, ...)")
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="other model.moe keys of every MoE run (router, capacity_factor, ...)"
+    )
     min_steps: int = Field(10, ge=1, description="runs with fewer optimizer steps are skipped and listed")
 
     @field_validator("tokens", "tokens_per_param", "expansion", mode="before")
@@ -129,13 +155,17 @@ class MoeSpec(Strict):
     def _no_shape(cls, v: dict) -> dict:
         shape = sorted(set(v) & {"num_experts", "top_k", "d_ff"})
         if shape:
-            raise ValueError(f"{', '.join(shape)}: set by the sweep (experts/expansion, top_k, granularity), not in settings")
+            raise ValueError(
+                f"{', '.join(shape)}: set by the sweep (experts/expansion, top_k, granularity), not in settings"
+            )
         return v
 
     @model_validator(mode="after")
-    def _one_of(self) -> "MoeSpec":
+    def _one_of(self) -> MoeSpec:
         if (self.experts is None) == (self.expansion is None):
-            raise ValueError("give exactly one of `experts` (experts per run) or `expansion` (experts = expansion x granularity)")
+            raise ValueError(
+                "give exactly one of `experts` (experts per run) or `expansion` (experts = expansion x granularity)"
+            )
         if self.tokens is not None and self.tokens_per_param is not None:
             raise ValueError("give `tokens` or `tokens_per_param`, not both")
         return self
@@ -145,25 +175,51 @@ class WsdSpec(Strict):
     """Kind `wsd`: per model one stable run to D_max and cooldown branches from it (launch.expand_wsd)."""
 
     models: list[Any] = Field(description="model presets (names) or model sections (mappings); one stable run each")
-    tokens: float | None = Field(None, gt=0, description="D_max: the stable run's tokens, rounded up to whole steps "
-                                 "(default: the base config's length)")
-    fractions: list[float] | None = Field(None, description="token counts of the branches as fractions of D_max, each in (0, 1] "
-                                          "and a whole number of steps; 1 is the stable run itself (it ends with its own cooldown)")
-    budgets: list[float] | None = Field(None, description="instead of fractions (an IsoFLOP study from branches): compute "
-                                        "budgets C under `compute`; per model a run ends at D = C / (FLOPs per token), rounded "
-                                        "up to whole steps, and the stable run goes to the largest such D")
-    tokens_per_param: list[float] | None = Field(None, description="with budgets: [lo, hi], keep per budget the models whose "
-                                                 "tokens per (total) parameter lie in this window (as isoflop.tokens_per_param)")
+    tokens: float | None = Field(
+        None,
+        gt=0,
+        description="D_max: the stable run's tokens, rounded up to whole steps (default: the base config's length)",
+    )
+    fractions: list[float] | None = Field(
+        None,
+        description="token counts of the branches as fractions of D_max, each in (0, 1] "
+        "and a whole number of steps; 1 is the stable run itself (it ends with its own cooldown)",
+    )
+    budgets: list[float] | None = Field(
+        None,
+        description="instead of fractions (an IsoFLOP study from branches): compute "
+        "budgets C under `compute`; per model a run ends at D = C / (FLOPs per token), rounded "
+        "up to whole steps, and the stable run goes to the largest such D",
+    )
+    tokens_per_param: list[float] | None = Field(
+        None,
+        description="with budgets: [lo, hi], keep per budget the models whose "
+        "tokens per (total) parameter lie in this window (as isoflop.tokens_per_param)",
+    )
     min_steps: int = Field(10, ge=1, description="with budgets: (budget, model) pairs giving fewer steps are skipped")
     compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
-        "trainer_flops", description="with budgets: what a budget counts (as isoflop.compute); recorded in each run's axes")
-    cooldown: float | None = Field(None, gt=0, lt=1, description="each run's cooldown as a fraction of its own steps "
-                                   "(Hägele et al.: 0.2), rounded to whole steps; default 0.2 unless cooldown_steps is given")
+        "trainer_flops",
+        description="with budgets: what a budget counts (as isoflop.compute); recorded in each run's axes",
+    )
+    cooldown: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="each run's cooldown as a fraction of its own steps "
+        "(Hägele et al.: 0.2), rounded to whole steps; default 0.2 unless cooldown_steps is given",
+    )
     cooldown_steps: int | None = Field(None, gt=0, description="instead of cooldown: every run's cooldown in steps")
-    decay_shape: Literal["linear", "sqrt", "cosine"] = Field("sqrt", description="the cooldown's shape (schedule.decay_shape; "
-                                                             "sqrt is 1-sqrt: lr = peak (1 - sqrt(t)) to min_lr_ratio)")
-    warmup_steps: int | None = Field(None, ge=0, description="warmup in steps, the same in every run of a model (default: "
-                                     "the base's schedule.warmup_steps, else its warmup_fraction of the stable run)")
+    decay_shape: Literal["linear", "sqrt", "cosine"] = Field(
+        "sqrt",
+        description="the cooldown's shape (schedule.decay_shape; "
+        "sqrt is 1-sqrt: lr = peak (1 - sqrt(t)) to min_lr_ratio)",
+    )
+    warmup_steps: int | None = Field(
+        None,
+        ge=0,
+        description="warmup in steps, the same in every run of a model (default: "
+        "the base's schedule.warmup_steps, else its warmup_fraction of the stable run)",
+    )
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -206,10 +262,12 @@ class WsdSpec(Strict):
         return sorted(v)
 
     @model_validator(mode="after")
-    def _one_cooldown(self) -> "WsdSpec":
+    def _one_cooldown(self) -> WsdSpec:
         if (self.fractions is None) == (self.budgets is None):
-            raise ValueError("give exactly one of `fractions` (branches at fractions of D_max) or `budgets` (an IsoFLOP "
-                             "study: per model a branch at each budget's token count)")
+            raise ValueError(
+                "give exactly one of `fractions` (branches at fractions of D_max) or `budgets` (an IsoFLOP "
+                "study: per model a branch at each budget's token count)"
+            )
         if self.budgets is not None and self.tokens is not None:
             raise ValueError("`tokens` (D_max) comes from the largest budget when `budgets` are given; drop one")
         if self.budgets is None and self.tokens_per_param is not None:
@@ -236,14 +294,22 @@ class SlurmExec(Strict):
     cpus_per_task: int | None = Field(None, ge=1)
     mem: str | None = Field(None, description="e.g. 64G (Slurm --mem)")
     time: str | None = Field(None, description="e.g. 04:00:00 (Slurm --time)")
-    signal_secs: int = Field(120, ge=1, description="SIGUSR1 this many seconds before the time limit: checkpoint then requeue")
+    signal_secs: int = Field(
+        120, ge=1, description="SIGUSR1 this many seconds before the time limit: checkpoint then requeue"
+    )
     requeue: bool = Field(True, description="--requeue, and requeue the task after a signal-triggered checkpoint")
-    max_requeues: int = Field(3, ge=0, description="at most this many self-requeues per task (SIGUSR1); each is logged in requeues.jsonl")
+    max_requeues: int = Field(
+        3, ge=0, description="at most this many self-requeues per task (SIGUSR1); each is logged in requeues.jsonl"
+    )
     max_parallel: int | None = Field(None, ge=1, description="array throttle (%N)")
     launcher: Literal["auto", "single", "local", "srun", "deepspeed"] = Field(
-        "auto", description="ranks: auto = single process (1 GPU/CPU), local spawn (1 node, >1 GPU), srun per rank (>1 node)")
+        "auto",
+        description="ranks: auto = single process (1 GPU/CPU), local spawn (1 node, >1 GPU), srun per rank (>1 node)",
+    )
     extra: list[str] = Field(default_factory=list, description="extra #SBATCH directives, e.g. --constraint=h100")
-    setup: list[str] = Field(default_factory=list, description="shell lines run before training (module load, source venv)")
+    setup: list[str] = Field(
+        default_factory=list, description="shell lines run before training (module load, source venv)"
+    )
     python: str | None = Field(None, description="python executable in the job (default: the launching one)")
     master_port: int = Field(29500, ge=1024, le=65535)
 
@@ -300,15 +366,20 @@ class SweepSpec(Strict):
     base: str = Field(description="base train config YAML")
     set: dict[str, Any] = Field(default_factory=dict, description="dotted-key overrides applied to every run")
     kind: Kind
-    axes: dict[str, list[Any]] = Field(default_factory=dict, description="grid/zip: dotted key -> values; isoflop, batch_lr, "
-                                       "seeds, moe: further axes crossed with every run (e.g. optim.name: [adamw, muon])")
+    axes: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="grid/zip: dotted key -> values; isoflop, batch_lr, "
+        "seeds, moe: further axes crossed with every run (e.g. optim.name: [adamw, muon])",
+    )
     isoflop: IsoflopSpec | None = None
     batch_lr: BatchLrSpec | None = None
     moe: MoeSpec | None = None
     wsd: WsdSpec | None = None
     seeds: list[int] | None = Field(None, description="repeat every run per seed (train.seed)")
     runs_dir: str | None = Field(None, description="where run directories go (default runs/<name>)")
-    flops_per_s: float | None = Field(None, gt=0, description="achieved model FLOP/s per run for the plan's time estimate")
+    flops_per_s: float | None = Field(
+        None, gt=0, description="achieved model FLOP/s per run for the plan's time estimate"
+    )
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
 
     @field_validator("set", mode="before")
@@ -325,17 +396,28 @@ class SweepSpec(Strict):
         return v
 
     @model_validator(mode="after")
-    def _kind_section(self) -> "SweepSpec":
-        need = {"grid": "axes", "zip": "axes", "isoflop": "isoflop", "batch_lr": "batch_lr", "seeds": "seeds", "moe": "moe",
-                "wsd": "wsd"}[self.kind]
+    def _kind_section(self) -> SweepSpec:
+        need = {
+            "grid": "axes",
+            "zip": "axes",
+            "isoflop": "isoflop",
+            "batch_lr": "batch_lr",
+            "seeds": "seeds",
+            "moe": "moe",
+            "wsd": "wsd",
+        }[self.kind]
         if not getattr(self, need):
             raise ValueError(f"kind '{self.kind}' needs a non-empty `{need}` section")
         if self.axes and self.kind == "wsd":
-            raise ValueError("axes: kind wsd names its branches after their stable runs and cannot be crossed with axes; "
-                             "give the value under `set` (one sweep per value)")
+            raise ValueError(
+                "axes: kind wsd names its branches after their stable runs and cannot be crossed with axes; "
+                "give the value under `set` (one sweep per value)"
+            )
         if self.kind == "wsd" and self.seeds is not None:
-            raise ValueError("seeds: kind wsd branches each run from its own stable run; give train.seed under `set` "
-                             "(one sweep per seed)")
+            raise ValueError(
+                "seeds: kind wsd branches each run from its own stable run; give train.seed under `set` "
+                "(one sweep per seed)"
+            )
         return self
 
     # Filled by load_spec: the spec file, for resolving relative paths and naming.

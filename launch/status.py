@@ -3,6 +3,7 @@
 A sweep knows which config it plans for each run (a directory holding another one is `stale`)
 and which Slurm tasks still wait in the queue (`queued`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +13,9 @@ from rundir.layout import CONFIG, LAUNCH_CONFIG
 from rundir.read import STATES, RunStatus
 
 
-def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | None = None,
-               planned_steps: int | None = None) -> RunStatus:
+def run_status(
+    run_dir: str | Path, name: str | None = None, planned_id: str | None = None, planned_steps: int | None = None
+) -> RunStatus:
     """`rundir.read.run_status`, a stale-looking run re-hashed under today's identity rules."""
     return read.run_status(run_dir, name, planned_id, planned_steps, current_id=current_id)
 
@@ -86,5 +88,7 @@ def compute_line(plan, statuses: list[RunStatus]) -> str | None:
         if st.state == "done":
             s = read_summary(r.run_dir) or {}
             spent += float(s.get("flops") or 0.0) - float(s.get("shared_flops") or 0.0)
-    return (f"compute: {separate - shared:.3g} FLOPs with each stable prefix counted once, {separate:.3g} as separate runs "
-            f"(saving {shared:.3g}, {100 * shared / separate:.0f}%); finished runs computed {spent:.3g}")
+    return (
+        f"compute: {separate - shared:.3g} FLOPs with each stable prefix counted once, {separate:.3g} as separate runs "
+        f"(saving {shared:.3g}, {100 * shared / separate:.0f}%); finished runs computed {spent:.3g}"
+    )

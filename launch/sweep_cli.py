@@ -5,6 +5,7 @@ this file: any module listed in SWEEP_PLUGINS that exists and defines
 `register_sweep(sweep_subparsers)` is wired in.
 Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,25 +20,41 @@ SWEEP_PLUGINS = ["evals.sweep_cli"]
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sweep", help="plan, launch and follow sweeps of training runs",
-                       description="Sweeps: a spec file (configs/sweeps/*.yaml) expanded into runs. Exit codes: 0 ok, "
-                       "1 failed runs, 2 bad spec, 3 stopped by a signal.")
+    p = sub.add_parser(
+        "sweep",
+        help="plan, launch and follow sweeps of training runs",
+        description="Sweeps: a spec file (configs/sweeps/*.yaml) expanded into runs. Exit codes: 0 ok, "
+        "1 failed runs, 2 bad spec, 3 stopped by a signal.",
+    )
     ss = p.add_subparsers(dest="sweep_command", metavar="ACTION")
     ss.required = True
 
     def common(q):
         q.add_argument("spec", help="sweep spec YAML (configs/sweeps/...)")
-        q.add_argument("--set", dest="spec_overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="edit the spec, e.g. --set runs_dir=/scratch/runs/x --set set.data.out_dir=/data/v512")
+        q.add_argument(
+            "--set",
+            dest="spec_overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="edit the spec, e.g. --set runs_dir=/scratch/runs/x --set set.data.out_dir=/data/v512",
+        )
         q.add_argument("--only", help="comma-separated run names (default: all)")
 
     q = ss.add_parser("plan", help="expand a spec: runs, N, D, batch, lr, FLOPs, estimated time (dry run)")
     common(q)
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    q.add_argument("--executor", choices=["local", "slurm", "deepspeed"], action="append",
-                   help="pre-flight the runs against this executor (repeatable; default: those under the spec's `executor:`)")
-    q.add_argument("--allow-repeats", action="store_true",
-                   help="plan runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)")
+    q.add_argument(
+        "--executor",
+        choices=["local", "slurm", "deepspeed"],
+        action="append",
+        help="pre-flight the runs against this executor (repeatable; default: those under the spec's `executor:`)",
+    )
+    q.add_argument(
+        "--allow-repeats",
+        action="store_true",
+        help="plan runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)",
+    )
     q.set_defaults(func=cmd_plan)
 
     q = ss.add_parser("launch", help="start the runs that are not done (idempotent)")
@@ -49,8 +66,11 @@ def register(sub) -> None:
     q.add_argument("--dry-run", action="store_true", help="slurm/deepspeed: print the script/commands, submit nothing")
     q.add_argument("--hostfile", help="deepspeed: hostfile (overrides executor.deepspeed.hostfile)")
     q.add_argument("--no-progress", action="store_true")
-    q.add_argument("--allow-repeats", action="store_true",
-                   help="launch runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)")
+    q.add_argument(
+        "--allow-repeats",
+        action="store_true",
+        help="launch runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)",
+    )
     q.set_defaults(func=cmd_launch)
 
     q = ss.add_parser("status", help="pending/queued/running/done/failed/preempted per run, last loss, progress")
@@ -89,6 +109,7 @@ def _wrap(fn):
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+
     return run
 
 
@@ -106,18 +127,25 @@ def load_plan(args):
     return p
 
 
-PLAN_COLUMNS = [("name", "run", ""), ("id", "id", ""), ("non_embedding_params", "N", ""), ("params", "params", ""),
-                ("tokens", "D", ""), ("batch_tokens", "B", ""), ("lr", "lr", ""), ("steps", "steps", ""),
-                ("flops", "FLOPs", "sci"), ("est_s", "est. time", "time")]
+PLAN_COLUMNS = [
+    ("name", "run", ""),
+    ("id", "id", ""),
+    ("non_embedding_params", "N", ""),
+    ("params", "params", ""),
+    ("tokens", "D", ""),
+    ("batch_tokens", "B", ""),
+    ("lr", "lr", ""),
+    ("steps", "steps", ""),
+    ("flops", "FLOPs", "sci"),
+    ("est_s", "est. time", "time"),
+]
 
 
 @_wrap
 def cmd_plan(args) -> int:
-    from launch.tables import human, render
-
-    from launch.preflight import configured_executors, preflight
-
     from launch.epochs import run_epochs
+    from launch.preflight import configured_executors, preflight
+    from launch.tables import human, render
 
     p = load_plan(args)
     preflight(p, args.executor or configured_executors(p.spec), args.allow_repeats)
@@ -138,11 +166,15 @@ def cmd_plan(args) -> int:
         tot_s = sum(r.est_s for r in p.runs)
         workers = p.spec.executor.local.workers
         shared = sum(r.shared_flops for r in p.runs)
-        print(f"\n{len(p.runs)} runs ({p.spec.kind}) -> {p.root}/<run>; total {tot_f - shared:.2e} FLOPs, "
-              f"~{human(tot_s, 'time')} of run time (~{human(tot_s / workers, 'time')} on {workers} local workers)")
+        print(
+            f"\n{len(p.runs)} runs ({p.spec.kind}) -> {p.root}/<run>; total {tot_f - shared:.2e} FLOPs, "
+            f"~{human(tot_s, 'time')} of run time (~{human(tot_s / workers, 'time')} on {workers} local workers)"
+        )
         if shared:
-            print(f"compute: {tot_f - shared:.3g} FLOPs with each stable prefix counted once, {tot_f:.3g} as separate runs "
-                  f"(saving {shared:.3g}, {100 * shared / tot_f:.0f}%)")
+            print(
+                f"compute: {tot_f - shared:.3g} FLOPs with each stable prefix counted once, {tot_f:.3g} as separate runs "
+                f"(saving {shared:.3g}, {100 * shared / tot_f:.0f}%)"
+            )
         for name, basis in bases.items():
             print(f"epochs over data '{name}': {basis}")
         for note in p.skipped:
@@ -170,20 +202,28 @@ def cmd_launch(args) -> int:
             from launch.data_jobs import data_jobs, describe
 
             for job in data_jobs(p.runs):
-                print(f"first: scalelab data prepare {job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}")
+                print(
+                    f"first: scalelab data prepare {job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}"
+                )
             for r in p.runs:
                 print(f"{r.name}: scalelab train {r.run_dir}/launch.yaml --run-dir {r.run_dir}")
             return 0
         from launch.executors.local import LocalExecutor
 
         loc = spec.executor.local
-        ex = LocalExecutor(workers=args.workers or loc.workers, threads=args.threads or loc.threads,
-                           gpus_per_run=loc.gpus_per_run, progress=not args.no_progress,
-                           meta_dir=sweep_meta_dir(p.root.resolve()))
+        ex = LocalExecutor(
+            workers=args.workers or loc.workers,
+            threads=args.threads or loc.threads,
+            gpus_per_run=loc.gpus_per_run,
+            progress=not args.no_progress,
+            meta_dir=sweep_meta_dir(p.root.resolve()),
+        )
         t0 = time.time()
         res = ex.launch(p.runs, retry_failed=args.retry_failed)
-        print(f"{spec.name}: {len(res.done)} done, {len(res.failed)} failed, {len(res.stopped)} stopped, "
-              f"{len(res.skipped)} skipped in {time.time() - t0:.0f}s")
+        print(
+            f"{spec.name}: {len(res.done)} done, {len(res.failed)} failed, {len(res.stopped)} stopped, "
+            f"{len(res.skipped)} skipped in {time.time() - t0:.0f}s"
+        )
         for name, why in res.skipped.items():
             print(f"  skipped {name}: {why}")
         return res.exit_code
@@ -201,8 +241,10 @@ def cmd_launch(args) -> int:
         if args.dry_run:
             return 0
         if res.get("check_job"):
-            print(f"submitted node check {res['check_job']} (torch, DeepSpeed and "
-                  f"{spec.executor.slurm.gpus_per_node} GPU(s) on a compute node; the arrays start after it)")
+            print(
+                f"submitted node check {res['check_job']} (torch, DeepSpeed and "
+                f"{spec.executor.slurm.gpus_per_node} GPU(s) on a compute node; the arrays start after it)"
+            )
         for dj in res.get("data_jobs") or []:
             print(f"submitted data job {dj['job_id']} (scalelab data prepare: {dj['data']})")
         if res["job_id"]:
@@ -211,8 +253,10 @@ def cmd_launch(args) -> int:
             after += f" and data job(s) {', '.join(deps)}" if deps else ""
             print(f"submitted job array {res['job_id']} ({len(res['runs'])} tasks{after}): {res['script']}")
         for bj in res.get("branch_jobs") or []:
-            print(f"submitted branch job array {bj['job_id']} ({len(bj['runs'])} tasks, afterok:{bj['depends_on'][0]}: "
-                  f"after {bj['after']} ends): {bj['script']}")
+            print(
+                f"submitted branch job array {bj['job_id']} ({len(bj['runs'])} tasks, afterok:{bj['depends_on'][0]}: "
+                f"after {bj['after']} ends): {bj['script']}"
+            )
         if not res["job_id"] and not res.get("branch_jobs"):
             print("nothing to submit")
         return 0
@@ -222,22 +266,42 @@ def cmd_launch(args) -> int:
     return 1 if res["failed"] else (3 if res.get("stopped") else 0)
 
 
-STATUS_COLUMNS = [("name", "run", ""), ("state", "state", ""), ("step", "step", ""), ("total_steps", "of", ""),
-                  ("progress", "progress", "pct"), ("loss", "loss", ""), ("val_loss", "val loss", ""), ("epochs", "epochs", ""),
-                  ("wall_s", "wall", "time"), ("job", "job", ""), ("held_by", "held by", "")]
+STATUS_COLUMNS = [
+    ("name", "run", ""),
+    ("state", "state", ""),
+    ("step", "step", ""),
+    ("total_steps", "of", ""),
+    ("progress", "progress", "pct"),
+    ("loss", "loss", ""),
+    ("val_loss", "val loss", ""),
+    ("epochs", "epochs", ""),
+    ("wall_s", "wall", "time"),
+    ("job", "job", ""),
+    ("held_by", "held by", ""),
+]
 # json/csv also carry each run's compute (the table prints the study's in one line): planned FLOPs as a
 # separate run, the parent's prefix a branch shares, and what the study computes for it (the
 # difference: summed over the rows, the study's compute with each stable prefix counted once).
-COMPUTE_COLUMNS = [("flops", "FLOPs", ""), ("shared_flops", "shared FLOPs", ""), ("computed_flops", "computed FLOPs", ""),
-                   ("branch_of", "branch of", ""), ("branch_step", "branch step", "")]
+COMPUTE_COLUMNS = [
+    ("flops", "FLOPs", ""),
+    ("shared_flops", "shared FLOPs", ""),
+    ("computed_flops", "computed FLOPs", ""),
+    ("branch_of", "branch of", ""),
+    ("branch_step", "branch step", ""),
+]
 
 
 def _status_rows(plan, statuses) -> list[dict]:
     rows = []
     for r, st in zip(plan.runs, statuses):
         row = st.to_dict()
-        row.update(flops=r.flops, shared_flops=r.shared_flops, computed_flops=r.flops - r.shared_flops,
-                   branch_of=r.after[0] if r.after else None, branch_step=r.after[1] if r.after else None)
+        row.update(
+            flops=r.flops,
+            shared_flops=r.shared_flops,
+            computed_flops=r.flops - r.shared_flops,
+            branch_of=r.after[0] if r.after else None,
+            branch_step=r.after[1] if r.after else None,
+        )
         rows.append(row)
     return rows
 

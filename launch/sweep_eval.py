@@ -16,6 +16,7 @@ Each evaluation holds `RUN/evals/.lock` (flock), so two evaluations never write 
 Exit codes: 0 ok, 1 an evaluation failed (or Slurm refused), 2 bad input (unknown suite or task,
 missing eval data), before any model is loaded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,13 @@ class Request:
 
     def argv(self) -> list[str]:
         out = ["--suite", self.suite]
-        for flag, value in (("--tasks", self.tasks), ("--limit", self.limit), ("--device", self.device),
-                            ("--threads", self.threads), ("--bootstrap-iters", self.bootstrap_iters)):
+        for flag, value in (
+            ("--tasks", self.tasks),
+            ("--limit", self.limit),
+            ("--device", self.device),
+            ("--threads", self.threads),
+            ("--bootstrap-iters", self.bootstrap_iters),
+        ):
             if value is not None:
                 out += [flag, str(value)]
         return out + ([] if self.wandb else ["--no-wandb"]) + (["--force"] if self.force else [])
@@ -116,9 +122,16 @@ def run_local(run_dirs: list[Path], req: Request, workers: int, python: str | No
     shares = [run_dirs[i::workers] for i in range(workers)]
     procs = []
     for share in shares:
-        argv = [python or sys.executable, "-m", "launch.sweep_eval", *map(str, share),
-                *Request(**{**req.__dict__, "threads": threads}).argv()]
-        procs.append(subprocess.Popen(argv, env={**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}))
+        argv = [
+            python or sys.executable,
+            "-m",
+            "launch.sweep_eval",
+            *map(str, share),
+            *Request(**{**req.__dict__, "threads": threads}).argv(),
+        ]
+        procs.append(
+            subprocess.Popen(argv, env={**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"})
+        )
     codes = [p.wait() for p in procs]
     return max(codes, key=lambda c: (c != 0, c))
 
@@ -130,18 +143,35 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, pyth
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
     suite = Path(req.suite).stem
-    d = [f"--job-name={spec.name}-eval-{suite}", f"--array=0-{len(run_dirs) - 1}" + (f"%{s.max_parallel}" if s.max_parallel else ""),
-         f"--output={meta}/slurm-eval-{suite}-%A_%a.out", "--open-mode=append", f"--chdir={Path.cwd()}",
-         "--nodes=1", "--ntasks=1"] + _common_directives(s)
+    d = [
+        f"--job-name={spec.name}-eval-{suite}",
+        f"--array=0-{len(run_dirs) - 1}" + (f"%{s.max_parallel}" if s.max_parallel else ""),
+        f"--output={meta}/slurm-eval-{suite}-%A_%a.out",
+        "--open-mode=append",
+        f"--chdir={Path.cwd()}",
+        "--nodes=1",
+        "--ntasks=1",
+    ] + _common_directives(s)
     if s.gpus_per_node:
         d.append("--gpus-per-node=1")  # evaluation runs on one device
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     for extra in s.extra:
         d.append(extra if extra.startswith("-") else f"--{extra}")
-    argv = [python or job_python(s), "-m", "launch.sweep_eval", "--manifest", str(manifest),
-            "--index", "$SLURM_ARRAY_TASK_ID", *req.argv()]
-    lines = ["#!/bin/bash", f"# scalelab sweep eval {spec.name}: suite {req.suite} on {len(run_dirs)} finished run(s), one array task each"]
+    argv = [
+        python or job_python(s),
+        "-m",
+        "launch.sweep_eval",
+        "--manifest",
+        str(manifest),
+        "--index",
+        "$SLURM_ARRAY_TASK_ID",
+        *req.argv(),
+    ]
+    lines = [
+        "#!/bin/bash",
+        f"# scalelab sweep eval {spec.name}: suite {req.suite} on {len(run_dirs)} finished run(s), one array task each",
+    ]
     lines += [f"#SBATCH {x}" for x in d] + _env_lines(s) + s.setup
     lines += ["exec " + " ".join(a if a.startswith("$") else shlex.quote(a) for a in argv), ""]
     return "\n".join(lines)
@@ -158,8 +188,9 @@ def queued_evals(meta: Path, suite: str) -> set[str]:
     recs = [r for r in recs if r.get("suite") == suite]
     if not recs:
         return set()
-    out = subprocess.run(["squeue", "-h", "-r", "-j", ",".join(r["job_id"] for r in recs), "-o", "%i"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "-j", ",".join(r["job_id"] for r in recs), "-o", "%i"], capture_output=True, text=True
+    )
     by_job = {r["job_id"]: r["run_dirs"] for r in recs}
     found = set()
     for jid in out.stdout.split() if out.returncode == 0 else []:
@@ -187,7 +218,9 @@ def submit_slurm(spec, run_dirs: list[Path], req: Request, suite_name: str, dry_
     manifest = meta / f"eval-{stamp}.txt"
     script = render_script(spec, run_dirs, manifest, req)
     if dry_run:
-        out.write(f"# manifest {manifest} (index -> run dir)\n" + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs)))
+        out.write(
+            f"# manifest {manifest} (index -> run dir)\n" + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs))
+        )
         out.write(script)
         return 0
     sbatch = shutil.which("sbatch")
@@ -204,24 +237,43 @@ def submit_slurm(spec, run_dirs: list[Path], req: Request, suite_name: str, dry_
         return 1
     job_id = res.stdout.strip().split(";")[0]
     with open(meta / "eval-jobs.jsonl", "a") as f:
-        f.write(json.dumps({"job_id": job_id, "suite": suite_name, "submitted": stamp, "script": str(path),
-                            "run_dirs": [str(d) for d in run_dirs]}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "job_id": job_id,
+                    "suite": suite_name,
+                    "submitted": stamp,
+                    "script": str(path),
+                    "run_dirs": [str(d) for d in run_dirs],
+                }
+            )
+            + "\n"
+        )
     out.write(f"submitted eval job array {job_id} ({len(run_dirs)} tasks, suite {suite_name}): {path}\n")
     return 0
 
 
 # ------------------------------------------------------------------ CLI
 def register(ss) -> None:
-    q = ss.add_parser("eval", help="evaluate every finished run with an eval suite (skips runs already evaluated)",
-                      description=__doc__.split("\n\n")[0])
+    q = ss.add_parser(
+        "eval",
+        help="evaluate every finished run with an eval suite (skips runs already evaluated)",
+        description=__doc__.split("\n\n")[0],
+    )
     q.add_argument("spec", help="sweep spec YAML (configs/sweeps/...)")
-    q.add_argument("--set", dest="spec_overrides", action="append", default=[], metavar="KEY=VALUE", help="edit the spec")
+    q.add_argument(
+        "--set", dest="spec_overrides", action="append", default=[], metavar="KEY=VALUE", help="edit the spec"
+    )
     q.add_argument("--only", help="comma-separated run names (default: all)")
-    q.add_argument("--suite", default="tiny", help="suite in configs/evals/ (tiny, standard) or a YAML path (default tiny)")
+    q.add_argument(
+        "--suite", default="tiny", help="suite in configs/evals/ (tiny, standard) or a YAML path (default tiny)"
+    )
     q.add_argument("--tasks", help="comma-separated subset of the suite's tasks")
     q.add_argument("--limit", type=float, help="documents per task (overrides the suite; <1: fraction)")
     q.add_argument("--executor", choices=["local", "slurm"], default="local")
-    q.add_argument("--workers", type=int, help="local: evaluation processes at once (default: spec executor.local.workers)")
+    q.add_argument(
+        "--workers", type=int, help="local: evaluation processes at once (default: spec executor.local.workers)"
+    )
     q.add_argument("--threads", type=int, help="torch threads per process (default cores / workers)")
     q.add_argument("--device", help="cpu, cuda (default: cuda if available)")
     q.add_argument("--no-wandb", action="store_true", help="do not log to the runs' W&B runs")
@@ -236,8 +288,16 @@ def cmd_sweep_eval(args) -> int:
 
     try:
         p = load_plan(args)
-        req = Request(args.suite, args.tasks, args.limit, args.device, args.threads, not args.no_wandb,
-                      args.bootstrap_iters, args.force)
+        req = Request(
+            args.suite,
+            args.tasks,
+            args.limit,
+            args.device,
+            args.threads,
+            not args.no_wandb,
+            args.bootstrap_iters,
+            args.force,
+        )
         suite, tasks = resolve(req)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -245,8 +305,10 @@ def cmd_sweep_eval(args) -> int:
     todo, done, unfinished = select(p, suite, tasks, args.force)
     for name, state in unfinished.items():
         print(f"skipped {name}: {state}, not finished")
-    print(f"{p.spec.name}: {len(todo)} to evaluate with {suite}, {len(done)} already evaluated, "
-          f"{len(unfinished)} not finished")
+    print(
+        f"{p.spec.name}: {len(todo)} to evaluate with {suite}, {len(done)} already evaluated, "
+        f"{len(unfinished)} not finished"
+    )
     if not todo:
         return 0
     run_dirs = [Path(r.run_dir).resolve() for r in todo]
@@ -259,8 +321,10 @@ def cmd_sweep_eval(args) -> int:
     t0 = time.time()
     code = run_local(run_dirs, req, args.workers or p.spec.executor.local.workers)
     ok = [d for d in run_dirs if evaluated(d, suite, tasks)]
-    print(f"{p.spec.name}: {len(ok)} evaluated, {len(run_dirs) - len(ok)} failed, {len(done)} skipped "
-          f"(already evaluated) in {time.time() - t0:.0f}s")
+    print(
+        f"{p.spec.name}: {len(ok)} evaluated, {len(run_dirs) - len(ok)} failed, {len(done)} skipped "
+        f"(already evaluated) in {time.time() - t0:.0f}s"
+    )
     return 1 if code or len(ok) < len(run_dirs) else 0
 
 
@@ -319,9 +383,17 @@ def worker(argv: list[str] | None = None) -> int:
                 print(f"{run.name}: already evaluated with {suite}; skipped", flush=True)
                 continue
             print(f"{run.name}: evaluating with {suite}", flush=True)
-            out = evaluate_run(run, suite=req.suite, tasks=req.tasks, limit=req.limit_value(), device=req.device,
-                               wandb=req.wandb, bootstrap_iters=req.bootstrap_iters, task_cache=cache,
-                               log=lambda m, n=run.name: print(f"{n}: {m}", flush=True))
+            out = evaluate_run(
+                run,
+                suite=req.suite,
+                tasks=req.tasks,
+                limit=req.limit_value(),
+                device=req.device,
+                wandb=req.wandb,
+                bootstrap_iters=req.bootstrap_iters,
+                task_cache=cache,
+                log=lambda m, n=run.name: print(f"{n}: {m}", flush=True),
+            )
             failed += bool(out["failed"])
         except Exception as exc:  # noqa: BLE001 - one bad run must not stop the others
             failed += 1

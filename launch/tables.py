@@ -1,4 +1,5 @@
 """Tables and number formats shared by `sweep` and `runs` commands (rich on a terminal, plain text otherwise)."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,16 @@ def human(x: Any, kind: str = "") -> str:
 
 
 # State colours in a terminal (`sweep status` state, `runs list` status).
-STATE_STYLES = {"done": "green", "failed": "bold red", "stale": "red", "preempted": "yellow", "partial": "yellow",
-                "running": "cyan", "queued": "blue", "pending": "dim"}
+STATE_STYLES = {
+    "done": "green",
+    "failed": "bold red",
+    "stale": "red",
+    "preempted": "yellow",
+    "partial": "yellow",
+    "running": "cyan",
+    "queued": "blue",
+    "pending": "dim",
+}
 
 
 def render(rows: list[dict], columns: list[tuple[str, str, str]], fmt: str = "table", out=None) -> None:
@@ -69,7 +78,9 @@ def _plain(headers: list[str], cells: list[list[str]], out) -> None:
     cells = [headers] + cells
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        out.write("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip() + "\n")
+        out.write(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip() + "\n"
+        )
         if n == 0:
             out.write("  ".join("-" * w for w in widths) + "\n")
 

@@ -11,6 +11,7 @@ a cancel (or Slurm's own preemption, which requeues by itself): the task ends th
 single process, locally spawned ranks (one node, several GPUs), `srun` per rank (several nodes,
 no ssh) or the DeepSpeed launcher with a hostfile built from SLURM_JOB_NODELIST.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,9 @@ def write_launch_config(run) -> Path:
     from rundir.files import atomic_write_text
 
     path = Path(run.run_dir) / LAUNCH_CONFIG
-    text = f"# written by scalelab sweep for run {run.name} (id {run.id}); do not edit\n" + yaml.safe_dump(run.raw, sort_keys=False)
+    text = f"# written by scalelab sweep for run {run.name} (id {run.id}); do not edit\n" + yaml.safe_dump(
+        run.raw, sort_keys=False
+    )
     if not path.exists() or path.read_text() != text:
         atomic_write_text(path, text)
     return path
@@ -79,8 +82,15 @@ def decide(run_dir: Path, retry_failed: bool, planned_id: str | None = None) -> 
 
 
 def train_argv(run_dir: Path, python: str | None = None, overrides: list[str] | None = None) -> list[str]:
-    return [python or sys.executable, "-m", "pretrain.cli", str(run_dir / LAUNCH_CONFIG), *(overrides or []),
-            "--run-dir", str(run_dir)]
+    return [
+        python or sys.executable,
+        "-m",
+        "pretrain.cli",
+        str(run_dir / LAUNCH_CONFIG),
+        *(overrides or []),
+        "--run-dir",
+        str(run_dir),
+    ]
 
 
 def open_log(run_dir: Path, header: str):
@@ -93,8 +103,15 @@ def open_log(run_dir: Path, header: str):
 def start_trainer(run_dir: Path, argv: list[str], env: dict, lock: RunLock, log) -> subprocess.Popen:
     """Start the trainer; it inherits the lock's descriptor so the lock outlives a dead parent."""
     env = {**env, "PYTHONUNBUFFERED": "1", "SCALELAB_RUN_LOCK_FD": str(lock.fd)}
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                            pass_fds=(lock.fd,), start_new_session=True)
+    return subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        pass_fds=(lock.fd,),
+        start_new_session=True,
+    )
 
 
 # ------------------------------------------------------------------ ranks inside a job
@@ -106,26 +123,65 @@ def slurm_hosts() -> list[str]:
     return out.stdout.split()
 
 
-def rank_commands(mode: str, base_argv: list[str], nodes: int, gpus: int, port: int, run_dir: Path) -> list[tuple[list[str], dict]]:
+def rank_commands(
+    mode: str, base_argv: list[str], nodes: int, gpus: int, port: int, run_dir: Path
+) -> list[tuple[list[str], dict]]:
     """(argv, extra env) per process the worker starts itself."""
     python, rest = base_argv[0], base_argv[3:]  # drop "-m pretrain.cli"
     if mode == "single":
         return [(base_argv, {})]
     if mode == "local":
         n = max(1, gpus)
-        return [(base_argv, {"RANK": str(i), "LOCAL_RANK": str(i), "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
-                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}) for i in range(n)]
+        return [
+            (
+                base_argv,
+                {
+                    "RANK": str(i),
+                    "LOCAL_RANK": str(i),
+                    "WORLD_SIZE": str(n),
+                    "LOCAL_WORLD_SIZE": str(n),
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(port),
+                },
+            )
+            for i in range(n)
+        ]
     hosts = slurm_hosts()
     if mode == "srun":
         per = max(1, gpus)
-        argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes * per}", f"--ntasks-per-node={per}", "--kill-on-bad-exit=1",
-                python, "-m", "launch.worker", "--rank-shim", "--", *base_argv[1:]]
+        argv = [
+            "srun",
+            f"--nodes={nodes}",
+            f"--ntasks={nodes * per}",
+            f"--ntasks-per-node={per}",
+            "--kill-on-bad-exit=1",
+            python,
+            "-m",
+            "launch.worker",
+            "--rank-shim",
+            "--",
+            *base_argv[1:],
+        ]
         return [(argv, {"MASTER_ADDR": hosts[0], "MASTER_PORT": str(port)})]
     if mode == "deepspeed":
         hostfile = run_dir / "hostfile"
         hostfile.write_text("".join(f"{h} slots={max(1, gpus)}\n" for h in hosts[:nodes]))
-        argv = ["deepspeed", "--hostfile", str(hostfile), "--num_nodes", str(nodes), "--num_gpus", str(max(1, gpus)),
-                "--master_addr", hosts[0], "--master_port", str(port), "--module", "pretrain.cli", *rest]
+        argv = [
+            "deepspeed",
+            "--hostfile",
+            str(hostfile),
+            "--num_nodes",
+            str(nodes),
+            "--num_gpus",
+            str(max(1, gpus)),
+            "--master_addr",
+            hosts[0],
+            "--master_port",
+            str(port),
+            "--module",
+            "pretrain.cli",
+            *rest,
+        ]
         return [(argv, {})]
     raise ValueError(f"unknown rank mode {mode}")
 
@@ -143,9 +199,13 @@ def rank_shim(argv: list[str]) -> None:
 def busy_message(run_dir: Path) -> str:
     holder = read_holder(run_dir)
     who = holder.describe() if holder else "an unknown process"
-    since = f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder.since))}" if holder and holder.since else ""
-    return (f"{run_dir.name}: held by another launch ({who}{since}); not started. "
-            f"Wait for it, or stop it (`scalelab sweep cancel`), then launch again")
+    since = (
+        f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder.since))}" if holder and holder.since else ""
+    )
+    return (
+        f"{run_dir.name}: held by another launch ({who}{since}); not started. "
+        f"Wait for it, or stop it (`scalelab sweep cancel`), then launch again"
+    )
 
 
 def requeues_so_far(run_dir: Path, job: str) -> int:
@@ -178,15 +238,27 @@ def after_stop(run_dir: Path, got: list[int], job: str | None, requeue: bool, ma
     if not (requeue and job):
         return False, f"stopped after a checkpoint ({', '.join(names) or 'signal'})"
     if signal.SIGUSR1 not in got or signal.SIGTERM in got or signal.SIGINT in got:
-        return False, f"stopped after a checkpoint ({', '.join(names) or 'signal'}): cancelled, not requeued; `scalelab sweep launch` resumes it"
+        return (
+            False,
+            f"stopped after a checkpoint ({', '.join(names) or 'signal'}): cancelled, not requeued; `scalelab sweep launch` resumes it",
+        )
     done = requeues_so_far(run_dir, job)
-    rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "job": job, "signal": "SIGUSR1", "host": socket.gethostname(),
-           "step": _last_step(run_dir), "requeued": done < max_requeues, "count": done + 1 if done < max_requeues else done,
-           "max_requeues": max_requeues}
+    rec = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "job": job,
+        "signal": "SIGUSR1",
+        "host": socket.gethostname(),
+        "step": _last_step(run_dir),
+        "requeued": done < max_requeues,
+        "count": done + 1 if done < max_requeues else done,
+        "max_requeues": max_requeues,
+    }
     record_requeue(run_dir, rec)
     if done >= max_requeues:
-        return False, (f"checkpointed after SIGUSR1 but job {job} already requeued itself {done} time(s) "
-                       f"(executor.slurm.max_requeues={max_requeues}); not requeued: `scalelab sweep launch` resumes it")
+        return False, (
+            f"checkpointed after SIGUSR1 but job {job} already requeued itself {done} time(s) "
+            f"(executor.slurm.max_requeues={max_requeues}); not requeued: `scalelab sweep launch` resumes it"
+        )
     return True, f"checkpointed after SIGUSR1; requeueing {job} ({done + 1} of at most {max_requeues})"
 
 
@@ -194,9 +266,20 @@ def _last_step(run_dir: Path) -> int | None:
     return (read_summary(run_dir) or {}).get("steps")
 
 
-def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", nodes: int = 1, gpus: int = 0,
-            port: int = 29500, threads: int | None = None, requeue: bool = False, python: str | None = None,
-            max_requeues: int = DEFAULT_MAX_REQUEUES, slurm_job: str | None = None) -> int:
+def run_one(
+    run_dir: Path,
+    *,
+    retry_failed: bool = False,
+    mode: str = "single",
+    nodes: int = 1,
+    gpus: int = 0,
+    port: int = 29500,
+    threads: int | None = None,
+    requeue: bool = False,
+    python: str | None = None,
+    max_requeues: int = DEFAULT_MAX_REQUEUES,
+    slurm_job: str | None = None,
+) -> int:
     run_dir = Path(run_dir)
     if not (run_dir / LAUNCH_CONFIG).exists():
         print(f"{run_dir}: no {LAUNCH_CONFIG}; plan and launch the sweep first", file=sys.stderr)
@@ -219,8 +302,12 @@ def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", 
             env["OMP_NUM_THREADS"] = str(threads)
         job = slurm_task()
         restarts = os.environ.get("SLURM_RESTART_COUNT")
-        log = open_log(run_dir, f"worker pid {os.getpid()} job {job or '-'}" + (f" restart {restarts}" if restarts else "")
-                       + f" mode {mode}: {' '.join(base)}")
+        log = open_log(
+            run_dir,
+            f"worker pid {os.getpid()} job {job or '-'}"
+            + (f" restart {restarts}" if restarts else "")
+            + f" mode {mode}: {' '.join(base)}",
+        )
         got: list[int] = []
         procs: list[subprocess.Popen] = []
 
@@ -243,7 +330,9 @@ def run_one(run_dir: Path, *, retry_failed: bool = False, mode: str = "single", 
         code = max(codes, key=lambda c: (c != 0, c))
         log.write(f"=== trainer exit code {code}\n".encode())
         if got and stopped_in_startup(code, got):
-            log.write(f"=== the trainer died of {died_of(code, got)} while starting: nothing trained in this attempt\n".encode())
+            log.write(
+                f"=== the trainer died of {died_of(code, got)} while starting: nothing trained in this attempt\n".encode()
+            )
             code = EXIT_STOPPED
         again = False
         if code == EXIT_STOPPED:
@@ -283,9 +372,18 @@ def main(argv: list[str] | None = None) -> int:
     if not run_dir:
         p.error("give RUN_DIR or --manifest")
     port = a.port + (int(os.environ.get("SLURM_ARRAY_TASK_ID", "0")) % 1000 if a.mode != "single" else 0)
-    return run_one(Path(run_dir), retry_failed=a.retry_failed, mode=a.mode, nodes=a.nodes, gpus=a.gpus, port=port,
-                   threads=a.threads, requeue=a.requeue, max_requeues=a.max_requeues,
-                   slurm_job=slurm_task() if a.manifest else None)
+    return run_one(
+        Path(run_dir),
+        retry_failed=a.retry_failed,
+        mode=a.mode,
+        nodes=a.nodes,
+        gpus=a.gpus,
+        port=port,
+        threads=a.threads,
+        requeue=a.requeue,
+        max_requeues=a.max_requeues,
+        slurm_job=slurm_task() if a.manifest else None,
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ Conventions (stated once, used by the logger, sweeps and fits):
   included) + 12 * n_layers * d_model * seq_len for attention scores and values (PaLM/nanoGPT
   convention: the causal mask is not subtracted). Forward only is one third of that.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -8,11 +8,11 @@ A block runs twice per backward when checkpointed, so state a forward changes on
 aux-free router's per-step load count) must not change again in the recomputation: such code
 asks `recomputing()`.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 
-import torch
 from torch.utils.checkpoint import checkpoint
 
 _depth = 0  # recomputations in progress, any thread

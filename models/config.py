@@ -1,4 +1,5 @@
 """Typed model configuration (dense GPT; MoE fields live in `models.moe.config`)."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -19,18 +20,26 @@ class ModelConfig(StrictModel):
     d_model: int = Field(gt=0, description="hidden size")
     n_layers: int = Field(gt=0, description="number of transformer blocks")
     n_heads: int = Field(gt=0, description="attention heads; must divide d_model")
-    n_kv_heads: int | None = Field(None, gt=0, description="key/value heads for GQA; must divide n_heads (default n_heads)")
-    d_ff: int | None = Field(None, gt=0, description="SwiGLU hidden size (default 8/3*d_model rounded up to a multiple of 32)")
+    n_kv_heads: int | None = Field(
+        None, gt=0, description="key/value heads for GQA; must divide n_heads (default n_heads)"
+    )
+    d_ff: int | None = Field(
+        None, gt=0, description="SwiGLU hidden size (default 8/3*d_model rounded up to a multiple of 32)"
+    )
     vocab_size: int | None = Field(None, gt=0, description="vocabulary size (default: the prepared data's tokenizer)")
     seq_len: int = Field(256, gt=0, description="context length in tokens")
     tie_embeddings: bool = Field(False, description="share input embedding and output projection")
     rope_theta: float = Field(10000.0, gt=0, description="RoPE base frequency")
     norm_eps: float = Field(1e-5, gt=0, description="RMSNorm epsilon")
-    init_std: float = Field(0.02, gt=0, description="std of the normal init; output projections are scaled by 1/sqrt(2*n_layers)")
-    moe: MoEConfig | None = Field(None, description="mixture-of-experts FFNs (see models/moe/config.py); null: dense model")
+    init_std: float = Field(
+        0.02, gt=0, description="std of the normal init; output projections are scaled by 1/sqrt(2*n_layers)"
+    )
+    moe: MoEConfig | None = Field(
+        None, description="mixture-of-experts FFNs (see models/moe/config.py); null: dense model"
+    )
 
     @model_validator(mode="after")
-    def _check_shapes(self) -> "ModelConfig":
+    def _check_shapes(self) -> ModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"model.n_heads={self.n_heads} must divide model.d_model={self.d_model}")
         if (self.d_model // self.n_heads) % 2:

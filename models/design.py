@@ -45,12 +45,13 @@ total and non-embedding targets; below, the grid is coarse (a few layers of a fe
     1e7 - 1e8     1.9%           6.2%         1.9%                 4.3%
     1e8 - 1e12    <= 1.95%       <= 1.82%     <= 1.98%             <= 1.94%
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
 
 from models.accounting import ModelCounts, count
 from models.config import ModelConfig
@@ -98,8 +99,18 @@ def _marin_depth(d: int) -> int:
     return max(1, round(d / (64 + 4 * math.log2(d) - 9)))
 
 
-OLMO_LADDER = ((384, 8), (512, 12), (768, 12), (1024, 16), (1280, 16), (1536, 16), (2048, 16), (3328, 16),
-               (4096, 32), (5120, 40))
+OLMO_LADDER = (
+    (384, 8),
+    (512, 12),
+    (768, 12),
+    (1024, 16),
+    (1280, 16),
+    (1536, 16),
+    (2048, 16),
+    (3328, 16),
+    (4096, 32),
+    (5120, 40),
+)
 
 
 def _olmo_depth(d: int) -> int:
@@ -117,14 +128,21 @@ def _olmo_depth(d: int) -> int:
 
 RULES: dict[str, ShapeRule] = {
     "marin": ShapeRule(
-        "marin", "Marin 2025 recipe (marin-community/marin scaling_laws/recipe.py): "
+        "marin",
+        "Marin 2025 recipe (marin-community/marin scaling_laws/recipe.py): "
         "n_layers = round(d / (64 + 4 log2 d - 9)), head_dim 128, SwiGLU intermediate 4d",
-        _marin_depth, lambda d: small_head_dim(d, 128), lambda d: 4 * d),
+        _marin_depth,
+        lambda d: small_head_dim(d, 128),
+        lambda d: 4 * d,
+    ),
     "olmo-ladder": ShapeRule(
-        "olmo-ladder", "OLMo-2 ladder aspect ratios (OLMo-core TransformerConfig.olmo2_*, arXiv:2412.04403): "
+        "olmo-ladder",
+        "OLMo-2 ladder aspect ratios (OLMo-core TransformerConfig.olmo2_*, arXiv:2412.04403): "
         "depth interpolated over (384,8)...(5120,40), head_dim 64/128, FFN llama_like x1.5 multiple_of 256",
-        _olmo_depth, lambda d: small_head_dim(d, 64 if d < 2048 else 128),
-        lambda d: llama_ffn(d, 1.5, 256)),
+        _olmo_depth,
+        lambda d: small_head_dim(d, 64 if d < 2048 else 128),
+        lambda d: llama_ffn(d, 1.5, 256),
+    ),
 }
 DEFAULT_RULE = "marin"
 
@@ -146,17 +164,35 @@ class Design:
     def model_dict(self) -> dict:
         """The `model:` mapping (the keys of configs/models/*.yaml) that builds this shape."""
         m = self.model
-        out = {"d_model": m.d_model, "n_layers": m.n_layers, "n_heads": m.n_heads, "n_kv_heads": m.kv_heads,
-               "d_ff": m.ffn_dim, "vocab_size": m.vocab_size, "seq_len": m.seq_len, "tie_embeddings": m.tie_embeddings,
-               "moe": None}
+        out = {
+            "d_model": m.d_model,
+            "n_layers": m.n_layers,
+            "n_heads": m.n_heads,
+            "n_kv_heads": m.kv_heads,
+            "d_ff": m.ffn_dim,
+            "vocab_size": m.vocab_size,
+            "seq_len": m.seq_len,
+            "tie_embeddings": m.tie_embeddings,
+            "moe": None,
+        }
         return out
 
     def to_dict(self) -> dict:
         c = self.counts
-        return {"model": self.model_dict(), "shape_rule": self.rule, "target": self.target, "n_kind": self.n_kind,
-                "rel_error": self.rel_error, "rule_depth": self.rule_depth, "rule_d_ff": self.rule_d_ff,
-                "params": c.total, "non_embedding_params": c.non_embedding, "active_params": c.active,
-                "flops_per_token": c.flops_per_token, "notes": list(self.notes)}
+        return {
+            "model": self.model_dict(),
+            "shape_rule": self.rule,
+            "target": self.target,
+            "n_kind": self.n_kind,
+            "rel_error": self.rel_error,
+            "rule_depth": self.rule_depth,
+            "rule_d_ff": self.rule_d_ff,
+            "params": c.total,
+            "non_embedding_params": c.non_embedding,
+            "active_params": c.active,
+            "flops_per_token": c.flops_per_token,
+            "notes": list(self.notes),
+        }
 
 
 def _median(values) -> float:
@@ -209,10 +245,15 @@ def family_rule(shapes: list[dict], name: str = "runs") -> ShapeRule:
         return max(32, round(ffn_ratio * d / 32) * 32)
 
     ffn = "8d/3 (the trainer's default)" if ffn_ratio is None else f"{ffn_ratio:.3g}d"
-    depth_text = (f"n_layers {pts[0][1]} at every width" if len(depths) == 1 else
-                  "depth interpolated over " + ", ".join(f"({d},{L})" for d, L in pts))
-    source = (f"the fitted runs' family ({len(shapes)} runs, widths {pts[0][0]}-{pts[-1][0]}): {depth_text}, "
-              f"head_dim of the nearest run, FFN {ffn}")
+    depth_text = (
+        f"n_layers {pts[0][1]} at every width"
+        if len(depths) == 1
+        else "depth interpolated over " + ", ".join(f"({d},{L})" for d, L in pts)
+    )
+    source = (
+        f"the fitted runs' family ({len(shapes)} runs, widths {pts[0][0]}-{pts[-1][0]}): {depth_text}, "
+        f"head_dim of the nearest run, FFN {ffn}"
+    )
     # the family's depth is kept (depth_spread 0): the target is met by width and FFN only, so a
     # small target's shape is coarse but still one the law was fitted on
     return ShapeRule(name, source, depth, head_dim, d_ff, depth_spread=0)
@@ -241,13 +282,22 @@ def kv_heads_for(n_heads: int, cap: int | None) -> int:
     return max(k for k in range(1, cap + 1) if n_heads % k == 0)
 
 
-def _shape(d: int, layers: int, d_ff: int, hd: int, kv_cap: int | None, vocab: int, seq_len: int,
-           tie: bool) -> ModelConfig:
+def _shape(
+    d: int, layers: int, d_ff: int, hd: int, kv_cap: int | None, vocab: int, seq_len: int, tie: bool
+) -> ModelConfig:
     heads = d // hd
     # unvalidated (fast) while searching; the chosen one is validated in `design`
-    return ModelConfig.model_construct(d_model=d, n_layers=layers, n_heads=heads,
-                                       n_kv_heads=kv_heads_for(heads, kv_cap), d_ff=d_ff, vocab_size=vocab,
-                                       seq_len=seq_len, tie_embeddings=tie, moe=None)
+    return ModelConfig.model_construct(
+        d_model=d,
+        n_layers=layers,
+        n_heads=heads,
+        n_kv_heads=kv_heads_for(heads, kv_cap),
+        d_ff=d_ff,
+        vocab_size=vocab,
+        seq_len=seq_len,
+        tie_embeddings=tie,
+        moe=None,
+    )
 
 
 def _n(cfg: ModelConfig, kind: str) -> int:
@@ -255,8 +305,16 @@ def _n(cfg: ModelConfig, kind: str) -> int:
     return c.total if kind == "total" else c.non_embedding
 
 
-def design(params: float, rule: str | ShapeRule = DEFAULT_RULE, *, n_kind: str = "total", vocab_size: int = 32000,
-           seq_len: int = 2048, kv_heads: int | None = None, tie_embeddings: bool = False) -> Design:
+def design(
+    params: float,
+    rule: str | ShapeRule = DEFAULT_RULE,
+    *,
+    n_kind: str = "total",
+    vocab_size: int = 32000,
+    seq_len: int = 2048,
+    kv_heads: int | None = None,
+    tie_embeddings: bool = False,
+) -> Design:
     """The shape of `rule` (a name in RULES, or a `family_rule`) whose `n_kind` count is nearest
     `params` (see the module docstring)."""
     r = _rule(rule)
@@ -286,28 +344,39 @@ def design(params: float, rule: str | ShapeRule = DEFAULT_RULE, *, n_kind: str =
             # the count is linear in d_ff at fixed (d, layers): solve for the FFN width that hits the target
             a, b = _n(shape(layers, lo), n_kind), _n(shape(layers, lo + step), n_kind)
             exact = lo + (params - a) / (b - a) * step
-            options = {rule_ff} | {min(max(f, lo), hi) for f in (math.floor(exact / step) * step,
-                                                                 math.ceil(exact / step) * step)}
+            options = {rule_ff} | {
+                min(max(f, lo), hi) for f in (math.floor(exact / step) * step, math.ceil(exact / step) * step)
+            }
             for d_ff in sorted(options):
                 cfg = shape(layers, d_ff)
                 err = _n(cfg, n_kind) / params - 1
                 within = abs(err) <= TOLERANCE
-                key = ((0, odd_kv, abs(layers - rule_depth), abs(math.log(d_ff / rule_ff)), abs(err)) if within
-                       else (1, abs(err), odd_kv, abs(layers - rule_depth), 0.0))
+                key = (
+                    (0, odd_kv, abs(layers - rule_depth), abs(math.log(d_ff / rule_ff)), abs(err))
+                    if within
+                    else (1, abs(err), odd_kv, abs(layers - rule_depth), 0.0)
+                )
                 if best_key is None or key < best_key:
                     best_key, best = key, (cfg, err, rule_depth, rule_ff)
     if best is None:
         raise ValueError(f"no {r.name} shape near {params:.3g} parameters (vocab {vocab_size})")
     cfg, err, rule_depth, rule_ff = best
-    model = ModelConfig(**{k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff",
-                                                          "vocab_size", "seq_len", "tie_embeddings")})
+    model = ModelConfig(
+        **{
+            k: getattr(cfg, k)
+            for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "seq_len", "tie_embeddings")
+        }
+    )
     notes = []
     if abs(err) > TOLERANCE:
         notes.append(f"the nearest {r.name} shape is {err:+.1%} off the target: the shape grid is coarse at this size")
     if model.n_layers != rule_depth:
-        notes.append(f"{model.n_layers} layers instead of the rule's {rule_depth} at d_model {model.d_model}, "
-                     "to meet the target")
+        notes.append(
+            f"{model.n_layers} layers instead of the rule's {rule_depth} at d_model {model.d_model}, to meet the target"
+        )
     if model.ffn_dim != rule_ff:
-        notes.append(f"d_ff {model.ffn_dim} instead of the rule's {rule_ff} ({model.ffn_dim / rule_ff - 1:+.1%}), "
-                     "to meet the target")
+        notes.append(
+            f"d_ff {model.ffn_dim} instead of the rule's {rule_ff} ({model.ffn_dim / rule_ff - 1:+.1%}), "
+            "to meet the target"
+        )
     return Design(model, r.name, float(params), n_kind, count(model), err, rule_depth, rule_ff, notes)

@@ -4,6 +4,7 @@
 (router losses of MoE layers, returned through the forward pass rather than globals) and
 per-layer `router_stats` for logging.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

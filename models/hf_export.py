@@ -15,6 +15,7 @@ transformers version uses, so the directory loads offline with `AutoModelForCaus
 This module takes a model in memory; reading it from a run directory is the caller's
 (`evals.export.export_checkpoint`, behind `scalelab export hf`).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -70,8 +71,11 @@ def moe_target(cfg) -> str:
             "differently from scalelab's ungated shared SwiGLU"
         )
     if moe.capacity_factor is not None:
-        warnings.warn("transformers MoE models are dropless: outputs equal ours only when no token exceeds capacity "
-                      f"(model.moe.capacity_factor={moe.capacity_factor})", stacklevel=3)
+        warnings.warn(
+            "transformers MoE models are dropless: outputs equal ours only when no token exceeds capacity "
+            f"(model.moe.capacity_factor={moe.capacity_factor})",
+            stacklevel=3,
+        )
     all_moe = moe.moe_layers(cfg.n_layers) == list(range(cfg.n_layers))
     return "mixtral" if (moe.renormalize and all_moe) else "qwen2_moe"
 
@@ -87,18 +91,35 @@ def hf_config(cfg, eot_id: int):
     if moe_target(cfg) == "mixtral":
         from transformers import MixtralConfig
 
-        return MixtralConfig(**_common(cfg, eot_id), intermediate_size=d_ff, num_local_experts=moe.num_experts,
-                             num_experts_per_tok=moe.top_k, sliding_window=None, router_jitter_noise=0.0,
-                             output_router_logits=False, router_aux_loss_coef=moe.aux_loss_coef)
+        return MixtralConfig(
+            **_common(cfg, eot_id),
+            intermediate_size=d_ff,
+            num_local_experts=moe.num_experts,
+            num_experts_per_tok=moe.top_k,
+            sliding_window=None,
+            router_jitter_noise=0.0,
+            output_router_logits=False,
+            router_aux_loss_coef=moe.aux_loss_coef,
+        )
     from transformers import Qwen2MoeConfig
 
     moe_layers = set(moe.moe_layers(cfg.n_layers))
-    return Qwen2MoeConfig(**_common(cfg, eot_id), intermediate_size=cfg.ffn_dim, moe_intermediate_size=d_ff,
-                          num_experts=moe.num_experts, num_experts_per_tok=moe.top_k, norm_topk_prob=bool(moe.renormalize),
-                          shared_expert_intermediate_size=0, decoder_sparse_step=1,
-                          mlp_only_layers=[i for i in range(cfg.n_layers) if i not in moe_layers],
-                          qkv_bias=False, use_sliding_window=False, sliding_window=None,
-                          output_router_logits=False, router_aux_loss_coef=moe.aux_loss_coef)
+    return Qwen2MoeConfig(
+        **_common(cfg, eot_id),
+        intermediate_size=cfg.ffn_dim,
+        moe_intermediate_size=d_ff,
+        num_experts=moe.num_experts,
+        num_experts_per_tok=moe.top_k,
+        norm_topk_prob=bool(moe.renormalize),
+        shared_expert_intermediate_size=0,
+        decoder_sparse_step=1,
+        mlp_only_layers=[i for i in range(cfg.n_layers) if i not in moe_layers],
+        qkv_bias=False,
+        use_sliding_window=False,
+        sliding_window=None,
+        output_router_logits=False,
+        router_aux_loss_coef=moe.aux_loss_coef,
+    )
 
 
 def convert_state_dict(sd: dict[str, torch.Tensor], cfg, target_model) -> dict[str, torch.Tensor]:
@@ -162,8 +183,14 @@ def export_tokenizer(tokenizer, seq_len: int, out_dir: Path):
     tokens added by `encode` (so lm-eval's `hf` model tokenises exactly like our adapter)."""
     from transformers import PreTrainedTokenizerFast
 
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=EOT_TOKEN, eos_token=EOT_TOKEN,
-                                   pad_token=EOT_TOKEN, unk_token=None, model_max_length=seq_len,
-                                   clean_up_tokenization_spaces=False)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=EOT_TOKEN,
+        eos_token=EOT_TOKEN,
+        pad_token=EOT_TOKEN,
+        unk_token=None,
+        model_max_length=seq_len,
+        clean_up_tokenization_spaces=False,
+    )
     fast.save_pretrained(out_dir)
     return fast

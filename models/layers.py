@@ -1,4 +1,5 @@
 """Transformer building blocks with Llama's parameter layout (so HF export is a rename-free copy)."""
+
 from __future__ import annotations
 
 import math
@@ -128,7 +129,11 @@ def init_weights(module: nn.Module, cfg: ModelConfig) -> None:
             name = f"{prefix}.{local}" if prefix else local
             if p.dim() < 2:
                 continue
-            std = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name else cfg.init_std
+            std = (
+                out_std
+                if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name
+                else cfg.init_std
+            )
             with torch.no_grad():
                 nn.init.normal_(p, mean=0.0, std=std)
 

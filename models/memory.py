@@ -67,6 +67,7 @@ batch), gradient accumulation making up the rest. The trainer has no tensor or p
 parallelism: when ZeRO-3 with full checkpointing at micro-batch 1 does not fit, it says the run
 needs them (or CPU offload) instead of a layout.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -113,14 +114,21 @@ def param_split(cfg: ModelConfig) -> ParamSplit:
         ffn.append(3 * moe.num_experts * d * f)  # GroupedExperts: three (E, f, d) stacks in one module
         ffn.append(moe.num_shared_experts * d * f)
     largest_layer = max(embed, head, *attn, *ffn)
-    largest_tensor = max(embed, head, *attn, d * cfg.ffn_dim,
-                         *([] if moe is None else [moe.num_experts * d * (moe.d_ff or cfg.ffn_dim)]))
-    return ParamSplit(c.total, c.total - embed - norms if not cfg.tie_embeddings else c.total - norms, muon,
-                      largest_layer, largest_tensor)
+    largest_tensor = max(
+        embed, head, *attn, d * cfg.ffn_dim, *([] if moe is None else [moe.num_experts * d * (moe.d_ff or cfg.ffn_dim)])
+    )
+    return ParamSplit(
+        c.total,
+        c.total - embed - norms if not cfg.tie_embeddings else c.total - norms,
+        muon,
+        largest_layer,
+        largest_tensor,
+    )
 
 
-def model_state_bytes(p: ParamSplit, zero_stage: int, world_size: int, precision: str = "bf16",
-                      optimizer: str = "adamw") -> dict[str, int]:
+def model_state_bytes(
+    p: ParamSplit, zero_stage: int, world_size: int, precision: str = "bf16", optimizer: str = "adamw"
+) -> dict[str, int]:
     """{params, grads, optimizer} bytes per rank (the table in the module docstring)."""
     P, N, LL = p.total, world_size, p.largest_layer
     if optimizer == "muon":  # DeepSpeed's ZeRO-0 engine; our own whole-tensor sharding at stage 1
@@ -130,8 +138,12 @@ def model_state_bytes(p: ParamSplit, zero_stage: int, world_size: int, precision
         params = 4 * P + (2 * p.matmul if precision != "fp32" else 0)
         return {"params": params, "grads": 4 * P, "optimizer": states}
     if precision == "fp32":
-        table = {0: (4 * P, 4 * P, 8 * P), 1: (4 * P, 4 * P + 4 * P // N, 12 * P // N),
-                 2: (4 * P, 4 * P // N, 12 * P // N), 3: (4 * P // N + 4 * LL, 4 * P // N + 4 * LL, 12 * P // N)}
+        table = {
+            0: (4 * P, 4 * P, 8 * P),
+            1: (4 * P, 4 * P + 4 * P // N, 12 * P // N),
+            2: (4 * P, 4 * P // N, 12 * P // N),
+            3: (4 * P // N + 4 * LL, 4 * P // N + 4 * LL, 12 * P // N),
+        }
     else:
         # ZeRO-2/3 as DeepSpeed's estimators, rounded as they are: int(18P/N) split over the parts
         z2 = (2 * P, 18 * P // N - 12 * P // N, 12 * P // N)
@@ -171,8 +183,14 @@ def layer_activation_bytes(cfg: ModelConfig, tokens: int, mode: str, device: str
     return per_token * tokens
 
 
-def activation_bytes(cfg: ModelConfig, micro_batch_size: int, mode: str, checkpointing: str = "none",
-                     k: int | None = None, device: str = "cuda") -> int:
+def activation_bytes(
+    cfg: ModelConfig,
+    micro_batch_size: int,
+    mode: str,
+    checkpointing: str = "none",
+    k: int | None = None,
+    device: str = "cuda",
+) -> int:
     """Peak activation bytes of one micro-batch's forward/backward (see the module docstring)."""
     tokens = micro_batch_size * cfg.seq_len
     block = layer_activation_bytes(cfg, tokens, mode, device)
@@ -222,20 +240,39 @@ class MemoryEstimate:
         return self.per_device_bytes["total"] <= (1 - HEADROOM) * self.device_memory_bytes
 
     def to_dict(self) -> dict:
-        return {"per_device_bytes": dict(self.per_device_bytes), "device_memory_bytes": self.device_memory_bytes,
-                "zero_stage": self.zero_stage, "micro_batch_size": self.micro_batch_size,
-                "activation_checkpointing": self.activation_checkpointing,
-                "activation_checkpointing_k": self.activation_checkpointing_k,
-                "gradient_accumulation_steps": self.gradient_accumulation_steps, "fits": self.fits,
-                "world_size": self.world_size, "precision": self.precision, "optimizer": self.optimizer,
-                "engine_zero_stage": self.engine_zero_stage, "headroom": HEADROOM, "notes": list(self.notes)}
+        return {
+            "per_device_bytes": dict(self.per_device_bytes),
+            "device_memory_bytes": self.device_memory_bytes,
+            "zero_stage": self.zero_stage,
+            "micro_batch_size": self.micro_batch_size,
+            "activation_checkpointing": self.activation_checkpointing,
+            "activation_checkpointing_k": self.activation_checkpointing_k,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+            "fits": self.fits,
+            "world_size": self.world_size,
+            "precision": self.precision,
+            "optimizer": self.optimizer,
+            "engine_zero_stage": self.engine_zero_stage,
+            "headroom": HEADROOM,
+            "notes": list(self.notes),
+        }
 
 
-def estimate_memory(cfg: ModelConfig, *, micro_batch_size: int, zero_stage: int = 0, world_size: int = 1,
-                    precision: str = "bf16", optimizer: str = "adamw", activation_checkpointing: str = "none",
-                    activation_checkpointing_k: int | None = None, gradient_accumulation_steps: int = 1,
-                    device: str = "cuda", device_memory_bytes: int | None = None,
-                    reduce_bucket_size: int | None = None) -> MemoryEstimate:
+def estimate_memory(
+    cfg: ModelConfig,
+    *,
+    micro_batch_size: int,
+    zero_stage: int = 0,
+    world_size: int = 1,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    activation_checkpointing: str = "none",
+    activation_checkpointing_k: int | None = None,
+    gradient_accumulation_steps: int = 1,
+    device: str = "cuda",
+    device_memory_bytes: int | None = None,
+    reduce_bucket_size: int | None = None,
+) -> MemoryEstimate:
     """Per-rank bytes of one training step (see the module docstring for every term)."""
     _check(cfg, micro_batch_size, zero_stage, world_size, precision, optimizer, activation_checkpointing, device)
     engine = 0 if optimizer == "muon" else zero_stage
@@ -250,31 +287,50 @@ def estimate_memory(cfg: ModelConfig, *, micro_batch_size: int, zero_stage: int 
     parts["total"] = sum(parts.values())
     notes = []
     if optimizer == "muon":
-        notes.append("optim muon runs DeepSpeed's ZeRO-0 engine (fp32 weights and gradients"
-                     + (", bf16 autocast" if precision == "bf16" else "") + ")"
-                     + ("; its ZeRO-1 shares whole tensors' optimizer states over the ranks" if zero_stage else ""))
+        notes.append(
+            "optim muon runs DeepSpeed's ZeRO-0 engine (fp32 weights and gradients"
+            + (", bf16 autocast" if precision == "bf16" else "")
+            + ")"
+            + ("; its ZeRO-1 shares whole tensors' optimizer states over the ranks" if zero_stage else "")
+        )
     if precision == "bf16" and engine == 0:
-        notes.append("bf16 at ZeRO-0: fp32 weights and gradients with autocast (pretrain/ds_config.py), "
-                     "not bf16 weights")
+        notes.append(
+            "bf16 at ZeRO-0: fp32 weights and gradients with autocast (pretrain/ds_config.py), not bf16 weights"
+        )
     if precision == "bf16" and engine == 1:
-        notes.append("bf16 ZeRO-1 with fp32 gradient accumulation is DeepSpeed's BF16_Optimizer: "
-                     "a full fp32 gradient buffer")
+        notes.append(
+            "bf16 ZeRO-1 with fp32 gradient accumulation is DeepSpeed's BF16_Optimizer: a full fp32 gradient buffer"
+        )
     if device == "cpu" and engine in (1, 2, 3):
         bucket = reduce_bucket_size or CPU_REDUCE_BUCKET
         notes.append(f"CPU: ZeRO buckets of {bucket:,} elements (pretrain/ds_config.py)")
     if getattr(cfg, "moe", None) is not None:
         notes.append("MoE activations are estimated (top_k expert copies of the FFN), not measured")
-    return MemoryEstimate(parts, device_memory_bytes, zero_stage, micro_batch_size, activation_checkpointing,
-                          activation_checkpointing_k, gradient_accumulation_steps, world_size, precision, optimizer,
-                          engine, tuple(notes))
+    return MemoryEstimate(
+        parts,
+        device_memory_bytes,
+        zero_stage,
+        micro_batch_size,
+        activation_checkpointing,
+        activation_checkpointing_k,
+        gradient_accumulation_steps,
+        world_size,
+        precision,
+        optimizer,
+        engine,
+        tuple(notes),
+    )
 
 
 def _check(cfg, micro_batch_size, zero_stage, world_size, precision, optimizer, checkpointing, device) -> None:
     if cfg.vocab_size is None:
         raise ValueError("model.vocab_size is not resolved: the memory estimate needs it")
-    for name, value, allowed in (("precision", precision, PRECISIONS), ("optimizer", optimizer, OPTIMIZERS),
-                                 ("activation_checkpointing", checkpointing, CHECKPOINTING),
-                                 ("device", device, DEVICES)):
+    for name, value, allowed in (
+        ("precision", precision, PRECISIONS),
+        ("optimizer", optimizer, OPTIMIZERS),
+        ("activation_checkpointing", checkpointing, CHECKPOINTING),
+        ("device", device, DEVICES),
+    ):
         if value not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
     if zero_stage not in (0, 1, 2, 3):
@@ -301,9 +357,17 @@ class Layout:
         return out
 
 
-def choose_layout(cfg: ModelConfig, *, global_batch_size: int, device_memory_bytes: int, nodes: int = 1,
-                  devices_per_node: int = 1, precision: str = "bf16", optimizer: str = "adamw",
-                  device: str = "cuda") -> Layout:
+def choose_layout(
+    cfg: ModelConfig,
+    *,
+    global_batch_size: int,
+    device_memory_bytes: int,
+    nodes: int = 1,
+    devices_per_node: int = 1,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    device: str = "cuda",
+) -> Layout:
     """The cheapest data-parallel layout that fits (module docstring); `fits` False with a reason if none."""
     world = nodes * devices_per_node
     if world < 1 or global_batch_size < 1:
@@ -316,10 +380,19 @@ def choose_layout(cfg: ModelConfig, *, global_batch_size: int, device_memory_byt
     levels = [lv for lv in CHECKPOINT_LEVELS if lv[1] is None or lv[1] < cfg.n_layers]
 
     def est(stage: int, mb: int, level: tuple[str, int | None]) -> MemoryEstimate:
-        return estimate_memory(cfg, micro_batch_size=mb, zero_stage=stage, world_size=world, precision=precision,
-                               optimizer=optimizer, activation_checkpointing=level[0],
-                               activation_checkpointing_k=level[1], gradient_accumulation_steps=per_rank // mb,
-                               device=device, device_memory_bytes=device_memory_bytes)
+        return estimate_memory(
+            cfg,
+            micro_batch_size=mb,
+            zero_stage=stage,
+            world_size=world,
+            precision=precision,
+            optimizer=optimizer,
+            activation_checkpointing=level[0],
+            activation_checkpointing_k=level[1],
+            gradient_accumulation_steps=per_rank // mb,
+            device=device,
+            device_memory_bytes=device_memory_bytes,
+        )
 
     for level in levels:
         for stage in stages:
@@ -332,8 +405,10 @@ def choose_layout(cfg: ModelConfig, *, global_batch_size: int, device_memory_byt
     e = est(stages[-1], 1, ("full", None))
     need = e.per_device_bytes["total"] / GIB
     have = (1 - HEADROOM) * device_memory_bytes / GIB
-    reason = (f"ZeRO-{stages[-1]} with full activation checkpointing at micro-batch 1 needs {need:.1f} GiB per "
-              f"device, more than {have:.1f} GiB usable of {device_memory_bytes / GIB:.0f} GiB: this run needs "
-              "tensor or pipeline parallelism (or CPU offload), which the trainer does not have"
-              + ("; optim muon is limited to ZeRO-0/1" if optimizer == "muon" else ""))
+    reason = (
+        f"ZeRO-{stages[-1]} with full activation checkpointing at micro-batch 1 needs {need:.1f} GiB per "
+        f"device, more than {have:.1f} GiB usable of {device_memory_bytes / GIB:.0f} GiB: this run needs "
+        "tensor or pipeline parallelism (or CPU offload), which the trainer does not have"
+        + ("; optim muon is limited to ZeRO-0/1" if optimizer == "muon" else "")
+    )
     return Layout(e, nodes, devices_per_node, False, reason)

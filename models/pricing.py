@@ -6,6 +6,7 @@ attention, the count the trainer's MFU is measured against) x tokens; device-hou
 (rundir/devices.py), so the caller passes the peak: the plan (scaling) and `train --dry-run`
 (pretrain) price runs the same way without either importing the other.
 """
+
 from __future__ import annotations
 
 from models.accounting import count

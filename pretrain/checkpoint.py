@@ -12,6 +12,7 @@ checkpoint loads only on the world size that wrote it. Resuming on another world
 it once with DeepSpeed's universal checkpoint tool (`deepspeed.checkpoint.ds_to_universal`) into
 `checkpoints/universal/step_<N>/` and loads that (DeepSpeed's `checkpoint.load_universal`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,9 +21,9 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable
 
 import numpy as np
 import torch
@@ -58,8 +59,18 @@ class CheckpointSaveError(TrainingFailed):
     """A checkpoint could not be written (disk full, quota, I/O error); the partial write is removed."""
 
 
-def save(engine, root: Path, step: int, client: dict, keep: int, is_main: bool, barrier, world_size: int = 1,
-         agree: Callable[[bool], bool] = lambda ok: ok, pinned=()) -> Path:
+def save(
+    engine,
+    root: Path,
+    step: int,
+    client: dict,
+    keep: int,
+    is_main: bool,
+    barrier,
+    world_size: int = 1,
+    agree: Callable[[bool], bool] = lambda ok: ok,
+    pinned=(),
+) -> Path:
     """Write `step_<N>` and mark it complete. `agree(ok)` is True only when every rank's `ok` is
     (an all-reduce): a rank whose write failed must not leave the others waiting in a barrier.
     Checkpoints of the steps in `pinned` (train.checkpoint_at_steps) are never pruned."""
@@ -148,11 +159,21 @@ def convert_to_universal(path: Path, out: Path | None = None) -> Path:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    args = SimpleNamespace(input_folder=str(path), output_folder=str(out), num_extract_workers=1, num_merge_workers=1,
-                           keep_temp_folder=False, strict=True, inject_missing_state=True)
+    args = SimpleNamespace(
+        input_folder=str(path),
+        output_folder=str(out),
+        num_extract_workers=1,
+        num_merge_workers=1,
+        keep_temp_folder=False,
+        strict=True,
+        inject_missing_state=True,
+    )
     try:
-        with open(out.parent / f".{out.name}.convert.log", "w") as log, contextlib.redirect_stdout(log), \
-                contextlib.redirect_stderr(log):
+        with (
+            open(out.parent / f".{out.name}.convert.log", "w") as log,
+            contextlib.redirect_stdout(log),
+            contextlib.redirect_stderr(log),
+        ):
             ds_to_universal(args)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # ours, half-written; the source checkpoint is untouched
@@ -171,8 +192,9 @@ def _load_one(engine, path: Path, universal: bool):
     hyper = [{k: v for k, v in g.items() if k != "params"} for g in groups]
     cfg.load_universal_checkpoint = universal
     try:
-        out = engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
-                                     load_lr_scheduler_states=False)
+        out = engine.load_checkpoint(
+            str(path.parent), tag=path.name, load_optimizer_states=True, load_lr_scheduler_states=False
+        )
     finally:
         cfg.load_universal_checkpoint = before
     if universal:
@@ -181,8 +203,15 @@ def _load_one(engine, path: Path, universal: bool):
     return out
 
 
-def _try_load(engine, path: Path, log, world_size: int, is_main: bool, agree: Callable[[bool], bool],
-              universal_out: Path | None = None) -> tuple[dict | None, str | None, int | None]:
+def _try_load(
+    engine,
+    path: Path,
+    log,
+    world_size: int,
+    is_main: bool,
+    agree: Callable[[bool], bool],
+    universal_out: Path | None = None,
+) -> tuple[dict | None, str | None, int | None]:
     """(client state, None, saved ranks) when `path` loaded on every rank, else (None, why, saved ranks).
     A checkpoint written by another number of ranks is converted first (into `universal_out`)."""
     saved = saved_world_size(path)
@@ -190,11 +219,15 @@ def _try_load(engine, path: Path, log, world_size: int, is_main: bool, agree: Ca
     out = universal_out or path.parent / UNIVERSAL / path.name
     why, client = None, None
     if universal:
-        log(f"checkpoint {path.name} was written by {saved} ranks and this run has {world_size}: "
-            "converting it to a DeepSpeed universal checkpoint")
+        log(
+            f"checkpoint {path.name} was written by {saved} ranks and this run has {world_size}: "
+            "converting it to a DeepSpeed universal checkpoint"
+        )
         if any(path.glob("zero_pp_rank_*_model_states.pt")):  # ZeRO-3 (see README: not bit-exact)
-            log("note: a ZeRO-3 run resumed on another world size continues close to, not exactly like, "
-                "an uninterrupted run (DeepSpeed's ZeRO-3 universal load)")
+            log(
+                "note: a ZeRO-3 run resumed on another world size continues close to, not exactly like, "
+                "an uninterrupted run (DeepSpeed's ZeRO-3 universal load)"
+            )
         if is_main:
             try:
                 convert_to_universal(path, out)
@@ -216,8 +249,9 @@ def _try_load(engine, path: Path, log, world_size: int, is_main: bool, agree: Ca
     return None, why, saved if universal else None
 
 
-def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = True,
-                agree: Callable[[bool], bool] = lambda ok: ok) -> dict | None:
+def load_latest(
+    engine, root: Path, log, world_size: int = 1, is_main: bool = True, agree: Callable[[bool], bool] = lambda ok: ok
+) -> dict | None:
     """Load the newest loadable complete checkpoint; returns its client state, or None when there is none.
 
     `agree(ok)` returns True only if `ok` on every rank, so that all ranks fall back together.
@@ -240,8 +274,15 @@ def load_latest(engine, root: Path, log, world_size: int = 1, is_main: bool = Tr
     return None
 
 
-def load_parent(engine, path: Path, own_root: Path, log, world_size: int = 1, is_main: bool = True,
-                agree: Callable[[bool], bool] = lambda ok: ok) -> dict:
+def load_parent(
+    engine,
+    path: Path,
+    own_root: Path,
+    log,
+    world_size: int = 1,
+    is_main: bool = True,
+    agree: Callable[[bool], bool] = lambda ok: ok,
+) -> dict:
     """Load another run's checkpoint `path` (a branch's `train.init_from`); its client state.
 
     A conversion for another world size goes into this run's own `checkpoints/universal/`, never
@@ -254,8 +295,9 @@ def load_parent(engine, path: Path, own_root: Path, log, world_size: int = 1, is
     if why is None:
         return client
     ranks = f" [written by {saved} ranks, this run has {world_size}]" if saved else ""
-    raise CheckpointLoadError(f"train.init_from: checkpoint {path}{ranks} could not be loaded: {_short(why)}; "
-                              "nothing was trained or written")
+    raise CheckpointLoadError(
+        f"train.init_from: checkpoint {path}{ranks} could not be loaded: {_short(why)}; nothing was trained or written"
+    )
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -18,13 +18,15 @@ pretrain never imports an evaluation package: one registers itself under the ent
 The trainer calls `evaluate` on the main rank with the time excluded from training throughput,
 and catches anything it raises: evaluation never stops training.
 """
+
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from pydantic import model_validator
 
@@ -67,8 +69,10 @@ class NoEvaluator(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _refuse(cls, v: Any) -> Any:
-        raise ValueError(f"no checkpoint evaluator is installed (entry point group {GROUP}, name {NAME!r}); "
-                         "reinstall scalelab (make setup) or remove the eval section")
+        raise ValueError(
+            f"no checkpoint evaluator is installed (entry point group {GROUP}, name {NAME!r}); "
+            "reinstall scalelab (make setup) or remove the eval section"
+        )
 
 
 def section_type() -> type:

@@ -3,6 +3,7 @@
 Order matters: everything that can be wrong with the input is checked before any file is
 written or any process group is created, and a rerun resumes from the run directory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,12 +18,28 @@ from pretrain.extensions import ExtensionLockTimeout
 from rundir.devices import MEMORY_BYTES
 
 # Keys that may change between attempts of one run without changing what it computes.
-RESUMABLE_KEYS = {"wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
-                  "train.keep_checkpoints", "train.threads", "train.deterministic", "train.device_peak_flops", "extras", "name", "eval",
-                  "train.max_epochs_warn", "data.workers", "data.shard_tokens", "train.nonfinite_grad",
-                  "train.max_skipped_steps", "train.checkpoint_at_steps",
-                  "train.activation_checkpointing", "train.activation_checkpointing_k",  # same losses, other memory
-                  "deepspeed.zero_init"}  # how the model is built; a resume loads the weights
+RESUMABLE_KEYS = {
+    "wandb",
+    "train.log_every_steps",
+    "train.eval_every_steps",
+    "train.checkpoint_every_steps",
+    "train.keep_checkpoints",
+    "train.threads",
+    "train.deterministic",
+    "train.device_peak_flops",
+    "extras",
+    "name",
+    "eval",
+    "train.max_epochs_warn",
+    "data.workers",
+    "data.shard_tokens",
+    "train.nonfinite_grad",
+    "train.max_skipped_steps",
+    "train.checkpoint_at_steps",
+    "train.activation_checkpointing",
+    "train.activation_checkpointing_k",  # same losses, other memory
+    "deepspeed.zero_init",
+}  # how the model is built; a resume loads the weights
 # Data keys that only change how the tokenizer is trained: a run may resume across them when the
 # prepared tokenizer came out identical (same sha256), since then the token stream is too.
 TOKENIZER_SAMPLE_KEYS = {"data.tokenizer.sample_chars", "data.tokenizer.train_max_chars"}
@@ -33,15 +50,24 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="config overrides")
     p.add_argument("--run-dir", help="run directory (default runs/<config name>)")
     p.add_argument("--no-progress", action="store_true", help="no console progress lines")
-    p.add_argument("--dry-run", action="store_true",
-                   help="check the config and the DeepSpeed config, build the model on the meta device and print "
-                   "parameters, FLOPs per token, the layout and the per-rank memory estimate; runs nothing, prepares "
-                   "no data, writes nothing")
-    p.add_argument("--world-size", type=int, metavar="K",
-                   help="with --dry-run: the number of ranks (default: $WORLD_SIZE or 1)")
-    p.add_argument("--device", choices=DRY_RUN_DEVICES, metavar="NAME",
-                   help="with --dry-run: check the memory estimate against this device (" + ", ".join(DRY_RUN_DEVICES)
-                   + "; cpu: this host's memory; default: cpu for fp32 runs, not checked otherwise)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the config and the DeepSpeed config, build the model on the meta device and print "
+        "parameters, FLOPs per token, the layout and the per-rank memory estimate; runs nothing, prepares "
+        "no data, writes nothing",
+    )
+    p.add_argument(
+        "--world-size", type=int, metavar="K", help="with --dry-run: the number of ranks (default: $WORLD_SIZE or 1)"
+    )
+    p.add_argument(
+        "--device",
+        choices=DRY_RUN_DEVICES,
+        metavar="NAME",
+        help="with --dry-run: check the memory estimate against this device ("
+        + ", ".join(DRY_RUN_DEVICES)
+        + "; cpu: this host's memory; default: cpu for fp32 runs, not checked otherwise)",
+    )
     p.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
 
 
@@ -49,9 +75,12 @@ DRY_RUN_DEVICES = (*MEMORY_BYTES, "cpu")  # devices whose memory --dry-run check
 
 
 def register(sub) -> None:
-    p = sub.add_parser("train", help="train a model (resumes from the run directory)",
-                       description="Train a GPT/MoE model with DeepSpeed. Exit codes: 0 done, 1 failed, "
-                       "2 configuration error, 3 stopped by SIGTERM/SIGUSR1 after a checkpoint.")
+    p = sub.add_parser(
+        "train",
+        help="train a model (resumes from the run directory)",
+        description="Train a GPT/MoE model with DeepSpeed. Exit codes: 0 done, 1 failed, "
+        "2 configuration error, 3 stopped by SIGTERM/SIGUSR1 after a checkpoint.",
+    )
     add_train_args(p)
     p.set_defaults(func=cmd_train)
     cp = sub.add_parser("config", help="show a resolved config or the config reference")
@@ -105,8 +134,11 @@ def cmd_train(args) -> int:
         return _train(args)
     except StopBeforeTraining as stop:
         if int(os.environ.get("RANK", "0")) == 0:
-            print(f"received {stop.signal_name} before training started: stopped, nothing to save; "
-                  "rerun the same command to start (or resume) the run", flush=True)
+            print(
+                f"received {stop.signal_name} before training started: stopped, nothing to save; "
+                "rerun the same command to start (or resume) the run",
+                flush=True,
+            )
         return 3
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -151,7 +183,9 @@ def _train(args) -> int:
     rd = RunDir(run_dir)
     summary = rd.read_summary()
     if summary and summary.get("status") == "done" and rd.config.exists():
-        diffs = config_differences(yaml.safe_load(rd.config.read_text()), _with_vocab(cfg, summary_vocab(rd)).model_dump(mode="json"))
+        diffs = config_differences(
+            yaml.safe_load(rd.config.read_text()), _with_vocab(cfg, summary_vocab(rd)).model_dump(mode="json")
+        )
         if not diffs:
             if int(os.environ.get("RANK", "0")) == 0:
                 print(f"{run_dir}: already done (final loss {summary.get('final_loss')}); nothing to do")
@@ -215,8 +249,13 @@ def _copy_tokenizer(prepared, run_dir: Path) -> None:
     tmp = run_dir / "tokenizer.json.tmp"  # written whole or not at all: a stop may come at any moment
     shutil.copyfile(prepared.tokenizer_path, tmp)
     os.replace(tmp, run_dir / "tokenizer.json")
-    meta = {"vocab_size": prepared.vocab_size, "eot_id": prepared.eot_id, "data_dir": str(Path(prepared.out_dir).resolve()),
-            "tokenizer": prepared.meta.get("tokenizer"), "fingerprint": prepared.meta.get("fingerprint")}
+    meta = {
+        "vocab_size": prepared.vocab_size,
+        "eot_id": prepared.eot_id,
+        "data_dir": str(Path(prepared.out_dir).resolve()),
+        "tokenizer": prepared.meta.get("tokenizer"),
+        "fingerprint": prepared.meta.get("fingerprint"),
+    }
     if prepared.meta.get("mixture"):
         meta["mixture"] = prepared.meta["mixture"]
     atomic_write_text(run_dir / "tokenizer_meta.json", json.dumps(meta, indent=2) + "\n")

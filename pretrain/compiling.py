@@ -7,6 +7,7 @@ a missing toolchain would only show there, after data preparation and engine set
 internal compiler error. Inductor generates C++ (compiled with the system's C++ compiler) on CPU
 and Triton kernels on CUDA.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,10 +32,14 @@ def check_compile(cfg: TrainConfig, cuda: bool) -> None:
     if not t.compile or t.compile_backend != "inductor":
         return
     if cuda and importlib.util.find_spec("triton") is None:
-        raise ConfigError("invalid configuration:\n  train.compile: the inductor backend on CUDA needs Triton, which is "
-                          "not installed (pip install triton, the version your torch names); or set "
-                          "train.compile_backend: aot_eager, or train.compile: false")
+        raise ConfigError(
+            "invalid configuration:\n  train.compile: the inductor backend on CUDA needs Triton, which is "
+            "not installed (pip install triton, the version your torch names); or set "
+            "train.compile_backend: aot_eager, or train.compile: false"
+        )
     if not cuda and cxx_compiler() is None:
-        raise ConfigError("invalid configuration:\n  train.compile: the inductor backend on CPU compiles generated C++ "
-                          "and no C++ compiler was found ($CXX, g++, c++ or clang++ on PATH); install one (e.g. apt-get "
-                          "install g++), or set train.compile_backend: aot_eager, or train.compile: false")
+        raise ConfigError(
+            "invalid configuration:\n  train.compile: the inductor backend on CPU compiles generated C++ "
+            "and no C++ compiler was found ($CXX, g++, c++ or clang++ on PATH); install one (e.g. apt-get "
+            "install g++), or set train.compile_backend: aot_eager, or train.compile: false"
+        )

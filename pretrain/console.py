@@ -5,6 +5,7 @@ On a terminal the latest record is a live line, redrawn in place; records with a
 evaluation and one-off messages (resume, warnings, done) are printed as lasting lines above it.
 Elsewhere every record is one plain line: no colours, no control codes, no wrapping.
 """
+
 from __future__ import annotations
 
 import sys
@@ -30,7 +31,9 @@ class Progress:
         stream = stream or sys.stdout
         # the stream decides, not the environment (FORCE_COLOR in a CI log must not turn on live redraws)
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.console = Console(file=stream, force_terminal=self.tty, highlight=False, markup=False, emoji=False, soft_wrap=True)
+        self.console = Console(
+            file=stream, force_terminal=self.tty, highlight=False, markup=False, emoji=False, soft_wrap=True
+        )
         self._live: Live | None = None
         self._last = ""
 

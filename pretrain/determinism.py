@@ -14,6 +14,7 @@ this module removes the remaining run-time choices:
   scatter/index-add, cuDNN/cuBLAS algorithm selection), with CUBLAS_WORKSPACE_CONFIG set as the
   torch docs require; cuDNN autotuning off.
 """
+
 from __future__ import annotations
 
 import ctypes

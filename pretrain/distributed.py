@@ -1,5 +1,6 @@
 """Process-group set-up: the same code path for one CPU process, the `deepspeed` launcher and
 multi-node GPU jobs (the launcher or Slurm exports RANK/WORLD_SIZE/LOCAL_RANK/MASTER_*)."""
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ against models/accounting.py; prints the parameters, FLOPs per token, the layout
 memory estimate (models/memory.py), and whether it fits a device of the table (rundir/devices.py).
 Creates no process group, prepares no data, writes nothing. A bad config exits 2 naming the key.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,8 +46,10 @@ def resolve_vocab(cfg) -> tuple[int, str]:
             return 50257, "data.tokenizer.kind gpt2"
         if tok.kind == "bpe":
             return tok.vocab_size, "data.tokenizer.vocab_size (a BPE's target; the trained one can be smaller)"
-    raise ConfigError("invalid configuration:\n  model.vocab_size: not set and the data is not prepared; "
-                      "give it for --dry-run (e.g. model.vocab_size=32000)")
+    raise ConfigError(
+        "invalid configuration:\n  model.vocab_size: not set and the data is not prepared; "
+        "give it for --dry-run (e.g. model.vocab_size=32000)"
+    )
 
 
 def check_deepspeed(ds: dict, world_size: int) -> None:
@@ -63,8 +66,9 @@ def check_deepspeed(ds: dict, world_size: int) -> None:
     try:
         AtWorldSize(copy.deepcopy(ds))
     except (AssertionError, ValueError, KeyError, TypeError, pydantic.ValidationError) as exc:
-        raise ConfigError(f"invalid configuration:\n  deepspeed: DeepSpeed rejects the config for {world_size} "
-                          f"rank(s): {exc}") from None
+        raise ConfigError(
+            f"invalid configuration:\n  deepspeed: DeepSpeed rejects the config for {world_size} rank(s): {exc}"
+        ) from None
 
 
 def meta_param_count(model_cfg) -> int:
@@ -114,35 +118,53 @@ def dry_run(config: str, overrides: list[str], world_size: int | None, device: s
     counts = count(model_cfg)
     built = meta_param_count(model_cfg)
     if built != counts.total:
-        raise AssertionError(f"the model built on the meta device has {built:,} parameters, models/accounting.py "
-                             f"counts {counts.total:,}")
+        raise AssertionError(
+            f"the model built on the meta device has {built:,} parameters, models/accounting.py counts {counts.total:,}"
+        )
     kind, mem, mem_note = device_memory(device, cfg.precision, world)
     ds = build_ds_config(cfg, world, cuda=kind == "cuda")
     check_deepspeed(ds, world)
     zero = ds.get("zero_optimization", {})
-    est = estimate_memory(model_cfg, micro_batch_size=cfg.train.micro_batch_size, zero_stage=cfg.deepspeed.zero_stage,
-                          world_size=world, precision=cfg.precision, optimizer=cfg.optim.name,
-                          activation_checkpointing=cfg.train.activation_checkpointing,
-                          activation_checkpointing_k=cfg.train.activation_checkpointing_k,
-                          gradient_accumulation_steps=gas, device=kind, device_memory_bytes=mem,
-                          reduce_bucket_size=zero.get("reduce_bucket_size"))
+    est = estimate_memory(
+        model_cfg,
+        micro_batch_size=cfg.train.micro_batch_size,
+        zero_stage=cfg.deepspeed.zero_stage,
+        world_size=world,
+        precision=cfg.precision,
+        optimizer=cfg.optim.name,
+        activation_checkpointing=cfg.train.activation_checkpointing,
+        activation_checkpointing_k=cfg.train.activation_checkpointing_k,
+        gradient_accumulation_steps=gas,
+        device=kind,
+        device_memory_bytes=mem,
+        reduce_bucket_size=zero.get("reduce_bucket_size"),
+    )
     m = model_cfg
     b = est.per_device_bytes
     print(f"dry run of {config} ({cfg.name}): config and DeepSpeed config valid for {world} rank(s); nothing was run")
-    print(f"model: d_model {m.d_model}, n_layers {m.n_layers}, n_heads {m.n_heads}, n_kv_heads {m.kv_heads}, "
-          f"d_ff {m.ffn_dim}, vocab {vocab} (from {vocab_from}), seq_len {m.seq_len}"
-          + (", MoE" if getattr(m, "moe", None) is not None else ""))
-    print(f"parameters: total {counts.total:,}  non-embedding {counts.non_embedding:,}  active {counts.active:,} "
-          f"(built on the meta device: {built:,})")
+    print(
+        f"model: d_model {m.d_model}, n_layers {m.n_layers}, n_heads {m.n_heads}, n_kv_heads {m.kv_heads}, "
+        f"d_ff {m.ffn_dim}, vocab {vocab} (from {vocab_from}), seq_len {m.seq_len}"
+        + (", MoE" if getattr(m, "moe", None) is not None else "")
+    )
+    print(
+        f"parameters: total {counts.total:,}  non-embedding {counts.non_embedding:,}  active {counts.active:,} "
+        f"(built on the meta device: {built:,})"
+    )
     tokens = cfg.total_steps() * cfg.tokens_per_step()
-    print(f"training FLOPs per token: {counts.flops_per_token:.4g}; {cfg.total_steps():,} steps of "
-          f"{cfg.tokens_per_step():,} tokens = {counts.flops_per_token * tokens:.4g} FLOPs")
-    ac = cfg.train.activation_checkpointing + (f" (k={cfg.train.activation_checkpointing_k})"
-                                               if cfg.train.activation_checkpointing == "every_k" else "")
-    print(f"layout: {world} rank(s), ZeRO-{cfg.deepspeed.zero_stage} "
-          f"(DeepSpeed engine stage {engine_zero_stage(cfg)}), "
-          f"{cfg.precision}, optim {cfg.optim.name}, micro-batch {cfg.train.micro_batch_size} x {gas} accumulation "
-          f"step(s) = global batch {cfg.train.global_batch_size}, activation checkpointing {ac}")
+    print(
+        f"training FLOPs per token: {counts.flops_per_token:.4g}; {cfg.total_steps():,} steps of "
+        f"{cfg.tokens_per_step():,} tokens = {counts.flops_per_token * tokens:.4g} FLOPs"
+    )
+    ac = cfg.train.activation_checkpointing + (
+        f" (k={cfg.train.activation_checkpointing_k})" if cfg.train.activation_checkpointing == "every_k" else ""
+    )
+    print(
+        f"layout: {world} rank(s), ZeRO-{cfg.deepspeed.zero_stage} "
+        f"(DeepSpeed engine stage {engine_zero_stage(cfg)}), "
+        f"{cfg.precision}, optim {cfg.optim.name}, micro-batch {cfg.train.micro_batch_size} x {gas} accumulation "
+        f"step(s) = global batch {cfg.train.global_batch_size}, activation checkpointing {ac}"
+    )
     print("memory per rank (GiB): " + ", ".join(f"{k} {v / GIB:.2f}" for k, v in b.items()) + f" [{kind}]")
     if est.fits is None:
         print(f"fit: {mem_note}")
@@ -151,14 +173,23 @@ def dry_run(config: str, overrides: list[str], world_size: int | None, device: s
     for note in est.notes:
         print(f"note: {note}")
     if est.fits is False and kind == "cuda":
-        lay = choose_layout(model_cfg, global_batch_size=cfg.train.global_batch_size, device_memory_bytes=mem,
-                            nodes=1, devices_per_node=world, precision=cfg.precision, optimizer=cfg.optim.name)
+        lay = choose_layout(
+            model_cfg,
+            global_batch_size=cfg.train.global_batch_size,
+            device_memory_bytes=mem,
+            nodes=1,
+            devices_per_node=world,
+            precision=cfg.precision,
+            optimizer=cfg.optim.name,
+        )
         if lay.fits:
             e = lay.estimate
-            print(f"a layout that fits: ZeRO-{e.zero_stage}, micro-batch {e.micro_batch_size} x "
-                  f"{e.gradient_accumulation_steps}, activation checkpointing {e.activation_checkpointing}"
-                  + (f" (k={e.activation_checkpointing_k})" if e.activation_checkpointing_k else "")
-                  + f": {e.per_device_bytes['total'] / GIB:.2f} GiB")
+            print(
+                f"a layout that fits: ZeRO-{e.zero_stage}, micro-batch {e.micro_batch_size} x "
+                f"{e.gradient_accumulation_steps}, activation checkpointing {e.activation_checkpointing}"
+                + (f" (k={e.activation_checkpointing_k})" if e.activation_checkpointing_k else "")
+                + f": {e.per_device_bytes['total'] / GIB:.2f} GiB"
+            )
         else:
             print(f"no layout fits on {world} device(s): {lay.reason}")
     return 0

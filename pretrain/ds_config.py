@@ -1,4 +1,5 @@
 """Our typed config -> a DeepSpeed config dict (the only place that knows DeepSpeed's keys)."""
+
 from __future__ import annotations
 
 import copy

@@ -6,6 +6,7 @@ its weight, reports each part's `val_loss/<label>`, and combines them: `val_loss
 over all windows' tokens, `val_bpb` the total bits over the total bytes (each part has its own
 bytes per token).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,9 @@ class HeldOutEval:
             n_avail = (len(part.tokens) - 1) // seq_len
             if n_avail < 1:
                 where = f" of {part.label}" if part.label else ""
-                raise ValueError(f"validation split{where} has {len(part.tokens)} tokens, fewer than one window of {seq_len + 1}")
+                raise ValueError(
+                    f"validation split{where} has {len(part.tokens)} tokens, fewer than one window of {seq_len + 1}"
+                )
             n = max(1, min(n_avail, round(eval_tokens * part.share) // seq_len))
             rows += [(p, int(s)) for s in np.linspace(0, (n_avail - 1) * seq_len, n).astype(np.int64)]
         self.rows = rows
@@ -89,7 +92,9 @@ class HeldOutEval:
         if len(self.parts) == 1:
             bpb = loss / math.log(2) / self.parts[0].bytes_per_token
         else:  # total bits over total bytes: each part has its own bytes per token
-            bpb = nats / math.log(2) / sum(total[p, 1].item() * part.bytes_per_token for p, part in enumerate(self.parts))
+            bpb = (
+                nats / math.log(2) / sum(total[p, 1].item() * part.bytes_per_token for p, part in enumerate(self.parts))
+            )
         res = {"val_loss": loss, "val_bpb": bpb}
         for p, part in enumerate(self.parts):
             if part.label is not None and total[p, 1].item() > 0:

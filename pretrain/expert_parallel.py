@@ -28,6 +28,7 @@ DeepSpeed's MoE path rejects ZeRO-3, so ep_size > 1 needs ZeRO 0-2 (checked by t
 With ep_size == 1 (or one rank) nothing is changed: experts are replicated like any weight and
 checkpoints are ordinary ones.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -70,8 +71,10 @@ def prepare_moe(model: nn.Module, moe_cfg: MoEConfig, world_size: int, param_gro
         old = {w: getattr(block.experts, w) for w in EXPERT_WEIGHTS}
         shard_experts(block, group, ranks)
         replaced.update({id(p): getattr(block.experts.local, w) for w, p in old.items()})
-    named = [{**g, "name": g.get("name", f"group{i}"), "params": [replaced.get(id(p), p) for p in g["params"]]}
-             for i, g in enumerate(param_groups)]
+    named = [
+        {**g, "name": g.get("name", f"group{i}"), "params": [replaced.get(id(p), p) for p in g["params"]]}
+        for i, g in enumerate(param_groups)
+    ]
     return split_params_into_different_moe_groups_for_optimizer(named)
 
 
@@ -98,7 +101,7 @@ def shard_experts(block: MoEFeedForward, group, ranks: list[int]) -> None:
     local = GroupedExperts(e_local, full.d_model, full.d_ff, full.grouped_mm)
     lo = ep_rank * e_local
     for w in EXPERT_WEIGHTS:
-        getattr(local, w).data = getattr(full, w).data[lo: lo + e_local].clone()
+        getattr(local, w).data = getattr(full, w).data[lo : lo + e_local].clone()
     block.experts = ShardedExperts(local, ep, ranks)
     block.dispatcher = AllToAllDispatcher(block.num_experts, group)
 
@@ -129,5 +132,7 @@ class ShardedExperts(MoE):
         super().set_deepspeed_parallelism(use_data_before_expert_parallel_)
         theirs = dist.get_process_group_ranks(self.deepspeed_moe.ep_group)
         if theirs != self.ep_ranks:
-            raise RuntimeError(f"DeepSpeed's expert-parallel group {theirs} differs from scalelab's {self.ep_ranks}; "
-                               "leave DeepSpeed's use_data_before_expert_parallelism unset")
+            raise RuntimeError(
+                f"DeepSpeed's expert-parallel group {theirs} differs from scalelab's {self.ep_ranks}; "
+                "leave DeepSpeed's use_data_before_expert_parallelism unset"
+            )

@@ -13,6 +13,7 @@ behind, and every later build of that op waits on it forever, silently. Three de
 - A wait on a build lock ends after SCALELAB_EXTENSION_LOCK_TIMEOUT_S (default 600 s) with an
   error naming the lock file.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -6,6 +6,7 @@ then follows its own schedule (e.g. a WSD cooldown) to its own length. That is a
 only when everything that shapes the trajectory is the parent's: checked here before any work,
 against the parent's config.yaml, each difference named by its key (exit 2).
 """
+
 from __future__ import annotations
 
 import math
@@ -67,7 +68,9 @@ def differences(parent, child, step: int) -> list[str]:
     if step > total_p:
         out.append(f"train.init_from: step {step} is past the parent's last step ({total_p})")
     if step >= total_c:
-        out.append(f"{length}: this run has {total_c} steps; a branch must be longer than its branch point (step {step})")
+        out.append(
+            f"{length}: this run has {total_c} steps; a branch must be longer than its branch point (step {step})"
+        )
     if out:
         return out
     peak_p, peak_c = parent.peak_lr(), child.peak_lr()
@@ -78,10 +81,14 @@ def differences(parent, child, step: int) -> list[str]:
             hint = ""
             wp, wc = warmup_steps(parent.schedule, total_p), warmup_steps(child.schedule, total_c)
             if wp != wc or parent.schedule.warmup_steps is None or child.schedule.warmup_steps is None:
-                hint = (f"; set schedule.warmup_steps={wp} (the parent's warmup): a warmup_fraction is a different number "
-                        f"of steps in runs of different lengths")
-            out.append(f"{', '.join(keys) or 'schedule'}: the lr of step {k + 1} is {lc:.6g} here and {lp:.6g} in the "
-                       f"parent; a branch must follow its parent's schedule up to its branch point (step {step}){hint}")
+                hint = (
+                    f"; set schedule.warmup_steps={wp} (the parent's warmup): a warmup_fraction is a different number "
+                    f"of steps in runs of different lengths"
+                )
+            out.append(
+                f"{', '.join(keys) or 'schedule'}: the lr of step {k + 1} is {lc:.6g} here and {lp:.6g} in the "
+                f"parent; a branch must follow its parent's schedule up to its branch point (step {step}){hint}"
+            )
             break
     return out
 
@@ -91,16 +98,18 @@ def parent_config(run_dir: Path):
     from pydantic import ValidationError
 
     from pretrain.config.schema import TrainConfig
-    from rundir.config import read_config
     from rundir.checkpoints import CheckpointError
+    from rundir.config import read_config
 
     try:
         raw = read_config(run_dir)
         return TrainConfig.model_validate(raw)
     except (CheckpointError, ValidationError, OSError) as exc:
         first = str(exc).splitlines()[0]
-        raise ConfigError(f"invalid configuration:\n  train.init_from: {run_dir}: the parent's config.yaml cannot be read "
-                          f"as a train config ({first})") from None
+        raise ConfigError(
+            f"invalid configuration:\n  train.init_from: {run_dir}: the parent's config.yaml cannot be read "
+            f"as a train config ({first})"
+        ) from None
 
 
 def check(cfg) -> tuple[Path, Path, int]:
@@ -109,6 +118,7 @@ def check(cfg) -> tuple[Path, Path, int]:
     run_dir, ckpt, step = resolve(cfg.train.init_from)
     problems = differences(parent_config(run_dir), cfg, step)
     if problems:
-        raise ConfigError(f"invalid configuration: train.init_from={cfg.train.init_from} (step {step}):\n  "
-                          + "\n  ".join(problems))
+        raise ConfigError(
+            f"invalid configuration: train.init_from={cfg.train.init_from} (step {step}):\n  " + "\n  ".join(problems)
+        )
     return run_dir, ckpt, step

@@ -7,6 +7,7 @@ that has TF32 tensor cores (compute capability 8.0+), plain FP32 otherwise -- an
 TF32 is never measured against the TF32 peak. The CPU peak is measured: the best of a few fp32
 matmuls at the current thread count.
 """
+
 from __future__ import annotations
 
 import time
@@ -49,7 +50,9 @@ def measure_cpu_peak(n: int = 1024, reps: int = 4) -> float:
     return best
 
 
-def device_peak(device: torch.device, precision: str, override: float | None = None, tf32: bool = False) -> tuple[float, str]:
+def device_peak(
+    device: torch.device, precision: str, override: float | None = None, tf32: bool = False
+) -> tuple[float, str]:
     """(peak FLOP/s per rank, where it came from); `tf32`: fp32 matmuls run in TF32 (`set_tf32`)."""
     if override:
         return override, "config"

@@ -11,6 +11,7 @@ optimizer state only for the tensors it updates, and after the step each tensor 
 the rank that computed it. `state_dict` gathers every rank's state, so DeepSpeed's rank-0
 checkpoint holds all of it and resumes are exact.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,11 +53,33 @@ class MuonAdamW(torch.optim.Optimizer):
     """Param groups carry `use_muon`; Muon groups read momentum, nesterov, ns_steps, adjust_lr;
     AdamW groups read betas, eps. `mode`: replicated | balanced | flat (pretrain/muon_assign.py)."""
 
-    def __init__(self, groups: list[dict], *, lr: float, momentum: float = 0.95, nesterov: bool = True,
-                 ns_steps: int = 5, adjust_lr: str = "match_rms_adamw", betas=(0.9, 0.95), eps: float = 1e-8,
-                 mode: str = "replicated", rank: int = 0, world_size: int = 1, ns_dtype: torch.dtype | None = None):
-        defaults = dict(lr=lr, weight_decay=0.0, use_muon=False, momentum=momentum, nesterov=nesterov,
-                        ns_steps=ns_steps, adjust_lr=adjust_lr, betas=tuple(betas), eps=eps)
+    def __init__(
+        self,
+        groups: list[dict],
+        *,
+        lr: float,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        ns_steps: int = 5,
+        adjust_lr: str = "match_rms_adamw",
+        betas=(0.9, 0.95),
+        eps: float = 1e-8,
+        mode: str = "replicated",
+        rank: int = 0,
+        world_size: int = 1,
+        ns_dtype: torch.dtype | None = None,
+    ):
+        defaults = dict(
+            lr=lr,
+            weight_decay=0.0,
+            use_muon=False,
+            momentum=momentum,
+            nesterov=nesterov,
+            ns_steps=ns_steps,
+            adjust_lr=adjust_lr,
+            betas=tuple(betas),
+            eps=eps,
+        )
         super().__init__(groups, defaults)
         self.rank, self.world_size, self.mode = rank, world_size, mode
         self.ns_dtype = ns_dtype
@@ -82,7 +105,9 @@ class MuonAdamW(torch.optim.Optimizer):
             for p in g["params"]:
                 if self.owns(i):
                     grad = p.grad if p.grad is not None else torch.zeros_like(p)
-                    (self._muon if g["use_muon"] else self._adamw)(p, grad.float() if grad.dtype != p.dtype else grad, g)
+                    (self._muon if g["use_muon"] else self._adamw)(
+                        p, grad.float() if grad.dtype != p.dtype else grad, g
+                    )
                 i += 1
         self.steps += 1
         self._share()
@@ -111,9 +136,9 @@ class MuonAdamW(torch.optim.Optimizer):
         b1, b2 = g["betas"]
         state["exp_avg"].lerp_(grad, 1 - b1)
         state["exp_avg_sq"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-        denom = (state["exp_avg_sq"] / (1 - b2 ** t)).sqrt_().add_(g["eps"])
+        denom = (state["exp_avg_sq"] / (1 - b2**t)).sqrt_().add_(g["eps"])
         p.mul_(1 - g["lr"] * g["weight_decay"])
-        p.addcdiv_(state["exp_avg"], denom, value=-g["lr"] / (1 - b1 ** t))
+        p.addcdiv_(state["exp_avg"], denom, value=-g["lr"] / (1 - b1**t))
 
     # ------------------------------------------------------------------ ranks
     def _sharded(self) -> bool:

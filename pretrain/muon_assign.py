@@ -8,6 +8,7 @@ chunk (a tensor cut by a boundary is orthogonalised by each rank that holds a pi
 own ZeRO-1/2 Muon does). `replicated`: every rank updates everything (ZeRO-0). Pure functions of
 shapes: every rank computes the same assignment.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,7 @@ def ns_flops(shape: tuple[int, ...], ns_steps: int) -> float:
     (A)(A) (2m^3) and B X (2m^2 n)."""
     *lead, a, b = shape
     m, n = min(a, b), max(a, b)
-    return math.prod(lead) * ns_steps * (4.0 * m * m * n + 2.0 * m ** 3)
+    return math.prod(lead) * ns_steps * (4.0 * m * m * n + 2.0 * m**3)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,9 @@ def flat(sizes: list[int], world_size: int) -> list[frozenset[int]]:
     return out
 
 
-def assign(mode: str, kinds: list[str], shapes: list[tuple[int, ...]], world_size: int, ns_steps: int = 5) -> Assignment:
+def assign(
+    mode: str, kinds: list[str], shapes: list[tuple[int, ...]], world_size: int, ns_steps: int = 5
+) -> Assignment:
     """`kinds[i]` is "muon" or "adamw". Muon matrices and AdamW tensors are balanced separately (their
     costs are in different units) and each class starts from empty ranks."""
     if mode not in MODES:

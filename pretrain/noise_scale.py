@@ -17,6 +17,7 @@ the load it counts for its next update) and the RNG are restored afterwards, so 
 nothing a checkpoint or the next step sees: exact resume holds when a probe step meets a checkpoint. Config: `train.noise_scale_every_steps` (0 = off),
 `train.noise_scale_batches` (k, default 4).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,7 +54,7 @@ class GradNoiseProbe:
     def b_simple(self) -> float | None:
         if self.n == 0:
             return None
-        corr = 1 - self.ema_decay ** self.n  # same correction for both: cancels in the ratio
+        corr = 1 - self.ema_decay**self.n  # same correction for both: cancels in the ratio
         g2, tr = self.ema_g2 / corr, self.ema_trace / corr
         if not (g2 > 0 and math.isfinite(g2) and math.isfinite(tr)):
             return None

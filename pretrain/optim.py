@@ -1,4 +1,5 @@
 """AdamW parameter groups: decoupled weight decay on matrices only (never norms or biases)."""
+
 from __future__ import annotations
 
 from torch import nn

@@ -6,6 +6,7 @@ expert at a time. AdamW takes the token embedding, the output head (tied or not:
 and a classifier are not hidden linear maps), norms, biases and MoE router weights (a router's
 few rows pick experts; orthogonalising them would equalise the experts' logits' scales).
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -43,6 +44,7 @@ def muon_param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
 
 def split_summary(groups: list[dict], cfg: OptimConfig, assignment: str, world_size: int) -> dict:
     """The record written to summary.json's `optimizer` and printed at start."""
+
     def count(use_muon: bool) -> tuple[int, int]:
         ps = [p for g in groups if g["use_muon"] is use_muon for p in g["params"]]
         return len(ps), sum(p.numel() for p in ps)
@@ -50,28 +52,53 @@ def split_summary(groups: list[dict], cfg: OptimConfig, assignment: str, world_s
     (mt, mp), (at, ap) = count(True), count(False)
     out = {"name": cfg.name, "muon_tensors": mt, "muon_params": mp, "adamw_tensors": at, "adamw_params": ap}
     if cfg.name == "muon":
-        out.update(momentum=cfg.momentum, nesterov=cfg.nesterov, ns_steps=cfg.ns_steps,
-                   adjust_lr=cfg.muon_adjust_lr, assignment=assignment, world_size=world_size)
+        out.update(
+            momentum=cfg.momentum,
+            nesterov=cfg.nesterov,
+            ns_steps=cfg.ns_steps,
+            adjust_lr=cfg.muon_adjust_lr,
+            assignment=assignment,
+            world_size=world_size,
+        )
     return out
 
 
 def split_text(s: dict) -> str:
     total = s["muon_params"] + s["adamw_params"]
     share = 100.0 * s["muon_params"] / total if total else 0.0
-    return (f"optimizer {s['name']}: Muon {s['muon_tensors']} tensors / {s['muon_params']:,} params ({share:.1f}%), "
-            f"AdamW {s['adamw_tensors']} tensors / {s['adamw_params']:,} params"
-            + (f"; updates {s['assignment']} over {s['world_size']} rank(s)" if s["name"] == "muon" else ""))
+    return (
+        f"optimizer {s['name']}: Muon {s['muon_tensors']} tensors / {s['muon_params']:,} params ({share:.1f}%), "
+        f"AdamW {s['adamw_tensors']} tensors / {s['adamw_params']:,} params"
+        + (f"; updates {s['assignment']} over {s['world_size']} rank(s)" if s["name"] == "muon" else "")
+    )
 
 
-def build_muon(model: nn.Module, cfg: OptimConfig, lr: float, zero_stage: int, rank: int, world_size: int,
-               assignment: str | None = None):
+def build_muon(
+    model: nn.Module,
+    cfg: OptimConfig,
+    lr: float,
+    zero_stage: int,
+    rank: int,
+    world_size: int,
+    assignment: str | None = None,
+):
     """(MuonAdamW, its split record). ZeRO-1 shares whole tensors out over the ranks (`balanced`);
     ZeRO-0 updates everything on every rank (`replicated`). `assignment` overrides (benchmarks)."""
     from pretrain.muon import MuonAdamW
 
     mode = assignment or ("balanced" if zero_stage == 1 else "replicated")
     groups = muon_param_groups(model, cfg)
-    opt = MuonAdamW(groups, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, ns_steps=cfg.ns_steps,
-                    adjust_lr=cfg.muon_adjust_lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
-                    mode=mode, rank=rank, world_size=world_size)
+    opt = MuonAdamW(
+        groups,
+        lr=lr,
+        momentum=cfg.momentum,
+        nesterov=cfg.nesterov,
+        ns_steps=cfg.ns_steps,
+        adjust_lr=cfg.muon_adjust_lr,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.eps,
+        mode=mode,
+        rank=rank,
+        world_size=world_size,
+    )
     return opt, split_summary(groups, cfg, mode, world_size)

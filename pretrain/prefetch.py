@@ -14,10 +14,11 @@ stop) is dropped. Every read runs on the one worker thread, so the sampler is ne
 two threads at once. On CPU there is no pinning and the copy is a no-op; the thread still
 overlaps the read with the step.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
 
 import torch
 
@@ -25,8 +26,14 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 class Prefetcher:
-    def __init__(self, read: Callable[[int, int], Batch], grad_accum: int, total_steps: int, device: torch.device,
-                 pin: bool | None = None):
+    def __init__(
+        self,
+        read: Callable[[int, int], Batch],
+        grad_accum: int,
+        total_steps: int,
+        device: torch.device,
+        pin: bool | None = None,
+    ):
         self.read, self.gas, self.total_steps, self.device = read, grad_accum, total_steps, device
         self.pin = device.type == "cuda" if pin is None else pin
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scalelab-prefetch")

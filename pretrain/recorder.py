@@ -11,6 +11,7 @@ to the host in one transfer:
   max    the maximum over ranks
   none   this rank's value (values already global, or the main rank's own: throughput, lr)
 """
+
 from __future__ import annotations
 
 import torch

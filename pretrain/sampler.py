@@ -15,6 +15,7 @@ pattern, and it is component c's k-th draw with k = (i // period) * quota[c] + (
 the pattern before that slot). Which component and which of its windows sample i reads, and
 how many samples each component has given after n samples, are closed-form functions of i.
 """
+
 from __future__ import annotations
 
 import threading

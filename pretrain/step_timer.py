@@ -11,6 +11,7 @@ reduce/reduce-scatter, ZeRO-3's parameter all-gathers, MoE all-to-alls) is then 
 timed by the wall clock (CUDA events on GPUs). It overlaps the phases (ZeRO reduces gradients
 during backward), so it is a part of fwd_bwd + optim, not a fourth addend. Works with gloo and NCCL.
 """
+
 from __future__ import annotations
 
 import time

@@ -8,13 +8,14 @@ where we measure the norm: the update is skipped) and a stop request (SIGTERM/SI
 rank). Every rank runs every micro-batch's backward whatever its loss, so no rank is left waiting
 in another's gradient all-reduce.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -69,8 +70,9 @@ class DeepSpeedTrainModule:
         if cfg.optim.name == "muon":  # ep_size 1 (config): experts stay whole on every rank
             from pretrain.optim_muon import build_muon, split_text
 
-            opt, self.optimizer_record = build_muon(model, cfg.optim, cfg.peak_lr(), cfg.deepspeed.zero_stage,
-                                                    self.dist.rank, self.dist.world_size)
+            opt, self.optimizer_record = build_muon(
+                model, cfg.optim, cfg.peak_lr(), cfg.deepspeed.zero_stage, self.dist.rank, self.dist.world_size
+            )
         else:
             groups = param_groups(model, cfg.optim)
             if getattr(cfg.model, "moe", None) is not None:
@@ -79,7 +81,9 @@ class DeepSpeedTrainModule:
                 groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
             # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop
             fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
-            opt = torch.optim.AdamW(groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused)
+            opt = torch.optim.AdamW(
+                groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused
+            )
             self.optimizer_record = adamw_record(groups)
         if cfg.optim.name == "muon":
             self.log(split_text(self.optimizer_record))
@@ -102,8 +106,9 @@ class DeepSpeedTrainModule:
         self._loss_hooks.append(fn)
 
     # ------------------------------------------------------------------ a step
-    def train_batch(self, step: int, micro_batch: Callable[[int, int], tuple], stop: bool = False,
-                    timed: bool = False) -> StepOutput:
+    def train_batch(
+        self, step: int, micro_batch: Callable[[int, int], tuple], stop: bool = False, timed: bool = False
+    ) -> StepOutput:
         """Optimizer step `step` (0-based) over `micro_batch(step, i)` for i < grad-accumulation steps;
         `stop`: this rank asks to stop after the step (agreed with the others); `timed`: measure the
         phases (log steps; on CUDA this synchronizes the device at each phase boundary)."""
@@ -134,8 +139,10 @@ class DeepSpeedTrainModule:
                     if bad_loss:
                         local = checked.item()
                         value = local if not math.isfinite(local) else "on another rank"
-                        raise TrainingFailed(f"non-finite loss ({value}) at step {step + 1}; stopped without saving. "
-                                             f"The last good checkpoint is kept in {self.checkpoints}")
+                        raise TrainingFailed(
+                            f"non-finite loss ({value}) at step {step + 1}; stopped without saving. "
+                            f"The last good checkpoint is kept in {self.checkpoints}"
+                        )
                 with _no_update(self.engine.optimizer) if dropped else nullcontext():
                     self.engine.step()  # still run: DeepSpeed's step bookkeeping and zero_grad
             part = out.loss.detach().double() / gas
@@ -155,11 +162,15 @@ class DeepSpeedTrainModule:
         """(non-finite loss, non-finite gradient norm, stop) on any rank: the step's one collective
         and its one host sync. ZeRO-0 fp32 hands the step to a plain torch optimizer, which would
         apply inf/NaN: its norm is checked here, on every rank (expert gradients are local)."""
-        flags = torch.stack([
-            (~torch.isfinite(checked)).double(),
-            (~torch.isfinite(norm)).double() if norm is not None else torch.zeros((), dtype=torch.float64, device=checked.device),
-            torch.full((), float(stop), dtype=torch.float64, device=checked.device),
-        ])
+        flags = torch.stack(
+            [
+                (~torch.isfinite(checked)).double(),
+                (~torch.isfinite(norm)).double()
+                if norm is not None
+                else torch.zeros((), dtype=torch.float64, device=checked.device),
+                torch.full((), float(stop), dtype=torch.float64, device=checked.device),
+            ]
+        )
         if self.dist.world_size > 1 and torch.distributed.is_initialized():
             torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
         bad_loss, bad_norm, stop = (x > 0 for x in flags.tolist())
@@ -175,8 +186,10 @@ class DeepSpeedTrainModule:
         if self.engine.was_step_applied():
             norm = _grad_norm(self.engine)
             if norm is not None and not math.isfinite(norm):
-                raise TrainingFailed(f"non-finite gradient norm ({norm}) was applied by the optimizer; stopped without saving. "
-                                     f"The last good checkpoint is kept in {self.checkpoints}")
+                raise TrainingFailed(
+                    f"non-finite gradient norm ({norm}) was applied by the optimizer; stopped without saving. "
+                    f"The last good checkpoint is kept in {self.checkpoints}"
+                )
             return False
         return True
 
@@ -187,7 +200,11 @@ class DeepSpeedTrainModule:
             return
         n = self.skipped_steps
         if cfg.nonfinite_grad == "stop" or n > cfg.max_skipped_steps:
-            why = "train.nonfinite_grad is stop" if cfg.nonfinite_grad == "stop" else f"more than train.max_skipped_steps={cfg.max_skipped_steps}"
+            why = (
+                "train.nonfinite_grad is stop"
+                if cfg.nonfinite_grad == "stop"
+                else f"more than train.max_skipped_steps={cfg.max_skipped_steps}"
+            )
             raise TrainingFailed(
                 f"non-finite gradient norm at step {step + 1} ({n} skipped, {why}); stopped without saving. "
                 f"The last good checkpoint is kept in {self.checkpoints}"
@@ -208,8 +225,13 @@ def _no_update(optimizer):
 def adamw_record(groups: list[dict]) -> dict:
     """summary.json's `optimizer` for optim.name adamw (pretrain/optim_muon.py writes muon's)."""
     ps = [p for g in groups for p in g["params"]]
-    return {"name": "adamw", "muon_tensors": 0, "muon_params": 0, "adamw_tensors": len(ps),
-            "adamw_params": sum(getattr(p, "ds_numel", p.numel()) for p in ps)}  # ZeRO-3 Init: full size
+    return {
+        "name": "adamw",
+        "muon_tensors": 0,
+        "muon_params": 0,
+        "adamw_tensors": len(ps),
+        "adamw_params": sum(getattr(p, "ds_numel", p.numel()) for p in ps),
+    }  # ZeRO-3 Init: full size
 
 
 def _total_norm(model) -> torch.Tensor:

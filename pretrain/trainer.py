@@ -6,6 +6,7 @@ probes, signals), and metrics recorded during a log window are reduced once per 
 Everything that decides *what* a step does (data position, lr) is a pure function of the step,
 so resume from a checkpoint reproduces an uninterrupted run exactly.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,9 +26,9 @@ from pretrain.distributed import DistInfo
 from pretrain.errors import TrainingFailed
 from pretrain.prefetch import Prefetcher
 from pretrain.recorder import MetricRecorder
-from rundir.layout import RunDir
 from pretrain.sampler import micro_batch_start
 from pretrain.train_module import DeepSpeedTrainModule, StepOutput
+from rundir.layout import RunDir
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
 # Checkpoints written before callbacks kept their own state hold it in these client-state keys.
@@ -42,8 +43,16 @@ class TrainState:
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, run_dir: Path, dist: DistInfo, prepared, callbacks=(), progress: bool = True,
-                 messages: bool = True):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: Path,
+        dist: DistInfo,
+        prepared,
+        callbacks=(),
+        progress: bool = True,
+        messages: bool = True,
+    ):
         self.cfg, self.dist, self.prepared = cfg, dist, prepared
         self.rd = RunDir(run_dir)
         self.console = Progress(enabled=progress and dist.is_main, messages=messages and dist.is_main)
@@ -87,8 +96,9 @@ class Trainer:
             while self.state.step < self.total_steps and not self.stopping:
                 self._set_step(self.state.step + 1)
                 self._call("pre_step")
-                out = self.module.train_batch(self.state.step, self.prefetch.get, stop=self.stop_reason is not None,
-                                              timed=self.info.log_step)
+                out = self.module.train_batch(
+                    self.state.step, self.prefetch.get, stop=self.stop_reason is not None, timed=self.info.log_step
+                )
                 self.state.step += 1
                 self.state.wall_s = wall_before + (time.perf_counter() - started)
                 self.stopping = out.stop
@@ -132,7 +142,9 @@ class Trainer:
 
     def _warn_repetition(self) -> None:
         steps, t = self.total_steps, self.cfg.train
-        repeat = self.feed.repetition_warning(steps * self.cfg.tokens_per_step(), steps * t.global_batch_size, t.max_epochs_warn)
+        repeat = self.feed.repetition_warning(
+            steps * self.cfg.tokens_per_step(), steps * t.global_batch_size, t.max_epochs_warn
+        )
         if repeat:
             self.log(f"warning: {repeat}")
 
@@ -145,9 +157,17 @@ class Trainer:
         t, total = self.cfg.train, self.total_steps
         eval_step = step == total or bool(t.eval_every_steps and step % t.eval_every_steps == 0)
         self._info = StepInfo(
-            step=step, total_steps=total, tokens=step * self.cfg.tokens_per_step(), run_dir=self.rd, config=self.cfg,
-            is_main=self.dist.is_main, log=self.log, log_step=step > 0 and (step % t.log_every_steps == 0 or eval_step),
-            eval_step=step > 0 and eval_step, resumed=self.resumed)
+            step=step,
+            total_steps=total,
+            tokens=step * self.cfg.tokens_per_step(),
+            run_dir=self.rd,
+            config=self.cfg,
+            is_main=self.dist.is_main,
+            log=self.log,
+            log_step=step > 0 and (step % t.log_every_steps == 0 or eval_step),
+            eval_step=step > 0 and eval_step,
+            resumed=self.resumed,
+        )
 
     def record_metric(self, name: str, value, reduce: str = "mean") -> None:
         """Add a value to this log window's record (pretrain/recorder.py: reduced once, on the log step)."""
@@ -195,9 +215,16 @@ class Trainer:
         """The checkpoint's client state: the loop's, the RNGs and every callback's own."""
         s = self.state
         states = {cb.name: cb.state_dict() for cb in self.callbacks if cb.name}
-        return {"step": s.step, "tokens": s.step * self.cfg.tokens_per_step(), "wall_s": s.wall_s, "eval_s": s.eval_s,
-                "skipped_steps": self.module.skipped_steps, "rng": checkpoint.rng_state(),
-                "callbacks": {k: v for k, v in states.items() if v is not None}, "init_from": self.lineage}
+        return {
+            "step": s.step,
+            "tokens": s.step * self.cfg.tokens_per_step(),
+            "wall_s": s.wall_s,
+            "eval_s": s.eval_s,
+            "skipped_steps": self.module.skipped_steps,
+            "rng": checkpoint.rng_state(),
+            "callbacks": {k: v for k, v in states.items() if v is not None},
+            "init_from": self.lineage,
+        }
 
     def load_state_dict(self, client: dict) -> None:
         s = self.state

@@ -8,6 +8,7 @@ reaches every process of the job, `wandb-core` included, which then dies before 
 checkpoint) prints one warning, turns W&B off for the rest of the attempt and never fails the run
 or changes its exit code.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,9 +52,12 @@ class WandbLogger:
     def _lost(self, what: str, exc: BaseException) -> None:
         """W&B failed: say so once, drop it, and disarm its exit hook (it would print a traceback)."""
         self.run = None
-        print(f"warning: W&B {what} failed ({type(exc).__name__}: {exc}); W&B logging is off for the rest of this "
-              f"attempt. metrics.jsonl and summary.json hold every record (`wandb sync` uploads what W&B wrote)",
-              file=sys.stderr, flush=True)
+        print(
+            f"warning: W&B {what} failed ({type(exc).__name__}: {exc}); W&B logging is off for the rest of this "
+            f"attempt. metrics.jsonl and summary.json hold every record (`wandb sync` uploads what W&B wrote)",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             import wandb
 

@@ -17,6 +17,7 @@ the initial weights equal the unpartitioned build's bit for bit. On CUDA, `zero.
 tensors on the GPU, so the draws come from the CUDA generator: the same weights for a seed in
 every ZeRO-3 run, but not the CPU-built (zero_init: false) weights.
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext

@@ -4,6 +4,7 @@ A checkpoint counts only once its `COMPLETE` marker exists (the trainer writes i
 rank's files are on disk), and `latest` names the newest complete one. Nothing here reads the
 weights (that is `rundir.weights`, with torch).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,10 @@ def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
 def has_checkpoint(run_dir: Path) -> bool:
     """Whether a run directory holds at least one complete checkpoint (one scandir, no sorting)."""
     try:
-        return any(checkpoint_step(e.name) is not None and (Path(e.path) / COMPLETE).exists()
-                   for e in os.scandir(Path(run_dir) / CHECKPOINTS))
+        return any(
+            checkpoint_step(e.name) is not None and (Path(e.path) / COMPLETE).exists()
+            for e in os.scandir(Path(run_dir) / CHECKPOINTS)
+        )
     except (FileNotFoundError, NotADirectoryError):
         return False
 

@@ -4,6 +4,7 @@ Readers that rebuild a run's model (evaluation, export) need only its `model` se
 `models.config.ModelConfig`, and the tokens per optimizer step; the full training schema lives
 in `pretrain.config` and is not needed to read a finished run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunModel:
-    model: "ModelConfig"
+    model: ModelConfig
     tokens_per_step: int | None  # train.global_batch_size x model.seq_len
     raw: dict  # the whole config.yaml
 
@@ -47,6 +48,8 @@ def run_model(run_dir: str | Path) -> RunModel:
     try:
         model = ModelConfig.model_validate(raw.get("model"))
     except ValidationError as exc:
-        raise CheckpointError(f"{Path(run_dir) / CONFIG}: its model section is not a valid model config:\n{exc}") from None
+        raise CheckpointError(
+            f"{Path(run_dir) / CONFIG}: its model section is not a valid model config:\n{exc}"
+        ) from None
     gbs = (raw.get("train") or {}).get("global_batch_size")
     return RunModel(model=model, tokens_per_step=gbs * model.seq_len if isinstance(gbs, int) else None, raw=raw)

@@ -34,6 +34,7 @@ the same sheets: A100 40 / 80 GB, H100 80 GB (SXM and PCIe), H200 141 GB, B200 1
 1,440 GB over 8 GPUs), MI300X 192 GB, L4 24 GB, L40S 48 GB, H800 80 GB, TPU v4 32 GiB. A process
 sees a little less (driver, ECC, CUDA context): models/memory.py keeps headroom for that.
 """
+
 from __future__ import annotations
 
 import re
@@ -58,16 +59,31 @@ DEVICES: dict[str, dict[str, float]] = {
 GIB = 1 << 30
 # device -> memory per device in bytes (datasheet GB read as GiB; see the docstring)
 MEMORY_BYTES: dict[str, int] = {
-    "a100-40gb": 40 * GIB, "a100-80gb": 80 * GIB, "h100-sxm": 80 * GIB, "h100-pcie": 80 * GIB, "h200": 141 * GIB,
-    "b200": 180 * GIB, "mi300x": 192 * GIB, "l4": 24 * GIB, "l40s": 48 * GIB, "h800": 80 * GIB, "tpu-v4": 32 * GIB,
+    "a100-40gb": 40 * GIB,
+    "a100-80gb": 80 * GIB,
+    "h100-sxm": 80 * GIB,
+    "h100-pcie": 80 * GIB,
+    "h200": 141 * GIB,
+    "b200": 180 * GIB,
+    "mi300x": 192 * GIB,
+    "l4": 24 * GIB,
+    "l40s": 48 * GIB,
+    "h800": 80 * GIB,
+    "tpu-v4": 32 * GIB,
 }
 
 DATASHEETS = {
-    "a100-40gb": "NVIDIA A100 datasheet", "a100-80gb": "NVIDIA A100 datasheet",
-    "h100-sxm": "NVIDIA H100 datasheet (SXM)", "h100-pcie": "NVIDIA H100 datasheet (PCIe)",
-    "h200": "NVIDIA H200 datasheet (SXM)", "b200": "NVIDIA HGX B200 datasheet (per GPU)",
-    "mi300x": "AMD Instinct MI300X data sheet", "l4": "NVIDIA L4 datasheet", "l40s": "NVIDIA L40S datasheet",
-    "h800": "NVIDIA H800 datasheet (SXM)", "tpu-v4": "Google Cloud TPU v4 documentation (per chip)",
+    "a100-40gb": "NVIDIA A100 datasheet",
+    "a100-80gb": "NVIDIA A100 datasheet",
+    "h100-sxm": "NVIDIA H100 datasheet (SXM)",
+    "h100-pcie": "NVIDIA H100 datasheet (PCIe)",
+    "h200": "NVIDIA H200 datasheet (SXM)",
+    "b200": "NVIDIA HGX B200 datasheet (per GPU)",
+    "mi300x": "AMD Instinct MI300X data sheet",
+    "l4": "NVIDIA L4 datasheet",
+    "l40s": "NVIDIA L40S datasheet",
+    "h800": "NVIDIA H800 datasheet (SXM)",
+    "tpu-v4": "Google Cloud TPU v4 documentation (per chip)",
 }
 
 

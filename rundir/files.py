@@ -3,6 +3,7 @@
 A reader never sees a half-written summary, marker or config: each is written to a temporary
 file in the same folder, fsynced, and renamed over the old one.
 """
+
 from __future__ import annotations
 
 import json

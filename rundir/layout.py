@@ -1,20 +1,21 @@
 """Every file and marker name of a run directory, and `RunDir`, the paths built from them.
 
-    runs/<sweep>/<run>/
-      config.yaml            resolved config (trainer, at start)
-      launch.yaml            the config a sweep launch trains on (launch)
-      metrics.jsonl          one JSON record per log step (trainer)
-      summary.json           `RunSummary`, atomically, when the run ends (trainer)
-      checkpoints/step_<N>/  DeepSpeed checkpoint; counts once it holds COMPLETE
-      checkpoints/latest     the newest complete checkpoint's name
-      checkpoints/universal/ conversions for another world size (derived, pruned)
-      evals/<step>.json      evaluation results (evals)
-      tokenizer.json, tokenizer_meta.json   the run's tokenizer (trainer, at start)
-      wandb/, wandb_id       the W&B run and its id (trainer)
-      .lock                  flock lock, one JSON line naming the holder (launch)
-      train.log              every attempt's output (launch)
-      requeues.jsonl         one line per requeue decision (launch, under Slurm)
+runs/<sweep>/<run>/
+  config.yaml            resolved config (trainer, at start)
+  launch.yaml            the config a sweep launch trains on (launch)
+  metrics.jsonl          one JSON record per log step (trainer)
+  summary.json           `RunSummary`, atomically, when the run ends (trainer)
+  checkpoints/step_<N>/  DeepSpeed checkpoint; counts once it holds COMPLETE
+  checkpoints/latest     the newest complete checkpoint's name
+  checkpoints/universal/ conversions for another world size (derived, pruned)
+  evals/<step>.json      evaluation results (evals)
+  tokenizer.json, tokenizer_meta.json   the run's tokenizer (trainer, at start)
+  wandb/, wandb_id       the W&B run and its id (trainer)
+  .lock                  flock lock, one JSON line naming the holder (launch)
+  train.log              every attempt's output (launch)
+  requeues.jsonl         one line per requeue decision (launch, under Slurm)
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -52,7 +53,7 @@ def checkpoint_step(name: str) -> int | None:
     if not name.startswith(CHECKPOINT_PREFIX):
         return None
     try:
-        return int(name[len(CHECKPOINT_PREFIX):])
+        return int(name[len(CHECKPOINT_PREFIX) :])
     except ValueError:
         return None
 

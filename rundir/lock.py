@@ -7,6 +7,7 @@ by another process is never mistaken for the holder), its role, the Slurm job if
 trainer pids it started. Correctness of the lock never depends on this record; `sweep status`
 and the dashboard show it, and local cancel signals only a process it can prove is the holder.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -45,7 +46,7 @@ class Proc:
     start_ticks: int | None = None
 
     @classmethod
-    def here(cls, pid: int) -> "Proc":
+    def here(cls, pid: int) -> Proc:
         return cls(pid, proc_start_ticks(pid))
 
 
@@ -74,7 +75,7 @@ class Holder:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def parse(cls, text: str) -> "Holder | None":
+    def parse(cls, text: str) -> Holder | None:
         text = text.strip()
         if not text:
             return None

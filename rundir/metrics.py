@@ -4,6 +4,7 @@ The file is append-only while a run trains; on resume the records past the check
 dropped, so it always reads as one clean run (steps increasing). A run killed mid-write leaves
 a torn last line: every reader here skips it.
 """
+
 from __future__ import annotations
 
 import json

@@ -23,13 +23,15 @@ a run whose end is the intermediate state of a longer schedule). `optim` is the 
 half-written directory becomes an entry in `problems` ({path, problem}) instead of an
 exception: one bad run never hides the other 999.
 """
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rundir.checkpoints import has_checkpoint
 from rundir.files import read_yaml
@@ -42,16 +44,46 @@ STATES = ("pending", "queued", "running", "partial", "preempted", "failed", "don
 _RUN_ID = re.compile(r"^\s*run_id:\s*'?([0-9a-f]+)'?\s*$", re.M)
 # summary.json keys copied into a row (rundir.summary.RunSummary field names).
 SUMMARY_COLUMNS = [
-    "steps", "total_steps", "tokens", "params", "non_embedding_params", "active_params", "active_non_embedding_params",
-    "flops_per_token", "flops", "batch_tokens", "batch_size", "lr", "final_loss", "final_val_loss", "final_val_bpb",
-    "tokens_per_s", "mfu", "wall_s", "world_size", "finished_at", "error", "epochs", "unique_tokens", "peak_lr",
-    "shared_tokens", "shared_flops",
+    "steps",
+    "total_steps",
+    "tokens",
+    "params",
+    "non_embedding_params",
+    "active_params",
+    "active_non_embedding_params",
+    "flops_per_token",
+    "flops",
+    "batch_tokens",
+    "batch_size",
+    "lr",
+    "final_loss",
+    "final_val_loss",
+    "final_val_bpb",
+    "tokens_per_s",
+    "mfu",
+    "wall_s",
+    "world_size",
+    "finished_at",
+    "error",
+    "epochs",
+    "unique_tokens",
+    "peak_lr",
+    "shared_tokens",
+    "shared_flops",
 ]
 CONFIG_COLUMNS = {
-    "model": ("model", "preset"), "d_model": ("model", "d_model"), "n_layers": ("model", "n_layers"),
-    "n_heads": ("model", "n_heads"), "seq_len": ("model", "seq_len"), "vocab_size": ("model", "vocab_size"),
-    "seed": ("train", "seed"), "micro_batch_size": ("train", "micro_batch_size"), "schedule": ("schedule", "name"),
-    "num_experts": ("model", "moe", "num_experts"), "top_k": ("model", "moe", "top_k"), "optim": ("optim", "name"),
+    "model": ("model", "preset"),
+    "d_model": ("model", "d_model"),
+    "n_layers": ("model", "n_layers"),
+    "n_heads": ("model", "n_heads"),
+    "seq_len": ("model", "seq_len"),
+    "vocab_size": ("model", "vocab_size"),
+    "seed": ("train", "seed"),
+    "micro_batch_size": ("train", "micro_batch_size"),
+    "schedule": ("schedule", "name"),
+    "num_experts": ("model", "moe", "num_experts"),
+    "top_k": ("model", "moe", "top_k"),
+    "optim": ("optim", "name"),
 }
 # Config keys added to the trainer's schema after runs were written: a resolved config.yaml without
 # the key was trained with this value (the schema default), so readers must not call it unknown.
@@ -87,8 +119,13 @@ class RunStatus:
         return d
 
 
-def run_status(run_dir: str | Path, name: str | None = None, planned_id: str | None = None,
-               planned_steps: int | None = None, current_id: Callable[[Path], str | None] | None = None) -> RunStatus:
+def run_status(
+    run_dir: str | Path,
+    name: str | None = None,
+    planned_id: str | None = None,
+    planned_steps: int | None = None,
+    current_id: Callable[[Path], str | None] | None = None,
+) -> RunStatus:
     """Where a run stands. With `planned_id` (a sweep's), a directory holding another config is
     `stale`, unless `current_id(run_dir)` (its config re-hashed under today's rules) matches."""
     run_dir = Path(run_dir)
@@ -194,8 +231,17 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
             if k.startswith(SOURCE_PREFIXES):
                 row[k] = v
     else:
-        row.update({"steps": st.step, "total_steps": st.total_steps, "tokens": st.tokens, "final_loss": st.loss,
-                    "final_val_loss": st.val_loss, "wall_s": st.wall_s, "epochs": st.epochs})
+        row.update(
+            {
+                "steps": st.step,
+                "total_steps": st.total_steps,
+                "tokens": st.tokens,
+                "final_loss": st.loss,
+                "final_val_loss": st.val_loss,
+                "wall_s": st.wall_s,
+                "epochs": st.epochs,
+            }
+        )
         if cfg:
             row["lr"] = _dig(cfg, ("optim", "lr"))
             row["batch_size"] = _dig(cfg, ("train", "global_batch_size"))
@@ -252,7 +298,7 @@ def compute_totals(rows: list[dict]) -> tuple[float, float]:
     return separate - shared, separate
 
 
-def load_runs(root: str | Path) -> tuple["pd.DataFrame", list[dict]]:  # noqa: F821
+def load_runs(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:  # noqa: F821
     """All runs under `root` as a DataFrame (one row per run) plus the problems found."""
     import pandas as pd
 

@@ -3,6 +3,7 @@
 Part of the run contract: the lr a run's `schedule` section implies at every step, for the trainer
 and for readers that need a run's whole lr curve (the annealing-law fitter) without torch.
 """
+
 from __future__ import annotations
 
 import math

@@ -9,6 +9,7 @@ Readers (the registry, sweeps, fitter, dashboard) use `read_summary` (a dict, as
 Key names and order are part of the product (notebooks and other tools read them): a field is
 added at the end of its group, never renamed.
 """
+
 from __future__ import annotations
 
 import json
@@ -94,11 +95,15 @@ class RunSummary:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunSummary":
+    def from_dict(cls, d: dict) -> RunSummary:
         """Tolerant: missing keys are None, unknown keys are kept in `other`, no version means 0."""
         known = {f.name for f in fields(cls)} - {"sources", "other"}
-        kw: dict[str, Any] = {"status": d.get("status"), "schema_version": d.get("schema_version", 0),
-                              "sources": {}, "other": {}}
+        kw: dict[str, Any] = {
+            "status": d.get("status"),
+            "schema_version": d.get("schema_version", 0),
+            "sources": {},
+            "other": {},
+        }
         for k, v in d.items():
             if k in known and k not in ("status", "schema_version"):
                 kw[k] = v
@@ -115,7 +120,7 @@ class RunSummary:
         return path
 
     @classmethod
-    def read(cls, run_dir: str | Path) -> "RunSummary | None":
+    def read(cls, run_dir: str | Path) -> RunSummary | None:
         d = read_summary(run_dir)
         return None if d is None else cls.from_dict(d)
 

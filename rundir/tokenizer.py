@@ -3,6 +3,7 @@
 A run directory is self-contained: evaluation and export read the tokenizer the run trained
 with, and refuse one whose sizes or end-of-text id disagree with the model.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def check_tokenizer(tok_vocab: int, eot: int, meta: dict, model_vocab: int | Non
             f"tokenizer mismatch: {where} has {tok_vocab} tokens but {TOKENIZER_META} says {meta['vocab_size']}"
         )
     if meta.get("eot_id") is not None and meta["eot_id"] != eot:
-        raise CheckpointError(f"tokenizer mismatch: {where} maps {EOT_TOKEN} to {eot}, {TOKENIZER_META} to {meta['eot_id']}")
+        raise CheckpointError(
+            f"tokenizer mismatch: {where} maps {EOT_TOKEN} to {eot}, {TOKENIZER_META} to {meta['eot_id']}"
+        )
     if model_vocab is not None and tok_vocab > model_vocab:
         raise CheckpointError(
             f"tokenizer mismatch: {where} has {tok_vocab} tokens but the model's vocabulary is {model_vocab}"

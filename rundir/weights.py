@@ -10,6 +10,7 @@ restacked into the model's (E, ...) expert tensors (`restack_experts`: both layo
 The one module of `rundir` that imports torch: torch-free readers (the dashboard, scaling) never
 import it, which `lint-imports` checks.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,9 @@ from rundir.checkpoints import CheckpointError, resolve_checkpoint
 from rundir.config import run_model
 from rundir.tokenizer import load_tokenizer
 
-DS_EXPERT = re.compile(r"^(?P<prefix>.*?)(?P<sharded>experts\.)?deepspeed_moe\.experts\.deepspeed_experts\.(?P<idx>\d+)\.(?P<name>\w+)$")
+DS_EXPERT = re.compile(
+    r"^(?P<prefix>.*?)(?P<sharded>experts\.)?deepspeed_moe\.experts\.deepspeed_experts\.(?P<idx>\d+)\.(?P<name>\w+)$"
+)
 
 
 @dataclass
@@ -113,5 +116,14 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", dtype: torch.
             f"{ckpt}: weights do not match the run's config.yaml (missing {missing[:5]}, unexpected {unexpected[:5]})"
         )
     model.to(device=device, dtype=dtype).eval().requires_grad_(False)
-    return LoadedRun(model=model, model_config=cfg, tokenizer=tok, eot_id=eot, run_dir=run_dir, checkpoint=ckpt,
-                     step=step, tokens_per_step=rm.tokens_per_step, meta=meta)
+    return LoadedRun(
+        model=model,
+        model_config=cfg,
+        tokenizer=tok,
+        eot_id=eot,
+        run_dir=run_dir,
+        checkpoint=ckpt,
+        step=step,
+        tokens_per_step=rm.tokens_per_step,
+        meta=meta,
+    )

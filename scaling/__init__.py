@@ -15,6 +15,7 @@ Subpackages, bottom to top; each imports only those below it (pyproject.toml's i
 
 Exports are imported lazily so that `import scaling.cli` (done by `scalelab --help`) stays cheap.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -4,6 +4,7 @@ Layout: tests/unit/<package>/ (no process started, no CLI, no training beyond a 
 steps: `make test-fast`) and tests/integration/<package>/ (drive the CLI, start processes, train,
 Slurm, the browser). `make test` runs both under pytest-xdist.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,6 +38,7 @@ def pytest_collection_modifyitems(config, items):
     dashboard, the main job), so it is built once; every test that reads `two_rank_runs` runs in
     one worker (one launch trains them all); tests of the one-node Slurm cluster run one after
     another in one worker (its CPUs are the machine's: two sweeps queued at once wait on each other)."""
+
     def uses(item, name):
         return name in getattr(item, "fixturenames", ())
 
@@ -68,8 +70,10 @@ def pytest_collection_finish(session):
         return
     grouped = [i for i in session.items if any(True for _ in i.iter_markers("xdist_group"))]
     if grouped and not any("@" in i.nodeid for i in grouped):
-        raise pytest.UsageError("pytest-xdist --dist loadgroup did not group the tests (the installed pytest "
-                                "and pytest-xdist disagree on node ids): install pytest < 9.2")
+        raise pytest.UsageError(
+            "pytest-xdist --dist loadgroup did not group the tests (the installed pytest "
+            "and pytest-xdist disagree on node ids): install pytest < 9.2"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +85,9 @@ def tiny_data(tmp_path_factory) -> Path:
     from pretrain.data.prepare import prepare
 
     out = tmp_path_factory.mktemp("data") / "tiny512"
-    cfg = load_data_config(REPO / "configs/data/default.yaml", ["tokenizer.vocab_size=512", f"out_dir={out}", "name=tiny512"])
+    cfg = load_data_config(
+        REPO / "configs/data/default.yaml", ["tokenizer.vocab_size=512", f"out_dir={out}", "name=tiny512"]
+    )
     prepare(cfg, log=lambda m: None)
     return out
 

@@ -1,4 +1,5 @@
 """Word/byte counts for loglikelihood_rolling tasks (as lm-eval's wikitext, without detokenising)."""
+
 import re
 
 

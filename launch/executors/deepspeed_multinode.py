@@ -10,6 +10,7 @@ DeepSpeed's launcher passes it to the ranks and kills any that take over 30 s), 
 run, and keeps the run's lock until every process of the training on this host has exited: the
 launcher's own exit (the DeepSpeed runner dies at once on SIGTERM) does not end the training.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,11 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from pretrain.errors import ConfigError
-
 from launch import depends
 from launch.locks import RunLock
 from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
+from pretrain.errors import ConfigError
 from rundir.layout import LAUNCH_CONFIG, SUMMARY, TRAIN_LOG
 from rundir.summary import read_summary
 
@@ -49,15 +49,30 @@ def command(ds, run_dir: Path, python_module: str = "pretrain.cli") -> list[str]
     if not ds.hostfile:
         raise ConfigError("executor.deepspeed.hostfile is required (or pass --hostfile)")
     hosts = read_hostfile(ds.hostfile)
-    argv = ["deepspeed", "--hostfile", str(ds.hostfile), "--launcher", ds.launcher,
-            "--master_addr", ds.master_addr or hosts[0][0], "--master_port", str(ds.master_port)]
+    argv = [
+        "deepspeed",
+        "--hostfile",
+        str(ds.hostfile),
+        "--launcher",
+        ds.launcher,
+        "--master_addr",
+        ds.master_addr or hosts[0][0],
+        "--master_port",
+        str(ds.master_port),
+    ]
     if ds.num_nodes:
         argv += ["--num_nodes", str(ds.num_nodes)]
     if ds.num_gpus:
         argv += ["--num_gpus", str(ds.num_gpus)]
     if len(hosts) == 1:  # one node: DeepSpeed launches locally, its ssh probe would only fail without sshd
         argv.append("--no_ssh_check")
-    return argv + ["--module", python_module, str(Path(run_dir).resolve() / LAUNCH_CONFIG), "--run-dir", str(Path(run_dir).resolve())]
+    return argv + [
+        "--module",
+        python_module,
+        str(Path(run_dir).resolve() / LAUNCH_CONFIG),
+        "--run-dir",
+        str(Path(run_dir).resolve()),
+    ]
 
 
 def group_alive(pgid: int) -> bool:
@@ -116,7 +131,9 @@ class DeepSpeedExecutor:
             todo = [r for r in runs if decide(Path(r.run_dir), retry_failed, r.id) == "run"]
             jobs = data_jobs(todo)
             if jobs:
-                blocked = run_locally(jobs, sweep_meta_dir(self.spec.runs_root().resolve()), lambda m: out.write(m + "\n"))
+                blocked = run_locally(
+                    jobs, sweep_meta_dir(self.spec.runs_root().resolve()), lambda m: out.write(m + "\n")
+                )
         state = {"stop": False, "proc": None}
 
         def on_signal(signum, frame):
@@ -152,7 +169,9 @@ class DeepSpeedExecutor:
                     continue
                 if not depends.may_start(r):  # runs go one at a time in plan order: a parent has ended by now
                     failed.append(r.name)
-                    out.write(f"FAILED {r.name}: waits for {depends.parent_checkpoint(r)}, which {r.after[0]} did not write\n")
+                    out.write(
+                        f"FAILED {r.name}: waits for {depends.parent_checkpoint(r)}, which {r.after[0]} did not write\n"
+                    )
                     continue
                 run_dir.mkdir(parents=True, exist_ok=True)
                 lock = RunLock(run_dir, role="deepspeed")

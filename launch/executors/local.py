@@ -13,6 +13,7 @@ complete (`launch.depends`); meanwhile free slots take the next run that may sta
 whose parent can no longer write that checkpoint (it failed, or is not part of this launch) fails
 with that reason.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,17 @@ from pathlib import Path
 
 from launch import depends
 from launch.locks import RunLock
-from launch.worker import (EXIT_OK, EXIT_STOPPED, STOP_SIGNALS, decide, open_log, start_trainer, stopped_in_startup, train_argv,
-                           write_launch_config)
+from launch.worker import (
+    EXIT_OK,
+    EXIT_STOPPED,
+    STOP_SIGNALS,
+    decide,
+    open_log,
+    start_trainer,
+    stopped_in_startup,
+    train_argv,
+    write_launch_config,
+)
 from rundir.layout import METRICS, TRAIN_LOG
 from rundir.lock import is_locked
 from rundir.metrics import last_record
@@ -70,8 +80,16 @@ class LaunchResult:
 
 
 class LocalExecutor:
-    def __init__(self, workers: int = 1, threads: int | None = None, gpus_per_run: int = 1, progress: bool = True,
-                 poll_s: float = 0.5, stream=None, meta_dir: Path | None = None):
+    def __init__(
+        self,
+        workers: int = 1,
+        threads: int | None = None,
+        gpus_per_run: int = 1,
+        progress: bool = True,
+        poll_s: float = 0.5,
+        stream=None,
+        meta_dir: Path | None = None,
+    ):
         self.workers = max(1, workers)
         self.meta_dir = meta_dir  # where data jobs write their config and log (default <runs>/.sweep)
         self.gpus = visible_gpus()
@@ -80,12 +98,16 @@ class LocalExecutor:
         if self.gpus:
             per = max(1, gpus_per_run)
             self.workers = max(1, min(self.workers, len(self.gpus) // per))
-            self.slots = [Slot(i, {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus[i * per:(i + 1) * per])}, threads)
-                          for i in range(self.workers)]
+            self.slots = [
+                Slot(i, {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus[i * per : (i + 1) * per])}, threads)
+                for i in range(self.workers)
+            ]
         else:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
             t = threads or max(1, cores // self.workers)
-            self.slots = [Slot(i, {"OMP_NUM_THREADS": str(t), "CUDA_VISIBLE_DEVICES": ""}, t) for i in range(self.workers)]
+            self.slots = [
+                Slot(i, {"OMP_NUM_THREADS": str(t), "CUDA_VISIBLE_DEVICES": ""}, t) for i in range(self.workers)
+            ]
         self.progress = progress
         self.poll_s = poll_s
         self._stop = False
@@ -113,8 +135,10 @@ class LocalExecutor:
                 queue.append(r)
         if queue:
             queue = self._prepare_data(queue, res)
-        self._say(f"local executor: {len(queue)} to run, {len(res.skipped)} skipped, {len(self.slots)} workers "
-                  + (f"(GPUs {','.join(self.gpus)})" if self.gpus else f"({self.slots[0].threads} threads each)"))
+        self._say(
+            f"local executor: {len(queue)} to run, {len(res.skipped)} skipped, {len(self.slots)} workers "
+            + (f"(GPUs {','.join(self.gpus)})" if self.gpus else f"({self.slots[0].threads} threads each)")
+        )
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             self._loop(queue, res, retry_failed)
@@ -130,7 +154,9 @@ class LocalExecutor:
         jobs = data_jobs(queue)
         if not jobs:
             return queue
-        meta = self.meta_dir or Path(os.path.commonpath([str(Path(r.run_dir).resolve().parent) for r in queue])) / ".sweep"
+        meta = (
+            self.meta_dir or Path(os.path.commonpath([str(Path(r.run_dir).resolve().parent) for r in queue])) / ".sweep"
+        )
         blocked = run_locally(jobs, meta, self._say)
         for r in queue:
             if r.name in blocked:
@@ -160,9 +186,21 @@ class LocalExecutor:
                 return False
 
             write_launch_config(run)
-            argv = [sys.executable, "-m", "launch.worker", str(run_dir), "--mode", "local", "--gpus", str(self.per_run_gpus),
-                    "--port", str(29500 + slot.index)] + (["--retry-failed"] if retry_failed else [])
-            slot.proc = subprocess.Popen(argv, env={**os.environ, **slot.env}, stdout=subprocess.DEVNULL, start_new_session=True)
+            argv = [
+                sys.executable,
+                "-m",
+                "launch.worker",
+                str(run_dir),
+                "--mode",
+                "local",
+                "--gpus",
+                str(self.per_run_gpus),
+                "--port",
+                str(29500 + slot.index),
+            ] + (["--retry-failed"] if retry_failed else [])
+            slot.proc = subprocess.Popen(
+                argv, env={**os.environ, **slot.env}, stdout=subprocess.DEVNULL, start_new_session=True
+            )
             slot.run, slot.lock, slot.log, slot.started = run, None, None, time.time()
             self._say(f"start  {run.name} (slot {slot.index}, {self.per_run_gpus} GPUs) -> {run_dir / TRAIN_LOG}")
             return True
@@ -176,7 +214,9 @@ class LocalExecutor:
             res.skipped[run.name] = what
             return False
         write_launch_config(run)
-        argv = train_argv(run_dir, overrides=[f"train.threads={slot.threads}"] if slot.threads and not self.gpus else [])
+        argv = train_argv(
+            run_dir, overrides=[f"train.threads={slot.threads}"] if slot.threads and not self.gpus else []
+        )
         log = open_log(run_dir, f"local worker {slot.index}: {' '.join(argv)}")
         slot.proc = start_trainer(run_dir, argv, {**os.environ, **slot.env}, lock, log)
         lock.add_trainers([slot.proc.pid])
@@ -201,8 +241,11 @@ class LocalExecutor:
             self._say(f"done   {name} in {took:.0f}s{tail}")
         elif code == EXIT_STOPPED or startup:
             res.stopped.append(name)
-            self._say(f"stopped {name} while it was starting (nothing lost; relaunch runs it)" if startup else
-                      f"stopped {name} after a checkpoint{tail} (relaunch resumes it)")
+            self._say(
+                f"stopped {name} while it was starting (nothing lost; relaunch runs it)"
+                if startup
+                else f"stopped {name} after a checkpoint{tail} (relaunch resumes it)"
+            )
         else:
             res.failed.append(name)
             self._say(f"FAILED {name} (exit {code}); see {Path(slot.run.run_dir) / TRAIN_LOG}")
@@ -224,7 +267,9 @@ class LocalExecutor:
             queue.remove(run)
             why = "failed" if run.after[0] in res.failed else "is not running in this launch"
             res.failed.append(run.name)
-            res.skipped[run.name] = f"waits for {depends.parent_checkpoint(run)}, which will not be written ({run.after[0]} {why})"
+            res.skipped[run.name] = (
+                f"waits for {depends.parent_checkpoint(run)}, which will not be written ({run.after[0]} {why})"
+            )
             self._say(f"FAILED {run.name}: {res.skipped[run.name]}")
 
     def _loop(self, queue: list, res: LaunchResult, retry_failed: bool) -> None:

@@ -18,6 +18,7 @@ array: Slurm has no dependency on a file, so each parent's waiting branches get 
 with `--dependency=afterok:<parent's array task>`. They start when the parent's task has ended
 well (the whole stable run, not its branch checkpoint); a failed parent cancels them.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-from pretrain.errors import ConfigError
-
 from launch.executors.slurm_fields import directive, no_control, option
 from launch.worker import decide, write_launch_config
+from pretrain.errors import ConfigError
 
 
 class SlurmError(RuntimeError):
@@ -54,7 +54,13 @@ def rank_mode(s) -> str:
 def _common_directives(s) -> list[str]:
     """The user's strings, validated by the spec (slurm_fields) and quoted here."""
     d = []
-    for key, val in (("partition", s.partition), ("account", s.account), ("qos", s.qos), ("mem", s.mem), ("time", s.time)):
+    for key, val in (
+        ("partition", s.partition),
+        ("account", s.account),
+        ("qos", s.qos),
+        ("mem", s.mem),
+        ("time", s.time),
+    ):
         if val:
             d.append(option(key, val))
     return d
@@ -82,19 +88,28 @@ def render_data_script(spec, job, config_path: Path, python: str | None = None) 
 
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
-    d = [option("job-name", f"{spec.name}-data-{job.name}"), option("output", f"{meta}/slurm-data-{job.name}-%j.out"),
-         option("chdir", Path.cwd()), "--nodes=1", "--ntasks=1"] + _common_directives(s)
+    d = [
+        option("job-name", f"{spec.name}-data-{job.name}"),
+        option("output", f"{meta}/slurm-data-{job.name}-%j.out"),
+        option("chdir", Path.cwd()),
+        "--nodes=1",
+        "--ntasks=1",
+    ] + _common_directives(s)
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     d += [directive(extra) for extra in s.extra]
     from launch.data_jobs import reads_the_hub
 
     argv = prepare_argv(config_path, python or job_python(s))
-    lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: prepare data '{job.name}' once for {len(job.runs)} run(s) "
-             f"({job.reason})"]
+    lines = [
+        "#!/bin/bash",
+        f"# scalelab sweep {spec.name}: prepare data '{job.name}' once for {len(job.runs)} run(s) ({job.reason})",
+    ]
     hub = reads_the_hub(job.config)
     if hub:
-        lines.append(f"# reads {hub} from the Hugging Face Hub: this job needs the network (HF_HUB_OFFLINE left as set)")
+        lines.append(
+            f"# reads {hub} from the Hugging Face Hub: this job needs the network (HF_HUB_OFFLINE left as set)"
+        )
     lines += [f"#SBATCH {x}" for x in d] + _env_lines(s, online=bool(hub)) + s.setup
     lines += ["exec " + " ".join(shlex.quote(a) for a in argv), ""]
     return "\n".join(lines)
@@ -104,30 +119,51 @@ def render_check_script(spec, python: str | None = None) -> str:
     """The node check (launch/node_check.py): one task where the array's tasks will run, first."""
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
-    d = [option("job-name", f"{spec.name}-check"), option("output", f"{meta}/slurm-check-%j.out"), option("chdir", Path.cwd()),
-         "--nodes=1", "--ntasks=1"] + _common_directives(s)
+    d = [
+        option("job-name", f"{spec.name}-check"),
+        option("output", f"{meta}/slurm-check-%j.out"),
+        option("chdir", Path.cwd()),
+        "--nodes=1",
+        "--ntasks=1",
+    ] + _common_directives(s)
     if s.gpus_per_node:
         d.append(f"--gpus-per-node={s.gpus_per_node}")
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     d += [directive(extra) for extra in s.extra]
     argv = [python or job_python(s), "-m", "launch.node_check", "--gpus", str(s.gpus_per_node)]
-    lines = ["#!/bin/bash", f"# scalelab sweep {spec.name}: check a compute node (torch, DeepSpeed, GPUs) before the array"]
+    lines = [
+        "#!/bin/bash",
+        f"# scalelab sweep {spec.name}: check a compute node (torch, DeepSpeed, GPUs) before the array",
+    ]
     lines += [f"#SBATCH {x}" for x in d] + _env_lines(s) + s.setup
     lines += ["exec " + " ".join(shlex.quote(a) for a in argv), ""]
     return "\n".join(lines)
 
 
-def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool = False, python: str | None = None,
-                  depends_on: list[str] | None = None) -> str:
+def render_script(
+    spec,
+    run_dirs: list[Path],
+    manifest: Path,
+    retry_failed: bool = False,
+    python: str | None = None,
+    depends_on: list[str] | None = None,
+) -> str:
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
     n = len(run_dirs)
     mode = rank_mode(s)
     tasks_per_node = max(1, s.gpus_per_node) if mode == "srun" else 1
-    d = [option("job-name", spec.name), f"--array=0-{n - 1}" + (f"%{s.max_parallel}" if s.max_parallel else ""),
-         option("output", f"{meta}/slurm-%A_%a.out"), "--open-mode=append", option("chdir", Path.cwd()),
-         f"--nodes={s.nodes}", f"--ntasks-per-node={tasks_per_node}", f"--signal=B:USR1@{s.signal_secs}"]
+    d = [
+        option("job-name", spec.name),
+        f"--array=0-{n - 1}" + (f"%{s.max_parallel}" if s.max_parallel else ""),
+        option("output", f"{meta}/slurm-%A_%a.out"),
+        "--open-mode=append",
+        option("chdir", Path.cwd()),
+        f"--nodes={s.nodes}",
+        f"--ntasks-per-node={tasks_per_node}",
+        f"--signal=B:USR1@{s.signal_secs}",
+    ]
     if s.requeue:
         d.append("--requeue")
     if depends_on:
@@ -140,8 +176,23 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
     d += [directive(extra) for extra in s.extra]
     py = python or job_python(s)
     threads = s.cpus_per_task if (s.cpus_per_task and not s.gpus_per_node) else None
-    worker = [py, "-m", "launch.worker", "--manifest", str(manifest), "--index", "$SLURM_ARRAY_TASK_ID",
-              "--mode", mode, "--nodes", str(s.nodes), "--gpus", str(s.gpus_per_node), "--port", str(s.master_port)]
+    worker = [
+        py,
+        "-m",
+        "launch.worker",
+        "--manifest",
+        str(manifest),
+        "--index",
+        "$SLURM_ARRAY_TASK_ID",
+        "--mode",
+        mode,
+        "--nodes",
+        str(s.nodes),
+        "--gpus",
+        str(s.gpus_per_node),
+        "--port",
+        str(s.master_port),
+    ]
     if threads:
         worker += ["--threads", str(threads)]
     if s.requeue:
@@ -154,8 +205,11 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, retry_failed: bool
     if threads:
         lines.append(f"export OMP_NUM_THREADS={threads}")
     lines += s.setup
-    lines += ["# exec: the worker receives Slurm's USR1 itself and forwards it to the trainer",
-              "exec " + " ".join(a if a.startswith("$") else shlex.quote(a) for a in worker), ""]
+    lines += [
+        "# exec: the worker receives Slurm's USR1 itself and forwards it to the trainer",
+        "exec " + " ".join(a if a.startswith("$") else shlex.quote(a) for a in worker),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -260,8 +314,10 @@ class SlurmExecutor:
             if parent in names or parent in queued:
                 waiting.setdefault(parent, []).append(r)
             else:
-                skipped[r.name] = (f"waits for {depends.parent_checkpoint(r)}, which will not be written "
-                                   f"({parent} is neither submitted nor queued)")
+                skipped[r.name] = (
+                    f"waits for {depends.parent_checkpoint(r)}, which will not be written "
+                    f"({parent} is neither submitted nor queued)"
+                )
         return now, waiting
 
     def launch(self, runs: list, retry_failed: bool = False, dry_run: bool = False, out=None) -> dict:
@@ -288,15 +344,30 @@ class SlurmExecutor:
             script = None
             if todo:
                 script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=deps)
-                out.write(f"# manifest {manifest} (index -> run dir)\n" + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs)))
+                out.write(
+                    f"# manifest {manifest} (index -> run dir)\n"
+                    + "".join(f"#   {i}: {d}\n" for i, d in enumerate(run_dirs))
+                )
                 out.write(script)
             for parent, rs in waiting.items():
                 out.write(f"\n# branches of {parent}, after its task ends well:\n")
-                out.write(render_script(self.spec, [Path(r.run_dir).resolve() for r in rs], meta / f"array-{stamp}-{parent}.txt",
-                                        retry_failed, depends_on=[f"<task of {parent}>"]))
-            return {"job_id": None, "runs": [r.name for r in todo], "skipped": skipped, "script": script,
-                    "data_jobs": [job.name for job in jobs], "branch_jobs": [{"after": p, "runs": [r.name for r in rs]}
-                                                                          for p, rs in waiting.items()]}
+                out.write(
+                    render_script(
+                        self.spec,
+                        [Path(r.run_dir).resolve() for r in rs],
+                        meta / f"array-{stamp}-{parent}.txt",
+                        retry_failed,
+                        depends_on=[f"<task of {parent}>"],
+                    )
+                )
+            return {
+                "job_id": None,
+                "runs": [r.name for r in todo],
+                "skipped": skipped,
+                "script": script,
+                "data_jobs": [job.name for job in jobs],
+                "branch_jobs": [{"after": p, "runs": [r.name for r in rs]} for p, rs in waiting.items()],
+            }
         sbatch = _need("sbatch")
         meta.mkdir(parents=True, exist_ok=True)
         check_id = self._submit_check(sbatch, meta, stamp) if todo else None  # branches follow a checked parent
@@ -307,27 +378,62 @@ class SlurmExecutor:
             data_script.write_text(render_data_script(self.spec, job, config))
             res = subprocess.run([sbatch, "--parsable", str(data_script)], capture_output=True, text=True)
             if res.returncode != 0:
-                raise SlurmError(f"sbatch of the data job for '{job.name}' failed ({res.returncode}): "
-                                 f"{res.stderr.strip() or res.stdout.strip()}")
+                raise SlurmError(
+                    f"sbatch of the data job for '{job.name}' failed ({res.returncode}): "
+                    f"{res.stderr.strip() or res.stdout.strip()}"
+                )
             data_ids.append(res.stdout.strip().split(";")[0])
             with open(meta / "jobs.jsonl", "a") as f:
-                f.write(json.dumps({"job_id": data_ids[-1], "kind": "data", "data": job.name, "submitted": stamp,
-                                    "script": str(data_script), "config": str(config), "runs": []}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "job_id": data_ids[-1],
+                            "kind": "data",
+                            "data": job.name,
+                            "submitted": stamp,
+                            "script": str(data_script),
+                            "config": str(config),
+                            "runs": [],
+                        }
+                    )
+                    + "\n"
+                )
         rec = {"job_id": None, "runs": [], "script": None}
         tasks: dict[str, str] = {}  # run name -> its array task (jobid_index), for the branches' dependency
         if todo:
-            rec = self._submit(sbatch, todo, manifest, meta / f"{self.spec.name}-{stamp}.sbatch", retry_failed,
-                               [check_id, *data_ids], stamp)
+            rec = self._submit(
+                sbatch,
+                todo,
+                manifest,
+                meta / f"{self.spec.name}-{stamp}.sbatch",
+                retry_failed,
+                [check_id, *data_ids],
+                stamp,
+            )
             tasks = {r.name: f"{rec['job_id']}_{i}" for i, r in enumerate(todo)}
         queued = queued_jobs(self.spec.runs_root()) if waiting else {}
         branch_jobs = []
         for parent, rs in waiting.items():
             dep = tasks.get(parent) or queued[parent].split()[0]
-            branch_jobs.append(self._submit(sbatch, rs, meta / f"array-{stamp}-{parent}.txt",
-                                            meta / f"{self.spec.name}-{stamp}-{parent}.sbatch", retry_failed, [dep], stamp))
+            branch_jobs.append(
+                self._submit(
+                    sbatch,
+                    rs,
+                    meta / f"array-{stamp}-{parent}.txt",
+                    meta / f"{self.spec.name}-{stamp}-{parent}.sbatch",
+                    retry_failed,
+                    [dep],
+                    stamp,
+                )
+            )
             branch_jobs[-1]["after"] = parent
-        return {**rec, "skipped": skipped, "data_jobs": [{"job_id": i, "data": j.name} for i, j in zip(data_ids, jobs)],
-                "branch_jobs": branch_jobs, "check_job": check_id}
+        return {
+            **rec,
+            "skipped": skipped,
+            "data_jobs": [{"job_id": i, "data": j.name} for i, j in zip(data_ids, jobs)],
+            "branch_jobs": branch_jobs,
+            "check_job": check_id,
+        }
 
     def _submit_check(self, sbatch: str, meta: Path, stamp: str) -> str:
         """Submit the node check (render_check_script); recorded in jobs.jsonl as kind `check`."""
@@ -335,15 +441,36 @@ class SlurmExecutor:
         script.write_text(render_check_script(self.spec))
         res = subprocess.run([sbatch, "--parsable", str(script)], capture_output=True, text=True)
         if res.returncode != 0:
-            raise SlurmError(f"sbatch of the node check failed ({res.returncode}): {res.stderr.strip() or res.stdout.strip()}")
+            raise SlurmError(
+                f"sbatch of the node check failed ({res.returncode}): {res.stderr.strip() or res.stdout.strip()}"
+            )
         job_id = res.stdout.strip().split(";")[0]
         with open(meta / "jobs.jsonl", "a") as f:
-            f.write(json.dumps({"job_id": job_id, "kind": "check", "submitted": stamp, "script": str(script),
-                                "output": str(meta / f"slurm-check-{job_id}.out"), "runs": []}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "job_id": job_id,
+                        "kind": "check",
+                        "submitted": stamp,
+                        "script": str(script),
+                        "output": str(meta / f"slurm-check-{job_id}.out"),
+                        "runs": [],
+                    }
+                )
+                + "\n"
+            )
         return job_id
 
-    def _submit(self, sbatch: str, runs: list, manifest: Path, script_path: Path, retry_failed: bool, depends_on: list[str],
-                stamp: str) -> dict:
+    def _submit(
+        self,
+        sbatch: str,
+        runs: list,
+        manifest: Path,
+        script_path: Path,
+        retry_failed: bool,
+        depends_on: list[str],
+        stamp: str,
+    ) -> dict:
         """One job array (one task per run), recorded in jobs.jsonl."""
         run_dirs = [Path(r.run_dir).resolve() for r in runs]
         script = render_script(self.spec, run_dirs, manifest, retry_failed, depends_on=depends_on)
@@ -356,8 +483,13 @@ class SlurmExecutor:
         if res.returncode != 0:
             raise SlurmError(f"sbatch failed ({res.returncode}): {res.stderr.strip() or res.stdout.strip()}")
         job_id = res.stdout.strip().split(";")[0]
-        rec = {"job_id": job_id, "submitted": stamp, "script": str(script_path), "manifest": str(manifest),
-               "runs": [r.name for r in runs]}
+        rec = {
+            "job_id": job_id,
+            "submitted": stamp,
+            "script": str(script_path),
+            "manifest": str(manifest),
+            "runs": [r.name for r in runs],
+        }
         if depends_on:
             rec["depends_on"] = depends_on
         with open(sweep_meta_dir(self.spec.runs_root().resolve()) / "jobs.jsonl", "a") as f:

@@ -5,6 +5,7 @@ would end the directive and run the remainder as a shell line. So every string f
 when the spec is loaded (a bad one is a config error naming its key: exit 2 before anything is
 queued) and every directive value is quoted when the script is written (sbatch strips the quotes).
 """
+
 from __future__ import annotations
 
 import re
@@ -31,20 +32,26 @@ def check_name(value: str | None) -> str | None:
         return None
     no_control(value, "the value")
     if not NAME.match(value):
-        raise ValueError(f"{value!r} is not a Slurm name: letters, digits and _ . + @ % : - (comma-separated for a list)")
+        raise ValueError(
+            f"{value!r} is not a Slurm name: letters, digits and _ . + @ % : - (comma-separated for a list)"
+        )
     return value
 
 
 def check_mem(value: str | None) -> str | None:
     if value is not None and not MEM.match(no_control(value, "the value")):
-        raise ValueError(f"{value!r} is not a Slurm memory size: an integer with an optional K, M, G or T suffix (e.g. 64G)")
+        raise ValueError(
+            f"{value!r} is not a Slurm memory size: an integer with an optional K, M, G or T suffix (e.g. 64G)"
+        )
     return value
 
 
 def check_time(value: str | None) -> str | None:
     if value is not None and not TIME.match(no_control(value, "the value")):
-        raise ValueError(f"{value!r} is not a Slurm time: minutes, [days-]hours:minutes:seconds (e.g. 04:00:00, 1-12:00:00) "
-                         f"or UNLIMITED")
+        raise ValueError(
+            f"{value!r} is not a Slurm time: minutes, [days-]hours:minutes:seconds (e.g. 04:00:00, 1-12:00:00) "
+            f"or UNLIMITED"
+        )
     return value
 
 

@@ -6,6 +6,7 @@ uses k routed experts (nominal k; capacity dropping can only lower it, expert_ch
 k*capacity_factor). Dense layers count 3*d*ffn_dim. Training FLOPs per token follow as
 6 * active matmul parameters in `models.accounting`.
 """
+
 from __future__ import annotations
 
 from models.accounting import dense_ffn_params
@@ -50,17 +51,41 @@ def moe_summary(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
 
     c = count(cfg, vocab_size)
     dense_d_ff = cfg.ffn_dim
-    out = {"params": c.total, "active_params": c.active, "embedding_params": c.embedding,
-           "non_embedding_params": c.non_embedding, "active_non_embedding_params": c.active_non_embedding}
+    out = {
+        "params": c.total,
+        "active_params": c.active,
+        "embedding_params": c.embedding,
+        "non_embedding_params": c.non_embedding,
+        "active_non_embedding_params": c.active_non_embedding,
+    }
     moe = cfg.moe
     if moe is None:
-        out.update(experts=1, top_k=1, granularity=1.0, expansion=1.0, expert_d_ff=dense_d_ff, dense_d_ff=dense_d_ff,
-                   shared_experts=0, capacity_factor=None, router=None, moe_layers=0)
+        out.update(
+            experts=1,
+            top_k=1,
+            granularity=1.0,
+            expansion=1.0,
+            expert_d_ff=dense_d_ff,
+            dense_d_ff=dense_d_ff,
+            shared_experts=0,
+            capacity_factor=None,
+            router=None,
+            moe_layers=0,
+        )
         return out
     expert_d_ff = moe.d_ff or dense_d_ff
     capacity = moe.capacity_factor if moe.capacity_factor is not None or moe.router != "expert_choice" else 1.0
     g = dense_d_ff / expert_d_ff
-    out.update(experts=moe.num_experts, top_k=moe.top_k, granularity=g, expansion=moe.num_experts / g, expert_d_ff=expert_d_ff,
-               dense_d_ff=dense_d_ff, shared_experts=moe.num_shared_experts, capacity_factor=capacity, router=moe.router,
-               moe_layers=len(moe.moe_layers(cfg.n_layers)))
+    out.update(
+        experts=moe.num_experts,
+        top_k=moe.top_k,
+        granularity=g,
+        expansion=moe.num_experts / g,
+        expert_d_ff=expert_d_ff,
+        dense_d_ff=dense_d_ff,
+        shared_experts=moe.num_shared_experts,
+        capacity_factor=capacity,
+        router=moe.router,
+        moe_layers=len(moe.moe_layers(cfg.n_layers)),
+    )
     return out

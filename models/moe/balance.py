@@ -11,6 +11,7 @@ the counted load is spent either way). Routing is decided on each rank before an
 exchange, so the load each rank counts covers all experts and the default (world) group is the
 data-parallel sum, with or without expert parallelism.
 """
+
 from __future__ import annotations
 
 import torch

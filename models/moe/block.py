@@ -9,6 +9,7 @@ The forward reads in stages, like Megatron's MoELayer: route -> capacity -> disp
 -> combine -> shared experts. The dispatcher is an object (`LocalDispatcher`, or an
 `AllToAllDispatcher` swapped in by expert parallelism); the block never sees a process group.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

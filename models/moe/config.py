@@ -1,4 +1,5 @@
 """Typed MoE configuration (`model.moe.*`). Validation errors name the key, e.g. `model.moe.top_k`."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -16,30 +17,69 @@ class MoEConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     num_experts: int = Field(8, ge=1, description="routed experts per MoE layer")
-    top_k: int = Field(2, ge=1, description="experts per token (token-choice routers); expert_choice: average experts per token")
-    d_ff: int | None = Field(None, gt=0, description="hidden size of each expert's SwiGLU (default: model.d_ff); smaller values give fine-grained experts")
-    num_shared_experts: int = Field(0, ge=0, description="always-active experts of size d_ff (DeepSeekMoE), run as one SwiGLU of width num_shared_experts*d_ff")
+    top_k: int = Field(
+        2, ge=1, description="experts per token (token-choice routers); expert_choice: average experts per token"
+    )
+    d_ff: int | None = Field(
+        None,
+        gt=0,
+        description="hidden size of each expert's SwiGLU (default: model.d_ff); smaller values give fine-grained experts",
+    )
+    num_shared_experts: int = Field(
+        0,
+        ge=0,
+        description="always-active experts of size d_ff (DeepSeekMoE), run as one SwiGLU of width num_shared_experts*d_ff",
+    )
     capacity_factor: float | None = Field(
-        None, gt=0,
+        None,
+        gt=0,
         description="expert capacity = ceil(capacity_factor * tokens * top_k / num_experts) per micro-batch; the lowest-scoring "
         "assignments beyond it are dropped (the token keeps its residual); training only, eval/generation is dropless. "
         "null: dropless (expert_choice: its capacity, default 1.0)",
     )
     router: RouterName = Field("softmax_topk", description="routing rule: " + ", ".join(ROUTER_NAMES))
-    every_k_layers: int = Field(1, ge=1, description="MoE in every k-th layer after the dense prefix: layer i is MoE iff i >= first_dense_layers and (i - first_dense_layers + 1) % k == 0")
-    first_dense_layers: int = Field(0, ge=0, description="number of leading layers that keep a dense FFN (DeepSeek-style)")
-    renormalize: bool | None = Field(None, description="renormalise the top-k weights to sum to 1 (default: off for softmax scores, on for sigmoid scores)")
-    aux_loss_coef: float = Field(0.01, ge=0, description="softmax_topk: Switch/GShard load-balancing loss coefficient; perfect balance gives exactly this value")
-    z_loss_coef: float = Field(0.001, ge=0, description="ST-MoE router z-loss coefficient: coef * mean(logsumexp(logits)^2) (all routers)")
-    score_func: Literal["sigmoid", "softmax"] = Field("sigmoid", description="aux_free_bias: affinity function (DeepSeek-V3 uses sigmoid)")
-    bias_update_rate: float = Field(0.001, ge=0, description="aux_free_bias: bias += rate * sign(mean_load - load) after each optimizer step")
-    seq_aux_loss_coef: float = Field(0.0, ge=0, description="aux_free_bias: sequence-level balance loss coefficient (DeepSeek-V3 used 1e-4)")
+    every_k_layers: int = Field(
+        1,
+        ge=1,
+        description="MoE in every k-th layer after the dense prefix: layer i is MoE iff i >= first_dense_layers and (i - first_dense_layers + 1) % k == 0",
+    )
+    first_dense_layers: int = Field(
+        0, ge=0, description="number of leading layers that keep a dense FFN (DeepSeek-style)"
+    )
+    renormalize: bool | None = Field(
+        None,
+        description="renormalise the top-k weights to sum to 1 (default: off for softmax scores, on for sigmoid scores)",
+    )
+    aux_loss_coef: float = Field(
+        0.01,
+        ge=0,
+        description="softmax_topk: Switch/GShard load-balancing loss coefficient; perfect balance gives exactly this value",
+    )
+    z_loss_coef: float = Field(
+        0.001, ge=0, description="ST-MoE router z-loss coefficient: coef * mean(logsumexp(logits)^2) (all routers)"
+    )
+    score_func: Literal["sigmoid", "softmax"] = Field(
+        "sigmoid", description="aux_free_bias: affinity function (DeepSeek-V3 uses sigmoid)"
+    )
+    bias_update_rate: float = Field(
+        0.001, ge=0, description="aux_free_bias: bias += rate * sign(mean_load - load) after each optimizer step"
+    )
+    seq_aux_loss_coef: float = Field(
+        0.0, ge=0, description="aux_free_bias: sequence-level balance loss coefficient (DeepSeek-V3 used 1e-4)"
+    )
     sinkhorn_iters: int = Field(8, ge=1, description="sinkhorn: normalisation iterations for the balanced assignment")
-    ep_size: int = Field(1, ge=1, description="expert-parallel ranks: experts are sharded over groups of ep_size ranks (must divide num_experts and the world size)")
-    grouped_mm: Literal["auto", "on", "off"] = Field("auto", description="expert matmuls: auto uses torch.nn.functional.grouped_mm for bf16 on CUDA with compute capability >= 8.0, per-expert slices otherwise; on forces it wherever torch has it")
+    ep_size: int = Field(
+        1,
+        ge=1,
+        description="expert-parallel ranks: experts are sharded over groups of ep_size ranks (must divide num_experts and the world size)",
+    )
+    grouped_mm: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="expert matmuls: auto uses torch.nn.functional.grouped_mm for bf16 on CUDA with compute capability >= 8.0, per-expert slices otherwise; on forces it wherever torch has it",
+    )
 
     @model_validator(mode="after")
-    def _check(self) -> "MoEConfig":
+    def _check(self) -> MoEConfig:
         if self.top_k > self.num_experts:
             raise ValueError(f"model.moe.top_k={self.top_k} must be <= model.moe.num_experts={self.num_experts}")
         if self.num_experts % self.ep_size:

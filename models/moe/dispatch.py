@@ -16,6 +16,7 @@ their tokens (dropped tokens get zero: the block's residual carries them).
 Expert parallelism swaps the block's dispatcher object (`pretrain.expert_parallel`); nothing
 here knows how the group was made. Only torch.distributed is used.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

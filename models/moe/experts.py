@@ -7,12 +7,12 @@ documented domain is bf16 on CUDA devices of compute capability 8.0 or newer (a 
 older GPUs) each expert runs one matmul on its contiguous slice of the expert-sorted rows.
 Either way there is no loop over tokens, only over the (few) local experts.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-
 
 GROUPED_MM_MIN_CAPABILITY = (8, 0)
 

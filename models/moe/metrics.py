@@ -19,6 +19,7 @@ The per-token means (entropy, aux_loss, z_loss) weight each micro-batch by its t
 Aggregates (mean over MoE layers): moe/imbalance, moe/cv, moe/dropped_frac, moe/entropy,
 moe/aux_loss, moe/z_loss, moe/bias_norm; plus moe/max_imbalance (worst layer).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,11 @@ Totals = dict[int, dict[str, torch.Tensor]]
 
 def _t(v, like: torch.Tensor) -> torch.Tensor:
     # torch.full launches a fill on the device: no host-to-device copy, so no sync on a GPU
-    return v.detach().to(torch.float64) if isinstance(v, torch.Tensor) else torch.full((), float(v), dtype=torch.float64, device=like.device)
+    return (
+        v.detach().to(torch.float64)
+        if isinstance(v, torch.Tensor)
+        else torch.full((), float(v), dtype=torch.float64, device=like.device)
+    )
 
 
 def totals(micro_batches: list[list[dict]]) -> Totals:
@@ -99,9 +104,11 @@ def summarize_totals(t: Totals) -> dict[str, float]:
             out[f"moe/layer{i}/load/expert{j}"] = v
         mean = sum(frac) / len(frac)
         std = math.sqrt(sum((x - mean) ** 2 for x in frac) / len(frac))
-        layer = {"imbalance": max(frac) / mean if mean > 0 else float("nan"),
-                 "cv": std / mean if mean > 0 else float("nan"),
-                 "dropped_frac": row["dropped"] / max(1.0, row["assignments"])}
+        layer = {
+            "imbalance": max(frac) / mean if mean > 0 else float("nan"),
+            "cv": std / mean if mean > 0 else float("nan"),
+            "dropped_frac": row["dropped"] / max(1.0, row["assignments"]),
+        }
         tokens = max(1.0, row["tokens"])
         layer |= {k: row[k] / tokens for k in _TOKEN_MEANS if k in row}
         if "bias_norm" in row:

@@ -1,4 +1,5 @@
 """One callback per concern of a training run (base.py documents the hooks and their order)."""
+
 from __future__ import annotations
 
 from pretrain.callbacks.base import Callback, StepInfo
@@ -19,10 +20,26 @@ def default_callbacks(trainer) -> list[Callback]:
     from pretrain.callbacks.wandb import WandbCallback
 
     cfg, module, feed, d = trainer.cfg, trainer.module, trainer.feed, trainer.dist
-    speed = SpeedMonitor(trainer.counts.flops_per_token, cfg.tokens_per_step(), d.world_size, d.device, cfg.precision,
-                         cfg.train.device_peak_flops, tf32=module.tf32)
-    out = [Checkpointer(module), trainer.signals, speed, MetricsFileWriter(), WandbCallback(), ConsoleLogger(trainer.console),
-           HeldOutEvaluation(module, feed.val_parts), RunSummary(module, trainer.counts, feed, speed), StepProfile(d.device)]
+    speed = SpeedMonitor(
+        trainer.counts.flops_per_token,
+        cfg.tokens_per_step(),
+        d.world_size,
+        d.device,
+        cfg.precision,
+        cfg.train.device_peak_flops,
+        tf32=module.tf32,
+    )
+    out = [
+        Checkpointer(module),
+        trainer.signals,
+        speed,
+        MetricsFileWriter(),
+        WandbCallback(),
+        ConsoleLogger(trainer.console),
+        HeldOutEvaluation(module, feed.val_parts),
+        RunSummary(module, trainer.counts, feed, speed),
+        StepProfile(d.device),
+    ]
     if cfg.train.noise_scale_every_steps:
         from pretrain.callbacks.noise_scale import NoiseScale
 

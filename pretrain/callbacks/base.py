@@ -27,16 +27,18 @@ The trainer's side of the contract (pretrain/trainer.py), all a callback should 
 `state_dict()`, `load_state_dict(client)` and `checkpoint_saved(path)`. Objects a callback works
 on (the train module, the data feed) are given to it when it is made (pretrain/callbacks/__init__.py).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pretrain.config.schema import TrainConfig
-    from rundir.layout import RunDir
     from pretrain.train_module import StepOutput
+    from rundir.layout import RunDir
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,8 @@ class StepInfo:
     step: int  # the current step, 1-based: in pre_step the one about to run, afterwards the one just done
     total_steps: int
     tokens: int  # training tokens once `step` is done
-    run_dir: "RunDir"
-    config: "TrainConfig"
+    run_dir: RunDir
+    config: TrainConfig
     is_main: bool
     log: Callable[[str], None]  # one message line (main rank only)
     log_step: bool = False  # this step writes a metrics record
@@ -73,7 +75,7 @@ class Callback:
     def pre_step(self) -> None:
         pass
 
-    def post_train_batch(self, out: "StepOutput") -> None:
+    def post_train_batch(self, out: StepOutput) -> None:
         pass
 
     def log_metrics(self, step: int, rec: dict) -> None:

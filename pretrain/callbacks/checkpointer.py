@@ -7,6 +7,7 @@ pretrain/checkpoint.py makes each save crash-safe; here the client state is the 
 times, skipped steps, RNG and every callback's `state_dict`), and a checkpoint with inf/NaN
 weights is never written.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,8 +30,14 @@ class Checkpointer(Callback):
     def pre_train(self) -> None:
         """Load the newest loadable checkpoint (raises CheckpointLoadError when none of several loads)."""
         d, info = self.module.dist, self.info
-        client = checkpoint.load_latest(self.module.engine, info.run_dir.checkpoints, info.log, world_size=d.world_size,
-                                        is_main=d.is_main, agree=self._agree)
+        client = checkpoint.load_latest(
+            self.module.engine,
+            info.run_dir.checkpoints,
+            info.log,
+            world_size=d.world_size,
+            is_main=d.is_main,
+            agree=self._agree,
+        )
         if client is None:
             if info.config.train.init_from:
                 self._begin_branch()
@@ -52,14 +59,24 @@ class Checkpointer(Callback):
         problems = differences(parent_config(parent), info.config, step)
         if problems:
             raise TrainingFailed(f"train.init_from: cannot branch from {path}: " + "; ".join(problems))
-        client = checkpoint.load_parent(self.module.engine, path, info.run_dir.checkpoints, info.log, world_size=d.world_size,
-                                        is_main=d.is_main, agree=self._agree)
+        client = checkpoint.load_parent(
+            self.module.engine,
+            path,
+            info.run_dir.checkpoints,
+            info.log,
+            world_size=d.world_size,
+            is_main=d.is_main,
+            agree=self._agree,
+        )
         self.trainer.begin_branch(client, parent, step)
         info.log(f"branched from {path}: continuing at step {step + 1} of {info.total_steps} with this run's schedule")
 
     def post_step(self) -> None:
         info, t = self.info, self.info.config.train
-        due = bool(t.checkpoint_every_steps and info.step % t.checkpoint_every_steps == 0) or info.step in t.checkpoint_at_steps
+        due = (
+            bool(t.checkpoint_every_steps and info.step % t.checkpoint_every_steps == 0)
+            or info.step in t.checkpoint_at_steps
+        )
         # the last step and a stop are saved once, by post_train
         if due and info.step < info.total_steps and not self.trainer.stopping:
             self.save()
@@ -67,8 +84,10 @@ class Checkpointer(Callback):
     def post_train(self) -> None:
         self.save()
         if self.trainer.status == "preempted":
-            self.info.log(f"received {self.trainer.stop_reason or 'stop signal'}: checkpoint step_{self.info.step} saved; "
-                          "rerun the same command to resume")
+            self.info.log(
+                f"received {self.trainer.stop_reason or 'stop signal'}: checkpoint step_{self.info.step} saved; "
+                "rerun the same command to resume"
+            )
 
     def save(self) -> Path:
         info, d = self.info, self.module.dist
@@ -79,8 +98,15 @@ class Checkpointer(Callback):
         client = self.trainer.state_dict()
         with self.trainer.paused("checkpoint"):  # checkpoints are not training time
             path = checkpoint.save(
-                self.module.engine, info.run_dir.checkpoints, info.step, client, info.config.train.keep_checkpoints,
-                d.is_main, lambda: barrier(d), world_size=d.world_size, agree=self._agree,
+                self.module.engine,
+                info.run_dir.checkpoints,
+                info.step,
+                client,
+                info.config.train.keep_checkpoints,
+                d.is_main,
+                lambda: barrier(d),
+                world_size=d.world_size,
+                agree=self._agree,
                 pinned=info.config.train.checkpoint_at_steps,
             )
         self.trainer.checkpoint_saved(path)

@@ -1,5 +1,6 @@
 """The console progress line of each metrics record (pretrain/console.py), with the MoE router
 summary when there is one."""
+
 from __future__ import annotations
 
 from models.moe.metrics import console_summary

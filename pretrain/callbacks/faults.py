@@ -11,13 +11,18 @@ in real runs; the callback is only added when one of them is):
 pretrain/checkpoint.py's save.) The faults act on each micro-batch's loss through the train
 module's loss hook, so the training loop itself has no test branches.
 """
+
 from __future__ import annotations
 
 import os
 
 from pretrain.callbacks.base import Callback
 
-NAN_STEP, NAN_MICRO, INF_GRAD_STEP = "SCALELAB_FAULT_NAN_STEP", "SCALELAB_FAULT_NAN_MICRO", "SCALELAB_FAULT_INF_GRAD_STEP"
+NAN_STEP, NAN_MICRO, INF_GRAD_STEP = (
+    "SCALELAB_FAULT_NAN_STEP",
+    "SCALELAB_FAULT_NAN_MICRO",
+    "SCALELAB_FAULT_INF_GRAD_STEP",
+)
 
 
 def _int(env, key: str) -> int | None:
@@ -28,13 +33,19 @@ def _int(env, key: str) -> int | None:
 class FaultInjection(Callback):
     priority = 95
 
-    def __init__(self, module, nan_step: int | None = None, nan_micro: int | None = None, inf_grad_step: int | None = None):
+    def __init__(
+        self, module, nan_step: int | None = None, nan_micro: int | None = None, inf_grad_step: int | None = None
+    ):
         self.module = module
         self.nan_step, self.nan_micro, self.inf_grad_step = nan_step, nan_micro, inf_grad_step
 
     @classmethod
-    def from_env(cls, module, env=os.environ) -> "FaultInjection | None":
-        faults = {"nan_step": _int(env, NAN_STEP), "nan_micro": _int(env, NAN_MICRO), "inf_grad_step": _int(env, INF_GRAD_STEP)}
+    def from_env(cls, module, env=os.environ) -> FaultInjection | None:
+        faults = {
+            "nan_step": _int(env, NAN_STEP),
+            "nan_micro": _int(env, NAN_MICRO),
+            "inf_grad_step": _int(env, INF_GRAD_STEP),
+        }
         return cls(module, **faults) if faults["nan_step"] is not None or faults["inf_grad_step"] is not None else None
 
     def pre_train(self) -> None:

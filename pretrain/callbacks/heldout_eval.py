@@ -1,5 +1,6 @@
 """Held-out loss and bits per byte (pretrain/evaluation.py) at every `train.eval_every_steps` and
 at the last step, in that step's metrics record; its time counts as evaluation, not training."""
+
 from __future__ import annotations
 
 import torch
@@ -15,7 +16,9 @@ class HeldOutEvaluation(Callback):
         cfg = module.cfg
         self.module = module
         # built with the trainer: a validation split too small for one window fails before training
-        self.heldout = HeldOutEval(val_parts, cfg.model.seq_len, cfg.train.eval_tokens, None, cfg.train.micro_batch_size)
+        self.heldout = HeldOutEval(
+            val_parts, cfg.model.seq_len, cfg.train.eval_tokens, None, cfg.train.micro_batch_size
+        )
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
         self.autocast = torch.autocast(module.dist.device.type, dtype=dtype) if dtype else None
 

@@ -6,6 +6,7 @@ tokens, and the final one when `eval.at_end`. The main rank evaluates while the 
 their next collective; the time counts as evaluation (summary.json `eval_s`), never as training,
 and nothing the evaluator raises stops training.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

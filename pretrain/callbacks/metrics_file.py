@@ -1,5 +1,6 @@
 """metrics.jsonl: one record per log step, on the main rank (rundir/metrics.py drops the
 records past the checkpoint on resume, so the file reads as one clean run)."""
+
 from __future__ import annotations
 
 from pretrain.callbacks.base import Callback

@@ -1,9 +1,9 @@
 """MoE routers: the aux-free bias update after every optimizer step (`update_expert_biases`: all
 layers in one all-reduce), and router health metrics on log steps, aggregated over all micro-batches and all ranks of the
 step (models/moe/metrics.py sums the counts; one all-reduce sums the ranks)."""
+
 from __future__ import annotations
 
-import torch
 import torch.distributed as dist
 
 from models.moe.balance import update_expert_biases

@@ -1,6 +1,7 @@
 """The gradient noise scale probe (pretrain/noise_scale.py) every `train.noise_scale_every_steps`,
 on the step's own first micro-batches; its EMAs are checkpointed (`state_dict`) and its time counts
 as evaluation. The values appear in the first metrics record after a measurement."""
+
 from __future__ import annotations
 
 from pretrain.callbacks.base import Callback

@@ -1,8 +1,9 @@
 """summary.json, written atomically when the run ends (done, preempted or failed), from the
 records this attempt logged and the state a resumed attempt brought from its checkpoint."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import torch
 
@@ -27,8 +28,10 @@ class RunSummary(Callback):
     def post_train(self) -> None:
         s = self._write()
         if self.info.is_main and s["status"] == "done":
-            self.info.log(f"done: {s['steps']} steps, {s['tokens']:,} tokens, final loss {_f(s['final_loss'])}, "
-                          f"val loss {_f(s['final_val_loss'])}, {s['wall_s']:.1f}s -> {self.info.run_dir.path}")
+            self.info.log(
+                f"done: {s['steps']} steps, {s['tokens']:,} tokens, final loss {_f(s['final_loss'])}, "
+                f"val loss {_f(s['final_val_loss'])}, {s['wall_s']:.1f}s -> {self.info.run_dir.path}"
+            )
 
     def on_error(self, exc: BaseException) -> None:
         self._write()
@@ -79,15 +82,18 @@ class RunSummary(Callback):
             "eval_s": state.eval_s,
             "skipped_steps": self.module.skipped_steps,
             "optimizer": getattr(self.module, "optimizer_record", None),
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "extras": cfg.extras,
         }
         out.update(self.feed.summary(step * tps, step * cfg.train.global_batch_size))
         if cfg.model.moe is not None:  # the MoE shape the MoE scaling laws read (scaling/data/moe_inputs.py)
             out["moe"] = moe_summary(cfg.model, cfg.model.vocab_size)
         if lineage:  # the parent's prefix, which `tokens` and `flops` include but this run did not compute
-            out.update(init_from=dict(lineage), shared_tokens=lineage["step"] * tps,
-                       shared_flops=lineage["step"] * tps * c.flops_per_token)
+            out.update(
+                init_from=dict(lineage),
+                shared_tokens=lineage["step"] * tps,
+                shared_flops=lineage["step"] * tps * c.flops_per_token,
+            )
         if error:
             out["error"] = error
         return out

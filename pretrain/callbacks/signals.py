@@ -12,6 +12,7 @@ trained in this attempt, so nothing is lost and a rerun starts or resumes the ru
 also count a trainer killed by a signal they forwarded as stopped, for the few milliseconds
 before Python runs `catch_early`.
 """
+
 from __future__ import annotations
 
 import signal

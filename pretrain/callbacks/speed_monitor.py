@@ -5,6 +5,7 @@ Time the trainer spends paused (checkpoints, held-out and in-loop evaluation, no
 The peak is per device and precision (pretrain/mfu.py: a table for GPUs, at TF32 for fp32 runs only
 when TF32 is on; a measured fp32 matmul peak on CPU).
 """
+
 from __future__ import annotations
 
 import time
@@ -16,8 +17,16 @@ from pretrain.mfu import device_peak
 class SpeedMonitor(Callback):
     priority = 50
 
-    def __init__(self, flops_per_token: float, tokens_per_step: int, world_size: int, device, precision: str,
-                 peak_override: float | None = None, tf32: bool = False):
+    def __init__(
+        self,
+        flops_per_token: float,
+        tokens_per_step: int,
+        world_size: int,
+        device,
+        precision: str,
+        peak_override: float | None = None,
+        tf32: bool = False,
+    ):
         self.flops_per_token, self.tokens_per_step, self.world_size = flops_per_token, tokens_per_step, world_size
         self.peak, self.peak_source = device_peak(device, precision, peak_override, tf32)
         self._t0: float | None = None

@@ -8,6 +8,7 @@ where torch keeps no allocator statistics, the process's peak resident set `mem/
 (everything the rank's process holds, not only tensors). Every value is the maximum over ranks
 (the slowest or fullest rank is the one that matters); gb are 10^9 bytes.
 """
+
 from __future__ import annotations
 
 import resource

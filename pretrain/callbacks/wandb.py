@@ -1,5 +1,6 @@
 """W&B mirror of the metrics records and the run summary, on the main rank (pretrain/wandb_logger.py:
 offline by default, the same W&B run continued on resume, never fails the run)."""
+
 from __future__ import annotations
 
 from pretrain.callbacks.base import Callback
@@ -17,7 +18,9 @@ class WandbCallback(Callback):
     def pre_train(self) -> None:
         info = self.info
         if info.is_main:
-            self.wb = WandbLogger(info.config.wandb, info.run_dir.path, info.config.model_dump(mode="json"), info.resumed)
+            self.wb = WandbLogger(
+                info.config.wandb, info.run_dir.path, info.config.model_dump(mode="json"), info.resumed
+            )
 
     def log_metrics(self, step: int, rec: dict) -> None:
         if self.wb is not None:

@@ -5,6 +5,7 @@ A section given as a string names a preset file: `model: tiny` reads configs/mod
 configs/deepspeed/zero1.yaml; a path ending in .yaml works too. A mapping with a `preset` key
 starts from that preset and overrides its fields.
 """
+
 from __future__ import annotations
 
 import copy
@@ -125,10 +126,20 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
         if field is None:
             return None
         ann = field.annotation
-        cls = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        cls = next(
+            (a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
         if cls is None:
             origin_args = getattr(ann, "__args__", ())
-            cls = next((b for a in origin_args for b in getattr(a, "__args__", ()) if isinstance(b, type) and issubclass(b, BaseModel)), None)
+            cls = next(
+                (
+                    b
+                    for a in origin_args
+                    for b in getattr(a, "__args__", ())
+                    if isinstance(b, type) and issubclass(b, BaseModel)
+                ),
+                None,
+            )
         if cls is None:
             return None
     return sorted(getattr(cls, "model_fields", {}).keys())
@@ -146,7 +157,11 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], prefix
             msg = "required key is missing"
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            if "input" in err and err["type"] not in ("value_error", "assertion_error") and not isinstance(err["input"], dict):
+            if (
+                "input" in err
+                and err["type"] not in ("value_error", "assertion_error")
+                and not isinstance(err["input"], dict)
+            ):
                 msg += f" (got {err['input']!r})"
         lines.append(f"  {key}: {msg}")
     return "invalid configuration:\n" + "\n".join(lines)

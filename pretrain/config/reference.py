@@ -1,4 +1,5 @@
 """Generate the config reference (README) from the typed configs, so it is written once."""
+
 from __future__ import annotations
 
 import typing

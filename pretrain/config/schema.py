@@ -1,5 +1,6 @@
 """Typed training configuration. Every key is documented here; the README reference is
 generated from these descriptions (`scalelab config reference`)."""
+
 from __future__ import annotations
 
 import math
@@ -17,24 +18,35 @@ EvalSection = section_type()
 
 class OptimConfig(StrictModel):
     lr: float = Field(3e-4, gt=0, description="peak learning rate (AdamW; with muon, both halves)")
-    weight_decay: float = Field(0.1, ge=0, description="decoupled weight decay (AdamW and Muon halves); never applied to norms, biases or embeddings' norms")
+    weight_decay: float = Field(
+        0.1,
+        ge=0,
+        description="decoupled weight decay (AdamW and Muon halves); never applied to norms, biases or embeddings' norms",
+    )
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1")
     beta2: float = Field(0.95, ge=0, lt=1, description="AdamW beta2")
     eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     grad_clip: float = Field(1.0, ge=0, description="global gradient-norm clipping (0 disables)")
     name: Literal["adamw", "muon"] = Field(
-        "adamw", description="optimizer: adamw, or muon (Muon on the blocks' 2-D weight matrices and per-expert "
-        "matrices, AdamW on embeddings, output head, norms, biases and routers; see README Optimizers)")
+        "adamw",
+        description="optimizer: adamw, or muon (Muon on the blocks' 2-D weight matrices and per-expert "
+        "matrices, AdamW on embeddings, output head, norms, biases and routers; see README Optimizers)",
+    )
     momentum: float = Field(0.95, ge=0, lt=1, description="muon: momentum of the Muon half")
     nesterov: bool = Field(True, description="muon: Nesterov momentum")
     ns_steps: int = Field(5, ge=1, le=99, description="muon: Newton-Schulz iterations that orthogonalise each update")
     muon_adjust_lr: Literal["match_rms_adamw", "original", "none"] = Field(
-        "match_rms_adamw", description="muon: per-matrix update scale (torch.optim.Muon's adjust_lr_fn): match_rms_adamw "
+        "match_rms_adamw",
+        description="muon: per-matrix update scale (torch.optim.Muon's adjust_lr_fn): match_rms_adamw "
         "multiplies the lr by 0.2*sqrt(max(fan_out, fan_in)) so the update's RMS matches AdamW's and AdamW lrs and "
-        "weight decay transfer (Liu et al. 2025); original: sqrt(max(1, fan_out/fan_in)) (Keller Jordan); none: 1")
+        "weight decay transfer (Liu et al. 2025); original: sqrt(max(1, fan_out/fan_in)) (Keller Jordan); none: 1",
+    )
     width_lr_ref: int | None = Field(
-        None, ge=1, description="scale the peak lr by width_lr_ref / model.d_model (Adam's 1/width rule, as in muP's hidden "
-        "layers): optim.lr is then the lr of a model of this width, so one lr serves a ladder of sizes")
+        None,
+        ge=1,
+        description="scale the peak lr by width_lr_ref / model.d_model (Adam's 1/width rule, as in muP's hidden "
+        "layers): optim.lr is then the lr of a model of this width, so one lr serves a ladder of sizes",
+    )
 
 
 class ScheduleConfig(StrictModel):
@@ -45,49 +57,88 @@ class ScheduleConfig(StrictModel):
     decay_fraction: float = Field(0.2, gt=0, le=1, description="wsd: fraction of steps spent in the final decay")
     decay_shape: Literal["linear", "cosine", "sqrt"] = Field("linear", description="wsd: shape of the final decay")
     decay_steps: int | None = Field(
-        None, gt=0, description="wsd: the final decay's length in steps (overrides decay_fraction), e.g. the cooldown of "
-        "a branch (train.init_from) over the steps after its branch point")
+        None,
+        gt=0,
+        description="wsd: the final decay's length in steps (overrides decay_fraction), e.g. the cooldown of "
+        "a branch (train.init_from) over the steps after its branch point",
+    )
 
 
 class LoopConfig(StrictModel):
     tokens: int | None = Field(None, gt=0, description="training length in tokens (rounded up to whole steps)")
     steps: int | None = Field(None, gt=0, description="training length in optimizer steps (instead of tokens)")
     micro_batch_size: int = Field(16, gt=0, description="sequences per rank per forward/backward")
-    global_batch_size: int = Field(16, gt=0, description="sequences per optimizer step, over all ranks and accumulation steps")
+    global_batch_size: int = Field(
+        16, gt=0, description="sequences per optimizer step, over all ranks and accumulation steps"
+    )
     seed: int = Field(0, description="seed for init, data order and dropout-free sampling")
     log_every_steps: int = Field(10, gt=0, description="steps between metrics.jsonl / W&B records")
     eval_every_steps: int = Field(100, ge=0, description="steps between held-out evaluations (0: only at the end)")
     eval_tokens: int = Field(65_536, gt=0, description="held-out tokens per evaluation (deterministic windows)")
     checkpoint_every_steps: int = Field(200, ge=0, description="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = Field(2, gt=0, description="number of most recent checkpoints kept")
-    compile: bool = Field(False, description="compile the model with torch.compile through DeepSpeed's engine.compile() "
-                          "(a GPU option: on CPU the first steps spend a minute or more compiling and a tiny model runs no faster)")
+    compile: bool = Field(
+        False,
+        description="compile the model with torch.compile through DeepSpeed's engine.compile() "
+        "(a GPU option: on CPU the first steps spend a minute or more compiling and a tiny model runs no faster)",
+    )
     compile_backend: Literal["inductor", "aot_eager", "eager"] = Field(
-        "inductor", description="train.compile's torch.compile backend: inductor (generated kernels; needs a C++ compiler "
-        "on CPU, Triton on CUDA), aot_eager or eager (no code generation: to tell a compiler problem from a model one)")
+        "inductor",
+        description="train.compile's torch.compile backend: inductor (generated kernels; needs a C++ compiler "
+        "on CPU, Triton on CUDA), aot_eager or eager (no code generation: to tell a compiler problem from a model one)",
+    )
     activation_checkpointing: Literal["none", "full", "every_k"] = Field(
-        "none", description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
-        "same losses, less memory, ~1 more forward of compute): none, full (every block) or every_k (blocks 0, k, 2k, ...)")
+        "none",
+        description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
+        "same losses, less memory, ~1 more forward of compute): none, full (every block) or every_k (blocks 0, k, 2k, ...)",
+    )
     activation_checkpointing_k: int | None = Field(None, description="every_k: checkpoint every k-th block (k >= 1)")
-    tf32: bool = Field(True, description="CUDA only: TF32 tensor cores for fp32 matmuls and convolutions (MFU is then "
-                       "measured against the device's TF32 peak); no effect on CPU")
+    tf32: bool = Field(
+        True,
+        description="CUDA only: TF32 tensor cores for fp32 matmuls and convolutions (MFU is then "
+        "measured against the device's TF32 peak); no effect on CPU",
+    )
     device_peak_flops: float | None = Field(None, gt=0, description="override the per-device peak FLOP/s used for MFU")
-    threads: int | None = Field(None, gt=0, description="torch CPU threads per rank (default: allotted cores / local ranks)")
-    deterministic: bool = Field(True, description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see README for the cost); false: let the libraries choose")
-    noise_scale_every_steps: int = Field(0, ge=0, description="measure the gradient noise scale B_simple every this many steps (0: off); logged as grad_noise_scale")
-    noise_scale_batches: int = Field(4, ge=2, description="micro-batches per noise-scale measurement (B_big = this x micro-batch tokens)")
-    nonfinite_grad: Literal["skip", "stop"] = Field("skip", description="a step whose global gradient norm is inf/NaN: skip its update (counted as skipped_steps) or stop the run (exit 1, last good checkpoint kept)")
-    max_skipped_steps: int = Field(10, ge=0, description="nonfinite_grad skip: stop the run (exit 1) once more than this many steps were skipped")
-    max_epochs_warn: float | None = Field(4.0, gt=0, description="warn at start when the planned tokens exceed this many passes over the training split's unique tokens (or any mixture component's); null: never")
+    threads: int | None = Field(
+        None, gt=0, description="torch CPU threads per rank (default: allotted cores / local ranks)"
+    )
+    deterministic: bool = Field(
+        True,
+        description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see README for the cost); false: let the libraries choose",
+    )
+    noise_scale_every_steps: int = Field(
+        0,
+        ge=0,
+        description="measure the gradient noise scale B_simple every this many steps (0: off); logged as grad_noise_scale",
+    )
+    noise_scale_batches: int = Field(
+        4, ge=2, description="micro-batches per noise-scale measurement (B_big = this x micro-batch tokens)"
+    )
+    nonfinite_grad: Literal["skip", "stop"] = Field(
+        "skip",
+        description="a step whose global gradient norm is inf/NaN: skip its update (counted as skipped_steps) or stop the run (exit 1, last good checkpoint kept)",
+    )
+    max_skipped_steps: int = Field(
+        10, ge=0, description="nonfinite_grad skip: stop the run (exit 1) once more than this many steps were skipped"
+    )
+    max_epochs_warn: float | None = Field(
+        4.0,
+        gt=0,
+        description="warn at start when the planned tokens exceed this many passes over the training split's unique tokens (or any mixture component's); null: never",
+    )
     init_from: str | None = Field(
-        None, description="start from another run's checkpoint: RUN_DIR (its newest complete checkpoint) or "
+        None,
+        description="start from another run's checkpoint: RUN_DIR (its newest complete checkpoint) or "
         "RUN_DIR/checkpoints/step_N; weights, optimizer state, RNG and step N are taken over (data position and lr are "
         "functions of the step), then this run's own schedule runs to its own length. Model, data, optimizer, global "
         "batch, seed, precision and ZeRO stage must equal the parent's, and the lr on every step up to N. "
-        "Ignored once this run has checkpoints of its own (it resumes from them)")
+        "Ignored once this run has checkpoints of its own (it resumes from them)",
+    )
     checkpoint_at_steps: list[int] = Field(
-        default_factory=list, description="also checkpoint after these steps (e.g. the branch points of a WSD study); "
-        "these checkpoints are never pruned by keep_checkpoints")
+        default_factory=list,
+        description="also checkpoint after these steps (e.g. the branch points of a WSD study); "
+        "these checkpoints are never pruned by keep_checkpoints",
+    )
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -110,12 +161,16 @@ class LoopConfig(StrictModel):
         return sorted(set(v))
 
     @model_validator(mode="after")
-    def _checkpointing_k(self) -> "LoopConfig":
+    def _checkpointing_k(self) -> LoopConfig:
         k, mode = self.activation_checkpointing_k, self.activation_checkpointing
         if mode == "every_k" and (k is None or k < 1):
-            raise ValueError(f"train.activation_checkpointing_k must be an integer >= 1 with activation_checkpointing: every_k (got {k})")
+            raise ValueError(
+                f"train.activation_checkpointing_k must be an integer >= 1 with activation_checkpointing: every_k (got {k})"
+            )
         if mode != "every_k" and k is not None:
-            raise ValueError(f"train.activation_checkpointing_k is only read with activation_checkpointing: every_k (it is {mode})")
+            raise ValueError(
+                f"train.activation_checkpointing_k is only read with activation_checkpointing: every_k (it is {mode})"
+            )
         return self
 
     def checkpoint_every(self) -> int:
@@ -123,7 +178,7 @@ class LoopConfig(StrictModel):
         return {"none": 0, "full": 1}.get(self.activation_checkpointing, self.activation_checkpointing_k or 0)
 
     @model_validator(mode="after")
-    def _length(self) -> "LoopConfig":
+    def _length(self) -> LoopConfig:
         if (self.tokens is None) == (self.steps is None):
             raise ValueError("set exactly one of train.tokens or train.steps")
         if self.global_batch_size % self.micro_batch_size:
@@ -137,14 +192,20 @@ class LoopConfig(StrictModel):
 class DeepSpeedSection(StrictModel):
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage 0-3")
     zero_init: bool = Field(
-        True, description="ZeRO-3 only: build the model inside deepspeed.zero.Init, so each rank allocates only its "
+        True,
+        description="ZeRO-3 only: build the model inside deepspeed.zero.Init, so each rank allocates only its "
         "partition of every parameter as it is created (a model larger than one rank's memory can be built; the same "
-        "initial weights for a seed on CPU); false: every rank first builds the whole model")
-    extra: dict[str, Any] = Field(default_factory=dict, description="raw DeepSpeed config merged over the generated one")
+        "initial weights for a seed on CPU); false: every rank first builds the whole model",
+    )
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="raw DeepSpeed config merged over the generated one"
+    )
 
 
 class WandbConfig(StrictModel):
-    mode: Literal["offline", "online", "disabled"] = Field("offline", description="offline writes under the run directory; online needs WANDB_API_KEY")
+    mode: Literal["offline", "online", "disabled"] = Field(
+        "offline", description="offline writes under the run directory; online needs WANDB_API_KEY"
+    )
     project: str = Field("scalelab", description="W&B project")
     entity: str | None = Field(None, description="W&B entity (team or user)")
     group: str | None = Field(None, description="W&B group (sweeps set it to the sweep name)")
@@ -162,29 +223,39 @@ class TrainConfig(StrictModel):
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
     precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="fp32 on CPU; bf16 (or fp16) on GPUs")
     wandb: WandbConfig = Field(default_factory=WandbConfig)
-    eval: EvalSection | None = Field(None, description="in-loop lm-eval evaluation at checkpoints (evals/inloop.py); null: none")
-    extras: dict[str, Any] = Field(default_factory=dict, description="free-form metadata (sweep axes, notes); copied to W&B config")
+    eval: EvalSection | None = Field(
+        None, description="in-loop lm-eval evaluation at checkpoints (evals/inloop.py); null: none"
+    )
+    extras: dict[str, Any] = Field(
+        default_factory=dict, description="free-form metadata (sweep axes, notes); copied to W&B config"
+    )
 
     @model_validator(mode="after")
-    def _probe_needs_full_params(self) -> "TrainConfig":
+    def _probe_needs_full_params(self) -> TrainConfig:
         if self.train.noise_scale_every_steps and self.deepspeed.zero_stage == 3:
-            raise ValueError("train.noise_scale_every_steps needs full parameters on each rank: use deepspeed.zero_stage 0-2")
+            raise ValueError(
+                "train.noise_scale_every_steps needs full parameters on each rank: use deepspeed.zero_stage 0-2"
+            )
         return self
 
     @model_validator(mode="after")
-    def _expert_parallel_zero(self) -> "TrainConfig":
+    def _expert_parallel_zero(self) -> TrainConfig:
         moe = getattr(self.model, "moe", None)
         if moe is not None and getattr(moe, "ep_size", 1) > 1 and self.deepspeed.zero_stage == 3:
-            raise ValueError("model.moe.ep_size > 1 needs deepspeed.zero_stage 0, 1 or 2 (DeepSpeed's MoE path rejects ZeRO-3)")
+            raise ValueError(
+                "model.moe.ep_size > 1 needs deepspeed.zero_stage 0, 1 or 2 (DeepSpeed's MoE path rejects ZeRO-3)"
+            )
         return self
 
     @model_validator(mode="after")
-    def _muon_zero(self) -> "TrainConfig":
+    def _muon_zero(self) -> TrainConfig:
         if self.optim.name != "muon":
             return self
         if self.deepspeed.zero_stage > 1:
-            raise ValueError(f"optim.name muon supports deepspeed.zero_stage 0 or 1 (got {self.deepspeed.zero_stage}): "
-                             "Muon needs each weight matrix whole, which ZeRO-2/3 split across ranks")
+            raise ValueError(
+                f"optim.name muon supports deepspeed.zero_stage 0 or 1 (got {self.deepspeed.zero_stage}): "
+                "Muon needs each weight matrix whole, which ZeRO-2/3 split across ranks"
+            )
         moe = getattr(self.model, "moe", None)
         if moe is not None and getattr(moe, "ep_size", 1) > 1:
             raise ValueError("optim.name muon needs model.moe.ep_size 1 (whole expert matrices on every rank)")

@@ -1,4 +1,5 @@
 """`scalelab data prepare CONFIG [key=value ...] [--out DIR] [--force]`."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "A mixture config prepares each of its components.",
     )
     p.add_argument("config", help="data config YAML (e.g. configs/data/default.yaml) or a preset name in configs/data/")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides such as tokenizer.vocab_size=512 (a leading data. is optional)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="overrides such as tokenizer.vocab_size=512 (a leading data. is optional)",
+    )
     p.add_argument("--out", metavar="DIR", help="output folder (default: data.out_dir, else data/<name>)")
     p.add_argument("--force", action="store_true", help="rebuild even when the cached output is up to date")
     p.set_defaults(func=cmd_prepare)
@@ -60,8 +66,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if cfg.mixture is not None:
-        print(f"mixture '{cfg.name}': {len(mix.components)} components ready in {time.perf_counter() - start:.1f}s, "
-              f"one tokenizer (sha256 {mix.meta['tokenizer']['sha256'][:12]})")
+        print(
+            f"mixture '{cfg.name}': {len(mix.components)} components ready in {time.perf_counter() - start:.1f}s, "
+            f"one tokenizer (sha256 {mix.meta['tokenizer']['sha256'][:12]})"
+        )
         for c in mix.components:
             _summary(c.data, f"{c.label} (weight {c.weight:.3g})")
         return 0
@@ -77,12 +85,16 @@ def _summary(prepared, title: str | None = None) -> None:
         print(f"{title}:")
     print(f"  out dir:   {prepared.out_dir}")
     tok = meta["tokenizer"]
-    print(f"  tokenizer: {tok['kind']}, vocab {prepared.vocab_size}, eot {tok['eot_token']!r} = {prepared.eot_id}, {meta['dtype']}")
+    print(
+        f"  tokenizer: {tok['kind']}, vocab {prepared.vocab_size}, eot {tok['eot_token']!r} = {prepared.eot_id}, {meta['dtype']}"
+    )
     for split, info in meta["splits"].items():
         unique = info.get("unique_tokens", info["tokens"])
         dup = f", {unique:,} unique" if unique != info["tokens"] else ""
-        print(f"  {split + ':':<6}     {info['documents']:>6,} docs {info['tokens']:>12,} tokens "
-              f"{info['bytes']:>13,} bytes ({prepared.bytes_per_token(split):.2f} bytes/token{dup})")
+        print(
+            f"  {split + ':':<6}     {info['documents']:>6,} docs {info['tokens']:>12,} tokens "
+            f"{info['bytes']:>13,} bytes ({prepared.bytes_per_token(split):.2f} bytes/token{dup})"
+        )
     split = meta.get("split", {})
     if split.get("kind") == "given":
         print("  split:     given (data.val_sources)")

@@ -1,4 +1,5 @@
 """Typed data configuration: sources, document boundaries, tokenizer, split, mixtures, output."""
+
 from __future__ import annotations
 
 import re
@@ -24,18 +25,25 @@ class SourceConfig(StrictModel):
     max_documents: int | None = Field(None, gt=0, description="stop after this many documents")
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "SourceConfig":
+    def _one_kind(self) -> SourceConfig:
         if (self.path is None) == (self.hf_dataset is None):
             raise ValueError("each data.sources entry needs exactly one of `path` or `hf_dataset`")
         return self
 
 
 class TokenizerConfig(StrictModel):
-    kind: Literal["bpe", "hf", "gpt2"] = Field("bpe", description="bpe: train a byte-level BPE on the corpus; hf: load from `path`; gpt2: GPT-2 BPE shipped offline")
+    kind: Literal["bpe", "hf", "gpt2"] = Field(
+        "bpe",
+        description="bpe: train a byte-level BPE on the corpus; hf: load from `path`; gpt2: GPT-2 BPE shipped offline",
+    )
     vocab_size: int = Field(4096, ge=256, le=1_000_000, description="vocabulary size of the trained BPE (kind=bpe)")
     path: str | None = Field(None, description="tokenizer.json file or HF tokenizer directory (kind=hf)")
     min_frequency: int = Field(2, ge=1, description="minimum pair frequency when training the BPE")
-    sample_chars: int = Field(25_000_000, gt=0, description="kind=bpe: train the BPE on a seeded sample of about this many characters of the train split (the whole documents with the smallest seeded hashes; the whole split when it is smaller); bounds time and memory on large corpora (the old name train_max_chars is accepted)")
+    sample_chars: int = Field(
+        25_000_000,
+        gt=0,
+        description="kind=bpe: train the BPE on a seeded sample of about this many characters of the train split (the whole documents with the smallest seeded hashes; the whole split when it is smaller); bounds time and memory on large corpora (the old name train_max_chars is accepted)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -49,7 +57,7 @@ class TokenizerConfig(StrictModel):
         return values
 
     @model_validator(mode="after")
-    def _path_for_hf(self) -> "TokenizerConfig":
+    def _path_for_hf(self) -> TokenizerConfig:
         if self.kind == "hf" and not self.path:
             raise ValueError("data.tokenizer.path is required when data.tokenizer.kind is 'hf'")
         return self
@@ -68,19 +76,51 @@ def _sources(value: Any) -> Any:
 
 class DataConfig(StrictModel):
     name: str = Field("default", description="name of the prepared data set (output folder name)")
-    root: str | None = Field(None, description="base folder for relative source paths (default: $SCALELAB_DATA_ROOT, else ../shared/data next to the project)")
-    sources: list[SourceConfig] | None = Field(None, description="inputs; strings are shorthand for {path: ...}; required unless data.mixture is set")
-    val_sources: list[SourceConfig] | None = Field(None, description="a given validation set (same shape as sources): it is the val split, and every document of `sources` is train (val_fraction unused); null: hold out val_fraction of the documents by a seeded hash")
+    root: str | None = Field(
+        None,
+        description="base folder for relative source paths (default: $SCALELAB_DATA_ROOT, else ../shared/data next to the project)",
+    )
+    sources: list[SourceConfig] | None = Field(
+        None, description="inputs; strings are shorthand for {path: ...}; required unless data.mixture is set"
+    )
+    val_sources: list[SourceConfig] | None = Field(
+        None,
+        description="a given validation set (same shape as sources): it is the val split, and every document of `sources` is train (val_fraction unused); null: hold out val_fraction of the documents by a seeded hash",
+    )
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
-    val_fraction: float = Field(0.05, gt=0, lt=0.5, description="fraction of documents held out for validation (when val_sources is not given)")
-    doc_delimiter: str | None = Field(DEFAULT_DELIMITER, description="in plain-text files a line equal to this (surrounding whitespace ignored) ends a document and is dropped; null: no delimiter")
-    doc_chars: int | None = Field(20_000, gt=0, description="plain text between delimiters is cut into documents of about this many characters at paragraph breaks; null: never cut (a document runs to the next delimiter or the end of the file)")
+    val_fraction: float = Field(
+        0.05, gt=0, lt=0.5, description="fraction of documents held out for validation (when val_sources is not given)"
+    )
+    doc_delimiter: str | None = Field(
+        DEFAULT_DELIMITER,
+        description="in plain-text files a line equal to this (surrounding whitespace ignored) ends a document and is dropped; null: no delimiter",
+    )
+    doc_chars: int | None = Field(
+        20_000,
+        gt=0,
+        description="plain text between delimiters is cut into documents of about this many characters at paragraph breaks; null: never cut (a document runs to the next delimiter or the end of the file)",
+    )
     seed: int = Field(0, description="seed of the document-level split and of the tokenizer's training sample")
-    out_dir: str | None = Field(None, description="output folder (default data/<name>, relative to the working directory)")
-    shard_tokens: int = Field(1_000_000_000, gt=0, description="start a new .bin shard past this many tokens (cut at document boundaries)")
-    workers: int | None = Field(None, ge=1, description="tokenizer processes when encoding (default: the CPU cores available; 1: in this process); small corpora are always encoded in-process")
-    mixture: dict[str, MixtureComponent] | None = Field(None, description="train on a weighted mixture of prepared data sets instead of `sources`: {label: weight} (label = a data preset or prepared folder) or {label: {weight, data}}; all components must share one tokenizer")
-    mixture_period: int = Field(1000, ge=1, description="mixture: samples per fixed interleaving pattern; each component gets round(weight * period) of them (at least 1)")
+    out_dir: str | None = Field(
+        None, description="output folder (default data/<name>, relative to the working directory)"
+    )
+    shard_tokens: int = Field(
+        1_000_000_000, gt=0, description="start a new .bin shard past this many tokens (cut at document boundaries)"
+    )
+    workers: int | None = Field(
+        None,
+        ge=1,
+        description="tokenizer processes when encoding (default: the CPU cores available; 1: in this process); small corpora are always encoded in-process",
+    )
+    mixture: dict[str, MixtureComponent] | None = Field(
+        None,
+        description="train on a weighted mixture of prepared data sets instead of `sources`: {label: weight} (label = a data preset or prepared folder) or {label: {weight, data}}; all components must share one tokenizer",
+    )
+    mixture_period: int = Field(
+        1000,
+        ge=1,
+        description="mixture: samples per fixed interleaving pattern; each component gets round(weight * period) of them (at least 1)",
+    )
 
     @field_validator("sources", "val_sources", mode="before")
     @classmethod
@@ -101,7 +141,7 @@ class DataConfig(StrictModel):
         return out
 
     @model_validator(mode="after")
-    def _inputs(self) -> "DataConfig":
+    def _inputs(self) -> DataConfig:
         if self.mixture is not None:
             if self.sources or self.val_sources:
                 raise ValueError("data.mixture replaces data.sources/val_sources: give one or the other")
@@ -109,8 +149,10 @@ class DataConfig(StrictModel):
                 raise ValueError("data.mixture must name at least one prepared data set")
             bad = [k for k in self.mixture if not _LABEL.match(k)]
             if bad:
-                raise ValueError(f"data.mixture labels must be plain names (letters, digits, _ . -), got {', '.join(map(repr, bad))}; "
-                                 "give a path as {label: {weight: W, data: PATH}}")
+                raise ValueError(
+                    f"data.mixture labels must be plain names (letters, digits, _ . -), got {', '.join(map(repr, bad))}; "
+                    "give a path as {label: {weight: W, data: PATH}}"
+                )
             return self
         if not self.sources:
             raise ValueError("data.sources must list at least one input (or set data.mixture)")

@@ -13,6 +13,7 @@ The workers are plain `python -m pretrain.data.encode` processes fed length-pref
 over pipes (not `multiprocessing`: its spawn mode re-runs the caller's unguarded script in
 every worker, and fork copies a process that may hold threads, e.g. a trainer's).
 """
+
 from __future__ import annotations
 
 import json
@@ -124,10 +125,18 @@ def worker_main() -> None:
 class _Worker:
     def __init__(self, tokenizer_json: str, dtype: np.dtype):
         self.errors = tempfile.TemporaryFile()
-        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false",
-               "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "pretrain.data.encode"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.errors, env=env)
+        env = {
+            **os.environ,
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pretrain.data.encode"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            env=env,
+        )
         self.inbox: SimpleQueue = SimpleQueue()  # tasks for the feeder thread: the main thread never blocks writing
         self.feeder = threading.Thread(target=self._feed, daemon=True)
         self.feeder.start()
@@ -152,7 +161,9 @@ class _Worker:
             tail = self.errors.read().decode(errors="replace").strip().splitlines()[-5:]
             from pretrain.errors import DataError
 
-            raise DataError(f"a tokenizer worker process failed (exit {self.proc.returncode}): " + " | ".join(tail)) from None
+            raise DataError(
+                f"a tokenizer worker process failed (exit {self.proc.returncode}): " + " | ".join(tail)
+            ) from None
 
     def close(self, kill: bool = False) -> None:
         if kill and self.proc.poll() is None:

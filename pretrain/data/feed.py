@@ -6,6 +6,7 @@ Everything reads the memory-mapped shards through `TokenStream`s; no split is lo
 once, `meta.json` `splits.train.unique_tokens`); for a mixture, over the sum of the components'
 unique train tokens, and per component over its own.
 """
+
 from __future__ import annotations
 
 from pretrain.evaluation import EvalPart
@@ -30,8 +31,9 @@ class TrainFeed:
             self.unique = [_unique(c.data, "train", s) for c, s in zip(components, streams)]
             self.weights = [c.weight for c in components]
             self.sampler = MixtureSampler(streams, self.weights, seq_len, seed, data.period)
-            self.val_parts = [EvalPart(c.label, _stream(c.data, "val"), c.data.bytes_per_token("val"), c.weight)
-                              for c in components]
+            self.val_parts = [
+                EvalPart(c.label, _stream(c.data, "val"), c.data.bytes_per_token("val"), c.weight) for c in components
+            ]
         else:
             self.labels, self.weights = [], []
             train = _stream(data, "train")
@@ -56,7 +58,9 @@ class TrainFeed:
 
     def summary(self, tokens: int, samples: int) -> dict:
         out = {"epochs": self.epochs(tokens), "unique_tokens": self.unique_tokens}
-        for (key, n), label, unique, weight in zip(self.source_tokens(samples).items(), self.labels, self.unique, self.weights):
+        for (key, n), label, unique, weight in zip(
+            self.source_tokens(samples).items(), self.labels, self.unique, self.weights
+        ):
             out[key] = n
             out[f"unique_tokens/{label}"] = unique
             out[f"epochs/{label}"] = n / unique
@@ -69,7 +73,9 @@ class TrainFeed:
             return None
         over = []
         if self.epochs(tokens) > limit:
-            over.append(f"{self.epochs(tokens):.1f} epochs over the training split's {self.unique_tokens:,} unique tokens")
+            over.append(
+                f"{self.epochs(tokens):.1f} epochs over the training split's {self.unique_tokens:,} unique tokens"
+            )
         if self.labels:
             for key, n in self.source_tokens(samples).items():
                 label = key.split("/", 1)[1]
@@ -78,5 +84,7 @@ class TrainFeed:
                     over.append(f"{n / unique:.1f} epochs over {label}'s {unique:,} unique tokens")
         if not over:
             return None
-        return (f"this run plans {tokens:,} training tokens: " + "; ".join(over) + f" (more than train.max_epochs_warn="
-                f"{limit:g}); its loss measures memorisation as well as learning: use a larger corpus or fewer tokens")
+        return (
+            f"this run plans {tokens:,} training tokens: " + "; ".join(over) + f" (more than train.max_epochs_warn="
+            f"{limit:g}); its loss measures memorisation as well as learning: use a larger corpus or fewer tokens"
+        )

@@ -5,6 +5,7 @@ settings that shape documents and the split, and the tokenizer (settings for a t
 file hashes for a loaded one). It leaves out where things live (data root, output folder),
 so copying the corpus elsewhere does not force a rebuild.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,10 +36,20 @@ def _describe(sources: list[ResolvedSource], root: Path) -> list[dict[str, Any]]
     return srcs
 
 
-def fingerprint_inputs(cfg: DataConfig, sources: list[ResolvedSource], root: Path, tokenizer: dict[str, Any],
-                       val_sources: list[ResolvedSource] | None = None) -> dict[str, Any]:
-    settings = {"val_fraction": cfg.val_fraction, "doc_chars": cfg.doc_chars, "doc_delimiter": cfg.doc_delimiter,
-                "seed": cfg.seed, "shard_tokens": cfg.shard_tokens}
+def fingerprint_inputs(
+    cfg: DataConfig,
+    sources: list[ResolvedSource],
+    root: Path,
+    tokenizer: dict[str, Any],
+    val_sources: list[ResolvedSource] | None = None,
+) -> dict[str, Any]:
+    settings = {
+        "val_fraction": cfg.val_fraction,
+        "doc_chars": cfg.doc_chars,
+        "doc_delimiter": cfg.doc_delimiter,
+        "seed": cfg.seed,
+        "shard_tokens": cfg.shard_tokens,
+    }
     out = {"format": FORMAT_VERSION, "settings": settings, "sources": _describe(sources, root), "tokenizer": tokenizer}
     if val_sources is not None:
         out["val_sources"] = _describe(val_sources, root)
@@ -74,7 +85,10 @@ def explain_change(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
         changed = sorted(n for n in new_files if n in old_files and old_files[n] != new_files[n])
         added = sorted(set(new_files) - set(old_files))
         removed = sorted(set(old_files) - set(new_files))
-        parts = [f"{label}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
-                 for label, names in (("changed", changed), ("added", added), ("removed", removed)) if names]
+        parts = [
+            f"{label}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+            for label, names in (("changed", changed), ("added", added), ("removed", removed))
+            if names
+        ]
         reasons.append("inputs " + ("; ".join(parts) if parts else "changed (source settings or datasets)"))
     return "; ".join(reasons) or "fingerprint changed"

@@ -5,13 +5,15 @@ data folder (one holding meta.json). Presets and YAML files are prepared like an
 their own data.out_dir, else data/<name>); folders are read as they are. All components must
 share one tokenizer (the sha256 of tokenizer.json): token ids from two tokenizers cannot be mixed.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pretrain.data.config import DataConfig
 from pretrain.data.prepared import META_FILE, PreparedData, load_prepared
@@ -43,12 +45,16 @@ def component_target(cfg: DataConfig, label: str, spec: str) -> Path | DataConfi
     elif (configs_dir() / "data" / f"{spec}.yaml").is_file():
         dcfg = load_data_config(configs_dir() / "data" / f"{spec}.yaml")
     elif path.is_dir():
-        raise DataError(f"data.mixture.{label}: {path} is not a prepared data folder (no {META_FILE}); "
-                        "run `scalelab data prepare` for it first")
+        raise DataError(
+            f"data.mixture.{label}: {path} is not a prepared data folder (no {META_FILE}); "
+            "run `scalelab data prepare` for it first"
+        )
     else:
         presets = sorted(p.stem for p in (configs_dir() / "data").glob("*.yaml"))
-        raise DataError(f"data.mixture.{label}: '{spec}' is neither a data preset (allowed: {', '.join(presets)}), "
-                        "a data config YAML nor a prepared data folder")
+        raise DataError(
+            f"data.mixture.{label}: '{spec}' is neither a data preset (allowed: {', '.join(presets)}), "
+            "a data config YAML nor a prepared data folder"
+        )
     if dcfg.mixture is not None:
         raise DataError(f"data.mixture.{label}: {spec} is itself a mixture; mixtures of mixtures are not supported")
     updates: dict[str, Any] = {}
@@ -72,8 +78,10 @@ def component_configs(cfg: DataConfig) -> list[tuple[str, DataConfig]]:
 def check_tokenizers(components: list[Component]) -> None:
     shas = {c.label: c.data.meta["tokenizer"]["sha256"] for c in components}
     if len(set(shas.values())) > 1:
-        listed = ", ".join(f"{label}={sha[:12]} ({c.data.meta['tokenizer']['kind']}, vocab {c.data.vocab_size})"
-                           for (label, sha), c in zip(shas.items(), components))
+        listed = ", ".join(
+            f"{label}={sha[:12]} ({c.data.meta['tokenizer']['kind']}, vocab {c.data.vocab_size})"
+            for (label, sha), c in zip(shas.items(), components)
+        )
         first = components[0].data.tokenizer_path
         raise DataError(
             "data.mixture: the components do not share one tokenizer (sha256 of tokenizer.json: "
@@ -89,12 +97,29 @@ class MixtureData:
         check_tokenizers(components)
         self.name, self.components, self.period = cfg.name, components, cfg.mixture_period
         first = components[0].data
-        self.out_dir, self.vocab_size, self.eot_id, self.dtype = first.out_dir, first.vocab_size, first.eot_id, first.dtype
+        self.out_dir, self.vocab_size, self.eot_id, self.dtype = (
+            first.out_dir,
+            first.vocab_size,
+            first.eot_id,
+            first.dtype,
+        )
         self.tokenizer_path = first.tokenizer_path
-        parts = {c.label: {"weight": c.weight, "data": c.spec, "data_dir": str(c.data.out_dir), "fingerprint": c.data.fingerprint}
-                 for c in components}
+        parts = {
+            c.label: {
+                "weight": c.weight,
+                "data": c.spec,
+                "data_dir": str(c.data.out_dir),
+                "fingerprint": c.data.fingerprint,
+            }
+            for c in components
+        }
         self.fingerprint = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-        self.meta = {"name": cfg.name, "tokenizer": first.meta["tokenizer"], "fingerprint": self.fingerprint, "mixture": parts}
+        self.meta = {
+            "name": cfg.name,
+            "tokenizer": first.meta["tokenizer"],
+            "fingerprint": self.fingerprint,
+            "mixture": parts,
+        }
         self.reused = all(c.data.reused for c in components)
 
     def load_tokenizer(self):

@@ -4,6 +4,7 @@ Every input goes through `normalize_text` so that the same words give the same t
 the file's encoding or line endings were: real corpora mix UTF-8, Latin-1 (NLTK's
 shakespeare-caesar.txt) and CRLF files (its moby_dick.txt).
 """
+
 from __future__ import annotations
 
 import re
@@ -107,7 +108,7 @@ class _StreamCutter:
                 scan = m.end()
             if found is not None:
                 yield from self._end_piece(buf[: found.start()])
-                self.buf = buf[found.end():]
+                self.buf = buf[found.end() :]
                 self.dropped, self.para_from, self.line_mode, self.line_from = 0, 0, False, 0
                 continue
             if final:
@@ -136,7 +137,7 @@ class _StreamCutter:
             if cut is None:
                 return
             self._ready.append(self.buf[: cut.start()])
-            self.buf = self.buf[cut.end():]
+            self.buf = self.buf[cut.end() :]
             self.dropped += cut.end()
             limit -= cut.end()
             self.para_from -= cut.end()

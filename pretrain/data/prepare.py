@@ -9,6 +9,7 @@ complete, so a killed prepare never leaves a folder that looks valid. A file loc
 concurrent prepares of the same folder (e.g. every rank of a multi-process job calling it):
 the first builds, the others then find a valid cache and reuse it.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -21,18 +22,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import tokenizers
 
 from pretrain.data.config import DataConfig
+from pretrain.data.encode import Encoder, pieces
 from pretrain.data.fingerprint import explain_change, fingerprint, fingerprint_inputs
 from pretrain.data.prepared import FORMAT_VERSION, META_FILE, TOKENIZER_FILE, PreparedData, load_prepared
-from pretrain.data.shards import ShardWriter, token_dtype
-from pretrain.data.encode import Encoder, pieces
 from pretrain.data.sample import DocumentSample
+from pretrain.data.shards import ShardWriter, token_dtype
 from pretrain.data.sources import data_root, iter_documents, resolve_sources
 from pretrain.data.split import SPLITS, SplitPlan, StreamSplit, doc_hash, doc_key
 from pretrain.data.tokenizer import build_tokenizer, settings_fingerprint
@@ -52,8 +53,10 @@ def output_dir(cfg: DataConfig) -> Path:
 def _resolve(data_cfg: DataConfig):
     """(sources, val_sources, fingerprint inputs, key): resolves and hashes every input, writes nothing."""
     if data_cfg.mixture is not None:
-        raise DataError(f"data '{data_cfg.name}' is a mixture of prepared data sets ({', '.join(data_cfg.mixture)}): "
-                        "prepare its components (`scalelab data prepare <component>`); training prepares them itself")
+        raise DataError(
+            f"data '{data_cfg.name}' is a mixture of prepared data sets ({', '.join(data_cfg.mixture)}): "
+            "prepare its components (`scalelab data prepare <component>`); training prepares them itself"
+        )
     sources = resolve_sources(data_cfg)  # fails fast (missing root/file, empty glob) before writing
     val_sources = resolve_sources(data_cfg, "val_sources") if data_cfg.val_sources is not None else None
     root = data_root(data_cfg).path
@@ -131,8 +134,10 @@ def _why_rebuild(out_dir: Path, inputs: dict) -> str:
         return "no prepared data yet"
     if not meta_path.is_file():
         if any(out_dir.iterdir()):
-            raise DataError(f"output folder {out_dir} exists and is not a prepared data folder (no {META_FILE}); "
-                            "refusing to replace it: choose another data.out_dir / --out")
+            raise DataError(
+                f"output folder {out_dir} exists and is not a prepared data folder (no {META_FILE}); "
+                "refusing to replace it: choose another data.out_dir / --out"
+            )
         return "output folder is empty"
     try:
         load_prepared(out_dir)
@@ -222,11 +227,22 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
         if tally.documents == 0:
             raise DataError(f"empty corpus: the sources ({_source_names(sources)}) hold no text documents")
         texts = sample.texts()
-        sample_info = {"documents": len(texts), "chars": sample.chars, "train_documents": tally.train,
-                       "train_chars": sample.seen_chars, "sample_chars": tcfg.sample_chars}
-        whole = "the whole train split" if len(texts) == tally.train else f"a seeded sample of {len(texts)} of {tally.train} train documents"
-        log(f"training byte-level BPE (vocab {tcfg.vocab_size}) on {whole} ({sample.chars:,} characters; "
-            f"sampled in {time.perf_counter() - t0:.1f}s)")
+        sample_info = {
+            "documents": len(texts),
+            "chars": sample.chars,
+            "train_documents": tally.train,
+            "train_chars": sample.seen_chars,
+            "sample_chars": tcfg.sample_chars,
+        }
+        whole = (
+            "the whole train split"
+            if len(texts) == tally.train
+            else f"a seeded sample of {len(texts)} of {tally.train} train documents"
+        )
+        log(
+            f"training byte-level BPE (vocab {tcfg.vocab_size}) on {whole} ({sample.chars:,} characters; "
+            f"sampled in {time.perf_counter() - t0:.1f}s)"
+        )
         t0 = time.perf_counter()
         train_texts = (p for t in texts for p in pieces(t))  # safe cuts: the same words, smaller sequences
     tok, eot = build_tokenizer(tcfg, data_root(cfg).path, train_texts, log)
@@ -242,8 +258,10 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
     tok.encode_special_tokens = True
 
     encoder = Encoder(tok, dtype, cfg.workers)
-    log(f"encoding with {tcfg.kind} tokenizer (vocab {vocab}, {dtype.name}; "
-        f"up to {encoder.workers} worker process{'es' if encoder.workers > 1 else ''})")
+    log(
+        f"encoding with {tcfg.kind} tokenizer (vocab {vocab}, {dtype.name}; "
+        f"up to {encoder.workers} worker process{'es' if encoder.workers > 1 else ''})"
+    )
     out = _encode_pass(tmp, cfg, sources, val_sources, rule, encoder, eot, dtype, log)
     if not given and out.tally.degenerate():  # only when no sample pass ran (kind hf/gpt2)
         for w in out.writers.values():
@@ -256,16 +274,26 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
         if out.stats["train"]["documents"] == 0:
             raise DataError(f"empty train split: data.sources ({_source_names(sources)}) hold no text documents")
         if out.stats["val"]["documents"] == 0:
-            raise DataError(f"empty validation split: data.val_sources ({_source_names(val_sources)}) hold no text documents")
+            raise DataError(
+                f"empty validation split: data.val_sources ({_source_names(val_sources)}) hold no text documents"
+            )
 
     splits = {}
     for s in SPLITS:
         w = out.writers[s]
         unique, dups = out.unique(s)
-        splits[s] = {**out.stats[s], "tokens": w.tokens, "unique_tokens": unique, "duplicate_documents": dups,
-                     "sha256": w.sha256, "shards": w.shards}
+        splits[s] = {
+            **out.stats[s],
+            "tokens": w.tokens,
+            "unique_tokens": unique,
+            "duplicate_documents": dups,
+            "sha256": w.sha256,
+            "shards": w.shards,
+        }
         extra = f", {dups} duplicate documents ({unique:,} unique tokens)" if dups else ""
-        log(f"  {s}: {splits[s]['documents']} docs, {splits[s]['tokens']:,} tokens, {splits[s]['bytes']:,} bytes{extra}")
+        log(
+            f"  {s}: {splits[s]['documents']} docs, {splits[s]['tokens']:,} tokens, {splits[s]['bytes']:,} bytes{extra}"
+        )
     tok_meta = {
         "kind": tcfg.kind,
         "file": TOKENIZER_FILE,
@@ -282,15 +310,17 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
         "format": FORMAT_VERSION,
         "name": cfg.name,
         "fingerprint": key,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "vocab_size": vocab,
         "eot_id": eot,
         "dtype": dtype.name,
         "layout": "each document is preceded by eot_id; shards are raw little-endian arrays",
         "tokenizer": tok_meta,
-        "split": ({"kind": "given", "val_sources": len(val_sources)} if given else
-                  {"kind": "hashed", "val_fraction": cfg.val_fraction, "seed": cfg.seed,
-                   "forced": rule.plan is not None}),
+        "split": (
+            {"kind": "given", "val_sources": len(val_sources)}
+            if given
+            else {"kind": "hashed", "val_fraction": cfg.val_fraction, "seed": cfg.seed, "forced": rule.plan is not None}
+        ),
         "splits": splits,
         "sources": [{**s.describe(), "documents": n} for s, n in zip(sources, out.per_source)],
         "encode_workers": encoder.pool_workers or 1,
@@ -323,8 +353,10 @@ class _Tally:
 
 def _fallback_plan(cfg: DataConfig, sources) -> SplitPlan:
     """The split of a corpus too small for the hash alone (one more pass over a few documents)."""
-    return SplitPlan(np.fromiter((doc_hash(d.text, cfg.seed) for d in iter_documents(cfg, sources)), dtype=np.float64),
-                     cfg.val_fraction)
+    return SplitPlan(
+        np.fromiter((doc_hash(d.text, cfg.seed) for d in iter_documents(cfg, sources)), dtype=np.float64),
+        cfg.val_fraction,
+    )
 
 
 def _sample_pass(cfg: DataConfig, sources, rule: StreamSplit, given: bool) -> tuple[DocumentSample, _Tally]:
@@ -363,8 +395,9 @@ class _Encoded:
         return int(lengths[first].sum()), int(len(keys) - len(first))
 
 
-def _encode_pass(tmp: Path, cfg: DataConfig, sources, val_sources, rule: StreamSplit, encoder: Encoder, eot: int,
-                 dtype, log: Log) -> _Encoded:
+def _encode_pass(
+    tmp: Path, cfg: DataConfig, sources, val_sources, rule: StreamSplit, encoder: Encoder, eot: int, dtype, log: Log
+) -> _Encoded:
     out = _Encoded(tmp, cfg, dtype, len(sources), len(val_sources or []))
 
     def items():
@@ -373,7 +406,10 @@ def _encode_pass(tmp: Path, cfg: DataConfig, sources, val_sources, rule: StreamS
             split = "train" if val_sources is not None else rule.of(pos, key)
             yield (split, key, doc.source, len(doc.text), len(doc.text.encode("utf-8"))), doc.text
         for doc in iter_documents(cfg, val_sources or []):
-            yield ("val", doc_key(doc.text, cfg.seed), -1 - doc.source, len(doc.text), len(doc.text.encode("utf-8"))), doc.text
+            yield (
+                ("val", doc_key(doc.text, cfg.seed), -1 - doc.source, len(doc.text), len(doc.text.encode("utf-8"))),
+                doc.text,
+            )
 
     start = last = time.perf_counter()
     done_bytes = 0
@@ -396,8 +432,10 @@ def _encode_pass(tmp: Path, cfg: DataConfig, sources, val_sources, rule: StreamS
         now = time.perf_counter()
         if now - last > PROGRESS_S:
             last = now
-            log(f"  encoded {done_bytes / 1e6:,.0f} MB of text, {out.tally.documents:,} documents "
-                f"({done_bytes / 1e6 / (now - start):.1f} MB/s)")
+            log(
+                f"  encoded {done_bytes / 1e6:,.0f} MB of text, {out.tally.documents:,} documents "
+                f"({done_bytes / 1e6 / (now - start):.1f} MB/s)"
+            )
     for w in out.writers.values():
         w.close()
     took = time.perf_counter() - start

@@ -3,6 +3,7 @@
 This is the contract between `scalelab data prepare` and its consumers (trainer, evals,
 export): they only need a folder path.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -112,7 +113,9 @@ def load_prepared(out_dir: str | Path) -> PreparedData:
     data = PreparedData(out_dir, meta)
     tok = data.tokenizer_path
     if not tok.is_file() or hashlib.sha256(tok.read_bytes()).hexdigest() != meta["tokenizer"]["sha256"]:
-        raise DataError(f"{tok}: missing or changed since prepare (sha256 mismatch); rerun `scalelab data prepare --force`")
+        raise DataError(
+            f"{tok}: missing or changed since prepare (sha256 mismatch); rerun `scalelab data prepare --force`"
+        )
     for split in meta["splits"]:
         data.split_shards(split)  # size checks only; memmaps are cheap
     return data

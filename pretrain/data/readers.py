@@ -4,6 +4,7 @@ Nothing here reads a whole file: compressed inputs are decompressed incrementall
 and zstandard when the `zstandard` package is installed) and yielded a line at a time, Parquet
 files a record batch at a time, so a corpus of any size is read in constant memory.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -41,7 +42,9 @@ def open_binary(path: Path) -> Iterator[BinaryIO]:
         try:
             import zstandard
         except ImportError:
-            raise DataError(f"{path}: reading .zst files needs the `zstandard` package (pip install zstandard)") from None
+            raise DataError(
+                f"{path}: reading .zst files needs the `zstandard` package (pip install zstandard)"
+            ) from None
         raw = open(path, "rb")
         fh = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), buffer_size=1 << 20)
     else:
@@ -168,7 +171,9 @@ def iter_parquet_texts(path: Path, text_field: str) -> Iterator[str]:
         raise DataError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
     names = pf.schema_arrow.names
     if text_field not in names:
-        raise DataError(f"{path}: no column '{text_field}' (data.sources[].text_field); columns: {', '.join(names) or '(none)'}")
+        raise DataError(
+            f"{path}: no column '{text_field}' (data.sources[].text_field); columns: {', '.join(names) or '(none)'}"
+        )
     import pyarrow as pa
 
     kind = pf.schema_arrow.field(text_field).type

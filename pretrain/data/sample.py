@@ -5,6 +5,7 @@ whose lengths add up to the budget (`tokenizer.sample_chars`). It depends only o
 content and the seed, not on file order, and holds about the budget in memory while the corpus
 streams past. A corpus smaller than the budget is sampled whole.
 """
+
 from __future__ import annotations
 
 import heapq

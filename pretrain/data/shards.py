@@ -4,6 +4,7 @@ Raw arrays (no header) so any tool can read them given the dtype in meta.json, a
 trainer can index a multi-GB split without loading it. A split is cut into several shards only
 past `data.shard_tokens`, always at a document boundary.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -5,6 +5,7 @@ empty glob or a missing data root fails at once with the path that was tried. Re
 generator over streamed files (`readers`): compressed text is decompressed line by line, JSON
 Lines row by row, Parquet batch by batch, so a corpus larger than memory can be prepared.
 """
+
 from __future__ import annotations
 
 import glob as globlib
@@ -20,7 +21,14 @@ from typing import Any
 import pretrain
 from pretrain.data.config import DataConfig, SourceConfig
 from pretrain.data.normalize import cut_lines, normalize_line, normalize_text
-from pretrain.data.readers import COMPRESSED, iter_json_texts, iter_lines, iter_parquet_texts, row_text, strip_compression
+from pretrain.data.readers import (
+    COMPRESSED,
+    iter_json_texts,
+    iter_lines,
+    iter_parquet_texts,
+    row_text,
+    strip_compression,
+)
 from pretrain.errors import DataError
 
 PROJECT_ROOT = Path(pretrain.__file__).resolve().parents[1]
@@ -90,7 +98,9 @@ class ResolvedSource:
             return {"hf_dataset": self.config.hf_dataset, "resolved": self.hf_target, **self.fingerprint}
         return {
             "path": self.config.path,
-            "files": [{"path": str(p), "bytes": p.stat().st_size, "sha256": self.fingerprint[str(p)]} for p in self.files],
+            "files": [
+                {"path": str(p), "bytes": p.stat().st_size, "sha256": self.fingerprint[str(p)]} for p in self.files
+            ],
         }
 
 
@@ -99,7 +109,9 @@ def _has_magic(path: str) -> bool:
 
 
 def _folder_files(folder: Path) -> list[Path]:
-    found = [p for p in folder.rglob("*") if p.is_file() and p.name.endswith(FOLDER_SUFFIXES) and not p.name.startswith(".")]
+    found = [
+        p for p in folder.rglob("*") if p.is_file() and p.name.endswith(FOLDER_SUFFIXES) and not p.name.startswith(".")
+    ]
     return sorted(found)
 
 
@@ -116,7 +128,9 @@ def _resolve_path_source(cfg: DataConfig, src: SourceConfig) -> list[Path]:
     if path.is_dir():
         files = _folder_files(path)
         if not files:
-            raise DataError(f"source folder {path} holds no {'/'.join(_TEXT_KINDS)} (optionally .gz/.xz/.zst) or .parquet files")
+            raise DataError(
+                f"source folder {path} holds no {'/'.join(_TEXT_KINDS)} (optionally .gz/.xz/.zst) or .parquet files"
+            )
         return [f.resolve() for f in files]
     if path.is_file():
         return [path.resolve()]
@@ -155,7 +169,10 @@ def resolve_sources(cfg: DataConfig, which: str = "sources") -> list[ResolvedSou
             continue
         local = _local_hf_path(cfg, src.hf_dataset or "")
         if local is not None:
-            fp = {"local": True, "sha256": hashlib.sha256(json.dumps(_tree_hashes(local), sort_keys=True).encode()).hexdigest()}
+            fp = {
+                "local": True,
+                "sha256": hashlib.sha256(json.dumps(_tree_hashes(local), sort_keys=True).encode()).hexdigest(),
+            }
             resolved.append(ResolvedSource(src, hf_target=str(local), fingerprint=fp))
         else:
             source = ResolvedSource(src, hf_target=src.hf_dataset, fingerprint={"local": False})
@@ -182,11 +199,17 @@ def _row_text(row: Any, src: SourceConfig, where: str) -> str | None:
     return row_text(row, src.text_field, where)
 
 
-def _file_documents(path: Path, src: SourceConfig, doc_chars: int | None, delimiter: str | None = None) -> Iterator[str]:
+def _file_documents(
+    path: Path, src: SourceConfig, doc_chars: int | None, delimiter: str | None = None
+) -> Iterator[str]:
     """Documents of one file: a row per document for JSON/Parquet, cut text for plain files."""
     base = strip_compression(path.name)
     if base.endswith(_JSON_KINDS) or path.name.endswith(".parquet"):
-        texts = iter_parquet_texts(path, src.text_field) if path.name.endswith(".parquet") else iter_json_texts(path, src.text_field)
+        texts = (
+            iter_parquet_texts(path, src.text_field)
+            if path.name.endswith(".parquet")
+            else iter_json_texts(path, src.text_field)
+        )
         for text in texts:
             text = normalize_text(text).strip()
             if text:
@@ -221,7 +244,14 @@ def _load_hf_uncached(source: ResolvedSource):
                 return ds
             if path.is_file():
                 name = path.name.removesuffix(".gz")
-                builder = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".txt": "text"}
+                builder = {
+                    ".jsonl": "json",
+                    ".json": "json",
+                    ".ndjson": "json",
+                    ".csv": "csv",
+                    ".parquet": "parquet",
+                    ".txt": "text",
+                }
                 kind = next((v for k, v in builder.items() if name.endswith(k)), None)
                 if kind is None:
                     raise DataError(f"hf_dataset {target}: unsupported file type (use json/jsonl/csv/parquet/txt)")

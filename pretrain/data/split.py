@@ -7,6 +7,7 @@ appears verbatim in training. The decision is made per document as it streams pa
 corpus so small that one side would stay empty needs the whole list (`SplitPlan`).
 When `data.val_sources` is given, the split is given too and nothing is hashed for it.
 """
+
 from __future__ import annotations
 
 import hashlib

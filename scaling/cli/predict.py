@@ -2,6 +2,7 @@
 
 Registered by scaling/cli/__init__.py. Exit codes: 0 ok, 2 bad input (a record and data that do not match,
 named in one `error:` line, before any output is written)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,19 +18,33 @@ SHOW_ROWS = 40  # rows printed; --out has them all
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "predict", help="what a fit record predicts at new points, against what was measured",
+        "predict",
+        help="what a fit record predicts at new points, against what was measured",
         description="Predict loss (chinchilla approach 3, data-constrained, kaplan, moe, task-loss fits), accuracy "
         "(accuracy fits) or the optimal lr and batch (batch-lr fits) at the rows of a table or the runs of a "
         "run-directory tree, with a prediction interval (bootstrap laws x the fit's residual scatter); where "
-        "the data has a measured value, the relative error and whether it lies inside. Loss curves: predict-curve.")
+        "the data has a measured value, the relative error and whether it lies inside. Loss curves: predict-curve.",
+    )
     p.add_argument("fit", metavar="FIT.json", help="a fit record (scalelab fit ... --out)")
-    p.add_argument("data", metavar="TABLE_OR_RUNS",
-                   help="CSV/TSV/Parquet table or run-directory tree, read as the fit reads its data")
-    p.add_argument("--col", action="append", default=[], metavar="ROLE=COLUMN",
-                   help="map a column to a role (the fit's roles: N, D, loss, U, flops, ...; G, E for moe; loss, acc, "
-                   "task for accuracy; task for task-loss)")
-    p.add_argument("--out", metavar="F.csv", help="write every row: the inputs, predicted, <q>_lo, <q>_hi, measured, "
-                   "rel_error, inside, extrapolation_factor")
+    p.add_argument(
+        "data",
+        metavar="TABLE_OR_RUNS",
+        help="CSV/TSV/Parquet table or run-directory tree, read as the fit reads its data",
+    )
+    p.add_argument(
+        "--col",
+        action="append",
+        default=[],
+        metavar="ROLE=COLUMN",
+        help="map a column to a role (the fit's roles: N, D, loss, U, flops, ...; G, E for moe; loss, acc, "
+        "task for accuracy; task for task-loss)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="F.csv",
+        help="write every row: the inputs, predicted, <q>_lo, <q>_hi, measured, "
+        "rel_error, inside, extrapolation_factor",
+    )
     p.add_argument("--ci", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="seed of the residual draws")
     p.add_argument("--json", action="store_true", help="print the rows and summary as JSON")
@@ -64,9 +79,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         pred.df.to_csv(tmp, index=False)
         tmp.replace(out)
     if args.json:
-        doc = {"fit": str(args.fit), "law": rec["law"], "data": str(args.data), "quantities": pred.quantities,
-               "interval_kind": pred.interval_kind, "conventions": pred.conventions, "summary": pred.summary,
-               "warnings": pred.warnings, "rows": json.loads(pred.df.to_json(orient="records"))}
+        doc = {
+            "fit": str(args.fit),
+            "law": rec["law"],
+            "data": str(args.data),
+            "quantities": pred.quantities,
+            "interval_kind": pred.interval_kind,
+            "conventions": pred.conventions,
+            "summary": pred.summary,
+            "warnings": pred.warnings,
+            "rows": json.loads(pred.df.to_json(orient="records")),
+        }
         print(json.dumps(doc, indent=2))
     else:
         print(text(rec, pred))
@@ -101,15 +124,21 @@ def text(rec, pred) -> str:
         s = pred.summary[q]
         head = f"{q}: {s['n_points']} points"
         if s.get("mean_abs_rel_error") is not None:
-            head += (f", {s['n_measured']} measured: mean |rel error| {s['mean_abs_rel_error']:.3%}, "
-                     f"max {s['max_abs_rel_error']:.3%}, mean {s['mean_rel_error']:+.3%}")
+            head += (
+                f", {s['n_measured']} measured: mean |rel error| {s['mean_abs_rel_error']:.3%}, "
+                f"max {s['max_abs_rel_error']:.3%}, mean {s['mean_rel_error']:+.3%}"
+            )
         if s.get("coverage") is not None:
-            head += (f"; coverage {s['n_inside']}/{s['n_measured']} ({s['coverage']:.0%}) inside the "
-                     f"{pred.summary['ci']:.0%} interval")
+            head += (
+                f"; coverage {s['n_inside']}/{s['n_measured']} ({s['coverage']:.0%}) inside the "
+                f"{pred.summary['ci']:.0%} interval"
+            )
         lines.append(head)
     s = pred.summary[pred.quantities[0]]
     if s["n_extrapolated"]:
-        lines.append(f"extrapolation: {s['n_extrapolated']} of {s['n_points']} points lie outside the fitted range "
-                     f"(up to {s['max_extrapolation_factor']:.3g}x beyond it; column extrapolation_factor)")
+        lines.append(
+            f"extrapolation: {s['n_extrapolated']} of {s['n_points']} points lie outside the fitted range "
+            f"(up to {s['max_extrapolation_factor']:.3g}x beyond it; column extrapolation_factor)"
+        )
     lines += [f"warning: {w}" for w in pred.warnings]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ multi-threaded OpenBLAS on a busy 2-core machine each call pays a thread hand-of
 a bootstrap ~50x slower (measured). threadpoolctl (a scikit-learn dependency) limits the pools
 for the duration of a fit; without it, this is a no-op.
 """
+
 from __future__ import annotations
 
 import contextlib

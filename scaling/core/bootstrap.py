@@ -2,9 +2,10 @@
 
 Deterministic given the seed: resample indices come from numpy's PCG64 seeded once, in order.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -42,8 +43,11 @@ def resample_clusters(labels: np.ndarray, n_boot: int, seed: int) -> list[np.nda
 DEGENERATE = (FitError, np.linalg.LinAlgError)
 
 
-def run_bootstrap(fit_one: Callable[[np.ndarray], dict[str, float] | None], indices: list[np.ndarray],
-                  reasons: dict[str, int] | None = None) -> tuple[dict[str, list[float]], int]:
+def run_bootstrap(
+    fit_one: Callable[[np.ndarray], dict[str, float] | None],
+    indices: list[np.ndarray],
+    reasons: dict[str, int] | None = None,
+) -> tuple[dict[str, list[float]], int]:
     """Apply `fit_one(idx) -> params or None` to each resample; collect samples per parameter.
     Returns (samples, n_failed). A resample whose data is degenerate (fit_one returns None or
     raises FitError / LinAlgError) is counted, and its reason tallied into `reasons`; any other

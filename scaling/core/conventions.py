@@ -17,6 +17,7 @@ A run's tokens per unit of compute, k = C / D, is what converts between the two:
 6ND kinds and the trainer's FLOPs per token otherwise. Fits keep (N, k) of their runs so that plans
 can price any model size in the same convention (`TokenCost`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,7 +66,9 @@ def compute_column(df, compute: str, n_kind: str) -> np.ndarray:
     D = df["D"].to_numpy(float)
     if compute == "trainer_flops":
         if "flops" not in df.columns:
-            raise InputError("compute convention trainer_flops needs a 'flops' column (the trainer's FLOPs; run directories have it)")
+            raise InputError(
+                "compute convention trainer_flops needs a 'flops' column (the trainer's FLOPs; run directories have it)"
+            )
         f = df["flops"].to_numpy(float)
         bad = ~(np.isfinite(f) & (f > 0))
         if bad.any():
@@ -74,8 +77,10 @@ def compute_column(df, compute: str, n_kind: str) -> np.ndarray:
     kind = COMPUTE_N_KIND[compute]
     n = param_column(df, kind, n_kind)
     if n is None:
-        raise InputError(f"compute convention {compute} needs {kind} parameter counts: a '{N_COLUMNS[kind]}' column, "
-                         f"or N of kind {kind} (--n-kind {kind})")
+        raise InputError(
+            f"compute convention {compute} needs {kind} parameter counts: a '{N_COLUMNS[kind]}' column, "
+            f"or N of kind {kind} (--n-kind {kind})"
+        )
     return 6.0 * n * D
 
 
@@ -100,9 +105,11 @@ def embedding_warning(df) -> str | None:
     heavy = int((frac > EMBEDDING_WARN_FRACTION).sum())
     if not heavy:
         return None
-    return (f"embeddings are over half the parameters in {heavy} of {int(ok.sum())} runs (up to {frac.max():.0%}): "
-            "fits on total and non-embedding N disagree at this scale (Kaplan vs Chinchilla; Pearce & Song 2024, "
-            "Porian et al. 2024); the record states which N it used")
+    return (
+        f"embeddings are over half the parameters in {heavy} of {int(ok.sum())} runs (up to {frac.max():.0%}): "
+        "fits on total and non-embedding N disagree at this scale (Kaplan vs Chinchilla; Pearce & Song 2024, "
+        "Porian et al. 2024); the record states which N it used"
+    )
 
 
 def drop_embedding_dominated(df, max_fraction: float | None):
@@ -114,13 +121,17 @@ def drop_embedding_dominated(df, max_fraction: float | None):
     if not 0 < max_fraction < 1:
         raise InputError(f"--max-embedding-fraction must be in (0, 1) (got {max_fraction})")
     if not {"params", "non_embedding_params"} <= set(df.columns):
-        raise InputError("--max-embedding-fraction needs params and non_embedding_params per run (run directories have them)")
+        raise InputError(
+            "--max-embedding-fraction needs params and non_embedding_params per run (run directories have them)"
+        )
     frac = 1.0 - df["non_embedding_params"].to_numpy(float) / df["params"].to_numpy(float)
     keep = ~(frac > max_fraction)
     if keep.all():
         return df, None
-    note = (f"left out {int((~keep).sum())} of {len(df)} runs whose embeddings exceed {max_fraction:.0%} of their parameters "
-            f"(--max-embedding-fraction; up to {frac.max():.0%})")
+    note = (
+        f"left out {int((~keep).sum())} of {len(df)} runs whose embeddings exceed {max_fraction:.0%} of their parameters "
+        f"(--max-embedding-fraction; up to {frac.max():.0%})"
+    )
     return df[keep].reset_index(drop=True), note
 
 
@@ -139,7 +150,7 @@ class TokenCost:
         return COMPUTE_N_KIND.get(self.compute) == self.n_kind
 
     @classmethod
-    def from_runs(cls, N: np.ndarray, C: np.ndarray, D: np.ndarray, compute: str, n_kind: str) -> "TokenCost":
+    def from_runs(cls, N: np.ndarray, C: np.ndarray, D: np.ndarray, compute: str, n_kind: str) -> TokenCost:
         if COMPUTE_N_KIND.get(compute) == n_kind:
             return cls(compute, n_kind)
         logN, logk = np.log(np.asarray(N, float)), np.log(np.asarray(C, float) / np.asarray(D, float))
@@ -148,10 +159,15 @@ class TokenCost:
         return cls(compute, n_kind, tuple(map(float, ux)), tuple(map(float, ky)))
 
     @classmethod
-    def from_record(cls, rec) -> "TokenCost":
+    def from_record(cls, rec) -> TokenCost:
         conv = rec.get("conventions") or {}
         tc = conv.get("token_cost") or {}
-        return cls(conv.get("compute", "6ND_total"), conv.get("n_kind", "total"), tuple(tc.get("logN", ())), tuple(tc.get("logk", ())))
+        return cls(
+            conv.get("compute", "6ND_total"),
+            conv.get("n_kind", "total"),
+            tuple(tc.get("logN", ())),
+            tuple(tc.get("logk", ())),
+        )
 
     def to_dict(self) -> dict:
         return {"logN": list(self.logN), "logk": list(self.logk), "exact_6N": self.exact}
@@ -191,4 +207,7 @@ def conventions_of(rec: dict, warnings: list[str] | None = None) -> dict:
     kind = next((k for k in N_KINDS if str(rec.get("n_kind") or "total").startswith(k)), "total")
     if warnings is not None:
         warnings.append(f"{rec['law']} fit states no compute convention (an older record): read as 6*N*D with {kind} N")
-    return {"compute": {"total": "6ND_total", "non_embedding": "6ND_nonembed"}.get(kind, "trainer_flops"), "n_kind": kind}
+    return {
+        "compute": {"total": "6ND_total", "non_embedding": "6ND_nonembed"}.get(kind, "trainer_flops"),
+        "n_kind": kind,
+    }

@@ -1,11 +1,11 @@
 """What a fit reports about itself: identification of the law's terms, parameters stopped on a bound,
 the size of the residuals, and where derived predictions extrapolate."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from scaling.core.selection import distinct
-
 
 EXTRAPOLATION_WARN_FACTOR = 100.0  # predictions beyond 100x the largest fitted compute are flagged
 
@@ -34,12 +34,14 @@ def huber_diagnostics(res, names, resid: np.ndarray, delta: float) -> dict:
     """The optimiser's diagnostics plus the fitted theta and the log residuals' size (RMS, max,
     share within the Huber delta) of a Huber-type fit."""
     out = res.to_diagnostics()
-    out.update({
-        "theta": dict(zip(names, map(float, res.x))),
-        "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
-        "residual_log_max_abs": float(np.max(np.abs(resid))),
-        "frac_within_delta": float(np.mean(np.abs(resid) <= delta)),
-    })
+    out.update(
+        {
+            "theta": dict(zip(names, map(float, res.x))),
+            "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
+            "residual_log_max_abs": float(np.max(np.abs(resid))),
+            "frac_within_delta": float(np.mean(np.abs(resid) <= delta)),
+        }
+    )
     return out
 
 
@@ -48,7 +50,9 @@ def identification_warnings(N: np.ndarray, D: np.ndarray) -> list[str]:
     out = []
     nN, nD = distinct(N), distinct(D)
     if nN < 2:
-        out.append("not identified: all runs have the same N, so A and alpha cannot be estimated (E absorbs the N term)")
+        out.append(
+            "not identified: all runs have the same N, so A and alpha cannot be estimated (E absorbs the N term)"
+        )
     elif nN < 3:
         out.append(f"weakly identified: only {nN} distinct N values for A, alpha and E")
     if nD < 2:
@@ -58,5 +62,7 @@ def identification_warnings(N: np.ndarray, D: np.ndarray) -> list[str]:
     if nN >= 2 and nD >= 2:
         r = np.corrcoef(np.log(N), np.log(D))[0, 1]
         if abs(r) > 0.995:
-            out.append(f"weakly identified: log N and log D are collinear (corr {r:.4f}), e.g. a fixed tokens-per-parameter ratio; alpha and beta trade off")
+            out.append(
+                f"weakly identified: log N and log D are collinear (corr {r:.4f}), e.g. a fixed tokens-per-parameter ratio; alpha and beta trade off"
+            )
     return out

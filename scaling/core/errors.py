@@ -1,4 +1,5 @@
 """Error types the CLI maps to exit codes: InputError -> 2 (user can fix the data), FitError -> 1."""
+
 from __future__ import annotations
 
 

@@ -3,6 +3,7 @@
 The objective is the SUM (not the mean) of Huber terms: with delta=1e-3 a mean makes the
 gradient ~1/n smaller and L-BFGS stops early -- the failure Epoch diagnosed in the original fit.
 """
+
 from __future__ import annotations
 
 import numpy as np

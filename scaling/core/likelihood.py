@@ -22,10 +22,11 @@ region (each step an exact L1 problem solved by HiGHS), which lands on the kinks
 result is then polished on the exact likelihood in all parameters plus log sigma, so that any
 delta (also large ones, where the density is nearly Gaussian) is handled.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -108,8 +109,14 @@ def _l1_step(r: np.ndarray, J: np.ndarray, dlo: np.ndarray, dhi: np.ndarray):
     A[:p, :n] = -(J * dlo).T
     A[p:, :n] = -(J * dhi).T
     A[:p, n:] = A[p:, n:] = np.eye(p)
-    lp = linprog(np.concatenate([-r, -np.ones(p)]), A_ub=A, b_ub=np.zeros(2 * p), bounds=[(-1.0, 1.0)] * n + [(None, None)] * p,
-                 method="highs", options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+    lp = linprog(
+        np.concatenate([-r, -np.ones(p)]),
+        A_ub=A,
+        b_ub=np.zeros(2 * p),
+        bounds=[(-1.0, 1.0)] * n + [(None, None)] * p,
+        method="highs",
+        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+    )
     if lp.status != 0:
         return None, str(lp.message)
     mu = -lp.ineqlin.marginals
@@ -117,8 +124,16 @@ def _l1_step(r: np.ndarray, J: np.ndarray, dlo: np.ndarray, dhi: np.ndarray):
     return d, -float(lp.fun)
 
 
-def lad_slp(resid: Callable[[np.ndarray], np.ndarray], jac: Callable[[np.ndarray], np.ndarray], x0, bounds: Sequence[tuple[float, float]],
-            *, radius: float = 0.5, max_iter: int = 400, rtol: float = 1e-13) -> LADResult:
+def lad_slp(
+    resid: Callable[[np.ndarray], np.ndarray],
+    jac: Callable[[np.ndarray], np.ndarray],
+    x0,
+    bounds: Sequence[tuple[float, float]],
+    *,
+    radius: float = 0.5,
+    max_iter: int = 400,
+    rtol: float = 1e-13,
+) -> LADResult:
     """Minimise S(x) = sum_i |r_i(x)| by sequential linear programming in an infinity-norm trust region.
 
     Each step solves the linearised L1 problem  min_d sum_i |r_i + (J d)_i|  with |d_j| <= radius and
@@ -201,7 +216,8 @@ class MLEResult:
             "iterations": self.nit,
             "log_likelihood": self.loglik,
             "log_sigma": self.log_sigma,
-            "laplace_scale": self.sigma / self.delta,  # sigma/delta: the log-residual scale when the density is Laplace-like
+            "laplace_scale": self.sigma
+            / self.delta,  # sigma/delta: the log-residual scale when the density is Laplace-like
             "sum_abs_residuals": self.sum_abs,
             "polish_log_likelihood_gain": self.polish_gain,
         }
@@ -225,9 +241,16 @@ def neg_log_likelihood(resid, jac, delta: float = DELTA, log_z: float | None = N
     return f
 
 
-def fit_mle(resid: Callable[[np.ndarray], np.ndarray], jac: Callable[[np.ndarray], np.ndarray], starts: Sequence[np.ndarray],
-            bounds: Sequence[tuple[float, float]], *, delta: float = DELTA, labels: Sequence[str] | None = None,
-            polish: bool = True) -> MLEResult:
+def fit_mle(
+    resid: Callable[[np.ndarray], np.ndarray],
+    jac: Callable[[np.ndarray], np.ndarray],
+    starts: Sequence[np.ndarray],
+    bounds: Sequence[tuple[float, float]],
+    *,
+    delta: float = DELTA,
+    labels: Sequence[str] | None = None,
+    polish: bool = True,
+) -> MLEResult:
     """Maximum likelihood of the Huber-shaped density for residual function `resid` (model
     parameters x; log sigma is profiled, then refined jointly): least absolute deviations from
     every start by `lad_slp`, the best (ties: first start) polished on the exact likelihood."""
@@ -257,16 +280,37 @@ def fit_mle(resid: Callable[[np.ndarray], np.ndarray], jac: Callable[[np.ndarray
         box = list(bounds) + [LOG_SIGMA_BOUNDS]
         lo, hi = np.array([b[0] for b in box]), np.array([b[1] for b in box])
         with np.errstate(all="ignore"):
-            tries = [minimize(f, z0, jac=True, method="L-BFGS-B", bounds=box, options={"ftol": 0.0, "gtol": 1e-12, "maxiter": 200, "maxls": 50}),
-                     minimize(f, z0, jac=True, method="BFGS", options={"gtol": 1e-12, "maxiter": 200})]
+            tries = [
+                minimize(
+                    f,
+                    z0,
+                    jac=True,
+                    method="L-BFGS-B",
+                    bounds=box,
+                    options={"ftol": 0.0, "gtol": 1e-12, "maxiter": 200, "maxls": 50},
+                ),
+                minimize(f, z0, jac=True, method="BFGS", options={"gtol": 1e-12, "maxiter": 200}),
+            ]
         for pol in tries:
             inside = bool(np.all(pol.x >= lo) and np.all(pol.x <= hi))
             if inside and np.isfinite(pol.fun) and -pol.fun > ll:
                 gain += float(-pol.fun - ll)
                 x, ls, ll = np.asarray(pol.x[:-1]), float(pol.x[-1]), float(-pol.fun)
-    return MLEResult(x=np.asarray(x, dtype=float), log_sigma=ls, loglik=ll, sum_abs=float(np.abs(resid(x)).sum()), success=best.converged,
-                     message=best.message, nit=best.nit, n_runs=len(runs), n_within_tol=within, start_index=k, start_labels=labels,
-                     polish_gain=gain, delta=delta)
+    return MLEResult(
+        x=np.asarray(x, dtype=float),
+        log_sigma=ls,
+        loglik=ll,
+        sum_abs=float(np.abs(resid(x)).sum()),
+        success=best.converged,
+        message=best.message,
+        nit=best.nit,
+        n_runs=len(runs),
+        n_within_tol=within,
+        start_index=k,
+        start_labels=labels,
+        polish_gain=gain,
+        delta=delta,
+    )
 
 
 def rank_by_abs_residuals(batch_residuals: Callable[[np.ndarray], np.ndarray], grid: np.ndarray, k: int) -> np.ndarray:

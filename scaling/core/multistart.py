@@ -7,10 +7,11 @@ delta=1e-3 the Huber gradients are small and scipy's defaults stop long before t
 Fast default: evaluate the objective on every grid point at once (vectorised), then run L-BFGS-B
 only from the best `top_k` distinct starts. `top_k=None` runs every start (the paper's grid).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 

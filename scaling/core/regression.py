@@ -1,4 +1,5 @@
 """(Weighted) least squares in log space: the frontier and power-law regressions of the fits."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """Which runs a fit sees: the highest-loss points dropped, the largest runs held out, runs grouped
 into budgets by a relative tolerance, distinct values counted."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,7 +42,10 @@ def holdout_by_compute(df, C: np.ndarray, fraction: float, budget_tol: float = 0
     groups = group_by_tolerance(C, budget_tol)
     top = groups == groups.max()
     if np.unique(groups).size >= 3 and top.sum() >= 2:
-        mask, rule = top, f"the largest compute budget (C ~ {float(np.exp(np.log(C[top]).mean())):.3g}, {int(top.sum())} runs)"
+        mask, rule = (
+            top,
+            f"the largest compute budget (C ~ {float(np.exp(np.log(C[top]).mean())):.3g}, {int(top.sum())} runs)",
+        )
     else:
         n_out = max(1, int(round(fraction * len(C))))
         mask = C >= np.sort(C)[-n_out]

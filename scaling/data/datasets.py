@@ -2,6 +2,7 @@
 
 Data root: $SCALELAB_DATA_ROOT, else ../shared/data beside the project checkout.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,10 @@ from scaling.core.selection import drop_highest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # scaling/<subpackage>/<module>.py
 EPOCH_RELPATH = "scaling/epoch_chinchilla_svg_extracted.csv"
-EPOCH_ORIGIN = ("Epoch AI's reconstruction of Chinchilla Figure 4 (Besiroglu et al. 2024), file data/svg_extracted_data.csv "
-                "in github.com/epoch-research/analyzing-chinchilla")
+EPOCH_ORIGIN = (
+    "Epoch AI's reconstruction of Chinchilla Figure 4 (Besiroglu et al. 2024), file data/svg_extracted_data.csv "
+    "in github.com/epoch-research/analyzing-chinchilla"
+)
 
 
 def data_root() -> Path:
@@ -24,7 +27,9 @@ def data_root() -> Path:
 def epoch_chinchilla_path() -> Path:
     p = data_root() / EPOCH_RELPATH
     if not p.exists():
-        raise InputError(f"Epoch Chinchilla data not found at {p}; set SCALELAB_DATA_ROOT or fetch it from {EPOCH_ORIGIN}")
+        raise InputError(
+            f"Epoch Chinchilla data not found at {p}; set SCALELAB_DATA_ROOT or fetch it from {EPOCH_ORIGIN}"
+        )
     return p
 
 
@@ -34,6 +39,12 @@ def load_epoch_chinchilla(drop_highest_k: int = 0):
     import pandas as pd  # deferred: pandas is slow to import
 
     raw = pd.read_csv(epoch_chinchilla_path())
-    df = pd.DataFrame({"N": raw["Model Size"].astype(float), "flops": raw["Training FLOP"].astype(float), "loss": raw["loss"].astype(float)})
+    df = pd.DataFrame(
+        {
+            "N": raw["Model Size"].astype(float),
+            "flops": raw["Training FLOP"].astype(float),
+            "loss": raw["loss"].astype(float),
+        }
+    )
     df["D"] = df["flops"] / (6.0 * df["N"])
     return drop_highest(df[["N", "D", "flops", "loss"]], drop_highest_k)

@@ -8,6 +8,7 @@ Task loss is the gold continuation's `gold_bpb` (OLMo's bits per byte; `--loss-m
 `fit chinchilla` fits, at the run's final step only). Accuracy is `acc`, or `acc_norm` where
 the task reports it (`--acc-metric acc_norm`). D is the tokens seen at the evaluated step.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,21 @@ from scaling.data.inputs import read_run_dirs
 LOSS_METRICS = {"bpb": "gold_bpb", "nats": "gold_nats", "val_loss": "val_loss"}
 ACC_METRICS = ("acc", "acc_norm")
 STEPS = ("last", "all")
-RUN_COLUMNS = ("run", "sweep", "path", "N", "batch_tokens", "lr", "params", "non_embedding_params", "active_params",
-               "flops_per_token", "unique_tokens", "isoflop_compute", "budget")
+RUN_COLUMNS = (
+    "run",
+    "sweep",
+    "path",
+    "N",
+    "batch_tokens",
+    "lr",
+    "params",
+    "non_embedding_params",
+    "active_params",
+    "flops_per_token",
+    "unique_tokens",
+    "isoflop_compute",
+    "budget",
+)
 
 
 def check_options(loss_metric: str, acc_metric: str = "acc", steps: str = "last") -> str:
@@ -44,8 +58,15 @@ def parse_tasks(text) -> list[str] | None:
     return names or None
 
 
-def read_eval_points(root, *, n_kind: str = "total", steps: str = "last", loss_metric: str = "bpb", acc_metric: str = "acc",
-                     tasks: list[str] | None = None):
+def read_eval_points(
+    root,
+    *,
+    n_kind: str = "total",
+    steps: str = "last",
+    loss_metric: str = "bpb",
+    acc_metric: str = "acc",
+    tasks: list[str] | None = None,
+):
     """(DataFrame, warnings): columns task, step, D, loss, acc, acc_metric, chance, n_docs, final
     plus the run's N and per-run columns (RUN_COLUMNS, flops = flops_per_token x D, epochs)."""
     import pandas as pd  # deferred: pandas is slow to import
@@ -61,7 +82,9 @@ def read_eval_points(root, *, n_kind: str = "total", steps: str = "last", loss_m
         final_step = run.get("steps")
         chosen = files if steps == "all" else files[-1:]
         if steps == "last" and final_step and chosen[0][0] != int(final_step):
-            warnings.append(f"run {run['run']}: last evaluated step {chosen[0][0]} is not its final step {int(final_step)} (D = tokens at step {chosen[0][0]})")
+            warnings.append(
+                f"run {run['run']}: last evaluated step {chosen[0][0]} is not its final step {int(final_step)} (D = tokens at step {chosen[0][0]})"
+            )
         for step, path in chosen:
             try:
                 doc = json.loads(path.read_text())
@@ -89,26 +112,58 @@ def read_eval_points(root, *, n_kind: str = "total", steps: str = "last", loss_m
                 acc_key = acc_metric if acc_metric in m else "acc"
                 gold = m.get("gold_bpb") or m.get("gold_nats") or {}
                 row = {k: run.get(k) for k in RUN_COLUMNS}
-                row.update(task=task, step=step, D=float(D), final=is_final, loss=float(loss), acc=(m.get(acc_key) or {}).get("value"),
-                           acc_metric=acc_key if acc_key in m else None, chance=gold.get("chance"), n_docs=(m.get(acc_key) or gold).get("n"))
+                row.update(
+                    task=task,
+                    step=step,
+                    D=float(D),
+                    final=is_final,
+                    loss=float(loss),
+                    acc=(m.get(acc_key) or {}).get("value"),
+                    acc_metric=acc_key if acc_key in m else None,
+                    chance=gold.get("chance"),
+                    n_docs=(m.get(acc_key) or gold).get("n"),
+                )
                 row["flops"] = run["flops_per_token"] * D if run.get("flops_per_token") else None
                 row["epochs"] = D / run["unique_tokens"] if run.get("unique_tokens") else None
                 row["steps"] = step
                 rows.append(row)
     if no_evals:
-        warnings.append(f"{len(no_evals)} finished run(s) have no evals/<step>.json (evaluate them with `scalelab sweep eval` or "
-                        f"`scalelab eval`): {', '.join(no_evals[:5])}{' ...' if len(no_evals) > 5 else ''}")
+        warnings.append(
+            f"{len(no_evals)} finished run(s) have no evals/<step>.json (evaluate them with `scalelab sweep eval` or "
+            f"`scalelab eval`): {', '.join(no_evals[:5])}{' ...' if len(no_evals) > 5 else ''}"
+        )
     for task, n in sorted(lacking.items()):
-        warnings.append(f"task {task}: {n} evaluation(s) have no {metric} (evaluated before gold losses were recorded? "
-                        "re-evaluate with `scalelab eval` or `scalelab sweep eval --force`)")
+        warnings.append(
+            f"task {task}: {n} evaluation(s) have no {metric} (evaluated before gold losses were recorded? "
+            "re-evaluate with `scalelab eval` or `scalelab sweep eval --force`)"
+        )
     missing = [t for t in tasks or [] if t not in found]
     if missing and found:
-        raise InputError(f"--tasks: no evaluation of {', '.join(missing)} with a {metric} under {root} (tasks found: {', '.join(sorted(found))})")
+        raise InputError(
+            f"--tasks: no evaluation of {', '.join(missing)} with a {metric} under {root} (tasks found: {', '.join(sorted(found))})"
+        )
     if not rows:
-        raise InputError(f"{root}: no evaluated runs with a task {metric} found" + (f"; {'; '.join(warnings)}" if warnings else ""))
+        raise InputError(
+            f"{root}: no evaluated runs with a task {metric} found" + (f"; {'; '.join(warnings)}" if warnings else "")
+        )
     df = pd.DataFrame(rows)
-    for col in ("N", "D", "loss", "acc", "chance", "flops", "epochs", "params", "non_embedding_params", "active_params",
-                "flops_per_token", "unique_tokens", "batch_tokens", "lr", "budget"):
+    for col in (
+        "N",
+        "D",
+        "loss",
+        "acc",
+        "chance",
+        "flops",
+        "epochs",
+        "params",
+        "non_embedding_params",
+        "active_params",
+        "flops_per_token",
+        "unique_tokens",
+        "batch_tokens",
+        "lr",
+        "budget",
+    ):
         if col in df.columns:
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df, warnings

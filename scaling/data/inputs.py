@@ -5,12 +5,14 @@ Every fit works on one canonical table with the columns
 and optionally flops, batch_tokens, lr, steps, run. Run directories are read by `read_run_dirs`,
 through the run registry.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -32,15 +34,32 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "batch_tokens": ("batch_tokens", "batch_size_tokens", "bs_tokens", "b"),
     "lr": ("lr", "learning_rate", "eta"),
     "steps": ("steps", "step", "s", "steps_to_target"),
-    "U": ("u", "unique_tokens", "u_d", "unique tokens", "unique"),  # unique tokens a run could draw from (D / U = epochs)
+    "U": (
+        "u",
+        "unique_tokens",
+        "u_d",
+        "unique tokens",
+        "unique",
+    ),  # unique tokens a run could draw from (D / U = epochs)
 }
 
 from scaling.core.conventions import N_COLUMNS as N_KINDS  # N kind -> summary.json key  # noqa: E402
 
 # Per-run columns kept next to the roles when present: conventions (parameter counts of every kind,
 # the sweep's compute convention and budget), data repetition, and where the run lives.
-PASSTHROUGH = ("run", "sweep", "path", "params", "non_embedding_params", "active_params", "flops_per_token",
-               "unique_tokens", "epochs", "isoflop_compute", "budget")
+PASSTHROUGH = (
+    "run",
+    "sweep",
+    "path",
+    "params",
+    "non_embedding_params",
+    "active_params",
+    "flops_per_token",
+    "unique_tokens",
+    "epochs",
+    "isoflop_compute",
+    "budget",
+)
 
 
 @dataclass
@@ -127,7 +146,9 @@ def _resolve_columns(raw, overrides: dict[str, str], n_kind: str = "total") -> d
     return mapping
 
 
-def _canonical(raw, mapping: dict[str, str], desc: str, n_kind: str, warnings: list[str], n_source: str = "") -> Dataset:
+def _canonical(
+    raw, mapping: dict[str, str], desc: str, n_kind: str, warnings: list[str], n_source: str = ""
+) -> Dataset:
     import pandas as pd  # deferred: pandas is slow to import
 
     df = pd.DataFrame(index=raw.index)
@@ -141,12 +162,23 @@ def _canonical(raw, mapping: dict[str, str], desc: str, n_kind: str, warnings: l
         col = lower.get(extra)
         if col is None or extra in df.columns:
             continue
-        df[extra] = raw[col].astype(str) if extra in ("run", "sweep", "path", "isoflop_compute") else pd.to_numeric(raw[col], errors="coerce")
+        df[extra] = (
+            raw[col].astype(str)
+            if extra in ("run", "sweep", "path", "isoflop_compute")
+            else pd.to_numeric(raw[col], errors="coerce")
+        )
     if "D" not in df.columns and "flops" in df.columns and "N" in df.columns:
         df["D"] = df["flops"] / (6.0 * df["N"])
         mapping = dict(mapping, D="flops/(6N)")
     df = df.reset_index(drop=True)
-    return Dataset(df=df, source=desc, n_kind=n_kind, columns={k: str(v) for k, v in mapping.items()}, warnings=list(warnings), n_source=n_source)
+    return Dataset(
+        df=df,
+        source=desc,
+        n_kind=n_kind,
+        columns={k: str(v) for k, v in mapping.items()},
+        warnings=list(warnings),
+        n_source=n_source,
+    )
 
 
 def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) -> None:
@@ -165,10 +197,14 @@ def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) ->
         vals = df[role].to_numpy(dtype=float)
         bad = np.flatnonzero(~np.isfinite(vals))
         if bad.size:
-            raise InputError(f"{law}: column '{name}' ({role}) has {bad.size} NaN/infinite value(s), first at row {int(bad[0])}")
+            raise InputError(
+                f"{law}: column '{name}' ({role}) has {bad.size} NaN/infinite value(s), first at row {int(bad[0])}"
+            )
         bad = np.flatnonzero(vals <= 0)
         if bad.size:
-            raise InputError(f"{law}: column '{name}' ({role}) has {bad.size} non-positive value(s), first at row {int(bad[0])} ({vals[bad[0]]:g})")
+            raise InputError(
+                f"{law}: column '{name}' ({role}) has {bad.size} non-positive value(s), first at row {int(bad[0])} ({vals[bad[0]]:g})"
+            )
     if len(df) < min_points:
         raise InputError(f"{law}: too few points: {len(df)} (need at least {min_points})")
 
@@ -216,7 +252,9 @@ def read_run_dirs(root: str | Path, n_kind: str = "total"):
             key = "an end that is not a study point (axes.end_point: false)"
             skipped[key] = skipped.get(key, 0) + 1
             continue
-        axes = {k.removeprefix("axis."): v for k, v in rec.items() if k.startswith("axis.") and v == v and v is not None}
+        axes = {
+            k.removeprefix("axis."): v for k, v in rec.items() if k.startswith("axis.") and v == v and v is not None
+        }
         row, why = _run_row(rel, rec.get("sweep") or Path(rel).parent.name, rec.get("path"), rec, axes, N_KINDS[n_kind])
         if row is None:
             warnings.append(f"run {rel}: {why}")
@@ -225,7 +263,10 @@ def read_run_dirs(root: str | Path, n_kind: str = "total"):
     for why, n in sorted(skipped.items()):
         warnings.append(f"skipped {n} run(s) with {why}")
     if not rows:
-        raise InputError(f"{root}: no finished runs (status 'done' with N, tokens and loss) found" + (f"; {'; '.join(warnings)}" if warnings else ""))
+        raise InputError(
+            f"{root}: no finished runs (status 'done' with N, tokens and loss) found"
+            + (f"; {'; '.join(warnings)}" if warnings else "")
+        )
     df = pd.DataFrame(rows)
     for col in ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
@@ -261,8 +302,19 @@ def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, 
     seq, gbs = _num(_get(cfg, "model.seq_len")), _num(_get(cfg, "train.global_batch_size"))
     if bt is None and seq and gbs:
         bt = seq * gbs
-    row = {"run": rel, "sweep": sweep, "path": path, "N": N, "D": D, "loss": loss, "flops": _num(summary.get("flops")),
-           "batch_tokens": bt, "lr": lr, "steps": _num(summary.get("steps")), "wall_s": _num(summary.get("wall_s"))}
+    row = {
+        "run": rel,
+        "sweep": sweep,
+        "path": path,
+        "N": N,
+        "D": D,
+        "loss": loss,
+        "flops": _num(summary.get("flops")),
+        "batch_tokens": bt,
+        "lr": lr,
+        "steps": _num(summary.get("steps")),
+        "wall_s": _num(summary.get("wall_s")),
+    }
     for k in ("params", "non_embedding_params", "active_params", "flops_per_token", "unique_tokens", "epochs"):
         row[k] = _num(summary.get(k))
     row["isoflop_compute"] = axes.get("compute")
@@ -303,15 +355,17 @@ def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", s
             t, v = _num(rec.get("tokens")), _num(rec.get(metric))
             if t and v and t > 0 and v > 0:
                 recs.append((t, v))
-        recs = recs[int(len(recs) * skip_fraction):]
+        recs = recs[int(len(recs) * skip_fraction) :]
         if not recs:
             warnings.append(f"run {r['run']}: metrics.jsonl has no '{metric}' with tokens; using its final point only")
             recs = [(r["D"], r["loss"])]
         rows.extend({"run": r["run"], "N": r["N"], "D": t, "loss": v} for t, v in recs)
     if ends_only:
-        warnings.append(f"{len(ends_only)} run(s) with a WSD or constant lr, or branched from another run ({', '.join(ends_only[:4])}"
-                        f"{', ...' if len(ends_only) > 4 else ''}): their curves before the cooldown are at peak lr, not finished "
-                        "runs; each gives its end point only")
+        warnings.append(
+            f"{len(ends_only)} run(s) with a WSD or constant lr, or branched from another run ({', '.join(ends_only[:4])}"
+            f"{', ...' if len(ends_only) > 4 else ''}): their curves before the cooldown are at peak lr, not finished "
+            "runs; each gives its end point only"
+        )
     return pd.DataFrame(rows), warnings
 
 

@@ -9,6 +9,7 @@ D = `tokens`, loss = `final_val_loss` (else `final_loss`) from summary.json; the
 summary.json's `moe` section (`models.moe.accounting.moe_summary`) when the run wrote one, else
 computed from config.yaml's `model` section by the same function.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,23 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "top_k": ("top_k", "k"),
     "flops": ("flops", "training_flop", "training flop"),
 }
-PASSTHROUGH = ("run", "sweep", "path", "params", "active_params", "non_embedding_params", "expansion", "shared_experts",
-               "capacity_factor", "router", "expert_d_ff", "flops_per_token", "epochs", "unique_tokens", "moe_source")
+PASSTHROUGH = (
+    "run",
+    "sweep",
+    "path",
+    "params",
+    "active_params",
+    "non_embedding_params",
+    "expansion",
+    "shared_experts",
+    "capacity_factor",
+    "router",
+    "expert_d_ff",
+    "flops_per_token",
+    "epochs",
+    "unique_tokens",
+    "moe_source",
+)
 TEXT = ("run", "sweep", "path", "router", "moe_source")
 N_KIND = "active_non_embedding"
 
@@ -109,8 +125,14 @@ def _canonical(raw, mapping: dict[str, str], desc: str, warnings: list[str], n_s
         col = lower.get(extra)
         if col is not None and extra not in df.columns:
             df[extra] = raw[col].astype(str) if extra in TEXT else pd.to_numeric(raw[col], errors="coerce")
-    return inputs.Dataset(df=df.reset_index(drop=True), source=desc, n_kind=N_KIND, columns={k: str(v) for k, v in mapping.items()},
-                          warnings=list(warnings), n_source=n_source)
+    return inputs.Dataset(
+        df=df.reset_index(drop=True),
+        source=desc,
+        n_kind=N_KIND,
+        columns={k: str(v) for k, v in mapping.items()},
+        warnings=list(warnings),
+        n_source=n_source,
+    )
 
 
 def check_shapes(ds: inputs.Dataset) -> None:
@@ -119,7 +141,9 @@ def check_shapes(ds: inputs.Dataset) -> None:
         e = ds.df["E"].to_numpy(float)
         bad = np.flatnonzero(np.isfinite(e) & (np.abs(e - np.round(e)) > 1e-9))
         if bad.size:
-            raise InputError(f"column '{ds.columns.get('E', 'E')}' (E) must count whole experts (1 = dense); row {int(bad[0])} has {e[bad[0]]:g}")
+            raise InputError(
+                f"column '{ds.columns.get('E', 'E')}' (E) must count whole experts (1 = dense); row {int(bad[0])} has {e[bad[0]]:g}"
+            )
 
 
 # ---------------------------------------------------------------- run directories
@@ -143,7 +167,10 @@ def read_moe_runs(root: Path):
     if skipped:
         warnings.append(f"skipped {skipped} unfinished run(s) (status other than 'done')")
     if not rows:
-        raise InputError(f"{root}: no finished runs with N, tokens, loss and a model config found" + (f"; {'; '.join(warnings)}" if warnings else ""))
+        raise InputError(
+            f"{root}: no finished runs with N, tokens, loss and a model config found"
+            + (f"; {'; '.join(warnings)}" if warnings else "")
+        )
     return pd.DataFrame(rows), warnings
 
 
@@ -167,11 +194,26 @@ def _run_row(path: Path, rel: str, sweep: str):
     N = _num(summary.get("active_non_embedding_params"))
     N = N if N is not None else _num(moe.get("active_non_embedding_params"))
     D = _num(summary.get("tokens"))
-    missing = [k for k, v in (("active_non_embedding_params", N), ("tokens", D), ("final_val_loss/final_loss", loss)) if v is None]
+    missing = [
+        k
+        for k, v in (("active_non_embedding_params", N), ("tokens", D), ("final_val_loss/final_loss", loss))
+        if v is None
+    ]
     if missing:
         return None, f"summary.json lacks {', '.join(missing)}"
-    row = {"run": rel, "sweep": sweep, "path": str(path), "N": N, "D": D, "loss": loss, "G": _num(moe.get("granularity")),
-           "E": _num(moe.get("experts")), "top_k": _num(moe.get("top_k")), "flops": _num(summary.get("flops")), "moe_source": where}
+    row = {
+        "run": rel,
+        "sweep": sweep,
+        "path": str(path),
+        "N": N,
+        "D": D,
+        "loss": loss,
+        "G": _num(moe.get("granularity")),
+        "E": _num(moe.get("experts")),
+        "top_k": _num(moe.get("top_k")),
+        "flops": _num(summary.get("flops")),
+        "moe_source": where,
+    }
     for k in ("expansion", "shared_experts", "capacity_factor", "expert_d_ff"):
         row[k] = _num(moe.get(k))
     row["router"] = moe.get("router")
@@ -188,4 +230,7 @@ def moe_from_config(path: Path):
         vocab = model.get("vocab_size") or ((cfg.get("data") or {}).get("tokenizer") or {}).get("vocab_size")
         return moe_summary(ModelConfig(**model), vocab), None
     except Exception as exc:  # a run we cannot describe is skipped with its reason, never fatal
-        return None, f"no `moe` section in summary.json and config.yaml's model is unreadable ({type(exc).__name__}: {exc})"
+        return (
+            None,
+            f"no `moe` section in summary.json and config.yaml's model is unreadable ({type(exc).__name__}: {exc})",
+        )

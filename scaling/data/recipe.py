@@ -5,6 +5,7 @@ predicts the loss of a run trained the same way. The fit record keeps those sett
 each run's resolved config.yaml) so that `plan --emit-config` writes them, and says which settings
 varied across the runs (then the most common value is kept and the record warns).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,27 @@ import yaml
 from rundir.layout import CONFIG
 
 RECIPE_KEYS = (
-    "optim.lr", "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.grad_clip", "optim.width_lr_ref",
-    "schedule.name", "schedule.warmup_steps", "schedule.warmup_fraction", "schedule.min_lr_ratio",
-    "schedule.decay_fraction", "schedule.decay_shape",
-    "model.seq_len", "model.tie_embeddings", "train.global_batch_size", "train.micro_batch_size",
-    "train.eval_tokens", "train.eval_every_steps", "precision", "deepspeed.zero_stage",
+    "optim.lr",
+    "optim.weight_decay",
+    "optim.beta1",
+    "optim.beta2",
+    "optim.eps",
+    "optim.grad_clip",
+    "optim.width_lr_ref",
+    "schedule.name",
+    "schedule.warmup_steps",
+    "schedule.warmup_fraction",
+    "schedule.min_lr_ratio",
+    "schedule.decay_fraction",
+    "schedule.decay_shape",
+    "model.seq_len",
+    "model.tie_embeddings",
+    "train.global_batch_size",
+    "train.micro_batch_size",
+    "train.eval_tokens",
+    "train.eval_every_steps",
+    "precision",
+    "deepspeed.zero_stage",
 )
 # Settings a sweep varies on purpose: their spread is expected, not a warning.
 SWEPT = ("optim.lr", "train.global_batch_size", "train.micro_batch_size")
@@ -61,8 +78,13 @@ def read_recipe(paths) -> dict | None:
     data = json.loads(datas.most_common(1)[0][0]) if datas else None
     if len(datas) > 1:
         varies.append("data")
-    return {"settings": settings, "varies": varies, "data": data, "n_runs": len(cfgs),
-            "models": sorted((json.loads(s) for s in shapes), key=lambda m: (m["d_model"], m["n_layers"]))}
+    return {
+        "settings": settings,
+        "varies": varies,
+        "data": data,
+        "n_runs": len(cfgs),
+        "models": sorted((json.loads(s) for s in shapes), key=lambda m: (m["d_model"], m["n_layers"])),
+    }
 
 
 SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
@@ -71,13 +93,17 @@ SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff")
 def model_shape(model) -> dict | None:
     """A run's model shape (its resolved config's model section): the family a plan designs in.
     None for an unresolved section (a preset name only)."""
-    if not isinstance(model, dict) or not all(isinstance(model.get(k), int) for k in ("d_model", "n_layers", "n_heads")):
+    if not isinstance(model, dict) or not all(
+        isinstance(model.get(k), int) for k in ("d_model", "n_layers", "n_heads")
+    ):
         return None
     return {k: model.get(k) for k in SHAPE_KEYS} | {"moe": bool(model.get("moe"))}
 
 
 def recipe_warning(recipe: dict | None) -> str | None:
     if recipe and recipe["varies"]:
-        return ("the runs differ in " + ", ".join(recipe["varies"]) + ": the law mixes training recipes; "
-                "a plan reproduces the most common one")
+        return (
+            "the runs differ in " + ", ".join(recipe["varies"]) + ": the law mixes training recipes; "
+            "a plan reproduces the most common one"
+        )
     return None

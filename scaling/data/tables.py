@@ -1,5 +1,6 @@
 """Reading a user's table file: one reader for every fit that takes a CSV, TSV or Parquet table,
 so each says the same thing about a missing, unsupported or malformed file (exit 2, no traceback)."""
+
 from __future__ import annotations
 
 from pathlib import Path

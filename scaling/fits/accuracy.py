@@ -14,6 +14,7 @@ Warnings: accuracies at chance (no signal: `--chance`, else the task's own chanc
 evaluations: 1 / number of choices), a flat fit (the curve changes less than FLAT_DELTA over the
 data: a, k, L0 not identified), a mid-point outside the data (only one tail of the sigmoid seen).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,11 @@ ROLES = ("loss", "acc", "task")
 FLAT_DELTA = 0.02  # accuracy change over the data below which the fit is called flat
 CHANCE_MARGIN = 0.02  # accuracies within this of chance carry no signal
 MIN_POINTS = 5
-LOSS_TEXT = {"gold_bpb": "gold_bpb (bits per byte of the gold continuation)", "gold_nats": "gold_nats (nats per token of the gold continuation)",
-             "val_loss": "val_loss (the run's validation loss, nats per token)"}
+LOSS_TEXT = {
+    "gold_bpb": "gold_bpb (bits per byte of the gold continuation)",
+    "gold_nats": "gold_nats (nats per token of the gold continuation)",
+    "val_loss": "val_loss (the run's validation loss, nats per token)",
+}
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,13 @@ def _fit_one(L: np.ndarray, acc: np.ndarray, warm=None) -> tuple[dict, float]:
     lo, hi = np.array([1e-6, 0.0, -np.inf, -np.inf]), np.array([1.0, 1.0, -1e-9, np.inf])
     for x0 in starts:
         try:
-            res = least_squares(lambda q: _curve(q).predict(L) - acc, np.clip(x0, lo + 1e-12, hi - 1e-12), jac=lambda q: _jac(q, L),
-                                bounds=(lo, hi), x_scale="jac")
+            res = least_squares(
+                lambda q: _curve(q).predict(L) - acc,
+                np.clip(x0, lo + 1e-12, hi - 1e-12),
+                jac=lambda q: _jac(q, L),
+                bounds=(lo, hi),
+                x_scale="jac",
+            )
         except ValueError:
             continue
         if best is None or res.cost < best.cost:
@@ -104,23 +113,38 @@ def fit_task(L, acc, *, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, cha
     params, sse = _fit_one(L, acc)
     warnings = []
     if chance is not None and np.all(acc <= chance + CHANCE_MARGIN):
-        warnings.append(f"every accuracy is within {CHANCE_MARGIN} of chance ({chance:g}): no signal, the fit says nothing")
+        warnings.append(
+            f"every accuracy is within {CHANCE_MARGIN} of chance ({chance:g}): no signal, the fit says nothing"
+        )
     fitted = SigmoidAccuracy(**params).predict(np.array([L.min(), L.max()]))
     if abs(fitted[0] - fitted[1]) < FLAT_DELTA:
-        warnings.append(f"the fit is flat: predicted accuracy changes by {abs(fitted[0] - fitted[1]):.3g} over the losses "
-                        f"{L.min():.4g}-{L.max():.4g}; a, k, L0 are not identified")
+        warnings.append(
+            f"the fit is flat: predicted accuracy changes by {abs(fitted[0] - fitted[1]):.3g} over the losses "
+            f"{L.min():.4g}-{L.max():.4g}; a, k, L0 are not identified"
+        )
     elif not L.min() <= params["L0"] <= L.max():
-        warnings.append(f"the mid-point L0 = {params['L0']:.4g} lies outside the losses {L.min():.4g}-{L.max():.4g}: "
-                        "only one tail of the sigmoid was seen, a and b are poorly identified")
-    out = {"params": params, "intervals": {}, "objective": sse, "n_points": int(L.size), "warnings": warnings,
-           "loss_range": [float(L.min()), float(L.max())], "residual_rms": float(np.sqrt(sse / L.size)),
-           "residuals": [float(r) for r in acc - SigmoidAccuracy(**params).predict(L)]}
+        warnings.append(
+            f"the mid-point L0 = {params['L0']:.4g} lies outside the losses {L.min():.4g}-{L.max():.4g}: "
+            "only one tail of the sigmoid was seen, a and b are poorly identified"
+        )
+    out = {
+        "params": params,
+        "intervals": {},
+        "objective": sse,
+        "n_points": int(L.size),
+        "warnings": warnings,
+        "loss_range": [float(L.min()), float(L.max())],
+        "residual_rms": float(np.sqrt(sse / L.size)),
+        "residuals": [float(r) for r in acc - SigmoidAccuracy(**params).predict(L)],
+    }
     if chance is not None:
         out["chance"] = chance
     if bootstrap:
         reasons: dict[str, int] = {}
         x_full = [params[k] for k in ("a", "b", "k", "L0")]
-        samples, failed = run_bootstrap(lambda idx: _fit_one(L[idx], acc[idx], x_full)[0], resample_indices(L.size, bootstrap, seed), reasons)
+        samples, failed = run_bootstrap(
+            lambda idx: _fit_one(L[idx], acc[idx], x_full)[0], resample_indices(L.size, bootstrap, seed), reasons
+        )
         out["intervals"] = percentile_intervals(samples, ci)
         out["bootstrap"] = {"n": bootstrap, "failed": failed, "samples": samples}
         if failed:
@@ -146,7 +170,9 @@ def load_table(source, columns: dict[str, str], optional: tuple[str, ...] = ("ta
         if col in raw.columns:
             out[role] = raw[col]
         elif role not in optional:
-            raise InputError(f"column '{col}' for {role} not found (columns: {', '.join(map(str, raw.columns))}; map one with --col {role}=NAME)")
+            raise InputError(
+                f"column '{col}' for {role} not found (columns: {', '.join(map(str, raw.columns))}; map one with --col {role}=NAME)"
+            )
     for role in ("loss", "acc"):
         if role in out.columns:
             out[role] = pd.to_numeric(out[role], errors="coerce")
@@ -170,9 +196,19 @@ def load_runs(root, *, loss_metric: str, acc_metric: str, steps: str, tasks: lis
     return df, str(root), warnings
 
 
-def fit_accuracy(data, *, columns: dict[str, str] | None = None, bootstrap: int = 0, seed: int = 0, ci: float = 0.95,
-                 chance: float | None = None, loss_metric: str = "bpb", acc_metric: str = "acc", steps: str = "last",
-                 tasks: list[str] | None = None):
+def fit_accuracy(
+    data,
+    *,
+    columns: dict[str, str] | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+    ci: float = 0.95,
+    chance: float | None = None,
+    loss_metric: str = "bpb",
+    acc_metric: str = "acc",
+    steps: str = "last",
+    tasks: list[str] | None = None,
+):
     """Fit Acc(L) per task. One task: params a, b, k, L0 at the top of the record; several (a task
     column, or a run-directory tree): `tasks: {name: {params, intervals, ...}}`, top-level params empty.
 
@@ -198,18 +234,37 @@ def fit_accuracy(data, *, columns: dict[str, str] | None = None, bootstrap: int 
     for name, g in groups:
         c = chance if chance is not None else _data_chance(g)
         try:
-            fits[name] = fit_task(g["loss"].to_numpy(), g["acc"].to_numpy(), bootstrap=bootstrap, seed=seed, ci=ci, chance=c)
+            fits[name] = fit_task(
+                g["loss"].to_numpy(), g["acc"].to_numpy(), bootstrap=bootstrap, seed=seed, ci=ci, chance=c
+            )
         except InputError as exc:
             raise InputError(f"task {name}: {exc}" if name else str(exc)) from None
     single = fits[groups[0][0]] if len(fits) == 1 else None
     warnings += [f"{t}: {w}" if t else w for t, r in fits.items() for w in r["warnings"]]
-    fields = {"law": "accuracy", "approach": None, "form": "Acc(L) = a / (1 + exp(-k (L - L0))) + b",
-              "params": single["params"] if single else {}, "intervals": single["intervals"] if single else {},
-              "objective": single["objective"] if single else float(sum(r["objective"] for r in fits.values())),
-              "n_points": int(len(df)), "warnings": warnings, "data_sha256": data_sha256(df, ["loss", "acc"]), "source": desc,
-              "settings": {"bootstrap": bootstrap, "seed": seed, "ci": ci, "chance": chance, "columns": dict(columns or {}),
-                           "data": kind, "loss_metric": metric, "acc_metric": acc_metric, "steps": steps if kind != "table" else None,
-                           "tasks": tasks}}
+    fields = {
+        "law": "accuracy",
+        "approach": None,
+        "form": "Acc(L) = a / (1 + exp(-k (L - L0))) + b",
+        "params": single["params"] if single else {},
+        "intervals": single["intervals"] if single else {},
+        "objective": single["objective"] if single else float(sum(r["objective"] for r in fits.values())),
+        "n_points": int(len(df)),
+        "warnings": warnings,
+        "data_sha256": data_sha256(df, ["loss", "acc"]),
+        "source": desc,
+        "settings": {
+            "bootstrap": bootstrap,
+            "seed": seed,
+            "ci": ci,
+            "chance": chance,
+            "columns": dict(columns or {}),
+            "data": kind,
+            "loss_metric": metric,
+            "acc_metric": acc_metric,
+            "steps": steps if kind != "table" else None,
+            "tasks": tasks,
+        },
+    }
     if single:
         fields.update({k: single[k] for k in ("loss_range", "residual_rms", "residuals", "chance") if k in single})
         if "bootstrap" in single:
@@ -229,10 +284,18 @@ def _data_chance(g) -> float | None:
 
 def summary(rec) -> str:
     st = rec.get("settings") or {}
-    lines = [f"law: accuracy  {rec['form']}",
-             f"L = {LOSS_TEXT.get(st.get('loss_metric'), st.get('loss_metric') or 'the loss column')}, accuracy = {st.get('acc_metric') or 'acc'}"
-             + (f" ({st['steps']} evaluated step of each run)" if st.get("steps") == "last" else " (every evaluated step)" if st.get("steps") == "all" else ""),
-             f"points: {rec['n_points']}"]
+    lines = [
+        f"law: accuracy  {rec['form']}",
+        f"L = {LOSS_TEXT.get(st.get('loss_metric'), st.get('loss_metric') or 'the loss column')}, accuracy = {st.get('acc_metric') or 'acc'}"
+        + (
+            f" ({st['steps']} evaluated step of each run)"
+            if st.get("steps") == "last"
+            else " (every evaluated step)"
+            if st.get("steps") == "all"
+            else ""
+        ),
+        f"points: {rec['n_points']}",
+    ]
     per = rec.get("tasks") or {None: rec}
     for name, r in per.items():
         ivs = r.get("intervals") or {}
@@ -243,7 +306,9 @@ def summary(rec) -> str:
             iv = ivs.get(k)
             parts.append(f"{k} = {v:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""))
         ch = f", chance {r['chance']:.3g}" if r.get("chance") is not None else ""
-        lines.append(f"  {head}{', '.join(parts)}  ({r['n_points']} points, rms {r.get('residual_rms', float('nan')):.3g}{ch})")
+        lines.append(
+            f"  {head}{', '.join(parts)}  ({r['n_points']} points, rms {r.get('residual_rms', float('nan')):.3g}{ch})"
+        )
     for w in rec.get("warnings", []):
         lines.append(f"warning: {w}")
     return "\n".join(lines)
@@ -268,6 +333,14 @@ def predict_accuracy(rec, loss: float, *, task: str | None = None, ci: float = 0
         draws = SigmoidAccuracy(*(np.asarray(s[k], float) for k in ("a", "b", "k", "L0"))).predict(loss)
         draws = draws[np.isfinite(draws)]
         if draws.size >= 2:
-            interval = [float(np.percentile(draws, 100 * (1 - ci) / 2)), float(np.percentile(draws, 100 * (1 + ci) / 2))]
-    return {"task": task, "loss": float(loss), "accuracy": point, "interval": interval,
-            "interval_kind": "bootstrap of the sigmoid's parameters (the curve's uncertainty, not a single run's scatter)"}
+            interval = [
+                float(np.percentile(draws, 100 * (1 - ci) / 2)),
+                float(np.percentile(draws, 100 * (1 + ci) / 2)),
+            ]
+    return {
+        "task": task,
+        "loss": float(loss),
+        "accuracy": point,
+        "interval": interval,
+        "interval_kind": "bootstrap of the sigmoid's parameters (the curve's uncertainty, not a single run's scatter)",
+    }

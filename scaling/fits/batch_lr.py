@@ -19,6 +19,7 @@ to test it by (the main job's two budgets gave an objective of 9.5e-30 and expon
 spanning zero), so the record gives each group's optimum only (`diagnostics.groups`, params empty,
 settings.exponents saying why) and `plan` and the sweeps' `isoflop.hparams_fit` refuse to use it as a law.
 """
+
 from __future__ import annotations
 
 import time
@@ -41,8 +42,10 @@ MIN_GROUPS = 3  # exponents need three or more groups (optima): two determine a 
 
 def exponents_note(n_groups: int, form: str) -> str:
     what = "compute budgets" if form == "compute" else "(N, D) groups"
-    return (f"not fitted: {n_groups} {what} (exponents need {MIN_GROUPS} or more); the record gives each group's "
-            "optimum only")
+    return (
+        f"not fitted: {n_groups} {what} (exponents need {MIN_GROUPS} or more); the record gives each group's "
+        "optimum only"
+    )
 
 
 def _groups(df, form: str, C: np.ndarray, budget_tol: float) -> np.ndarray:
@@ -77,22 +80,55 @@ def select_points(logN, logD, logC, llr, lb, loss, groups, tol: float, optimum: 
     for g in np.unique(groups):
         m = np.flatnonzero(groups == g)
         j = m[np.argmin(loss[m])]
-        row = {"group": int(g), "N": float(np.exp(logN[m].mean())), "D": float(np.exp(logD[m].mean())), "C": float(np.exp(logC[m].mean())),
-               "n_runs": int(m.size), "best_loss": float(loss[j]), "best_lr": float(np.exp(llr[j])), "best_batch_tokens": float(np.exp(lb[j]))}
-        row["lr_on_grid_edge"] = bool(distinct(np.exp(llr[m])) > 1 and (llr[j] <= llr[m].min() or llr[j] >= llr[m].max()))
+        row = {
+            "group": int(g),
+            "N": float(np.exp(logN[m].mean())),
+            "D": float(np.exp(logD[m].mean())),
+            "C": float(np.exp(logC[m].mean())),
+            "n_runs": int(m.size),
+            "best_loss": float(loss[j]),
+            "best_lr": float(np.exp(llr[j])),
+            "best_batch_tokens": float(np.exp(lb[j])),
+        }
+        row["lr_on_grid_edge"] = bool(
+            distinct(np.exp(llr[m])) > 1 and (llr[j] <= llr[m].min() or llr[j] >= llr[m].max())
+        )
         row["batch_on_grid_edge"] = bool(distinct(np.exp(lb[m])) > 1 and (lb[j] <= lb[m].min() or lb[j] >= lb[m].max()))
         q = _quadratic_optimum(llr[m], lb[m], loss[m]) if optimum == "quadratic" else None
         if optimum == "quadratic" and q is not None:
             # the optimum used is the surface's vertex, inside the grid by construction
-            row.update({"opt_lr": float(np.exp(q[0])), "opt_batch_tokens": float(np.exp(q[1])), "opt_loss": q[2], "optimum": "quadratic",
-                        "best_run_on_grid_edge": row["lr_on_grid_edge"] or row["batch_on_grid_edge"],
-                        "lr_on_grid_edge": False, "batch_on_grid_edge": False})
-            for k, v in (("logN", logN[m].mean()), ("logD", logD[m].mean()), ("logC", logC[m].mean()), ("llr", q[0]), ("lb", q[1]), ("group", g)):
+            row.update(
+                {
+                    "opt_lr": float(np.exp(q[0])),
+                    "opt_batch_tokens": float(np.exp(q[1])),
+                    "opt_loss": q[2],
+                    "optimum": "quadratic",
+                    "best_run_on_grid_edge": row["lr_on_grid_edge"] or row["batch_on_grid_edge"],
+                    "lr_on_grid_edge": False,
+                    "batch_on_grid_edge": False,
+                }
+            )
+            for k, v in (
+                ("logN", logN[m].mean()),
+                ("logD", logD[m].mean()),
+                ("logC", logC[m].mean()),
+                ("llr", q[0]),
+                ("lb", q[1]),
+                ("group", g),
+            ):
                 pts[k].append(v)
             row["n_near_optimal"] = 1
         else:
             near = m[loss[m] <= loss[j] * (1 + tol)]
-            row.update({"opt_lr": row["best_lr"], "opt_batch_tokens": row["best_batch_tokens"], "opt_loss": row["best_loss"], "optimum": "best run", "n_near_optimal": int(near.size)})
+            row.update(
+                {
+                    "opt_lr": row["best_lr"],
+                    "opt_batch_tokens": row["best_batch_tokens"],
+                    "opt_loss": row["best_loss"],
+                    "optimum": "best run",
+                    "n_near_optimal": int(near.size),
+                }
+            )
             for k, arr in (("logN", logN), ("logD", logD), ("logC", logC), ("llr", llr), ("lb", lb)):
                 pts[k].extend(arr[near].tolist())
             pts["group"].extend([g] * near.size)
@@ -133,9 +169,21 @@ def regress(pts, form: str, center: dict[str, float] | None = None) -> dict[str,
 
 
 @blas_single_thread
-def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.0025, optimum: str = "best", bootstrap: int = 0,
-                 seed: int = 0, columns=None, n_kind: str = "total", compute_kind: str | None = None, budget_tol: float = 0.05,
-                 ci: float = 0.95, holdout: str | None = None) -> FitRecord:
+def fit_batch_lr(
+    data,
+    *,
+    form: str = "compute",
+    near_optimal_tol: float = 0.0025,
+    optimum: str = "best",
+    bootstrap: int = 0,
+    seed: int = 0,
+    columns=None,
+    n_kind: str = "total",
+    compute_kind: str | None = None,
+    budget_tol: float = 0.05,
+    ci: float = 0.95,
+    holdout: str | None = None,
+) -> FitRecord:
     """Fit lr_opt and B_opt power laws from an lr x batch sweep; returns a FitRecord.
     holdout='largest': fit without the largest-compute group and report the law's error there."""
     if form not in ("compute", "nd"):
@@ -166,18 +214,36 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
     llr, lb, loss = np.log(df.lr.to_numpy(float)), np.log(df.batch_tokens.to_numpy(float)), df.loss.to_numpy(float)
     pts, rows = select_points(logN, logD, logC, llr, lb, loss, groups, near_optimal_tol, optimum)
     n_groups = len(rows)
-    common = {"n_points": len(df), "data_sha256": data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]), "n_kind": ds.n_kind,
-              "source": ds.source, "columns": ds.columns,
-              "conventions": {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
-              "data_range": {"N": [float(df.N.min()), float(df.N.max())], "D": [float(df.D.min()), float(df.D.max())],
-                             "C": [float(C.min()), float(C.max())]}}
-    settings = {"form": form, "near_optimal_tol": near_optimal_tol, "optimum": optimum,
-                "budget_tol": budget_tol if form == "compute" else None, "bootstrap": bootstrap, "seed": seed, "ci": ci,
-                "batch_unit": "tokens", "holdout": holdout}
+    common = {
+        "n_points": len(df),
+        "data_sha256": data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]),
+        "n_kind": ds.n_kind,
+        "source": ds.source,
+        "columns": ds.columns,
+        "conventions": {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source},
+        "data_range": {
+            "N": [float(df.N.min()), float(df.N.max())],
+            "D": [float(df.D.min()), float(df.D.max())],
+            "C": [float(C.min()), float(C.max())],
+        },
+    }
+    settings = {
+        "form": form,
+        "near_optimal_tol": near_optimal_tol,
+        "optimum": optimum,
+        "budget_tol": budget_tol if form == "compute" else None,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "ci": ci,
+        "batch_unit": "tokens",
+        "holdout": holdout,
+    }
     edges = [r for r in rows if r["lr_on_grid_edge"] or r["batch_on_grid_edge"]]
     if edges:
-        warnings.append(f"{len(edges)} of {n_groups} groups have their optimum on the edge of the lr or batch grid: "
-                        "the true optimum may lie outside the sweep")
+        warnings.append(
+            f"{len(edges)} of {n_groups} groups have their optimum on the edge of the lr or batch grid: "
+            "the true optimum may lie outside the sweep"
+        )
     small = [r for r in rows if r["n_runs"] < 3]
     if small:
         warnings.append(f"{len(small)} groups have fewer than 3 runs: their optimum is barely located")
@@ -191,26 +257,48 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
     if form == "nd" and distinct(np.exp(pts["logN"]), 1e-3) >= 2 and distinct(np.exp(pts["logD"]), 1e-3) >= 2:
         r = np.corrcoef(pts["logN"], pts["logD"])[0, 1]
         if abs(r) > 0.995:
-            warnings.append(f"lr_exp_N and lr_exp_D are not separately identified: log N and log D are collinear in this sweep (corr {r:.4f}); vary N at fixed D")
+            warnings.append(
+                f"lr_exp_N and lr_exp_D are not separately identified: log N and log D are collinear in this sweep (corr {r:.4f}); vary N at fixed D"
+            )
     intervals, boot = {}, None
     if bootstrap:
+
         def one(idx):
-            p, _ = select_points(logN[idx], logD[idx], logC[idx], llr[idx], lb[idx], loss[idx], groups[idx], near_optimal_tol, optimum)
+            p, _ = select_points(
+                logN[idx], logD[idx], logC[idx], llr[idx], lb[idx], loss[idx], groups[idx], near_optimal_tol, optimum
+            )
             return regress(p, form, center)
 
         b = pipeline.bootstrap(one, bs.resample_indices(len(df), bootstrap, seed, groups=groups), seed=seed, ci=ci)
         intervals = b.intervals()
-        boot = b.record(method="resample runs with replacement within each group; percentile intervals", reasons_key=None)
+        boot = b.record(
+            method="resample runs with replacement within each group; percentile intervals", reasons_key=None
+        )
     resid_lr = pts["llr"] - np.log(_predict_lr(params, form, pts))
     resid_bs = pts["lb"] - np.log(_predict_bs(params, form, pts))
     return pipeline.record(
-        law="batch-lr", approach=None, params=params, intervals=intervals, objective=float(resid_lr @ resid_lr),
-        warnings=warnings, settings={**settings, "objective": "sum of squared log-lr residuals",
-                                     "center_C": float(np.exp(center["logC"])), "exponents": "fitted"},
-        diagnostics={"groups": rows, "n_groups": n_groups, "n_regression_points": int(pts["llr"].size),
-                     "fit_seconds": time.perf_counter() - t0, "residuals_log_lr": resid_lr.tolist(),
-                     "residuals_log_batch": resid_bs.tolist()},
-        bootstrap=boot, holdout=None if held is None else _holdout_report(params, held, form, near_optimal_tol, optimum),
+        law="batch-lr",
+        approach=None,
+        params=params,
+        intervals=intervals,
+        objective=float(resid_lr @ resid_lr),
+        warnings=warnings,
+        settings={
+            **settings,
+            "objective": "sum of squared log-lr residuals",
+            "center_C": float(np.exp(center["logC"])),
+            "exponents": "fitted",
+        },
+        diagnostics={
+            "groups": rows,
+            "n_groups": n_groups,
+            "n_regression_points": int(pts["llr"].size),
+            "fit_seconds": time.perf_counter() - t0,
+            "residuals_log_lr": resid_lr.tolist(),
+            "residuals_log_batch": resid_bs.tolist(),
+        },
+        bootstrap=boot,
+        holdout=None if held is None else _holdout_report(params, held, form, near_optimal_tol, optimum),
         **common,
     )
 
@@ -218,14 +306,23 @@ def fit_batch_lr(data, *, form: str = "compute", near_optimal_tol: float = 0.002
 def _optima_only(rows, form, warnings, settings, common, bootstrap, t0):
     """The record of a sweep with fewer than MIN_GROUPS groups: each group's optimum, no law."""
     names = "lr_exp_C and bs_exp_C" if form == "compute" else "lr_exp_N, lr_exp_D and bs_exp_D"
-    warnings.append(f"only {len(rows)} group(s): {names} are not identified (exponents need {MIN_GROUPS} or more "
-                    "groups); the record gives each group's optimum only (diagnostics.groups)")
+    warnings.append(
+        f"only {len(rows)} group(s): {names} are not identified (exponents need {MIN_GROUPS} or more "
+        "groups); the record gives each group's optimum only (diagnostics.groups)"
+    )
     if bootstrap:
         warnings.append("--bootstrap skipped: no exponents to put intervals on")
     return pipeline.record(
-        law="batch-lr", approach=None, params={}, intervals={}, objective=None, warnings=warnings,
+        law="batch-lr",
+        approach=None,
+        params={},
+        intervals={},
+        objective=None,
+        warnings=warnings,
         settings={**settings, "exponents": exponents_note(len(rows), form)},
-        diagnostics={"groups": rows, "n_groups": len(rows), "fit_seconds": time.perf_counter() - t0}, **common)
+        diagnostics={"groups": rows, "n_groups": len(rows), "fit_seconds": time.perf_counter() - t0},
+        **common,
+    )
 
 
 def _holdout_report(params, held, form, tol, optimum) -> dict:
@@ -233,15 +330,28 @@ def _holdout_report(params, held, form, tol, optimum) -> dict:
     h = held["df"]
     g = np.zeros(len(h), dtype=int)
     lg = lambda c: np.log(h[c].to_numpy(float))  # noqa: E731
-    pts, rows = select_points(lg("N"), lg("D"), np.log(held["C"]), lg("lr"), lg("batch_tokens"), h["loss"].to_numpy(float), g, tol, optimum)
+    pts, rows = select_points(
+        lg("N"), lg("D"), np.log(held["C"]), lg("lr"), lg("batch_tokens"), h["loss"].to_numpy(float), g, tol, optimum
+    )
     r = rows[0]
     law = from_record({"law": "batch-lr", "params": _clean(params), "settings": {"form": form}})
     lr_p, bt_p = law.predict(C=r["C"]) if form == "compute" else law.predict(N=r["N"], D=r["D"])
     lr_p, bt_p = float(np.asarray(lr_p)), float(np.asarray(bt_p))
-    return pipeline.holdout_report(len(h), f"the largest-compute group (C ~ {r['C']:.3g}, {len(h)} runs)", "lr_opt, B_opt",
-                                   [lr_p / r["opt_lr"] - 1, bt_p / r["opt_batch_tokens"] - 1],
-                                   points=[{"C": r["C"], "lr_observed": r["opt_lr"], "lr_predicted": lr_p,
-                                            "batch_tokens_observed": r["opt_batch_tokens"], "batch_tokens_predicted": bt_p}])
+    return pipeline.holdout_report(
+        len(h),
+        f"the largest-compute group (C ~ {r['C']:.3g}, {len(h)} runs)",
+        "lr_opt, B_opt",
+        [lr_p / r["opt_lr"] - 1, bt_p / r["opt_batch_tokens"] - 1],
+        points=[
+            {
+                "C": r["C"],
+                "lr_observed": r["opt_lr"],
+                "lr_predicted": lr_p,
+                "batch_tokens_observed": r["opt_batch_tokens"],
+                "batch_tokens_predicted": bt_p,
+            }
+        ],
+    )
 
 
 def _predict_bs(p, form, pts):

@@ -20,6 +20,7 @@ training at B_crit (Zhang et al. 2024, Bergsma et al. 2025: B_crit follows D, no
 B_crit = bcrit_joint_coef N^bcrit_joint_exp_N D^bcrit_joint_exp_D when N and D are not collinear;
 and Kaplan's B_crit(L) = B_star / L^(1/alphaB) over targets.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,7 +43,9 @@ from scaling.fits.record import FitRecord, data_sha256
 MIN_BATCHES = 3
 MIN_BOOT = 10  # successful resamples needed before an interval is reported
 IDENTIFIED_FACTOR = 4.0  # B_crit beyond 4x outside the tested batches is an extrapolation: kept out of the laws
-DEFINITION = "B_crit = E_min / S_min from S = S_min (1 + B_crit / B), S = optimizer steps to first reach the target loss"
+DEFINITION = (
+    "B_crit = E_min / S_min from S = S_min (1 + B_crit / B), S = optimizer steps to first reach the target loss"
+)
 D_DEFINITION = "D = 2 E_min: tokens to reach the target when training at B = B_crit"
 OVERHEAD20 = "B_20 = B_crit/5 + 1.2 B_ref (Zhang et al. 2024: 20% more steps than linear scaling from B_ref); B_ref = smallest batch tested"
 
@@ -92,9 +95,18 @@ def _fit_key(B, S, lr) -> dict | None:
     bcrit = e_min / s_min
     resid = np.log(ss) - np.log(s_min + e_min / bb)
     lo, hi = float(bb.min()), float(bb.max())
-    return {"S_min": s_min, "E_min": e_min, "B_crit": bcrit, "B_overhead20": bcrit / 5 + 1.2 * lo, "D_at_B_crit": 2 * e_min,
-            "B_range": [lo, hi], "n_batches": len(cells), "rms_log_residual": float(np.sqrt(np.mean(resid**2))),
-            "in_laws": bool(lo / IDENTIFIED_FACTOR <= bcrit <= hi * IDENTIFIED_FACTOR), "_cells": cells}
+    return {
+        "S_min": s_min,
+        "E_min": e_min,
+        "B_crit": bcrit,
+        "B_overhead20": bcrit / 5 + 1.2 * lo,
+        "D_at_B_crit": 2 * e_min,
+        "B_range": [lo, hi],
+        "n_batches": len(cells),
+        "rms_log_residual": float(np.sqrt(np.mean(resid**2))),
+        "in_laws": bool(lo / IDENTIFIED_FACTOR <= bcrit <= hi * IDENTIFIED_FACTOR),
+        "_cells": cells,
+    }
 
 
 def _fit_rows(pts: dict, keys: list[tuple[int, float | None]]) -> dict[tuple, dict]:
@@ -158,7 +170,9 @@ def _across(rows: list[dict]) -> tuple[dict[str, float], dict[str, str]]:
         if e < 0:
             out.update(B_star=float(np.exp(c)), alphaB=float(-1.0 / e))
         else:
-            why["kaplan"] = f"B_crit does not fall as the target loss falls (slope {e:+.3g} in log-log); B_crit(L) not fitted"
+            why["kaplan"] = (
+                f"B_crit does not fall as the target loss falls (slope {e:+.3g} in log-log); B_crit(L) not fitted"
+            )
     else:
         why["kaplan"] = "fewer than 2 distinct target losses"
     return out, why
@@ -172,9 +186,15 @@ def _holdout(rows: list[dict], compute: dict[int, float]) -> dict:
     g = max((r["group"] for r in prim), key=lambda k: compute[k])
     held = next(r for r in prim if r["group"] == g)
     params, _ = _across([r for r in rows if r["group"] != g])
-    out = {"model_N": held["N"], "target_loss": held["target_loss"], "B_crit_fitted": held["B_crit"], "D_at_B_crit": held["D_at_B_crit"],
-           "n_points": int(held["n_runs"]), "held_out_by": "largest compute",
-           "note": "B_crit(D) uses the held-out model's own D = 2 E_min: it tests the law's form, not a forecast from N alone"}
+    out = {
+        "model_N": held["N"],
+        "target_loss": held["target_loss"],
+        "B_crit_fitted": held["B_crit"],
+        "D_at_B_crit": held["D_at_B_crit"],
+        "n_points": int(held["n_runs"]),
+        "held_out_by": "largest compute",
+        "note": "B_crit(D) uses the held-out model's own D = 2 E_min: it tests the law's form, not a forecast from N alone",
+    }
     errs = []
     if "bcrit_coef" in params:
         p = params["bcrit_coef"] * held["N"] ** params["bcrit_exp_N"]
@@ -196,17 +216,36 @@ def _table_points(ds) -> tuple[dict, dict]:
     inputs.validate(ds, ("N", "batch_tokens", "steps"), min_points=3, law="critical-batch")
     n = len(df)
     N = df["N"].to_numpy(float)
-    target = df["loss"].to_numpy(float).copy() if "loss" in df.columns and np.all(np.isfinite(df["loss"].to_numpy(float))) else np.full(n, np.nan)
-    pts = {"run": [str(r) for r in df["run"]] if "run" in df.columns else [f"row {i}" for i in range(n)], "ridx": np.arange(n),
-           "N": N, "B": df["batch_tokens"].to_numpy(float), "S": df["steps"].to_numpy(float),
-           "lr": df["lr"].to_numpy(float) if "lr" in df.columns else np.full(n, np.nan), "target": target,
-           "compute": N.copy()}
-    info = {"input": "table of steps to a target (columns N, batch_tokens, steps[, loss, lr])",
-            "targets": {"mode": "table", "note": "the table's 'loss' column is each row's target" if np.isfinite(target).all() else "no loss column: targets unknown"}}
+    target = (
+        df["loss"].to_numpy(float).copy()
+        if "loss" in df.columns and np.all(np.isfinite(df["loss"].to_numpy(float)))
+        else np.full(n, np.nan)
+    )
+    pts = {
+        "run": [str(r) for r in df["run"]] if "run" in df.columns else [f"row {i}" for i in range(n)],
+        "ridx": np.arange(n),
+        "N": N,
+        "B": df["batch_tokens"].to_numpy(float),
+        "S": df["steps"].to_numpy(float),
+        "lr": df["lr"].to_numpy(float) if "lr" in df.columns else np.full(n, np.nan),
+        "target": target,
+        "compute": N.copy(),
+    }
+    info = {
+        "input": "table of steps to a target (columns N, batch_tokens, steps[, loss, lr])",
+        "targets": {
+            "mode": "table",
+            "note": "the table's 'loss' column is each row's target"
+            if np.isfinite(target).all()
+            else "no loss column: targets unknown",
+        },
+    }
     return pts, info
 
 
-def _run_points(ds, target_loss, metric: str, smooth: float | None, warnings: list[str]) -> tuple[dict, dict, list[dict]]:
+def _run_points(
+    ds, target_loss, metric: str, smooth: float | None, warnings: list[str]
+) -> tuple[dict, dict, list[dict]]:
     """Steps to target for every finished run of a run-directory tree (see steps_to_target)."""
     root = Path(ds.source)
     df = ds.df
@@ -243,45 +282,82 @@ def _run_points(ds, target_loss, metric: str, smooth: float | None, warnings: li
         cells = [[curves[i] for i in idx[bg == b]] for b in np.unique(bg)]
         t = stt.auto_targets(cells)
         if not t:
-            warnings.append(f"model N~{N[idx].mean():.3g}: its curves leave no loss level every batch size reaches below every run's first record; no automatic target")
+            warnings.append(
+                f"model N~{N[idx].mean():.3g}: its curves leave no loss level every batch size reaches below every run's first record; no automatic target"
+            )
         targets_by_model[int(g)] = t
     pts = {k: [] for k in ("run", "ridx", "N", "B", "S", "lr", "target", "compute")}
     table, missed = [], {}
     for i, (r, c) in enumerate(zip(runs, curves)):
         for t in targets_by_model[int(model[i])]:
             s, status = stt.first_crossing(c.x, c.loss, t)
-            table.append({"run": r["run"], "N": N[i], "batch_tokens": B[i], "lr": None if np.isnan(lr[i]) else lr[i], "target_loss": t,
-                          "steps": s, "tokens": None if s is None else s * B[i], "status": status, "best_loss": c.best,
-                          "grad_noise_scale_near": stt.noise_near(c, s) if s is not None else None})
+            table.append(
+                {
+                    "run": r["run"],
+                    "N": N[i],
+                    "batch_tokens": B[i],
+                    "lr": None if np.isnan(lr[i]) else lr[i],
+                    "target_loss": t,
+                    "steps": s,
+                    "tokens": None if s is None else s * B[i],
+                    "status": status,
+                    "best_loss": c.best,
+                    "grad_noise_scale_near": stt.noise_near(c, s) if s is not None else None,
+                }
+            )
             if s is None or s <= 0:
                 missed.setdefault(r["run"], []).append((t, status, c))
                 continue
-            for k, v in (("run", r["run"]), ("ridx", i), ("N", N[i]), ("B", B[i]), ("S", s), ("lr", lr[i]), ("target", t),
-                         ("compute", _compute(r))):
+            for k, v in (
+                ("run", r["run"]),
+                ("ridx", i),
+                ("N", N[i]),
+                ("B", B[i]),
+                ("S", s),
+                ("lr", lr[i]),
+                ("target", t),
+                ("compute", _compute(r)),
+            ):
                 pts[k].append(v)
     for run, items in missed.items():
         never = [f"{t:.4g}" for t, st, _ in items if st == "never"]
         early = [f"{t:.4g}" for t, st, _ in items if st != "never"]
         best = items[0][2].best
         if never:
-            warnings.append(f"run {run}: never reached target loss {', '.join(never)} (best smoothed {metric} {best:.4g}); left out of that target's fit")
+            warnings.append(
+                f"run {run}: never reached target loss {', '.join(never)} (best smoothed {metric} {best:.4g}); left out of that target's fit"
+            )
         if early:
-            warnings.append(f"run {run}: {metric} already at or below target {', '.join(early)} at its first log record (crossing not resolved); left out of that target's fit")
+            warnings.append(
+                f"run {run}: {metric} already at or below target {', '.join(early)} at its first log record (crossing not resolved); left out of that target's fit"
+            )
     warnings.extend(_schedule_warnings(runs, cfgs, model, N))
     pts = {k: (np.asarray(v, dtype=float) if k not in ("run",) else v) for k, v in pts.items()}
     pts["ridx"] = pts["ridx"].astype(int)
     bw = stt.DEFAULT_SMOOTH[metric] if smooth is None else smooth
-    info = {"input": "run directories: steps to target read from each finished run's metrics.jsonl",
-            "metric": metric,
-            "x_axis": "optimizer updates the logged value reflects (training loss: centre of its logging window; val_loss: the eval step)",
-            "smoothing": ("none" if bw == 0 else f"local linear regression on log(steps) over the records within a factor {1 + bw:g} of each record (no lag)"),
-            "smooth_bandwidth": bw,
-            "targets": {"mode": "given" if target_loss else "auto",
-                        "rule": None if target_loss else (f"per model: the smoothed loss of the floor run at {list(stt.AUTO_FRACTIONS)} of its steps, rounded up to 4 decimals; "
-                                                  "floor run = the best run (over lr) of the batch size whose best loss is highest, so every batch size reaches each target"),
-                        "by_model": {f"{N[model == g].mean():.6g}": t for g, t in targets_by_model.items()}},
-            "noise_scale": f"median over runs of each run's grad_noise_scale measurements within a factor {stt.NOISE_WINDOW} of its steps to target (McCandlish B_simple, tokens)",
-            "n_runs_read": len(runs)}
+    info = {
+        "input": "run directories: steps to target read from each finished run's metrics.jsonl",
+        "metric": metric,
+        "x_axis": "optimizer updates the logged value reflects (training loss: centre of its logging window; val_loss: the eval step)",
+        "smoothing": (
+            "none"
+            if bw == 0
+            else f"local linear regression on log(steps) over the records within a factor {1 + bw:g} of each record (no lag)"
+        ),
+        "smooth_bandwidth": bw,
+        "targets": {
+            "mode": "given" if target_loss else "auto",
+            "rule": None
+            if target_loss
+            else (
+                f"per model: the smoothed loss of the floor run at {list(stt.AUTO_FRACTIONS)} of its steps, rounded up to 4 decimals; "
+                "floor run = the best run (over lr) of the batch size whose best loss is highest, so every batch size reaches each target"
+            ),
+            "by_model": {f"{N[model == g].mean():.6g}": t for g, t in targets_by_model.items()},
+        },
+        "noise_scale": f"median over runs of each run's grad_noise_scale measurements within a factor {stt.NOISE_WINDOW} of its steps to target (McCandlish B_simple, tokens)",
+        "n_runs_read": len(runs),
+    }
     return pts, info, table
 
 
@@ -316,20 +392,34 @@ def _schedule_warnings(runs, cfgs, model, N) -> list[str]:
         totals = {inputs._num(runs[i].get("steps")) for i in idx}
         decaying = names & {"cosine", "linear"}
         if decaying and len(totals) > 1:
-            out.append(f"model N~{N[idx].mean():.3g}: runs use a {'/'.join(sorted(decaying))} schedule with different total steps, so their "
-                       "lr at the target differs by schedule position as well as by batch; prefer schedule.name constant (or wsd before its decay) for a critical-batch sweep")
+            out.append(
+                f"model N~{N[idx].mean():.3g}: runs use a {'/'.join(sorted(decaying))} schedule with different total steps, so their "
+                "lr at the target differs by schedule position as well as by batch; prefer schedule.name constant (or wsd before its decay) for a critical-batch sweep"
+            )
     return out
 
 
 # ---------------------------------------------------------------- noise scale
 def _noise_for_row(row: dict, table: list[dict]) -> None:
-    vals = [t["grad_noise_scale_near"] for t in table
-            if t["run"] in row["_runs"] and t["target_loss"] == row["target_loss"] and t["grad_noise_scale_near"] is not None]
+    vals = [
+        t["grad_noise_scale_near"]
+        for t in table
+        if t["run"] in row["_runs"]
+        and t["target_loss"] == row["target_loss"]
+        and t["grad_noise_scale_near"] is not None
+    ]
     if vals:
-        row.update(noise_scale=float(np.median(vals)), noise_scale_runs=len(vals), noise_scale_range=[float(min(vals)), float(max(vals))])
+        row.update(
+            noise_scale=float(np.median(vals)),
+            noise_scale_runs=len(vals),
+            noise_scale_range=[float(min(vals)), float(max(vals))],
+        )
     else:
-        row.update(noise_scale=None, noise_scale_runs=0,
-                   noise_scale_note="not measured (no grad_noise_scale records near the target; set train.noise_scale_every_steps)")
+        row.update(
+            noise_scale=None,
+            noise_scale_runs=0,
+            noise_scale_note="not measured (no grad_noise_scale records near the target; set train.noise_scale_every_steps)",
+        )
 
 
 def _keys(pts: dict, model: np.ndarray) -> list[tuple[int, float | None]]:
@@ -358,17 +448,34 @@ def _build_rows(pts: dict, model: np.ndarray, keys, fits: dict, table: list[dict
         tl = "" if key[1] is None else f" target {key[1]:.4g}"
         if key not in fits:
             m2 = m if key[1] is None else m & (pts["target"] == key[1])
-            warnings.append(f"model N~{n:.3g}{tl}: only {distinct(pts['B'][m2], 0.01)} batch size(s) reach it (< {MIN_BATCHES}); no fit")
+            warnings.append(
+                f"model N~{n:.3g}{tl}: only {distinct(pts['B'][m2], 0.01)} batch size(s) reach it (< {MIN_BATCHES}); no fit"
+            )
             continue
         f = fits[key]
         run_names = sorted({pts["run"][i] for i in f["_idx"]})
-        row = {"N": n, "group": key[0], "target_loss": key[1], "n_runs": len(run_names), "_runs": run_names,
-               **{k: v for k, v in f.items() if not k.startswith("_")}}
-        row["points"] = [{"batch_tokens": b, "steps": s, "tokens": b * s, "lr": lr_, "runs": [pts["run"][i] for i in mm]} for b, s, lr_, mm in f["_cells"]]
+        row = {
+            "N": n,
+            "group": key[0],
+            "target_loss": key[1],
+            "n_runs": len(run_names),
+            "_runs": run_names,
+            **{k: v for k, v in f.items() if not k.startswith("_")},
+        }
+        row["points"] = [
+            {"batch_tokens": b, "steps": s, "tokens": b * s, "lr": lr_, "runs": [pts["run"][i] for i in mm]}
+            for b, s, lr_, mm in f["_cells"]
+        ]
         lo, hi = row["B_range"]
         if not lo <= row["B_crit"] <= hi:
-            warnings.append(f"model N~{n:.3g}{tl}: B_crit={row['B_crit']:.3g} lies outside the tested batch range [{lo:.3g}, {hi:.3g}] (extrapolated)"
-                            + ("" if row["in_laws"] else f"; more than {IDENTIFIED_FACTOR:g}x outside, so left out of the across-model laws"))
+            warnings.append(
+                f"model N~{n:.3g}{tl}: B_crit={row['B_crit']:.3g} lies outside the tested batch range [{lo:.3g}, {hi:.3g}] (extrapolated)"
+                + (
+                    ""
+                    if row["in_laws"]
+                    else f"; more than {IDENTIFIED_FACTOR:g}x outside, so left out of the across-model laws"
+                )
+            )
         if table:
             _noise_for_row(row, table)
         rows.append(row)
@@ -377,8 +484,19 @@ def _build_rows(pts: dict, model: np.ndarray, keys, fits: dict, table: list[dict
 
 # ---------------------------------------------------------------- the fit
 @blas_single_thread
-def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None, n_kind: str = "total", ci: float = 0.95,
-                       target_loss=None, metric: str = "loss", smooth: float | None = None, holdout: str | None = None) -> FitRecord:
+def fit_critical_batch(
+    data,
+    *,
+    bootstrap: int = 0,
+    seed: int = 0,
+    columns=None,
+    n_kind: str = "total",
+    ci: float = 0.95,
+    target_loss=None,
+    metric: str = "loss",
+    smooth: float | None = None,
+    holdout: str | None = None,
+) -> FitRecord:
     """Per-(model, target) S_min, E_min, B_crit and the laws across them; returns a FitRecord.
 
     `data`: DataFrame / table path (steps already to a target) or a run-directory tree (steps to
@@ -390,7 +508,9 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
     if metric not in stt.METRICS:
         raise InputError(f"--metric {metric!r}: choose from {', '.join(stt.METRICS)}")
     if smooth is not None and not (np.isfinite(smooth) and 0 <= smooth <= 1):
-        raise InputError(f"--smooth {smooth}: the window's relative half-width in steps must be in [0, 1] (0 = no smoothing; default 0.1 for loss)")
+        raise InputError(
+            f"--smooth {smooth}: the window's relative half-width in steps must be in [0, 1] (0 = no smoothing; default 0.1 for loss)"
+        )
     if target_loss is not None:
         target_loss = list(target_loss)
         bad = [t for t in target_loss if not (isinstance(t, (int, float)) and np.isfinite(t) and t > 0)]
@@ -400,8 +520,10 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
     ds = pipeline.load(data, columns, n_kind)
     from_runs = "run" in ds.df.columns and ds.source != "DataFrame" and Path(ds.source).is_dir()
     if not from_runs and (target_loss or metric != "loss" or smooth is not None):
-        raise InputError("--target-loss, --metric and --smooth read loss curves: they need a run-directory tree "
-                         "(a table's steps are already steps to its target; put that target in a 'loss' column)")
+        raise InputError(
+            "--target-loss, --metric and --smooth read loss curves: they need a run-directory tree "
+            "(a table's steps are already steps to its target; put that target in a 'loss' column)"
+        )
     warnings = list(ds.warnings)
     t0 = time.perf_counter()
     table: list[dict] = []
@@ -417,14 +539,21 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
     keys = _keys(pts, model)
     rows = _build_rows(pts, model, keys, _fit_rows(pts, keys), table, warnings)
     if not rows:
-        raise InputError(f"critical-batch: no model size has runs at {MIN_BATCHES} or more batch sizes reaching a target"
-                         + ("; " + "; ".join(warnings[-3:]) if warnings else ""))
+        raise InputError(
+            f"critical-batch: no model size has runs at {MIN_BATCHES} or more batch sizes reaching a target"
+            + ("; " + "; ".join(warnings[-3:]) if warnings else "")
+        )
     if from_runs:
-        fixed = [f"{pts['N'][model == g].mean():.3g}" for g in np.unique(model)
-                 if np.isfinite(pts["lr"][model == g]).all() and distinct(pts["lr"][model == g], 0.01) == 1]
+        fixed = [
+            f"{pts['N'][model == g].mean():.3g}"
+            for g in np.unique(model)
+            if np.isfinite(pts["lr"][model == g]).all() and distinct(pts["lr"][model == g], 0.01) == 1
+        ]
         if fixed:
-            warnings.append(f"model(s) N~{', '.join(fixed)}: one lr for every batch size; McCandlish's S(B) assumes the lr tuned per batch size, "
-                            "so large batches may look slower than they are (B_crit biased low)")
+            warnings.append(
+                f"model(s) N~{', '.join(fixed)}: one lr for every batch size; McCandlish's S(B) assumes the lr tuned per batch size, "
+                "so large batches may look slower than they are (B_crit biased low)"
+            )
     for r in rows:
         r["primary"] = any(p is r for p in _primary(rows))
     params, why = _across(rows)
@@ -444,19 +573,52 @@ def fit_critical_batch(data, *, bootstrap: int = 0, seed: int = 0, columns=None,
         sha = data_sha256(hashed, list(hashed.columns))
     else:
         sha = data_sha256(ds.df, ["N", "batch_tokens", "steps"])
-    settings = {"definition": DEFINITION, "batch_unit": "tokens", "D_definition": D_DEFINITION, "overhead20_definition": OVERHEAD20,
-                "per_batch": "fastest learning rate per batch size; repeats of one (batch, lr) enter as their geometric mean",
-                "min_batches": MIN_BATCHES, "identified_if": f"B_crit within {IDENTIFIED_FACTOR:g}x of the tested batch range (else kept out of the laws)",
-                "bcrit_N_rows": "each model's lowest target", **info, "bootstrap": bootstrap, "seed": seed, "ci": ci, "holdout": holdout}
+    settings = {
+        "definition": DEFINITION,
+        "batch_unit": "tokens",
+        "D_definition": D_DEFINITION,
+        "overhead20_definition": OVERHEAD20,
+        "per_batch": "fastest learning rate per batch size; repeats of one (batch, lr) enter as their geometric mean",
+        "min_batches": MIN_BATCHES,
+        "identified_if": f"B_crit within {IDENTIFIED_FACTOR:g}x of the tested batch range (else kept out of the laws)",
+        "bcrit_N_rows": "each model's lowest target",
+        **info,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "ci": ci,
+        "holdout": holdout,
+    }
     return pipeline.record(
-        law="critical-batch", approach=None, params=params, intervals=intervals, objective=None,
-        n_points=len(set(pts["run"])) if from_runs else len(ds.df), warnings=warnings,
-        data_sha256=sha, n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
-        conventions={"compute": default_compute(ds.n_kind), "n_kind": ds.n_kind, "n_source": ds.n_source,
-                     "batch": "tokens per optimizer step", "D": "tokens to the target at B_crit"},
-        models=rows, settings=settings,
-        diagnostics={"n_models": len({r["group"] for r in rows}), "n_fits": len(rows), "not_fitted": why, "fit_seconds": time.perf_counter() - t0},
-        **({"steps_to_target": table} if table else {}), holdout=ho, bootstrap=boot, cls=CriticalBatchRecord,
+        law="critical-batch",
+        approach=None,
+        params=params,
+        intervals=intervals,
+        objective=None,
+        n_points=len(set(pts["run"])) if from_runs else len(ds.df),
+        warnings=warnings,
+        data_sha256=sha,
+        n_kind=ds.n_kind,
+        source=ds.source,
+        columns=ds.columns,
+        conventions={
+            "compute": default_compute(ds.n_kind),
+            "n_kind": ds.n_kind,
+            "n_source": ds.n_source,
+            "batch": "tokens per optimizer step",
+            "D": "tokens to the target at B_crit",
+        },
+        models=rows,
+        settings=settings,
+        diagnostics={
+            "n_models": len({r["group"] for r in rows}),
+            "n_fits": len(rows),
+            "not_fitted": why,
+            "fit_seconds": time.perf_counter() - t0,
+        },
+        **({"steps_to_target": table} if table else {}),
+        holdout=ho,
+        bootstrap=boot,
+        cls=CriticalBatchRecord,
     )
 
 
@@ -489,7 +651,9 @@ def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float
         p, _ = _across(rr)
         lost = sorted(want - set(p))
         if lost:
-            raise FitError(f"resample left {len(fits)} of {len(rows)} (model, target) fits with {MIN_BATCHES}+ batch sizes: too few for {', '.join(lost)}")
+            raise FitError(
+                f"resample left {len(fits)} of {len(rows)} (model, target) fits with {MIN_BATCHES}+ batch sizes: too few for {', '.join(lost)}"
+            )
         return p
 
     b = pipeline.bootstrap(one, bs.resample_indices(len(runs), n_boot, seed, groups=run_model), seed=seed, ci=ci)
@@ -501,11 +665,16 @@ def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float
         if _informative(vals):
             r["B_crit_interval"] = pipeline.interval(vals, ci)
     if any(not _informative(v) for v in list(per_row.values()) + list(samples.values())) or len(samples) < len(want):
-        warnings.append(f"bootstrap: some quantities have no interval (fewer than {MIN_BOOT} successful resamples, or all alike: "
-                        "with one run per batch size, resampling runs mostly drops batch sizes; repeat runs or more batch sizes give intervals)")
-    boot = b.record(method="resample runs within each model size (targets fixed); percentile intervals; "
-                    f"a (model, target) fit is skipped in a resample keeping fewer than {MIN_BATCHES} batch sizes",
-                    reasons_key="failed_reasons", standard_errors=False)
+        warnings.append(
+            f"bootstrap: some quantities have no interval (fewer than {MIN_BOOT} successful resamples, or all alike: "
+            "with one run per batch size, resampling runs mostly drops batch sizes; repeat runs or more batch sizes give intervals)"
+        )
+    boot = b.record(
+        method="resample runs within each model size (targets fixed); percentile intervals; "
+        f"a (model, target) fit is skipped in a resample keeping fewer than {MIN_BATCHES} batch sizes",
+        reasons_key="failed_reasons",
+        standard_errors=False,
+    )
     return intervals, boot
 
 
@@ -516,12 +685,16 @@ class CriticalBatchRecord(FitRecord):
         s = self.get("settings") or {}
         lines = [f"law: critical-batch ({s.get('input', '')})", f"runs/points: {self.get('n_points')}"]
         if s.get("metric"):
-            lines.append(f"steps to target from '{s['metric']}', smoothing: {s.get('smoothing')}; targets: {s['targets']['mode']}")
+            lines.append(
+                f"steps to target from '{s['metric']}', smoothing: {s.get('smoothing')}; targets: {s['targets']['mode']}"
+            )
         ivs = self.get("intervals") or {}
         for k, v in self["params"].items():
             iv = ivs.get(k)
             lines.append(f"  {k:>18} = {v:.6g}" + (f"   [{iv[0]:.6g}, {iv[1]:.6g}]" if iv and None not in iv else ""))
-        lines.append(f"  {'N':>10} {'target':>8} {'S_min':>9} {'E_min':>10} {'B_crit':>10} {'interval':>23} {'B_20%':>9} {'D=2E_min':>10}  noise scale (B_simple)")
+        lines.append(
+            f"  {'N':>10} {'target':>8} {'S_min':>9} {'E_min':>10} {'B_crit':>10} {'interval':>23} {'B_20%':>9} {'D=2E_min':>10}  noise scale (B_simple)"
+        )
         for m in self.get("models") or []:
             iv = m.get("B_crit_interval")
             ivs_ = f"[{iv[0]:.4g}, {iv[1]:.4g}]" if iv else "-"
@@ -531,18 +704,29 @@ class CriticalBatchRecord(FitRecord):
             else:
                 ns = "not measured" if "noise_scale_note" in m else "-"
             flag = "" if m.get("in_laws", True) else "  (extrapolated; not in laws)"
-            lines.append(f"  {m['N']:>10.4g} {t:>8} {m['S_min']:>9.4g} {m['E_min']:>10.4g} {m['B_crit']:>10.4g} {ivs_:>23} "
-                         f"{m['B_overhead20']:>9.4g} {m['D_at_B_crit']:>10.4g}  {ns}{flag}")
+            lines.append(
+                f"  {m['N']:>10.4g} {t:>8} {m['S_min']:>9.4g} {m['E_min']:>10.4g} {m['B_crit']:>10.4g} {ivs_:>23} "
+                f"{m['B_overhead20']:>9.4g} {m['D_at_B_crit']:>10.4g}  {ns}{flag}"
+            )
         ho = self.get("holdout")
         if ho and ho.get("B_crit_fitted") is not None:
-            parts = [f"{src}: {ho[f'predicted_from_{src}']:.4g} ({ho[f'rel_error_from_{src}']:+.1%})" for src in ("N", "D") if f"predicted_from_{src}" in ho]
-            lines.append(f"holdout (largest model N={ho['model_N']:.4g}): B_crit fitted {ho['B_crit_fitted']:.4g}; predicted from "
-                         + ("; ".join(parts) if parts else "no law (too few other model sizes)"))
+            parts = [
+                f"{src}: {ho[f'predicted_from_{src}']:.4g} ({ho[f'rel_error_from_{src}']:+.1%})"
+                for src in ("N", "D")
+                if f"predicted_from_{src}" in ho
+            ]
+            lines.append(
+                f"holdout (largest model N={ho['model_N']:.4g}): B_crit fitted {ho['B_crit_fitted']:.4g}; predicted from "
+                + ("; ".join(parts) if parts else "no law (too few other model sizes)")
+            )
         elif ho:
             lines.append(f"holdout: {ho.get('note', '')}")
         b = self.get("bootstrap")
         if b:
-            lines.append(f"bootstrap: {b['n']} resamples, {b['failed']} failed" + (f" ({'; '.join(f'{n}x {w}' for w, n in b['failed_reasons'].items())})" if b["failed"] else ""))
+            lines.append(
+                f"bootstrap: {b['n']} resamples, {b['failed']} failed"
+                + (f" ({'; '.join(f'{n}x {w}' for w, n in b['failed_reasons'].items())})" if b["failed"] else "")
+            )
         for w in self.get("warnings", []):
             lines.append(f"warning: {w}")
         return "\n".join(lines)

@@ -5,6 +5,7 @@ form 'n' : log L = alphaN (log Nc - log N);  form 'd': log L = alphaD (log Dc - 
 Objective: sum of Huber(delta) on log residuals; analytic gradients; multi-start L-BFGS-B.
 Kaplan's N is the non-embedding parameter count: use `--n-kind non_embedding` on run dirs.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -25,7 +26,12 @@ from scaling.fits import pipeline
 from scaling.fits.record import FitRecord, data_sha256
 
 FORMS = {"nd": ("lNc", "lDc", "alphaN", "alphaD"), "n": ("lNc", "alphaN"), "d": ("lDc", "alphaD")}
-GRID = {"lNc": [20.0, 25.0, 30.0, 35.0, 40.0], "lDc": [20.0, 25.0, 30.0, 35.0, 40.0], "alphaN": [0.03, 0.08, 0.2, 0.5], "alphaD": [0.03, 0.1, 0.3, 0.6]}
+GRID = {
+    "lNc": [20.0, 25.0, 30.0, 35.0, 40.0],
+    "lDc": [20.0, 25.0, 30.0, 35.0, 40.0],
+    "alphaN": [0.03, 0.08, 0.2, 0.5],
+    "alphaD": [0.03, 0.1, 0.3, 0.6],
+}
 BOUNDS = {"lNc": (-20.0, 150.0), "lDc": (-20.0, 150.0), "alphaN": (1e-4, 5.0), "alphaD": (1e-4, 5.0)}
 
 
@@ -84,13 +90,27 @@ def _fit(form, N, D, L, delta, top_k, extra=()):
     names = FORMS[form]
     obj = KaplanObjective(form, N, D, L, delta)
     grid = np.array(list(itertools.product(*(GRID[n] for n in names))))
-    return multistart_lbfgsb(obj, grid, [BOUNDS[n] for n in names], top_k=top_k, batch_objective=obj.batch, extra_starts=extra), obj
+    return multistart_lbfgsb(
+        obj, grid, [BOUNDS[n] for n in names], top_k=top_k, batch_objective=obj.batch, extra_starts=extra
+    ), obj
 
 
 @blas_single_thread
-def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: int = 0, holdout: str | None = None,
-               holdout_fraction: float = 0.1, seed: int = 0, columns=None, n_kind: str = "total", top_k: int = 16,
-               delta: float = DELTA, ci: float = 0.95) -> FitRecord:
+def fit_kaplan(
+    data,
+    *,
+    form: str = "nd",
+    drop_highest_k: int = 0,
+    bootstrap: int = 0,
+    holdout: str | None = None,
+    holdout_fraction: float = 0.1,
+    seed: int = 0,
+    columns=None,
+    n_kind: str = "total",
+    top_k: int = 16,
+    delta: float = DELTA,
+    ci: float = 0.95,
+) -> FitRecord:
     """Fit Kaplan's L(N, D) (form 'nd'), L(N) ('n') or L(D) ('d') to `data`; returns a FitRecord."""
     if form not in FORMS:
         raise InputError(f"--form must be one of {', '.join(FORMS)} (got {form!r})")
@@ -103,7 +123,9 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     warnings = list(ds.warnings)
     held, rule = None, None
     if holdout and form == "nd":  # by compute, like the other fits: what a study extrapolates to
-        df, held, _, _, rule = holdout_by_compute(df, compute_column(df, default_compute(ds.n_kind), ds.n_kind), holdout_fraction)
+        df, held, _, _, rule = holdout_by_compute(
+            df, compute_column(df, default_compute(ds.n_kind), ds.n_kind), holdout_fraction
+        )
     elif holdout:  # L(N) or L(D) alone: the largest N or D
         df, held = holdout_split(df, holdout_fraction, key="N" if "N" in need else "D")
         rule = f"the largest {'N' if 'N' in need else 'D'} ({len(held)} runs)"
@@ -126,26 +148,58 @@ def fit_kaplan(data, *, form: str = "nd", drop_highest_k: int = 0, bootstrap: in
     intervals, boot = {}, None
     if bootstrap:
         sub = lambda a, i: None if a is None else a[i]  # noqa: E731
-        b = pipeline.bootstrap(lambda i: _params(form, _fit(form, sub(N, i), sub(D, i), L[i], delta, 4, extra=[res.x])[0].x),
-                               bs.resample_indices(len(L), bootstrap, seed), seed=seed, ci=ci)
+        b = pipeline.bootstrap(
+            lambda i: _params(form, _fit(form, sub(N, i), sub(D, i), L[i], delta, 4, extra=[res.x])[0].x),
+            bs.resample_indices(len(L), bootstrap, seed),
+            seed=seed,
+            ci=ci,
+        )
         intervals = b.intervals()
         boot = b.record(reasons_key=None, seconds=False)
     resid = obj.residuals(res.x)
     diagnostics = res.to_diagnostics()
-    diagnostics.update({"fit_seconds": time.perf_counter() - t0, "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
-                        "residuals_log": [float(r) for r in resid]})
+    diagnostics.update(
+        {
+            "fit_seconds": time.perf_counter() - t0,
+            "residual_log_rms": float(np.sqrt(np.mean(resid**2))),
+            "residuals_log": [float(r) for r in resid],
+        }
+    )
     data_range = {k: [float(df[k].min()), float(df[k].max())] for k in ("N", "D", "loss") if k in need}
     if form == "nd":
         C = compute_column(df, default_compute(ds.n_kind), ds.n_kind)
         data_range["C"] = [float(C.min()), float(C.max())]
     rec = pipeline.record(
-        law="kaplan", approach=None, params=params, intervals=intervals, objective=res.fun, n_points=len(df),
-        warnings=warnings, data_sha256=data_sha256(df, list(need)), n_kind=ds.n_kind, source=ds.source, columns=ds.columns,
+        law="kaplan",
+        approach=None,
+        params=params,
+        intervals=intervals,
+        objective=res.fun,
+        n_points=len(df),
+        warnings=warnings,
+        data_sha256=data_sha256(df, list(need)),
+        n_kind=ds.n_kind,
+        source=ds.source,
+        columns=ds.columns,
         conventions={"compute": default_compute(ds.n_kind), "n_kind": ds.n_kind, "n_source": ds.n_source},
-        settings={"form": form, "delta": delta, "drop_highest": drop_highest_k, "bootstrap": bootstrap, "seed": seed, "ci": ci, "holdout": holdout},
-        diagnostics=diagnostics, data_range=data_range, bootstrap=boot,
+        settings={
+            "form": form,
+            "delta": delta,
+            "drop_highest": drop_highest_k,
+            "bootstrap": bootstrap,
+            "seed": seed,
+            "ci": ci,
+            "holdout": holdout,
+        },
+        diagnostics=diagnostics,
+        data_range=data_range,
+        bootstrap=boot,
     )
     if held is not None:
-        pred = rec.law().predict(N=held["N"].to_numpy(float) if "N" in need else None, D=held["D"].to_numpy(float) if "D" in need else None)
-        rec["holdout"] = pipeline.holdout_report(len(held), rule, "loss", pipeline.rel_errors(pred, held["loss"].to_numpy(float)))
+        pred = rec.law().predict(
+            N=held["N"].to_numpy(float) if "N" in need else None, D=held["D"].to_numpy(float) if "D" in need else None
+        )
+        rec["holdout"] = pipeline.holdout_report(
+            len(held), rule, "loss", pipeline.rel_errors(pred, held["loss"].to_numpy(float))
+        )
     return rec

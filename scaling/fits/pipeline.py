@@ -13,11 +13,12 @@ run is compared on. The rest is here:
 
 Intervals everywhere (fits, plan, plots, dashboard, main job) come from `bootstrap.interval`.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class FitOptions:
     ci: float = 0.95
     holdout: str | None = None
 
-    def check(self) -> "FitOptions":
+    def check(self) -> FitOptions:
         """Refuse bad shared options before any work, naming the option and what is allowed."""
         if self.holdout is not None and self.holdout not in HOLDOUT_RULES:
             raise InputError(f"--holdout must be 'largest' (got {self.holdout!r})")
@@ -82,8 +83,16 @@ class Bootstrap:
         """'3x reason; 1x other reason', most frequent first."""
         return "; ".join(f"{n}x {why}" for why, n in sorted(self.reasons.items(), key=lambda kv: -kv[1]))
 
-    def record(self, *, keys=None, method: str | None = None, starts: str | None = None, reasons_key: str | None = "failure_reasons",
-               seconds: bool = True, standard_errors: bool = True) -> dict:
+    def record(
+        self,
+        *,
+        keys=None,
+        method: str | None = None,
+        starts: str | None = None,
+        reasons_key: str | None = "failure_reasons",
+        seconds: bool = True,
+        standard_errors: bool = True,
+    ) -> dict:
         """The record's `bootstrap` section: n, failed (and why), seed, ci, method, timing,
         standard errors and the samples of `keys` (all parameters by default)."""
         out: dict = {"n": self.n, "failed": self.failed}
@@ -102,13 +111,23 @@ class Bootstrap:
         return out
 
 
-def bootstrap(fit_one: Callable[[np.ndarray], dict[str, float] | None], indices: list[np.ndarray], *, seed: int, ci: float) -> Bootstrap:
+def bootstrap(
+    fit_one: Callable[[np.ndarray], dict[str, float] | None], indices: list[np.ndarray], *, seed: int, ci: float
+) -> Bootstrap:
     """Refit every resample (`fit_one(idx) -> params`, see `bootstrap.run_bootstrap` for what a
     failed resample is) and keep its samples, failures and their reasons, and the time taken."""
     t = time.perf_counter()
     reasons: dict[str, int] = {}
     samples, failed = bs.run_bootstrap(fit_one, indices, reasons)
-    return Bootstrap(n=len(indices), seed=seed, ci=ci, samples=samples, failed=failed, reasons=reasons, seconds=time.perf_counter() - t)
+    return Bootstrap(
+        n=len(indices),
+        seed=seed,
+        ci=ci,
+        samples=samples,
+        failed=failed,
+        reasons=reasons,
+        seconds=time.perf_counter() - t,
+    )
 
 
 def interval_fields(draws: dict, ci: float) -> dict[str, list[float]]:
@@ -133,7 +152,9 @@ def error_summary(rel, *, signed: bool = False) -> dict:
     return out
 
 
-def holdout_report(n_points: int, rule: str, quantity: str, rel=None, *, signed: bool = False, note: str | None = None, **details) -> dict:
+def holdout_report(
+    n_points: int, rule: str, quantity: str, rel=None, *, signed: bool = False, note: str | None = None, **details
+) -> dict:
     """The record's `holdout` section, one shape for every law: how many runs were held out and
     by which rule, the quantity compared, its error summary (None when no error could be computed,
     with a `note` saying why) and law-specific `details` (points, C_min, ...)."""
@@ -149,7 +170,9 @@ def holdout_report(n_points: int, rule: str, quantity: str, rel=None, *, signed:
 
 
 # ---------------------------------------------------------------- record
-def record(*, bootstrap: dict | None = None, holdout: dict | None = None, cls: type[FitRecord] = FitRecord, **fields) -> FitRecord:
+def record(
+    *, bootstrap: dict | None = None, holdout: dict | None = None, cls: type[FitRecord] = FitRecord, **fields
+) -> FitRecord:
     """The fit record: the required keys (see FitRecord.REQUIRED) and any others, then the
     bootstrap and holdout sections when the fit has them."""
     rec = make_record(**fields)

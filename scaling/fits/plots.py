@@ -4,6 +4,7 @@ chinchilla: loss vs N per D band, IsoFLOP profiles with fitted minima, compute-o
 with bootstrap band, log-residuals. kaplan: data vs fit. batch-lr: optimal lr and batch vs
 compute (or D). critical-batch: steps to target vs batch per (model, target), B_crit vs N and D.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -98,18 +99,32 @@ def _chinchilla(plt, rec, df):
         ax.scatter([p["C"] for p in pts], [p["D_opt"] for p in pts], s=12, color="C1")
     ax.axvline(C.max(), color="grey", ls=":", lw=1)
     p = rec["params"]
-    ax.set(xscale="log", yscale="log", xlabel="C (FLOPs)", title=f"compute-optimal frontier: a={p.get('a', float('nan')):.3f}, b={p.get('b', float('nan')):.3f}")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="C (FLOPs)",
+        title=f"compute-optimal frontier: a={p.get('a', float('nan')):.3f}, b={p.get('b', float('nan')):.3f}",
+    )
     ax.legend(fontsize=7)
 
     ax = axes[1, 1]
     if isinstance(law, ChinchillaLaw):
-        extra = {"U": df["U"].to_numpy(float)} if "U" in df.columns and hasattr(law, "effective_data") else {}  # data-constrained
+        extra = (
+            {"U": df["U"].to_numpy(float)} if "U" in df.columns and hasattr(law, "effective_data") else {}
+        )  # data-constrained
         r = np.log(law.predict(N, D, **extra)) - np.log(L)
         ax.scatter(C, r, s=10, c=np.log10(N), cmap="viridis")
         ax.axhline(0, color="k", lw=0.8)
         ax.set(xscale="log", xlabel="C (FLOPs)", ylabel="log pred - log obs", title="residuals (colour: log10 N)")
     else:
-        ax.text(0.5, 0.5, f"approach {rec.get('approach')}: no loss model\n(residuals need approach 3)", ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            f"approach {rec.get('approach')}: no loss model\n(residuals need approach 3)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
     fig.suptitle(f"Chinchilla approach {rec.get('approach')}  ({rec['n_points']} points)")
     fig.tight_layout()
@@ -158,7 +173,10 @@ def _batch_lr(plt, rec, df):
         else:
             n_mid = float(np.exp(np.log(df["N"].to_numpy(float)).mean()))
             lr_fit, bs_fit = law.predict(N=n_mid, D=xs)
-    for ax, key, fit, name in ((axes[0], "opt_lr", lr_fit, "lr"), (axes[1], "opt_batch_tokens", bs_fit, "batch (tokens)")):
+    for ax, key, fit, name in (
+        (axes[0], "opt_lr", lr_fit, "lr"),
+        (axes[1], "opt_batch_tokens", bs_fit, "batch (tokens)"),
+    ):
         ax.scatter(x, [r[key] for r in rows], color="k", s=16, label="group optimum")
         if fit is not None:
             ax.plot(xs, fit, "C3-", label="fitted law")
@@ -193,11 +211,19 @@ def _critical(plt, rec, df):
         bs = np.geomspace(B.min() / 2, B.max() * 2, 60)
         ax.plot(bs, StepsExamplesLaw(m["S_min"], m["E_min"]).steps(bs), color=colour, lw=1)
         ax.axvline(m["B_crit"], color=colour, ls=":", lw=0.8)
-    ax.set(xscale="log", yscale="log", xlabel="batch (tokens)", ylabel="steps to target", title="S = S_min (1 + B_crit/B); dotted: B_crit")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch (tokens)",
+        ylabel="steps to target",
+        title="S = S_min (1 + B_crit/B); dotted: B_crit",
+    )
     ax.legend(fontsize=6)
     p = rec["params"]
-    for ax, key, coef, exp, xlabel in ((axes[1], "N", "bcrit_coef", "bcrit_exp_N", "N"),
-                                       (axes[2], "D_at_B_crit", "bcrit_coef_D", "bcrit_exp_D", "D = 2 E_min (tokens)")):
+    for ax, key, coef, exp, xlabel in (
+        (axes[1], "N", "bcrit_coef", "bcrit_exp_N", "N"),
+        (axes[2], "D_at_B_crit", "bcrit_coef_D", "bcrit_exp_D", "D = 2 E_min (tokens)"),
+    ):
         sel = [m for m in rows if key in m and (key != "N" or m.get("primary", True))]
         if not sel:
             continue
@@ -208,7 +234,9 @@ def _critical(plt, rec, df):
             ax.scatter(*zip(*ns), facecolors="none", edgecolors="C1", label="measured noise scale (B_simple)")
         if coef in p:
             grid = np.geomspace(xs.min() / 2, xs.max() * 4, 40)
-            ax.plot(grid, p[coef] * grid ** p[exp], "C3-", label=f"B_crit = {p[coef]:.3g} {key.split('_')[0]}^{p[exp]:.3f}")
+            ax.plot(
+                grid, p[coef] * grid ** p[exp], "C3-", label=f"B_crit = {p[coef]:.3g} {key.split('_')[0]}^{p[exp]:.3f}"
+            )
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="B_crit (tokens)")
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -6,6 +6,7 @@ bootstrap.samples so that consumers can propagate uncertainty to any derived qua
 How to read the keys one law adds lives here too, beside the format: `has_exponents` and
 `optima_lines` (batch-lr), `frontier_weights` (approach 2; older records have no key).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,7 +81,7 @@ class FitRecord(dict):
         return p
 
     @classmethod
-    def load(cls, path: str | Path) -> "FitRecord":
+    def load(cls, path: str | Path) -> FitRecord:
         p = Path(path)
         if not p.exists():
             raise InputError(f"fit record not found: {p}")
@@ -99,11 +100,17 @@ class FitRecord(dict):
 
     def summary(self) -> str:
         """A short human-readable table of parameters and intervals."""
-        lines = [f"law: {self['law']}" + (f" (approach {self['approach']})" if self.get("approach") else ""), f"points: {self.get('n_points')}"]
+        lines = [
+            f"law: {self['law']}" + (f" (approach {self['approach']})" if self.get("approach") else ""),
+            f"points: {self.get('n_points')}",
+        ]
         conv = self.get("conventions")
         if conv:
-            lines.append(f"conventions: N = {conv.get('n_kind')} parameters" + (f" ({conv['n_source']})" if conv.get("n_source") else "")
-                         + (f", compute = {conv['compute']}" if conv.get("compute") else ""))
+            lines.append(
+                f"conventions: N = {conv.get('n_kind')} parameters"
+                + (f" ({conv['n_source']})" if conv.get("n_source") else "")
+                + (f", compute = {conv['compute']}" if conv.get("compute") else "")
+            )
         if self.get("approach") == 2:
             lines.append(f"frontier: {WEIGHTS_TEXT[frontier_weights(self)]}")
         if self.get("objective") is not None:
@@ -124,12 +131,17 @@ class FitRecord(dict):
             lines += ["per-group optima:"] + optima_lines(self)
         for m in self.get("models") or []:  # critical-batch: one line per model size
             iv = m.get("B_crit_interval")
-            lines.append(f"  N={m['N']:.4g}: S_min={m['S_min']:.4g} E_min={m['E_min']:.4g} B_crit={m['B_crit']:.4g}" + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""))
+            lines.append(
+                f"  N={m['N']:.4g}: S_min={m['S_min']:.4g} E_min={m['E_min']:.4g} B_crit={m['B_crit']:.4g}"
+                + (f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else "")
+            )
         ho = self.get("holdout")
         if ho:
             what = f"held out {ho.get('rule') or str(ho['n_points']) + ' largest runs'}"
             if ho.get("mean_abs_rel_error") is not None:
-                lines.append(f"holdout ({what}): {ho.get('quantity', 'loss')} mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}")
+                lines.append(
+                    f"holdout ({what}): {ho.get('quantity', 'loss')} mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}"
+                )
             else:
                 lines.append(f"holdout ({what}): {ho.get('note', 'no error computed')}")
         for w in self.get("warnings", []):
@@ -161,14 +173,18 @@ def optima_lines(rec) -> list[str]:
         compute = (rec.get("settings") or {}).get("form", "compute") == "compute"
         where = f"C ~ {g['C']:.3g}" if compute else f"N ~ {g['N']:.3g}, D ~ {g['D']:.3g}"
         edge = " (on the grid's edge)" if g.get("lr_on_grid_edge") or g.get("batch_on_grid_edge") else ""
-        out.append(f"  {where}: optimal lr {g['opt_lr']:.4g}, batch {g['opt_batch_tokens']:.4g} tokens, "
-                   f"loss {g['opt_loss']:.4g} ({g['optimum']}, {g['n_runs']} runs){edge}")
+        out.append(
+            f"  {where}: optimal lr {g['opt_lr']:.4g}, batch {g['opt_batch_tokens']:.4g} tokens, "
+            f"loss {g['opt_loss']:.4g} ({g['optimum']}, {g['n_runs']} runs){edge}"
+        )
     return out
 
 
-WEIGHTS_TEXT = {"ols": "OLS of log N_opt, log D_opt on log C over budgets (Hoffmann et al. 2022, Porian et al. 2024)",
-                "inverse-variance": "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) "
-                                    "(delta method, pooled residual variance)"}
+WEIGHTS_TEXT = {
+    "ols": "OLS of log N_opt, log D_opt on log C over budgets (Hoffmann et al. 2022, Porian et al. 2024)",
+    "inverse-variance": "OLS of log N_opt, log D_opt on log C weighted by 1/var(log N_opt) "
+    "(delta method, pooled residual variance)",
+}
 
 
 def frontier_weights(rec) -> str | None:

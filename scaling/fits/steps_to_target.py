@@ -20,6 +20,7 @@ target loss, not its total steps. This module turns a loss curve into that numbe
   against the previous record. A curve already below the target at its first record is
   "unresolved" (the crossing happened before anything was logged), never a guess.
 """
+
 from __future__ import annotations
 
 import json
@@ -105,7 +106,9 @@ def read_curve(path: Path, metric: str = "loss", bandwidth: float | None = None)
     if not ys:
         return None, f"metrics.jsonl has no '{metric}' records"
     raw, x = np.asarray(ys), np.asarray(xs)
-    return Curve(x=x, loss=smooth_log_linear(x, raw, bandwidth), raw=raw, noise_x=np.asarray(nx), noise=np.asarray(nv)), None
+    return Curve(
+        x=x, loss=smooth_log_linear(x, raw, bandwidth), raw=raw, noise_x=np.asarray(nx), noise=np.asarray(nv)
+    ), None
 
 
 def _finite(v) -> float | None:

@@ -12,6 +12,7 @@ loss = the task's `gold_bpb`, or `gold_nats` with `loss_metric="nats"`; scaling.
 table with N, D, loss and a task column (`--col task=NAME`; without one the table is one task).
 A task with too few evaluated runs for its own fit is left out with a warning.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,9 +28,21 @@ from scaling.fits.record import FitRecord, data_sha256
 FORM = "L_task(N, D) = E + A / N^alpha + B / D^beta (per task)"
 
 
-def fit_task_loss(data, *, columns: dict[str, str] | None = None, tasks=None, loss_metric: str = "bpb", steps: str = "last",
-                  n_kind: str = "total", compute_kind: str | None = None, bootstrap: int = 0, seed: int = 0, ci: float = 0.95,
-                  holdout: str | None = None, holdout_fraction: float = 0.1):
+def fit_task_loss(
+    data,
+    *,
+    columns: dict[str, str] | None = None,
+    tasks=None,
+    loss_metric: str = "bpb",
+    steps: str = "last",
+    n_kind: str = "total",
+    compute_kind: str | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+    ci: float = 0.95,
+    holdout: str | None = None,
+    holdout_fraction: float = 0.1,
+):
     """Fit the task-loss law of every task in `data`; returns one FitRecord (`law: task-loss`)."""
     pipeline.FitOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout).check()
     if loss_metric == "val_loss":
@@ -44,14 +57,27 @@ def fit_task_loss(data, *, columns: dict[str, str] | None = None, tasks=None, lo
         df, source, warnings = table_points(data, columns, tasks, n_kind)
         kind = "table"
     if steps == "all" and kind != "table":
-        warnings.append("--steps all: intermediate checkpoints of a decaying learning-rate schedule lie above the loss of a run "
-                        "trained to that D; the law is biased (fit final steps for plans)")
+        warnings.append(
+            "--steps all: intermediate checkpoints of a decaying learning-rate schedule lie above the loss of a run "
+            "trained to that D; the law is biased (fit final steps for plans)"
+        )
     fits, skipped = {}, []
     for task, g in df.groupby("task", sort=True):
-        g = g.drop(columns=[c for c in ("task", "acc", "acc_metric", "chance", "n_docs", "final", "step") if c in g.columns])
+        g = g.drop(
+            columns=[c for c in ("task", "acc", "acc_metric", "chance", "n_docs", "final", "step") if c in g.columns]
+        )
         try:
-            fits[str(task)] = fit_chinchilla(g.reset_index(drop=True), approach=3, bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout,
-                                             holdout_fraction=holdout_fraction, n_kind=n_kind, compute_kind=compute_kind)
+            fits[str(task)] = fit_chinchilla(
+                g.reset_index(drop=True),
+                approach=3,
+                bootstrap=bootstrap,
+                seed=seed,
+                ci=ci,
+                holdout=holdout,
+                holdout_fraction=holdout_fraction,
+                n_kind=n_kind,
+                compute_kind=compute_kind,
+            )
         except (InputError, FitError) as exc:
             skipped.append(f"task {task} left out: {exc}")
     if not fits:
@@ -61,14 +87,32 @@ def fit_task_loss(data, *, columns: dict[str, str] | None = None, tasks=None, lo
     first = next(iter(fits.values()))
     single = first if len(fits) == 1 else None
     return pipeline.record(
-        law="task-loss", approach=3, form=FORM, params=dict(single["params"]) if single else {},
+        law="task-loss",
+        approach=3,
+        form=FORM,
+        params=dict(single["params"]) if single else {},
         intervals=dict(single["intervals"]) if single else {},
-        objective=float(sum(r["objective"] for r in fits.values())), n_points=int(sum(r["n_points"] for r in fits.values())),
-        warnings=warnings, data_sha256=data_sha256(df.assign(task_code=df["task"].astype("category").cat.codes), ["N", "D", "loss", "task_code"]),
-        source=source, n_kind=first.get("n_kind"), conventions=first.get("conventions"),
-        settings={"loss_metric": metric, "steps": steps if kind != "table" else None, "data": kind, "bootstrap": bootstrap, "seed": seed,
-                  "ci": ci, "holdout": holdout, "tasks": tasks, "columns": columns,
-                  "fit": "fit chinchilla approach 3 per task (summed Huber(1e-3) of log residuals; OLMo ladder step 1)"},
+        objective=float(sum(r["objective"] for r in fits.values())),
+        n_points=int(sum(r["n_points"] for r in fits.values())),
+        warnings=warnings,
+        data_sha256=data_sha256(
+            df.assign(task_code=df["task"].astype("category").cat.codes), ["N", "D", "loss", "task_code"]
+        ),
+        source=source,
+        n_kind=first.get("n_kind"),
+        conventions=first.get("conventions"),
+        settings={
+            "loss_metric": metric,
+            "steps": steps if kind != "table" else None,
+            "data": kind,
+            "bootstrap": bootstrap,
+            "seed": seed,
+            "ci": ci,
+            "holdout": holdout,
+            "tasks": tasks,
+            "columns": columns,
+            "fit": "fit chinchilla approach 3 per task (summed Huber(1e-3) of log residuals; OLMo ladder step 1)",
+        },
         tasks=dict(fits),
     )
 
@@ -91,7 +135,9 @@ def table_points(data, columns: dict[str, str], tasks, n_kind: str):
         if tasks:
             missing = [t for t in tasks if t not in set(names)]
             if missing:
-                raise InputError(f"--tasks: {', '.join(missing)} not in the table's task column (tasks: {', '.join(sorted(set(names)))})")
+                raise InputError(
+                    f"--tasks: {', '.join(missing)} not in the table's task column (tasks: {', '.join(sorted(set(names)))})"
+                )
             raw, names = raw[names.isin(tasks)], names[names.isin(tasks)]
     ds = inputs.load(raw.reset_index(drop=True), columns, n_kind)
     inputs.validate(ds, ("N", "D", "loss"), min_points=1, law="task-loss")
@@ -109,19 +155,26 @@ def task_record(rec, task: str):
 def summary(rec) -> str:
     st = rec.get("settings") or {}
     conv = rec.get("conventions") or {}
-    lines = [f"law: task-loss  {rec.get('form', FORM)}",
-             f"loss = {st.get('loss_metric')}" + (f" ({st['steps']} evaluated step of each run)" if st.get("steps") else "")
-             + f"; N = {conv.get('n_kind', rec.get('n_kind'))} parameters; {st.get('fit')}",
-             f"points: {rec['n_points']} over {len(rec.get('tasks') or {})} task(s)"]
+    lines = [
+        f"law: task-loss  {rec.get('form', FORM)}",
+        f"loss = {st.get('loss_metric')}"
+        + (f" ({st['steps']} evaluated step of each run)" if st.get("steps") else "")
+        + f"; N = {conv.get('n_kind', rec.get('n_kind'))} parameters; {st.get('fit')}",
+        f"points: {rec['n_points']} over {len(rec.get('tasks') or {})} task(s)",
+    ]
     for name, r in (rec.get("tasks") or {}).items():
         p, iv = r["params"], r.get("intervals") or {}
-        parts = [f"{k} = {p[k]:.4g}" + (f" [{iv[k][0]:.3g}, {iv[k][1]:.3g}]" if iv.get(k) and None not in iv[k] else "")
-                 for k in ("E", "A", "B", "alpha", "beta")]
+        parts = [
+            f"{k} = {p[k]:.4g}" + (f" [{iv[k][0]:.3g}, {iv[k][1]:.3g}]" if iv.get(k) and None not in iv[k] else "")
+            for k in ("E", "A", "B", "alpha", "beta")
+        ]
         lines.append(f"  task {name}: {', '.join(parts)}  ({r['n_points']} runs)")
         ho = r.get("holdout")
         if ho and ho.get("mean_abs_rel_error") is not None:
-            lines.append(f"    holdout ({ho['n_points']} largest runs): loss mean |rel err| {ho['mean_abs_rel_error']:.3g}, "
-                         f"max {ho['max_abs_rel_error']:.3g}")
+            lines.append(
+                f"    holdout ({ho['n_points']} largest runs): loss mean |rel err| {ho['mean_abs_rel_error']:.3g}, "
+                f"max {ho['max_abs_rel_error']:.3g}"
+            )
     for w in rec.get("warnings", []):
         lines.append(f"warning: {w}")
     return "\n".join(lines)
@@ -131,4 +184,3 @@ def loss_range(rec, task: str) -> list[float] | None:
     r = (rec.get("tasks") or {}).get(task) or {}
     lo = (r.get("data_range") or {}).get("loss")
     return [float(v) for v in lo] if lo else None
-

@@ -5,6 +5,7 @@ Under C = 6 N D with the law's own N (the exact case) Chinchilla's closed form a
 (`conventions.TokenCost`) and the optimum is found numerically: loss on a fine log-N grid along
 D = C / k(N), refined by a parabola through the best grid point and its neighbours.
 """
+
 from __future__ import annotations
 
 import numpy as np

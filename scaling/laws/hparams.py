@@ -3,6 +3,7 @@
 
 Units as in `scaling.laws.loss`: N parameters, D tokens, C training FLOPs, batch sizes in tokens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ compute-optimal frontier, Kaplan).
 Units: N parameters (the record says which kind), D tokens, C training FLOPs (C ~ 6 N D),
 batch sizes in tokens, loss in nats. All functions accept numpy arrays.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -144,8 +145,15 @@ class KaplanLaw:
 
 # Published constants, for comparison plots and tests.
 # Muennighoff et al. 2023 (datablations README, C4): a, b, e = 6.255414, 7.3049974, 0.6254804.
-MUENNIGHOFF_2023 = DataConstrainedLaw(E=float(np.exp(0.6254804)), A=float(np.exp(6.255414)), B=float(np.exp(7.3049974)), alpha=0.3526596,
-                                      beta=0.3526596, R_D_star=15.387756, R_N_star=5.309743)
+MUENNIGHOFF_2023 = DataConstrainedLaw(
+    E=float(np.exp(0.6254804)),
+    A=float(np.exp(6.255414)),
+    B=float(np.exp(7.3049974)),
+    alpha=0.3526596,
+    beta=0.3526596,
+    R_D_star=15.387756,
+    R_N_star=5.309743,
+)
 HOFFMANN_2022 = ChinchillaLaw(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
 EPOCH_2024 = ChinchillaLaw(E=1.8172, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658)
 KAPLAN_2020_ND = KaplanLaw(form="nd", Nc=6.4e13, alphaN=0.076, Dc=1.8e13, alphaD=0.103)

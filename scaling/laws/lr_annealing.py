@@ -12,6 +12,7 @@ Conventions (stated in every record's `conventions`):
   maximum (`warmup="peak"`); `warmup="actual"` uses the lrs as given.
 A and C are in the lr's own units: a record predicts schedules given in the same units (a raw lr).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -93,7 +94,9 @@ class AnnealingLaw:
 
 def law_from_record(rec) -> AnnealingLaw:
     p, st = rec["params"], rec.get("settings") or {}
-    return AnnealingLaw(*(float(p[k]) for k in PARAMS), lam=float(st.get("lambda", LAMBDA)), warmup=st.get("warmup", "peak"))
+    return AnnealingLaw(
+        *(float(p[k]) for k in PARAMS), lam=float(st.get("lambda", LAMBDA)), warmup=st.get("warmup", "peak")
+    )
 
 
 @dataclass
@@ -123,7 +126,7 @@ class CurvePrediction:
         T - window .. T - 1 updates (metrics.jsonl's last `loss`)."""
         T = len(self.loss)
         w = max(1, min(window, T - 1))
-        return float(np.mean(self.loss[T - w - 1: T - 1]))
+        return float(np.mean(self.loss[T - w - 1 : T - 1]))
 
 
 def predict_curve(rec, lr, *, ci: float = 0.95) -> CurvePrediction:
@@ -156,16 +159,22 @@ def _range_warnings(rec, lr, s1, s2) -> list[str]:
     rng = rec.get("data_range") or {}
     s1_max = (rng.get("S1") or [None, None])[1]
     if s1_max and s1[-1] > 1.5 * s1_max:
-        out.append(f"the schedule's forward area S1 = {s1[-1]:.4g} is {s1[-1] / s1_max:.3g}x the largest fitted ({s1_max:.4g}): "
-                   "the prediction extrapolates the power law in S1")
+        out.append(
+            f"the schedule's forward area S1 = {s1[-1]:.4g} is {s1[-1] / s1_max:.3g}x the largest fitted ({s1_max:.4g}): "
+            "the prediction extrapolates the power law in S1"
+        )
     s2_max = (rng.get("S2") or [None, None])[1]
     if s2_max is not None and s2[-1] > 1.5 * max(s2_max, 0.0) and s2[-1] > 0:
-        out.append(f"the schedule's annealing area S2 = {s2[-1]:.4g} exceeds the largest fitted ({s2_max:.4g}) by over 1.5x: "
-                   "the linear -C*S2 term is extrapolated")
+        out.append(
+            f"the schedule's annealing area S2 = {s2[-1]:.4g} exceeds the largest fitted ({s2_max:.4g}) by over 1.5x: "
+            "the linear -C*S2 term is extrapolated"
+        )
     peaks = rng.get("peak_lr")
     if peaks and peaks[0] and peaks[1]:
         p = float(np.max(lr))
         if p < peaks[0] / 1.05 or p > peaks[1] * 1.05:
-            out.append(f"the schedule's peak lr {p:.4g} is outside the fitted runs' peak lrs [{peaks[0]:.4g}, {peaks[1]:.4g}]: "
-                       "the law is fitted per model, batch and peak lr (Tissue et al. fit one peak lr at a time)")
+            out.append(
+                f"the schedule's peak lr {p:.4g} is outside the fitted runs' peak lrs [{peaks[0]:.4g}, {peaks[1]:.4g}]: "
+                "the law is fitted per model, batch and peak lr (Tissue et al. fit one peak lr at a time)"
+            )
     return out

@@ -21,6 +21,7 @@ base; a and b do not). Their Table 3 for S-BASE: a = -0.082, b = -0.108, c = 0.0
 (with their saturating transform of E, E_start = 1.847, E_max = 314.478, which is not fitted here:
 E enters as it is). b + c log10 N is the gain per decade of experts, zero at N_cutoff = 10^(-b/c).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -119,5 +120,10 @@ def law_from_samples(law: str, samples: dict, n: int | None = None):
     """One vectorised law over bootstrap draws (each parameter an array, not-identified ones 0)."""
     names = CLARK_PARAMS if law == "clark" else KRAJEWSKI_PARAMS
     k = n if n is not None else min(len(v) for v in samples.values())
-    arr = {p: np.asarray([np.nan if v is None else v for v in samples[p][:k]], dtype=float) if p in samples else np.zeros(k) for p in names}
+    arr = {
+        p: np.asarray([np.nan if v is None else v for v in samples[p][:k]], dtype=float)
+        if p in samples
+        else np.zeros(k)
+        for p in names
+    }
     return law_from_params(law, arr)

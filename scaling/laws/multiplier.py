@@ -13,6 +13,7 @@ m = k exactly); when gamma differs it changes with C_ref, which is why it is rep
 compute levels. Other conventions (trainer FLOPs, non-embedding N) are solved numerically.
 A loss at or below the baseline's E is never reached by it: the multiplier is infinite there.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -67,7 +68,9 @@ def compute_for_loss(p: dict, L: float, cost: TokenCost, n_range, c_ref: float) 
     return float("inf") if step > 0 else float("nan")
 
 
-def multiplier(base: dict, other: dict, c_ref: float, base_cost: TokenCost, other_cost: TokenCost, base_range, other_range) -> tuple[float, float]:
+def multiplier(
+    base: dict, other: dict, c_ref: float, base_cost: TokenCost, other_cost: TokenCost, base_range, other_range
+) -> tuple[float, float]:
     """(m, L): the loss L other reaches at c_ref and C_baseline(L) / c_ref."""
     L = optimal_loss(other, c_ref, other_cost, other_range)
     return compute_for_loss(base, L, base_cost, base_range, c_ref) / c_ref, L

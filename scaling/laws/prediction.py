@@ -5,6 +5,7 @@ the parameter uncertainty (the record's bootstrap samples) with the scatter of s
 the law (the fit's log residuals, resampled). Without bootstrap samples it has only the residual
 part, and says so.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,9 +64,18 @@ def loss_draws(rec, N, D, seed: int = 0, U: float | None = None) -> dict:
             param_draws = cls(**s).predict(float(N), float(D), **extra)
         param_draws = param_draws[np.isfinite(param_draws)]
         eps = rng.choice(res, size=(param_draws.size, RESIDUAL_DRAWS))
-        return {"point": point, "param_draws": param_draws, "draws": (param_draws[:, None] * np.exp(eps)).ravel(), "interval_kind": INTERVAL_KIND}
-    return {"point": point, "param_draws": None, "draws": point * np.exp(rng.choice(res, size=5000)),
-            "interval_kind": "residual scatter only (the fit has no bootstrap samples: parameter uncertainty not included)"}
+        return {
+            "point": point,
+            "param_draws": param_draws,
+            "draws": (param_draws[:, None] * np.exp(eps)).ravel(),
+            "interval_kind": INTERVAL_KIND,
+        }
+    return {
+        "point": point,
+        "param_draws": None,
+        "draws": point * np.exp(rng.choice(res, size=5000)),
+        "interval_kind": "residual scatter only (the fit has no bootstrap samples: parameter uncertainty not included)",
+    }
 
 
 def predict_loss(rec, N, D, ci: float = 0.95, seed: int = 0, U: float | None = None) -> dict:

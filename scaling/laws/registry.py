@@ -1,5 +1,6 @@
 """The law object of a fit record: `from_record` reads the record's law name (and its approach,
 form or settings.law) and builds that law's class from the record's point estimate."""
+
 from __future__ import annotations
 
 from dataclasses import asdict

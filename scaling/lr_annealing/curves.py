@@ -11,6 +11,7 @@ loss, which the trainer averages over its log window).
   loss from metrics.jsonl: `loss` (the trainer's mean over the updates since the previous record:
   a window lo = previous record's step .. hi = step - 1) or `val_loss` (a point at the step).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,7 @@ class Curve:
     def steps(self) -> int:
         return int(self.lr.size)
 
-    def subset(self, keep: np.ndarray) -> "Curve":
+    def subset(self, keep: np.ndarray) -> Curve:
         return Curve(self.name, self.lr, self.lo[keep], self.hi[keep], self.loss[keep], self.lr_source, self.info)
 
 
@@ -79,34 +80,46 @@ def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curv
     for role in TABLE_ROLES:
         if role in cols:
             if cols[role] not in raw.columns:
-                raise InputError(f"--col {role}={cols[role]}: no column '{cols[role]}' (columns: {', '.join(map(str, raw.columns))})")
+                raise InputError(
+                    f"--col {role}={cols[role]}: no column '{cols[role]}' (columns: {', '.join(map(str, raw.columns))})"
+                )
         elif role in lower:
             cols[role] = lower[role]
     missing = [r for r in ("step", "lr", "loss") if r not in cols]
     if missing:
-        raise InputError(f"lr-annealing: missing column(s) {', '.join(repr(m) for m in missing)}; the table needs run, step, lr, loss "
-                         f"(map others with --col ROLE=COLUMN; found: {', '.join(map(str, raw.columns))})")
+        raise InputError(
+            f"lr-annealing: missing column(s) {', '.join(repr(m) for m in missing)}; the table needs run, step, lr, loss "
+            f"(map others with --col ROLE=COLUMN; found: {', '.join(map(str, raw.columns))})"
+        )
     num = {}
     for role in ("step", "lr", "loss"):
         v = pd.to_numeric(raw[cols[role]], errors="coerce")
         bad = raw[cols[role]].notna() & v.isna()
         if bad.any():
-            raise InputError(f"lr-annealing: column '{cols[role]}' ({role}) has non-numeric values, e.g. {raw[cols[role]][bad].iloc[0]!r}")
+            raise InputError(
+                f"lr-annealing: column '{cols[role]}' ({role}) has non-numeric values, e.g. {raw[cols[role]][bad].iloc[0]!r}"
+            )
         num[role] = v.to_numpy(float)
     step = num["step"]
     if not np.all(np.isfinite(step)):
-        raise InputError(f"lr-annealing: column '{cols['step']}' (step) has empty values, first at row {int(np.flatnonzero(~np.isfinite(step))[0])}")
+        raise InputError(
+            f"lr-annealing: column '{cols['step']}' (step) has empty values, first at row {int(np.flatnonzero(~np.isfinite(step))[0])}"
+        )
     if np.any(step != np.round(step)) or np.any(step < 1):
         row = int(np.flatnonzero((step != np.round(step)) | (step < 1))[0])
-        raise InputError(f"lr-annealing: column '{cols['step']}' (step) must hold whole numbers >= 1 (updates done; add 1 to "
-                         f"0-based steps), row {row} has {step[row]:g}")
+        raise InputError(
+            f"lr-annealing: column '{cols['step']}' (step) must hold whole numbers >= 1 (updates done; add 1 to "
+            f"0-based steps), row {row} has {step[row]:g}"
+        )
     for role, ok in (("lr", lambda x: x >= 0), ("loss", lambda x: x > 0)):
         v = num[role]
         bad = np.isfinite(v) & ~ok(v) | np.isinf(v)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise InputError(f"lr-annealing: column '{cols[role]}' ({role}) must be {'>= 0' if role == 'lr' else '> 0'} where given, "
-                             f"row {row} has {v[row]:g}")
+            raise InputError(
+                f"lr-annealing: column '{cols[role]}' ({role}) must be {'>= 0' if role == 'lr' else '> 0'} where given, "
+                f"row {row} has {v[row]:g}"
+            )
     runs = raw[cols["run"]].astype(str).to_numpy() if "run" in cols else np.full(len(raw), "run")
     curves, warnings = [], []
     for name in dict.fromkeys(runs):  # order of first appearance
@@ -127,7 +140,9 @@ def _table_curve(name: str, step: np.ndarray, lr: np.ndarray, loss: np.ndarray, 
     s, v = s[order], v[order]
     dup = np.flatnonzero(np.diff(s) == 0)
     if dup.size and np.any(v[dup] != v[dup + 1]):
-        raise InputError(f"lr-annealing: run '{name}' gives two different lrs for step {int(s[dup[0]])} (column '{cols['lr']}')")
+        raise InputError(
+            f"lr-annealing: run '{name}' gives two different lrs for step {int(s[dup[0]])} (column '{cols['lr']}')"
+        )
     s, idx = np.unique(s, return_index=True)
     v = v[idx]
     lr_all = np.interp(np.arange(1, T + 1), s, v)
@@ -152,7 +167,10 @@ def read_runs(root, metric: str = "loss") -> tuple[list[Curve], list[str], str]:
         except _Skip as exc:
             warnings.append(f"run {name}: {exc}; skipped")
     if not curves:
-        raise InputError(f"{root}: no finished run with a schedule in config.yaml and '{metric}' in metrics.jsonl" + (f"; {'; '.join(warnings)}" if warnings else ""))
+        raise InputError(
+            f"{root}: no finished run with a schedule in config.yaml and '{metric}' in metrics.jsonl"
+            + (f"; {'; '.join(warnings)}" if warnings else "")
+        )
     return curves, warnings, str(root)
 
 
@@ -183,8 +201,10 @@ def _run_curve(path: Path, name: str, metric: str, warnings: list[str]) -> Curve
     off = [(s, v) for s, v in logged if not np.isclose(v, lr[s - 1], rtol=1e-6, atol=1e-12)]
     if off:
         s, v = off[0]
-        warnings.append(f"run {name}: metrics.jsonl's lr differs from the config's schedule at {len(off)} of {len(logged)} records "
-                        f"(step {s}: logged {v:.6g}, schedule {lr[s - 1]:.6g}); the schedule is used")
+        warnings.append(
+            f"run {name}: metrics.jsonl's lr differs from the config's schedule at {len(off)} of {len(logged)} records "
+            f"(step {s}: logged {v:.6g}, schedule {lr[s - 1]:.6g}); the schedule is used"
+        )
     lo, hi, loss = [], [], []
     prev = 0
     for s in steps:
@@ -197,10 +217,25 @@ def _run_curve(path: Path, name: str, metric: str, warnings: list[str]) -> Curve
             lo.append(s), hi.append(s), loss.append(float(v))
     if not loss:
         raise _Skip(f"metrics.jsonl has no '{metric}' records")
-    info = {"path": str(path), "final_step": total, "peak_lr": peak, "schedule": {k: sched[k] for k in SCHEDULE_FIELDS},
-            "batch_tokens": summary.get("batch_tokens"), "params": summary.get("params"),
-            "final_loss": summary.get("final_loss"), "final_val_loss": summary.get("final_val_loss")}
-    return Curve(name, lr, np.array(lo, dtype=int), np.array(hi, dtype=int), np.array(loss), "config schedule (rundir.schedules.lr_at)", info)
+    info = {
+        "path": str(path),
+        "final_step": total,
+        "peak_lr": peak,
+        "schedule": {k: sched[k] for k in SCHEDULE_FIELDS},
+        "batch_tokens": summary.get("batch_tokens"),
+        "params": summary.get("params"),
+        "final_loss": summary.get("final_loss"),
+        "final_val_loss": summary.get("final_val_loss"),
+    }
+    return Curve(
+        name,
+        lr,
+        np.array(lo, dtype=int),
+        np.array(hi, dtype=int),
+        np.array(loss),
+        "config schedule (rundir.schedules.lr_at)",
+        info,
+    )
 
 
 def _peak_from_config(cfg: dict) -> float | None:
@@ -228,7 +263,9 @@ def _metrics(path: Path) -> dict[int, dict]:
     return out
 
 
-def load_curves(data, *, metric: str = "loss", columns: dict[str, str] | None = None) -> tuple[list[Curve], list[str], str, str]:
+def load_curves(
+    data, *, metric: str = "loss", columns: dict[str, str] | None = None
+) -> tuple[list[Curve], list[str], str, str]:
     """Curves from a run-directory tree or a table. Returns (curves, warnings, source, kind)."""
     import pandas as pd  # deferred: pandas is slow to import
 

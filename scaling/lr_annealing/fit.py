@@ -8,6 +8,7 @@ shared pipeline: options -> load -> fit -> bootstrap (whole curves resampled) ->
 The record (scaling/lr_annealing/record.py) predicts any schedule's curve
 (`scaling.laws.lr_annealing.predict_curve`, `scalelab predict-curve`).
 """
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,14 @@ from scaling.fits.record import FitRecord
 from scaling.laws.lr_annealing import LAMBDA, PARAMS, WARMUP_RULES, AnnealingLaw
 from scaling.lr_annealing import objective as lf
 from scaling.lr_annealing.curves import Curve, load_curves
-from scaling.lr_annealing.record import (LrAnnealingRecord, curve_rows, data_hash, data_range, holdout_report,
-                                          warmup_text)
+from scaling.lr_annealing.record import (
+    LrAnnealingRecord,
+    curve_rows,
+    data_hash,
+    data_range,
+    holdout_report,
+    warmup_text,
+)
 
 HOLDOUT_RULES = ("last-run", "tail")
 # --lambda auto: the decay factors tried (memories 1/(1 - lambda) of 1 to 2,000 steps, and none)
@@ -42,9 +49,11 @@ CONVENTIONS = {
     "S2": "sum over updates 1..s of m_k, m_k = lambda m_(k-1) + (lr_(k-1) - lr_k), m_1 = 0 (annealing area with momentum)",
     "lr_units": "as given: A and C are in those units, so predict schedules given in the same (raw) lr",
 }
-WINDOW_TEXT = {"window": "a logged training loss is the trainer's mean over its log window (the updates since the previous "
-                         "record): compared with the law's mean L over the same updates",
-               "point": "each loss is compared with L at its step"}
+WINDOW_TEXT = {
+    "window": "a logged training loss is the trainer's mean over its log window (the updates since the previous "
+    "record): compared with the law's mean L over the same updates",
+    "point": "each loss is compared with L at its step",
+}
 
 
 @dataclass(frozen=True)
@@ -55,7 +64,7 @@ class AnnealingOptions(pipeline.FitOptions):
     holdout_fraction: float = 0.2
     delta: float = DELTA
 
-    def check(self) -> "AnnealingOptions":
+    def check(self) -> AnnealingOptions:
         if self.holdout is not None and self.holdout not in HOLDOUT_RULES:
             raise InputError(f"--holdout must be one of {', '.join(HOLDOUT_RULES)} (got {self.holdout!r})")
         pipeline.FitOptions(self.bootstrap, self.seed, self.ci, None).check()
@@ -73,9 +82,22 @@ class AnnealingOptions(pipeline.FitOptions):
 
 
 @blas_single_thread
-def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, warmup: str = "peak",
-                     skip_fraction: float = 0.0, bootstrap: int = 0, seed: int = 0, ci: float = 0.95, holdout: str | None = None,
-                     holdout_fraction: float = 0.2, columns: dict[str, str] | None = None, delta: float = DELTA, top_k: int = 8) -> FitRecord:
+def fit_lr_annealing(
+    data,
+    *,
+    metric: str = "loss",
+    lam: float | str = LAMBDA,
+    warmup: str = "peak",
+    skip_fraction: float = 0.0,
+    bootstrap: int = 0,
+    seed: int = 0,
+    ci: float = 0.95,
+    holdout: str | None = None,
+    holdout_fraction: float = 0.2,
+    columns: dict[str, str] | None = None,
+    delta: float = DELTA,
+    top_k: int = 8,
+) -> FitRecord:
     """Fit L0, A, alpha, C to the loss curves in `data` (a run-directory tree, a CSV/Parquet table
     with columns run, step, lr, loss, or a DataFrame).
 
@@ -87,8 +109,17 @@ def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, w
     predict the last one: the last run directory by path, or the last run to appear in a table)
     or 'tail' (fit on each curve's first 1 - holdout_fraction of steps, predict the rest).
     """
-    opts = AnnealingOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout, lam=lam, warmup=warmup,
-                            skip_fraction=skip_fraction, holdout_fraction=holdout_fraction, delta=delta).check()
+    opts = AnnealingOptions(
+        bootstrap=bootstrap,
+        seed=seed,
+        ci=ci,
+        holdout=holdout,
+        lam=lam,
+        warmup=warmup,
+        skip_fraction=skip_fraction,
+        holdout_fraction=holdout_fraction,
+        delta=delta,
+    ).check()
     curves, warnings, source, kind = load_curves(data, metric=metric, columns=columns)
     curves, skipped = _skip(curves, skip_fraction)
     if holdout == "last-run" and len(curves) < 2:
@@ -96,8 +127,10 @@ def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, w
     fit_curves, held = _split(curves, holdout, holdout_fraction)
     n_pts = sum(c.loss.size for c in fit_curves)
     if n_pts < MIN_POINTS:
-        raise InputError(f"lr-annealing: too few loss points to fit: {n_pts} (need at least {MIN_POINTS}; "
-                         f"{skipped} left out by --skip-fraction {skip_fraction:g})")
+        raise InputError(
+            f"lr-annealing: too few loss points to fit: {n_pts} (need at least {MIN_POINTS}; "
+            f"{skipped} left out by --skip-fraction {skip_fraction:g})"
+        )
     t0 = time.perf_counter()
     profile = None
     if lam == "auto":
@@ -116,17 +149,45 @@ def fit_lr_annealing(data, *, metric: str = "loss", lam: float | str = LAMBDA, w
     intervals, boot = {}, None
     if bootstrap:
         intervals, boot = _bootstrap(prob, res.x, opts, warnings, no_anneal)
-    settings = {"lambda": lam, "lambda_rule": _lambda_rule(profile), "delta": delta, "warmup": warmup, "skip_fraction": skip_fraction, "metric": metric if kind == "runs" else "loss",
-                "loss_points": WINDOW_TEXT["window" if kind == "runs" and metric == "loss" else "point"],
-                "holdout": holdout, "holdout_fraction": holdout_fraction if holdout == "tail" else None, "bootstrap": bootstrap, "seed": seed,
-                "ci": ci, "top_k": top_k, "objective": "sum over all points of all curves of Huber(delta) on log L_observed - log L_predicted",
-                "optimizer": "L-BFGS-B, all parameters >= 0, from the best top_k of a data-scaled grid and the authors' grid, then one polish"}
+    settings = {
+        "lambda": lam,
+        "lambda_rule": _lambda_rule(profile),
+        "delta": delta,
+        "warmup": warmup,
+        "skip_fraction": skip_fraction,
+        "metric": metric if kind == "runs" else "loss",
+        "loss_points": WINDOW_TEXT["window" if kind == "runs" and metric == "loss" else "point"],
+        "holdout": holdout,
+        "holdout_fraction": holdout_fraction if holdout == "tail" else None,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "ci": ci,
+        "top_k": top_k,
+        "objective": "sum over all points of all curves of Huber(delta) on log L_observed - log L_predicted",
+        "optimizer": "L-BFGS-B, all parameters >= 0, from the best top_k of a data-scaled grid and the authors' grid, then one polish",
+    }
     conventions = {**CONVENTIONS, "lambda": lam, "warmup": warmup_text(warmup)}
     rec = pipeline.record(
-        law="lr-annealing", approach=None, params=params, intervals=intervals, objective=res.fun, n_points=n_pts,
-        warnings=warnings, data_sha256=data_hash(fit_curves), source=source, input=kind, settings=settings, conventions=conventions,
-        columns=None, diagnostics=diagnostics, data_range=data_range(prob, fit_curves), curves=curve_rows(fit_curves, law, prob, resid),
-        bootstrap=boot, holdout=holdout_report(held, law, holdout, holdout_fraction) if held else None, cls=LrAnnealingRecord)
+        law="lr-annealing",
+        approach=None,
+        params=params,
+        intervals=intervals,
+        objective=res.fun,
+        n_points=n_pts,
+        warnings=warnings,
+        data_sha256=data_hash(fit_curves),
+        source=source,
+        input=kind,
+        settings=settings,
+        conventions=conventions,
+        columns=None,
+        diagnostics=diagnostics,
+        data_range=data_range(prob, fit_curves),
+        curves=curve_rows(fit_curves, law, prob, resid),
+        bootstrap=boot,
+        holdout=holdout_report(held, law, holdout, holdout_fraction) if held else None,
+        cls=LrAnnealingRecord,
+    )
     return rec
 
 
@@ -161,48 +222,73 @@ def _split(curves: list[Curve], rule: str | None, frac: float) -> tuple[list[Cur
 
 
 # ---------------------------------------------------------------- the decay factor
-def _choose_lambda(curves: list[Curve], warmup: str, delta: float, top_k: int, warnings: list[str]) -> tuple[float, list[dict]]:
+def _choose_lambda(
+    curves: list[Curve], warmup: str, delta: float, top_k: int, warnings: list[str]
+) -> tuple[float, list[dict]]:
     """The grid's lambda whose fit has the lowest objective; warns when the data hardly prefer it."""
     profile = []
     for lam in LAMBDA_GRID:
         prob = lf.Problem(curves, lam, warmup, delta)
         if prob.s2_max <= 0:
-            raise InputError("--lambda auto needs a curve with an lr decrease (S2 = 0 everywhere: lambda plays no part)")
+            raise InputError(
+                "--lambda auto needs a curve with an lr decrease (S2 = 0 everywhere: lambda plays no part)"
+            )
         r = lf.fit(prob, top_k=top_k)
         profile.append({"lambda": lam, "objective": float(r.fun), **lf.as_params(r.x)})
     best = min(profile, key=lambda row: row["objective"])
     near = [row["lambda"] for row in profile if row["objective"] <= best["objective"] * (1 + FLAT_PROFILE)]
     if best["lambda"] == LAMBDA_GRID[-1]:
-        warnings.append(f"--lambda auto chose {best['lambda']:g}, the top of its grid: the best decay factor may lie above it")
+        warnings.append(
+            f"--lambda auto chose {best['lambda']:g}, the top of its grid: the best decay factor may lie above it"
+        )
     if len(near) > 1:
-        warnings.append(f"lambda is weakly identified: fits with lambda in [{min(near):g}, {max(near):g}] come within {FLAT_PROFILE:.0%} of the best "
-                        f"objective; predictions of schedules unlike the fitted ones (e.g. cosine from constant + WSD) depend on it")
+        warnings.append(
+            f"lambda is weakly identified: fits with lambda in [{min(near):g}, {max(near):g}] come within {FLAT_PROFILE:.0%} of the best "
+            f"objective; predictions of schedules unlike the fitted ones (e.g. cosine from constant + WSD) depend on it"
+        )
     return best["lambda"], profile
 
 
 def _lambda_rule(profile) -> str:
-    return ("auto: the value of " + ", ".join(f"{v:g}" for v in LAMBDA_GRID) + " with the lowest objective on the fitted curves "
-            "(bootstrap resamples keep it fixed)") if profile else "given (--lambda; the paper's default 0.999)"
+    return (
+        (
+            "auto: the value of "
+            + ", ".join(f"{v:g}" for v in LAMBDA_GRID)
+            + " with the lowest objective on the fitted curves "
+            "(bootstrap resamples keep it fixed)"
+        )
+        if profile
+        else "given (--lambda; the paper's default 0.999)"
+    )
 
 
 # ---------------------------------------------------------------- warnings and identification
 def _param_warnings(prob, res, params: dict, no_anneal: bool) -> list[str]:
     out = []
     if no_anneal:
-        out.append("C is not identified: no fitted point follows an lr decrease (S2 = 0 everywhere), so the annealing term "
-                   "was fixed at C = 0; fit with a decaying schedule (e.g. WSD) to predict annealed schedules")
+        out.append(
+            "C is not identified: no fitted point follows an lr decrease (S2 = 0 everywhere), so the annealing term "
+            "was fixed at C = 0; fit with a decaying schedule (e.g. WSD) to predict annealed schedules"
+        )
     for k, v, (lo, hi) in zip(PARAMS, res.x, lf.bounds(prob, no_anneal)):
         if k == "C" and no_anneal:
             continue
         if at_bound(v, lo, hi):
-            why = {("alpha", 0): "alpha = 0 makes A S1^-alpha a constant that L0 absorbs: A and L0 are not identified",
-                   ("C", 0): "the annealing term is zero: the curves show no benefit of lr decay",
-                   ("L0", 0): "L0 = 0 is an implausible irreducible loss: the curves are too short to pin the asymptote"}.get((k, lo if v - lo < hi - v else hi))
-            out.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo:.6g}, {hi:.6g}])" + (f": {why}" if why else ""))
+            why = {
+                ("alpha", 0): "alpha = 0 makes A S1^-alpha a constant that L0 absorbs: A and L0 are not identified",
+                ("C", 0): "the annealing term is zero: the curves show no benefit of lr decay",
+                ("L0", 0): "L0 = 0 is an implausible irreducible loss: the curves are too short to pin the asymptote",
+            }.get((k, lo if v - lo < hi - v else hi))
+            out.append(
+                f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo:.6g}, {hi:.6g}])"
+                + (f": {why}" if why else "")
+            )
     if not res.success:
         out.append(f"optimiser did not converge from the best start: {res.message}")
     if prob.n_curves == 1:
-        out.append("one curve: L0, A, alpha and C are all read from a single schedule; fit two or more (e.g. constant and WSD) for a prediction")
+        out.append(
+            "one curve: L0, A, alpha and C are all read from a single schedule; fit two or more (e.g. constant and WSD) for a prediction"
+        )
     return out
 
 
@@ -227,16 +313,22 @@ def _bootstrap(prob, x_full, opts: AnnealingOptions, warnings: list[str], no_ann
     b = pipeline.bootstrap(one, idxs, seed=opts.seed, ci=opts.ci)
     distinct = len({tuple(np.bincount(i, minlength=n)) for i in idxs})
     if n < 4:
-        warnings.append(f"the bootstrap resamples {n} curves: only {distinct} distinct resamples, so the intervals are coarse "
-                        "(more runs, or more schedules, give real intervals)")
+        warnings.append(
+            f"the bootstrap resamples {n} curves: only {distinct} distinct resamples, so the intervals are coarse "
+            "(more runs, or more schedules, give real intervals)"
+        )
     if b.failed:
         warnings.append(f"{b.failed} of {opts.bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
     intervals = b.intervals()
     for k in PARAMS:
         iv = intervals.get(k)
         if iv and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
-            warnings.append(f"{k} is poorly identified: its interval [{iv[0]:.4g}, {iv[1]:.4g}] spans a factor {iv[1] / iv[0]:.3g}")
+            warnings.append(
+                f"{k} is poorly identified: its interval [{iv[0]:.4g}, {iv[1]:.4g}] spans a factor {iv[1] / iv[0]:.3g}"
+            )
         elif iv and iv[0] <= 0 < iv[1] and not (k == "C" and no_anneal):
             warnings.append(f"{k} is not identified: its interval [{iv[0]:.4g}, {iv[1]:.4g}] reaches 0")
-    return intervals, b.record(method="resample whole curves with replacement; percentile intervals",
-                               starts=f"full-data optimum + the {BOOT_TOP_K} best grid points on the full data")
+    return intervals, b.record(
+        method="resample whole curves with replacement; percentile intervals",
+        starts=f"full-data optimum + the {BOOT_TOP_K} best grid points on the full data",
+    )

@@ -6,6 +6,7 @@ lo = hi for a point measurement), computed from prefix sums so one evaluation co
 Parameters are optimised divided by data scales (loss for L0 and A, loss / max S2 for C), so
 L-BFGS-B sees numbers of order one whatever the lr's units.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,7 +20,12 @@ from scaling.laws.lr_annealing import LAMBDA, PARAMS, areas
 
 EPS = 1e-12  # predictions are clamped here before the log (a law gone negative is just a bad start)
 # The authors' published starting grid (Tissue et al. 2024, fitting script): 2 x 3 x 3 x 3 points.
-PAPER_GRID = {"L0": np.linspace(0.1, 2.1, 2), "A": np.linspace(1, 22, 3), "C": np.linspace(1, 22, 3), "alpha": np.linspace(0, 0.8, 3)}
+PAPER_GRID = {
+    "L0": np.linspace(0.1, 2.1, 2),
+    "A": np.linspace(1, 22, 3),
+    "C": np.linspace(1, 22, 3),
+    "alpha": np.linspace(0, 0.8, 3),
+}
 # Data-scaled starts: L0 as a fraction of the lowest loss and alpha; A and C then by non-negative
 # least squares (the law is linear in them once L0 and alpha are fixed).
 L0_FRACTIONS = (0.0, 0.4, 0.7, 0.9)
@@ -36,8 +42,8 @@ class Problem:
         for i, c in enumerate(curves):
             T = int(c.hi.max())  # the law is needed up to the last observed update only
             s1, s2 = areas(c.lr, lam, warmup)
-            s1s.append(s1[1: T + 1])
-            s2s.append(s2[1: T + 1])
+            s1s.append(s1[1 : T + 1])
+            s2s.append(s2[1 : T + 1])
             lo.append(off + c.lo - 1)
             hi.append(off + c.hi - 1)
             y.append(c.loss)
@@ -112,7 +118,9 @@ def bounds(prob: Problem, fix_C_zero: bool = False) -> list[tuple[float, float]]
     return [(0.0, 2.0 * y_max), (0.0, 1e4 * y_max), (0.0, 5.0), (0.0, c_hi)]
 
 
-def fit(prob: Problem, *, top_k: int = 8, extra_starts=(), fix_C_zero: bool = False, grid: np.ndarray | None = None) -> MultiStartResult:
+def fit(
+    prob: Problem, *, top_k: int = 8, extra_starts=(), fix_C_zero: bool = False, grid: np.ndarray | None = None
+) -> MultiStartResult:
     """Best parameters (in real units, PARAMS order) from the best `top_k` starts plus `extra_starts`,
     then one polishing restart from the best point."""
     b = bounds(prob, fix_C_zero)

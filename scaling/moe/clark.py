@@ -3,6 +3,7 @@
 The body of the record (params, intervals, objective, diagnostics, derived, settings, bootstrap)
 for `scaling.moe.fit.fit_moe`. Parameters the design cannot identify are held at 0 and null.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,10 +25,14 @@ def fit_clark_body(df, warnings, *, bootstrap, seed, delta, ci) -> dict:
         raise InputError("moe --law clark: every run has the same N; the law needs 2 or more sizes")
     free = mo.clark_free(N, E)
     if "b" not in free:
-        warnings.append(f"not identified: every run has E = {E[0]:g}: b and c (the expert terms) cannot be estimated; "
-                        "fitted as log L = a log N + d (b, c null); add runs with another expert count (dense runs are E = 1)")
+        warnings.append(
+            f"not identified: every run has E = {E[0]:g}: b and c (the expert terms) cannot be estimated; "
+            "fitted as log L = a log N + d (b, c null); add runs with another expert count (dense runs are E = 1)"
+        )
     elif "c" not in free:
-        warnings.append("not identified: N varies at only one expert count, so c (the N x E interaction) cannot be estimated (null, read as 0)")
+        warnings.append(
+            "not identified: N varies at only one expert count, so c (the N x E interaction) cannot be estimated (null, read as 0)"
+        )
     res = mo.fit_clark(N, E, L, free, delta=delta)
     params = mo.clark_params(res.x, free)
     obj = mo.ClarkObjective(N, E, L, free, delta)
@@ -36,6 +41,7 @@ def fit_clark_body(df, warnings, *, bootstrap, seed, delta, ci) -> dict:
     diagnostics["residuals_log"] = [float(r) for r in resid]
     intervals, boot = {}, None
     if bootstrap:
+
         def one(idx):
             if mo.clark_free(N[idx], E[idx]) != free or distinct(N[idx]) < 2:
                 raise FitError("the resample does not identify the same parameters")
@@ -44,17 +50,29 @@ def fit_clark_body(df, warnings, *, bootstrap, seed, delta, ci) -> dict:
 
         b = pipeline.bootstrap(one, bs.resample_indices(len(N), bootstrap, seed), seed=seed, ci=ci)
         intervals = b.intervals()
-        boot = b.record(method="resample runs with replacement; each resample refits the summed Huber; percentile intervals")
+        boot = b.record(
+            method="resample runs with replacement; each resample refits the summed Huber; percentile intervals"
+        )
         if b.failed:
             warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
         interval_warnings(intervals, ("b", "c"), warnings, ratio=False)
     law = law_from_params("clark", params)
     derived = {"cutoff_N": law.cutoff_N, "rows": _clark_derived(law, N, E)}
-    settings = {"form": "log10 L = a log10 N + b log10 E + c log10 N log10 E + d (Clark et al. 2022, Eq. 1; E as given, no E-hat transform)",
-                "log_base": 10, "objective_definition": "sum of Huber(delta) on natural-log loss residuals (convex: linear in the parameters)",
-                "free_parameters": list(free)}
-    return {"params": params, "intervals": intervals, "objective": float(res.fun), "diagnostics": diagnostics, "derived": derived,
-            "settings": settings, **({"bootstrap": boot} if boot else {})}
+    settings = {
+        "form": "log10 L = a log10 N + b log10 E + c log10 N log10 E + d (Clark et al. 2022, Eq. 1; E as given, no E-hat transform)",
+        "log_base": 10,
+        "objective_definition": "sum of Huber(delta) on natural-log loss residuals (convex: linear in the parameters)",
+        "free_parameters": list(free),
+    }
+    return {
+        "params": params,
+        "intervals": intervals,
+        "objective": float(res.fun),
+        "diagnostics": diagnostics,
+        "derived": derived,
+        "settings": settings,
+        **({"bootstrap": boot} if boot else {}),
+    }
 
 
 def _clark_derived(law, N, E) -> list[dict]:
@@ -65,6 +83,15 @@ def _clark_derived(law, N, E) -> list[dict]:
     rows = []
     for n in [float(10.0**k) for k in range(lo, hi + 1)]:
         best, dense = clark_best(law, n, grid_E), clark_at(law, n, 1.0)
-        rows.append({"N": n, "E": best["E"], "loss": best["loss"], "dense_loss": float(dense["loss"]), "gain": float(dense["loss"]) - best["loss"],
-                     "effective_params": best["effective_params"], "compute_multiplier": best["effective_params"] / n})
+        rows.append(
+            {
+                "N": n,
+                "E": best["E"],
+                "loss": best["loss"],
+                "dense_loss": float(dense["loss"]),
+                "gain": float(dense["loss"]) - best["loss"],
+                "effective_params": best["effective_params"],
+                "compute_multiplier": best["effective_params"] / n,
+            }
+        )
     return rows

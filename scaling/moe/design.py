@@ -7,6 +7,7 @@ unit of granularity among the MoE runs (E > 1), the counts of dense and MoE runs
 the runs do not pin down. `moe_recipe`: the `model.moe` settings the MoE runs share (router, capacity factor, ...), which an
 emitted config reproduces, like `scaling.data.recipe` does for the training settings.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,36 +67,50 @@ def design_warnings(df, law: str) -> list[str]:
         G = df["G"].to_numpy(float)
         nG = distinct(G)
         if nG == 1:
-            out.append(f"not identified: every run has G = {G[0]:g}: g and gamma cannot be estimated; fitted without the granularity "
-                       "term (g = 0, gamma null), so the law predicts no effect of granularity")
+            out.append(
+                f"not identified: every run has G = {G[0]:g}: g and gamma cannot be estimated; fitted without the granularity "
+                "term (g = 0, gamma null), so the law predicts no effect of granularity"
+            )
         elif nG == 2:
-            out.append(f"not identified: only 2 granularities (G = {_fmt(G)}): g, gamma and a trade off (the runs fix only the N "
-                       "coefficient at each G), so the law between and beyond them is arbitrary; add a third granularity")
+            out.append(
+                f"not identified: only 2 granularities (G = {_fmt(G)}): g, gamma and a trade off (the runs fix only the N "
+                "coefficient at each G), so the law between and beyond them is arbitrary; add a third granularity"
+            )
         elif nG == 3:
             out.append(f"weakly identified: only 3 granularities (G = {_fmt(G)}) for g, gamma and a")
         if not has_e:
-            out.append("no E column: the runs' expert counts are unknown (a plan cannot size experts; dense runs cannot be told apart)")
+            out.append(
+                "no E column: the runs' expert counts are unknown (a plan cannot size experts; dense runs cannot be told apart)"
+            )
             return out
         moe = E > 1
         if moe.any():
             exp = E[moe] / G[moe]
             if distinct(exp, 1e-3) > 1:
-                out.append(f"the Krajewski law has no expansion-rate term (E / G): the MoE runs' expansion rates {_fmt(exp)} are fitted as one "
-                           "law (the paper fixes it); --law clark models the expert count")
+                out.append(
+                    f"the Krajewski law has no expansion-rate term (E / G): the MoE runs' expansion rates {_fmt(exp)} are fitted as one "
+                    "law (the paper fixes it); --law clark models the expert count"
+                )
             if (~moe).any() and np.any(np.abs(G[moe] - 1) < 1e-9):
-                out.append("dense runs (E = 1) and MoE runs at G = 1 are the same point to the law (G = 1): it cannot tell them apart")
+                out.append(
+                    "dense runs (E = 1) and MoE runs at G = 1 are the same point to the law (G = 1): it cannot tell them apart"
+                )
         if not (~moe).any():
             out.append("no dense runs (E = 1): the law's G = 1 baseline is a coarse-grained MoE, not a dense model")
     else:
         if "D" in df.columns:
             D = df["D"].to_numpy(float)
             if D.max() / D.min() > 1.05:
-                out.append(f"Clark's law has no data term (the paper trained every model on the same tokens): these runs span "
-                           f"D = {D.min():.3g}-{D.max():.3g} tokens, whose effect the law attributes to N and E")
+                out.append(
+                    f"Clark's law has no data term (the paper trained every model on the same tokens): these runs span "
+                    f"D = {D.min():.3g}-{D.max():.3g} tokens, whose effect the law attributes to N and E"
+                )
         else:
             out.append("no D column: the record has no compute convention and `plan` cannot size the tokens")
         if "G" in df.columns and np.any(np.abs(df["G"].to_numpy(float)[E > 1] - 1) > 1e-9):
-            out.append("Clark's law was stated for experts the size of the dense FFN (G = 1): runs with G != 1 are fitted by their expert count E alone")
+            out.append(
+                "Clark's law was stated for experts the size of the dense FFN (G = 1): runs with G != 1 are fitted by their expert count E alone"
+            )
     return out
 
 
@@ -119,13 +134,18 @@ def moe_recipe(paths) -> dict | None:
 
 
 def bound_warnings(x, names, bounds, warnings) -> None:
-    why = {"lg": "g -> 0: granularity shows no effect in these runs", "gamma": "granularity's exponent runs away",
-           "lc": "the irreducible loss c runs away"}
+    why = {
+        "lg": "g -> 0: granularity shows no effect in these runs",
+        "gamma": "granularity's exponent runs away",
+        "lc": "the irreducible loss c runs away",
+    }
     for k, v in zip(names, x):
         lo, hi = bounds[k]
         if at_bound(v, lo, hi):
-            warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum"
-                            + (f" ({why[k]})" if k in why else ""))
+            warnings.append(
+                f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum"
+                + (f" ({why[k]})" if k in why else "")
+            )
 
 
 def interval_warnings(intervals: dict, keys, warnings, ratio: bool = True) -> None:
@@ -137,4 +157,6 @@ def interval_warnings(intervals: dict, keys, warnings, ratio: bool = True) -> No
         if iv[0] <= 0 <= iv[1] and k in ("gamma", "b", "c"):
             warnings.append(f"{k} is not identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] includes 0")
         elif ratio and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
-            warnings.append(f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}")
+            warnings.append(
+                f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}"
+            )

@@ -8,6 +8,7 @@ expert counts, granularities, expansion rate and top-k per G, which `plan` build
 optima (scaling.moe.optimum), warnings on identification, bounds and design, and with run
 directories the training recipe and the runs' common `model.moe` settings.
 """
+
 from __future__ import annotations
 
 import time
@@ -38,9 +39,22 @@ REQUIRED = {"krajewski": ("N", "D", "G", "loss"), "clark": ("N", "E", "loss")}
 
 
 @blas_single_thread
-def fit_moe(data, *, law: str = "krajewski", bootstrap: int = 0, seed: int = 0, ci: float = 0.95, holdout: str | None = None,
-            holdout_fraction: float = 0.1, budget_tol: float = 0.15, columns: dict[str, str] | None = None, top_k: int = 32,
-            bootstrap_top_k: int = 2, delta: float = DELTA, at_compute: list[float] | None = None) -> FitRecord:
+def fit_moe(
+    data,
+    *,
+    law: str = "krajewski",
+    bootstrap: int = 0,
+    seed: int = 0,
+    ci: float = 0.95,
+    holdout: str | None = None,
+    holdout_fraction: float = 0.1,
+    budget_tol: float = 0.15,
+    columns: dict[str, str] | None = None,
+    top_k: int = 32,
+    bootstrap_top_k: int = 2,
+    delta: float = DELTA,
+    at_compute: list[float] | None = None,
+) -> FitRecord:
     """Fit an MoE scaling law to `data` (DataFrame / table path / run-directory tree); see the module doc."""
     if law not in LAWS:
         raise InputError(f"--law must be one of {', '.join(LAWS)} (got {law!r})")
@@ -70,20 +84,48 @@ def fit_moe(data, *, law: str = "krajewski", bootstrap: int = 0, seed: int = 0, 
     warnings.extend(design_warnings(df, law))
     t0 = time.perf_counter()
     if law == "krajewski":
-        body = _krajewski(df, C, warnings, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci,
-                          at_compute=at_compute)
+        body = _krajewski(
+            df,
+            C,
+            warnings,
+            top_k=top_k,
+            bootstrap=bootstrap,
+            boot_top_k=bootstrap_top_k,
+            seed=seed,
+            delta=delta,
+            ci=ci,
+            at_compute=at_compute,
+        )
     else:
         body = fit_clark_body(df, warnings, bootstrap=bootstrap, seed=seed, delta=delta, ci=ci)
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     rng = {k: [float(df[k].min()), float(df[k].max())] for k in ("N", "D", "G", "E", "loss") if k in df.columns}
     if C is not None:
         rng["C"] = [float(np.min(C)), float(np.max(C))]
-    settings = {"law": law, "delta": delta, "bootstrap": bootstrap, "seed": seed, "ci": ci, "holdout": holdout,
-                "holdout_fraction": holdout_fraction if holdout else None, **body.pop("settings")}
+    settings = {
+        "law": law,
+        "delta": delta,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "ci": ci,
+        "holdout": holdout,
+        "holdout_fraction": holdout_fraction if holdout else None,
+        **body.pop("settings"),
+    }
     rec = pipeline.record(
-        law="moe", approach=None, n_points=len(df), warnings=warnings, data_sha256=data_sha256(df, [r for r in ("N", "D", "G", "E", "loss") if r in df.columns]),
-        n_kind=N_KIND, conventions={"compute": COMPUTE if C is not None else None, "n_kind": N_KIND, "n_source": ds.n_source},
-        source=ds.source, columns=ds.columns, settings=settings, data_range=rng, design=design_section(df), **body,
+        law="moe",
+        approach=None,
+        n_points=len(df),
+        warnings=warnings,
+        data_sha256=data_sha256(df, [r for r in ("N", "D", "G", "E", "loss") if r in df.columns]),
+        n_kind=N_KIND,
+        conventions={"compute": COMPUTE if C is not None else None, "n_kind": N_KIND, "n_source": ds.n_source},
+        source=ds.source,
+        columns=ds.columns,
+        settings=settings,
+        data_range=rng,
+        design=design_section(df),
+        **body,
     )
     if recipe:
         rec["recipe"] = _clean(recipe)
@@ -91,7 +133,11 @@ def fit_moe(data, *, law: str = "krajewski", bootstrap: int = 0, seed: int = 0, 
     if mr:
         rec["moe_recipe"] = _clean(mr)
         if mr["varies"]:
-            rec["warnings"].append("the MoE runs differ in model.moe." + ", model.moe.".join(mr["varies"]) + ": a plan reproduces the most common setting")
+            rec["warnings"].append(
+                "the MoE runs differ in model.moe."
+                + ", model.moe.".join(mr["varies"])
+                + ": a plan reproduces the most common setting"
+            )
     if held is not None:
         rec["holdout"] = _clean(_holdout(rec, held, rule))
     return rec
@@ -133,21 +179,34 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
 
         b = pipeline.bootstrap(one, bs.resample_indices(len(N), bootstrap, seed), seed=seed, ci=ci)
         samples, intervals = b.samples, b.intervals()
-        boot = b.record(method="resample runs with replacement; each resample refits the summed Huber; percentile intervals",
-                        starts=f"full-data optimum + the {boot_top_k} best grid points on the full data")
+        boot = b.record(
+            method="resample runs with replacement; each resample refits the summed Huber; percentile intervals",
+            starts=f"full-data optimum + the {boot_top_k} best grid points on the full data",
+        )
         if b.failed:
             warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
         interval_warnings(intervals, ("c", "a", "alpha", "b", "beta", "g", "gamma"), warnings)
-    settings = {"form": "L = c + (g / G^gamma + a) / N^alpha + b / D^beta (Krajewski et al. 2024, Eq. 9)",
-                "parametrisation": "log L = LSE(LSE(log g - gamma log G, log a) - alpha log N, log b - beta log D, log c)" if granular
-                else "one granularity in the data: log L = LSE(log a - alpha log N, log b - beta log D, log c), g = 0, gamma not identified",
-                "objective_definition": "sum of Huber(delta) on natural-log loss residuals", "top_k": top_k,
-                "dense_runs": "E = 1 rows enter at G = 1 (Krajewski et al. fit dense models separately)"}
+    settings = {
+        "form": "L = c + (g / G^gamma + a) / N^alpha + b / D^beta (Krajewski et al. 2024, Eq. 9)",
+        "parametrisation": "log L = LSE(LSE(log g - gamma log G, log a) - alpha log N, log b - beta log D, log c)"
+        if granular
+        else "one granularity in the data: log L = LSE(log a - alpha log N, log b - beta log D, log c), g = 0, gamma not identified",
+        "objective_definition": "sum of Huber(delta) on natural-log loss residuals",
+        "top_k": top_k,
+        "dense_runs": "E = 1 rows enter at G = 1 (Krajewski et al. fit dense models separately)",
+    }
     law = law_from_params("krajewski", params)
     grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
     derived = _krajewski_derived(law, samples, G, grid_C, float(np.max(C)), ci)
     warnings.extend(w for w in [extrapolation_warning(at_compute, C)] if w)
-    out = {"params": params, "intervals": intervals, "objective": float(res.fun), "diagnostics": diagnostics, "derived": derived, "settings": settings}
+    out = {
+        "params": params,
+        "intervals": intervals,
+        "objective": float(res.fun),
+        "diagnostics": diagnostics,
+        "derived": derived,
+        "settings": settings,
+    }
     if boot:
         out["bootstrap"] = boot
     return out
@@ -161,14 +220,34 @@ def _krajewski_derived(law, samples, G, grid_C, cmax, ci) -> list[dict]:
     rows = []
     for c in grid_C:
         best, dense = krajewski_best(law, c, grid_G), krajewski_at(law, c, 1.0)
-        row = {"C": c, "G": best["G"], "N_opt": best["N_opt"], "D_opt": best["D_opt"], "loss_opt": best["loss"],
-               "dense_N_opt": float(dense["N_opt"]), "dense_D_opt": float(dense["D_opt"]), "dense_loss_opt": float(dense["loss"]),
-               "gain": float(dense["loss"]) - best["loss"], "compute_multiplier": float(compute_multiplier(law, best["G"])),
-               "extrapolation_factor": c / cmax}
+        row = {
+            "C": c,
+            "G": best["G"],
+            "N_opt": best["N_opt"],
+            "D_opt": best["D_opt"],
+            "loss_opt": best["loss"],
+            "dense_N_opt": float(dense["N_opt"]),
+            "dense_D_opt": float(dense["D_opt"]),
+            "dense_loss_opt": float(dense["loss"]),
+            "gain": float(dense["loss"]) - best["loss"],
+            "compute_multiplier": float(compute_multiplier(law, best["G"])),
+            "extrapolation_factor": c / cmax,
+        }
         if draws is not None:
             m, d = krajewski_at(draws, c, best["G"]), krajewski_at(draws, c, 1.0)
-            row.update(pipeline.interval_fields({"N_opt": m["N_opt"], "D_opt": m["D_opt"], "loss_opt": m["loss"], "dense_loss_opt": d["loss"],
-                                                 "gain": d["loss"] - m["loss"], "compute_multiplier": compute_multiplier(draws, best["G"])}, ci))
+            row.update(
+                pipeline.interval_fields(
+                    {
+                        "N_opt": m["N_opt"],
+                        "D_opt": m["D_opt"],
+                        "loss_opt": m["loss"],
+                        "dense_loss_opt": d["loss"],
+                        "gain": d["loss"] - m["loss"],
+                        "compute_multiplier": compute_multiplier(draws, best["G"]),
+                    },
+                    ci,
+                )
+            )
         rows.append(row)
     return rows
 
@@ -176,8 +255,13 @@ def _krajewski_derived(law, samples, G, grid_C, cmax, ci) -> list[dict]:
 # ---------------------------------------------------------------- checks and holdout
 def _in_krajewski_names(text: str) -> str:
     """The shared N/D identification warnings name Chinchilla's A, B, E; here they are a, b, c (E counts experts)."""
-    for old, new in (("A, alpha and E", "the N term (a, g, alpha) and c"), ("B, beta and E", "b, beta and c"), ("A and alpha", "the N term (a, g, alpha)"),
-                     ("B and beta", "b and beta"), ("(E absorbs", "(c absorbs")):
+    for old, new in (
+        ("A, alpha and E", "the N term (a, g, alpha) and c"),
+        ("B, beta and E", "b, beta and c"),
+        ("A and alpha", "the N term (a, g, alpha)"),
+        ("B and beta", "b and beta"),
+        ("(E absorbs", "(c absorbs"),
+    ):
         text = text.replace(old, new)
     return text
 
@@ -191,6 +275,9 @@ def _holdout(rec: FitRecord, held, rule: str) -> dict:
         pred = law.predict(N, held["E"].to_numpy(float))
     else:
         pred = law.predict(N, held["D"].to_numpy(float), held["G"].to_numpy(float))
-    pts = [{k: float(held[k].iloc[i]) for k in ("N", "D", "G", "E") if k in held.columns} | {"loss": float(obs[i]), "pred": float(pred[i])}
-           for i in range(len(held))]
+    pts = [
+        {k: float(held[k].iloc[i]) for k in ("N", "D", "G", "E") if k in held.columns}
+        | {"loss": float(obs[i]), "pred": float(pred[i])}
+        for i in range(len(held))
+    ]
     return pipeline.holdout_report(len(held), rule, "loss", pipeline.rel_errors(pred, obs), signed=True, points=pts)

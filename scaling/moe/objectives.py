@@ -15,6 +15,7 @@ at one E only: c) are held at 0 and reported as null.
 The paper fits Krajewski's law with Huber delta = 0.1 (BFGS, weight decay 5e-4); here delta is
 1e-3 on natural-log residuals like every scalelab law (`--delta` changes it).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -25,12 +26,25 @@ from scaling.core.huber import DELTA, huber, huber_grad
 from scaling.core.multistart import MultiStartResult, multistart_lbfgsb
 
 THETA = ("lg", "la", "lb", "lc", "alpha", "beta", "gamma")
-GRID = {"lg": [0.0, 5.0, 10.0, 15.0, 20.0, 25.0], "la": [0.0, 5.0, 10.0, 15.0, 20.0, 25.0], "lb": [0.0, 5.0, 10.0, 15.0, 20.0, 25.0],
-        "lc": [-1.0, -0.5, 0.0, 0.5, 1.0], "alpha": [0.0, 0.5, 1.0, 1.5, 2.0], "beta": [0.0, 0.5, 1.0, 1.5, 2.0],
-        "gamma": [0.0, 0.5, 1.0, 1.5]}
+GRID = {
+    "lg": [0.0, 5.0, 10.0, 15.0, 20.0, 25.0],
+    "la": [0.0, 5.0, 10.0, 15.0, 20.0, 25.0],
+    "lb": [0.0, 5.0, 10.0, 15.0, 20.0, 25.0],
+    "lc": [-1.0, -0.5, 0.0, 0.5, 1.0],
+    "alpha": [0.0, 0.5, 1.0, 1.5, 2.0],
+    "beta": [0.0, 0.5, 1.0, 1.5, 2.0],
+    "gamma": [0.0, 0.5, 1.0, 1.5],
+}
 # Wide boxes (exp() stays finite; a bound hit is warned). gamma may go negative: finer experts worse.
-BOUNDS = {"lg": (-30.0, 80.0), "la": (-30.0, 80.0), "lb": (-30.0, 80.0), "lc": (-10.0, 5.0),
-          "alpha": (0.0, 5.0), "beta": (0.0, 5.0), "gamma": (-2.0, 5.0)}
+BOUNDS = {
+    "lg": (-30.0, 80.0),
+    "la": (-30.0, 80.0),
+    "lb": (-30.0, 80.0),
+    "lc": (-10.0, 5.0),
+    "alpha": (0.0, 5.0),
+    "beta": (0.0, 5.0),
+    "gamma": (-2.0, 5.0),
+}
 CHUNK = 8192  # grid rows evaluated at once (memory: CHUNK x points)
 
 
@@ -78,20 +92,27 @@ class KrajewskiObjective:
         """Objective at many parameter vectors (rows), in chunks."""
         out = []
         for i in range(0, len(thetas), CHUNK):
-            th = thetas[i:i + CHUNK]
+            th = thetas[i : i + CHUNK]
             u = _lse2(th[:, 0:1] - th[:, 6:7] * self.lG[None, :], th[:, 1:2])
-            r = _lse2(_lse2(u - th[:, 4:5] * self.lN[None, :], th[:, 2:3] - th[:, 5:6] * self.lD[None, :]), th[:, 3:4]) - self.lL[None, :]
+            r = (
+                _lse2(_lse2(u - th[:, 4:5] * self.lN[None, :], th[:, 2:3] - th[:, 5:6] * self.lD[None, :]), th[:, 3:4])
+                - self.lL[None, :]
+            )
             out.append(huber(r, self.delta).sum(axis=1))
         return np.concatenate(out)
 
 
-def fit_krajewski(N, D, G, L, *, top_k: int = 32, delta: float = DELTA, starts: np.ndarray | None = None, extra_starts=()) -> MultiStartResult:
+def fit_krajewski(
+    N, D, G, L, *, top_k: int = 32, delta: float = DELTA, starts: np.ndarray | None = None, extra_starts=()
+) -> MultiStartResult:
     """Best theta (THETA order): L-BFGS-B from the `top_k` best grid points (`starts`: run all of
     them instead) plus `extra_starts`, then one polishing restart from the best point."""
     obj = KrajewskiObjective(N, D, G, L, delta)
     bounds = [BOUNDS[k] for k in THETA]
     pts = start_grid() if starts is None else np.atleast_2d(starts)
-    res = multistart_lbfgsb(obj, pts, bounds, top_k=top_k if starts is None else None, batch_objective=obj.batch, extra_starts=extra_starts)
+    res = multistart_lbfgsb(
+        obj, pts, bounds, top_k=top_k if starts is None else None, batch_objective=obj.batch, extra_starts=extra_starts
+    )
     again = multistart_lbfgsb(obj, res.x[None, :], bounds, top_k=None)
     if again.fun < res.fun:
         res.x, res.fun, res.nit = again.x, again.fun, res.nit + again.nit
@@ -100,13 +121,28 @@ def fit_krajewski(N, D, G, L, *, top_k: int = 32, delta: float = DELTA, starts: 
 
 def krajewski_params(th) -> dict[str, float]:
     lg, la, lb, lc, alpha, beta, gamma = (float(v) for v in th)
-    return {"c": float(np.exp(lc)), "g": float(np.exp(lg)), "gamma": gamma, "a": float(np.exp(la)), "alpha": alpha,
-            "b": float(np.exp(lb)), "beta": beta}
+    return {
+        "c": float(np.exp(lc)),
+        "g": float(np.exp(lg)),
+        "gamma": gamma,
+        "a": float(np.exp(la)),
+        "alpha": alpha,
+        "b": float(np.exp(lb)),
+        "beta": beta,
+    }
 
 
 def chinchilla_as_krajewski(params: dict) -> dict:
     """A Chinchilla fit (single granularity) in Krajewski's names: g = 0, gamma not identified."""
-    return {"c": params["E"], "g": 0.0, "gamma": None, "a": params["A"], "alpha": params["alpha"], "b": params["B"], "beta": params["beta"]}
+    return {
+        "c": params["E"],
+        "g": 0.0,
+        "gamma": None,
+        "a": params["A"],
+        "alpha": params["alpha"],
+        "b": params["B"],
+        "beta": params["beta"],
+    }
 
 
 # ---------------------------------------------------------------- Clark

@@ -14,6 +14,7 @@ Compute is C = 6 N D with N the active non-embedding parameters (the record's co
   best expert count is the candidate with the lowest loss; its gain over dense is Clark's
   effective parameter count N_bar / N (the dense size, and so compute at fixed D, that matches it).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,9 @@ def candidates(data_values, *, integer: bool = False, beyond: bool = False) -> t
     vals = np.unique(np.asarray(data_values, dtype=float))
     lo, hi = float(vals.min()), float(vals.max())
     pows = [float(2**k) for k in range(0, int(np.log2(EXPRESSIBLE_MAX)) + 1)]
-    inside = sorted({v for v in pows if lo - 1e-9 <= v <= hi + 1e-9} | {float(round(v)) if integer else float(v) for v in vals})
+    inside = sorted(
+        {v for v in pows if lo - 1e-9 <= v <= hi + 1e-9} | {float(round(v)) if integer else float(v) for v in vals}
+    )
     nxt = next((v for v in pows if v > hi + 1e-9), None)
     return inside, nxt
 

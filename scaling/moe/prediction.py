@@ -1,5 +1,6 @@
 """The loss of one MoE run under a fitted MoE law, with a prediction interval: bootstrap parameter
 draws x the fit's resampled log residuals (`scaling.laws.prediction` does the same for approach 3)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,11 +27,18 @@ def predict_run_loss(rec, ci: float, seed: int = 0, **point) -> dict:
     rng = np.random.default_rng(seed)
     draws_law = bootstrap_law(rec)
     if draws_law is None:
-        return {"loss": loss, "interval": interval(loss * np.exp(rng.choice(res, size=5000)), ci),
-                "interval_kind": "residual scatter only (the fit has no bootstrap samples)"}
+        return {
+            "loss": loss,
+            "interval": interval(loss * np.exp(rng.choice(res, size=5000)), ci),
+            "interval_kind": "residual scatter only (the fit has no bootstrap samples)",
+        }
     with np.errstate(all="ignore"):
         p = np.asarray(draws_law.predict(*args), dtype=float)
     p = p[np.isfinite(p)]
     draws = (p[:, None] * np.exp(rng.choice(res, size=(p.size, RESIDUAL_DRAWS)))).ravel()
-    return {"loss": loss, "interval": interval(draws, ci), "parameter_interval": interval(p, ci),
-            "interval_kind": "prediction interval (parameter bootstrap + residual scatter of single runs)"}
+    return {
+        "loss": loss,
+        "interval": interval(draws, ci),
+        "parameter_interval": interval(p, ci),
+        "interval_kind": "prediction interval (parameter bootstrap + residual scatter of single runs)",
+    }

@@ -11,6 +11,7 @@ one nearest N_opt in log scale. `to_moe_train_config` goes through `scaling.plan
 (the one way a plan becomes a train config) and adds the `model.moe` section; `emit_moe_config`
 writes it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +34,14 @@ def designed(raw_moe: dict, N_opt: float, G: float, vocab: int, seq_len: int | N
     is N_opt (two rounds: design at a target, count the MoE, rescale the target)."""
     target = N_opt
     for _ in range(3):
-        d = design(target, rule or DEFAULT_RULE, n_kind="non_embedding", vocab_size=vocab, seq_len=int(seq_len or 2048),
-                   tie_embeddings=tie)
+        d = design(
+            target,
+            rule or DEFAULT_RULE,
+            n_kind="non_embedding",
+            vocab_size=vocab,
+            seq_len=int(seq_len or 2048),
+            tie_embeddings=tie,
+        )
         dense = d.model
         moe = {**raw_moe, "d_ff": max(1, int(round(dense.ffn_dim / G)))}
         cfg = ModelConfig(**{**d.model_dict(), "moe": moe})
@@ -46,8 +53,16 @@ def designed(raw_moe: dict, N_opt: float, G: float, vocab: int, seq_len: int | N
     return d, cfg, c, moe
 
 
-def choose_run(rec, plan: dict, vocab_size: int | None, ci: float, warnings: list[str], *, presets_only: bool = False,
-               shape_rule: str | None = None) -> dict | None:
+def choose_run(
+    rec,
+    plan: dict,
+    vocab_size: int | None,
+    ci: float,
+    warnings: list[str],
+    *,
+    presets_only: bool = False,
+    shape_rule: str | None = None,
+) -> dict | None:
     E, G, top_k = plan.get("E"), float(plan["G"]), int(plan.get("top_k") or 1)
     if not E:
         return None
@@ -71,10 +86,24 @@ def choose_run(rec, plan: dict, vocab_size: int | None, ci: float, warnings: lis
         n = float(c.active_non_embedding)
         tokens = plan["compute"] / (6.0 * n)
         loss = float(law.predict(n, E) if name == "clark" else law.predict(n, tokens, G))
-        model = {k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")}
+        model = {
+            k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")
+        }
         model.update(n_kv_heads=cfg.kv_heads, d_ff=d.model.ffn_dim, moe=moe)
-        found.append({"preset": None, "shape_rule": d.rule, "model": model, "N": n, "tokens": tokens, "loss": loss, "counts": c,
-                      "moe": moe, "seq_len": cfg.seq_len, "d_ff": d.model.ffn_dim})
+        found.append(
+            {
+                "preset": None,
+                "shape_rule": d.rule,
+                "model": model,
+                "N": n,
+                "tokens": tokens,
+                "loss": loss,
+                "counts": c,
+                "moe": moe,
+                "seq_len": cfg.seq_len,
+                "d_ff": d.model.ffn_dim,
+            }
+        )
     for p in sorted((configs_dir() / "models").glob("*.yaml")) if presets_only else ():
         try:
             raw = yaml.safe_load(p.read_text()) or {}
@@ -93,30 +122,69 @@ def choose_run(rec, plan: dict, vocab_size: int | None, ci: float, warnings: lis
         n = float(c.active_non_embedding)
         tokens = plan["compute"] / (6.0 * n)
         loss = float(law.predict(n, E) if name == "clark" else law.predict(n, tokens, G))
-        found.append({"preset": p.stem, "model": {"preset": p.stem}, "N": n, "tokens": tokens, "loss": loss, "counts": c, "moe": moe,
-                      "seq_len": cfg.seq_len, "d_ff": dense_d_ff})
+        found.append(
+            {
+                "preset": p.stem,
+                "model": {"preset": p.stem},
+                "N": n,
+                "tokens": tokens,
+                "loss": loss,
+                "counts": c,
+                "moe": moe,
+                "seq_len": cfg.seq_len,
+                "d_ff": dense_d_ff,
+            }
+        )
     if not found:
         warnings.append(f"no configs/models/ preset can take G = {G:g} (its d_ff must divide by G): no run planned")
         return None
     if not presets_only:
         best, rule = found[0], "designed at N_opt (active non-embedding parameters)"
     elif name == "clark":
-        best, rule = min(found, key=lambda r: abs(np.log(r["N"] / plan["N_opt"]))), "nearest N_opt (log scale; the law has no data term)"
+        best, rule = (
+            min(found, key=lambda r: abs(np.log(r["N"] / plan["N_opt"]))),
+            "nearest N_opt (log scale; the law has no data term)",
+        )
     else:
         best, rule = min(found, key=lambda r: r["loss"]), "lowest predicted loss at this compute"
     c = best["counts"]
     pred = predict_run_loss(rec, ci, N=best["N"], D=best["tokens"], G=G, E=E)
-    run = {"preset": best["preset"], "shape_rule": best.get("shape_rule"), "model": best["model"], "choice": rule, "n_kind": "active_non_embedding", "N": best["N"], "params": c.total,
-           "active_params": c.active, "non_embedding_params": c.non_embedding, "flops_per_token": c.flops_per_token, "seq_len": best["seq_len"],
-           "tokens": best["tokens"], "E": int(E), "G": G, "top_k": top_k, "expert_d_ff": best["moe"]["d_ff"], "moe": best["moe"],
-           "ratio_to_N_opt": best["N"] / plan["N_opt"], "loss": pred["loss"], "loss_interval": pred["interval"],
-           "loss_interval_kind": pred["interval_kind"],
-           "compute": {"6ND_active_nonembed": 6.0 * best["N"] * best["tokens"], "trainer_flops": c.flops_per_token * best["tokens"]}}
+    run = {
+        "preset": best["preset"],
+        "shape_rule": best.get("shape_rule"),
+        "model": best["model"],
+        "choice": rule,
+        "n_kind": "active_non_embedding",
+        "N": best["N"],
+        "params": c.total,
+        "active_params": c.active,
+        "non_embedding_params": c.non_embedding,
+        "flops_per_token": c.flops_per_token,
+        "seq_len": best["seq_len"],
+        "tokens": best["tokens"],
+        "E": int(E),
+        "G": G,
+        "top_k": top_k,
+        "expert_d_ff": best["moe"]["d_ff"],
+        "moe": best["moe"],
+        "ratio_to_N_opt": best["N"] / plan["N_opt"],
+        "loss": pred["loss"],
+        "loss_interval": pred["interval"],
+        "loss_interval_kind": pred["interval_kind"],
+        "compute": {
+            "6ND_active_nonembed": 6.0 * best["N"] * best["tokens"],
+            "trainer_flops": c.flops_per_token * best["tokens"],
+        },
+    }
     if presets_only and not 0.5 <= run["ratio_to_N_opt"] <= 2.0:
-        warnings.append(f"the chosen preset {best['preset']} has {best['N']:.3g} active non-embedding parameters, {run['ratio_to_N_opt']:.2g}x N_opt: no preset close to the optimum")
+        warnings.append(
+            f"the chosen preset {best['preset']} has {best['N']:.3g} active non-embedding parameters, {run['ratio_to_N_opt']:.2g}x N_opt: no preset close to the optimum"
+        )
     rng = rec.get("data_range") or {}
     if rng.get("N") and not rng["N"][0] / 2 <= best["N"] <= rng["N"][1] * 10:
-        warnings.append(f"the planned model's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}")
+        warnings.append(
+            f"the planned model's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}"
+        )
     return run
 
 
@@ -124,15 +192,26 @@ def to_moe_train_config(plan: dict, micro_batch_size: int = 16, base: dict | Non
     """The plan's MoE run as a train config: `scaling.planning.emit.to_train_config` plus `model.moe`."""
     run = plan.get("run")
     if not run:
-        raise InputError("the MoE plan has no preset run (no configs/models/ preset fits its shape, or no vocabulary size): cannot emit a config")
+        raise InputError(
+            "the MoE plan has no preset run (no configs/models/ preset fits its shape, or no vocabulary size): cannot emit a config"
+        )
 
     name = f"plan-moe-{run_label(run)}-e{run['E']}-g{run['G']:g}-C{plan['compute']:.0e}".replace("+", "")
     cfg = to_train_config(plan, base=base, micro_batch_size=micro_batch_size, name=name)
     cfg["model"]["moe"] = dict(run["moe"])
     if not run.get("preset"):
         cfg["model"]["d_ff"] = run["model"]["d_ff"]  # the dense width the experts were cut from
-    cfg["extras"]["plan"].update({"law": plan.get("law"), "E": run["E"], "G": run["G"], "top_k": run["top_k"], "gain": plan.get("gain"),
-                                  "compute_multiplier": plan.get("compute_multiplier"), "dense": plan.get("dense")})
+    cfg["extras"]["plan"].update(
+        {
+            "law": plan.get("law"),
+            "E": run["E"],
+            "G": run["G"],
+            "top_k": run["top_k"],
+            "gain": plan.get("gain"),
+            "compute_multiplier": plan.get("compute_multiplier"),
+            "dense": plan.get("dense"),
+        }
+    )
     return cfg
 
 
@@ -141,7 +220,9 @@ def emit_moe_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16)
     cfg = to_moe_train_config(plan, micro_batch_size=micro_batch_size)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    header = ("# Written by `scalelab plan --emit-config` from an MoE fit: the planned MoE run for the budget, trained with the\n"
-              "# recipe (and model.moe settings) of the runs the law was fitted on.\n")
+    header = (
+        "# Written by `scalelab plan --emit-config` from an MoE fit: the planned MoE run for the budget, trained with the\n"
+        "# recipe (and model.moe settings) of the runs the law was fitted on.\n"
+    )
     out.write_text(header + yaml.safe_dump(cfg, sort_keys=False))
     return out

@@ -13,6 +13,7 @@ since the residuals of a 4-parameter least-squares fit to n points understate a 
 scatter), clipped to [0, 1]. The `parameter_interval` leaves out both residual scatters (the
 laws' uncertainty alone).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,10 @@ from scaling.laws.prediction import loss_draws
 from scaling.planning.run_model import run_label
 
 SIGMOID = ("a", "b", "k", "L0")
-INTERVAL_KIND = ("prediction interval: step-1 loss draws (bootstrap laws x log residuals) through bootstrap sigmoids "
-                 "+ the accuracy fit's residuals")
+INTERVAL_KIND = (
+    "prediction interval: step-1 loss draws (bootstrap laws x log residuals) through bootstrap sigmoids "
+    "+ the accuracy fit's residuals"
+)
 
 
 def loss_metric(acc_rec) -> str | None:
@@ -48,20 +51,38 @@ def check(acc_rec, task_loss=None, chinchilla=None) -> str:
             raise InputError(f"--task-loss takes a `scalelab fit task-loss` record (got law {task_loss.get('law')!r})")
         tl_metric = (task_loss.get("settings") or {}).get("loss_metric")
         if metric == "val_loss":
-            raise InputError("the accuracy fit maps the validation loss to accuracy: it chains from the chinchilla fit, not --task-loss")
+            raise InputError(
+                "the accuracy fit maps the validation loss to accuracy: it chains from the chinchilla fit, not --task-loss"
+            )
         if metric and tl_metric and metric != tl_metric:
-            raise InputError(f"the accuracy fit's loss is {metric} but the task-loss fit predicts {tl_metric}: fit both on the same --loss-metric")
+            raise InputError(
+                f"the accuracy fit's loss is {metric} but the task-loss fit predicts {tl_metric}: fit both on the same --loss-metric"
+            )
         return "task-loss"
     if metric == "val_loss":
         if chinchilla is None or chinchilla.get("approach") != 3:
-            raise InputError("the accuracy fit maps the validation loss to accuracy: it needs an approach-3 chinchilla fit to predict that loss")
+            raise InputError(
+                "the accuracy fit maps the validation loss to accuracy: it needs an approach-3 chinchilla fit to predict that loss"
+            )
         return "validation-loss"
-    raise InputError(f"the accuracy fit maps {metric or 'a task loss'} to accuracy: give --task-loss TL.json (from `scalelab fit task-loss`) "
-                     "to predict the planned run's task loss (or fit accuracy with --loss-metric val_loss to chain from the plan's loss)")
+    raise InputError(
+        f"the accuracy fit maps {metric or 'a task loss'} to accuracy: give --task-loss TL.json (from `scalelab fit task-loss`) "
+        "to predict the planned run's task loss (or fit accuracy with --loss-metric val_loss to chain from the plan's loss)"
+    )
 
 
-def predict_chain(acc_rec, N: float, D: float, *, task_loss=None, chinchilla=None, N_task_loss: float | None = None,
-                  U: float | None = None, ci: float = 0.95, seed: int = 0) -> dict:
+def predict_chain(
+    acc_rec,
+    N: float,
+    D: float,
+    *,
+    task_loss=None,
+    chinchilla=None,
+    N_task_loss: float | None = None,
+    U: float | None = None,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> dict:
     """{basis, tasks: {task: {task_loss, task_loss_interval, acc, interval, parameter_interval, chance,
     loss_range}}, warnings}. N is in the chinchilla fit's kind; `N_task_loss` (default N) in the task-loss
     fit's; U (unique tokens) reaches a data-constrained chinchilla law's validation loss."""
@@ -76,7 +97,9 @@ def predict_chain(acc_rec, N: float, D: float, *, task_loss=None, chinchilla=Non
                 raise InputError("the accuracy fit names no task: its task-loss fit must hold exactly one task")
             key = name if name is not None else next(iter(task_loss["tasks"]))
             if key not in (task_loss.get("tasks") or {}):
-                warnings.append(f"accuracy chain: task {label} has no task-loss law in the --task-loss fit: no prediction")
+                warnings.append(
+                    f"accuracy chain: task {label} has no task-loss law in the --task-loss fit: no prediction"
+                )
                 continue
             ld = loss_draws(task_record(task_loss, key), N_task_loss or N, D, seed)
         else:
@@ -84,12 +107,27 @@ def predict_chain(acc_rec, N: float, D: float, *, task_loss=None, chinchilla=Non
         tasks[label] = through_sigmoid(r, ld, ci, seed)
         lo_hi = r.get("loss_range")
         if lo_hi and not lo_hi[0] <= ld["point"] <= lo_hi[1]:
-            warnings.append(f"accuracy chain: task {label}'s predicted loss {ld['point']:.4g} lies outside the losses its sigmoid was fitted on "
-                            f"({lo_hi[0]:.4g}-{lo_hi[1]:.4g}): an extrapolation of the accuracy fit")
-    frm = ("the task-loss fit at the run's N, D (OLMo step 1)" if basis == "task-loss"
-           else "the chinchilla fit's predicted validation loss at the run's N, D (the accuracy fit's loss is val_loss)")
-    return {"basis": {"loss_metric": metric, "loss_from": frm, "N": float(N), "D": float(D), "ci": ci, "interval_kind": INTERVAL_KIND},
-            "tasks": tasks, "warnings": warnings}
+            warnings.append(
+                f"accuracy chain: task {label}'s predicted loss {ld['point']:.4g} lies outside the losses its sigmoid was fitted on "
+                f"({lo_hi[0]:.4g}-{lo_hi[1]:.4g}): an extrapolation of the accuracy fit"
+            )
+    frm = (
+        "the task-loss fit at the run's N, D (OLMo step 1)"
+        if basis == "task-loss"
+        else "the chinchilla fit's predicted validation loss at the run's N, D (the accuracy fit's loss is val_loss)"
+    )
+    return {
+        "basis": {
+            "loss_metric": metric,
+            "loss_from": frm,
+            "N": float(N),
+            "D": float(D),
+            "ci": ci,
+            "interval_kind": INTERVAL_KIND,
+        },
+        "tasks": tasks,
+        "warnings": warnings,
+    }
 
 
 def through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
@@ -113,13 +151,21 @@ def through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
     if res.size > len(SIGMOID):  # residuals of a 4-parameter fit understate the scatter: scale by sqrt(n / (n - 4))
         res = res * np.sqrt(res.size / (res.size - len(SIGMOID)))
     draws = np.clip(curves.predict(L) + rng.choice(res, size=L.size), 0.0, 1.0)
-    out = {"task_loss": ld["point"], "task_loss_interval": interval(L, ci), "acc": float(point.predict(ld["point"])),
-           "interval": interval(draws, ci), "chance": r.get("chance"), "loss_range": r.get("loss_range")}
+    out = {
+        "task_loss": ld["point"],
+        "task_loss_interval": interval(L, ci),
+        "acc": float(point.predict(ld["point"])),
+        "interval": interval(draws, ci),
+        "chance": r.get("chance"),
+        "loss_range": r.get("loss_range"),
+    }
     if Lp is not None and Lp.size:
         jp = np.arange(Lp.size) % P["a"].size
         out["parameter_interval"] = interval(SigmoidAccuracy(*(P[k][jp] for k in SIGMOID)).predict(Lp), ci)
     if not (r.get("bootstrap") or {}).get("samples"):
-        out["note"] = "the accuracy fit has no bootstrap samples: its parameter uncertainty is not in the interval (fit with --bootstrap N)"
+        out["note"] = (
+            "the accuracy fit has no bootstrap samples: its parameter uncertainty is not in the interval (fit with --bootstrap N)"
+        )
     return out
 
 
@@ -137,10 +183,14 @@ def plan_block(plan: dict, acc_rec, task_loss=None, chinchilla=None, ci: float =
         if run and kind != run.get("n_kind"):
             n_tl = run.get("non_embedding_params" if kind == "non_embedding" else "params")
             if n_tl is None:
-                raise InputError(f"the task-loss fit counts N as {kind} parameters and the planned run states no such count: "
-                                 f"refit it with --n-kind {run.get('n_kind')}")
+                raise InputError(
+                    f"the task-loss fit counts N as {kind} parameters and the planned run states no such count: "
+                    f"refit it with --n-kind {run.get('n_kind')}"
+                )
         elif not run and kind != plan.get("n_kind"):
-            raise InputError(f"the task-loss fit counts N as {kind} parameters, the plan as {plan.get('n_kind')}: refit one with the other's --n-kind")
+            raise InputError(
+                f"the task-loss fit counts N as {kind} parameters, the plan as {plan.get('n_kind')}: refit one with the other's --n-kind"
+            )
     U = ((chinchilla or {}).get("data") or {}).get("unique_tokens")  # as the plan's own loss (data-constrained laws)
     out = predict_chain(acc_rec, N, D, task_loss=task_loss, chinchilla=chinchilla, N_task_loss=n_tl, U=U, ci=ci)
     out["basis"]["run"] = where
@@ -153,6 +203,11 @@ def format_accuracy(block: dict, ci: float = 0.95) -> list[str]:
     for t, r in block["tasks"].items():
         iv, liv = r.get("interval"), r.get("task_loss_interval")
         ch = f", chance {r['chance']:.3g}" if r.get("chance") is not None else ""
-        lines.append(f"  {t}: acc {r['acc']:.3f}" + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else "")
-                     + f"  at loss {r['task_loss']:.4g}" + (f" [{liv[0]:.4g}, {liv[1]:.4g}]" if liv else "") + ch)
+        lines.append(
+            f"  {t}: acc {r['acc']:.3f}"
+            + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else "")
+            + f"  at loss {r['task_loss']:.4g}"
+            + (f" [{liv[0]:.4g}, {liv[1]:.4g}]" if liv else "")
+            + ch
+        )
     return lines

@@ -7,6 +7,7 @@ reaching L: scaling.planning.inference). `--compute C --inference-tokens T` read
 training + inference budget. With inference tokens the plan is made for the inference-aware
 model's training FLOPs. The plan dict gains `cost` (with --device) and `inference`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,12 +44,18 @@ class BudgetOptions:
 
     def check(self) -> None:
         """Every combination error, before any work (InputError -> exit 2)."""
-        forms = [f for f in ("compute", "budget_usd", "device_hours", "days", "target_loss", "model") if getattr(self, f) is not None]
+        forms = [
+            f
+            for f in ("compute", "budget_usd", "device_hours", "days", "target_loss", "model")
+            if getattr(self, f) is not None
+        ]
         flag = lambda f: "--" + f.replace("_", "-")  # noqa: E731
         if len(forms) != 1:
-            raise InputError("give exactly one budget: --compute, --budget-usd, --device-hours, --days (with --num-devices), "
-                             "--target-loss (with --inference-tokens) or --model (with --tokens)"
-                             + (f"; got {', '.join(map(flag, forms))}" if forms else ""))
+            raise InputError(
+                "give exactly one budget: --compute, --budget-usd, --device-hours, --days (with --num-devices), "
+                "--target-loss (with --inference-tokens) or --model (with --tokens)"
+                + (f"; got {', '.join(map(flag, forms))}" if forms else "")
+            )
         form = forms[0]
         if (form == "model") != (self.tokens is not None):
             raise InputError("--model CONFIG.yaml and --tokens D go together (price a given model trained on D tokens)")
@@ -59,7 +66,9 @@ class BudgetOptions:
         if self.devices_per_node is not None and self.devices_per_node < 1:
             raise InputError(f"--devices-per-node must be >= 1 (got {self.devices_per_node})")
         if form in ("budget_usd", "device_hours", "days") and not self.device:
-            raise InputError(f"{flag(form)} needs --device (to turn it into FLOPs through the device's peak and an MFU)")
+            raise InputError(
+                f"{flag(form)} needs --device (to turn it into FLOPs through the device's peak and an MFU)"
+            )
         if form == "days" and not self.num_devices:
             raise InputError("--days needs --num-devices K (the wall-clock days of K devices)")
         if form == "budget_usd" and not self.usd_per_device_hour:
@@ -67,14 +76,23 @@ class BudgetOptions:
         if self.inference_tokens is not None and form == "model":
             raise InputError("--inference-tokens goes with --compute or --target-loss, not --model")
         if form == "target_loss" and self.inference_tokens is None:
-            raise InputError("--target-loss needs --inference-tokens T (the tokens the model will serve; 0 for training only)")
+            raise InputError(
+                "--target-loss needs --inference-tokens T (the tokens the model will serve; 0 for training only)"
+            )
         if self.inference_tokens is not None and form not in ("compute", "target_loss"):
-            raise InputError(f"--inference-tokens goes with --compute (a total budget) or --target-loss, not {flag(form)}")
+            raise InputError(
+                f"--inference-tokens goes with --compute (a total budget) or --target-loss, not {flag(form)}"
+            )
         if not self.device:
-            given = [f for f in ("precision", "num_devices", "mfu", "usd_per_device_hour", "devices_per_node")
-                     if getattr(self, f) is not None]
+            given = [
+                f
+                for f in ("precision", "num_devices", "mfu", "usd_per_device_hour", "devices_per_node")
+                if getattr(self, f) is not None
+            ]
             if given:
-                raise InputError(f"{', '.join(map(flag, given))}: applies only with --device (choose from the device table)")
+                raise InputError(
+                    f"{', '.join(map(flag, given))}: applies only with --device (choose from the device table)"
+                )
         for f in ("compute", "budget_usd", "device_hours", "days", "target_loss", "usd_per_device_hour"):
             v = getattr(self, f)
             if v is not None and not v > 0:
@@ -89,7 +107,9 @@ class BudgetOptions:
                 resolve_mfu(self.mfu, self.device, self.precision or "bf16", None)
 
 
-def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 0.95, *, accuracy=None, task_loss=None) -> dict:
+def build_plan(
+    fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 0.95, *, accuracy=None, task_loss=None
+) -> dict:
     """The plan for the budget in `opts`, with its `cost` and `inference` sections, and with an
     accuracy fit (and a task-loss fit) the planned run's predicted accuracy per task
     (`accuracy`, `accuracy_basis`: scaling.planning.accuracy_chain)."""
@@ -103,7 +123,9 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
     if accuracy is not None:
         check(accuracy, task_loss, chin)  # fits that do not chain: exit 2 before any work
     elif task_loss is not None:
-        raise InputError("--task-loss feeds --accuracy: give the accuracy fit too (--accuracy ACC.json from `scalelab fit accuracy`)")
+        raise InputError(
+            "--task-loss feeds --accuracy: give the accuracy fit too (--accuracy ACC.json from `scalelab fit accuracy`)"
+        )
     hw = None
     if opts.device:
         precision = opts.precision or "bf16"
@@ -118,16 +140,24 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
     if opts.inference_tokens is not None:
         ch = [f for f in fits if f["law"] == "chinchilla"]
         if len(ch) != 1:
-            raise InputError("plan needs exactly one chinchilla fit record (--fit F.json from `scalelab fit chinchilla`)")
+            raise InputError(
+                "plan needs exactly one chinchilla fit record (--fit F.json from `scalelab fit chinchilla`)"
+            )
         inf = inference_block(ch[0], opts.inference_tokens, target_loss=opts.target_loss, total=opts.compute, ci=ci)
         plan = plan_at(inf["train_flops"])
     elif opts.compute is not None:
         plan = plan_at(opts.compute)
     else:
-        hours, text = costs.budget_device_hours(hw, budget_usd=opts.budget_usd, device_hours=opts.device_hours, days=opts.days)
+        hours, text = costs.budget_device_hours(
+            hw, budget_usd=opts.budget_usd, device_hours=opts.device_hours, days=opts.days
+        )
         plan = costs.plan_for_budget(plan_at, hw, hours)
-        budget = {"form": next(f for f in ("budget_usd", "device_hours", "days") if getattr(opts, f) is not None),
-                  "text": text, "device_hours": hours, "compute": plan["compute"]}
+        budget = {
+            "form": next(f for f in ("budget_usd", "device_hours", "days") if getattr(opts, f) is not None),
+            "text": text,
+            "device_hours": hours,
+            "compute": plan["compute"],
+        }
     if inf and plan.get("vocab_size"):
         seq_len = ((plan.get("recipe") or {}).get("settings") or {}).get("model.seq_len")
         run = choose_preset(chin, inf, model_presets(plan["vocab_size"], seq_len), ci)
@@ -137,8 +167,15 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
         _memory(plan, hw, opts)
         if inf:
             priced = {**plan, "run": inf["run"]} if inf.get("run") else plan  # its hardware FLOPs ratio
-            plan["cost"] = costs.cost_block(priced, hw, ci=ci, flops=inf["train_flops"], tokens=inf["D"],
-                                            flops_samples=inf.get("_train_flops_samples"), tokens_samples=inf.get("_D_samples"))
+            plan["cost"] = costs.cost_block(
+                priced,
+                hw,
+                ci=ci,
+                flops=inf["train_flops"],
+                tokens=inf["D"],
+                flops_samples=inf.get("_train_flops_samples"),
+                tokens_samples=inf.get("_D_samples"),
+            )
             run = inf.get("run")
             if run:  # the preset actually trained spends other FLOPs than the continuous optimum
                 hours = run["compute"]["trainer_flops"] / hw.flops_per_device_hour()
@@ -153,7 +190,8 @@ def build_plan(fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 
         plan["warnings"].append(
             f"inference-aware plan: the plan's compute is the training FLOPs of the inference-aware model "
             f"(N {inf['N']:.3g}, D {inf['D']:.3g}); N_opt/D_opt and the run above are the training-only optimum at that compute, "
-            f"the inference-aware run is the inference section's (--emit-config writes that one)")
+            f"the inference-aware run is the inference section's (--emit-config writes that one)"
+        )
     if accuracy is not None:
         block = plan_block(plan, accuracy, task_loss, chin, ci)
         plan["accuracy"], plan["accuracy_basis"] = block["tasks"], block["basis"]
@@ -171,7 +209,9 @@ def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
         return
     plan["memory"] = mem
     if mem.get("fits") is False:
-        plan.setdefault("warnings", []).append(f"the planned run does not fit on {hw.num_devices} x {hw.device}: {mem['reason']}")
+        plan.setdefault("warnings", []).append(
+            f"the planned run does not fit on {hw.num_devices} x {hw.device}: {mem['reason']}"
+        )
 
 
 def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dict:

@@ -13,6 +13,7 @@ on that device and precision in the run registry (their spread is the MFU interv
 DEFAULT_MFU with its stated range. Intervals combine the fit's bootstrap (N, D, loss, FLOPs
 where they vary) with MFU draws. Torch-free.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,8 +35,10 @@ from scaling.planning.run_model import run_label
 
 DEFAULT_MFU = 0.40
 DEFAULT_MFU_RANGE = (0.30, 0.50)
-DEFAULT_MFU_WHY = ("default 0.40 (range 0.30-0.50 assumed): well-run dense transformer pretraining in bf16 reaches about "
-                   "that (Llama 3 405B: 38-43% on H100, Dubey et al. 2024; PaLM 540B: 46% on TPU v4, Chowdhery et al. 2022)")
+DEFAULT_MFU_WHY = (
+    "default 0.40 (range 0.30-0.50 assumed): well-run dense transformer pretraining in bf16 reaches about "
+    "that (Llama 3 405B: 38-43% on H100, Dubey et al. 2024; PaLM 540B: 46% on TPU v4, Chowdhery et al. 2022)"
+)
 LARGEST_FACTOR = 2.0  # "the largest runs": within this factor of the largest model measured on the device
 DRAWS = 4000
 SEED = 0
@@ -51,7 +54,10 @@ class MFU:
     def interval(self, ci: float) -> list[float] | None:
         if self.draws is None or len(self.draws) < 2:
             return None
-        return [float(np.percentile(self.draws, 100 * (1 - ci) / 2)), float(np.percentile(self.draws, 100 * (1 + ci) / 2))]
+        return [
+            float(np.percentile(self.draws, 100 * (1 - ci) / 2)),
+            float(np.percentile(self.draws, 100 * (1 + ci) / 2)),
+        ]
 
 
 def _precision(run_dir: Path) -> str:
@@ -89,8 +95,10 @@ def measured_mfu(root, device: str, precision: str) -> tuple[MFU | None, str]:
     top = max(n for n, _, _ in rows)
     big = [(m, name) for n, m, name in rows if n >= top / LARGEST_FACTOR]
     vals = np.asarray([m for m, _ in big])
-    src = (f"measured: median whole-run MFU of the {len(big)} largest of {len(rows)} finished {device} {precision} runs under {root} "
-           f"(params >= {top / LARGEST_FACTOR:.3g}; range {vals.min():.3f}-{vals.max():.3f})")
+    src = (
+        f"measured: median whole-run MFU of the {len(big)} largest of {len(rows)} finished {device} {precision} runs under {root} "
+        f"(params >= {top / LARGEST_FACTOR:.3g}; range {vals.min():.3f}-{vals.max():.3f})"
+    )
     return MFU(float(np.median(vals)), src, vals if vals.size > 1 else None, [name for _, name in big]), src
 
 
@@ -149,7 +157,10 @@ def hardware_ratio(plan: dict) -> tuple[float, str]:
         r = comp["trainer_flops"] / comp[conv]
 
         return r, f"hardware FLOPs = {r:.3g} x C (the planned run {run_label(run)}: trainer FLOPs / {conv})"
-    return 1.0, f"hardware FLOPs taken as C ({conv}; no planned model to count attention and the output head: an underestimate)"
+    return (
+        1.0,
+        f"hardware FLOPs taken as C ({conv}; no planned model to count attention and the output head: an underestimate)",
+    )
 
 
 def plan_for_budget(plan_fn, hw: Hardware, hours: float, iterations: int = 2) -> dict:
@@ -181,8 +192,18 @@ def _iv(arr, ci):
     return [float(np.percentile(arr, 100 * (1 - ci) / 2)), float(np.percentile(arr, 100 * (1 + ci) / 2))]
 
 
-def cost_block(plan: dict, hw: Hardware, *, ci: float = 0.95, flops=None, tokens=None, flops_samples=None,
-               tokens_samples=None, budget: dict | None = None, fit=None) -> dict:
+def cost_block(
+    plan: dict,
+    hw: Hardware,
+    *,
+    ci: float = 0.95,
+    flops=None,
+    tokens=None,
+    flops_samples=None,
+    tokens_samples=None,
+    budget: dict | None = None,
+    fit=None,
+) -> dict:
     """The plan's `cost` section: the training of the planned run priced on `hw`.
 
     flops/tokens: training FLOPs (fit convention) and tokens to price, default the plan's compute
@@ -195,12 +216,25 @@ def cost_block(plan: dict, hw: Hardware, *, ci: float = 0.95, flops=None, tokens
     run = plan.get("run") or {}
     D = float(tokens if tokens is not None else run.get("tokens") or plan.get("D_opt"))
     hours = C * r / hw.flops_per_device_hour()
-    out = {"device": hw.device, "precision": hw.precision, "peak_flops": hw.peak, "peak_source": "dense, " + DATASHEETS[hw.device],
-           "mfu": hw.mfu.value, "mfu_source": hw.mfu.source, "num_devices": hw.num_devices,
-           "usd_per_device_hour": hw.usd_per_device_hour, "hardware_flops": C * r, "hardware_flops_ratio": r,
-           "hardware_flops_note": r_note, "device_hours": hours, "days": hours / 24.0 / hw.num_devices,
-           "usd": hours * hw.usd_per_device_hour if hw.usd_per_device_hour else None,
-           "tokens": D, "tokens_per_s": D / (hours * 3600.0) * hw.num_devices, "priced": "training only"}
+    out = {
+        "device": hw.device,
+        "precision": hw.precision,
+        "peak_flops": hw.peak,
+        "peak_source": "dense, " + DATASHEETS[hw.device],
+        "mfu": hw.mfu.value,
+        "mfu_source": hw.mfu.source,
+        "num_devices": hw.num_devices,
+        "usd_per_device_hour": hw.usd_per_device_hour,
+        "hardware_flops": C * r,
+        "hardware_flops_ratio": r,
+        "hardware_flops_note": r_note,
+        "device_hours": hours,
+        "days": hours / 24.0 / hw.num_devices,
+        "usd": hours * hw.usd_per_device_hour if hw.usd_per_device_hour else None,
+        "tokens": D,
+        "tokens_per_s": D / (hours * 3600.0) * hw.num_devices,
+        "priced": "training only",
+    }
     out["tokens_per_s_per_device"] = out["tokens_per_s"] / hw.num_devices
     if hw.mfu.runs:
         out["mfu_runs"] = hw.mfu.runs
@@ -220,9 +254,12 @@ def cost_block(plan: dict, hw: Hardware, *, ci: float = 0.95, flops=None, tokens
             out["loss_at_optimum_interval"] = _iv(loss, ci)
         return out
     h = c * r / (hw.peak * m * 3600.0)
-    for key, arr in (("device_hours", h), ("days", h / 24.0 / hw.num_devices),
-                     ("usd", h * hw.usd_per_device_hour if hw.usd_per_device_hour else None),
-                     ("tokens_per_s", d / (h * 3600.0) * hw.num_devices)):
+    for key, arr in (
+        ("device_hours", h),
+        ("days", h / 24.0 / hw.num_devices),
+        ("usd", h * hw.usd_per_device_hour if hw.usd_per_device_hour else None),
+        ("tokens_per_s", d / (h * 3600.0) * hw.num_devices),
+    ):
         if arr is not None and (iv := _iv(arr, ci)):
             out[f"{key}_interval"] = iv
     return out
@@ -254,20 +291,36 @@ def format_cost(cost: dict, ci: float = 0.95) -> list[str]:
         v = cost.get(f"{key}_interval")
         return f"  [{fmt.format(v[0])}, {fmt.format(v[1])}]" if v else ""
 
-    lines = [f"cost assumptions: {cost['device']} x {cost['num_devices']}, {cost['precision']} dense peak {cost['peak_flops'] / 1e12:.4g} TFLOP/s "
-             f"per device ({cost['peak_source']}); MFU {cost['mfu']:.3g}{iv('mfu', '{:.3g}')} ({cost['mfu_source']}); "
-             + (f"price ${cost['usd_per_device_hour']:g}/device-hour" if cost.get("usd_per_device_hour") else "no price given (--usd-per-device-hour)"),
-             f"  {cost['hardware_flops_note']}; {cost['priced']} ({ci:.0%} intervals)"]
+    lines = [
+        f"cost assumptions: {cost['device']} x {cost['num_devices']}, {cost['precision']} dense peak {cost['peak_flops'] / 1e12:.4g} TFLOP/s "
+        f"per device ({cost['peak_source']}); MFU {cost['mfu']:.3g}{iv('mfu', '{:.3g}')} ({cost['mfu_source']}); "
+        + (
+            f"price ${cost['usd_per_device_hour']:g}/device-hour"
+            if cost.get("usd_per_device_hour")
+            else "no price given (--usd-per-device-hour)"
+        ),
+        f"  {cost['hardware_flops_note']}; {cost['priced']} ({ci:.0%} intervals)",
+    ]
     if cost.get("budget"):
         b = cost["budget"]
         hours = "" if b.get("form") == "device_hours" else f" = {b['device_hours']:.4g} device-hours"
-        lines.append(f"  budget: {b['text']}{hours} -> compute {b['compute']:.4g} FLOPs{iv('compute')} in the fit's convention")
+        lines.append(
+            f"  budget: {b['text']}{hours} -> compute {b['compute']:.4g} FLOPs{iv('compute')} in the fit's convention"
+        )
         if cost.get("loss_at_optimum_interval"):
-            lines.append(f"  loss at the compute-optimal allocation of that budget{iv('loss_at_optimum')} (fit bootstrap x MFU spread)")
-    exact = "" if cost.get("budget") or cost.get("device_hours_interval") else "  (no interval: compute and MFU are both given)"
+            lines.append(
+                f"  loss at the compute-optimal allocation of that budget{iv('loss_at_optimum')} (fit bootstrap x MFU spread)"
+            )
+    exact = (
+        ""
+        if cost.get("budget") or cost.get("device_hours_interval")
+        else "  (no interval: compute and MFU are both given)"
+    )
     lines.append(f"  device-hours: {cost['device_hours']:,.4g}{iv('device_hours')}{exact}")
     lines.append(f"  wall-clock: {cost['days']:.4g} days on {cost['num_devices']} devices{iv('days')}")
     if cost.get("usd") is not None:
         lines.append(f"  cost: ${cost['usd']:,.0f}{iv('usd', '${:,.0f}')}")
-    lines.append(f"  tokens/s needed: {cost['tokens_per_s']:.4g} ({cost['tokens_per_s_per_device']:.4g} per device) for {cost['tokens']:.4g} tokens{iv('tokens_per_s')}")
+    lines.append(
+        f"  tokens/s needed: {cost['tokens_per_s']:.4g} ({cost['tokens_per_s_per_device']:.4g} per device) for {cost['tokens']:.4g} tokens{iv('tokens_per_s')}"
+    )
     return lines

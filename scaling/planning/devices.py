@@ -1,5 +1,6 @@
 """Accelerator peaks for cost projections: the table (rundir/devices.py, shared with the trainer's
 MFU) and its CLI-facing lookup, which names the allowed values in its errors."""
+
 from __future__ import annotations
 
 from rundir.devices import DATASHEETS, DEVICES, PRECISIONS, device_from_name

@@ -1,6 +1,7 @@
 """A plan as files: the planned run's train config (`to_train_config`, the one way a plan becomes a
 config, carrying the fits' training recipe) written by `emit_config`, and with a laid-out plan
 (--device) a one-run Slurm sweep spec beside it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,14 @@ def run_name(plan: dict) -> str:
     return f"plan-{run_label(plan['run'])}-C{plan['compute']:.0e}".replace("+", "")
 
 
-def to_train_config(plan: dict, base: dict | None = None, micro_batch_size: int = 16, *, data: str | dict | None = None,
-                    name: str | None = None) -> dict:
+def to_train_config(
+    plan: dict,
+    base: dict | None = None,
+    micro_batch_size: int = 16,
+    *,
+    data: str | dict | None = None,
+    name: str | None = None,
+) -> dict:
     """The plan's run as a train config (configs/train/*.yaml shape): the one way a plan becomes a config.
 
     base: the training recipe the run inherits, as the dotted keys of a fit's recipe (optim.*,
@@ -53,9 +60,27 @@ def to_train_config(plan: dict, base: dict | None = None, micro_batch_size: int 
         "optim": optim,
         "schedule": schedule,
         "train": {"tokens": max(tokens, gbs * seq_len), "micro_batch_size": micro, "global_batch_size": gbs},
-        "extras": {"plan": {k: plan.get(k) for k in ("compute", "N_opt", "D_opt", "n_kind", "conventions") if k in plan}
-                   | {"run": {k: run.get(k) for k in ("preset", "shape_rule", "N", "params", "flops_per_token", "tokens", "loss",
-                                                "loss_interval", "lr", "batch_tokens") if run.get(k) is not None}}},
+        "extras": {
+            "plan": {k: plan.get(k) for k in ("compute", "N_opt", "D_opt", "n_kind", "conventions") if k in plan}
+            | {
+                "run": {
+                    k: run.get(k)
+                    for k in (
+                        "preset",
+                        "shape_rule",
+                        "N",
+                        "params",
+                        "flops_per_token",
+                        "tokens",
+                        "loss",
+                        "loss_interval",
+                        "lr",
+                        "batch_tokens",
+                    )
+                    if run.get(k) is not None
+                }
+            }
+        },
     }
     for key in ("eval_tokens", "eval_every_steps"):  # the same held-out measurement as the fitted runs
         if st.get(f"train.{key}") is not None:
@@ -84,18 +109,24 @@ def _model_section(run: dict, seq_len: int) -> dict:
     return {k: run["model"][k] for k in keep if run["model"].get(k) is not None} | {"seq_len": seq_len}
 
 
-def emit_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str | dict | None = None, name: str | None = None) -> Path:
+def emit_config(
+    plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str | dict | None = None, name: str | None = None
+) -> Path:
     """Write `to_train_config(plan, ...)` as a YAML train config, with a header saying where it came
     from; with a laid-out plan (--device) also `<stem>.sweep.yaml`, a one-run sweep spec with the
     layout's Slurm block (nodes, GPUs per node) that `scalelab sweep plan` accepts."""
     cfg = to_train_config(plan, micro_batch_size=micro_batch_size, data=data, name=name)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    header = ("# Written by `scalelab plan --emit-config`: the planned run for the budget, trained with the recipe of the runs\n"
-              "# the laws were fitted on (schedule, warmup, weight decay, sequence length, data).\n")
+    header = (
+        "# Written by `scalelab plan --emit-config`: the planned run for the budget, trained with the recipe of the runs\n"
+        "# the laws were fitted on (schedule, warmup, weight decay, sequence length, data).\n"
+    )
     out.write_text(header + yaml.safe_dump(cfg, sort_keys=False))
     if (plan.get("memory") or {}).get("fits"):
-        sweep_spec_path(out).write_text(_sweep_header(plan) + yaml.safe_dump(sweep_spec(plan, out, cfg["name"]), sort_keys=False))
+        sweep_spec_path(out).write_text(
+            _sweep_header(plan) + yaml.safe_dump(sweep_spec(plan, out, cfg["name"]), sort_keys=False)
+        )
     return out
 
 
@@ -106,15 +137,29 @@ def sweep_spec_path(config: Path) -> Path:
 def sweep_spec(plan: dict, config: Path, name: str) -> dict:
     """The planned run as a one-run sweep (kind seeds, its train.seed) on Slurm with the plan's layout."""
     mem = plan["memory"]
-    return {"name": name, "base": config.name, "kind": "seeds", "seeds": [0],
-            "executor": {"slurm": {"partition": "gpu", "account": None, "nodes": int(mem["nodes"]),
-                                   "gpus_per_node": int(mem["devices_per_node"]), "time": "48:00:00",
-                                   "setup": ["source .venv/bin/activate"]}}}
+    return {
+        "name": name,
+        "base": config.name,
+        "kind": "seeds",
+        "seeds": [0],
+        "executor": {
+            "slurm": {
+                "partition": "gpu",
+                "account": None,
+                "nodes": int(mem["nodes"]),
+                "gpus_per_node": int(mem["devices_per_node"]),
+                "time": "48:00:00",
+                "setup": ["source .venv/bin/activate"],
+            }
+        },
+    }
 
 
 def _sweep_header(plan: dict) -> str:
     cost = plan.get("cost") or {}
     days = f", about {cost['days']:.3g} days at MFU {cost['mfu']:.2g}" if cost.get("days") else ""
-    return ("# Written by `scalelab plan --emit-config`: the planned run as a one-run sweep on Slurm, laid out by the plan\n"
-            f"# ({plan['memory']['nodes']} node(s) x {plan['memory']['devices_per_node']} devices{days}). Set partition,\n"
-            "# account and time for your cluster, then: scalelab sweep plan THIS.yaml; scalelab sweep launch THIS.yaml --executor slurm\n")
+    return (
+        "# Written by `scalelab plan --emit-config`: the planned run as a one-run sweep on Slurm, laid out by the plan\n"
+        f"# ({plan['memory']['nodes']} node(s) x {plan['memory']['devices_per_node']} devices{days}). Set partition,\n"
+        "# account and time for your cluster, then: scalelab sweep plan THIS.yaml; scalelab sweep launch THIS.yaml --executor slurm\n"
+    )

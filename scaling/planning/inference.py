@@ -14,6 +14,7 @@ k(N) / 3 (2 N under 6 N D), so the total is F = k(N) (D + T / 3) = 6 N D + 2 N T
   dimension in log N, bracketed on a grid and refined the same way.
 Torch-free; `inference_block` adds the plan's `inference` section with bootstrap intervals.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -103,7 +104,9 @@ def _flops(N, D, T, cost):
     return float(k * D), float(k * T / 3.0)
 
 
-def allocate(law, T: float, cost: TokenCost | None, *, target_loss: float | None = None, total: float | None = None) -> dict:
+def allocate(
+    law, T: float, cost: TokenCost | None, *, target_loss: float | None = None, total: float | None = None
+) -> dict:
     """One law's inference-aware plan and its training-only comparison (both reach the same loss)."""
     if target_loss is not None:
         N, D = min_total_for_loss(law, target_loss, T, cost)
@@ -113,12 +116,25 @@ def allocate(law, T: float, cost: TokenCost | None, *, target_loss: float | None
     if not np.isfinite(N):
         return {}
     train, infer = _flops(N, D, T, cost)
-    cN, cD = (chinchilla_for_loss(law, loss) if cost is None or cost.exact else min_total_for_loss(law, loss, 0.0, cost))
+    cN, cD = chinchilla_for_loss(law, loss) if cost is None or cost.exact else min_total_for_loss(law, loss, 0.0, cost)
     ctrain, cinfer = _flops(cN, cD, T, cost)
     total_flops = train + infer
-    return {"N": N, "D": D, "loss": float(loss), "train_flops": train, "inference_flops": infer, "total_flops": total_flops,
-            "chinchilla": {"N": cN, "D": cD, "train_flops": ctrain, "inference_flops": cinfer, "total_flops": ctrain + cinfer},
-            "saving": 1.0 - total_flops / (ctrain + cinfer)}
+    return {
+        "N": N,
+        "D": D,
+        "loss": float(loss),
+        "train_flops": train,
+        "inference_flops": infer,
+        "total_flops": total_flops,
+        "chinchilla": {
+            "N": cN,
+            "D": cD,
+            "train_flops": ctrain,
+            "inference_flops": cinfer,
+            "total_flops": ctrain + cinfer,
+        },
+        "saving": 1.0 - total_flops / (ctrain + cinfer),
+    }
 
 
 def bootstrap_laws(rec) -> list:
@@ -136,15 +152,18 @@ def bootstrap_laws(rec) -> list:
     return out
 
 
-def inference_block(rec, inference_tokens: float, *, target_loss: float | None = None, total: float | None = None,
-                    ci: float = 0.95) -> dict:
+def inference_block(
+    rec, inference_tokens: float, *, target_loss: float | None = None, total: float | None = None, ci: float = 0.95
+) -> dict:
     """The plan's `inference` section from an approach-3 chinchilla record: N, D, train/inference/
     total FLOPs, the training-only optimum reaching the same loss, the saving, and percentile
     intervals over the record's bootstrap laws (`samples` of them solved; `unreachable` counts the
     laws whose E is at or above the target)."""
     if rec.get("approach") != 3:
-        raise InputError("--inference-tokens / --target-loss need an approach-3 chinchilla fit (a loss law L(N, D)); "
-                         f"this record is approach {rec.get('approach')}")
+        raise InputError(
+            "--inference-tokens / --target-loss need an approach-3 chinchilla fit (a loss law L(N, D)); "
+            f"this record is approach {rec.get('approach')}"
+        )
     if (target_loss is None) == (total is None):
         raise InputError("inference planning takes one of --target-loss L or --compute C (a total budget)")
     T = float(inference_tokens)
@@ -156,16 +175,22 @@ def inference_block(rec, inference_tokens: float, *, target_loss: float | None =
     cost = TokenCost.from_record(rec) if rec.get("conventions") else TokenCost(conv["compute"], conv["n_kind"])
     kcost = None if cost.exact else cost
     if target_loss is not None and not target_loss > law.E:
-        raise InputError(f"--target-loss {target_loss} is at or below the fit's irreducible loss E = {law.E:.4g}: no model reaches it")
+        raise InputError(
+            f"--target-loss {target_loss} is at or below the fit's irreducible loss E = {law.E:.4g}: no model reaches it"
+        )
     out = allocate(law, T, kcost, target_loss=target_loss, total=total)
     if not out:
-        raise InputError(f"--compute {total:.3g} cannot pay for {T:.3g} inference tokens with any model: raise the budget")
+        raise InputError(
+            f"--compute {total:.3g} cannot pay for {T:.3g} inference tokens with any model: raise the budget"
+        )
     out = {"mode": "target_loss" if target_loss is not None else "total_compute", "inference_tokens": T, **out}
     out["compute_convention"] = conv["compute"]
     out["n_kind"] = conv["n_kind"]
     per_token = "6*N" if cost.exact else f"k(N) ({conv['compute']}, from the fitted runs)"
-    out["convention"] = (f"FLOPs in the fit's convention ({conv['compute']}, N = {conv['n_kind']} parameters): training "
-                         f"{per_token} per token, inference a forward pass = a third of it ({'2*N' if cost.exact else 'k(N)/3'}) per token")
+    out["convention"] = (
+        f"FLOPs in the fit's convention ({conv['compute']}, N = {conv['n_kind']} parameters): training "
+        f"{per_token} per token, inference a forward pass = a third of it ({'2*N' if cost.exact else 'k(N)/3'}) per token"
+    )
     samples = bootstrap_laws(rec)
     if samples:
         draws = [allocate(s, T, kcost, target_loss=target_loss, total=total) for s in samples]
@@ -188,24 +213,34 @@ def format_inference(inf: dict) -> list[str]:
         return f"  [{v[0]:.4g}, {v[1]:.4g}]" if v else ""
 
     ch = inf["chinchilla"]
-    head = (f"inference-aware plan (Sardana et al. 2024) for {inf['inference_tokens']:.4g} inference tokens, "
-            + (f"reaching loss {inf['loss']:.4f}" if inf["mode"] == "target_loss" else f"total budget {inf['total_flops']:.4g} FLOPs"))
+    head = f"inference-aware plan (Sardana et al. 2024) for {inf['inference_tokens']:.4g} inference tokens, " + (
+        f"reaching loss {inf['loss']:.4f}"
+        if inf["mode"] == "target_loss"
+        else f"total budget {inf['total_flops']:.4g} FLOPs"
+    )
     lines = [head, f"  {inf['convention']}"]
     if inf["mode"] == "total_compute":
         lines.append(f"  best loss: {inf['loss']:.4f}{iv('loss')}")
-    lines += [f"  N: {inf['N']:.4g} parameters{iv('N')}   D: {inf['D']:.4g} tokens{iv('D')}  (D/N = {inf['D'] / inf['N']:.3g})",
-              f"  FLOPs: training {inf['train_flops']:.4g}{iv('train_flops')} + inference {inf['inference_flops']:.4g} = total {inf['total_flops']:.4g}{iv('total_flops')}",
-              f"  training-only (Chinchilla) optimum for the same loss: N {ch['N']:.4g}, D {ch['D']:.4g}, total {ch['total_flops']:.4g} FLOPs",
-              f"  saving: {inf['saving']:.2%} of the total FLOPs" + (f"  [{sv[0]:.2%}, {sv[1]:.2%}]" if (sv := inf.get("saving_interval")) else "")]
+    lines += [
+        f"  N: {inf['N']:.4g} parameters{iv('N')}   D: {inf['D']:.4g} tokens{iv('D')}  (D/N = {inf['D'] / inf['N']:.3g})",
+        f"  FLOPs: training {inf['train_flops']:.4g}{iv('train_flops')} + inference {inf['inference_flops']:.4g} = total {inf['total_flops']:.4g}{iv('total_flops')}",
+        f"  training-only (Chinchilla) optimum for the same loss: N {ch['N']:.4g}, D {ch['D']:.4g}, total {ch['total_flops']:.4g} FLOPs",
+        f"  saving: {inf['saving']:.2%} of the total FLOPs"
+        + (f"  [{sv[0]:.2%}, {sv[1]:.2%}]" if (sv := inf.get("saving_interval")) else ""),
+    ]
     r = inf.get("run")
     if r:
-        lines.append(f"  run: preset {r['preset']} ({r['N']:.4g} {r['n_kind']} params, {r['ratio_to_N']:.3g}x N; {r['choice']}), "
-                     f"{r['tokens']:.4g} tokens, total {r['total_flops']:.4g} FLOPs; predicted loss {r['loss']:.4f}"
-                     f"  [{r['loss_interval'][0]:.4g}, {r['loss_interval'][1]:.4g}]"
-                     + (f"; its training: {r['device_hours']:,.4g} device-hours" if r.get("device_hours") else "")
-                     + (f", ${r['usd']:,.0f}" if r.get("usd") else ""))
+        lines.append(
+            f"  run: preset {r['preset']} ({r['N']:.4g} {r['n_kind']} params, {r['ratio_to_N']:.3g}x N; {r['choice']}), "
+            f"{r['tokens']:.4g} tokens, total {r['total_flops']:.4g} FLOPs; predicted loss {r['loss']:.4f}"
+            f"  [{r['loss_interval'][0]:.4g}, {r['loss_interval'][1]:.4g}]"
+            + (f"; its training: {r['device_hours']:,.4g} device-hours" if r.get("device_hours") else "")
+            + (f", ${r['usd']:,.0f}" if r.get("usd") else "")
+        )
     if inf.get("unreachable"):
-        lines.append(f"  note: the target is below E in {inf['unreachable']} of {inf['samples']} bootstrap laws (left out of the intervals)")
+        lines.append(
+            f"  note: the target is below E in {inf['unreachable']} of {inf['samples']} bootstrap laws (left out of the intervals)"
+        )
     return lines
 
 
@@ -236,8 +271,22 @@ def choose_preset(rec, inf: dict, presets: list[dict], ci: float = 0.95) -> dict
         return None
     _, pr, N, k, D = min(rows, key=lambda r: r[0])
     pred = predict_loss(rec, N, D, ci)
-    return {"preset": pr["name"], "n_kind": key, "N": N, "params": pr["total"], "seq_len": pr["seq_len"], "tokens": D,
-            "train_flops": k * D, "inference_flops": k * T / 3.0, "total_flops": k * (D + T / 3.0),
-            "ratio_to_N": N / inf["N"], "loss": pred["loss"], "loss_interval": pred["interval"],
-            "loss_interval_kind": pred["interval_kind"], "compute": {c: v * D for c, v in pr["k"].items()},
-            "choice": "least total FLOPs reaching the target loss" if inf["mode"] == "target_loss" else "lowest predicted loss within the total budget"}
+    return {
+        "preset": pr["name"],
+        "n_kind": key,
+        "N": N,
+        "params": pr["total"],
+        "seq_len": pr["seq_len"],
+        "tokens": D,
+        "train_flops": k * D,
+        "inference_flops": k * T / 3.0,
+        "total_flops": k * (D + T / 3.0),
+        "ratio_to_N": N / inf["N"],
+        "loss": pred["loss"],
+        "loss_interval": pred["interval"],
+        "loss_interval_kind": pred["interval_kind"],
+        "compute": {c: v * D for c, v in pr["k"].items()},
+        "choice": "least total FLOPs reaching the target loss"
+        if inf["mode"] == "target_loss"
+        else "lowest predicted loss within the total budget",
+    }

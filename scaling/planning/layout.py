@@ -7,6 +7,7 @@ smallest ZeRO stage, then the largest micro-batch that fits with headroom, activ
 checkpointing only when nothing fits without it, gradient accumulation to the global batch.
 Nodes: --devices-per-node (default 8, the usual GPU node) when it divides the device count.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,10 @@ def batch_sequences(plan: dict, seq_len: int, world: int) -> tuple[int, str]:
         tokens = float(settings["train.global_batch_size"]) * seq_len
         source = "the fitted runs' global batch"
     else:
-        tokens, source = float(DEFAULT_BATCH_TOKENS), f"default {DEFAULT_BATCH_TOKENS / 2**20:g}M tokens (Llama 2/3's batch)"
+        tokens, source = (
+            float(DEFAULT_BATCH_TOKENS),
+            f"default {DEFAULT_BATCH_TOKENS / 2**20:g}M tokens (Llama 2/3's batch)",
+        )
     seqs = max(1, round(tokens / seq_len))
     rounded = world * math.ceil(seqs / world)
     if rounded != seqs:
@@ -55,8 +59,15 @@ def batch_sequences(plan: dict, seq_len: int, world: int) -> tuple[int, str]:
     return rounded, source
 
 
-def layout_block(plan: dict, device: str, num_devices: int, precision: str, *, devices_per_node: int | None = None,
-                 optimizer: str | None = None) -> dict | None:
+def layout_block(
+    plan: dict,
+    device: str,
+    num_devices: int,
+    precision: str,
+    *,
+    devices_per_node: int | None = None,
+    optimizer: str | None = None,
+) -> dict | None:
     """The plan's `memory` section for its run on `num_devices` x `device` (None without a run)."""
     run = plan.get("run")
     if not run or not run.get("model"):
@@ -68,8 +79,16 @@ def layout_block(plan: dict, device: str, num_devices: int, precision: str, *, d
     mem = MEMORY_BYTES.get(device)
     if mem is None:
         return {"fits": None, "reason": f"no memory size for device {device}"}
-    lay = choose_layout(cfg, global_batch_size=seqs, device_memory_bytes=mem, nodes=nodes, devices_per_node=per,
-                        precision=MEMORY_PRECISION.get(precision, precision), optimizer=optimizer, device="cuda")
+    lay = choose_layout(
+        cfg,
+        global_batch_size=seqs,
+        device_memory_bytes=mem,
+        nodes=nodes,
+        devices_per_node=per,
+        precision=MEMORY_PRECISION.get(precision, precision),
+        optimizer=optimizer,
+        device="cuda",
+    )
     out = lay.to_dict()
     out.update(global_batch_size=seqs, global_batch_tokens=seqs * cfg.seq_len, global_batch_source=source)
     return out
@@ -96,15 +115,21 @@ def format_memory(mem: dict) -> list[str]:
     if mem.get("fits") is None and "per_device_bytes" not in mem:
         return [f"memory: {mem.get('reason')}"]
     b = mem["per_device_bytes"]
-    lines = [f"memory per device: {b['total'] / gib:.1f} GiB of {mem['device_memory_bytes'] / gib:.0f} GiB "
-             f"(params {b['params'] / gib:.1f}, grads {b['grads'] / gib:.1f}, optimizer {b['optimizer'] / gib:.1f}, "
-             f"activations {b['activations'] / gib:.1f}, other {b['other'] / gib:.1f}; {mem['headroom']:.0%} headroom kept)"]
-    ckpt = mem["activation_checkpointing"] + (f" (k={mem['activation_checkpointing_k']})" if mem.get("activation_checkpointing_k") else "")
+    lines = [
+        f"memory per device: {b['total'] / gib:.1f} GiB of {mem['device_memory_bytes'] / gib:.0f} GiB "
+        f"(params {b['params'] / gib:.1f}, grads {b['grads'] / gib:.1f}, optimizer {b['optimizer'] / gib:.1f}, "
+        f"activations {b['activations'] / gib:.1f}, other {b['other'] / gib:.1f}; {mem['headroom']:.0%} headroom kept)"
+    ]
+    ckpt = mem["activation_checkpointing"] + (
+        f" (k={mem['activation_checkpointing_k']})" if mem.get("activation_checkpointing_k") else ""
+    )
     if mem["fits"]:
-        lines.append(f"layout: {mem['nodes']} node(s) x {mem['devices_per_node']} devices, ZeRO-{mem['zero_stage']}, "
-                     f"micro-batch {mem['micro_batch_size']}, gradient accumulation {mem['gradient_accumulation_steps']}, "
-                     f"activation checkpointing {ckpt}; global batch {mem['global_batch_size']} sequences "
-                     f"({mem['global_batch_source']})")
+        lines.append(
+            f"layout: {mem['nodes']} node(s) x {mem['devices_per_node']} devices, ZeRO-{mem['zero_stage']}, "
+            f"micro-batch {mem['micro_batch_size']}, gradient accumulation {mem['gradient_accumulation_steps']}, "
+            f"activation checkpointing {ckpt}; global batch {mem['global_batch_size']} sequences "
+            f"({mem['global_batch_source']})"
+        )
     else:
         lines.append(f"layout: does not fit: {mem['reason']}")
     return lines
@@ -127,16 +152,43 @@ def priced_model_plan(path: str, tokens: float, vocab_size: int | None) -> dict:
     try:
         cfg = model_config(model, vocab_size or model.get("vocab_size"), None)
     except ValidationError as exc:
-        raise InputError(f"--model {path}: not a valid model section: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
+        raise InputError(
+            f"--model {path}: not a valid model section: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+        ) from exc
     c = count(cfg)
-    mapping = {k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")}
-    mapping.update(n_kv_heads=cfg.kv_heads, d_ff=cfg.ffn_dim,
-                   moe=cfg.moe.model_dump(mode="json") if cfg.moe is not None else None)
+    mapping = {
+        k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")
+    }
+    mapping.update(
+        n_kv_heads=cfg.kv_heads, d_ff=cfg.ffn_dim, moe=cfg.moe.model_dump(mode="json") if cfg.moe is not None else None
+    )
     C = c.flops_per_token * float(tokens)
-    run = {"preset": model.get("preset"), "shape_rule": None, "choice": f"given (--model {path})", "n_kind": "total",
-           "N": c.total, "params": c.total, "non_embedding_params": c.non_embedding, "active_params": c.active,
-           "flops_per_token": c.flops_per_token, "seq_len": cfg.seq_len, "tokens": float(tokens), "ratio_to_N_opt": None,
-           "compute": {"trainer_flops": C, "6ND_total": 6.0 * c.total * tokens, "6ND_nonembed": 6.0 * c.non_embedding * tokens},
-           "model": mapping}
-    return {"compute": C, "conventions": {"compute": "trainer_flops", "n_kind": "total"}, "n_kind": "total",
-            "vocab_size": cfg.vocab_size, "run": run, "given_model": str(path), "warnings": []}
+    run = {
+        "preset": model.get("preset"),
+        "shape_rule": None,
+        "choice": f"given (--model {path})",
+        "n_kind": "total",
+        "N": c.total,
+        "params": c.total,
+        "non_embedding_params": c.non_embedding,
+        "active_params": c.active,
+        "flops_per_token": c.flops_per_token,
+        "seq_len": cfg.seq_len,
+        "tokens": float(tokens),
+        "ratio_to_N_opt": None,
+        "compute": {
+            "trainer_flops": C,
+            "6ND_total": 6.0 * c.total * tokens,
+            "6ND_nonembed": 6.0 * c.non_embedding * tokens,
+        },
+        "model": mapping,
+    }
+    return {
+        "compute": C,
+        "conventions": {"compute": "trainer_flops", "n_kind": "total"},
+        "n_kind": "total",
+        "vocab_size": cfg.vocab_size,
+        "run": run,
+        "given_model": str(path),
+        "warnings": [],
+    }

@@ -12,6 +12,7 @@ Answers, in the Chinchilla record's conventions (compute kind and N kind, stated
 fits' training recipe (schedule, warmup, weight decay, sequence length, data), so the run is trained
 like the runs the law saw; `emit_config` writes it.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -50,9 +51,17 @@ def _fit_warnings(fits: list[FitRecord]) -> list[str]:
     return out
 
 
-def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None = None, ci: float = 0.95,
-              compute_kind: str | None = None, unique_tokens: float | None = None, presets_only: bool = False,
-              shape_rule: str | None = None) -> dict:
+def make_plan(
+    fits: list[FitRecord],
+    compute: float,
+    *,
+    vocab_size: int | None = None,
+    ci: float = 0.95,
+    compute_kind: str | None = None,
+    unique_tokens: float | None = None,
+    presets_only: bool = False,
+    shape_rule: str | None = None,
+) -> dict:
     """Recommendation for compute C (in the Chinchilla record's convention) from the given fits.
     A data-constrained law allocates C for `unique_tokens` unique training tokens (default: the
     fitted runs' data set, when they share one): few unique tokens shrink N_opt."""
@@ -60,7 +69,9 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
         raise InputError(f"--compute must be a positive number of FLOPs (got {compute})")
     alloc = [f for f in fits if f["law"] == "chinchilla"]
     if not alloc:
-        raise InputError("plan needs a chinchilla fit record (--fit F.json from `scalelab fit chinchilla`) for N_opt and D_opt")
+        raise InputError(
+            "plan needs a chinchilla fit record (--fit F.json from `scalelab fit chinchilla`) for N_opt and D_opt"
+        )
     if len(alloc) > 1:
         raise InputError("plan takes one chinchilla fit record; got " + str(len(alloc)))
     ch = alloc[0]
@@ -69,11 +80,17 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     warnings: list[str] = _fit_warnings(fits)
     conv = conventions_of(ch, warnings)
     if compute_kind and compute_kind != conv["compute"]:
-        raise InputError(f"--compute-kind {compute_kind} differs from the chinchilla fit's convention ({conv['compute']}): "
-                         f"give the budget in {conv['compute']} FLOPs (or refit with --compute-kind {compute_kind})")
+        raise InputError(
+            f"--compute-kind {compute_kind} differs from the chinchilla fit's convention ({conv['compute']}): "
+            f"give the budget in {conv['compute']} FLOPs (or refit with --compute-kind {compute_kind})"
+        )
     C = float(compute)
-    out: dict = {"compute": C, "ci": ci, "conventions": {"compute": conv["compute"], "n_kind": conv["n_kind"]},
-                 "fits": [{"law": f["law"], "approach": f.get("approach"), "data_sha256": f.get("data_sha256")} for f in fits]}
+    out: dict = {
+        "compute": C,
+        "ci": ci,
+        "conventions": {"compute": conv["compute"], "n_kind": conv["n_kind"]},
+        "fits": [{"law": f["law"], "approach": f.get("approach"), "data_sha256": f.get("data_sha256")} for f in fits],
+    }
     law = from_record(ch)
     cost = TokenCost.from_record(ch) if ch.get("conventions") else TokenCost(conv["compute"], conv["n_kind"])
     rng = ch.get("data_range") or {}
@@ -81,23 +98,31 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     if unique_tokens is not None and not (unique_tokens > 0 and np.isfinite(unique_tokens)):
         raise InputError(f"--unique-tokens must be a positive number of tokens (got {unique_tokens})")
     if unique_tokens is not None and not data_constrained(ch):
-        warnings.append("--unique-tokens is used by a data-constrained law only (fit --law data-constrained): "
-                        "this chinchilla law assumes unlimited unique data")
+        warnings.append(
+            "--unique-tokens is used by a data-constrained law only (fit --law data-constrained): "
+            "this chinchilla law assumes unlimited unique data"
+        )
     unique = (unique_tokens or (ch.get("data") or {}).get("unique_tokens")) if data_constrained(ch) else None
     if ch.get("approach") == 3 and unique:
         n_opt, d_opt = (float(v) for v in allocate(partial(law.predict, U=unique), C, cost, n_range))
         n_fresh, d_fresh = (float(v) for v in optimal(law, C, cost, n_range))
         out["loss_at_optimum"] = float(law.predict(n_opt, d_opt, U=unique))
-        out["data_constrained"] = {"unique_tokens": float(unique),
-                                   "source": "--unique-tokens" if unique_tokens else "the fitted runs' data set",
-                                   "epochs": d_opt / unique, "N_opt_fresh": n_fresh, "D_opt_fresh": d_fresh,
-                                   "loss_at_optimum_fresh": float(law.predict(n_fresh, d_fresh))}
+        out["data_constrained"] = {
+            "unique_tokens": float(unique),
+            "source": "--unique-tokens" if unique_tokens else "the fitted runs' data set",
+            "epochs": d_opt / unique,
+            "N_opt_fresh": n_fresh,
+            "D_opt_fresh": d_fresh,
+            "loss_at_optimum_fresh": float(law.predict(n_fresh, d_fresh)),
+        }
     elif ch.get("approach") == 3:
         n_opt, d_opt = (float(v) for v in optimal(law, C, cost, n_range))
         out["loss_at_optimum"] = float(law.predict(n_opt, d_opt))
         if data_constrained(ch):
-            warnings.append("data-constrained law without unique tokens (the fitted runs do not share one data set): "
-                            "N_opt assumes unlimited unique data; give --unique-tokens")
+            warnings.append(
+                "data-constrained law without unique tokens (the fitted runs do not share one data set): "
+                "N_opt assumes unlimited unique data; give --unique-tokens"
+            )
     else:
         n_opt, d_opt = (float(v) for v in law.compute_optimal(C))
         warnings.append(f"approach {ch.get('approach')} fit: no loss prediction (only approach 3 predicts loss)")
@@ -108,7 +133,9 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
         factor = C / rng["C"][1]
         out["extrapolation_factor"] = factor
         if factor > EXTRAPOLATION_WARN_FACTOR:
-            warnings.append(f"compute {C:.3g} is {factor:.3g}x the largest fitted run ({rng['C'][1]:.3g} FLOPs): a far extrapolation, intervals understate the risk")
+            warnings.append(
+                f"compute {C:.3g} is {factor:.3g}x the largest fitted run ({rng['C'][1]:.3g} FLOPs): a far extrapolation, intervals understate the risk"
+            )
         elif C < rng["C"][0]:
             warnings.append(f"compute {C:.3g} is below the smallest fitted run ({rng['C'][0]:.3g} FLOPs)")
     recipe = ch.get("recipe") or {}
@@ -118,19 +145,39 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
     vocab = vocab_size or recipe_vocab(recipe) or default_vocab_size()
     out["vocab_size"] = vocab
     unique = unique or (ch.get("data") or {}).get("unique_tokens")
-    run = (_choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique, presets_only=presets_only,
-                       shape_rule=shape_rule) if vocab else None)
+    run = (
+        _choose_run(
+            ch,
+            law,
+            C,
+            conv,
+            n_opt,
+            vocab,
+            seq_len,
+            ci,
+            warnings,
+            unique,
+            presets_only=presets_only,
+            shape_rule=shape_rule,
+        )
+        if vocab
+        else None
+    )
     if run:
         out["run"] = run
         if unique:
             run["epochs"] = run["tokens"] / unique
             if run["epochs"] > EPOCHS_WARN:
-                warnings.append(f"the planned run would see its {unique:.3g} unique training tokens {run['epochs']:.3g} times "
-                                f"(> {EPOCHS_WARN:g} epochs): repeated data makes the loss law optimistic; use more data or fit --law data-constrained")
+                warnings.append(
+                    f"the planned run would see its {unique:.3g} unique training tokens {run['epochs']:.3g} times "
+                    f"(> {EPOCHS_WARN:g} epochs): repeated data makes the loss law optimistic; use more data or fit --law data-constrained"
+                )
     if hp:
         _hparams(out, hp[-1], C, n_opt, d_opt, ci, warnings)
     else:
-        warnings.append("no batch-lr fit given: no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)")
+        warnings.append(
+            "no batch-lr fit given: no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)"
+        )
     if cb:
         c, p = cb[-1], cb[-1]["params"]
         run = out.get("run") or {}
@@ -143,7 +190,9 @@ def make_plan(fits: list[FitRecord], compute: float, *, vocab_size: int | None =
         if "B_crit_tokens" in out:
             bt = run.get("batch_tokens")
             if bt and bt > out["B_crit_tokens"]:
-                warnings.append(f"recommended batch {bt:.3g} tokens exceeds the critical batch {out['B_crit_tokens']:.3g}: diminishing returns per token")
+                warnings.append(
+                    f"recommended batch {bt:.3g} tokens exceeds the critical batch {out['B_crit_tokens']:.3g}: diminishing returns per token"
+                )
     out["warnings"] = warnings
     return _clean(out)
 
@@ -163,7 +212,9 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
                 if cost.exact:
                     n_s, d_s = ChinchillaLaw(**s).compute_optimal(C)
                 else:
-                    n_s, d_s = allocate(ChinchillaLaw(**{k: v[:, None] for k, v in s.items()}).predict, C, cost, n_range)
+                    n_s, d_s = allocate(
+                        ChinchillaLaw(**{k: v[:, None] for k, v in s.items()}).predict, C, cost, n_range
+                    )
     else:
         s = _samples(ch, ("N_coef", "a", "D_coef", "b"))
         if s:
@@ -172,7 +223,9 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
         out["N_opt_interval"] = interval(n_s, ci)
         out["D_opt_interval"] = interval(d_s, ci)
     else:
-        warnings.append("chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)")
+        warnings.append(
+            "chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)"
+        )
 
 
 def designed_candidate(ch, n_opt, conv, vocab, seq_len, rule, warnings) -> dict:
@@ -182,8 +235,10 @@ def designed_candidate(ch, n_opt, conv, vocab, seq_len, rule, warnings) -> dict:
     if rule in (None, "runs") and shapes:
         chosen = family_rule(shapes)
     elif rule == "runs":
-        raise InputError("--shape-rule runs: the fit's record names no model shapes of its runs (fitted from a table, "
-                         "or an older record): choose a named rule (marin, olmo-ladder)")
+        raise InputError(
+            "--shape-rule runs: the fit's record names no model shapes of its runs (fitted from a table, "
+            "or an older record): choose a named rule (marin, olmo-ladder)"
+        )
     else:
         chosen = rule or DEFAULT_RULE
     kind = "non_embedding" if conv["n_kind"] == "non_embedding" else "total"
@@ -194,18 +249,27 @@ def designed_candidate(ch, n_opt, conv, vocab, seq_len, rule, warnings) -> dict:
         raise InputError(f"cannot design a model at N_opt {n_opt:.3g}: {exc}") from exc
     warnings += [f"designed model: {n}" for n in d.notes]
     c = d.counts
-    return {"name": None, "shape_rule": d.rule, "shape_rule_source": getattr(chosen, "source", None) or _rule_source(d.rule),
-            "model": d.model_dict(), "total": c.total, "non_embedding": c.non_embedding, "active": c.active,
-            "flops_per_token": c.flops_per_token, "seq_len": d.model.seq_len,
-            "k": {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding, "trainer_flops": c.flops_per_token}}
+    return {
+        "name": None,
+        "shape_rule": d.rule,
+        "shape_rule_source": getattr(chosen, "source", None) or _rule_source(d.rule),
+        "model": d.model_dict(),
+        "total": c.total,
+        "non_embedding": c.non_embedding,
+        "active": c.active,
+        "flops_per_token": c.flops_per_token,
+        "seq_len": d.model.seq_len,
+        "k": {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding, "trainer_flops": c.flops_per_token},
+    }
 
 
 def _rule_source(name: str) -> str:
     return RULES[name].source
 
 
-def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=None, *, presets_only=False,
-                shape_rule=None) -> dict | None:
+def _choose_run(
+    ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=None, *, presets_only=False, shape_rule=None
+) -> dict | None:
     """The run to train at C. Default: the model designed at N_opt (`designed_candidate`), its tokens
     what C buys in the fit's convention. `presets_only`: the dense configs/models/ preset with the
     lowest predicted loss (approach 3; a data-constrained law counts the repetition of the fits'
@@ -234,35 +298,56 @@ def _choose_run(ch, law, C, conv, n_opt, vocab, seq_len, ci, warnings, unique=No
     else:
         best = min(candidates, key=lambda p: abs(np.log(p["N"]) - np.log(n_opt)))
         rule = "nearest N_opt (log scale; presets only)"
-    run = {"preset": best["name"], "shape_rule": best.get("shape_rule"), "choice": rule, "n_kind": key, "N": best["N"],
-           "params": best["total"], "non_embedding_params": best["non_embedding"], "flops_per_token": best["flops_per_token"],
-           "seq_len": best["seq_len"], "tokens": best["tokens"], "ratio_to_N_opt": best["N"] / n_opt,
-           "compute": {k: v * best["tokens"] for k, v in best["k"].items()}, "model": best["model"]}
+    run = {
+        "preset": best["name"],
+        "shape_rule": best.get("shape_rule"),
+        "choice": rule,
+        "n_kind": key,
+        "N": best["N"],
+        "params": best["total"],
+        "non_embedding_params": best["non_embedding"],
+        "flops_per_token": best["flops_per_token"],
+        "seq_len": best["seq_len"],
+        "tokens": best["tokens"],
+        "ratio_to_N_opt": best["N"] / n_opt,
+        "compute": {k: v * best["tokens"] for k, v in best["k"].items()},
+        "model": best["model"],
+    }
     if best.get("shape_rule_source"):
         run["shape_rule_source"] = best["shape_rule_source"]
     if ch.get("approach") == 3:
         pred = predict_loss(ch, best["N"], best["tokens"], ci, **extra)
-        run.update({"loss": pred["loss"], "loss_interval": pred["interval"], "loss_interval_kind": pred["interval_kind"]})
+        run.update(
+            {"loss": pred["loss"], "loss_interval": pred["interval"], "loss_interval_kind": pred["interval_kind"]}
+        )
         if "parameter_interval" in pred:
             run["loss_parameter_interval"] = pred["parameter_interval"]
         if presets_only:
             ranked = sorted(candidates, key=lambda p: p["predicted_loss"])
-            run["runners_up"] = [{"preset": p["name"], "N": p["N"], "tokens": p["tokens"], "predicted_loss": p["predicted_loss"]}
-                                 for p in ranked[1:3]]
+            run["runners_up"] = [
+                {"preset": p["name"], "N": p["N"], "tokens": p["tokens"], "predicted_loss": p["predicted_loss"]}
+                for p in ranked[1:3]
+            ]
     if presets_only and not 0.5 <= run["ratio_to_N_opt"] <= 2.0:
-        warnings.append(f"the chosen preset {best['name']} has {best['N']:.3g} {key} parameters, {run['ratio_to_N_opt']:.2g}x N_opt: "
-                        "no preset close to the optimum (drop --presets-only to design the model at N_opt)")
-    rng = (ch.get("data_range") or {})
+        warnings.append(
+            f"the chosen preset {best['name']} has {best['N']:.3g} {key} parameters, {run['ratio_to_N_opt']:.2g}x N_opt: "
+            "no preset close to the optimum (drop --presets-only to design the model at N_opt)"
+        )
+    rng = ch.get("data_range") or {}
     if rng.get("N") and not (rng["N"][0] / 2 <= best["N"] <= rng["N"][1] * 10):
-        warnings.append(f"the planned model's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}")
+        warnings.append(
+            f"the planned model's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}"
+        )
     return run
 
 
 def _hparams(out, h, C, n_opt, d_opt, ci, warnings):
     """lr and batch from the batch-lr law, at the planned run's own N, D and C in the law's convention."""
     if not has_exponents(h):
-        warnings.append(f"batch-lr fit has no law ({(h.get('settings') or {}).get('exponents') or 'no exponents'}): "
-                        "no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)")
+        warnings.append(
+            f"batch-lr fit has no law ({(h.get('settings') or {}).get('exponents') or 'no exponents'}): "
+            "no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)"
+        )
         return
     hl = from_record(h)
     form = h.get("settings", {}).get("form")
@@ -291,8 +376,11 @@ def _hparams(out, h, C, n_opt, d_opt, ci, warnings):
         target["lr_interval"], target["batch_tokens_interval"] = interval(lrs, ci), interval(bts, ci)
     rng = h.get("data_range") or {}
     where = {"N": N, "D": D, "C": Ch}
-    outside = [f"{k} = {where[k]:.3g} (fitted {rng[k][0]:.3g}-{rng[k][1]:.3g})" for k in ("N", "D", "C")
-               if rng.get(k) and not rng[k][0] / 1.01 <= where[k] <= rng[k][1] * 1.01]
+    outside = [
+        f"{k} = {where[k]:.3g} (fitted {rng[k][0]:.3g}-{rng[k][1]:.3g})"
+        for k in ("N", "D", "C")
+        if rng.get(k) and not rng[k][0] / 1.01 <= where[k] <= rng[k][1] * 1.01
+    ]
     if outside:
         warnings.append("batch-lr law used outside the range it was fitted on: " + ", ".join(outside))
 

@@ -16,6 +16,7 @@ Where DATA has a measured value: rel_error = (predicted - measured) / measured a
 outside the fitted range (N, D, C, U, G, E; the loss range for accuracy) gets its extrapolation
 factor max(x / hi, lo / x) > 1, the largest over its inputs (1 inside).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -66,14 +67,18 @@ def predict(rec, data, columns: list[str] | None = None, *, ci: float = 0.95, se
         raise InputError(f"--ci must be between 0 and 1 (got {ci})")
     law = rec.get("law")
     if rec.get("by"):
-        raise InputError(f"a {law} --by {rec['by']} record holds one law per value: "
-                         "predict with the record of one value's runs")
+        raise InputError(
+            f"a {law} --by {rec['by']} record holds one law per value: predict with the record of one value's runs"
+        )
     if law == "lr-annealing":
-        raise InputError("an lr-annealing fit predicts loss curves of a schedule: "
-                         "use `scalelab predict-curve FIT.json CONFIG`")
+        raise InputError(
+            "an lr-annealing fit predicts loss curves of a schedule: use `scalelab predict-curve FIT.json CONFIG`"
+        )
     if law == "chinchilla" and rec.get("approach") != 3:
-        raise InputError(f"a chinchilla approach-{rec.get('approach')} fit is a compute-optimal frontier "
-                         "(N_opt, D_opt), not a loss law: predict needs an approach-3 fit")
+        raise InputError(
+            f"a chinchilla approach-{rec.get('approach')} fit is a compute-optimal frontier "
+            "(N_opt, D_opt), not a loss law: predict needs an approach-3 fit"
+        )
     rng = np.random.default_rng(seed)
     if law in ("chinchilla", "kaplan", "moe"):
         return _loss(rec, data, columns, ci, rng)
@@ -83,8 +88,10 @@ def predict(rec, data, columns: list[str] | None = None, *, ci: float = 0.95, se
         return _accuracy(rec, data, columns, ci, seed)
     if law == "batch-lr":
         return _batch_lr(rec, data, columns, ci, rng)
-    raise InputError(f"predict does not handle {law!r} fits (it predicts chinchilla approach 3, data-constrained, "
-                     "kaplan, moe, task-loss, accuracy and batch-lr records)")
+    raise InputError(
+        f"predict does not handle {law!r} fits (it predicts chinchilla approach 3, data-constrained, "
+        "kaplan, moe, task-loss, accuracy and batch-lr records)"
+    )
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -113,12 +120,13 @@ def _residuals(rec_part, key: str = "residuals_log") -> np.ndarray:
     return np.asarray([-rms, rms], dtype=float) if rms else np.zeros(1)
 
 
-def _log_intervals(point: np.ndarray, draws: np.ndarray | None, resid: np.ndarray, ci: float,
-                   rng) -> tuple[np.ndarray, np.ndarray]:
+def _log_intervals(
+    point: np.ndarray, draws: np.ndarray | None, resid: np.ndarray, ci: float, rng
+) -> tuple[np.ndarray, np.ndarray]:
     """lo, hi of each point: its bootstrap draws (S, P) (or the point alone) times resampled exp(log residuals)."""
     lo, hi = np.full(point.size, np.nan), np.full(point.size, np.nan)
     for j in range(point.size):
-        base = point[j:j + 1] if draws is None else draws[:, j]
+        base = point[j : j + 1] if draws is None else draws[:, j]
         base = base[np.isfinite(base)]
         if not base.size:
             continue
@@ -177,11 +185,20 @@ def _summary(df, quantities: list[str], single: bool) -> dict:
         rel = df[f"rel_error{sfx}"].to_numpy(float)
         m = np.isfinite(rel)
         ins = [v for v in df[f"inside{sfx}"] if v is not None]
-        s = {"n_points": int(len(df)), "n_measured": int(m.sum()), "n_extrapolated": int(ext.sum()),
-             "max_extrapolation_factor": float(np.max(f)) if len(f) else None}
+        s = {
+            "n_points": int(len(df)),
+            "n_measured": int(m.sum()),
+            "n_extrapolated": int(ext.sum()),
+            "max_extrapolation_factor": float(np.max(f)) if len(f) else None,
+        }
         if m.any():
-            s.update({"mean_abs_rel_error": float(np.mean(np.abs(rel[m]))),
-                      "max_abs_rel_error": float(np.max(np.abs(rel[m]))), "mean_rel_error": float(np.mean(rel[m]))})
+            s.update(
+                {
+                    "mean_abs_rel_error": float(np.mean(np.abs(rel[m]))),
+                    "max_abs_rel_error": float(np.max(np.abs(rel[m]))),
+                    "mean_rel_error": float(np.mean(rel[m])),
+                }
+            )
         if ins:
             s["coverage"] = float(np.mean(ins))
             s["n_inside"] = int(sum(ins))
@@ -193,8 +210,9 @@ def _finish(frame, quantities, conventions, kind, warnings, ci) -> Prediction:
     single = len(quantities) == 1
     summary = _summary(frame, quantities, single)
     summary["ci"] = ci
-    return Prediction(df=frame, quantities=quantities, summary=summary, conventions=conventions, interval_kind=kind,
-                      warnings=warnings)
+    return Prediction(
+        df=frame, quantities=quantities, summary=summary, conventions=conventions, interval_kind=kind, warnings=warnings
+    )
 
 
 def _inputs(df, roles) -> object:
@@ -270,11 +288,14 @@ def _read_loss(rec, data, columns, roles):
     if "U" in roles and "U" not in df.columns:
         unique = (rec.get("data") or {}).get("unique_tokens")
         if not unique:
-            raise InputError("a data-constrained law needs each point's unique tokens: a column U (or unique_tokens, "
-                             "u_d; --col U=NAME); the fit's record states no data set of its own to assume")
+            raise InputError(
+                "a data-constrained law needs each point's unique tokens: a column U (or unique_tokens, "
+                "u_d; --col U=NAME); the fit's record states no data set of its own to assume"
+            )
         df = df.assign(U=float(unique))
-        warnings.append(f"no unique-token column: every point is read as drawing from the fitted runs' {unique:.4g} "
-                        "unique tokens")
+        warnings.append(
+            f"no unique-token column: every point is read as drawing from the fitted runs' {unique:.4g} unique tokens"
+        )
     name = f"{law}" + (f" --law {st['law']}" if st.get("law") else "")
     checked = inputs.Dataset(df=df, source=ds.source, n_kind=ds.n_kind, columns=ds.columns)
     inputs.validate(checked, roles, min_points=1, law=f"predict ({name})")
@@ -315,8 +336,12 @@ def _loss(rec, data, columns, ci, rng) -> Prediction:
     _columns(out, "loss", True, point, lo, hi, df["loss"].to_numpy(float) if "loss" in df.columns else None)
     f = _factor(values, ranges)
     out["extrapolation_factor"] = f if f is not None else np.nan
-    conv = {"n_kind": ds.n_kind, "n_source": ds.n_source, "compute": (rec.get("conventions") or {}).get("compute"),
-            "source": ds.source}
+    conv = {
+        "n_kind": ds.n_kind,
+        "n_source": ds.n_source,
+        "compute": (rec.get("conventions") or {}).get("compute"),
+        "source": ds.source,
+    }
     if "U" in roles:
         given = "U" in ds.df.columns
         conv["unique_tokens"] = f"column {ds.columns.get('U', 'U')}" if given else "the fitted runs' data"
@@ -339,8 +364,9 @@ def _task_loss(rec, data, columns, ci, rng) -> Prediction:
     unknown = sorted(set(df["task"]) - set(per))
     df = df[df["task"].isin(per)].reset_index(drop=True)
     if df.empty:
-        raise InputError(f"no task of the data is in the task-loss fit (fit: {', '.join(per)}; "
-                         f"data: {', '.join(unknown)})")
+        raise InputError(
+            f"no task of the data is in the task-loss fit (fit: {', '.join(per)}; data: {', '.join(unknown)})"
+        )
     if unknown:
         warnings.append(f"task(s) without a law in the fit left out: {', '.join(unknown)}")
     parts = []
@@ -358,8 +384,12 @@ def _task_loss(rec, data, columns, ci, rng) -> Prediction:
         out["extrapolation_factor"] = f if f is not None else np.nan
         parts.append(out)
     frame = pd.concat(parts, ignore_index=True)
-    conv = {"n_kind": n_kind, "loss_metric": st.get("loss_metric"),
-            "compute": (rec.get("conventions") or {}).get("compute"), "source": source}
+    conv = {
+        "n_kind": n_kind,
+        "loss_metric": st.get("loss_metric"),
+        "compute": (rec.get("conventions") or {}).get("compute"),
+        "source": source,
+    }
     return _finish(frame, ["loss"], conv, _interval_kind(all(kinds)), sorted(set(warnings), key=warnings.index), ci)
 
 
@@ -382,8 +412,10 @@ def _accuracy(rec, data, columns, ci, seed) -> Prediction:
     else:
         if "task" not in df.columns:
             if len(per) != 1:
-                raise InputError(f"the accuracy fit holds one sigmoid per task ({', '.join(per)}): "
-                                 "the data needs a task column (--col task=NAME)")
+                raise InputError(
+                    f"the accuracy fit holds one sigmoid per task ({', '.join(per)}): "
+                    "the data needs a task column (--col task=NAME)"
+                )
             df = df.assign(task=next(iter(per)))
         df = df.assign(task=df["task"].astype(str))
         unknown = sorted(set(df["task"]) - set(per))
@@ -391,8 +423,9 @@ def _accuracy(rec, data, columns, ci, seed) -> Prediction:
             warnings.append(f"task(s) without a sigmoid in the fit left out: {', '.join(unknown)}")
         groups = [(t, per[t], g) for t, g in df.groupby("task", sort=False) if t in per]
         if not groups:
-            raise InputError(f"no task of the data is in the accuracy fit (fit: {', '.join(per)}; "
-                             f"data: {', '.join(unknown)})")
+            raise InputError(
+                f"no task of the data is in the accuracy fit (fit: {', '.join(per)}; data: {', '.join(unknown)})"
+            )
     parts, with_draws = [], True
     for _, r, g in groups:
         L = g["loss"].to_numpy(float)
@@ -442,14 +475,33 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
             gd = group_by_tolerance(df["D"].to_numpy(float), 0.01)
             _, groups = np.unique(np.stack([gn, gd], 1), axis=0, return_inverse=True)
         lg = lambda c: np.log(df[c].to_numpy(float))  # noqa: E731
-        _, rows = select_points(lg("N"), lg("D"), np.log(C), lg("lr"), lg("batch_tokens"), df["loss"].to_numpy(float),
-                                np.ravel(groups), float(st.get("near_optimal_tol", 0.0025)), st.get("optimum", "best"))
-        pts = pd.DataFrame({"N": [r["N"] for r in rows], "D": [r["D"] for r in rows], "C": [r["C"] for r in rows],
-                            "n_runs": [r["n_runs"] for r in rows]})
-        measured = {"lr": np.array([r["opt_lr"] for r in rows]),
-                    "batch_tokens": np.array([r["opt_batch_tokens"] for r in rows])}
-        warnings.append(f"the data is a batch x lr sweep: each of its {len(rows)} group(s)' optimum "
-                        f"({st.get('optimum', 'best')}) is compared with the law")
+        _, rows = select_points(
+            lg("N"),
+            lg("D"),
+            np.log(C),
+            lg("lr"),
+            lg("batch_tokens"),
+            df["loss"].to_numpy(float),
+            np.ravel(groups),
+            float(st.get("near_optimal_tol", 0.0025)),
+            st.get("optimum", "best"),
+        )
+        pts = pd.DataFrame(
+            {
+                "N": [r["N"] for r in rows],
+                "D": [r["D"] for r in rows],
+                "C": [r["C"] for r in rows],
+                "n_runs": [r["n_runs"] for r in rows],
+            }
+        )
+        measured = {
+            "lr": np.array([r["opt_lr"] for r in rows]),
+            "batch_tokens": np.array([r["opt_batch_tokens"] for r in rows]),
+        }
+        warnings.append(
+            f"the data is a batch x lr sweep: each of its {len(rows)} group(s)' optimum "
+            f"({st.get('optimum', 'best')}) is compared with the law"
+        )
     else:
         pts = pd.DataFrame({"N": df["N"].to_numpy(float), "D": df["D"].to_numpy(float)})
         if C is not None:
@@ -457,8 +509,11 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
         if "run" in df.columns:
             pts.insert(0, "run", df["run"].to_numpy())
         measured = {q: df[q].to_numpy(float) if q in df.columns else None for q in ("lr", "batch_tokens")}
-    x = {"N": pts["N"].to_numpy(float), "D": pts["D"].to_numpy(float),
-         "C": pts["C"].to_numpy(float) if "C" in pts else None}
+    x = {
+        "N": pts["N"].to_numpy(float),
+        "D": pts["D"].to_numpy(float),
+        "C": pts["C"].to_numpy(float) if "C" in pts else None,
+    }
     if form == "compute":
         keys = ("lr_coef", "lr_exp_C", "bs_coef", "bs_exp_C")
         lr, bt = ComputeHParamLaw(**{k: p[k] for k in keys}).predict(C=x["C"])
@@ -481,8 +536,9 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
         lo, hi = _log_intervals(pred, qd, _residuals(rec, rkey), ci, rng)
         _columns(out, q, False, pred, lo, hi, measured[q])
     if not (rec.get("diagnostics") or {}).get("residuals_log_lr"):
-        warnings.append("the record keeps no residuals (an older batch-lr record): "
-                        "the interval is the parameters' only")
+        warnings.append(
+            "the record keeps no residuals (an older batch-lr record): the interval is the parameters' only"
+        )
     ranges = rec.get("data_range") or {}
     f = _factor({k: v for k, v in x.items() if v is not None and (form == "compute") == (k == "C")}, ranges)
     out["extrapolation_factor"] = f if f is not None else np.nan

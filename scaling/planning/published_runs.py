@@ -9,6 +9,7 @@ included), peaks from rundir/devices.py (bf16 dense). A report's device-hours co
 authors counted (restarts, downtime, for Llama 3.1 and DeepSeek-V3 the long-context stages too),
 so the implied MFU is a lower bound on the MFU of the steps themselves.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,63 +45,103 @@ class PublishedRun:
 
 RUNS = (
     PublishedRun(
-        "Chinchilla 70B", "d 8192, 80 layers, 64 heads of 128, FFN 4d (GeLU), vocab 32000, seq 2048", 1.4e12, "tpu-v4",
-        "TPUv3/TPUv4 (no split given)", None,
+        "Chinchilla 70B",
+        "d 8192, 80 layers, 64 heads of 128, FFN 4d (GeLU), vocab 32000, seq 2048",
+        1.4e12,
+        "tpu-v4",
+        "TPUv3/TPUv4 (no split given)",
+        None,
         "Hoffmann et al. 2022, arXiv:2203.15556, Table 4 (shape) and Sec. 3/4 (1.4T tokens, 5.76e23 FLOPs, TPUv3/v4)",
         ModelConfig(d_model=8192, n_layers=80, n_heads=64, d_ff=21845, vocab_size=32000, seq_len=2048),
         note="its 4d GeLU FFN as a SwiGLU of the same parameters (d_ff 8d/3); 64.9B here, 70B in the paper; no "
-        "device-hours reported"),
+        "device-hours reported",
+    ),
     PublishedRun(
-        "Llama 2 70B", "d 8192, 80 layers, 64 heads, 8 kv heads, d_ff 28672, vocab 32000, seq 4096", 2.0e12,
-        "a100-80gb", "A100-80GB", 1_720_320,
+        "Llama 2 70B",
+        "d 8192, 80 layers, 64 heads, 8 kv heads, d_ff 28672, vocab 32000, seq 4096",
+        2.0e12,
+        "a100-80gb",
+        "A100-80GB",
+        1_720_320,
         "Touvron et al. 2023, arXiv:2307.09288 (2T tokens, 4096 context); Llama 2 model card (1,720,320 A100-80GB "
         "GPU-hours for 70B)",
-        ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=32000, seq_len=4096)),
+        ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=32000, seq_len=4096),
+    ),
     PublishedRun(
-        "Llama 3.1 405B", "d 16384, 126 layers, 128 heads, 8 kv heads, d_ff 53248, vocab 128256, seq 8192", 15.6e12,
-        "h100-sxm", "H100-80GB", 30.84e6,
+        "Llama 3.1 405B",
+        "d 16384, 126 layers, 128 heads, 8 kv heads, d_ff 53248, vocab 128256, seq 8192",
+        15.6e12,
+        "h100-sxm",
+        "H100-80GB",
+        30.84e6,
         "Llama 3 paper, arXiv:2407.21783 (15.6T tokens, 8K context in pre-training); Llama 3.1 model card "
         "(30.84M H100-80GB GPU-hours for 405B)",
-        ModelConfig(d_model=16384, n_layers=126, n_heads=128, n_kv_heads=8, d_ff=53248, vocab_size=128256,
-                    seq_len=8192)),
+        ModelConfig(
+            d_model=16384, n_layers=126, n_heads=128, n_kv_heads=8, d_ff=53248, vocab_size=128256, seq_len=8192
+        ),
+    ),
     PublishedRun(
-        "OLMo 2 7B", "d 4096, 32 layers, 32 heads, d_ff 11008, vocab 100352, seq 4096", 4.0e12, "h100-sxm",
-        "H100", None,
+        "OLMo 2 7B",
+        "d 4096, 32 layers, 32 heads, d_ff 11008, vocab 100352, seq 4096",
+        4.0e12,
+        "h100-sxm",
+        "H100",
+        None,
         "OLMo 2, arXiv:2501.00656, and the OLMo-2-1124-7B model card (4T tokens, 32 layers, 4096 wide, 32 heads, "
         "4096 context); OLMo-core olmo2_7B (= llama2_7B shape, vocab 100352)",
         ModelConfig(d_model=4096, n_layers=32, n_heads=32, d_ff=11008, vocab_size=100352, seq_len=4096),
-        note="device-hours not found in the sources read"),
+        note="device-hours not found in the sources read",
+    ),
     PublishedRun(
-        "DeepSeek-V3", "MoE 671B total, 37B active per token, 61 layers, d 7168, seq 4096", 14.8e12, "h800", "H800",
+        "DeepSeek-V3",
+        "MoE 671B total, 37B active per token, 61 layers, d 7168, seq 4096",
+        14.8e12,
+        "h800",
+        "H800",
         2.788e6,
         "DeepSeek-V3 technical report, arXiv:2412.19437 (14.8T tokens, 2.788M H800 GPU-hours for the full training, "
         "37B activated parameters)",
         flops_per_token=6 * 37e9 + 12 * 61 * 7168 * 4096,
         note="approximated by its active parameters: 6 x 37e9 + attention as for a dense 61 x 7168 model "
-        "(MLA ignored); trained in FP8, the MFU is against the bf16 peak"),
+        "(MLA ignored); trained in FP8, the MFU is against the bf16 peak",
+    ),
 )
 
 
 def row(run: PublishedRun, mfu: float = STATED_MFU) -> dict:
     peak = DEVICES[run.device]["bf16"]
     ours = price(run.fpt(), run.tokens, peak, mfu)
-    implied = (implied_mfu(ours["hardware_flops"], run.reported_device_hours, peak)
-               if run.reported_device_hours else None)
-    return {"name": run.name, "params": run.params(), "flops_per_token": run.fpt(), "tokens": run.tokens,
-            "device": run.device, "hardware_flops": ours["hardware_flops"], "device_hours": ours["device_hours"],
-            "reported_device_hours": run.reported_device_hours, "implied_mfu": implied}
+    implied = (
+        implied_mfu(ours["hardware_flops"], run.reported_device_hours, peak) if run.reported_device_hours else None
+    )
+    return {
+        "name": run.name,
+        "params": run.params(),
+        "flops_per_token": run.fpt(),
+        "tokens": run.tokens,
+        "device": run.device,
+        "hardware_flops": ours["hardware_flops"],
+        "device_hours": ours["device_hours"],
+        "reported_device_hours": run.reported_device_hours,
+        "implied_mfu": implied,
+    }
 
 
 def table_markdown(mfu: float = STATED_MFU) -> str:
-    lines = [f"| run | shape | tokens | device | hardware FLOPs | our device-hours at MFU {mfu:.2f} | reported "
-             "device-hours | implied MFU |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| run | shape | tokens | device | hardware FLOPs | our device-hours at MFU {mfu:.2f} | reported "
+        "device-hours | implied MFU |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for run in RUNS:
         r = row(run, mfu)
         rep = f"{r['reported_device_hours']:,.0f}" if r["reported_device_hours"] else "not reported"
         imp = f"{r['implied_mfu']:.2f}" if r["implied_mfu"] is not None else "–"
         shape = run.shape + (f" ({run.note})" if run.note else "")
-        lines.append(f"| {run.name} | {shape} | {run.tokens:.3g} | {run.device_note} | {r['hardware_flops']:.3g} | "
-                     f"{r['device_hours']:,.0f} | {rep} | {imp} |")
+        lines.append(
+            f"| {run.name} | {shape} | {run.tokens:.3g} | {run.device_note} | {r['hardware_flops']:.3g} | "
+            f"{r['device_hours']:,.0f} | {rep} | {imp} |"
+        )
     return "\n".join(lines)
 
 

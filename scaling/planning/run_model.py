@@ -1,6 +1,7 @@
 """The planned run's model: the configs/models/ presets with their parameter counts and per-token
 costs (torch-free, models.accounting), the vocabulary they are counted with, and how a run's model
 is named and described (a preset, or a shape designed by a models.design rule)."""
+
 from __future__ import annotations
 
 import os
@@ -10,7 +11,6 @@ import yaml
 
 from models.accounting import count
 from models.config import ModelConfig
-
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # scaling/<subpackage>/<module>.py
 
@@ -45,9 +45,23 @@ def model_presets(vocab_size: int, seq_len: int | None = None) -> list[dict]:
             c = count(cfg, vocab_size)
         except Exception:  # a broken preset is skipped, not fatal for planning
             continue
-        out.append({"name": p.stem, "moe": cfg.moe is not None, "model": {"preset": p.stem}, "total": c.total, "non_embedding": c.non_embedding, "active": c.active,
-                    "flops_per_token": c.flops_per_token, "seq_len": cfg.seq_len,
-                    "k": {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding, "trainer_flops": c.flops_per_token}})
+        out.append(
+            {
+                "name": p.stem,
+                "moe": cfg.moe is not None,
+                "model": {"preset": p.stem},
+                "total": c.total,
+                "non_embedding": c.non_embedding,
+                "active": c.active,
+                "flops_per_token": c.flops_per_token,
+                "seq_len": cfg.seq_len,
+                "k": {
+                    "6ND_total": 6.0 * c.total,
+                    "6ND_nonembed": 6.0 * c.non_embedding,
+                    "trainer_flops": c.flops_per_token,
+                },
+            }
+        )
     return out
 
 
@@ -70,5 +84,7 @@ def describe_run_model(run: dict) -> str:
     if run.get("preset"):
         return f"preset {run['preset']}"
     m = run.get("model") or {}
-    return (f"designed ({run.get('shape_rule')}): d_model {m.get('d_model')}, {m.get('n_layers')} layers, "
-            f"{m.get('n_heads')} heads ({m.get('n_kv_heads')} kv), d_ff {m.get('d_ff')}")
+    return (
+        f"designed ({run.get('shape_rule')}): d_model {m.get('d_model')}, {m.get('n_layers')} layers, "
+        f"{m.get('n_heads')} heads ({m.get('n_kv_heads')} kv), d_ff {m.get('d_ff')}"
+    )

@@ -12,6 +12,7 @@ loss is that curve at the centre of each logging window (what the trainer logs) 
 noise, and, optionally, a `grad_noise_scale` equal to the true B_crit at the current loss times
 `noise_scale_ratio` (measurement noise aside), carried forward between probes like the trainer.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,10 +68,24 @@ class CurveTruth:
         return fl + np.exp((lo + hi) / 2) * (self.L0 - fl)
 
 
-def write_curve_runs(root, *, truth: CurveTruth = CurveTruth(), models=(1e6, 4e6, 1.6e7), batches=(512, 1024, 2048, 4096, 8192, 16384, 32768),
-                     tokens_per_param: float | None = 40.0, steps: int | None = None, log_every: int | None = None, noise: float = 0.003,
-                     noise_scale_every: int = 0, noise_scale_ratio: float = 1.0, seq_len: int = 256, lr: float = 3e-3,
-                     schedule: str = "constant", sweep: str = "synthetic-critical-batch", seed: int = 0) -> Path:
+def write_curve_runs(
+    root,
+    *,
+    truth: CurveTruth = CurveTruth(),
+    models=(1e6, 4e6, 1.6e7),
+    batches=(512, 1024, 2048, 4096, 8192, 16384, 32768),
+    tokens_per_param: float | None = 40.0,
+    steps: int | None = None,
+    log_every: int | None = None,
+    noise: float = 0.003,
+    noise_scale_every: int = 0,
+    noise_scale_ratio: float = 1.0,
+    seq_len: int = 256,
+    lr: float = 3e-3,
+    schedule: str = "constant",
+    sweep: str = "synthetic-critical-batch",
+    seed: int = 0,
+) -> Path:
     """One run per (model, batch). Length: `tokens_per_param * N` tokens (a fixed-token sweep,
     so large batches take fewer steps), or exactly `steps` steps for every run. `log_every`
     (steps between records; default: ~200 records per run). Returns root."""
@@ -88,8 +103,14 @@ def write_curve_runs(root, *, truth: CurveTruth = CurveTruth(), models=(1e6, 4e6
             prev = np.concatenate([[0], rec_steps[:-1]])
             x = (prev + rec_steps - 1) / 2.0  # the trainer's loss record: mean over its window
             loss = truth.loss(n, b, x) * np.exp(noise / np.sqrt(rec_steps - prev) * rng.standard_normal(x.size))
-            probes = np.arange(noise_scale_every, total + 1, noise_scale_every) if noise_scale_every else np.array([], int)
-            measured = truth.b_crit(n, truth.loss(n, b, probes)) * noise_scale_ratio * np.exp(0.05 * rng.standard_normal(probes.size))
+            probes = (
+                np.arange(noise_scale_every, total + 1, noise_scale_every) if noise_scale_every else np.array([], int)
+            )
+            measured = (
+                truth.b_crit(n, truth.loss(n, b, probes))
+                * noise_scale_ratio
+                * np.exp(0.05 * rng.standard_normal(probes.size))
+            )
             with open(run / METRICS, "w") as fh:
                 for s, v in zip(rec_steps, loss):
                     rec = {"step": int(s), "tokens": float(s * b), "loss": float(v), "lr": lr}
@@ -98,11 +119,26 @@ def write_curve_runs(root, *, truth: CurveTruth = CurveTruth(), models=(1e6, 4e6
                         rec["grad_noise_scale"] = float(measured[k - 1])
                     fh.write(json.dumps(rec) + "\n")
             gbs = max(1, int(round(b / seq_len)))
-            cfg = {"name": run.name, "model": {"seq_len": seq_len}, "optim": {"lr": lr}, "schedule": {"name": schedule},
-                   "train": {"steps": total, "global_batch_size": gbs, "noise_scale_every_steps": noise_scale_every}}
+            cfg = {
+                "name": run.name,
+                "model": {"seq_len": seq_len},
+                "optim": {"lr": lr},
+                "schedule": {"name": schedule},
+                "train": {"steps": total, "global_batch_size": gbs, "noise_scale_every_steps": noise_scale_every},
+            }
             (run / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
-            summary = {"status": "done", "steps": total, "tokens": float(total * b), "params": float(n), "non_embedding_params": 0.8 * n,
-                       "active_params": float(n), "flops": 6.0 * n * total * b, "batch_tokens": float(b), "lr": lr,
-                       "final_loss": float(loss[-1]), "wall_s": 1.0}
+            summary = {
+                "status": "done",
+                "steps": total,
+                "tokens": float(total * b),
+                "params": float(n),
+                "non_embedding_params": 0.8 * n,
+                "active_params": float(n),
+                "flops": 6.0 * n * total * b,
+                "batch_tokens": float(b),
+                "lr": lr,
+                "final_loss": float(loss[-1]),
+                "wall_s": 1.0,
+            }
             (run / SUMMARY).write_text(json.dumps(summary))
     return root

@@ -4,6 +4,7 @@ A developer's `make test` skips such tests with the reason shown (-ra). CI (`.ci
 SCALELAB_REQUIRE=slurm,browser after starting them: there a missing service fails its tests, so a
 broken set-up can never pass as a green run of skipped tests. SCALELAB_REQUIRE=all requires every
 service."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """The `scalelab` CLI from a test: in this process by default (tests/helpers/inprocess.py), in a
 process of its own where the test needs one (signals, kill -9, what a fresh interpreter imports),
 and waiting on a training process's progress."""
+
 from __future__ import annotations
 
 import os
@@ -23,21 +24,25 @@ def _env(env: dict | None, unset=()) -> dict:
     return full
 
 
-def scalelab(*args, cwd: Path | None = None, env: dict | None = None, unset=(), timeout: int = 600,
-             process: bool = False) -> subprocess.CompletedProcess:
+def scalelab(
+    *args, cwd: Path | None = None, env: dict | None = None, unset=(), timeout: int = 600, process: bool = False
+) -> subprocess.CompletedProcess:
     """`scalelab ARGS` to completion in `cwd` (default: the checkout); `env` adds to the environment
     and `unset` names variables to leave out. In this process (tests/helpers/inprocess.py) unless
     `process=True` or SCALELAB_TEST_PROCESSES=1: a test that needs its own process says so."""
     argv = [str(a) for a in args]
     if process or os.environ.get("SCALELAB_TEST_PROCESSES") == "1":
-        return subprocess.run(SCALELAB + argv, cwd=cwd or REPO, env=_env(env, unset), capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            SCALELAB + argv, cwd=cwd or REPO, env=_env(env, unset), capture_output=True, text=True, timeout=timeout
+        )
     from tests.helpers import inprocess
 
     return inprocess.run(argv, Path(cwd or REPO), env, unset)
 
 
-def run_cli(args: list, cwd: Path | None, env: dict | None = None, timeout: int = 600, process: bool = False) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list, cwd: Path | None, env: dict | None = None, timeout: int = 600, process: bool = False
+) -> subprocess.CompletedProcess:
     return scalelab(*args, cwd=cwd, env=env, timeout=timeout, process=process)
 
 
@@ -52,8 +57,9 @@ def free_port() -> int:
 
 def spawn(cmd: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
     """A command running in its own session (stdout+stderr captured), for tests that kill it."""
-    return subprocess.Popen(cmd, cwd=cwd, env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=cwd, env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
 
 
 def start(args: list, cwd: Path, env: dict | None = None) -> subprocess.Popen:
@@ -94,5 +100,3 @@ def children(pid: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 pass
     return out
-
-

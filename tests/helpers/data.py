@@ -1,5 +1,6 @@
 """Data the tests train on: the bundled corpus (or a skip), its tiny prepared form, tiny model
 overrides, and sweep folders (a base config and a spec) over a shared prepared data set."""
+
 from __future__ import annotations
 
 import os
@@ -45,7 +46,11 @@ def tiny_overrides(data_dir: Path, **extra) -> list[str]:
 
 def epoch_csv() -> Path:
     """Epoch AI's extraction of the Chinchilla paper's points (the shared data), or skip."""
-    p = Path(os.environ.get("SCALELAB_DATA_ROOT", REPO.parent / "shared" / "data")) / "scaling" / "epoch_chinchilla_svg_extracted.csv"
+    p = (
+        Path(os.environ.get("SCALELAB_DATA_ROOT", REPO.parent / "shared" / "data"))
+        / "scaling"
+        / "epoch_chinchilla_svg_extracted.csv"
+    )
     if not p.exists():
         pytest.skip(f"Epoch Chinchilla data not found at {p} (set SCALELAB_DATA_ROOT to the shared data folder)")
     return p
@@ -56,7 +61,6 @@ def epoch_csv() -> Path:
 # One tiny prepared data set (vocab 512, TinyShakespeare only) is built once under SHARED and reused
 # by every module and session (`prepare` caches by fingerprint).
 SHARED = Path(tempfile.gettempdir()) / f"scalelab-sweep-tests-{os.getuid()}"
-
 
 
 def prepared_data() -> Path:
@@ -76,13 +80,25 @@ def write_base(folder: Path, data: Path, **train) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     cfg = {
         "model": {"preset": "n50k", "seq_len": 64},
-        "data": {"name": "tv512", "sources": ["corpus/tinyshakespeare.txt"],
-                 "tokenizer": {"kind": "bpe", "vocab_size": 512}, "out_dir": str(data)},
+        "data": {
+            "name": "tv512",
+            "sources": ["corpus/tinyshakespeare.txt"],
+            "tokenizer": {"kind": "bpe", "vocab_size": 512},
+            "out_dir": str(data),
+        },
         "optim": {"lr": 3e-3},
         "schedule": {"name": "cosine", "warmup_steps": 2},
-        "train": {"steps": 12, "micro_batch_size": 4, "global_batch_size": 4, "log_every_steps": 2,
-                  "eval_every_steps": 0, "eval_tokens": 512, "checkpoint_every_steps": 4, "max_epochs_warn": None,
-                  **train},
+        "train": {
+            "steps": 12,
+            "micro_batch_size": 4,
+            "global_batch_size": 4,
+            "log_every_steps": 2,
+            "eval_every_steps": 0,
+            "eval_tokens": 512,
+            "checkpoint_every_steps": 4,
+            "max_epochs_warn": None,
+            **train,
+        },
         "deepspeed": {"zero_stage": 0},
         "wandb": {"mode": "disabled"},
     }
@@ -96,5 +112,3 @@ def write_spec(folder: Path, spec: dict) -> Path:
     path = folder / f"{spec['name']}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
-
-

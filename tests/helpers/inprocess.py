@@ -6,6 +6,7 @@ imports (seconds each on the 2-core CI machine); in process they are paid once p
 Tests that need a process of their own (signals, kill -9, several ranks, the DeepSpeed launcher,
 what a fresh interpreter imports) ask for one: `scalelab(..., process=True)`.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,6 @@
 """Tiny models and tokenizers, and a run directory that holds one as a trainer's checkpoint (for
 evaluation and export tests that need no DeepSpeed and no training)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ def tiny_tokenizer(vocab_size: int = 300, text: str | None = None):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator([text or SAMPLE_TEXT * 4], trainer=trainer)
     return tok
 
@@ -35,8 +40,17 @@ def tiny_tokenizer(vocab_size: int = 300, text: str | None = None):
 def tiny_model_config(vocab_size: int, seq_len: int = 32, moe: dict | None = None, **kw):
     from models.config import ModelConfig
 
-    base = dict(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=vocab_size, seq_len=seq_len,
-                rope_theta=500.0, norm_eps=1e-5, init_std=0.2)
+    base = dict(
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        rope_theta=500.0,
+        norm_eps=1e-5,
+        init_std=0.2,
+    )
     base.update(kw)
     if moe is not None:
         base["moe"] = moe
@@ -82,5 +96,3 @@ def write_run_dir(path: Path, model, tokenizer, step: int = 10, wandb_mode: str 
     (ck / "COMPLETE").write_text(json.dumps({"step": step}) + "\n")
     (path / "checkpoints" / "latest").write_text(f"step_{step}\n")
     return path
-
-

@@ -18,6 +18,7 @@ and removes (paths relative to `cwd`) before the job while rank 1 waits for it (
 job ready: both ranks read the run directory before they meet). Each job gets a fresh
 MASTER_PORT: a store re-created on the port of the previous job's can hang.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -39,9 +39,11 @@ def two_rank_group(name: str):
     """Register `fn(data_dir) -> [job]` under `name`; a job: {"name", "config", "overrides"} plus
     optional "env", "copy": [src, dst] and "remove": [paths] (run names of the same group), done in
     order after the jobs registered before it."""
+
     def register(fn):
         TWO_RANK_GROUPS[name] = fn
         return fn
+
     return register
 
 
@@ -51,9 +53,14 @@ def train_groups(data: Path, root: Path) -> dict[str, dict]:
     jobs, names = [], []
     for group, fn in TWO_RANK_GROUPS.items():
         for job in fn(data):
-            jobs.append({"argv": [job["config"], *job["overrides"], "--run-dir", f"{group}/{job['name']}", "--no-progress"],
-                         "env": job.get("env"), "copy": [f"{group}/{p}" for p in job.get("copy", [])],
-                         "remove": [f"{group}/{p}" for p in job.get("remove", [])]})
+            jobs.append(
+                {
+                    "argv": [job["config"], *job["overrides"], "--run-dir", f"{group}/{job['name']}", "--no-progress"],
+                    "env": job.get("env"),
+                    "copy": [f"{group}/{p}" for p in job.get("copy", [])],
+                    "remove": [f"{group}/{p}" for p in job.get("remove", [])],
+                }
+            )
             names.append((group, job["name"]))
     out: dict[str, dict] = {}
     for (group, name), res in zip(names, launch(jobs, root, timeout=1800)):
@@ -80,18 +87,28 @@ def launch(jobs: list[dict], cwd: Path, timeout: int = 900) -> list[subprocess.C
     spec.write_text(json.dumps({"cwd": str(cwd), "jobs": jobs}))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     launcher = Path(sys.executable).parent / "deepspeed"
-    p = subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), str(HERE / "ranks.py"),
-                        str(spec)], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        [str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), str(HERE / "ranks.py"), str(spec)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     outs = []
     for rank in (0, 1):
         f = spec.with_suffix(f".rank{rank}.json")
         if not f.exists():
-            raise AssertionError(f"rank {rank} wrote no results (launcher exit {p.returncode}):\n"
-                                 + p.stdout[-3000:] + p.stderr[-3000:])
+            raise AssertionError(
+                f"rank {rank} wrote no results (launcher exit {p.returncode}):\n" + p.stdout[-3000:] + p.stderr[-3000:]
+            )
         outs.append(json.loads(f.read_text()))
     if any(len(o) != len(jobs) for o in outs):
-        raise AssertionError(f"a rank stopped before the last job (launcher exit {p.returncode}):\n"
-                             + p.stdout[-3000:] + p.stderr[-3000:])
+        raise AssertionError(
+            f"a rank stopped before the last job (launcher exit {p.returncode}):\n"
+            + p.stdout[-3000:]
+            + p.stderr[-3000:]
+        )
     results = []
     for job, r0, r1 in zip(jobs, *outs):
         code = max((r0["rc"], r1["rc"]), key=lambda c: (c != 0, c))
@@ -122,7 +139,9 @@ def _run_jobs(spec_path: Path) -> None:
         with isolated(cwd, job.get("env")), captured() as out:
             rc = main([str(a) for a in job["argv"]])
         results.append({"rc": rc, "out": out["out"], "err": out["err"]})
-        spec_path.with_suffix(f".rank{rank}.json").write_text(json.dumps(results))  # after each: a hang shows how far it got
+        spec_path.with_suffix(f".rank{rank}.json").write_text(
+            json.dumps(results)
+        )  # after each: a hang shows how far it got
 
 
 if __name__ == "__main__":

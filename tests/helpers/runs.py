@@ -1,5 +1,6 @@
 """Run directories from a test's side: reading what the trainer wrote, and writing run directories
 without training (synthetic runs, a synthetic IsoFLOP tree drawn from a known law)."""
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,9 @@ def write_run(path: Path, *, config=None, summary=None, metrics=None, checkpoint
     if config is not None:
         (path / "config.yaml").write_text(config if isinstance(config, str) else yaml.safe_dump(config))
     if metrics is not None:
-        (path / "metrics.jsonl").write_text(metrics if isinstance(metrics, str) else "".join(json.dumps(r) + "\n" for r in metrics))
+        (path / "metrics.jsonl").write_text(
+            metrics if isinstance(metrics, str) else "".join(json.dumps(r) + "\n" for r in metrics)
+        )
     if checkpoint is not None:
         (path / "checkpoints" / f"step_{checkpoint}").mkdir(parents=True, exist_ok=True)
         (path / "checkpoints" / f"step_{checkpoint}" / "COMPLETE").write_text("{}")
@@ -55,8 +58,12 @@ def write_run(path: Path, *, config=None, summary=None, metrics=None, checkpoint
 def small_run(root: Path, rid: str, n: int = 3, finished: bool = True) -> Path:
     """A run of `n` logged steps (loss 5.0 falling by 0.1), finished (summary.json) or still training."""
     recs = [{"step": i, "loss": 5.0 - i / 10, "lr": 1e-3} for i in range(n)]
-    return write_run(Path(root) / rid, config="model: {preset: n50k, d_model: 32}\noptim: {lr: 0.003}\ntrain: {global_batch_size: 8}\n",
-                     metrics=recs, summary={"status": "done", "steps": n, "params": 1000, "final_loss": recs[-1]["loss"]} if finished else None)
+    return write_run(
+        Path(root) / rid,
+        config="model: {preset: n50k, d_model: 32}\noptim: {lr: 0.003}\ntrain: {global_batch_size: 8}\n",
+        metrics=recs,
+        summary={"status": "done", "steps": n, "params": 1000, "final_loss": recs[-1]["loss"]} if finished else None,
+    )
 
 
 def isoflop_truth():
@@ -72,8 +79,9 @@ def k_trainer(n_ne):
     return 6.0 * n_ne * (1.0 + 2.0 * (2e4 / n_ne) ** 0.5)
 
 
-def write_isoflop_tree(root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="trainer_flops", unique=None, noise=0.0, seed=0,
-                       anchors=()):
+def write_isoflop_tree(
+    root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="trainer_flops", unique=None, noise=0.0, seed=0, anchors=()
+):
     """Run directories laid out like an IsoFLOP sweep sized in `compute`: equal C per budget, then
     one run per (n, D) of `anchors` without a budget (isoflop.anchors)."""
     import numpy as np
@@ -89,15 +97,30 @@ def write_isoflop_tree(root, budgets=(1e13, 4e13, 1.6e14), sizes=None, compute="
         D = C / k if D is None else D
         loss = float(truth.predict(n, D) * np.exp(noise * rng.standard_normal()))
         axes = {"budget": C, "compute": compute} if C is not None else {"compute": compute, "anchor": True}
-        summary = {"status": "done", "params": total, "non_embedding_params": n, "active_params": total, "tokens": D,
-                   "flops": k_trainer(n) * D, "flops_per_token": k_trainer(n), "final_val_loss": loss, "steps": 100,
-                   "extras": {"axes": axes}}
+        summary = {
+            "status": "done",
+            "params": total,
+            "non_embedding_params": n,
+            "active_params": total,
+            "tokens": D,
+            "flops": k_trainer(n) * D,
+            "flops_per_token": k_trainer(n),
+            "final_val_loss": loss,
+            "steps": 100,
+            "extras": {"axes": axes},
+        }
         if unique:
             summary.update(unique_tokens=unique, epochs=D / unique)
-        config = json.dumps({"name": f"r{i:02d}", "model": {"seq_len": 128}, "optim": {"lr": 3e-3, "weight_decay": 0.05},
-                             "schedule": {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1},
-                             "train": {"global_batch_size": 8, "micro_batch_size": 8},
-                             "data": {"name": "toy", "sources": ["x.txt"], "tokenizer": {"vocab_size": 512}}})
+        config = json.dumps(
+            {
+                "name": f"r{i:02d}",
+                "model": {"seq_len": 128},
+                "optim": {"lr": 3e-3, "weight_decay": 0.05},
+                "schedule": {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1},
+                "train": {"global_batch_size": 8, "micro_batch_size": 8},
+                "data": {"name": "toy", "sources": ["x.txt"], "tokenizer": {"vocab_size": 512}},
+            }
+        )
         write_run(Path(root) / "iso" / f"r{i:02d}", summary=summary, config=config)
         i += 1
     return Path(root) / "iso"

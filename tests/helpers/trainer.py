@@ -9,6 +9,7 @@ The result: the exit code, the hooks called with their steps, the state the call
 from a checkpoint, and (with compare_checkpoint) whether the weights in memory at the end equal
 that checkpoint's.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,7 +91,8 @@ def main(spec: dict) -> dict:
             saved = read_state_dict(Path(spec["run_dir"]) / "checkpoints" / f"step_{spec['compare_checkpoint']}")
             now = trainer.module.model.state_dict()
             out["weights_equal_checkpoint"] = sorted(saved) == sorted(now) and all(
-                bool((saved[k] == now[k].cpu()).all()) for k in saved)
+                bool((saved[k] == now[k].cpu()).all()) for k in saved
+            )
         return out
     finally:
         teardown(dist, clean=True)

@@ -1,4 +1,5 @@
 """Routers, selectable by name (`model.moe.router`); one small module each."""
+
 from __future__ import annotations
 
 from torch import nn

@@ -7,6 +7,7 @@ training forwards; after each optimizer step `models.moe.balance.update_expert_b
 b += rate * sign(mean_load - load) to every such layer at once (one all-reduce for all layers).
 An optional sequence-level balance loss (DeepSeek-V3 eq. 17-20) can be added.
 """
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@ A router turns the (tokens, d_model) input into a flat list of *assignments*
 a priority used by capacity dropping; expert-choice routers pick tokens per expert and enforce
 capacity themselves (`priority is None`). Losses are returned, never stored in globals.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,7 @@ class Routing:
     dropped: int | torch.Tensor = 0  # dropped assignments (token-choice) or unrouted tokens (expert-choice)
     dropped_of: int = 0  # denominator of the dropped fraction
 
-    def limit_capacity(self, capacity: int, num_experts: int) -> "Routing":
+    def limit_capacity(self, capacity: int, num_experts: int) -> Routing:
         """Keep at most `capacity` assignments per expert, dropping the lowest-priority ones."""
         keep = capacity_mask(self.expert_idx, self.priority, num_experts, capacity)
         return replace(

@@ -12,6 +12,7 @@ the caller switches the router explicitly with `models.moe.routers.set_causal_ro
 each token then takes its top-k experts over the same probabilities (a different function than
 the one trained; no capacity).
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,14 @@ class ExpertChoiceRouter(Router):
         common = dict(probs=probs, loss=cfg.z_loss_coef * z, stats={"z_loss": z.detach()}, num_tokens=t)
         if self.causal:
             token_idx, expert_idx, weight, _ = topk_assignments(probs, probs, self.top_k, False)
-            return Routing(token_idx=token_idx, expert_idx=expert_idx, weight=weight,
-                           requested=torch.bincount(expert_idx, minlength=e), dropped_of=t, **common)
+            return Routing(
+                token_idx=token_idx,
+                expert_idx=expert_idx,
+                weight=weight,
+                requested=torch.bincount(expert_idx, minlength=e),
+                dropped_of=t,
+                **common,
+            )
         cap = min(t, capacity(cfg.capacity_factor or 1.0, t, self.top_k, e))
         weight, token_idx = probs.t().topk(cap, dim=1)  # (E, C)
         token_idx = token_idx.reshape(-1)

@@ -7,6 +7,7 @@ unlike aux_free_bias, within the current batch rather than with a lag. Like expe
 balanced selection depends on the whole batch, so eval mode uses plain top-k (no warning: the
 gate weights and the expert set are the same family; only the balancing is dropped).
 """
+
 from __future__ import annotations
 
 import math

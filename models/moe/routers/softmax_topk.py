@@ -4,6 +4,7 @@ Loss: aux_loss_coef * Switch balance loss (equals the coefficient at perfect bal
 + z_loss_coef * ST-MoE z-loss. Weights are the top-k probabilities, renormalised to sum to 1
 when `renormalize` is true (Mixtral); off by default (Switch/GShard).
 """
+
 from __future__ import annotations
 
 import torch

@@ -8,6 +8,7 @@ seeded seed + the group's position, so groups resample independently), and the r
 group's full record under `groups`, its data points (`points`, for plots) and whether it is
 identified. The chinchilla record adds `compare` (scaling.fits.by.compare).
 """
+
 from __future__ import annotations
 
 import re
@@ -78,13 +79,17 @@ def _config_values(ds: inputs.Dataset, key: str) -> np.ndarray:
             continue
         v = config_value(cfg, key)
         if isinstance(v, dict):
-            raise InputError(f"--by {key}: '{key}' is a section of the config, not a value (e.g. {key}.{next(iter(v), '')} in run {run})")
+            raise InputError(
+                f"--by {key}: '{key}' is a section of the config, not a value (e.g. {key}.{next(iter(v), '')} in run {run})"
+            )
         if isinstance(v, list):
             raise InputError(f"--by {key}: '{key}' is a list in run {run}, not a value")
         out.append(_label(v))
     if missing:
-        raise InputError(f"--by {key}: {len(missing)} of {len(out)} runs' config.yaml have no key '{key}' (e.g. {missing[0]}); "
-                         "give a dotted key of the resolved config, such as optim.name or model.n_layers")
+        raise InputError(
+            f"--by {key}: {len(missing)} of {len(out)} runs' config.yaml have no key '{key}' (e.g. {missing[0]}); "
+            "give a dotted key of the resolved config, such as optim.name or model.n_layers"
+        )
     return np.array(out, dtype=object)
 
 
@@ -109,8 +114,14 @@ def _numeric(v: str) -> float | None:
 
 
 def subset(ds: inputs.Dataset, mask: np.ndarray) -> inputs.Dataset:
-    return inputs.Dataset(df=ds.df[mask].reset_index(drop=True), source=ds.source, n_kind=ds.n_kind, columns=dict(ds.columns),
-                          warnings=[], n_source=ds.n_source)
+    return inputs.Dataset(
+        df=ds.df[mask].reset_index(drop=True),
+        source=ds.source,
+        n_kind=ds.n_kind,
+        columns=dict(ds.columns),
+        warnings=[],
+        n_source=ds.n_source,
+    )
 
 
 def unidentified(rec: dict) -> list[str]:
@@ -123,7 +134,9 @@ def unidentified(rec: dict) -> list[str]:
     return out
 
 
-def fit_groups(fit_fn, ds: inputs.Dataset, values: np.ndarray, groups: list[str], key: str, *, seed: int, **kwargs) -> tuple[dict, list[str]]:
+def fit_groups(
+    fit_fn, ds: inputs.Dataset, values: np.ndarray, groups: list[str], key: str, *, seed: int, **kwargs
+) -> tuple[dict, list[str]]:
     """{value: group entry} and the warnings: each group fitted by `fit_fn(sub_ds, seed=..., **kwargs)`.
     A group whose fit is refused (too few points, degenerate) is kept with `fitted: false` and why."""
     out, warnings = {}, []
@@ -145,7 +158,9 @@ def fit_groups(fit_fn, ds: inputs.Dataset, values: np.ndarray, groups: list[str]
         warnings += [f"{key}={g}: {w}" for w in rec.get("warnings") or [] if w not in why]
         out[g] = entry
     if not any(e["fitted"] for e in out.values()):
-        raise InputError(f"--by {key}: no group could be fitted: " + "; ".join(f"{g}: {e['reason']}" for g, e in out.items()))
+        raise InputError(
+            f"--by {key}: no group could be fitted: " + "; ".join(f"{g}: {e['reason']}" for g, e in out.items())
+        )
     if len(groups) == 1:
         warnings.append(f"--by {key}: every run has {key}={groups[0]}; there is nothing to compare")
     return out, warnings
@@ -153,12 +168,21 @@ def fit_groups(fit_fn, ds: inputs.Dataset, values: np.ndarray, groups: list[str]
 
 def _points(df) -> list[dict]:
     cols = [c for c in POINT_COLUMNS if c in df.columns]
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in df[cols].to_dict("records")]
+    return [
+        {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in df[cols].to_dict("records")
+    ]
 
 
 def by_settings(key: str, kind: str, baseline: str | None, groups: list[str], seed: int) -> dict:
-    return {"key": key, "from": "config.yaml of each run (a missing key takes its schema default)" if kind == "config" else "table column",
-            "values": groups, "baseline": baseline, "seed_per_group": {g: seed + i for i, g in enumerate(groups)}}
+    return {
+        "key": key,
+        "from": "config.yaml of each run (a missing key takes its schema default)"
+        if kind == "config"
+        else "table column",
+        "values": groups,
+        "baseline": baseline,
+        "seed_per_group": {g: seed + i for i, g in enumerate(groups)},
+    }
 
 
 def sha(ds: inputs.Dataset, values: np.ndarray, cols) -> str:

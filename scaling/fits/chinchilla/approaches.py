@@ -7,6 +7,7 @@ Approaches 1 and 2 are the non-parametric frontier fits of `scaling.fits.chinchi
 Validation, bootstrap, holdout and the record are the shared steps of `scaling.fits.pipeline`;
 dropping the K highest-loss points is here.
 """
+
 from __future__ import annotations
 
 import time
@@ -16,21 +17,39 @@ import numpy as np
 
 from scaling.core import bootstrap as bs
 from scaling.core.blas import blas_single_thread
-from scaling.core.conventions import (TokenCost, check_kinds, compute_column, default_compute, drop_embedding_dominated,
-                                      embedding_warning, isoflop_budget_convention)
-from scaling.core.diagnostics import (at_bound, compute_grid, extrapolation_warning, huber_diagnostics,
-                                      identification_warnings)
+from scaling.core.conventions import (
+    TokenCost,
+    check_kinds,
+    compute_column,
+    default_compute,
+    drop_embedding_dominated,
+    embedding_warning,
+    isoflop_budget_convention,
+)
+from scaling.core.diagnostics import (
+    at_bound,
+    compute_grid,
+    extrapolation_warning,
+    huber_diagnostics,
+    identification_warnings,
+)
 from scaling.core.errors import FitError, InputError
 from scaling.core.selection import drop_highest, group_by_tolerance, holdout_by_compute
 from scaling.data import inputs
 from scaling.data.recipe import read_recipe, recipe_warning
 from scaling.fits import pipeline
 from scaling.fits.chinchilla.data_constrained import TERMS, fit_data_constrained
-from scaling.fits.chinchilla.huber_fit import BOUNDS, Objective, THETA, fit_theta, paper_grid, theta_to_params
-from scaling.fits.chinchilla.isoflop import (FRONTIER_WEIGHTS, MIN_SIZES, approach1, approach2, approach2_resample,
-                                             note_text)
+from scaling.fits.chinchilla.huber_fit import BOUNDS, THETA, Objective, fit_theta, paper_grid, theta_to_params
+from scaling.fits.chinchilla.isoflop import (
+    FRONTIER_WEIGHTS,
+    MIN_SIZES,
+    approach1,
+    approach2,
+    approach2_resample,
+    note_text,
+)
 from scaling.fits.chinchilla.mle import MLE_BOOTSTRAP_METHOD, fit_theta_mle, refit_mle, sigma_warnings
-from scaling.fits.record import FitRecord, WEIGHTS_TEXT, _clean, data_sha256
+from scaling.fits.record import WEIGHTS_TEXT, FitRecord, _clean, data_sha256
 from scaling.laws.allocation import allocate, optimal, search_range
 from scaling.laws.loss import ChinchillaLaw, FrontierLaw
 
@@ -54,7 +73,7 @@ class ChinchillaOptions(pipeline.FitOptions):
     frontier_weights: str | None = None  # approach 2: 'ols' (None: the default) or 'inverse-variance'
     terms: str | None = None  # data-constrained law: 'data+params' (None: the default) or 'data'
 
-    def check(self) -> "ChinchillaOptions":
+    def check(self) -> ChinchillaOptions:
         if self.approach not in (1, 2, 3):
             raise InputError(f"--approach must be 1, 2 or 3 (got {self.approach})")
         if self.objective not in ("huber", "mle"):
@@ -68,8 +87,9 @@ class ChinchillaOptions(pipeline.FitOptions):
             raise InputError(f"grid must be 'fast' or 'full' (got {self.grid!r})")
         if self.frontier_weights is not None:
             if self.frontier_weights not in FRONTIER_WEIGHTS:
-                raise InputError(f"--frontier-weights must be one of {', '.join(FRONTIER_WEIGHTS)} "
-                                 f"(got {self.frontier_weights!r})")
+                raise InputError(
+                    f"--frontier-weights must be one of {', '.join(FRONTIER_WEIGHTS)} (got {self.frontier_weights!r})"
+                )
             if self.approach != 2:
                 raise InputError(f"--frontier-weights applies to approach 2 only (got --approach {self.approach})")
         if self.terms is not None:
@@ -81,9 +101,17 @@ class ChinchillaOptions(pipeline.FitOptions):
         return self
 
     def settings(self, curves: bool) -> dict:
-        return {"approach": self.approach, "drop_highest": self.drop_highest, "bootstrap": self.bootstrap, "seed": self.seed, "ci": self.ci,
-                "holdout": self.holdout, "holdout_fraction": self.holdout_fraction if self.holdout else None, "curves": bool(curves),
-                "max_embedding_fraction": self.max_embedding_fraction}
+        return {
+            "approach": self.approach,
+            "drop_highest": self.drop_highest,
+            "bootstrap": self.bootstrap,
+            "seed": self.seed,
+            "ci": self.ci,
+            "holdout": self.holdout,
+            "holdout_fraction": self.holdout_fraction if self.holdout else None,
+            "curves": bool(curves),
+            "max_embedding_fraction": self.max_embedding_fraction,
+        }
 
 
 @blas_single_thread
@@ -129,19 +157,38 @@ def fit_chinchilla(
     terms (data-constrained law): 'data+params' (default: the paper's complete law, R_D_star and
     R_N_star fitted) or 'data' (the data term only, N' = N).
     """
-    opts = ChinchillaOptions(bootstrap=bootstrap, seed=seed, ci=ci, holdout=holdout, approach=approach, objective=objective, law=law, grid=grid,
-                             drop_highest=drop_highest_k, holdout_fraction=holdout_fraction,
-                             max_embedding_fraction=max_embedding_fraction, frontier_weights=frontier_weights, terms=terms).check()
+    opts = ChinchillaOptions(
+        bootstrap=bootstrap,
+        seed=seed,
+        ci=ci,
+        holdout=holdout,
+        approach=approach,
+        objective=objective,
+        law=law,
+        grid=grid,
+        drop_highest=drop_highest_k,
+        holdout_fraction=holdout_fraction,
+        max_embedding_fraction=max_embedding_fraction,
+        frontier_weights=frontier_weights,
+        terms=terms,
+    ).check()
     ds = pipeline.load(data, columns, n_kind)
     check_kinds(ds.n_kind, compute_kind)
     min_pts = {1: 3, 2: 6, 3: 6}[approach]
     roles = ("N", "D", "loss", "U") if law == "data-constrained" else ("N", "D", "loss")
     min_pts += law == "data-constrained"
-    inputs.validate(ds, roles, min_points=min_pts, law="chinchilla --law data-constrained" if law == "data-constrained" else f"chinchilla approach {approach}")
+    inputs.validate(
+        ds,
+        roles,
+        min_points=min_pts,
+        law="chinchilla --law data-constrained" if law == "data-constrained" else f"chinchilla approach {approach}",
+    )
     df, dropped = drop_embedding_dominated(ds.df, max_embedding_fraction)
     df = drop_highest(df, drop_highest_k)
     if len(df) < min_pts:
-        raise InputError(f"chinchilla approach {approach}: too few points after --drop-highest: {len(df)} (need {min_pts})")
+        raise InputError(
+            f"chinchilla approach {approach}: too few points after --drop-highest: {len(df)} (need {min_pts})"
+        )
     warnings = list(ds.warnings) + ([dropped] if dropped else [])
     compute_kind = _resolve_compute(df, ds.n_kind, compute_kind, warnings)
     C_all = compute_column(df, compute_kind, ds.n_kind)
@@ -167,14 +214,55 @@ def fit_chinchilla(
     t0 = time.perf_counter()
     settings = opts.settings(curves)
     if law == "data-constrained":
-        body = fit_data_constrained(df, C, warnings, objective=objective, grid=grid, top_k=top_k, bootstrap=bootstrap,
-                                    boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, compute=at_compute,
-                                    terms=terms or "data+params", cost=cost, unique=(_data_info(df) or {}).get("unique_tokens"))
+        body = fit_data_constrained(
+            df,
+            C,
+            warnings,
+            objective=objective,
+            grid=grid,
+            top_k=top_k,
+            bootstrap=bootstrap,
+            boot_top_k=bootstrap_top_k,
+            seed=seed,
+            delta=delta,
+            ci=ci,
+            compute=at_compute,
+            terms=terms or "data+params",
+            cost=cost,
+            unique=(_data_info(df) or {}).get("unique_tokens"),
+        )
     elif approach == 3:
-        body = _approach3(df, C, cost, warnings, curves=curves, grid=grid, top_k=top_k, bootstrap=bootstrap, boot_top_k=bootstrap_top_k, seed=seed, delta=delta, ci=ci, at_compute=at_compute, objective=objective)
+        body = _approach3(
+            df,
+            C,
+            cost,
+            warnings,
+            curves=curves,
+            grid=grid,
+            top_k=top_k,
+            bootstrap=bootstrap,
+            boot_top_k=bootstrap_top_k,
+            seed=seed,
+            delta=delta,
+            ci=ci,
+            at_compute=at_compute,
+            objective=objective,
+        )
     else:
-        body = _frontier(df, C, warnings, approach=approach, bootstrap=bootstrap, seed=seed, ci=ci, budget_tol=budget_tol,
-                         n_bins=n_bins, at_compute=at_compute, curves=curves, weights=frontier_weights or "ols")
+        body = _frontier(
+            df,
+            C,
+            warnings,
+            approach=approach,
+            bootstrap=bootstrap,
+            seed=seed,
+            ci=ci,
+            budget_tol=budget_tol,
+            n_bins=n_bins,
+            at_compute=at_compute,
+            curves=curves,
+            weights=frontier_weights or "ols",
+        )
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     settings.update(body.pop("settings"))
     rec = pipeline.record(
@@ -208,8 +296,10 @@ def _resolve_compute(df, n_kind: str, compute_kind: str | None, warnings: list[s
     if compute_kind is None:
         return swept or default_compute(n_kind)
     if swept and swept != compute_kind:
-        warnings.append(f"the IsoFLOP sweep sized its runs for equal {swept} per budget, but this fit counts compute as {compute_kind}: "
-                        "budgets are not iso-compute in this convention")
+        warnings.append(
+            f"the IsoFLOP sweep sized its runs for equal {swept} per budget, but this fit counts compute as {compute_kind}: "
+            "budgets are not iso-compute in this convention"
+        )
     return compute_kind
 
 
@@ -220,8 +310,10 @@ def _repetition_warning(df) -> str | None:
     many = np.isfinite(ep) & (ep > EPOCHS_WARN)
     if not many.any():
         return None
-    return (f"{int(many.sum())} of {len(ep)} runs repeated their training data more than {EPOCHS_WARN:g} times (up to {np.nanmax(ep):.3g} epochs): "
-            "their loss measures memorisation too; use more data or fit --law data-constrained")
+    return (
+        f"{int(many.sum())} of {len(ep)} runs repeated their training data more than {EPOCHS_WARN:g} times (up to {np.nanmax(ep):.3g} epochs): "
+        "their loss measures memorisation too; use more data or fit --law data-constrained"
+    )
 
 
 def _data_info(df) -> dict | None:
@@ -241,8 +333,12 @@ def _data_info(df) -> dict | None:
 def _data_range(df, N, D, C) -> dict:
     """Ranges of the fitted runs; `C_budgets`: compute of the runs an IsoFLOP sweep labels with a
     budget (when some carry none: its anchors), what `plan` multiplies."""
-    rng = {"N": [float(N.min()), float(N.max())], "D": [float(D.min()), float(D.max())], "C": [float(C.min()), float(C.max())],
-           "loss": [float(df.loss.min()), float(df.loss.max())]}
+    rng = {
+        "N": [float(N.min()), float(N.max())],
+        "D": [float(D.min()), float(D.max())],
+        "C": [float(C.min()), float(C.max())],
+        "loss": [float(df.loss.min()), float(df.loss.max())],
+    }
     has = _budget_mask(df)
     if has is not None:
         Cb = np.asarray(C, dtype=float)[has]
@@ -269,8 +365,10 @@ def _bounds_in_samples(samples: dict, warnings: list[str]) -> None:
         th = to_theta(vals)
         at = int(np.sum(np.minimum(th - lo, hi - th) <= 1e-6 * (1 + np.abs(th))))
         if at:
-            warnings.append(f"{name} sat on its bound in {at} of {vals.size} bootstrap resamples: that end of its interval is the "
-                            f"fit's box ({key} in [{lo}, {hi}]), not a measurement")
+            warnings.append(
+                f"{name} sat on its bound in {at} of {vals.size} bootstrap resamples: that end of its interval is the "
+                f"fit's box ({key} in [{lo}, {hi}]), not a measurement"
+            )
 
 
 def _identification(intervals: dict, warnings: list[str], keys=("E", "alpha", "beta")) -> None:
@@ -278,8 +376,10 @@ def _identification(intervals: dict, warnings: list[str], keys=("E", "alpha", "b
     for k in keys:
         iv = intervals.get(k)
         if iv and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
-            warnings.append(f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}; "
-                            "the runs do not pin it down (widen the range of N and D)")
+            warnings.append(
+                f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}; "
+                "the runs do not pin it down (widen the range of N and D)"
+            )
         elif iv and iv[0] <= 0 < iv[1]:
             warnings.append(f"{k} is not identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] includes 0")
 
@@ -291,7 +391,13 @@ def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
     s = {k: np.asarray(samples[k], dtype=float)[:, None] for k in CORE} if samples else None
     for c in C_grid:
         n_opt, d_opt = optimal(law, c, cost, n_range)
-        row = {"C": c, "N_opt": float(n_opt), "D_opt": float(d_opt), "loss_opt": float(law.predict(n_opt, d_opt)), "extrapolation_factor": c / cmax}
+        row = {
+            "C": c,
+            "N_opt": float(n_opt),
+            "D_opt": float(d_opt),
+            "loss_opt": float(law.predict(n_opt, d_opt)),
+            "extrapolation_factor": c / cmax,
+        }
         if s:
             draws = ChinchillaLaw(**s)
             with np.errstate(all="ignore"):
@@ -305,11 +411,12 @@ def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
     return rows
 
 
-def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute, objective="huber"):
+def _approach3(
+    df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_top_k, seed, delta, ci, at_compute, objective="huber"
+):
     N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
     warnings.extend(identification_warnings(N, D))
     if objective == "mle":  # Epoch's headline: likelihood of a Huber-shaped density with free sigma
-
         res, huber_res = fit_theta_mle(N, D, L, grid=grid, top_k=top_k, delta=delta)
         warnings.extend(sigma_warnings(res))
     else:
@@ -320,12 +427,21 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
     for k, v in zip(THETA, res.x):
         lo, hi = BOUNDS[k]
         if at_bound(v, lo, hi):
-            warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum")
+            warnings.append(
+                f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum"
+            )
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
-    settings = {"delta": delta, "grid": grid, "top_k": None if grid == "full" else top_k, "objective": objective, "parametrisation": "LSE(a - alpha log N, b - beta log D, e)",
-                     "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
-                     if objective == "mle" else "sum of Huber(delta) on log residuals"}
+    settings = {
+        "delta": delta,
+        "grid": grid,
+        "top_k": None if grid == "full" else top_k,
+        "objective": objective,
+        "parametrisation": "LSE(a - alpha log N, b - beta log D, e)",
+        "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
+        if objective == "mle"
+        else "sum of Huber(delta) on log residuals",
+    }
     resid = Objective(N, D, L, delta).residuals(res.x)
     diagnostics = huber_diagnostics(res, THETA, resid, delta)
     diagnostics["residuals_log"] = [float(r) for r in resid]
@@ -345,7 +461,9 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
         boot_starts = g[np.argsort(Objective(N, D, L, delta).batch(g), kind="stable")[:boot_top_k]]
 
         def one(idx):
-            r = fit_theta(N[idx], D[idx], L[idx], grid="full", starts=boot_starts, delta=delta, extra_starts=[res.x], polish=False)
+            r = fit_theta(
+                N[idx], D[idx], L[idx], grid="full", starts=boot_starts, delta=delta, extra_starts=[res.x], polish=False
+            )
             return theta_to_params(r.x)
 
         def one_mle(idx):  # each resample refits the MLE itself (sigma included), warm-started
@@ -354,8 +472,12 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
 
         b = pipeline.bootstrap(one_mle if objective == "mle" else one, idxs, seed=seed, ci=ci)
         samples, intervals = b.samples, b.intervals()
-        boot = b.record(method=MLE_BOOTSTRAP_METHOD if objective == "mle" else settings["resample"],
-                        starts="full-data MLE and summed-Huber optima" if objective == "mle" else f"full-data optimum + the {boot_top_k} best grid points on the full data")
+        boot = b.record(
+            method=MLE_BOOTSTRAP_METHOD if objective == "mle" else settings["resample"],
+            starts="full-data MLE and summed-Huber optima"
+            if objective == "mle"
+            else f"full-data optimum + the {boot_top_k} best grid points on the full data",
+        )
         boot["samples"] = {k: samples[k] for k in CORE}  # standard errors of every parameter, samples of the law's
         if b.failed:
             warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
@@ -365,7 +487,14 @@ def _approach3(df, C, cost, warnings, *, curves, grid, top_k, bootstrap, boot_to
     grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
     derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
     warnings.extend(w for w in [extrapolation_warning(at_compute, C)] if w)
-    out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics, "derived": derived, "settings": settings}
+    out = {
+        "params": params,
+        "intervals": intervals,
+        "objective": res.fun,
+        "diagnostics": diagnostics,
+        "derived": derived,
+        "settings": settings,
+    }
     if boot:
         out["bootstrap"] = boot
     return out
@@ -375,7 +504,9 @@ def _resample(df, n: int, n_boot: int, seed: int, curves: bool) -> tuple[list, s
     """Resample runs: whole runs when rows are points of training curves, rows otherwise.
     Returns (index arrays, the method as the record states it)."""
     if curves:
-        return bs.resample_clusters(df["run"].to_numpy(), n_boot, seed), "resample runs (all points of a run together) with replacement; percentile intervals"
+        return bs.resample_clusters(
+            df["run"].to_numpy(), n_boot, seed
+        ), "resample runs (all points of a run together) with replacement; percentile intervals"
     return bs.resample_indices(n, n_boot, seed), "resample runs with replacement; percentile intervals"
 
 
@@ -387,30 +518,51 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     if approach == 2:
         groups = _budget_groups(df, C, budget_tol)
         params, rows, notes, groups = approach2(N, D, L, C, groups=groups, weighted=weighted)
-        settings = {"budget_tol": budget_tol, "frontier_weights": weights,
-                    "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights]}
+        settings = {
+            "budget_tol": budget_tol,
+            "frontier_weights": weights,
+            "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights],
+        }
         other = "ols" if weighted else "inverse-variance"
         alt, *_ = approach2(N, D, L, C, groups=groups, weighted=not weighted)
         # an inverse-variance fit needs residual degrees of freedom
         if alt is not None and (weighted or alt["weighted"]):
             alternative = {"frontier_weights": other, "a": alt["a"], "b": alt["b"]}
         if notes:
-            warnings.append(f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: " + "; ".join(map(note_text, notes)))
+            warnings.append(
+                f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: "
+                + "; ".join(map(note_text, notes))
+            )
         few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
         if few:
-            warnings.append(f"{len(few)} budget(s) have fewer than {MIN_SIZES} model sizes ("
-                            + ", ".join(f"C~{r['C']:.3g}: {r['n_sizes']}" for r in few) + "): their parabola is barely constrained")
+            warnings.append(
+                f"{len(few)} budget(s) have fewer than {MIN_SIZES} model sizes ("
+                + ", ".join(f"C~{r['C']:.3g}: {r['n_sizes']}" for r in few)
+                + "): their parabola is barely constrained"
+            )
         edge = [r for r in rows if r["edge"]]
         if edge:
-            warnings.append(f"{len(edge)} budget(s) have their best run at the smallest or largest size ("
-                            + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge) + "): the true minimum may lie outside the sweep")
+            warnings.append(
+                f"{len(edge)} budget(s) have their best run at the smallest or largest size ("
+                + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge)
+                + "): the true minimum may lie outside the sweep"
+            )
         if params is None:
-            raise FitError(f"approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found {len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)")
+            raise FitError(
+                f"approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found {len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)"
+            )
         if not params.pop("weighted") and weighted:
-            warnings.append("approach 2 regression is unweighted: no residual degrees of freedom to weight budgets by (3 sizes per budget)")
+            warnings.append(
+                "approach 2 regression is unweighted: no residual degrees of freedom to weight budgets by (3 sizes per budget)"
+            )
         for r in rows:
             r.pop("_var_unit", None)
-        diagnostics = {"budgets": rows, "n_budgets": len(rows), "n_groups": int(np.unique(groups).size), "skipped_budgets": [note_text(n) for n in notes]}
+        diagnostics = {
+            "budgets": rows,
+            "n_budgets": len(rows),
+            "n_groups": int(np.unique(groups).size),
+            "skipped_budgets": [note_text(n) for n in notes],
+        }
         if alternative:
             diagnostics["frontier_alternative"] = alternative
     else:
@@ -420,7 +572,9 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
             raise FitError("approach 1 found fewer than 2 envelope points with different N")
         diagnostics = {"envelope": rows, "n_envelope_points": len(rows)}
         if not curves:
-            warnings.append("approach 1 on one final loss per run: the envelope is coarse; Approach 2 or 3 is more reliable here")
+            warnings.append(
+                "approach 1 on one final loss per run: the envelope is coarse; Approach 2 or 3 is more reliable here"
+            )
     if len(rows) < 3:
         warnings.append(f"only {len(rows)} frontier points: a and b are barely constrained")
     objective = None
@@ -429,8 +583,10 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     if bootstrap:
         if approach == 2:
             idxs = bs.resample_indices(len(N), bootstrap, seed, groups=groups)
+
             def one(idx):
                 return approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx], weighted=weighted)
+
             method = "resample runs with replacement within each budget; percentile intervals"
         else:
             idxs, method = _resample(df, len(N), bootstrap, seed, curves)
@@ -452,7 +608,14 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
         n, d = law.compute_optimal(c)
         derived.append({"C": c, "N_opt": float(n), "D_opt": float(d), "extrapolation_factor": c / float(C.max())})
     diagnostics.update({"r2_N": params.pop("r2_N"), "r2_D": params.pop("r2_D")})
-    out = {"params": params, "intervals": intervals, "objective": objective, "diagnostics": diagnostics, "derived": derived, "settings": settings}
+    out = {
+        "params": params,
+        "intervals": intervals,
+        "objective": objective,
+        "diagnostics": diagnostics,
+        "derived": derived,
+        "settings": settings,
+    }
     if boot:
         out["bootstrap"] = boot
     return out
@@ -465,9 +628,11 @@ def _weights_warning(params: dict, intervals: dict, alt: dict, weights: str, ci:
     if not iv or iv[0] <= alt["a"] <= iv[1]:
         return None
     name = {"ols": "OLS", "inverse-variance": "inverse-variance weighted"}
-    return (f"approach 2 frontier: the {name[weights]} exponent a = {params['a']:.4g} [{iv[0]:.4g}, {iv[1]:.4g}] "
-            f"({ci:.0%}) and the {name[alt['frontier_weights']]} a = {alt['a']:.4g} differ by more than that interval "
-            f"(b = {params['b']:.4g} vs {alt['b']:.4g}); --frontier-weights {alt['frontier_weights']} gives the other")
+    return (
+        f"approach 2 frontier: the {name[weights]} exponent a = {params['a']:.4g} [{iv[0]:.4g}, {iv[1]:.4g}] "
+        f"({ci:.0%}) and the {name[alt['frontier_weights']]} a = {alt['a']:.4g} differ by more than that interval "
+        f"(b = {params['b']:.4g} vs {alt['b']:.4g}); --frontier-weights {alt['frontier_weights']} gives the other"
+    )
 
 
 def _budget_members(df, C, warnings):
@@ -476,8 +641,10 @@ def _budget_members(df, C, warnings):
     has = _budget_mask(df)
     if has is None:
         return df, C
-    warnings.append(f"left out {int((~has).sum())} run(s) without an IsoFLOP budget (the sweep's anchors): "
-                    "approach 2 fits parabolas to runs at equal compute")
+    warnings.append(
+        f"left out {int((~has).sum())} run(s) without an IsoFLOP budget (the sweep's anchors): "
+        "approach 2 fits parabolas to runs at equal compute"
+    )
     return df[has].reset_index(drop=True), np.asarray(C)[has]
 
 
@@ -497,10 +664,22 @@ def _holdout_report(rec: FitRecord, held, held_C, rule: str) -> dict:
     obs = held["loss"].to_numpy(float)
     C_min = float(np.min(held_C))
     if rec["approach"] == 3:
-        extra = {"U": held["U"].to_numpy(float)} if "U" in held and rec["settings"].get("law") == "data-constrained" else {}
+        extra = (
+            {"U": held["U"].to_numpy(float)} if "U" in held and rec["settings"].get("law") == "data-constrained" else {}
+        )
         pred = rec.law().predict(held["N"].to_numpy(float), held["D"].to_numpy(float), **extra)
-        return pipeline.holdout_report(len(held), rule, "loss", pipeline.rel_errors(pred, obs), signed=True, C_min=C_min,
-                                       points=[{"N": float(n), "D": float(d), "loss": float(o), "pred": float(p)} for n, d, o, p in zip(held["N"], held["D"], obs, pred)])
+        return pipeline.holdout_report(
+            len(held),
+            rule,
+            "loss",
+            pipeline.rel_errors(pred, obs),
+            signed=True,
+            C_min=C_min,
+            points=[
+                {"N": float(n), "D": float(d), "loss": float(o), "pred": float(p)}
+                for n, d, o, p in zip(held["N"], held["D"], obs, pred)
+            ],
+        )
 
     N, D = held["N"].to_numpy(float), held["D"].to_numpy(float)
     if rec["approach"] == 2:
@@ -509,10 +688,22 @@ def _holdout_report(rec: FitRecord, held, held_C, rule: str) -> dict:
     else:
         rows = approach1(N, D, obs, held_C, n_bins=1)[1]
     if not rows:
-        return pipeline.holdout_report(len(held), rule, "N_opt", C_min=C_min,
-                                       note="the held-out runs have no minimum of their own (approach 2 needs 3+ sizes with an interior minimum)")
+        return pipeline.holdout_report(
+            len(held),
+            rule,
+            "N_opt",
+            C_min=C_min,
+            note="the held-out runs have no minimum of their own (approach 2 needs 3+ sizes with an interior minimum)",
+        )
     pts = []
     for r in rows:
         pred_n, _ = rec.law().compute_optimal(r["C"])
-        pts.append({"C": r["C"], "N_opt_observed": r["N_opt"], "N_opt_predicted": float(pred_n), "rel_error": float(pred_n / r["N_opt"] - 1)})
+        pts.append(
+            {
+                "C": r["C"],
+                "N_opt_observed": r["N_opt"],
+                "N_opt_predicted": float(pred_n),
+                "rel_error": float(pred_n / r["N_opt"] - 1),
+            }
+        )
     return pipeline.holdout_report(len(held), rule, "N_opt", [p["rel_error"] for p in pts], C_min=C_min, points=pts)

@@ -17,6 +17,7 @@ the paper's grid x a few R* values) or the Huber-density likelihood (`--objectiv
 record's `derived` optima use the runs' unique tokens when they share one data set (the frontier
 of `DataConstrainedLaw.compute_optimal(C, U)`), and the fresh-data frontier beside them.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -26,8 +27,13 @@ import numpy as np
 
 from scaling.core import bootstrap as bs
 from scaling.core.conventions import TokenCost
-from scaling.core.diagnostics import (at_bound, compute_grid, extrapolation_warning, huber_diagnostics,
-                                      identification_warnings)
+from scaling.core.diagnostics import (
+    at_bound,
+    compute_grid,
+    extrapolation_warning,
+    huber_diagnostics,
+    identification_warnings,
+)
 from scaling.core.errors import InputError
 from scaling.core.huber import DELTA, huber, huber_grad
 from scaling.core.likelihood import fit_mle, rank_by_abs_residuals
@@ -42,17 +48,26 @@ from scaling.laws.loss import DataConstrainedLaw
 TERMS = ("data+params", "data")  # --terms: the complete law (R_D_star and R_N_star) or the data term only
 # r = log R_D*, s = log R_N*
 THETA = {"data": ("a", "b", "e", "alpha", "beta", "r"), "data+params": ("a", "b", "e", "alpha", "beta", "r", "s")}
-BOUNDS = {**CH_BOUNDS, "alpha": (1e-4, 5.0), "beta": (1e-4, 5.0), "r": (float(np.log(0.01)), float(np.log(1e4))),
-          "s": (float(np.log(0.01)), float(np.log(1e4)))}
+BOUNDS = {
+    **CH_BOUNDS,
+    "alpha": (1e-4, 5.0),
+    "beta": (1e-4, 5.0),
+    "r": (float(np.log(0.01)), float(np.log(1e4))),
+    "s": (float(np.log(0.01)), float(np.log(1e4))),
+}
 R_STAR_GRID = (1.0, 4.0, 16.0, 64.0)  # starting values of R_D_star, crossed with the paper's grid
 R_N_STAR_GRID = (1.0, 5.0, 25.0)  # starting values of R_N_star (the complete law)
-CORE = {"data": ("E", "A", "B", "alpha", "beta", "R_D_star"),
-        "data+params": ("E", "A", "B", "alpha", "beta", "R_D_star", "R_N_star")}
-FORM = {"data+params": "L = E + A/N'^alpha + B/D'^beta, D' = U + U R_D_star (1 - exp(-R_D/R_D_star)), "
-                       "N' = U_N + U_N R_N_star (1 - exp(-R_N/R_N_star)), U_N = min(N, G (U G)^(beta/alpha)), "
-                       "R_N = N/U_N - 1 (Muennighoff et al. 2023, complete law)",
-        "data": "L = E + A/N^alpha + B/D'^beta, D' = U + U R_D_star (1 - exp(-(D/U - 1)/R_D_star)) "
-                "(Muennighoff et al. 2023, data term only; N' = N)"}
+CORE = {
+    "data": ("E", "A", "B", "alpha", "beta", "R_D_star"),
+    "data+params": ("E", "A", "B", "alpha", "beta", "R_D_star", "R_N_star"),
+}
+FORM = {
+    "data+params": "L = E + A/N'^alpha + B/D'^beta, D' = U + U R_D_star (1 - exp(-R_D/R_D_star)), "
+    "N' = U_N + U_N R_N_star (1 - exp(-R_N/R_N_star)), U_N = min(N, G (U G)^(beta/alpha)), "
+    "R_N = N/U_N - 1 (Muennighoff et al. 2023, complete law)",
+    "data": "L = E + A/N^alpha + B/D'^beta, D' = U + U R_D_star (1 - exp(-(D/U - 1)/R_D_star)) "
+    "(Muennighoff et al. 2023, data term only; N' = N)",
+}
 CHUNK = 4096  # grid rows ranked at once (keeps the vectorised ranking's memory small)
 
 
@@ -124,8 +139,14 @@ class Objective:
         tot = w1 + w2 + w3
         p1, p2 = w1 / tot, w2 / tot
         # d log N' / d theta through log N_U = K / alpha (zero without excess parameters)
-        cols = [p1 * (1.0 - g), p2 + p1 * g, w3 / tot, -p1 * (ln + g * (1.0 - K) / alpha),
-                -p2 * ld - p1 * g * (self.logU - 1.0 / beta), -beta * p2 * dld]
+        cols = [
+            p1 * (1.0 - g),
+            p2 + p1 * g,
+            w3 / tot,
+            -p1 * (ln + g * (1.0 - K) / alpha),
+            -p2 * ld - p1 * g * (self.logU - 1.0 / beta),
+            -beta * p2 * dld,
+        ]
         if self.terms == "data+params":
             cols.append(-alpha * p1 * dln)
         return np.column_stack(cols)
@@ -139,9 +160,9 @@ class Objective:
         out = np.empty((th.shape[0], self.logL.size))
         with np.errstate(all="ignore"):  # grid corners (alpha, beta near 0) give non-finite values: ranked last
             for i in range(0, th.shape[0], CHUNK):
-                cols = [c[:, None] for c in th[i:i + CHUNK].T]
+                cols = [c[:, None] for c in th[i : i + CHUNK].T]
                 t1, t2, *_ = self._terms(cols)
-                out[i:i + CHUNK] = np.logaddexp(np.logaddexp(t1, t2), cols[2]) - self.logL[None, :]
+                out[i : i + CHUNK] = np.logaddexp(np.logaddexp(t1, t2), cols[2]) - self.logL[None, :]
         return out
 
     def batch(self, thetas: np.ndarray) -> np.ndarray:
@@ -163,15 +184,32 @@ def to_params(th: np.ndarray, terms: str = "data+params") -> dict[str, float]:
     return out
 
 
-def fit_theta(N, D, U, L, *, grid_mode: str = "fast", top_k: int = 32, delta: float = DELTA, starts=None,
-              extra_starts=(), terms: str = "data+params"):
+def fit_theta(
+    N,
+    D,
+    U,
+    L,
+    *,
+    grid_mode: str = "fast",
+    top_k: int = 32,
+    delta: float = DELTA,
+    starts=None,
+    extra_starts=(),
+    terms: str = "data+params",
+):
     """Best theta of the summed-Huber objective: L-BFGS-B from the `top_k` best grid points
     (all of them with grid_mode='full': slow), plus `extra_starts`."""
     obj = Objective(N, D, U, L, delta, terms)
     pts = start_grid(terms) if starts is None else np.atleast_2d(starts)
     bounds = [BOUNDS[k] for k in THETA[terms]]
-    res = multistart_lbfgsb(obj, pts, bounds, top_k=None if grid_mode == "full" else top_k, batch_objective=obj.batch,
-                            extra_starts=extra_starts)
+    res = multistart_lbfgsb(
+        obj,
+        pts,
+        bounds,
+        top_k=None if grid_mode == "full" else top_k,
+        batch_objective=obj.batch,
+        extra_starts=extra_starts,
+    )
     again = multistart_lbfgsb(obj, res.x[None, :], bounds, top_k=None)  # polish with fresh L-BFGS memory
     if again.fun < res.fun:
         res.x, res.fun, res.nit = again.x, again.fun, res.nit + again.nit
@@ -192,9 +230,24 @@ def _fit(N, D, U, L, *, objective, grid_mode, top_k, delta, terms):
     return res, huber_res
 
 
-def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: int, bootstrap: int, boot_top_k: int,
-                         seed: int, delta: float, ci: float, compute, terms: str = "data+params", cost=None,
-                         unique: float | None = None) -> dict:
+def fit_data_constrained(
+    df,
+    C,
+    warnings,
+    *,
+    objective: str,
+    grid: str,
+    top_k: int,
+    bootstrap: int,
+    boot_top_k: int,
+    seed: int,
+    delta: float,
+    ci: float,
+    compute,
+    terms: str = "data+params",
+    cost=None,
+    unique: float | None = None,
+) -> dict:
     """The record body (params, intervals, objective, diagnostics, derived, settings, bootstrap) for
     `fit_chinchilla(..., law='data-constrained')`; `df` has N, D, U, loss (validated). `unique`: the
     unique tokens the runs share (None when they differ), where the derived optima are taken."""
@@ -206,13 +259,17 @@ def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: i
     epochs = D / U
     repeated = epochs > 1.0 + 1e-9
     if not repeated.any():
-        raise InputError("--law data-constrained: no run repeats its data (D <= U in every row), so R_D_star is not "
-                         "identified; fit the plain law instead")
+        raise InputError(
+            "--law data-constrained: no run repeats its data (D <= U in every row), so R_D_star is not "
+            "identified; fit the plain law instead"
+        )
     warnings.extend(identification_warnings(N, D))
     n_levels = np.unique(np.round(np.log(epochs[repeated]), 6)).size
     if n_levels < 2:
-        warnings.append(f"weakly identified: the repeated runs cover only {n_levels} repetition level "
-                        f"({float(epochs[repeated].max()):.3g} epochs); R_D_star is barely constrained")
+        warnings.append(
+            f"weakly identified: the repeated runs cover only {n_levels} repetition level "
+            f"({float(epochs[repeated].max()):.3g} epochs); R_D_star is barely constrained"
+        )
     res, huber_res = _fit(N, D, U, L, objective=objective, grid_mode=grid, top_k=top_k, delta=delta, terms=terms)
     params = to_params(res.x, terms)
     if objective == "mle":
@@ -223,25 +280,39 @@ def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: i
     n_excess = full.n_excess(res.x)
     _bound_warnings(res.x, names, n_excess, warnings)
     if terms == "data+params" and n_excess < 2:
-        warnings.append(f"R_N_star is not identified: {n_excess} run(s) have more parameters than the "
-                        "compute-optimal N for their unique tokens (N > U_N at the fitted law); train larger "
-                        "models on the repeated data, or fit --terms data")
+        warnings.append(
+            f"R_N_star is not identified: {n_excess} run(s) have more parameters than the "
+            "compute-optimal N for their unique tokens (N > U_N at the fitted law); train larger "
+            "models on the repeated data, or fit --terms data"
+        )
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
     settings = {
-        "law": "data-constrained", "terms": terms, "delta": delta, "grid": grid,
-        "top_k": None if grid == "full" else top_k, "objective": objective, "form": FORM[terms],
+        "law": "data-constrained",
+        "terms": terms,
+        "delta": delta,
+        "grid": grid,
+        "top_k": None if grid == "full" else top_k,
+        "objective": objective,
+        "form": FORM[terms],
         "parametrisation": "LSE(a - alpha log N', b - beta log D', e), r = log R_D_star"
-                           + (", s = log R_N_star" if terms == "data+params" else ""),
+        + (", s = log R_N_star" if terms == "data+params" else ""),
         "fitted": "all parameters jointly (" + ", ".join(CORE[terms]) + ")",
-        "derived_assumes": (f"the runs' {unique:.4g} unique tokens (N_opt, D_opt); N_opt_fresh, D_opt_fresh: "
-                            "unlimited unique data" if unique
-                            else "unique data >= D_opt (no repetition): the runs do not share one data set"),
+        "derived_assumes": (
+            f"the runs' {unique:.4g} unique tokens (N_opt, D_opt); N_opt_fresh, D_opt_fresh: unlimited unique data"
+            if unique
+            else "unique data >= D_opt (no repetition): the runs do not share one data set"
+        ),
     }
     resid = full.residuals(res.x)
     diagnostics = huber_diagnostics(res, names, resid, delta)
-    diagnostics.update({"epochs_max": float(epochs.max()), "n_repeated_runs": int(repeated.sum()),
-                        "residuals_log": [float(r) for r in resid]})
+    diagnostics.update(
+        {
+            "epochs_max": float(epochs.max()),
+            "n_repeated_runs": int(repeated.sum()),
+            "residuals_log": [float(r) for r in resid],
+        }
+    )
     if terms == "data+params":
         diagnostics["n_excess_param_runs"] = n_excess
     if objective == "mle":
@@ -250,15 +321,34 @@ def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: i
     intervals: dict = {}
     boot = None
     if bootstrap:
-        b = _bootstrap(N, D, U, L, res, huber_res, objective=objective, bootstrap=bootstrap, boot_top_k=boot_top_k,
-                       seed=seed, delta=delta, ci=ci, terms=terms)
+        b = _bootstrap(
+            N,
+            D,
+            U,
+            L,
+            res,
+            huber_res,
+            objective=objective,
+            bootstrap=bootstrap,
+            boot_top_k=boot_top_k,
+            seed=seed,
+            delta=delta,
+            ci=ci,
+            terms=terms,
+        )
         samples, intervals = b.samples, b.intervals()
         mle = objective == "mle"
         refit = "maximum likelihood (all parameters and sigma)" if mle else "summed Huber"
-        starts = ("full-data MLE and summed-Huber optima" if mle
-                  else f"full-data optimum + the {boot_top_k} best grid points on the full data")
-        boot = b.record(method=f"resample runs with replacement; each resample refits the {refit}; "
-                        "percentile intervals", starts=starts, reasons_key=None)
+        starts = (
+            "full-data MLE and summed-Huber optima"
+            if mle
+            else f"full-data optimum + the {boot_top_k} best grid points on the full data"
+        )
+        boot = b.record(
+            method=f"resample runs with replacement; each resample refits the {refit}; percentile intervals",
+            starts=starts,
+            reasons_key=None,
+        )
         # standard errors of every parameter, samples of the law's
         boot["samples"] = {k: samples[k] for k in CORE[terms] if k in samples}
         if b.failed:
@@ -266,8 +356,14 @@ def fit_data_constrained(df, C, warnings, *, objective: str, grid: str, top_k: i
     law = DataConstrainedLaw(**{k: params[k] for k in CORE[terms]})
     derived = _derived(law, samples, compute or compute_grid(C), C, ci, cost, unique, N)
     warnings.extend(w for w in [extrapolation_warning(compute, C)] if w)
-    out = {"params": params, "intervals": intervals, "objective": res.fun, "diagnostics": diagnostics,
-           "derived": derived, "settings": settings}
+    out = {
+        "params": params,
+        "intervals": intervals,
+        "objective": res.fun,
+        "diagnostics": diagnostics,
+        "derived": derived,
+        "settings": settings,
+    }
     if boot:
         out["bootstrap"] = boot
     return out
@@ -281,13 +377,19 @@ def _bound_warnings(x, names, n_excess: int, warnings: list[str]) -> None:
         what = ""
         top = v >= hi - 1e-6
         if k == "r":
-            what = " (log R_D_star: " + ("repeated data looks as good as fresh data in these runs)" if top
-                                         else "repetition looks worthless)")
+            what = " (log R_D_star: " + (
+                "repeated data looks as good as fresh data in these runs)" if top else "repetition looks worthless)"
+            )
         elif k == "s":
-            what = " (log R_N_star: " + ("excess parameters look as good as needed ones in these runs)" if top
-                                         else "excess parameters look worthless)")
-        warnings.append(f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo:.6g}, {hi:.6g}]): "
-                        f"the fit is not at an interior optimum{what}")
+            what = " (log R_N_star: " + (
+                "excess parameters look as good as needed ones in these runs)"
+                if top
+                else "excess parameters look worthless)"
+            )
+        warnings.append(
+            f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo:.6g}, {hi:.6g}]): "
+            f"the fit is not at an interior optimum{what}"
+        )
 
 
 def _bootstrap(N, D, U, L, res, huber_res, *, objective, bootstrap, boot_top_k, seed, delta, ci, terms):
@@ -306,15 +408,25 @@ def _bootstrap(N, D, U, L, res, huber_res, *, objective, bootstrap, boot_top_k, 
         boot_starts = g[np.argsort(o_full.batch(g), kind="stable")[:boot_top_k]]
 
         def one(idx):
-            r = fit_theta(N[idx], D[idx], U[idx], L[idx], grid_mode="full", starts=boot_starts, delta=delta,
-                          extra_starts=[res.x], terms=terms)
+            r = fit_theta(
+                N[idx],
+                D[idx],
+                U[idx],
+                L[idx],
+                grid_mode="full",
+                starts=boot_starts,
+                delta=delta,
+                extra_starts=[res.x],
+                terms=terms,
+            )
             return to_params(r.x, terms)
 
     return pipeline.bootstrap(one, idxs, seed=seed, ci=ci)
 
 
-def _derived(law: DataConstrainedLaw, samples: dict, grid_C, C: np.ndarray, ci: float, cost, unique: float | None,
-             N) -> list[dict]:
+def _derived(
+    law: DataConstrainedLaw, samples: dict, grid_C, C: np.ndarray, ci: float, cost, unique: float | None, N
+) -> list[dict]:
     """N_opt, D_opt, loss at each compute of interest, with bootstrap intervals: with the runs'
     unique tokens when they share one data set (and the fresh-data frontier beside it), else the
     fresh-data frontier alone."""
@@ -331,9 +443,16 @@ def _derived(law: DataConstrainedLaw, samples: dict, grid_C, C: np.ndarray, ci: 
         fresh = {"N_opt": n_f, "D_opt": d_f, "loss_opt": float(law.predict(n_f, d_f))}
         if unique:
             n_u, d_u = (float(v) for v in allocate(partial(law.predict, U=unique), c, cost, n_range))
-            row.update({"N_opt": n_u, "D_opt": d_u, "loss_opt": float(law.predict(n_u, d_u, U=unique)),
-                        "unique_tokens": unique, "epochs_opt": d_u / unique,
-                        **{f"{k}_fresh": v for k, v in fresh.items()}})
+            row.update(
+                {
+                    "N_opt": n_u,
+                    "D_opt": d_u,
+                    "loss_opt": float(law.predict(n_u, d_u, U=unique)),
+                    "unique_tokens": unique,
+                    "epochs_opt": d_u / unique,
+                    **{f"{k}_fresh": v for k, v in fresh.items()},
+                }
+            )
         else:
             row.update(fresh)
         if draws is not None:

@@ -10,6 +10,7 @@ Objective: SUM over runs of Huber_delta(log L_hat - log L), delta = 1e-3, with a
 Optimiser: L-BFGS-B from a grid of starts (the paper's 4,500-point grid, or its best `top_k`
 points after a vectorised evaluation of the whole grid), tolerances ftol=0, gtol=1e-10.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -95,7 +96,15 @@ class Objective:
 
 
 def fit_theta(
-    N, D, L, *, grid: str = "fast", top_k: int = 32, delta: float = DELTA, extra_starts=(), starts: np.ndarray | None = None,
+    N,
+    D,
+    L,
+    *,
+    grid: str = "fast",
+    top_k: int = 32,
+    delta: float = DELTA,
+    extra_starts=(),
+    starts: np.ndarray | None = None,
     polish: bool = True,
 ) -> MultiStartResult:
     """Best theta over the grid. grid='full' runs L-BFGS-B from all 4500 starts (or all `starts`);

@@ -11,6 +11,7 @@ choice existed used it).
 Approach 1 (lower envelope): bin runs (or training-curve points) by compute, keep the lowest
 loss in each bin, and regress the N and D of those envelope points on C the same way.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,14 @@ def _vertex_gradient(c2: float, c1: float) -> np.ndarray:
     return np.array([c1 / (2 * c2 * c2), -1 / (2 * c2), 0.0])
 
 
-def isoflop_minima(logN: np.ndarray, loss: np.ndarray, logC: np.ndarray, groups: np.ndarray, min_points: int = 3, logD: np.ndarray | None = None):
+def isoflop_minima(
+    logN: np.ndarray,
+    loss: np.ndarray,
+    logC: np.ndarray,
+    groups: np.ndarray,
+    min_points: int = 3,
+    logD: np.ndarray | None = None,
+):
     """Per-budget parabola minima. Returns (rows, notes): rows are dicts with C, N_opt, D_opt,
     loss_opt, n_points, n_sizes, curvature, edge (best run at the smallest or largest size) and
     the vertex's design terms for weighting; notes ({C, reason, detail}) explain each budget that
@@ -50,7 +58,13 @@ def isoflop_minima(logN: np.ndarray, loss: np.ndarray, logC: np.ndarray, groups:
             continue
         xs = -c1 / (2 * c2)
         if xs < x.min() or xs > x.max():
-            notes.append({"C": C, "reason": "minimum outside the sampled sizes", "detail": f"vertex at N={np.exp(xs):.3g}, sizes {np.exp(x.min()):.3g}-{np.exp(x.max()):.3g}"})
+            notes.append(
+                {
+                    "C": C,
+                    "reason": "minimum outside the sampled sizes",
+                    "detail": f"vertex at N={np.exp(xs):.3g}, sizes {np.exp(x.min()):.3g}-{np.exp(x.max()):.3g}",
+                }
+            )
             continue
         n_opt = float(np.exp(xs))
         if logD is not None:  # D = C / k: interpolate log k (tokens' cost) along the budget's runs
@@ -61,12 +75,22 @@ def isoflop_minima(logN: np.ndarray, loss: np.ndarray, logC: np.ndarray, groups:
             d_opt = C / (6.0 * n_opt)
         best = int(np.argmin(y))
         resid = y - X @ coef
-        rows.append({
-            "C": C, "N_opt": n_opt, "D_opt": d_opt, "loss_opt": float(c0 - c1 * c1 / (4 * c2)), "n_points": int(m.sum()),
-            "n_sizes": n_sizes, "curvature": c2, "edge": bool(x[best] <= x.min() or x[best] >= x.max()),
-            "best_run_N": float(np.exp(x[best])), "rss": float(resid @ resid), "dof": int(m.sum()) - 3,
-            "_var_unit": float(_vertex_gradient(c2, c1) @ np.linalg.pinv(X.T @ X) @ _vertex_gradient(c2, c1)),
-        })
+        rows.append(
+            {
+                "C": C,
+                "N_opt": n_opt,
+                "D_opt": d_opt,
+                "loss_opt": float(c0 - c1 * c1 / (4 * c2)),
+                "n_points": int(m.sum()),
+                "n_sizes": n_sizes,
+                "curvature": c2,
+                "edge": bool(x[best] <= x.min() or x[best] >= x.max()),
+                "best_run_N": float(np.exp(x[best])),
+                "rss": float(resid @ resid),
+                "dof": int(m.sum()) - 3,
+                "_var_unit": float(_vertex_gradient(c2, c1) @ np.linalg.pinv(X.T @ X) @ _vertex_gradient(c2, c1)),
+            }
+        )
     return rows, notes
 
 
@@ -82,19 +106,37 @@ def vertex_weights(rows: list[dict]) -> tuple[np.ndarray | None, float | None]:
     return 1.0 / var, s2
 
 
-def frontier_fit(C: np.ndarray, N_opt: np.ndarray, D_opt: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
+def frontier_fit(
+    C: np.ndarray, N_opt: np.ndarray, D_opt: np.ndarray, weights: np.ndarray | None = None
+) -> dict[str, float]:
     """Power laws N_opt = N_coef C^a and D_opt = D_coef C^b by (weighted) OLS in log space."""
     (ln_nc, a), r2n = ols(np.log(C), np.log(N_opt), weights)
     (ln_dc, b), r2d = ols(np.log(C), np.log(D_opt), weights)
-    return {"a": float(a), "b": float(b), "N_coef": float(np.exp(ln_nc)), "D_coef": float(np.exp(ln_dc)), "r2_N": r2n, "r2_D": r2d}
+    return {
+        "a": float(a),
+        "b": float(b),
+        "N_coef": float(np.exp(ln_nc)),
+        "D_coef": float(np.exp(ln_dc)),
+        "r2_N": r2n,
+        "r2_D": r2d,
+    }
 
 
 def note_text(n: dict) -> str:
     return f"budget C~{n['C']:.3g}: {n['reason']} ({n['detail']})"
 
 
-def approach2(N, D, loss, C, *, budget_tol: float = 0.15, min_points: int = 3, groups: np.ndarray | None = None,
-              weighted: bool = False):
+def approach2(
+    N,
+    D,
+    loss,
+    C,
+    *,
+    budget_tol: float = 0.15,
+    min_points: int = 3,
+    groups: np.ndarray | None = None,
+    weighted: bool = False,
+):
     """Approach 2 on arrays: the frontier by OLS over budgets, or weighted by 1/var(log N_opt) with
     `weighted`. Returns (params or None, per-budget rows (with each vertex's standard error
     log_N_opt_se when the parabolas leave residual degrees of freedom), notes, groups)."""
@@ -134,7 +176,15 @@ def envelope_points(N, D, loss, C, n_bins: int = 20):
         if m.size == 0:
             continue
         j = m[np.argmin(np.asarray(loss)[m])]
-        rows.append({"C": float(C[j]), "N_opt": float(N[j]), "D_opt": float(D[j]), "loss_opt": float(loss[j]), "n_points": int(m.size)})
+        rows.append(
+            {
+                "C": float(C[j]),
+                "N_opt": float(N[j]),
+                "D_opt": float(D[j]),
+                "loss_opt": float(loss[j]),
+                "n_points": int(m.size),
+            }
+        )
     # keep only points on the envelope proper: loss must decrease as compute grows
     out, best = [], np.inf
     for r in rows:
@@ -146,7 +196,9 @@ def envelope_points(N, D, loss, C, n_bins: int = 20):
 
 def approach1(N, D, loss, C, *, n_bins: int = 20):
     """Approach 1 on arrays. Returns (params or None, envelope rows)."""
-    rows = envelope_points(np.asarray(N, float), np.asarray(D, float), np.asarray(loss, float), np.asarray(C, float), n_bins)
+    rows = envelope_points(
+        np.asarray(N, float), np.asarray(D, float), np.asarray(loss, float), np.asarray(C, float), n_bins
+    )
     if len(rows) < 2 or np.unique([r["N_opt"] for r in rows]).size < 2:
         return None, rows
     arr = {k: np.array([r[k] for r in rows]) for k in ("C", "N_opt", "D_opt")}

@@ -4,6 +4,7 @@ One set of inputs per session (3 dense runs + 1 MoE run from `scalelab train`, a
 `scalelab eval`, fit records from `scalelab fit`, two broken run dirs) and one `scalelab
 dashboard` server per module, started as a subprocess on a free port.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,11 +18,19 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from tests.helpers.ci_gate import unavailable
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 try:
     from playwright import sync_api as playwright_api
 except ImportError:
@@ -32,7 +41,9 @@ except ImportError:
 def _browser_available():
     """Skipped with the reason in a developer's `make test`; a failure in CI (SCALELAB_REQUIRE, tests/helpers/ci_gate.py)."""
     if not os.path.exists(CHROMIUM):
-        unavailable("browser", f"{CHROMIUM} not installed (run .ci/browser_up.sh: apt-get install chromium chromium-driver)")
+        unavailable(
+            "browser", f"{CHROMIUM} not installed (run .ci/browser_up.sh: apt-get install chromium chromium-driver)"
+        )
     if playwright_api is None:
         unavailable("browser", "python package 'playwright' not installed")
 
@@ -48,8 +59,12 @@ def demo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(demo):
     exe = Path(sys.executable).with_name("scalelab")
-    proc = subprocess.Popen([str(exe), "dashboard", "--runs", str(demo["runs"]), "--fits", str(demo["fits"]), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(exe), "dashboard", "--runs", str(demo["runs"]), "--fits", str(demo["fits"]), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     line = proc.stdout.readline()
     m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
     assert m, f"no URL printed: {line!r}"
@@ -101,15 +116,21 @@ def test_runs_table_rows_sort_filter_and_problems(page, server, demo):
     # sorting: click the N column twice -> descending params
     page.click("#runs-table th[data-key=params]")
     page.click("#runs-table th[data-key=params]")
-    ns = page.eval_on_selector_all("#runs-table tbody td[data-key=params]", "tds => tds.map(t => Number(t.textContent))")
+    ns = page.eval_on_selector_all(
+        "#runs-table tbody td[data-key=params]", "tds => tds.map(t => Number(t.textContent))"
+    )
     assert ns == sorted(ns, reverse=True) and ns[0] > ns[-1]
     # filtering: text and a numeric expression
     page.fill("#filter", "n50k-lr")
     assert page.locator("#runs-table tbody tr").count() == 2
     page.fill("#filter", "lr>0.005")
-    assert page.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.id)") == ["tiny-sweep/n50k-lr1e-2"]
+    assert page.eval_on_selector_all("#runs-table tbody tr", "rs => rs.map(r => r.dataset.id)") == [
+        "tiny-sweep/n50k-lr1e-2"
+    ]
     # the optimizer column: the demo's runs train with adamw (the default; a config without optim.name too)
-    assert set(page.eval_on_selector_all("#runs-table tbody td[data-key=optim]", "tds => tds.map(t => t.textContent)")) == {"adamw"}
+    assert set(
+        page.eval_on_selector_all("#runs-table tbody td[data-key=optim]", "tds => tds.map(t => t.textContent)")
+    ) == {"adamw"}
     page.fill("#filter", "optim=muon")
     assert page.locator("#runs-table tbody tr").count() == 0
     page.fill("#filter", "")
@@ -141,7 +162,9 @@ def test_selecting_runs_draws_curves(page, server, demo):
     assert page.eval_on_selector("#plot-loss", "d => d.layout.xaxis.type") == "log"
     assert page.locator("#plot-loss .modebar").count() == 1  # PNG/SVG export lives in the mode bar
     for fmt in ("png", "svg"):  # what the mode bar's export buttons call
-        uri = page.evaluate(f"() => Plotly.toImage(document.getElementById('plot-loss'), {{format: '{fmt}', width: 400, height: 300}})")
+        uri = page.evaluate(
+            f"() => Plotly.toImage(document.getElementById('plot-loss'), {{format: '{fmt}', width: 400, height: 300}})"
+        )
         assert uri.startswith(f"data:image/{fmt}"), uri[:40]
     with page.expect_download() as dl:
         page.click("text=curves CSV")
@@ -156,16 +179,24 @@ def test_curves_draw_a_stable_run_with_its_branches(page, server, demo):
     branches = {rid: p for rid, p in demo["wsd"].items() if p}
     _open(page, server, "runs", "#runs-table tbody tr")
     for rid, (parent, step) in branches.items():
-        assert page.inner_text(f'#runs-table tr[data-id="{rid}"] td[data-key=branch_of]') == f"{parent.split('/')[-1]} step {step}"
+        assert (
+            page.inner_text(f'#runs-table tr[data-id="{rid}"] td[data-key=branch_of]')
+            == f"{parent.split('/')[-1]} step {step}"
+        )
     assert page.inner_text(f'#runs-table tr[data-id="{stable}"] td[data-key=branch_of]') == ""
     first = sorted(branches)[0]
     page.check(f'#runs-table tr[data-id="{first}"] input.sel')
     page.click("#plot-selected")
-    page.wait_for_function("() => ((document.getElementById('plot-loss') || {}).data || []).length === 4")  # 3 runs + branch points
+    page.wait_for_function(
+        "() => ((document.getElementById('plot-loss') || {}).data || []).length === 4"
+    )  # 3 runs + branch points
     page.select_option("#xaxis", "tokens")
     page.wait_for_function("() => document.getElementById('plot-loss').layout.xaxis.title.text === 'tokens'")
-    traces = page.eval_on_selector("#plot-loss", "d => d.data.map(t => ({x: t.x, y: t.y, meta: t.meta, color: (t.line || {}).color, "
-                                                 "mcolor: t.marker.color, group: t.legendgroup}))")
+    traces = page.eval_on_selector(
+        "#plot-loss",
+        "d => d.data.map(t => ({x: t.x, y: t.y, meta: t.meta, color: (t.line || {}).color, "
+        "mcolor: t.marker.color, group: t.legendgroup}))",
+    )
     assert page.locator("#plot-loss .scatterlayer .trace").count() == 4
     by = {t["meta"].get("run", t["meta"]["role"]): t for t in traces}
     assert by[stable]["meta"]["role"] == "stable" and {by[b]["meta"]["role"] for b in branches} == {"branch"}
@@ -203,7 +234,9 @@ def test_scaling_view_renders_fits(page, server, demo):
     names = page.eval_on_selector("#scaling-frontier", "d => d.data.map(t => t.name)")
     assert "extrapolation" in names and any("interval" in n for n in names)
     page.select_option("#fit-select", "chinchilla-a2.json")
-    page.wait_for_function("() => (document.getElementById('scaling-frontier')?.data || []).some(t => t.name === 'per-budget optimum')")
+    page.wait_for_function(
+        "() => (document.getElementById('scaling-frontier')?.data || []).some(t => t.name === 'per-budget optimum')"
+    )
     page.select_option("#fit-select", "batch-lr.json")
     page.wait_for_selector("#scaling-opt_lr .scatterlayer .trace")
     assert _traces(page, "scaling-loss_vs_lr") >= 3
@@ -219,7 +252,9 @@ def test_scaling_view_shows_laws_per_optimizer(page, server, demo):
     names = page.eval_on_selector("#scaling-by_frontier", "d => d.data.map(t => t.name)")
     assert {"adamw L*(C)", "muon L*(C)"} <= set(names) and any(n.startswith("adamw needs ×") for n in names)
     page.select_option("#fit-group", "muon")
-    page.wait_for_function("() => document.querySelector('#fit-params') && document.getElementById('fit-group').value === 'muon'")
+    page.wait_for_function(
+        "() => document.querySelector('#fit-params') && document.getElementById('fit-group').value === 'muon'"
+    )
     assert "alpha" in page.inner_text("#fit-params") and _traces(page, "scaling-frontier") >= 2
     assert page.errors == []
 
@@ -233,7 +268,9 @@ def test_moe_view(page, server, demo):
     moe_runs = [r for r in demo["ids"] if r.startswith("tiny-moe/")]
     assert _traces(page, "moe-compare_imbalance") == len(moe_runs)  # one trace per router/run
     page.select_option("#moe-run", moe_runs[-1])
-    page.wait_for_function("() => document.querySelector('#moe-plots .plot') && document.getElementById('moe-load_layer0').data")
+    page.wait_for_function(
+        "() => document.querySelector('#moe-plots .plot') && document.getElementById('moe-load_layer0').data"
+    )
     assert page.errors == []
 
 
@@ -244,8 +281,10 @@ def test_profile_view_step_time_and_memory(page, server, demo):
     assert metas == ["time/data_s", "time/fwd_bwd_s", "time/optim_s", "other", "time/comm_s"]
     assert page.eval_on_selector("#profile-memory", "d => d.data.map(t => t.meta)") == ["mem/max_rss_gb"]
     page.select_option("#profile-run", "tiny-moe/moe-n50k")
-    page.wait_for_function("() => (document.getElementById('profile-time')?.data || [])[1]?.x.length > 0 "
-                           "&& location.hash.length > 0 && document.getElementById('profile-info').textContent")
+    page.wait_for_function(
+        "() => (document.getElementById('profile-time')?.data || [])[1]?.x.length > 0 "
+        "&& location.hash.length > 0 && document.getElementById('profile-info').textContent"
+    )
     assert page.errors == []
 
 
@@ -255,7 +294,9 @@ def _names(page, div_id):
 
 def _exports(page, div_id):
     for fmt in ("png", "svg"):  # what the mode bar's PNG/SVG buttons call
-        uri = page.evaluate(f"() => Plotly.toImage(document.getElementById('{div_id}'), {{format: '{fmt}', width: 400, height: 300}})")
+        uri = page.evaluate(
+            f"() => Plotly.toImage(document.getElementById('{div_id}'), {{format: '{fmt}', width: 400, height: 300}})"
+        )
         assert uri.startswith(f"data:image/{fmt}"), uri[:40]
 
 
@@ -270,7 +311,9 @@ def test_moe_view_loss_vs_compute_and_the_fitted_law(page, server, demo):
     page.select_option("#moe-color", "granularity")
     page.wait_for_function("() => document.getElementById('moe-moe_law').data.some(t => t.name === 'G=2')")
     page.select_option("#moe-fit", "moe-clark.json")
-    page.wait_for_function("() => (document.getElementById('moe-moe_law')?.data || []).some(t => t.name === 'law E=16')")
+    page.wait_for_function(
+        "() => (document.getElementById('moe-moe_law')?.data || []).some(t => t.name === 'law E=16')"
+    )
     _exports(page, "moe-moe_law")
     page.select_option("#moe-fit", "")
     page.wait_for_function("() => !document.getElementById('moe-moe_law')")
@@ -280,10 +323,18 @@ def test_moe_view_loss_vs_compute_and_the_fitted_law(page, server, demo):
 
 def test_plan_view_cost_against_loss_and_pareto(page, server, demo):
     _open(page, server, "plan?device=h100-sxm&usd-per-device-hour=2.5", "#plan-plan_cost_loss .scatterlayer .trace")
-    assert _names(page, "plan-plan_cost_loss") == ["planned run, 95% prediction interval", "Pareto front", "continuous optimum N_opt, D_opt"]
+    assert _names(page, "plan-plan_cost_loss") == [
+        "planned run, 95% prediction interval",
+        "Pareto front",
+        "continuous optimum N_opt, D_opt",
+    ]
     assert page.eval_on_selector("#plan-plan_cost_loss", "d => d.layout.xaxis.title.text") == "cost (USD)"
     assert page.locator("#plan-table tbody tr").count() == 13
-    assert page.input_value("#plan-device") == "h100-sxm" and page.input_value("#plan-precision") == "bf16" and page.input_value("#plan-mfu") == ""
+    assert (
+        page.input_value("#plan-device") == "h100-sxm"
+        and page.input_value("#plan-precision") == "bf16"
+        and page.input_value("#plan-mfu") == ""
+    )
     assert "h100-sxm × 1" in page.inner_text("#plan-assumptions") and "MFU 0.4" in page.inner_text("#plan-assumptions")
     days = lambda: float(page.inner_text("#plan-table tbody tr:first-child td[data-key=days]"))  # noqa: E731
     one = days()
@@ -297,7 +348,9 @@ def test_plan_view_cost_against_loss_and_pareto(page, server, demo):
     assert len(Path(dl.value.path()).read_text().splitlines()) == 14
     _exports(page, "plan-plan_cost_loss")
     page.select_option("#plan-x", "device_hours")
-    page.wait_for_function("() => document.getElementById('plan-plan_cost_loss').layout.xaxis.title.text === 'device-hours'")
+    page.wait_for_function(
+        "() => document.getElementById('plan-plan_cost_loss').layout.xaxis.title.text === 'device-hours'"
+    )
     assert page.errors == []
     page.fill("#plan-mfu", "2")
     page.dispatch_event("#plan-mfu", "change")
@@ -307,13 +360,28 @@ def test_plan_view_cost_against_loss_and_pareto(page, server, demo):
 
 def test_scaling_view_shows_the_accuracy_chain(page, server, demo):
     _open(page, server, "scaling?fit=accuracy.json", "#scaling-chain .scatterlayer .trace")
-    assert page.eval_on_selector_all("#scaling-plots .plot", "ps => ps.map(p => p.id)") == ["scaling-task_loss", "scaling-accuracy", "scaling-chain"]
-    assert {"sigmoid fit", "chance 0.5", "evaluated runs", "95% interval (bootstrap of the sigmoid)"} <= set(_names(page, "scaling-accuracy"))
-    assert "measured accuracy" in _names(page, "scaling-chain") and any(n.startswith("law N≈") for n in _names(page, "scaling-task_loss"))
-    assert page.eval_on_selector_all("#fit-params tbody tr", "rs => rs.map(r => r.dataset.param)") == ["a", "b", "k", "L0"]
+    assert page.eval_on_selector_all("#scaling-plots .plot", "ps => ps.map(p => p.id)") == [
+        "scaling-task_loss",
+        "scaling-accuracy",
+        "scaling-chain",
+    ]
+    assert {"sigmoid fit", "chance 0.5", "evaluated runs", "95% interval (bootstrap of the sigmoid)"} <= set(
+        _names(page, "scaling-accuracy")
+    )
+    assert "measured accuracy" in _names(page, "scaling-chain") and any(
+        n.startswith("law N≈") for n in _names(page, "scaling-task_loss")
+    )
+    assert page.eval_on_selector_all("#fit-params tbody tr", "rs => rs.map(r => r.dataset.param)") == [
+        "a",
+        "b",
+        "k",
+        "L0",
+    ]
     assert page.input_value("#fit-partner") == "task-loss.json"
     page.select_option("#fit-task", "synthetic_4choice")
-    page.wait_for_function("() => document.getElementById('scaling-accuracy')?.data?.some(t => t.name === 'chance 0.25')")
+    page.wait_for_function(
+        "() => document.getElementById('scaling-accuracy')?.data?.some(t => t.name === 'chance 0.25')"
+    )
     assert page.eval_on_selector("#scaling-chain", "d => d.layout.title.text").startswith("synthetic_4choice")
     page.select_option("#fit-partner", "none")
     page.wait_for_function("() => !document.getElementById('scaling-chain')")
@@ -334,8 +402,12 @@ def test_scaling_view_shows_lr_annealing_curves(page, server, demo):
 
 
 def test_path_traversal_and_writes_refused(page, server):
-    for path in ("api/curves?run=../../../etc/passwd", "api/curves?run=tiny-sweep%2F..%2F..%2Fetc", "api/fit?id=..%2Fruns%2Fx.json",
-                 "api/moe?run=%2Fetc%2Fpasswd"):
+    for path in (
+        "api/curves?run=../../../etc/passwd",
+        "api/curves?run=tiny-sweep%2F..%2F..%2Fetc",
+        "api/fit?id=..%2Fruns%2Fx.json",
+        "api/moe?run=%2Fetc%2Fpasswd",
+    ):
         r = page.request.get(server + path)
         assert r.status == 400, path
         assert "refused" in r.json()["error"]
@@ -368,8 +440,11 @@ def test_auto_refresh_shows_a_new_running_run(page, server, demo):
         with open(live / "metrics.jsonl", "a") as f:
             f.write("".join(lines[3:6]))
         step = str(__import__("json").loads(lines[5])["step"])
-        page.wait_for_function("s => document.querySelector('#runs-table tr[data-id=\"tiny-sweep/live-run\"] td[data-key=status]').textContent.includes(s)",
-                               arg=step, timeout=15000)
+        page.wait_for_function(
+            "s => document.querySelector('#runs-table tr[data-id=\"tiny-sweep/live-run\"] td[data-key=status]').textContent.includes(s)",
+            arg=step,
+            timeout=15000,
+        )
         assert page.errors == []
     finally:
         shutil.rmtree(live)
@@ -382,8 +457,12 @@ SPACED = "tiny-sweep/n50k lr3e-3 (copy)"
 
 def _serve(runs: Path, fits: Path):
     exe = Path(sys.executable).with_name("scalelab")
-    proc = subprocess.Popen([str(exe), "dashboard", "--runs", str(runs), "--fits", str(fits), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(exe), "dashboard", "--runs", str(runs), "--fits", str(fits), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     m = re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stdout.readline())
     assert m, "no URL printed"
     for _ in range(100):
@@ -466,7 +545,9 @@ def test_confined_runs_view_and_spaced_run_plots(page, hostile):
 def test_fit_sources_and_records_outside_roots_not_read(page, hostile):
     url, base = hostile["url"], hostile["base"]
     _open(page, url, "scaling?fit=outside-source.json", "#fit-params tbody tr")
-    page.wait_for_function("() => document.getElementById('fit-info').innerText.includes('outside the served directories')")
+    page.wait_for_function(
+        "() => document.getElementById('fit-info').innerText.includes('outside the served directories')"
+    )
     assert "linked-record.json: links outside the served fits directory" in page.inner_text("#problems")
     opts = page.eval_on_selector_all("#fit-select option", "os => os.map(o => o.value)")
     assert "linked-record.json" not in opts
@@ -488,6 +569,8 @@ def test_degenerate_fit_flagged_with_table_and_no_broken_axes(page, hostile):
     page.wait_for_selector("#scaling-loss_vs_lr .scatterlayer .trace")  # the data still are
     names = page.eval_on_selector("#scaling-loss_vs_lr", "d => d.data.map(t => t.name)")
     assert "extrapolation" not in names and not any(n.startswith("fit ") for n in names)
-    ticks = page.eval_on_selector_all("#scaling-plots .xtick text, #scaling-plots .ytick text", "ts => ts.map(t => t.textContent)")
+    ticks = page.eval_on_selector_all(
+        "#scaling-plots .xtick text, #scaling-plots .ytick text", "ts => ts.map(t => t.textContent)"
+    )
     assert ticks and not any(re.search(r"0{6,}[1-9]", t) for t in ticks), ticks
     assert page.errors == []

@@ -2,6 +2,7 @@
 for a config that predates optim.name) and a `fit chinchilla --by optim.name` record in the Scaling
 view: one value at a time, its compare block, a shared figure, the per-value CSV; the Plan view
 does not offer it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -23,12 +24,21 @@ def served(tmp_path_factory):
     base = tmp_path_factory.mktemp("by-dash")
     runs, fits = base / "runs", base / "fits"
     budgets = (1e17, 1e18, 1e19)
-    write_run_tree(runs, chinchilla_table(noise=0.002, seed=1, n_per_budget=5, budgets=budgets), sweep="adamw", extra_broken=False)
-    write_run_tree(runs, chinchilla_table(data_multiplied(TRUE_CHINCHILLA, 2.0), noise=0.002, seed=2, n_per_budget=5, budgets=budgets),
-                   sweep="muon", extra_broken=False, optim="muon")
+    write_run_tree(
+        runs, chinchilla_table(noise=0.002, seed=1, n_per_budget=5, budgets=budgets), sweep="adamw", extra_broken=False
+    )
+    write_run_tree(
+        runs,
+        chinchilla_table(data_multiplied(TRUE_CHINCHILLA, 2.0), noise=0.002, seed=2, n_per_budget=5, budgets=budgets),
+        sweep="muon",
+        extra_broken=False,
+        optim="muon",
+    )
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = scalelab(["fit", "chinchilla", str(runs), "--by", "optim.name", "--bootstrap", "8", "--out", str(fits / "by.json")])
+        code = scalelab(
+            ["fit", "chinchilla", str(runs), "--by", "optim.name", "--bootstrap", "8", "--out", str(fits / "by.json")]
+        )
     assert code == 0, err.getvalue()
     return TestClient(create_app(runs, fits, refresh_s=0))
 
@@ -50,7 +60,11 @@ def test_scaling_view_shows_one_value_at_a_time_and_the_comparison(served):
     assert d["record"]["group"] == "adamw" and d["record"]["params"]["alpha"] == pytest.approx(0.35, abs=0.03)
     assert d["n_data_points"] == 15 and d["not_identified"] == []
     m = d["compare"]["others"]["muon"]
-    assert d["compare"]["baseline"] == "adamw" and m["compute_multiplier"] == pytest.approx(2.0, rel=0.1) and len(m["interval"]) == 2
+    assert (
+        d["compare"]["baseline"] == "adamw"
+        and m["compute_multiplier"] == pytest.approx(2.0, rel=0.1)
+        and len(m["interval"]) == 2
+    )
     ids = [f["id"] for f in d["figures"]]
     assert ids[0] == "by_frontier" and "frontier" in ids
     shared = d["figures"][0]

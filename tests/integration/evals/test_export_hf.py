@@ -1,34 +1,17 @@
 """`scalelab export hf`: transformers directory loadable offline, logits equal ours (dense, MoE)."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
-
-
-
-
-
-
 from tests.helpers import tiny_model, tiny_model_config, write_run_dir
-
-
-
-
-
 from tests.unit.evals.test_export_hf import _parity, tok  # noqa: F401 (shared with the unit tests)
 
 
-
-
 def test_dense_round_trip_via_cli(tmp_path, tok):
-    from launch.cli import main
     from transformers import AutoConfig, AutoTokenizer
+
+    from launch.cli import main
 
     cfg = tiny_model_config(tok.get_vocab_size(), rope_theta=12345.0, norm_eps=1e-6)
     model = tiny_model(cfg)

@@ -2,41 +2,18 @@
 evaluation (one task made to fail: training must finish), then `scalelab eval --suite tiny`
 writing evals/<step>.json and eval/... W&B entries; crash/timeout isolation of the child."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
-
-
-
-
 from pathlib import Path
 
-
-
 import pytest
-
-
 import torch
-
-
 import yaml
 
-
-
-from tests.helpers import REPO, run_cli, tiny_overrides
-
-
 from evals import tasks as T
-
-
+from tests.helpers import REPO, run_cli, tiny_overrides
 from tests.unit.evals.test_run import _job  # noqa: F401 (shared with the unit tests)
-
-
 
 pytestmark = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found")
 
@@ -44,12 +21,8 @@ pytestmark = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval
 STEPS, CKPT_EVERY = 6, 3
 
 
-
-
 def wandb_bytes(run_dir: Path) -> bytes:
     return b"".join(p.read_bytes() for p in run_dir.glob("wandb/*run-*/run-*.wandb"))
-
-
 
 
 @pytest.fixture(scope="module")
@@ -59,16 +32,25 @@ def trained(tiny_data, tmp_path_factory):
     suite.write_text(yaml.safe_dump({"limit": 4, "tasks": ["blimp_anaphor_number_agreement", "lambada_openai"]}))
     rd = tmp / "run"
     tokens_per_ckpt = 8 * 64 * CKPT_EVERY
-    over = tiny_overrides(tiny_data, **{"train.steps": STEPS, "train.checkpoint_every_steps": CKPT_EVERY,
-                                        "train.eval_every_steps": STEPS, "wandb.mode": "offline",
-                                        "eval.suite": str(suite), "eval.every_tokens": tokens_per_ckpt,
-                                        "eval.threads": 1})
-    r = run_cli(["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(rd), "--no-progress"], cwd=tmp,
-                env={"SCALELAB_EVAL_FAULT": "task:lambada_openai", "OMP_NUM_THREADS": "1"})
+    over = tiny_overrides(
+        tiny_data,
+        **{
+            "train.steps": STEPS,
+            "train.checkpoint_every_steps": CKPT_EVERY,
+            "train.eval_every_steps": STEPS,
+            "wandb.mode": "offline",
+            "eval.suite": str(suite),
+            "eval.every_tokens": tokens_per_ckpt,
+            "eval.threads": 1,
+        },
+    )
+    r = run_cli(
+        ["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(rd), "--no-progress"],
+        cwd=tmp,
+        env={"SCALELAB_EVAL_FAULT": "task:lambada_openai", "OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return rd, r
-
-
 
 
 def test_inloop_eval_survives_failing_task(trained):
@@ -82,12 +64,12 @@ def test_inloop_eval_survives_failing_task(trained):
         assert len(accs) == 1 and 0 <= accs[0]["value"] <= 1 and accs[0]["n"] == 4
         assert doc["eval_s"] > 0 and doc["step"] == step and doc["tokens"] == step * 8 * 64
     # evaluation time is accounted separately from training throughput
-    assert summary["eval_s"] >= sum(json.loads((rd / "evals" / f"{s}.json").read_text())["eval_s"] for s in (3, 6)) * 0.9
+    assert (
+        summary["eval_s"] >= sum(json.loads((rd / "evals" / f"{s}.json").read_text())["eval_s"] for s in (3, 6)) * 0.9
+    )
     assert "eval at step 3" in r.stdout + r.stderr
     data = wandb_bytes(rd)
     assert b"eval/blimp_anaphor_number_agreement/acc" in data and b"eval/lambada_openai/failed" in data
-
-
 
 
 def test_suite_run_writes_results_and_wandb(trained):
@@ -97,15 +79,18 @@ def test_suite_run_writes_results_and_wandb(trained):
     doc = json.loads((rd / "evals" / f"{STEPS}.json").read_text())
     assert "tiny" in doc["suites"] and doc["lm_eval_version"] and doc["checkpoint"].endswith(f"step_{STEPS}")
     got = {(x["task"], x["metric"]) for x in doc["results"]}
-    assert {("lambada_openai", "acc"), ("lambada_openai", "perplexity"), ("tinyshakespeare_bpb", "bits_per_byte"),
-            ("blimp_determiner_noun_agreement_1", "acc"), ("blimp", "acc")} <= got
+    assert {
+        ("lambada_openai", "acc"),
+        ("lambada_openai", "perplexity"),
+        ("tinyshakespeare_bpb", "bits_per_byte"),
+        ("blimp_determiner_noun_agreement_1", "acc"),
+        ("blimp", "acc"),
+    } <= got
     assert doc["failed"] == []  # the in-loop failure of lambada was replaced by this run's result
     bpb = next(x for x in doc["results"] if x["metric"] == "bits_per_byte")
     assert 0 < bpb["value"] < 10 and bpb["n"] == 3
     assert doc["config"]["suite"]["name"] == "tiny" and doc["config"]["limit_override"] == 3
     assert b"eval/tinyshakespeare_bpb/bits_per_byte" in wandb_bytes(rd)
-
-
 
 
 def test_train_refuses_unknown_eval_suite_before_training(tiny_data, tmp_path):
@@ -115,8 +100,6 @@ def test_train_refuses_unknown_eval_suite_before_training(tiny_data, tmp_path):
     assert not (tmp_path / "r" / "checkpoints").exists()
 
 
-
-
 def test_inloop_in_process_mode_records_task_failure(tmp_path, monkeypatch):
     from evals.config import EvalSection
     from evals.inloop import EVALUATOR
@@ -124,8 +107,12 @@ def test_inloop_in_process_mode_records_task_failure(tmp_path, monkeypatch):
     monkeypatch.setenv("SCALELAB_EVAL_FAULT", "task:lambada_openai")
     job, logs = _job(tmp_path / "run", 4)
     threads = torch.get_num_threads()
-    EVALUATOR.evaluate(EvalSection(suite=None, tasks=["blimp_anaphor_number_agreement", "lambada_openai"], limit=2,
-                                   subprocess=False, threads=1), job)
+    EVALUATOR.evaluate(
+        EvalSection(
+            suite=None, tasks=["blimp_anaphor_number_agreement", "lambada_openai"], limit=2, subprocess=False, threads=1
+        ),
+        job,
+    )
     doc = json.loads((tmp_path / "run" / "evals" / "4.json").read_text())
     assert [f["task"] for f in doc["failed"]] == ["lambada_openai"]
     assert any(x["task"] == "blimp_anaphor_number_agreement" for x in doc["results"])
@@ -133,16 +120,19 @@ def test_inloop_in_process_mode_records_task_failure(tmp_path, monkeypatch):
     assert "eval at step 4" in logs[-1] and "1 task(s) failed" in logs[-1]
 
 
-
-
 def test_zero3_checkpoint_loads_and_exports(tiny_data, tmp_path):
     """ZeRO-3 keeps only placeholders in the module states; the loader merges the shards."""
     from rundir.weights import load_run
 
-    over = tiny_overrides(tiny_data, **{"train.steps": 2, "train.checkpoint_every_steps": 0, "deepspeed": "zero3",
-                                        "train.eval_every_steps": 0})
-    r = run_cli(["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(tmp_path / "z3"), "--no-progress"],
-                cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    over = tiny_overrides(
+        tiny_data,
+        **{"train.steps": 2, "train.checkpoint_every_steps": 0, "deepspeed": "zero3", "train.eval_every_steps": 0},
+    )
+    r = run_cli(
+        ["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(tmp_path / "z3"), "--no-progress"],
+        cwd=tmp_path,
+        env={"OMP_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert not (tmp_path / "z3/checkpoints/step_2/mp_rank_00_model_states.pt").exists()
     loaded = load_run(tmp_path / "z3")

@@ -2,6 +2,7 @@
 training to checkpoint and stop, and the run's lock stays held until the last rank has exited
 (the lock was shared with the launcher subprocess and used to be dropped at once while the
 ranks trained on)."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.helpers import complete_checkpoint, prepared_data, write_base, write_spec, free_port
 
 from rundir.lock import is_locked
+from tests.helpers import complete_checkpoint, free_port, prepared_data, write_base, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -31,8 +32,12 @@ def ranks(run_dir: Path) -> list[int]:
             state = (p / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and b"pretrain.cli" in argv and str(run_dir).encode() in b" ".join(argv) \
-                and not any(b"deepspeed" in a for a in argv):
+        if (
+            state != "Z"
+            and b"pretrain.cli" in argv
+            and str(run_dir).encode() in b" ".join(argv)
+            and not any(b"deepspeed" in a for a in argv)
+        ):
             out.append(int(p.name))
     return out
 
@@ -42,16 +47,34 @@ def test_ctrl_c_stops_the_training_and_keeps_the_lock_until_the_ranks_exit(work)
     base = write_base(work / "base", data, steps=200000, checkpoint_every_steps=4, log_every_steps=2)
     hostfile = work / "hostfile"
     hostfile.write_text("localhost slots=1\n")
-    spec = write_spec(work, {"name": "dsc", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs"),
-                             "executor": {"deepspeed": {"hostfile": str(hostfile), "master_port": free_port()}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "dsc",
+            "base": str(base),
+            "kind": "seeds",
+            "seeds": [0],
+            "runs_dir": str(work / "runs"),
+            "executor": {"deepspeed": {"hostfile": str(hostfile), "master_port": free_port()}},
+        },
+    )
     run_dir = (work / "runs" / "s0").resolve()
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-    a = subprocess.Popen([sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--executor", "deepspeed"],
-                         cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    a = subprocess.Popen(
+        [sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--executor", "deepspeed"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         t0 = time.time()
         while complete_checkpoint(run_dir) is None:
-            assert a.poll() is None and time.time() - t0 < 400, (a.stdout.read() if a.poll() is not None else "no checkpoint")
+            assert a.poll() is None and time.time() - t0 < 400, (
+                a.stdout.read() if a.poll() is not None else "no checkpoint"
+            )
             time.sleep(0.05)
         assert ranks(run_dir) and is_locked(run_dir)
         os.kill(a.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the launch, not the ranks' session

@@ -1,4 +1,5 @@
 """The main job end to end from the CLI, scaled down (tiny budgets), and its idempotent rerun."""
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,9 @@ def test_every_step_produced_its_output(study):
         assert {r["task"] for r in ev["results"]} >= {"blimp_anaphor_gender_agreement", "tinyshakespeare_bpb"}
     for name in ("chinchilla-a3", "chinchilla-a2", "batch-lr"):
         rec = json.loads((out / "fits" / f"{name}.json").read_text())
-        assert rec["n_points"] >= (4 if name == "batch-lr" else 9) and (out / "fits" / f"{name}.png").stat().st_size > 1000
+        assert (
+            rec["n_points"] >= (4 if name == "batch-lr" else 9) and (out / "fits" / f"{name}.png").stat().st_size > 1000
+        )
     a3 = json.loads((out / "fits" / "chinchilla-a3.json").read_text())
     assert set(a3["params"]) >= {"E", "A", "B", "alpha", "beta"} and a3["intervals"]
 
@@ -44,7 +47,9 @@ def test_plan_was_trained_and_compared(study):
     plan = json.loads((out / "plan" / "plan.json").read_text())
     run = json.loads((Path(cmp["run"]) / "summary.json").read_text())
     assert run["status"] == "done"
-    ev = json.loads((Path(cmp["run"]) / "evals" / f"{run['steps']}.json").read_text())  # the plan's run is evaluated too
+    ev = json.loads(
+        (Path(cmp["run"]) / "evals" / f"{run['steps']}.json").read_text()
+    )  # the plan's run is evaluated too
     assert "tiny" in ev["suites"] and not ev["failed"]
     assert math.isfinite(cmp["predicted"]) and cmp["measured"] == run["final_val_loss"]
     assert cmp["rel_error"] == pytest.approx((cmp["measured"] - cmp["predicted"]) / cmp["predicted"])
@@ -53,7 +58,10 @@ def test_plan_was_trained_and_compared(study):
     assert cmp["interval"][0] <= cmp["parameter_interval"][0] and cmp["parameter_interval"][1] <= cmp["interval"][1]
     assert cmp["inside"] == (cmp["interval"][0] <= cmp["measured"] <= cmp["interval"][1])
     # the plan's budget is the configured multiple of the largest IsoFLOP budget's FLOPs (not the anchor's)
-    flops = {p.parent.name: json.loads(p.read_text())["flops"] for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json")}
+    flops = {
+        p.parent.name: json.loads(p.read_text())["flops"]
+        for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json")
+    }
     largest = max(f for name, f in flops.items() if not name.startswith("anchor-"))
     assert flops["anchor-n50k-d200k"] > largest
     assert plan["compute"] == pytest.approx(3 * largest, rel=1e-3)
@@ -64,7 +72,10 @@ def test_plan_was_trained_and_compared(study):
     last = [ln for ln in res.stdout.splitlines() if ln.startswith("predicted loss")][-1]
     assert "(95% prediction interval " in last and "vs measured" in last and "relative error" in last
     # where the points came from, and what they cost (the figure issue 16 compares with WSD branches)
-    assert "IsoFLOP points: 10 from separate cosine runs (10: 9 at the budgets, 1 anchor)" in res.stdout and "points per CPU hour" in res.stdout
+    assert (
+        "IsoFLOP points: 10 from separate cosine runs (10: 9 at the budgets, 1 anchor)" in res.stdout
+        and "points per CPU hour" in res.stdout
+    )
     assert "come from separate cosine runs (10: 9 at the budgets, 1 anchor)" in report
     assert "3x the largest IsoFLOP budget" in report and "x the largest fitted run (an anchor)" in report
     a2 = json.loads((out / "fits" / "chinchilla-a2.json").read_text())

@@ -4,74 +4,39 @@ trains, a busy lock fails a worker (a requeued task must not "complete" a partia
 holder (pids are reused) and never a Slurm task's pid, and the worker requeues only after the
 preemption signal, at most `max_requeues` times, recording each. No training: seconds."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
 import os
-
-
 import signal
-
-
 import socket
-
-
 import subprocess
-
-
 import sys
-
-
 import time
-
-
 from pathlib import Path
-
-
 
 import pytest
 
-
-from tests.helpers import scalelab, write_base, write_spec
-
-
-
-
-
 from launch.locks import RunLock
-
-
-from rundir.lock import Holder, proc_start_ticks
-
-
 from launch.status import run_status
-
-
-
-
+from rundir.lock import Holder, proc_start_ticks
+from tests.helpers import scalelab, write_base, write_spec
 
 
 def sleeper(seconds: int = 60) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
 
 
-
-
 def sweep_with_run(work: Path) -> tuple[Path, Path]:
     """A one-run sweep spec (never trained here) and its run directory, with a launch.yaml."""
     base = write_base(work / "base", work / "no-data")
-    spec = write_spec(work, {"name": "lk", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")})
+    spec = write_spec(
+        work, {"name": "lk", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    )
     run_dir = work / "runs" / "s0"
     run_dir.mkdir(parents=True)
     (run_dir / "launch.yaml").write_text(base.read_text())
     return spec, run_dir
-
-
 
 
 def test_busy_lock_fails_the_worker_and_status_names_the_holder(work):
@@ -79,7 +44,9 @@ def test_busy_lock_fails_the_worker_and_status_names_the_holder(work):
     lock = RunLock(run_dir, role="local")
     assert lock.acquire()
     try:
-        r = subprocess.run([sys.executable, "-m", "launch.worker", str(run_dir)], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "launch.worker", str(run_dir)], capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 1, r.stdout + r.stderr
         who = f"{socket.gethostname()} pid {os.getpid()}"
         assert "held by another launch" in r.stderr and who in r.stderr, r.stderr
@@ -96,16 +63,12 @@ def test_busy_lock_fails_the_worker_and_status_names_the_holder(work):
     assert run_status(run_dir).held_by is None
 
 
-
-
 def _hold_with_record(run_dir: Path, text: str) -> RunLock:
     lock = RunLock(run_dir)
     assert lock.acquire()
     os.ftruncate(lock.fd, 0)
     os.pwrite(lock.fd, text.encode(), 0)
     return lock
-
-
 
 
 @pytest.mark.parametrize("record", ["old-format", "other-start-time"])
@@ -134,16 +97,18 @@ def test_cancel_never_signals_a_pid_that_is_no_longer_the_holder(work, record):
         victim.wait()
 
 
-
-
 def read_holder_for(pid: int) -> Holder:
     """The record a launch with this pid would write, identity included."""
     with open("/proc/sys/kernel/random/boot_id") as f:
         boot = f.read().strip()
-    return Holder(host=socket.gethostname(), pid=pid, since=time.time(), start_ticks=proc_start_ticks(pid), boot_id=boot,
-                  role="local")
-
-
+    return Holder(
+        host=socket.gethostname(),
+        pid=pid,
+        since=time.time(),
+        start_ticks=proc_start_ticks(pid),
+        boot_id=boot,
+        role="local",
+    )
 
 
 def test_cancel_signals_the_verified_holder_but_never_a_slurm_tasks_pid(work):

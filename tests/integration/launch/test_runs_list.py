@@ -2,42 +2,16 @@
 (half-written summary, torn metrics line, unreadable config, empty folder), the `runs` CLI, and
 `sweep status` speed over 1,000 run dirs."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
 import time
-
-
 from pathlib import Path
 
-
-
-
-
-
-
-from tests.helpers import scalelab, write_base, write_spec
-
-
-
-
-
 from launch.status import counts, run_status
-
-
 from rundir.read import load_runs
-
-
-
-
+from tests.helpers import scalelab, write_base, write_spec
 from tests.unit.launch.test_runs_list import fake_run, runs  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def test_runs_cli_list_show_export(runs, work):
@@ -59,12 +33,18 @@ def test_runs_cli_list_show_export(runs, work):
     assert scalelab("runs", "list", work / "missing").returncode == 2
 
 
-
-
 def test_status_over_1000_run_dirs_under_2s(work):
     base = write_base(work / "base", work / "data")
-    spec = write_spec(work, {"name": "big", "base": str(base), "kind": "grid", "runs_dir": str(work / "big"),
-                                 "axes": {"train.seed": list(range(100)), "optim.lr": [1e-3 * (i + 1) for i in range(10)]}})
+    spec = write_spec(
+        work,
+        {
+            "name": "big",
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "big"),
+            "axes": {"train.seed": list(range(100)), "optim.lr": [1e-3 * (i + 1) for i in range(10)]},
+        },
+    )
     from launch.expand import plan
 
     p = plan(spec)
@@ -74,8 +54,14 @@ def test_status_over_1000_run_dirs_under_2s(work):
         k = kinds[i % len(kinds)]
         if k == "pending":
             continue
-        fake_run(Path(r.run_dir), r.name, k if k in ("done", "failed", "preempted") else None, ckpt=k is None,
-                 steps=r.steps, run_id=r.id)
+        fake_run(
+            Path(r.run_dir),
+            r.name,
+            k if k in ("done", "failed", "preempted") else None,
+            ckpt=k is None,
+            steps=r.steps,
+            run_id=r.id,
+        )
     t0 = time.perf_counter()
     res = scalelab("sweep", "status", spec, "--format", "json")
     elapsed = time.perf_counter() - t0
@@ -86,7 +72,9 @@ def test_status_over_1000_run_dirs_under_2s(work):
     for row in rows:
         c[row["state"]] = c.get(row["state"], 0) + 1
     assert c == {"done": 167, "failed": 167, "partial": 167, "preempted": 167, "pending": 332}
-    assert elapsed < 8.0, elapsed  # whole CLI: interpreter start + planning 1,000 runs + scan, on a shared noisy machine
+    assert elapsed < 8.0, (
+        elapsed
+    )  # whole CLI: interpreter start + planning 1,000 runs + scan, on a shared noisy machine
     from launch.executors.slurm import queued_jobs
     from launch.status import sweep_status
 
@@ -95,8 +83,6 @@ def test_status_over_1000_run_dirs_under_2s(work):
     scan = time.perf_counter() - t0
     assert scan < 2.0, scan
     assert counts(sts)["failed"] == 167
-
-
 
 
 def test_epochs_and_unique_tokens_columns(work):

@@ -2,31 +2,13 @@
 config written before the key existed trained with the schema default, adamw), shown and filtered
 by `scalelab runs list`."""
 
-
 from __future__ import annotations
 
-
-
 import contextlib
-
-
 import io
 
-
-
-
-
-
-
-
 from launch.cli import main as scalelab
-
-
-
-
 from tests.unit.launch.test_runs_list_optim import _runs  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def test_runs_list_shows_and_filters_the_optimizer(tmp_path):

@@ -8,6 +8,7 @@ run's first checkpoint:
   itself and resumes from the signal's checkpoint; with `max_requeues: 1` a second preemption is
   not requeued; each decision is a line of `<run_dir>/requeues.jsonl`.
 Skipped, with the reason, when Slurm is not installed or not up."""
+
 from __future__ import annotations
 
 import json
@@ -17,12 +18,15 @@ import subprocess
 import time
 
 import pytest
-from tests.integration.launch.test_slurm_sweep import cluster, job_id, wait_states  # noqa: F401 (cluster is a fixture)
+
 from tests.helpers import complete_checkpoint, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
+from tests.integration.launch.test_slurm_sweep import cluster, job_id, wait_states  # noqa: F401 (cluster is a fixture)
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm client (sbatch) not installed: run .ci/slurm_up.sh"),
+    pytest.mark.skipif(
+        shutil.which("sbatch") is None, reason="Slurm client (sbatch) not installed: run .ci/slurm_up.sh"
+    ),
 ]
 OFFLINE = {"WANDB_MODE": "offline"}  # sbatch passes the submitting environment to the job
 
@@ -41,7 +45,9 @@ def offline_base(work, data, **train):
 def wait_checkpoint(run_dir, min_step=1, timeout=300, also=None) -> int:
     t0 = time.time()
     while (step := complete_checkpoint(run_dir, min_step)) is None:
-        assert time.time() - t0 < timeout, f"timed out waiting for a checkpoint >= {min_step} in {run_dir}" + (f": {also()}" if also else "")
+        assert time.time() - t0 < timeout, f"timed out waiting for a checkpoint >= {min_step} in {run_dir}" + (
+            f": {also()}" if also else ""
+        )
         time.sleep(0.05)
     return step
 
@@ -64,9 +70,17 @@ def start_requeued(task: str, timeout: float = 90) -> None:
 
 def test_cancel_after_the_first_checkpoint_ends_the_task_cleanly(cluster, work, data):
     base = offline_base(work, data, steps=200000, checkpoint_every_steps=4, log_every_steps=2)
-    spec = write_spec(work, {"name": "slcancel", "base": str(base), "kind": "seeds", "seeds": [0],
-                             "runs_dir": str(work / "runs"),
-                             "executor": {"slurm": {"cpus_per_task": 1, "extra": ["--comment=scalelab cancel test"]}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "slcancel",
+            "base": str(base),
+            "kind": "seeds",
+            "seeds": [0],
+            "runs_dir": str(work / "runs"),
+            "executor": {"slurm": {"cpus_per_task": 1, "extra": ["--comment=scalelab cancel test"]}},
+        },
+    )
     run_dir = work / "runs" / "s0"
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work, env=OFFLINE)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -98,9 +112,17 @@ def test_cancel_after_the_first_checkpoint_ends_the_task_cleanly(cluster, work, 
 
 def test_preemption_requeues_and_resumes_at_most_max_requeues_times(cluster, work, data):
     base = offline_base(work, data, steps=200000, checkpoint_every_steps=4, log_every_steps=2)
-    spec = write_spec(work, {"name": "slcap", "base": str(base), "kind": "seeds", "seeds": [0],
-                             "runs_dir": str(work / "runs"),
-                             "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60, "max_requeues": 1}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "slcap",
+            "base": str(base),
+            "kind": "seeds",
+            "seeds": [0],
+            "runs_dir": str(work / "runs"),
+            "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60, "max_requeues": 1}},
+        },
+    )
     run_dir = work / "runs" / "s0"
     log = run_dir / "train.log"
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work, env=OFFLINE)
@@ -126,7 +148,9 @@ def test_preemption_requeues_and_resumes_at_most_max_requeues_times(cluster, wor
     time.sleep(5)
     assert "JobState=PENDING" not in show(task) and "JobState=RUNNING" not in show(task)
     text = log.read_text()
-    assert text.count("=== trainer exit code 3") == 2 and "max_requeues=1" in text and "Traceback" not in text, text[-3000:]
+    assert text.count("=== trainer exit code 3") == 2 and "max_requeues=1" in text and "Traceback" not in text, text[
+        -3000:
+    ]
     recs = [json.loads(x) for x in (run_dir / "requeues.jsonl").read_text().splitlines()]
     assert [(x["job"], x["signal"], x["requeued"]) for x in recs] == [(task, "SIGUSR1", True), (task, "SIGUSR1", False)]
     assert recs[0]["step"] == first

@@ -4,6 +4,7 @@ A sweep whose data set is not prepared submits `scalelab data prepare` as its ow
 makes the run array depend on it. `sbatch` here is a stand-in on PATH that records what it is
 given and answers job ids like `sbatch --parsable`; nothing is run. The real cluster runs the
 same launch end to end in test_slurm_sweep.py (skipped where Slurm is absent)."""
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ import stat
 from pathlib import Path
 
 import yaml
+
 from tests.helpers import prepared_data, scalelab, write_base, write_spec
 
 FAKE_SBATCH = """#!/bin/bash
@@ -29,9 +31,17 @@ def fresh_spec(work: Path, name: str) -> tuple[Path, Path]:
     cfg = yaml.safe_load(base.read_text())
     cfg["data"].update({"name": "tv300", "tokenizer": {"kind": "bpe", "vocab_size": 300}})
     base.write_text(yaml.safe_dump(cfg))
-    spec = write_spec(work, {"name": name, "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-                             "axes": {"optim.lr": [1e-3, 3e-3]},
-                             "executor": {"slurm": {"partition": "cpu", "cpus_per_task": 4, "gpus_per_node": 1, "time": "01:00:00"}}})
+    spec = write_spec(
+        work,
+        {
+            "name": name,
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3]},
+            "executor": {"slurm": {"partition": "cpu", "cpus_per_task": 4, "gpus_per_node": 1, "time": "01:00:00"}},
+        },
+    )
     return spec, data_dir
 
 
@@ -46,7 +56,10 @@ def test_dry_run_shows_the_data_job_and_the_dependency(work):
     assert "#SBATCH --job-name=sdry-data-tv300" in data_part and "#SBATCH --cpus-per-task=4" in data_part
     assert "#SBATCH --partition=cpu" in data_part and "gpus" not in data_part  # the data job takes no GPU
     assert re.search(r"exec \S+ -m launch\.cli data prepare \S+/\.sweep/data-tv300-[0-9a-f]{10}\.yaml", data_part)
-    assert "#SBATCH --dependency=afterok:<node check>:<data job tv300>" in array_part and "--kill-on-invalid-dep=yes" in array_part
+    assert (
+        "#SBATCH --dependency=afterok:<node check>:<data job tv300>" in array_part
+        and "--kill-on-invalid-dep=yes" in array_part
+    )
     assert "#SBATCH --gpus-per-node=1" in array_part
     assert not data_dir.exists()  # a dry run prepares nothing
 
@@ -61,7 +74,9 @@ def test_launch_submits_the_data_job_first_and_the_array_after_it(work):
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "SBATCH_LOG": str(log)}
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "submitted node check 101" in r.stdout and "submitted data job 102 (scalelab data prepare: tv300)" in r.stdout
+    assert (
+        "submitted node check 101" in r.stdout and "submitted data job 102 (scalelab data prepare: tv300)" in r.stdout
+    )
     assert "submitted job array 103 (2 tasks, after node check 101 and data job(s) 102)" in r.stdout
     calls = re.findall(r"=== sbatch --parsable (\S+) -> (\d+)", log.read_text())
     assert [Path(p).name.startswith(("sdep-check-", "sdep-data-tv300-", "sdep-2")) for p, _ in calls] == [True] * 3
@@ -79,7 +94,9 @@ def test_launch_submits_the_data_job_first_and_the_array_after_it(work):
 def test_prepared_data_needs_no_data_job(work):
     data = prepared_data()  # the shared tv512 set, already prepared
     base = write_base(work / "base", data, steps=4)
-    spec = write_spec(work, {"name": "sready", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")})
+    spec = write_spec(
+        work, {"name": "sready", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    )
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
     assert r.returncode == 0 and "data job" not in r.stdout, r.stdout
     assert "#SBATCH --dependency=afterok:<node check>\n" in r.stdout  # the node check only
@@ -87,5 +104,7 @@ def test_prepared_data_needs_no_data_job(work):
 
 def test_missing_corpus_fails_the_launch_before_submitting(work):
     spec, _ = fresh_spec(work, "sbad")
-    r = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", "--set", "set.data.sources=[nope.txt]", cwd=work)
+    r = scalelab(
+        "sweep", "launch", spec, "--executor", "slurm", "--dry-run", "--set", "set.data.sources=[nope.txt]", cwd=work
+    )
     assert r.returncode == 2 and "source 'nope.txt' not found" in r.stderr, r.stdout + r.stderr

@@ -1,6 +1,7 @@
 """The Slurm executor against a real one-node cluster (.ci/slurm_up.sh): a 4-run job array end
 to end, and a preempted task (SIGUSR1 to the batch shell) that checkpoints, requeues itself and
 resumes with nothing lost. Skipped, with the reason, when Slurm is not installed or not up."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,9 @@ import subprocess
 import time
 
 import pytest
-from tests.helpers.ci_gate import unavailable
+
 from tests.helpers import metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
+from tests.helpers.ci_gate import unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +26,9 @@ def cluster():
     r = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True)
     states = r.stdout.split()
     if r.returncode != 0 or not any(s.rstrip("*") in ("idle", "mix", "alloc") for s in states):
-        unavailable("slurm", f"no usable Slurm node (sinfo: {r.stdout.strip() or r.stderr.strip()}): run .ci/slurm_up.sh")
+        unavailable(
+            "slurm", f"no usable Slurm node (sinfo: {r.stdout.strip() or r.stderr.strip()}): run .ci/slurm_up.sh"
+        )
     return True
 
 
@@ -53,9 +57,17 @@ def wait_states(spec, want: set[str], timeout: float) -> list[dict]:
 
 def test_job_array_four_runs_end_to_end(cluster, work, data):
     base = write_base(work / "base", data)
-    spec = write_spec(work, {"name": "sl4", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-                                 "axes": {"optim.lr": [1e-3, 3e-3], "train.seed": [0, 1]},
-                                 "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00"}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "sl4",
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3], "train.seed": [0, 1]},
+            "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00"}},
+        },
+    )
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     job = job_id(r.stdout)
@@ -74,13 +86,23 @@ def test_job_array_four_runs_end_to_end(cluster, work, data):
 
 def test_preempted_task_checkpoints_requeues_and_resumes(cluster, work, data):
     base = write_base(work / "base", data, steps=300, checkpoint_every_steps=20, log_every_steps=5)
-    spec = write_spec(work, {"name": "slpre", "base": str(base), "kind": "seeds", "seeds": [0],
-                                 "runs_dir": str(work / "runs"),
-                                 "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "slpre",
+            "base": str(base),
+            "kind": "seeds",
+            "seeds": [0],
+            "runs_dir": str(work / "runs"),
+            "executor": {"slurm": {"cpus_per_task": 1, "signal_secs": 60}},
+        },
+    )
     run_dir = work / "runs" / "s0"
     # Each checkpoint held open 0.5 s (sbatch exports the environment): a tiny step takes a few ms,
     # and the signal below must find the task still training, past its second checkpoint.
-    r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work, env={"SCALELAB_FAULT_CHECKPOINT_DELAY_S": "0.5"})
+    r = scalelab(
+        "sweep", "launch", spec, "--executor", "slurm", cwd=work, env={"SCALELAB_FAULT_CHECKPOINT_DELAY_S": "0.5"}
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     task = job_id(r.stdout) + "_0"
     t0 = time.time()
@@ -130,9 +152,17 @@ def test_unprepared_data_is_prepared_by_its_own_job_before_the_array(cluster, wo
     cfg = yaml.safe_load(base.read_text())
     cfg["data"].update({"name": "tv300", "tokenizer": {"kind": "bpe", "vocab_size": 300}})
     base.write_text(yaml.safe_dump(cfg))
-    spec = write_spec(work, {"name": "sldata", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-                             "axes": {"optim.lr": [1e-3, 3e-3]},
-                             "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00"}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "sldata",
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3]},
+            "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00"}},
+        },
+    )
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     data_job = re.search(r"submitted data job (\d+)", r.stdout).group(1)
@@ -152,7 +182,7 @@ def _python_first_on_path(folder, target: str, marker, pythonpath=None) -> str:
     puts it first on PATH (as activating a venv or loading a module does)."""
     folder.mkdir(parents=True, exist_ok=True)
     exe = folder / "python"
-    exe.write_text(f"#!/bin/sh\necho \"$@\" >> {marker}\nexec {target} \"$@\"\n")
+    exe.write_text(f'#!/bin/sh\necho "$@" >> {marker}\nexec {target} "$@"\n')
     exe.chmod(0o755)
     return f"export PATH={folder}:$PATH" + (f" PYTHONPATH={pythonpath}" if pythonpath else "")
 
@@ -163,8 +193,17 @@ def test_the_jobs_run_the_python_their_setup_provides_after_a_node_check(cluster
     base = write_base(work / "base", data)
     marker = work / "calls.txt"
     setup = _python_first_on_path(work / "venv-bin", sys.executable, marker)
-    spec = write_spec(work, {"name": "slpy", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs"),
-                             "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00", "setup": [setup]}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "slpy",
+            "base": str(base),
+            "kind": "seeds",
+            "seeds": [0],
+            "runs_dir": str(work / "runs"),
+            "executor": {"slurm": {"cpus_per_task": 1, "time": "00:20:00", "setup": [setup]}},
+        },
+    )
     dry = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
     assert "exec python -m launch.node_check --gpus 0" in dry.stdout and "exec python -m launch.worker" in dry.stdout
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
@@ -184,8 +223,17 @@ def test_a_failed_node_check_stops_the_array_with_its_reason(cluster, tmp_path, 
     work = tmp_path
     base = write_base(work / "base", data)
     setup = _python_first_on_path(work / "bad-bin", "/usr/bin/python3", work / "calls.txt", REPO)  # no torch there
-    spec = write_spec(work, {"name": "slbad", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs"),
-                             "executor": {"slurm": {"cpus_per_task": 1, "time": "00:10:00", "setup": [setup]}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "slbad",
+            "base": str(base),
+            "kind": "seeds",
+            "seeds": [0],
+            "runs_dir": str(work / "runs"),
+            "executor": {"slurm": {"cpus_per_task": 1, "time": "00:10:00", "setup": [setup]}},
+        },
+    )
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     t0 = time.time()
@@ -197,7 +245,10 @@ def test_a_failed_node_check_stops_the_array_with_its_reason(cluster, tmp_path, 
     assert "the last node check failed, so its arrays did not start" in st.stdout, st.stdout
     assert "torch does not import with /usr/bin/python3" in st.stdout
     t0 = time.time()  # Slurm drops the array whose dependency can never be met (--kill-on-invalid-dep)
-    while time.time() - t0 < 120 and subprocess.run(["squeue", "-h", "-n", "slbad"], capture_output=True, text=True).stdout.strip():
+    while (
+        time.time() - t0 < 120
+        and subprocess.run(["squeue", "-h", "-n", "slbad"], capture_output=True, text=True).stdout.strip()
+    ):
         time.sleep(2)
     assert not subprocess.run(["squeue", "-h", "-n", "slbad"], capture_output=True, text=True).stdout.strip()
     assert not (work / "runs" / "s0" / "summary.json").exists()

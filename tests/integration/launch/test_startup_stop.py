@@ -3,41 +3,18 @@ run, never fails it: the trainer itself (exit 3 once its early handler is in), a
 DeepSpeed and Slurm-worker launchers when the signal they forwarded killed a trainer before
 Python could install any handler."""
 
-
 from __future__ import annotations
 
-
-
 import os
-
-
 import signal
-
-
 import subprocess
-
-
 import sys
-
-
 import time
-
-
 from pathlib import Path
-
-
 
 import pytest
 
-
 from tests.helpers import REPO, metrics_steps, prepared_data, scalelab, start, summary, write_base, write_spec
-
-
-
-
-
-
-
 
 
 def catches(pid: int, sig: int) -> bool:
@@ -51,13 +28,9 @@ def catches(pid: int, sig: int) -> bool:
     return False
 
 
-
-
 @pytest.fixture(scope="module")
 def data():
     return prepared_data()
-
-
 
 
 def test_trainer_stopped_while_starting_exits_3_and_reruns(data, tmp_path):
@@ -77,15 +50,27 @@ def test_trainer_stopped_while_starting_exits_3_and_reruns(data, tmp_path):
     assert summary(tmp_path / "run")["status"] == "done" and metrics_steps(tmp_path / "run")[-1] == 12
 
 
-
-
 def test_local_launch_stopped_as_a_run_starts_counts_it_stopped(data, work):
     base = write_base(work / "base", data)
-    spec = write_spec(work, {"name": "early", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-                             "axes": {"optim.lr": [3e-3]}})
-    a = subprocess.Popen([sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"], cwd=work,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    spec = write_spec(
+        work,
+        {
+            "name": "early",
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [3e-3]},
+        },
+    )
+    a = subprocess.Popen(
+        [sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         lines = []
         for line in a.stdout:  # SIGTERM the launcher the moment it has started the trainer
@@ -106,14 +91,14 @@ def test_local_launch_stopped_as_a_run_starts_counts_it_stopped(data, work):
     assert summary(run)["status"] == "done" and metrics_steps(run)[-1] == 12
 
 
-
-
 def test_slurm_worker_stopped_as_it_starts_the_trainer_exits_3(data, work):
     """`python -m launch.worker` (what a Slurm array task runs): SIGTERM right after it opened the
     run's log, before or as the trainer starts."""
     base = write_base(work / "base", data)
-    spec = write_spec(work, {"name": "wk", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-                             "axes": {"optim.lr": [3e-3]}})
+    spec = write_spec(
+        work,
+        {"name": "wk", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"), "axes": {"optim.lr": [3e-3]}},
+    )
     assert scalelab("sweep", "plan", spec, cwd=work).returncode == 0
     run = work / "runs" / "lr3e-3"
     from launch.expand import plan as expand
@@ -122,8 +107,14 @@ def test_slurm_worker_stopped_as_it_starts_the_trainer_exits_3(data, work):
     for r in expand(spec).runs:
         Path(r.run_dir).mkdir(parents=True, exist_ok=True)
         write_launch_config(r)
-    w = subprocess.Popen([sys.executable, "-m", "launch.worker", str(run)], cwd=work, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    w = subprocess.Popen(
+        [sys.executable, "-m", "launch.worker", str(run)],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     t0 = time.time()
     while not ((run / "train.log").exists() and "worker pid" in (run / "train.log").read_text()):
         assert w.poll() is None and time.time() - t0 < 60
@@ -132,7 +123,13 @@ def test_slurm_worker_stopped_as_it_starts_the_trainer_exits_3(data, work):
     out, _ = w.communicate(timeout=120)
     assert w.returncode == 3, out + (run / "train.log").read_text()
     assert not (run / "summary.json").exists() or summary(run)["status"] != "failed"
-    w = subprocess.run([sys.executable, "-m", "launch.worker", str(run)], cwd=work, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    w = subprocess.run(
+        [sys.executable, "-m", "launch.worker", str(run)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
     assert w.returncode == 0, w.stdout + w.stderr
     assert summary(run)["status"] == "done"

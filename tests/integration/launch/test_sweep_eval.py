@@ -1,6 +1,7 @@
 """`scalelab sweep eval`: every finished run of a tiny sweep evaluated with a local task through
 the local executor, unfinished runs left alone, a rerun skips what is evaluated, the Slurm
 script (dry run) and a real Slurm array when a cluster is up, and a bad suite exits 2 before any model loads."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.helpers import SHARED, prepared_data, scalelab, write_base, write_spec
 
 from evals import tasks as T
+from tests.helpers import SHARED, prepared_data, scalelab, write_base, write_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found")]
 TASK = ["--suite", "tiny", "--tasks", "tinyshakespeare_bpb", "--limit", "2", "--no-wandb", "--threads", "1"]
@@ -26,8 +27,17 @@ def sweep():
     SHARED.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="eval-", dir=SHARED))
     base = write_base(work / "base", prepared_data(), steps=4, checkpoint_every_steps=4)
-    spec = write_spec(work, {"name": "ev", "base": str(base), "kind": "seeds", "seeds": [0, 1],
-                             "runs_dir": str(work / "runs"), "executor": {"slurm": {"partition": "p", "gpus_per_node": 1}}})
+    spec = write_spec(
+        work,
+        {
+            "name": "ev",
+            "base": str(base),
+            "kind": "seeds",
+            "seeds": [0, 1],
+            "runs_dir": str(work / "runs"),
+            "executor": {"slurm": {"partition": "p", "gpus_per_node": 1}},
+        },
+    )
     r = scalelab("sweep", "launch", spec, "--only", "s0", "--no-progress", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     yield work, spec
@@ -41,8 +51,14 @@ def test_sweep_eval_local_idempotent_and_slurm_script(sweep):
 
     dry = scalelab("sweep", "eval", spec, *TASK, "--executor", "slurm", "--dry-run", cwd=work)
     assert dry.returncode == 0, dry.stderr
-    for needle in ("#SBATCH --array=0-0", "#SBATCH --partition=p", "#SBATCH --gpus-per-node=1",
-                   "-m launch.sweep_eval --manifest", "--index $SLURM_ARRAY_TASK_ID", "--tasks tinyshakespeare_bpb"):
+    for needle in (
+        "#SBATCH --array=0-0",
+        "#SBATCH --partition=p",
+        "#SBATCH --gpus-per-node=1",
+        "-m launch.sweep_eval --manifest",
+        "--index $SLURM_ARRAY_TASK_ID",
+        "--tasks tinyshakespeare_bpb",
+    ):
         assert needle in dry.stdout, needle
     assert f"0: {work / 'runs' / 's0'}" in dry.stdout
 
@@ -74,15 +90,35 @@ def test_sweep_eval_on_slurm(sweep):
     if r.returncode != 0 or not any(s.rstrip("*") in ("idle", "mix", "alloc") for s in r.stdout.split()):
         pytest.skip(f"no usable Slurm node (sinfo: {r.stdout.strip() or r.stderr.strip()}): run .ci/slurm_up.sh")
     work, spec = sweep
-    task = ["--suite", "tiny", "--tasks", "blimp_anaphor_number_agreement", "--limit", "2", "--no-wandb", "--threads", "1"]
-    slurm = ["--executor", "slurm", "--set", "executor.slurm.partition=null", "--set", "executor.slurm.gpus_per_node=0",
-             "--set", "executor.slurm.cpus_per_task=1"]
+    task = [
+        "--suite",
+        "tiny",
+        "--tasks",
+        "blimp_anaphor_number_agreement",
+        "--limit",
+        "2",
+        "--no-wandb",
+        "--threads",
+        "1",
+    ]
+    slurm = [
+        "--executor",
+        "slurm",
+        "--set",
+        "executor.slurm.partition=null",
+        "--set",
+        "executor.slurm.gpus_per_node=0",
+        "--set",
+        "executor.slurm.cpus_per_task=1",
+    ]
     r = scalelab("sweep", "eval", spec, *task, *slurm, cwd=work)
     assert r.returncode == 0 and "1 to evaluate with tiny" in r.stdout, r.stdout + r.stderr
     job = re.search(r"submitted eval job array (\d+)", r.stdout).group(1)
     # while it is queued or running, a second eval submits nothing for that run
     again = scalelab("sweep", "eval", spec, *task, *slurm, cwd=work)
-    assert again.returncode == 0 and ("already queued" in again.stdout or "1 already evaluated" in again.stdout), again.stdout
+    assert again.returncode == 0 and ("already queued" in again.stdout or "1 already evaluated" in again.stdout), (
+        again.stdout
+    )
     t0 = time.time()
     while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip():
         assert time.time() - t0 < 400, "eval job did not finish"

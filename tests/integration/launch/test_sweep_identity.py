@@ -3,37 +3,18 @@ done run stays done), a grid run keeps its name when a one-value axis gains a se
 run directories named or hashed the old way are still found (never trained again). Fast: the
 finished runs are written as the trainer leaves them, no training."""
 
-
 from __future__ import annotations
 
-
-
 import copy
-
-
 import json
-
-
 
 import yaml
 
-
-from tests.helpers import scalelab, write_base, write_spec
-
-
-
 from launch.expand import expand, plan
-
-
 from launch.spec import parse_spec
-
-
 from launch.status import run_status
-
-
 from pretrain.config.loader import dump_config
-
-
+from tests.helpers import scalelab, write_base, write_spec
 
 
 def finish(run, run_dir=None, recorded_id=None):
@@ -43,16 +24,18 @@ def finish(run, run_dir=None, recorded_id=None):
     extras = {**run.cfg.extras, "run_id": recorded_id or run.id}
     cfg = run.cfg.model_copy(update={"extras": extras})
     (d / "config.yaml").write_text(dump_config(cfg))
-    (d / "summary.json").write_text(json.dumps({"status": "done", "steps": run.steps, "total_steps": run.steps,
-                                                "final_loss": 5.0, "extras": extras}))
-
-
+    (d / "summary.json").write_text(
+        json.dumps(
+            {"status": "done", "steps": run.steps, "total_steps": run.steps, "final_loss": 5.0, "extras": extras}
+        )
+    )
 
 
 def test_done_run_stays_done_when_eval_is_turned_on(work):
     base = write_base(work / "base", work / "data")
-    spec = write_spec(work, {"name": "ev2", "base": str(base), "kind": "seeds", "seeds": [0],
-                             "runs_dir": str(work / "runs")})
+    spec = write_spec(
+        work, {"name": "ev2", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    )
     [run] = plan(spec).runs
     finish(run)
     spec2 = write_spec(work / "v2", {**yaml.safe_load(spec.read_text()), "set": {"eval": {"suite": "tiny"}}})
@@ -70,14 +53,17 @@ def test_done_run_stays_done_when_eval_is_turned_on(work):
     assert run_status(run2.run_dir, run2.name, run2.id).state == "stale"
 
 
-
-
 def test_finished_run_named_the_old_way_is_not_trained_again(work):
     """Runs named before every axis named a run (`lr1e-3` for a grid whose seed axis had one
     value) keep their directory when the seed axis gains a value: launch skips them as done."""
     base = write_base(work / "base", work / "data")
-    spec = {"name": "old", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-            "axes": {"optim.lr": [1e-3, 3e-3], "train.seed": [0, 1]}}
+    spec = {
+        "name": "old",
+        "base": str(base),
+        "kind": "grid",
+        "runs_dir": str(work / "runs"),
+        "axes": {"optim.lr": [1e-3, 3e-3], "train.seed": [0, 1]},
+    }
     path = write_spec(work, spec)
     planned = {r.name: r for r in expand(parse_spec(copy.deepcopy(spec))).runs}
     for new, old in (("lr1e-3-s0", "lr1e-3"), ("lr3e-3-s0", "lr3e-3")):

@@ -1,20 +1,21 @@
 """Local executor end to end on tiny runs: two workers in parallel, idempotent relaunch, a lock
 that keeps a second launch off a running run, resume after SIGKILL with nothing lost, and
 --retry-failed."""
+
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from tests.helpers import children, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 from launch.status import run_status
+from tests.helpers import children, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +36,16 @@ def wait_for(pred, timeout=240, every=0.2):
 
 def test_two_workers_in_parallel_then_idempotent_relaunch(work, data):
     base = write_base(work / "base", data)
-    spec = write_spec(work, {"name": "par", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-                                 "axes": {"optim.lr": [1e-3, 3e-3]}})
+    spec = write_spec(
+        work,
+        {
+            "name": "par",
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3]},
+        },
+    )
     r = scalelab("sweep", "launch", spec, "--workers", "2", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
@@ -64,11 +73,18 @@ def test_two_workers_in_parallel_then_idempotent_relaunch(work, data):
 
 def test_lock_second_launch_and_resume_after_kill(work, data):
     base = write_base(work / "base", data, steps=200, checkpoint_every_steps=20, log_every_steps=5)
-    spec = write_spec(work, {"name": "kill", "base": str(base), "kind": "seeds", "seeds": [0],
-                                 "runs_dir": str(work / "runs")})
+    spec = write_spec(
+        work, {"name": "kill", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    )
     run_dir = work / "runs" / "s0"
-    a = subprocess.Popen([sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"], cwd=work,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    a = subprocess.Popen(
+        [sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert wait_for(lambda: (run_dir / "checkpoints" / "step_40" / "COMPLETE").exists()), "no checkpoint"
         assert run_status(run_dir).state == "running"
@@ -98,8 +114,9 @@ def test_lock_second_launch_and_resume_after_kill(work, data):
 
 def test_retry_failed_only_on_request(work, data):
     base = write_base(work / "base", data, steps=8)
-    spec = write_spec(work, {"name": "nan", "base": str(base), "kind": "seeds", "seeds": [0],
-                                 "runs_dir": str(work / "runs")})
+    spec = write_spec(
+        work, {"name": "nan", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    )
     run_dir = work / "runs" / "s0"
     r = scalelab("sweep", "launch", spec, cwd=work, env={"SCALELAB_FAULT_NAN_STEP": "3"})
     assert r.returncode == 1 and "FAILED s0" in r.stdout, r.stdout
@@ -117,11 +134,18 @@ def test_retry_failed_only_on_request(work, data):
 
 def test_cancel_stops_a_local_launch_after_a_checkpoint(work, data):
     base = write_base(work / "base", data, steps=400, checkpoint_every_steps=50, log_every_steps=5)
-    spec = write_spec(work, {"name": "cancel", "base": str(base), "kind": "seeds", "seeds": [0],
-                             "runs_dir": str(work / "runs")})
+    spec = write_spec(
+        work, {"name": "cancel", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
+    )
     run_dir = work / "runs" / "s0"
-    a = subprocess.Popen([sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"], cwd=work,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    a = subprocess.Popen(
+        [sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"],
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert wait_for(lambda: (run_dir / "metrics.jsonl").exists() and metrics_steps(run_dir)), "never started"
         c = scalelab("sweep", "cancel", spec)
@@ -144,10 +168,20 @@ def test_data_is_prepared_once_as_its_own_job_before_the_runs(work):
     cfg = yaml.safe_load(base.read_text())
     cfg["data"].update({"name": "tv300", "tokenizer": {"kind": "bpe", "vocab_size": 300}})
     base.write_text(yaml.safe_dump(cfg))
-    spec = write_spec(work, {"name": "prep", "base": str(base), "kind": "grid", "runs_dir": str(work / "runs"),
-                             "axes": {"optim.lr": [1e-3, 3e-3]}})
+    spec = write_spec(
+        work,
+        {
+            "name": "prep",
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "runs"),
+            "axes": {"optim.lr": [1e-3, 3e-3]},
+        },
+    )
     dry = scalelab("sweep", "launch", spec, "--dry-run", cwd=work)
-    assert dry.returncode == 0 and dry.stdout.startswith("first: scalelab data prepare ") and "for 2 run(s)" in dry.stdout
+    assert (
+        dry.returncode == 0 and dry.stdout.startswith("first: scalelab data prepare ") and "for 2 run(s)" in dry.stdout
+    )
     r = scalelab("sweep", "launch", spec, "--workers", "2", "--no-progress", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()

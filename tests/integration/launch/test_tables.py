@@ -1,28 +1,12 @@
 """`runs list` / `sweep status` tables: rich on a terminal, aligned plain text in pipes and logs."""
 
-
 from __future__ import annotations
 
-
-
-
-
 import os
-
-
 import pty
-
-
 import subprocess
 
-
-
 from tests.helpers import REPO, SCALELAB, scalelab, small_run
-
-
-
-
-
 
 
 def test_runs_list_draws_rich_only_on_a_terminal(tmp_path):
@@ -31,8 +15,14 @@ def test_runs_list_draws_rich_only_on_a_terminal(tmp_path):
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout and piped.stdout.startswith("run ")
     main, sub = pty.openpty()
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "TERM": "xterm"}
-    proc = subprocess.run(SCALELAB + ["runs", "list", str(tmp_path / "runs")], cwd=tmp_path, env=env, stdout=sub,
-                          stderr=subprocess.PIPE, timeout=120)
+    proc = subprocess.run(
+        SCALELAB + ["runs", "list", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        env=env,
+        stdout=sub,
+        stderr=subprocess.PIPE,
+        timeout=120,
+    )
     os.close(sub)
     data = b""
     while True:

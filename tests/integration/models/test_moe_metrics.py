@@ -1,26 +1,11 @@
 """Router health metrics: key names, values and the console line."""
 
-
 from __future__ import annotations
 
-
-
 import pytest
-
-
 import torch
 
-
-
-
-
-
-
-
-
 from tests.unit.models.test_moe_metrics import _stats  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def _rank_worker(rank: int, port: int, out_dir: str) -> None:
@@ -34,15 +19,16 @@ def _rank_worker(rank: int, port: int, out_dir: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
-        mine = [[_stats([3, 1], 2, 1, 4, 0.5, 1.0)], [_stats([1, 3], 2, 0, 4, 0.7, 3.0)]] if rank == 0 else \
-            [[_stats([4, 0], 2, 2, 4, 0.1, 2.0)], [_stats([2, 2], 6, 1, 4, 0.9, 2.0)]]
+        mine = (
+            [[_stats([3, 1], 2, 1, 4, 0.5, 1.0)], [_stats([1, 3], 2, 0, 4, 0.7, 3.0)]]
+            if rank == 0
+            else [[_stats([4, 0], 2, 2, 4, 0.1, 2.0)], [_stats([2, 2], 6, 1, 4, 0.9, 2.0)]]
+        )
         m = step_metrics(mine, world_size=2)
         with open(os.path.join(out_dir, f"{rank}.json"), "w") as f:
             json.dump(m, f)
     finally:
         dist.destroy_process_group()
-
-
 
 
 def test_router_metrics_all_reduced_over_two_gloo_ranks(tmp_path):
@@ -60,8 +46,12 @@ def test_router_metrics_all_reduced_over_two_gloo_ranks(tmp_path):
         port = s.getsockname()[1]
     mp.spawn(_rank_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
     got = [json.loads((tmp_path / f"{r}.json").read_text()) for r in (0, 1)]
-    want = summarize_totals(merge(totals([[_stats([3, 1], 2, 1, 4, 0.5, 1.0)], [_stats([1, 3], 2, 0, 4, 0.7, 3.0)]]),
-                                  totals([[_stats([4, 0], 2, 2, 4, 0.1, 2.0)], [_stats([2, 2], 6, 1, 4, 0.9, 2.0)]])))
+    want = summarize_totals(
+        merge(
+            totals([[_stats([3, 1], 2, 1, 4, 0.5, 1.0)], [_stats([1, 3], 2, 0, 4, 0.7, 3.0)]]),
+            totals([[_stats([4, 0], 2, 2, 4, 0.1, 2.0)], [_stats([2, 2], 6, 1, 4, 0.9, 2.0)]]),
+        )
+    )
     assert got[0] == got[1]
     assert got[0] == pytest.approx(want)
     assert got[0]["moe/layer1/imbalance"] == pytest.approx(1.25)

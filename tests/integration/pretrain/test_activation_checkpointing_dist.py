@@ -1,5 +1,6 @@
 """train.activation_checkpointing under bf16 and with 2 ranks (gloo, the deepspeed launcher), through
 the CLI: the same step, loss, aux_loss, grad_norm and val_loss as the run without it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,9 +16,19 @@ COMPARED = ("step", "loss", "aux_loss", "grad_norm", "val_loss")
 
 
 def _over(tiny_data, kind: str, stage: int, **extra) -> list[str]:
-    over = {"train.steps": 3, "train.eval_every_steps": 3, "train.eval_tokens": 1024, "train.checkpoint_every_steps": 0,
-            "model.n_layers": 2, "model.seq_len": 32, "train.global_batch_size": 8, "train.micro_batch_size": 4,
-            "deepspeed.zero_stage": stage, **(MOE if kind == "moe" else {}), **extra}
+    over = {
+        "train.steps": 3,
+        "train.eval_every_steps": 3,
+        "train.eval_tokens": 1024,
+        "train.checkpoint_every_steps": 0,
+        "model.n_layers": 2,
+        "model.seq_len": 32,
+        "train.global_batch_size": 8,
+        "train.micro_batch_size": 4,
+        "deepspeed.zero_stage": stage,
+        **(MOE if kind == "moe" else {}),
+        **extra,
+    }
     return [*tiny_overrides(tiny_data, **over), "--no-progress"]
 
 
@@ -31,7 +42,9 @@ def test_bf16_checkpointed_run_has_identical_losses(stage, tiny_data, tmp_path):
     cfg = TINY
     rows = {}
     for name, extra in (("plain", {}), ("ckpt", {"train.activation_checkpointing": "full"})):
-        res = run_cli(["train", cfg, *_over(tiny_data, "dense", stage, precision="bf16", **extra), "--run-dir", name], tmp_path)
+        res = run_cli(
+            ["train", cfg, *_over(tiny_data, "dense", stage, precision="bf16", **extra), "--run-dir", name], tmp_path
+        )
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
         rows[name] = _rows(tmp_path / name)
     assert len(rows["plain"]) == 3 and rows["plain"][-1][4] is not None
@@ -55,8 +68,10 @@ def _two_rank_jobs(data):
     for kind, stage, mode in CASES:
         cfg = TINY_MOE if kind == "moe" else TINY
         over = lambda **extra: _over(data, kind, stage, **extra)[:-1]  # noqa: E731
-        jobs += [{"name": f"{kind}-{stage}-{mode}-plain", "config": cfg, "overrides": over()},
-                 {"name": f"{kind}-{stage}-{mode}-ckpt", "config": cfg, "overrides": over(**_ckpt(mode))}]
+        jobs += [
+            {"name": f"{kind}-{stage}-{mode}-plain", "config": cfg, "overrides": over()},
+            {"name": f"{kind}-{stage}-{mode}-ckpt", "config": cfg, "overrides": over(**_ckpt(mode))},
+        ]
     return jobs
 
 

@@ -1,34 +1,23 @@
 """bf16 trains with fp32 master weights, fp32 gradient accumulation and fp32 reductions under
 every ZeRO stage: the DeepSpeed settings, and runs that resume exactly and track the fp32 run."""
 
-
 from __future__ import annotations
-
-
 
 import shutil
 
-
-
 import pytest
 
-
-
 from tests.helpers import metrics, run_cli, tiny_overrides
-
-
-
-
-
-
 from tests.unit.pretrain.test_bf16 import TINY  # noqa: F401 (shared with the unit tests)
 
-
 # 4 micro-batches of 2 per step: the gradient is a sum of 4 micro-batch gradients.
-RUN = {"train.steps": 6, "train.micro_batch_size": 2, "train.global_batch_size": 8, "train.checkpoint_every_steps": 3,
-       "train.eval_every_steps": 0}
-
-
+RUN = {
+    "train.steps": 6,
+    "train.micro_batch_size": 2,
+    "train.global_batch_size": 8,
+    "train.checkpoint_every_steps": 3,
+    "train.eval_every_steps": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +26,6 @@ def fp32_run(tiny_data, tmp_path_factory):
     res = run_cli(["train", TINY, *tiny_overrides(tiny_data, **RUN), "--run-dir", "run", "--no-progress"], cwd)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return metrics(cwd / "run")
-
-
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ CPU (generated C++, built with the system's g++): a compiled run trains, its los
 the eager run up to float reassociation (inductor fuses and reorders float32 reductions: measured
 ~1e-7 relative; asserted within 1e-5), and it resumes from its checkpoint. Without a C++
 compiler the run stops before any work with exit 2, naming the key."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ def losses(run) -> list[tuple[int, float]]:
 
 @pytest.mark.slow  # compiling the tiny model takes ~1 min of CPU
 def test_compiled_run_trains_like_eager_and_resumes(tiny_data, tmp_path):
-    over = tiny_overrides(tiny_data, **{"train.steps": 4, "train.checkpoint_every_steps": 2, "train.eval_every_steps": 0,
-                                        "train.eval_tokens": 512})
+    over = tiny_overrides(
+        tiny_data,
+        **{"train.steps": 4, "train.checkpoint_every_steps": 2, "train.eval_every_steps": 0, "train.eval_tokens": 512},
+    )
     eager = run_cli(["train", TINY, *over, "--run-dir", "eager", "--no-progress"], tmp_path)
     assert eager.returncode == 0, eager.stderr[-2000:]
     args = ["train", TINY, *over, "train.compile=true", "--run-dir", "compiled", "--no-progress"]
@@ -33,7 +36,8 @@ def test_compiled_run_trains_like_eager_and_resumes(tiny_data, tmp_path):
     assert [v for _, v in compiled] == pytest.approx([v for _, v in ref], rel=1e-5)
     s = json.loads((tmp_path / "compiled" / "summary.json").read_text())
     assert s["status"] == "done" and s["final_val_loss"] == pytest.approx(
-        json.loads((tmp_path / "eager" / "summary.json").read_text())["final_val_loss"], rel=1e-5)
+        json.loads((tmp_path / "eager" / "summary.json").read_text())["final_val_loss"], rel=1e-5
+    )
     # resume the compiled run from its step-2 checkpoint: the same steps 3-4
     shutil.rmtree(tmp_path / "compiled" / "checkpoints" / "step_4")
     (tmp_path / "compiled" / "summary.json").unlink()

@@ -1,6 +1,7 @@
 """Training on prepared data through the CLI (small synthetic corpora): many shards read like one,
 epochs and unique tokens in the summary and metrics, the repetition warning, and a weighted
 mixture with per-source token counts, exact resume and a clear tokenizer-mismatch error."""
+
 from __future__ import annotations
 
 import json
@@ -23,16 +24,34 @@ def write_corpus(root: Path, tag: str, n: int = 120) -> str:
 
 
 def data_args(root: Path, source: str, out: Path, **extra) -> list[str]:
-    base = {"data.name": out.name, "data.root": str(root), "data.sources": f"[{source}]", "data.out_dir": str(out),
-            "data.doc_chars": 400, "data.tokenizer.vocab_size": 300, "data.val_fraction": 0.2}
+    base = {
+        "data.name": out.name,
+        "data.root": str(root),
+        "data.sources": f"[{source}]",
+        "data.out_dir": str(out),
+        "data.doc_chars": 400,
+        "data.tokenizer.vocab_size": 300,
+        "data.val_fraction": 0.2,
+    }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
 
 
 def train_args(**extra) -> list[str]:
-    base = {"model": "n50k", "model.seq_len": 32, "train.tokens": "null", "train.steps": 12, "train.micro_batch_size": 4,
-            "train.global_batch_size": 4, "train.log_every_steps": 1, "train.eval_every_steps": 6, "train.eval_tokens": 512,
-            "train.checkpoint_every_steps": 6, "train.threads": 1, "wandb.mode": "disabled"}
+    base = {
+        "model": "n50k",
+        "model.seq_len": 32,
+        "train.tokens": "null",
+        "train.steps": 12,
+        "train.micro_batch_size": 4,
+        "train.global_batch_size": 4,
+        "train.log_every_steps": 1,
+        "train.eval_every_steps": 6,
+        "train.eval_tokens": 512,
+        "train.checkpoint_every_steps": 6,
+        "train.threads": 1,
+        "wandb.mode": "disabled",
+    }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
 
@@ -51,8 +70,14 @@ def test_many_small_shards_train_exactly_like_one_shard(tmp_path):
     small_docs = {"data.doc_chars": 150}
     one = train(tmp_path, "one", [*data_args(tmp_path / "root", src, tmp_path / "d1", **small_docs), *train_args()])
     assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
-    many = train(tmp_path, "many", [*data_args(tmp_path / "root", src, tmp_path / "dmany", **small_docs, **{"data.shard_tokens": 200}),
-                                    *train_args()])
+    many = train(
+        tmp_path,
+        "many",
+        [
+            *data_args(tmp_path / "root", src, tmp_path / "dmany", **small_docs, **{"data.shard_tokens": 200}),
+            *train_args(),
+        ],
+    )
     assert many.returncode == 0, many.stdout[-2000:] + many.stderr[-2000:]
     meta = json.loads((tmp_path / "dmany" / "meta.json").read_text())
     assert len(meta["splits"]["train"]["shards"]) > 20 and len(meta["splits"]["val"]["shards"]) > 3, meta["splits"]
@@ -66,7 +91,10 @@ def test_many_small_shards_train_exactly_like_one_shard(tmp_path):
 
 def test_repetition_beyond_max_epochs_warns_at_start(tmp_path):
     src = write_corpus(tmp_path / "root", "small", n=30)
-    args = [*data_args(tmp_path / "root", src, tmp_path / "d"), *train_args(**{"train.steps": 4, "train.checkpoint_every_steps": 0})]
+    args = [
+        *data_args(tmp_path / "root", src, tmp_path / "d"),
+        *train_args(**{"train.steps": 4, "train.checkpoint_every_steps": 0}),
+    ]
     res = train(tmp_path, "warned", [*args, "train.max_epochs_warn=0.05"])  # the default (4) is tested above
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     epochs = 4 * 4 * 32 / json.loads((tmp_path / "d" / "meta.json").read_text())["splits"]["train"]["unique_tokens"]
@@ -77,12 +105,27 @@ def test_repetition_beyond_max_epochs_warns_at_start(tmp_path):
 def mixture_args(tmp_path: Path) -> list[str]:
     root = tmp_path / "root"
     a, b = write_corpus(root, "alpha"), write_corpus(root, "beta", n=60)
-    ok = run_cli(["data", "prepare", str(REPO / "configs/data/default.yaml"), *[x.removeprefix("data.") for x in
-                  data_args(root, a, tmp_path / "A")]], tmp_path)
+    ok = run_cli(
+        [
+            "data",
+            "prepare",
+            str(REPO / "configs/data/default.yaml"),
+            *[x.removeprefix("data.") for x in data_args(root, a, tmp_path / "A")],
+        ],
+        tmp_path,
+    )
     assert ok.returncode == 0, ok.stderr
     shared = f"data.tokenizer.path={tmp_path / 'A' / 'tokenizer.json'}"
-    ok = run_cli(["data", "prepare", str(REPO / "configs/data/default.yaml"), *[x.removeprefix("data.") for x in
-                  data_args(root, b, tmp_path / "B", **{"data.tokenizer.kind": "hf"})], shared.removeprefix("data.")], tmp_path)
+    ok = run_cli(
+        [
+            "data",
+            "prepare",
+            str(REPO / "configs/data/default.yaml"),
+            *[x.removeprefix("data.") for x in data_args(root, b, tmp_path / "B", **{"data.tokenizer.kind": "hf"})],
+            shared.removeprefix("data."),
+        ],
+        tmp_path,
+    )
     assert ok.returncode == 0, ok.stderr
     mixture = {"alpha": {"weight": 3, "data": str(tmp_path / "A")}, "beta": {"weight": 1, "data": str(tmp_path / "B")}}
     return [f"data={json.dumps({'name': 'ab', 'mixture': mixture, 'mixture_period': 8})}"]
@@ -114,10 +157,20 @@ def test_mixture_trains_with_per_source_counts_and_resumes_exactly(tmp_path):
 def test_mixture_with_two_tokenizers_fails_before_training(tmp_path):
     root = tmp_path / "root"
     for tag in ("alpha", "beta"):
-        ok = run_cli(["data", "prepare", str(REPO / "configs/data/default.yaml"), *[x.removeprefix("data.") for x in
-                      data_args(root, write_corpus(root, tag), tmp_path / tag)]], tmp_path)
+        ok = run_cli(
+            [
+                "data",
+                "prepare",
+                str(REPO / "configs/data/default.yaml"),
+                *[x.removeprefix("data.") for x in data_args(root, write_corpus(root, tag), tmp_path / tag)],
+            ],
+            tmp_path,
+        )
         assert ok.returncode == 0, ok.stderr
-    mixture = {"alpha": {"weight": 1, "data": str(tmp_path / "alpha")}, "beta": {"weight": 1, "data": str(tmp_path / "beta")}}
+    mixture = {
+        "alpha": {"weight": 1, "data": str(tmp_path / "alpha")},
+        "beta": {"weight": 1, "data": str(tmp_path / "beta")},
+    }
     res = train(tmp_path, "run", [f"data={json.dumps({'name': 'ab', 'mixture': mixture})}", *train_args()])
     assert res.returncode == 2 and "do not share one tokenizer" in res.stderr
     assert not (tmp_path / "run").exists()

@@ -1,31 +1,14 @@
 """Cache reuse, change detection, split stability and atomic writes on a small tmp corpus."""
 
-
 from __future__ import annotations
 
-
-
 import os
-
-
 import subprocess
-
-
 import sys
-
-
 import textwrap
-
-
 from pathlib import Path
 
-
-
-
-
 import pytest
-
-
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -33,18 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
-
-
-
 from pretrain.data.prepare import load_prepared  # noqa: E402
-
-
 from pretrain.errors import DataError  # noqa: E402
-
-
 from tests.unit.pretrain.test_data_cache import corpus, make_cfg, paragraphs, run  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def test_killed_prepare_leaves_no_valid_looking_output(corpus):
@@ -74,15 +48,17 @@ def test_killed_prepare_leaves_no_valid_looking_output(corpus):
     assert not [p for p in out.parent.iterdir() if ".tmp-" in p.name]
 
 
-
-
 def test_concurrent_prepares_build_once(corpus):
     """Every rank of a job may call prepare(): the lock makes one build and the others reuse it."""
     cfg = make_cfg(corpus)
-    script = ("import sys; from pretrain.data.config import DataConfig; from pretrain.data.prepare import prepare; "
-              f"d = prepare(DataConfig.model_validate({cfg.model_dump(mode='json')!r})); print('REUSED' if d.reused else 'BUILT')")
-    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    script = (
+        "import sys; from pretrain.data.config import DataConfig; from pretrain.data.prepare import prepare; "
+        f"d = prepare(DataConfig.model_validate({cfg.model_dump(mode='json')!r})); print('REUSED' if d.reused else 'BUILT')"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     results = sorted(o.strip().splitlines()[-1] for o, _ in outs)

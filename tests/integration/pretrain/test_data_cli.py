@@ -1,13 +1,14 @@
 """`scalelab data prepare` end to end through a subprocess: summary, reuse, exit codes."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers import scalelab
 
 from pretrain.config.loader import PROJECT_ROOT
+from tests.helpers import scalelab
 
 
 def prepare(*args: str, cwd: Path):
@@ -20,10 +21,20 @@ def config(tmp_path) -> Path:
     root = tmp_path / "root"
     (root / "txt").mkdir(parents=True)
     for name in ("a", "b"):
-        (root / "txt" / f"{name}.txt").write_text("\n\n".join(f"{name} paragraph {i}: some words to tokenize." for i in range(30)))
+        (root / "txt" / f"{name}.txt").write_text(
+            "\n\n".join(f"{name} paragraph {i}: some words to tokenize." for i in range(30))
+        )
     path = tmp_path / "small.yaml"
-    path.write_text(yaml.safe_dump({"root": str(root), "sources": ["txt/*.txt"], "doc_chars": 200,
-                                    "tokenizer": {"kind": "bpe", "vocab_size": 300}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "root": str(root),
+                "sources": ["txt/*.txt"],
+                "doc_chars": 200,
+                "tokenizer": {"kind": "bpe", "vocab_size": 300},
+            }
+        )
+    )
     return path
 
 
@@ -44,11 +55,14 @@ def test_default_output_folder_is_data_name_under_cwd(config, tmp_path):
     assert (tmp_path / "data" / "small" / "meta.json").is_file() and "vocab 280" in res.stdout
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("tokenizer.kind=foo", "data.tokenizer.kind"),
-    ("bogus=1", "data.bogus: unknown key"),
-    ("val_fraction=0.9", "data.val_fraction"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("tokenizer.kind=foo", "data.tokenizer.kind"),
+        ("bogus=1", "data.bogus: unknown key"),
+        ("val_fraction=0.9", "data.val_fraction"),
+    ],
+)
 def test_bad_config_exits_2_and_writes_nothing(config, tmp_path, override, expected):
     res = prepare(str(config), override, "--out", "prepared", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("error: ") and expected in res.stderr
@@ -58,5 +72,9 @@ def test_bad_config_exits_2_and_writes_nothing(config, tmp_path, override, expec
 def test_missing_data_root_exits_2_with_origins(tmp_path):
     res = prepare(str(PROJECT_ROOT / "configs/data/default.yaml"), f"root={tmp_path / 'nowhere'}", cwd=tmp_path)
     assert res.returncode == 2
-    assert str(tmp_path / "nowhere") in res.stderr and "karpathy/char-rnn" in res.stderr and "nltk.downloader gutenberg" in res.stderr
+    assert (
+        str(tmp_path / "nowhere") in res.stderr
+        and "karpathy/char-rnn" in res.stderr
+        and "nltk.downloader gutenberg" in res.stderr
+    )
     assert not (tmp_path / "data").exists()

@@ -1,5 +1,6 @@
 """`prepare` on the bundled corpus (TinyShakespeare + Gutenberg), built once per session with a
 small BPE (vocab 512) to keep it to a few seconds."""
+
 from __future__ import annotations
 
 import os
@@ -19,13 +20,17 @@ from pretrain.data.split import SplitPlan, doc_hash  # noqa: E402
 from pretrain.errors import DataError  # noqa: E402
 
 CORPUS = PROJECT_ROOT.parent / "shared" / "data" / "corpus"
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"bundled corpus not found at {CORPUS} (../shared/data absent)")
+pytestmark = pytest.mark.skipif(
+    not CORPUS.is_dir(), reason=f"bundled corpus not found at {CORPUS} (../shared/data absent)"
+)
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
     out = tmp_path_factory.mktemp("prepared") / "default"
-    cfg = load_data_config(PROJECT_ROOT / "configs/data/default.yaml", [f"out_dir={out}", "tokenizer.vocab_size=512", "root=null"])
+    cfg = load_data_config(
+        PROJECT_ROOT / "configs/data/default.yaml", [f"out_dir={out}", "tokenizer.vocab_size=512", "root=null"]
+    )
     logs: list[str] = []
     start = time.perf_counter()
     data = prepare(cfg, log=logs.append)

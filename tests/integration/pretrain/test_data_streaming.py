@@ -1,40 +1,9 @@
 """Streaming pieces of `prepare`: compressed readers, the streamed document cutter, chunked and
 parallel encoding, the token stream over shards (no tokenizer training needed except where noted)."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
-
-
-
 from pathlib import Path
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def test_workers_start_from_an_unguarded_script(tmp_path):

@@ -1,5 +1,6 @@
 """Bitwise-reproducible CPU training (train.deterministic, on by default), with other processes
 loading the cores: two fresh runs and a kill -9 resume give the same bits, dense and MoE."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,16 @@ def test_deterministic_key_is_on_by_default_and_can_be_turned_off(tmp_path):
 def test_fresh_runs_and_kill9_resume_are_bitwise_equal_under_load(kind, tiny_data, tmp_path, busy_cores):
     config, extra = CONFIGS[kind]
     # the default thread count (the allotted cores), not the tests' usual single thread
-    over = tiny_overrides(tiny_data, **{"train.steps": 8, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 0,
-                                        "train.threads": None, **extra})
+    over = tiny_overrides(
+        tiny_data,
+        **{
+            "train.steps": 8,
+            "train.checkpoint_every_steps": 3,
+            "train.eval_every_steps": 0,
+            "train.threads": None,
+            **extra,
+        },
+    )
     args = lambda run: ["train", str(REPO / config), *over, "--run-dir", run, "--no-progress"]
     # three runs at once, beside the two spinning processes: the cores are oversubscribed throughout
     a, b, k = (start(args(r), tmp_path) for r in ("a", "b", "k"))

@@ -1,6 +1,7 @@
 """How a trainer process ends (pretrain.distributed.exit_process). A rank of a multi-rank group keeps
 its exit code and runs the Python exit hooks (W&B's teardown lives there) but skips interpreter
 finalisation, where gloo can abort a run that finished; a one-process run exits normally."""
+
 from __future__ import annotations
 
 import subprocess
@@ -27,8 +28,14 @@ d.exit_process(3)
 
 @pytest.mark.parametrize("world,finalised", [(2, False), (1, True)])
 def test_exit_keeps_the_code_and_hooks_and_skips_finalisation_for_ranks(world, finalised, tmp_path):
-    res = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), str(world)], cwd=REPO, capture_output=True,
-                         text=True, timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    res = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), str(world)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert res.returncode == 3, res.stderr
     assert res.stdout == "last line\n"  # buffered output is flushed before the process ends
     assert (tmp_path / "hook").read_text() == "ran"

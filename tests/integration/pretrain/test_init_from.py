@@ -1,5 +1,6 @@
 """Branches (`train.init_from`): a run that starts from another run's checkpoint and follows its own
 schedule from there, through the CLI on the real corpus."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,14 @@ TINY = str(REPO / "configs/train/tiny.yaml")
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
 MOE = {"model.moe.num_experts": 4, "model.moe.top_k": 2, "model.moe.d_ff": 64}
 # A WSD parent: 2 warmup steps, stable to step 18, decay over the last 6; step 12 is a pinned branch point.
-WSD = {"schedule.name": "wsd", "schedule.warmup_steps": 2, "schedule.decay_fraction": 0.25, "train.steps": 24,
-       "train.checkpoint_at_steps": "[12]", "train.eval_every_steps": 0}
+WSD = {
+    "schedule.name": "wsd",
+    "schedule.warmup_steps": 2,
+    "schedule.decay_fraction": 0.25,
+    "train.steps": 24,
+    "train.checkpoint_at_steps": "[12]",
+    "train.eval_every_steps": 0,
+}
 TOKENS_PER_STEP = 8 * 64
 DATA: list[Path] = []  # the prepared corpus, set by the `parent` fixture
 
@@ -61,8 +68,16 @@ def test_cooldown_branch_records_its_lineage(parent):
     res = train(cwd, "cool", **{**WSD, "train.steps": 16, "schedule.decay_steps": 4, "train.init_from": "parent"})
     # `parent` alone means its newest checkpoint (step 24): past this run's 16 steps
     assert res.returncode == 2 and "train.steps" in res.stderr and "step 24" in res.stderr, res.stderr
-    res = train(cwd, "cool", **{**WSD, "train.steps": 16, "schedule.decay_steps": 4,
-                                "train.init_from": str(parent / "checkpoints" / "step_12")})
+    res = train(
+        cwd,
+        "cool",
+        **{
+            **WSD,
+            "train.steps": 16,
+            "schedule.decay_steps": 4,
+            "train.init_from": str(parent / "checkpoints" / "step_12"),
+        },
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     mine, theirs = by_step(cwd / "cool"), by_step(parent)
     assert sorted(mine) == list(range(13, 17))
@@ -110,16 +125,19 @@ def test_branch_resumes_from_its_own_checkpoint(parent):
     assert s["init_from"] == {"run": str(parent.resolve()), "step": 12} and s["shared_tokens"] == 12 * TOKENS_PER_STEP
 
 
-@pytest.mark.parametrize("over, key, why", [
-    ({"model": "n200k"}, "model.", "in the parent"),
-    ({"optim.lr": 0.01}, "optim.lr", "in the parent"),
-    ({"train.seed": 7}, "train.seed", "in the parent"),
-    ({"train.init_from": "nowhere"}, "train.init_from", "no such run directory"),
-    ({"train.init_from": "parent/checkpoints/step_6"}, "train.init_from", "no such run directory"),
-    ({"train.steps": 12}, "train.steps", "longer than its branch point"),
-    ({"schedule.decay_steps": 16}, "schedule.decay_steps", "the lr of step"),
-    ({"schedule.warmup_steps": 4}, "schedule.warmup_steps", "the lr of step"),
-])
+@pytest.mark.parametrize(
+    "over, key, why",
+    [
+        ({"model": "n200k"}, "model.", "in the parent"),
+        ({"optim.lr": 0.01}, "optim.lr", "in the parent"),
+        ({"train.seed": 7}, "train.seed", "in the parent"),
+        ({"train.init_from": "nowhere"}, "train.init_from", "no such run directory"),
+        ({"train.init_from": "parent/checkpoints/step_6"}, "train.init_from", "no such run directory"),
+        ({"train.steps": 12}, "train.steps", "longer than its branch point"),
+        ({"schedule.decay_steps": 16}, "schedule.decay_steps", "the lr of step"),
+        ({"schedule.warmup_steps": 4}, "schedule.warmup_steps", "the lr of step"),
+    ],
+)
 def test_bad_branch_exits_2_before_any_work(parent, over, key, why):
     cwd = parent.parent
     res = train(cwd, "bad", **{**WSD, "train.init_from": "parent/checkpoints/step_12", **over})
@@ -130,8 +148,14 @@ def test_bad_branch_exits_2_before_any_work(parent, over, key, why):
 
 def test_moe_branch_under_zero1_reproduces_the_parent(parent):
     cwd = parent.parent
-    over = {**MOE, **WSD, "train.steps": 8, "train.checkpoint_at_steps": "[4]", "train.checkpoint_every_steps": 0,
-            "deepspeed.zero_stage": 1}
+    over = {
+        **MOE,
+        **WSD,
+        "train.steps": 8,
+        "train.checkpoint_at_steps": "[4]",
+        "train.checkpoint_every_steps": 0,
+        "deepspeed.zero_stage": 1,
+    }
     res = train(cwd, "moe", TINY_MOE, **over)
     assert res.returncode == 0, res.stdout + res.stderr
     res = train(cwd, "moe_child", TINY_MOE, **over, **{"train.init_from": "moe/checkpoints/step_4"})
@@ -143,8 +167,13 @@ def test_moe_branch_under_zero1_reproduces_the_parent(parent):
             assert mine[step].get(key) == theirs[step].get(key), (step, key)
 
 
-P2_OVER = {"train.steps": 8, "train.global_batch_size": 16, "train.checkpoint_at_steps": "[4]", "train.checkpoint_every_steps": 0,
-           "deepspeed.zero_stage": 1}
+P2_OVER = {
+    "train.steps": 8,
+    "train.global_batch_size": 16,
+    "train.checkpoint_at_steps": "[4]",
+    "train.checkpoint_every_steps": 0,
+    "deepspeed.zero_stage": 1,
+}
 
 
 @pytest.mark.slow
@@ -156,7 +185,9 @@ def test_branch_on_another_world_size_converts_into_its_own_folder(parent):
 
     cwd = parent.parent
     over = {**WSD, **P2_OVER}
-    [res] = two_ranks.launch([{"argv": [TINY, *tiny_overrides(DATA[0], **over), "--run-dir", "p2", "--no-progress"]}], cwd)
+    [res] = two_ranks.launch(
+        [{"argv": [TINY, *tiny_overrides(DATA[0], **over), "--run-dir", "p2", "--no-progress"]}], cwd
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     res = train(cwd, "c1", **over, **{"train.init_from": "p2/checkpoints/step_4"})
     assert res.returncode == 0, res.stdout + res.stderr

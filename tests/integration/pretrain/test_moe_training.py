@@ -1,6 +1,7 @@
 """MoE end to end through `scalelab train` on the real corpus: loss falls, router metrics in
 metrics.jsonl, exact resume after SIGKILL, and expert parallelism (EP=2, 2 ranks under the
 `deepspeed` launcher) matching EP=1."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,31 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, free_port, kill_after_step, metrics, run_cli, spawn, start, tiny_overrides, two_rank_group
+from tests.helpers import (
+    REPO,
+    free_port,
+    kill_after_step,
+    metrics,
+    run_cli,
+    spawn,
+    start,
+    tiny_overrides,
+    two_rank_group,
+)
 
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
 MOE = {"model.moe.num_experts": 4, "model.moe.top_k": 2, "model.moe.d_ff": 64, "model.moe.capacity_factor": 1.25}
-COMPARED = ("step", "loss", "grad_norm", "aux_loss", "val_loss", "moe/imbalance", "moe/layer1/load/expert0",
-            "moe/dropped_frac", "moe/bias_norm")
+COMPARED = (
+    "step",
+    "loss",
+    "grad_norm",
+    "aux_loss",
+    "val_loss",
+    "moe/imbalance",
+    "moe/layer1/load/expert0",
+    "moe/dropped_frac",
+    "moe/bias_norm",
+)
 
 
 def comparable(run: Path) -> list[tuple]:
@@ -31,8 +51,14 @@ def moe_args(data: Path, run: str, **extra) -> list[str]:
 def moe_reference(tiny_data, tmp_path_factory):
     """An uninterrupted 36-step aux_free_bias MoE run (its bias buffers must survive resume)."""
     cwd = tmp_path_factory.mktemp("moe")
-    res = run_cli(moe_args(tiny_data, "ref", **{"train.steps": 36, "model.moe.router": "aux_free_bias",
-                                                "model.moe.bias_update_rate": 0.01}), cwd)
+    res = run_cli(
+        moe_args(
+            tiny_data,
+            "ref",
+            **{"train.steps": 36, "model.moe.router": "aux_free_bias", "model.moe.bias_update_rate": 0.01},
+        ),
+        cwd,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return cwd / "ref"
 
@@ -60,8 +86,9 @@ def test_moe_loss_falls_and_router_metrics_logged(moe_reference):
 
 
 def test_moe_exact_resume_after_sigkill(moe_reference, tiny_data, tmp_path):
-    args = moe_args(tiny_data, "run", **{"train.steps": 36, "model.moe.router": "aux_free_bias",
-                                         "model.moe.bias_update_rate": 0.01})
+    args = moe_args(
+        tiny_data, "run", **{"train.steps": 36, "model.moe.router": "aux_free_bias", "model.moe.bias_update_rate": 0.01}
+    )
     kill_after_step(tmp_path / "run", 15, start(args, tmp_path))
     res = run_cli(args, tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -72,13 +99,36 @@ def test_moe_exact_resume_after_sigkill(moe_reference, tiny_data, tmp_path):
 def launch(over: list[str], run: str, cwd: Path, port: int) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     launcher = Path(sys.executable).parent / "deepspeed"
-    return subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli",
-                           TINY_MOE, *over, "--run-dir", run, "--no-progress"],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            str(launcher),
+            "--num_gpus",
+            "2",
+            "--master_port",
+            str(port),
+            "--module",
+            "pretrain.cli",
+            TINY_MOE,
+            *over,
+            "--run-dir",
+            run,
+            "--no-progress",
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
-EP_BASE = {"train.steps": 12, "train.global_batch_size": 16, "deepspeed.zero_stage": 1,
-           "model.moe.router": "aux_free_bias", "model.moe.bias_update_rate": 0.01}
+EP_BASE = {
+    "train.steps": 12,
+    "train.global_batch_size": 16,
+    "deepspeed.zero_stage": 1,
+    "model.moe.router": "aux_free_bias",
+    "model.moe.bias_update_rate": 0.01,
+}
 
 
 def ep_overrides(data: Path, ep: int) -> list[str]:
@@ -112,31 +162,57 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
 
     shard = torch.load(files[1], weights_only=False)
     assert {k: v.shape[0] for k, v in shard.items()} == {
-        f"model.layers.0.mlp.experts.deepspeed_moe.experts.deepspeed_experts.1.{w}": 2 for w in ("gate_proj", "up_proj", "down_proj")}
+        f"model.layers.0.mlp.experts.deepspeed_moe.experts.deepspeed_experts.1.{w}": 2
+        for w in ("gate_proj", "up_proj", "down_proj")
+    }
     a, b = load_run(r1.run).model, load_run(r2.run).model
     for name, w in a.state_dict().items():  # the same training to float precision, experts in the same order
         assert torch.allclose(b.state_dict()[name], w, atol=1e-4), name
     # Kill an EP=2 run after its step-6 checkpoint and resume it: identical to the uninterrupted one.
     launcher = Path(sys.executable).parent / "deepspeed"
-    cmd = [str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), "--module", "pretrain.cli", TINY_MOE, *ep2,
-           "--run-dir", "ep2k", "--no-progress"]
+    cmd = [
+        str(launcher),
+        "--num_gpus",
+        "2",
+        "--master_port",
+        str(free_port()),
+        "--module",
+        "pretrain.cli",
+        TINY_MOE,
+        *ep2,
+        "--run-dir",
+        "ep2k",
+        "--no-progress",
+    ]
     kill_after_step(tmp_path / "ep2k", 8, spawn(cmd, tmp_path, {"OMP_NUM_THREADS": "1"}))
     r3 = launch(ep2, "ep2k", tmp_path, free_port())
     assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
     assert "resumed from checkpoint step_" in r3.stdout + r3.stderr
-    assert [tuple(r.get(k) for k in COMPARED) for r in metrics(tmp_path / "ep2k")] == \
-        [tuple(r.get(k) for k in COMPARED) for r in m2]
+    assert [tuple(r.get(k) for k in COMPARED) for r in metrics(tmp_path / "ep2k")] == [
+        tuple(r.get(k) for k in COMPARED) for r in m2
+    ]
 
 
 ROUTER_CASES = ["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"]  # all four: one launch trains them
 
 
 def zero3_overrides(data: Path, router: str) -> list[str]:
-    return tiny_overrides(data, **(MOE | {"train.steps": 6, "train.checkpoint_every_steps": 3,
-                                          "train.global_batch_size": 16, "train.eval_every_steps": 3,
-                                          "train.eval_tokens": 17 * 64,
-                                          "deepspeed.zero_stage": 3, "model.moe.router": router,
-                                          "model.moe.bias_update_rate": 0.01}))
+    return tiny_overrides(
+        data,
+        **(
+            MOE
+            | {
+                "train.steps": 6,
+                "train.checkpoint_every_steps": 3,
+                "train.global_batch_size": 16,
+                "train.eval_every_steps": 3,
+                "train.eval_tokens": 17 * 64,
+                "deepspeed.zero_stage": 3,
+                "model.moe.router": router,
+                "model.moe.bias_update_rate": 0.01,
+            }
+        ),
+    )
 
 
 @two_rank_group("moe-zero3")
@@ -146,9 +222,16 @@ def _zero3_jobs(data):
     jobs = []
     for router in ROUTER_CASES:
         over = zero3_overrides(data, router)
-        jobs += [{"name": router, "config": TINY_MOE, "overrides": over},
-                 {"name": f"{router}-resumed", "config": TINY_MOE, "overrides": over, "copy": [router, f"{router}-resumed"],
-                  "remove": [f"{router}-resumed/checkpoints/step_6", f"{router}-resumed/summary.json"]}]
+        jobs += [
+            {"name": router, "config": TINY_MOE, "overrides": over},
+            {
+                "name": f"{router}-resumed",
+                "config": TINY_MOE,
+                "overrides": over,
+                "copy": [router, f"{router}-resumed"],
+                "remove": [f"{router}-resumed/checkpoints/step_6", f"{router}-resumed/summary.json"],
+            },
+        ]
     return jobs
 
 

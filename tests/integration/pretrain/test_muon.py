@@ -1,32 +1,25 @@
 """optim.name muon: the parameter split, the update, whole-matrix sharding over ranks, the CLI run,
 exact resume on 1 and 2 ranks (ZeRO-1) and config errors."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
-
-
 import sys
-
-
 from pathlib import Path
-
-
 
 import pytest
 
-
-
-
-
-from tests.helpers import REPO, free_port, kill_after_step, metrics, run_cli, spawn, start, tiny_overrides, two_rank_group
-
-
+from tests.helpers import (
+    REPO,
+    free_port,
+    kill_after_step,
+    metrics,
+    run_cli,
+    spawn,
+    start,
+    tiny_overrides,
+    two_rank_group,
+)
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 
@@ -43,13 +36,16 @@ COMPARED = ("step", "loss", "grad_norm", "lr", "val_loss")
 SLOW_CKPT = {"SCALELAB_FAULT_CHECKPOINT_DELAY_S": "0.5"}  # each checkpoint held open: the kill lands mid-run
 
 
-
-
 @two_rank_group("muon")
 def _two_rank_jobs(data):
-    return [{"name": "two", "config": TINY, "overrides": tiny_overrides(data, **MUON_TWO)},
-            {"name": "moe-two", "config": TINY_MOE,
-             "overrides": tiny_overrides(data, **(MUON_MOE | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}))}]
+    return [
+        {"name": "two", "config": TINY, "overrides": tiny_overrides(data, **MUON_TWO)},
+        {
+            "name": "moe-two",
+            "config": TINY_MOE,
+            "overrides": tiny_overrides(data, **(MUON_MOE | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4})),
+        },
+    ]
 
 
 def test_muon_trains_through_the_cli_and_records_its_split(tiny_data, tmp_path):
@@ -61,36 +57,46 @@ def test_muon_trains_through_the_cli_and_records_its_split(tiny_data, tmp_path):
     assert m[-1]["loss"] < m[0]["loss"] - 0.3
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     o = s["optimizer"]
-    assert (o["name"], o["muon_tensors"], o["adjust_lr"], o["assignment"]) == ("muon", 14, "match_rms_adamw", "replicated")
+    assert (o["name"], o["muon_tensors"], o["adjust_lr"], o["assignment"]) == (
+        "muon",
+        14,
+        "match_rms_adamw",
+        "replicated",
+    )
     assert o["muon_params"] + o["adamw_params"] == s["params"]
 
 
-
-
-@pytest.mark.parametrize("over,key", [
-    ({"optim.name": "lion"}, "optim.name"),
-    ({"optim.name": "muon", "optim.muon_adjust_lr": "rms"}, "optim.muon_adjust_lr"),
-    ({"optim.name": "muon", "deepspeed.zero_stage": 2}, "deepspeed.zero_stage"),
-])
+@pytest.mark.parametrize(
+    "over,key",
+    [
+        ({"optim.name": "lion"}, "optim.name"),
+        ({"optim.name": "muon", "optim.muon_adjust_lr": "rms"}, "optim.muon_adjust_lr"),
+        ({"optim.name": "muon", "deepspeed.zero_stage": 2}, "deepspeed.zero_stage"),
+    ],
+)
 def test_bad_muon_config_exits_2_naming_the_key(over, key, tiny_data, tmp_path):
     res = run_cli(["train", TINY, *tiny_overrides(tiny_data, **over), "--run-dir", "run", "--no-progress"], tmp_path)
     assert res.returncode == 2 and key in res.stderr + res.stdout, res.stderr[-1500:]
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-
-
 def _records(run: Path) -> list[tuple]:
     return [tuple(r.get(k) for k in COMPARED) for r in metrics(run)]
-
-
 
 
 @pytest.mark.parametrize("kind", ["dense", "moe"])
 def test_muon_kill9_resume_is_exact_one_rank(kind, tiny_data, tmp_path):
     cfg = TINY_MOE if kind == "moe" else TINY
-    over = tiny_overrides(tiny_data, **{"train.steps": 10, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 5,
-                                        "optim.name": "muon", **(MOE if kind == "moe" else {})})
+    over = tiny_overrides(
+        tiny_data,
+        **{
+            "train.steps": 10,
+            "train.checkpoint_every_steps": 3,
+            "train.eval_every_steps": 5,
+            "optim.name": "muon",
+            **(MOE if kind == "moe" else {}),
+        },
+    )
     args = lambda run: ["train", cfg, *over, "--run-dir", run, "--no-progress"]
     ref = run_cli(args("a"), tmp_path)
     assert ref.returncode == 0, ref.stdout[-2000:]
@@ -100,15 +106,23 @@ def test_muon_kill9_resume_is_exact_one_rank(kind, tiny_data, tmp_path):
     assert _records(tmp_path / "k") == _records(tmp_path / "a")  # bitwise
 
 
-
-
 def _launch(over: list[str], run: str, cwd: Path, port: int, env: dict | None = None):
     launcher = Path(sys.executable).parent / "deepspeed"
-    cmd = [str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "pretrain.cli", TINY, *over,
-           "--run-dir", run, "--no-progress"]
+    cmd = [
+        str(launcher),
+        "--num_gpus",
+        "2",
+        "--master_port",
+        str(port),
+        "--module",
+        "pretrain.cli",
+        TINY,
+        *over,
+        "--run-dir",
+        run,
+        "--no-progress",
+    ]
     return spawn(cmd, cwd, {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})})
-
-
 
 
 MUON_BASE = {"train.steps": 10, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 5, "optim.name": "muon"}
@@ -118,8 +132,6 @@ MUON_TWO = MUON_BASE | {"deepspeed.zero_stage": 1, "train.micro_batch_size": 4}
 
 
 MUON_MOE = {"train.steps": 6, "train.eval_every_steps": 0, "optim.name": "muon", **MOE}
-
-
 
 
 @pytest.mark.slow
@@ -157,8 +169,6 @@ def test_two_ranks_zero1_matches_one_rank_and_resumes_exactly(tiny_data, tmp_pat
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4), a["step"]
 
 
-
-
 @pytest.mark.slow
 def test_bf16_muon_runs_on_the_zero0_engine_tracks_fp32_and_resumes_exactly(tiny_data, tmp_path):
     import shutil
@@ -166,13 +176,26 @@ def test_bf16_muon_runs_on_the_zero0_engine_tracks_fp32_and_resumes_exactly(tiny
     from pretrain.config.loader import load_train_config
     from pretrain.ds_config import build_ds_config
 
-    cfg = load_train_config(TINY, ["precision=bf16", "optim.name=muon", "deepspeed.zero_stage=1", "train.micro_batch_size=8"])
+    cfg = load_train_config(
+        TINY, ["precision=bf16", "optim.name=muon", "deepspeed.zero_stage=1", "train.micro_batch_size=8"]
+    )
     ds = build_ds_config(cfg, world_size=2)  # our ZeRO-1 on DeepSpeed's ZeRO-0 engine: fp32 master weights, autocast
     assert ds["zero_optimization"]["stage"] == 0 and ds["torch_autocast"]["enabled"] and "bf16" not in ds
-    run = {"train.steps": 6, "train.checkpoint_every_steps": 3, "train.eval_every_steps": 0, "optim.name": "muon",
-           "deepspeed.zero_stage": 1}
-    args = lambda prec, d: ["train", TINY, *tiny_overrides(tiny_data, **(run | {"precision": prec})), "--run-dir", d,
-                            "--no-progress"]
+    run = {
+        "train.steps": 6,
+        "train.checkpoint_every_steps": 3,
+        "train.eval_every_steps": 0,
+        "optim.name": "muon",
+        "deepspeed.zero_stage": 1,
+    }
+    args = lambda prec, d: [
+        "train",
+        TINY,
+        *tiny_overrides(tiny_data, **(run | {"precision": prec})),
+        "--run-dir",
+        d,
+        "--no-progress",
+    ]
     for prec in ("fp32", "bf16"):
         res = run_cli(args(prec, prec), tmp_path)
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
@@ -184,8 +207,6 @@ def test_bf16_muon_runs_on_the_zero0_engine_tracks_fp32_and_resumes_exactly(tiny
     res = run_cli(args("bf16", "bf16"), tmp_path)
     assert res.returncode == 0 and "resumed from checkpoint step_3" in res.stdout, res.stdout[-2000:]
     assert _records(tmp_path / "bf16") == [tuple(r.get(k) for k in COMPARED) for r in bf16]
-
-
 
 
 @pytest.mark.slow

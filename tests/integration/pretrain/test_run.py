@@ -1,4 +1,5 @@
 """End-to-end training through the CLI on the real corpus: files, loss, resume, signals, NaN."""
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,9 @@ def comparable(run: Path) -> list[tuple]:
 def reference(tiny_data, tmp_path_factory):
     """One uninterrupted 60-step run that interrupted runs must reproduce exactly."""
     cwd = tmp_path_factory.mktemp("ref")
-    res = run_cli(["train", TINY, *tiny_overrides(tiny_data, **{"train.steps": 60}), "--run-dir", "ref", "--no-progress"], cwd)
+    res = run_cli(
+        ["train", TINY, *tiny_overrides(tiny_data, **{"train.steps": 60}), "--run-dir", "ref", "--no-progress"], cwd
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return cwd / "ref"
 
@@ -55,14 +58,32 @@ def test_run_directory_contract_and_loss_falls(reference):
 
 
 def test_rerun_of_finished_run_is_a_noop(reference):
-    res = run_cli(["train", TINY, *tiny_overrides(Path(json.loads((reference / "tokenizer_meta.json").read_text())["data_dir"]),
-                                                    **{"train.steps": 60}), "--run-dir", str(reference)], reference.parent)
+    res = run_cli(
+        [
+            "train",
+            TINY,
+            *tiny_overrides(
+                Path(json.loads((reference / "tokenizer_meta.json").read_text())["data_dir"]), **{"train.steps": 60}
+            ),
+            "--run-dir",
+            str(reference),
+        ],
+        reference.parent,
+    )
     assert res.returncode == 0 and "already done" in res.stdout
 
 
 def test_changed_config_in_existing_run_dir_is_refused(reference, tiny_data):
-    res = run_cli(["train", TINY, *tiny_overrides(tiny_data, **{"train.steps": 60, "optim.lr": 0.01}), "--run-dir", str(reference)],
-                  reference.parent)
+    res = run_cli(
+        [
+            "train",
+            TINY,
+            *tiny_overrides(tiny_data, **{"train.steps": 60, "optim.lr": 0.01}),
+            "--run-dir",
+            str(reference),
+        ],
+        reference.parent,
+    )
     assert res.returncode == 2 and "optim.lr: 0.003 -> 0.01" in res.stderr
 
 
@@ -88,8 +109,14 @@ def test_exact_resume_after_sigkill_and_corrupt_checkpoint(reference, tiny_data,
 
 
 def test_sigterm_checkpoints_exits_and_wandb_run_continues(reference, tiny_data, tmp_path):
-    args = ["train", TINY, *tiny_overrides(tiny_data, **{"train.steps": 60, "wandb.mode": "offline", "train.checkpoint_every_steps": 0}),
-            "--run-dir", "run", "--no-progress"]
+    args = [
+        "train",
+        TINY,
+        *tiny_overrides(tiny_data, **{"train.steps": 60, "wandb.mode": "offline", "train.checkpoint_every_steps": 0}),
+        "--run-dir",
+        "run",
+        "--no-progress",
+    ]
     proc = start(args, tmp_path)
     wait_for_step(tmp_path / "run", 15, proc)
     os.killpg(proc.pid, signal.SIGTERM)
@@ -151,8 +178,15 @@ def test_two_ranks_under_deepspeed_launcher_match_one_rank(tiny_data, tmp_path, 
 
 
 def test_gradient_noise_scale_is_logged_and_resumed(tiny_data, tmp_path):
-    over = tiny_overrides(tiny_data, **{"train.steps": 12, "train.noise_scale_every_steps": 2, "train.log_every_steps": 2,
-                                        "train.checkpoint_every_steps": 6})
+    over = tiny_overrides(
+        tiny_data,
+        **{
+            "train.steps": 12,
+            "train.noise_scale_every_steps": 2,
+            "train.log_every_steps": 2,
+            "train.checkpoint_every_steps": 6,
+        },
+    )
     res = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     recs = metrics(tmp_path / "run")
@@ -163,8 +197,17 @@ def test_gradient_noise_scale_is_logged_and_resumed(tiny_data, tmp_path):
 
 
 def test_width_scaled_lr_is_what_trains(tiny_data, tmp_path):
-    over = tiny_overrides(tiny_data, **{"train.steps": 8, "optim.lr": 1e-2, "optim.width_lr_ref": 24, "schedule.name": "constant",
-                                        "schedule.warmup_steps": 0, "train.checkpoint_every_steps": 0})
+    over = tiny_overrides(
+        tiny_data,
+        **{
+            "train.steps": 8,
+            "optim.lr": 1e-2,
+            "optim.width_lr_ref": 24,
+            "schedule.name": "constant",
+            "schedule.warmup_steps": 0,
+            "train.checkpoint_every_steps": 0,
+        },
+    )
     res = run_cli(["train", TINY, *over, "--run-dir", "run", "--no-progress"], tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     s = json.loads((tmp_path / "run" / "summary.json").read_text())

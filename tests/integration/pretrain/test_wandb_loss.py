@@ -1,6 +1,7 @@
 """W&B losing its service process never fails a run. What `scancel` does on a Slurm node: SIGTERM
 to every process of the job at once, the trainer and W&B's `wandb-core` alike; the trainer must
 still checkpoint, write `status: preempted` and exit 3, with a one-line warning and no traceback."""
+
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import children, prepared_data, write_base
 
 pytestmark = pytest.mark.slow
@@ -24,8 +26,13 @@ def test_sigterm_to_trainer_and_wandb_service_exits_3_after_a_checkpoint(work):
     base.write_text(cfg)
     run_dir = work / "run"
     env = {**os.environ, "WANDB_MODE": "offline"}
-    p = subprocess.Popen([sys.executable, "-m", "pretrain.cli", str(base), "--run-dir", str(run_dir)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pretrain.cli", str(base), "--run-dir", str(run_dir)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         t0 = time.time()
         # any complete checkpoint: at a few ms a step, step_4 may already be pruned when this loop looks

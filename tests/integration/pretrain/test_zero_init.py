@@ -5,6 +5,7 @@ gradient norm are bitwise equal, the first step's loss being that of the initial
 resumes exactly. One MoE model covers what partitioned construction must respect: tied
 embeddings, grouped K/V heads, routed experts (stacked weights), a shared expert and a router
 (dense models at ZeRO-3 build the same way: tests/test_train_zero.py, test_moe_training.py)."""
+
 from __future__ import annotations
 
 import re
@@ -15,10 +16,18 @@ import pytest
 from tests.helpers import REPO, metrics, tiny_overrides, two_rank_group
 
 TINY_MOE = str(REPO / "configs/train/tiny-moe.yaml")
-MODEL = {"model.tie_embeddings": "true", "model.n_kv_heads": 2, "model.moe.num_experts": 4, "model.moe.top_k": 2,
-         "model.moe.d_ff": 64, "model.moe.num_shared_experts": 1}
-SHARES = re.compile(r"ZeRO-3 partitioned init: parameter elements held per rank after the build: "
-                    r"rank 0 ([\d,]+) \([\d.]+%\), rank 1 ([\d,]+) \([\d.]+%\) of ([\d,]+)")
+MODEL = {
+    "model.tie_embeddings": "true",
+    "model.n_kv_heads": 2,
+    "model.moe.num_experts": 4,
+    "model.moe.top_k": 2,
+    "model.moe.d_ff": 64,
+    "model.moe.num_shared_experts": 1,
+}
+SHARES = re.compile(
+    r"ZeRO-3 partitioned init: parameter elements held per rank after the build: "
+    r"rank 0 ([\d,]+) \([\d.]+%\), rank 1 ([\d,]+) \([\d.]+%\) of ([\d,]+)"
+)
 
 
 def curve(run: Path) -> list[tuple]:
@@ -26,9 +35,17 @@ def curve(run: Path) -> list[tuple]:
 
 
 def zero3_overrides(data: Path) -> list[str]:
-    return tiny_overrides(data, **MODEL, **{"train.steps": 6, "train.checkpoint_every_steps": 3,
-                                            "train.global_batch_size": 16, "train.eval_every_steps": 6,
-                                            "deepspeed.zero_stage": 3})
+    return tiny_overrides(
+        data,
+        **MODEL,
+        **{
+            "train.steps": 6,
+            "train.checkpoint_every_steps": 3,
+            "train.global_batch_size": 16,
+            "train.eval_every_steps": 6,
+            "deepspeed.zero_stage": 3,
+        },
+    )
 
 
 @two_rank_group("zero-init")
@@ -36,10 +53,17 @@ def _two_rank_jobs(data):
     """Partitioned build, full build, and the partitioned run resumed (as if killed after its step-3
     checkpoint: a copy without step 6 and the summary)."""
     over = zero3_overrides(data)
-    return [{"name": "init", "config": TINY_MOE, "overrides": over},
-            {"name": "full", "config": TINY_MOE, "overrides": over + ["deepspeed.zero_init=false"]},
-            {"name": "init-resumed", "config": TINY_MOE, "overrides": over, "copy": ["init", "init-resumed"],
-             "remove": ["init-resumed/checkpoints/step_6", "init-resumed/summary.json"]}]
+    return [
+        {"name": "init", "config": TINY_MOE, "overrides": over},
+        {"name": "full", "config": TINY_MOE, "overrides": over + ["deepspeed.zero_init=false"]},
+        {
+            "name": "init-resumed",
+            "config": TINY_MOE,
+            "overrides": over,
+            "copy": ["init", "init-resumed"],
+            "remove": ["init-resumed/checkpoints/step_6", "init-resumed/summary.json"],
+        },
+    ]
 
 
 @pytest.mark.slow

@@ -1,32 +1,13 @@
 """The batch/LR law through fewer than three groups: per-group optima only, said in the record and
 the printed output; plan and the IsoFLOP sweep's hparams_fit do not use it as a law."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
-
-
-from tests.helpers import scalelab
-
-
-
-from scaling import make_plan
-
-
-
-
+from scaling import fit_chinchilla, make_plan
 from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table
-
-
-from scaling import fit_chinchilla
-
-
+from tests.helpers import scalelab
 
 
 def test_plan_and_cli_with_an_optima_only_record(tmp_path):

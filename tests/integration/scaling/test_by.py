@@ -3,46 +3,19 @@ between Chinchilla laws checked against a synthetic truth whose multiplier is kn
 (the other optimizer's tokens are worth k of the baseline's: L_other(N, D) = L_base(N, k D), so
 C_base(L) / C_other(L) = k at every scale)."""
 
-
 from __future__ import annotations
 
-
-
 import contextlib
-
-
 import io
-
-
 import json
 
-
-
-
-
 import pandas as pd
-
-
 import pytest
 
-
-
 from launch.cli import main as scalelab
-
-
-
-
-
-
 from scaling.laws.hparams import ComputeHParamLaw
-
-
 from scaling.synthetic.runs import TRUE_CHINCHILLA, batch_lr_sweep, chinchilla_table, data_multiplied, write_run_tree
-
-
 from tests.unit.scaling.test_by import K  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def cli(*args) -> tuple[int, str, str]:
@@ -52,14 +25,12 @@ def cli(*args) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-
-
 def two_optimizers(noise=0.003, budgets=(1e17, 1e18, 1e19, 1e20), n=6):
     a = chinchilla_table(noise=noise, seed=1, n_per_budget=n, budgets=budgets).assign(optimizer="adamw")
-    m = chinchilla_table(data_multiplied(TRUE_CHINCHILLA, K), noise=noise, seed=2, n_per_budget=n, budgets=budgets).assign(optimizer="muon")
+    m = chinchilla_table(
+        data_multiplied(TRUE_CHINCHILLA, K), noise=noise, seed=2, n_per_budget=n, budgets=budgets
+    ).assign(optimizer="muon")
     return pd.concat([a, m], ignore_index=True)
-
-
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +41,6 @@ def by_table(tmp_path_factory):
     code, out, err = cli("fit", "chinchilla", csv, "--by", "optimizer", "--bootstrap", "30", "--out", d / "by.json")
     assert code == 0, err
     return csv, json.loads((d / "by.json").read_text()), out
-
-
 
 
 def test_recovers_known_multiplier_with_covering_interval(by_table):
@@ -100,8 +69,6 @@ def test_recovers_known_multiplier_with_covering_interval(by_table):
     assert f"{m['compute_multiplier']:.3g}" in out
 
 
-
-
 def test_baseline_option_inverts_the_multiplier(by_table):
     csv, rec, _ = by_table
     code, out, err = cli("fit", "chinchilla", csv, "--by", "optimizer", "--baseline", "muon", "--json")
@@ -110,8 +77,6 @@ def test_baseline_option_inverts_the_multiplier(by_table):
     assert inv["baseline"] == "muon" and list(inv["others"]) == ["adamw"]
     assert inv["others"]["adamw"]["compute_multiplier"] == pytest.approx(1 / K, rel=0.1)
     assert inv["others"]["adamw"]["interval"] is None and "--bootstrap" in inv["others"]["adamw"]["note"]
-
-
 
 
 def test_bad_by_options_exit_2_naming_them(by_table, tmp_path):
@@ -128,15 +93,11 @@ def test_bad_by_options_exit_2_naming_them(by_table, tmp_path):
     assert code == 2 and "--plot" in err
 
 
-
-
 def test_plan_refuses_a_by_record(by_table, tmp_path):
     csv, _, _ = by_table
     assert cli("fit", "chinchilla", csv, "--by", "optimizer", "--out", tmp_path / "r.json")[0] == 0
     code, _, err = cli("plan", tmp_path / "r.json", "--compute", "1e21")
     assert code == 2 and "one law per value" in err
-
-
 
 
 def test_run_directories_by_config_key_missing_key_means_default(tmp_path):
@@ -162,8 +123,6 @@ def test_run_directories_by_config_key_missing_key_means_default(tmp_path):
     assert code == 2 and "section" in err
 
 
-
-
 def test_group_with_too_few_points_is_not_identified(tmp_path):
     df = two_optimizers(budgets=(1e17, 1e18, 1e19))
     df = pd.concat([df[df.optimizer == "adamw"], df[df.optimizer == "muon"].head(4)])
@@ -176,10 +135,10 @@ def test_group_with_too_few_points_is_not_identified(tmp_path):
     assert any(w.startswith("optimizer=muon: not fitted, so not identified") for w in rec["warnings"])
     assert rec["compare"]["others"]["muon"]["compute_multiplier"] is None
     code, out, _ = cli("fit", "chinchilla", tmp_path / "few.csv", "--by", "optimizer")
-    assert "identified" in out and "NO" in out and "muon: not identified: chinchilla approach 3: too few points: 4" in out
+    assert (
+        "identified" in out and "NO" in out and "muon: not identified: chinchilla approach 3: too few points: 4" in out
+    )
     assert "muon: no compute multiplier" in out
-
-
 
 
 def test_batch_lr_by_fits_each_optimizer(tmp_path):
@@ -191,7 +150,9 @@ def test_batch_lr_by_fits_each_optimizer(tmp_path):
     rec = json.loads((tmp_path / "blr.json").read_text())
     assert rec["law"] == "batch-lr" and rec["by"] == "optimizer" and "compare" not in rec
     got = {g: e["record"]["params"] for g, e in rec["groups"].items()}
-    assert got["adamw"]["lr_exp_C"] == pytest.approx(-0.125, abs=0.01) and got["muon"]["lr_exp_C"] == pytest.approx(-0.1, abs=0.01)
+    assert got["adamw"]["lr_exp_C"] == pytest.approx(-0.125, abs=0.01) and got["muon"]["lr_exp_C"] == pytest.approx(
+        -0.1, abs=0.01
+    )
     assert got["muon"]["lr_coef"] == pytest.approx(0.6, rel=0.1)
     header = next(line for line in out.splitlines() if "optimizer =" in line)
     assert header.split()[-2:] == ["adamw", "muon"]  # side by side

@@ -1,25 +1,6 @@
 """Chinchilla fits: Epoch acceptance numbers, approach consistency, synthetic recovery, warnings."""
 
-
 from __future__ import annotations
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def test_cli_module_is_light():

@@ -1,13 +1,14 @@
 """The CLI end to end in subprocesses: exit codes, records, plots, plan and emitted configs."""
+
 from __future__ import annotations
 
 import json
 import time
 
 import pytest
-from tests.helpers import epoch_csv, scalelab
 
 from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table, critical_batch_table, write_run_tree
+from tests.helpers import epoch_csv, scalelab
 
 
 def test_help_is_fast_and_lists_commands():
@@ -66,7 +67,9 @@ def test_run_tree_fit_then_plan_emits_loadable_config(tmp_path):
     r = scalelab("fit", "batch-lr", sweep, "--out", bfit, "--bootstrap", "10")
     assert r.returncode == 0, r.stderr
     cfg = tmp_path / "next.yaml"
-    r = scalelab("plan", "--fit", fit, "--fit", bfit, "--compute", "3e17", "--emit-config", cfg, "--out", tmp_path / "plan.json")
+    r = scalelab(
+        "plan", "--fit", fit, "--fit", bfit, "--compute", "3e17", "--emit-config", cfg, "--out", tmp_path / "plan.json"
+    )
     assert r.returncode == 0, r.stderr
     plan = json.loads((tmp_path / "plan.json").read_text())
     run = plan["run"]
@@ -88,7 +91,9 @@ def test_run_tree_fit_then_plan_emits_loadable_config(tmp_path):
 
 def test_plan_warns_on_far_extrapolation(tmp_path):
     fit = tmp_path / "f.json"
-    assert scalelab("fit", "chinchilla", epoch_csv(), "--drop-highest", "5", "--out", fit, "--top-k", "4").returncode == 0
+    assert (
+        scalelab("fit", "chinchilla", epoch_csv(), "--drop-highest", "5", "--out", fit, "--top-k", "4").returncode == 0
+    )
     r = scalelab("plan", "--fit", fit, "--compute", "1e27", "--json")
     assert r.returncode == 0
     plan = json.loads(r.stdout)
@@ -106,7 +111,9 @@ def test_other_fit_commands(tmp_path):
     chinchilla_table(noise=0.002).to_csv(ch, index=False)
     r = scalelab("fit", "kaplan", ch, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["law"] == "kaplan"
-    r = scalelab("fit", "chinchilla", ch, "--approach", "2", "--plot", tmp_path / "a2.png", "--out", tmp_path / "a2.json")
+    r = scalelab(
+        "fit", "chinchilla", ch, "--approach", "2", "--plot", tmp_path / "a2.png", "--out", tmp_path / "a2.json"
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "a2.png").exists()
 

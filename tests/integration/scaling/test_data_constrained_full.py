@@ -2,38 +2,12 @@
 `--terms data+params`): R_D_star and R_N_star fitted, recovery of the paper's constants, the
 frontier and plan with few unique tokens (the paper's Figure 3 and its authors' worked example)."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
-
-
-
-
 from tests.helpers import scalelab
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 from tests.unit.scaling.test_data_constrained_full import DESIGN, table  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def test_cli_terms_and_plan_unique_tokens(tmp_path):

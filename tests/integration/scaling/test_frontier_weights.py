@@ -2,34 +2,12 @@
 2024), inverse-variance weights as an option; both recover a known truth and differ in spread as
 weighted least squares theory says; older records read as inverse-variance."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
-
-
-
-
-
-
 from tests.helpers import scalelab
-
-
-
-
-
-
-
-
-
 from tests.unit.scaling.test_frontier_weights import BUDGETS, isoflop  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def test_cli_frontier_weights(tmp_path):

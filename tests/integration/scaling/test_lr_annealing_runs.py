@@ -1,5 +1,6 @@
 """`scalelab fit lr-annealing` on real run directories (two tiny runs: constant and WSD) and
 `scalelab predict-curve` on a run's own config."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.helpers import REPO, requires_corpus, run_cli, tiny_overrides
 from launch.cli import main as scalelab
+from tests.helpers import REPO, requires_corpus, run_cli, tiny_overrides
 
 STEPS = 60
 
@@ -21,10 +22,23 @@ def runs(tiny_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("lra") / "runs"
     root.mkdir()
     for name in ("constant", "wsd"):
-        over = tiny_overrides(tiny_data, **{"train.steps": STEPS, "train.log_every_steps": 2, "train.eval_every_steps": 20,
-                                            "train.checkpoint_every_steps": 0, "optim.lr": 0.01, "schedule.name": name,
-                                            "schedule.warmup_steps": 4, "schedule.decay_fraction": 0.3})
-        r = run_cli(["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(root / name), "--no-progress"], root)
+        over = tiny_overrides(
+            tiny_data,
+            **{
+                "train.steps": STEPS,
+                "train.log_every_steps": 2,
+                "train.eval_every_steps": 20,
+                "train.checkpoint_every_steps": 0,
+                "optim.lr": 0.01,
+                "schedule.name": name,
+                "schedule.warmup_steps": 4,
+                "schedule.decay_fraction": 0.3,
+            },
+        )
+        r = run_cli(
+            ["train", str(REPO / "configs/train/tiny.yaml"), *over, "--run-dir", str(root / name), "--no-progress"],
+            root,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
     return root
 
@@ -81,7 +95,9 @@ def test_predict_curve_from_a_run_config(runs, tmp_path, capsys):
     fit = tmp_path / "fit.json"
     assert cli(["fit", "lr-annealing", str(runs), "--bootstrap", "3", "--out", str(fit)], capsys).returncode == 0
     cfg = str(runs / "constant/config.yaml")
-    r = cli(["predict-curve", str(fit), cfg, "schedule.name=cosine", "--json", "--out", str(tmp_path / "c.csv")], capsys)
+    r = cli(
+        ["predict-curve", str(fit), cfg, "schedule.name=cosine", "--json", "--out", str(tmp_path / "c.csv")], capsys
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["steps"] == STEPS and out["schedule"]["name"] == "cosine" and out["log_window"] == 2

@@ -1,39 +1,17 @@
 """Maximum likelihood (`--objective mle`): Epoch's headline fit, the density, sigma, bootstrap, CLI."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
-
-
-
-
 
 from tests.helpers import epoch_csv, scalelab
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def test_cli_objective_mle(tmp_path):
     out = tmp_path / "mle.json"
-    r = scalelab("fit", "chinchilla", epoch_csv(), "--drop-highest", "5", "--objective", "mle", "--top-k", "8", "--out", out)
+    r = scalelab(
+        "fit", "chinchilla", epoch_csv(), "--drop-highest", "5", "--objective", "mle", "--top-k", "8", "--out", out
+    )
     assert r.returncode == 0, r.stderr
     rec = json.loads(out.read_text())
     assert rec["law"] == "chinchilla" and rec["settings"]["objective"] == "mle"

@@ -2,41 +2,38 @@
 constants as the truth) are recovered; what the design cannot identify is said; CLI exit codes and
 record keys."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
-
-
-
+from scaling.laws.moe import KRAJEWSKI_PARAMS
+from scaling.synthetic.moe import krajewski_table
 from tests.helpers import run_cli
 
 
-
-
-
-
-from scaling.laws.moe import KRAJEWSKI_PARAMS
-
-
-from scaling.synthetic.moe import krajewski_table
-
-
-
-
-
-
 def test_cli_fit_moe_exit_codes_and_record(tmp_path):
-    krajewski_table(noise=0.002, seed=1, sizes=(1e8, 4e8, 1.6e9), granularities=(1, 4, 16)).rename(columns={"G": "gran"}).to_csv(tmp_path / "k.csv", index=False)
-    res = run_cli(["fit", "moe", "k.csv", "--col", "G=gran", "--holdout", "largest", "--json", "--out", "k.json"], tmp_path)
+    krajewski_table(noise=0.002, seed=1, sizes=(1e8, 4e8, 1.6e9), granularities=(1, 4, 16)).rename(
+        columns={"G": "gran"}
+    ).to_csv(tmp_path / "k.csv", index=False)
+    res = run_cli(
+        ["fit", "moe", "k.csv", "--col", "G=gran", "--holdout", "largest", "--json", "--out", "k.json"], tmp_path
+    )
     assert res.returncode == 0, res.stderr
     rec = json.loads(res.stdout)
-    for key in ("law", "params", "intervals", "objective", "n_points", "warnings", "data_sha256", "conventions", "design", "derived", "holdout", "settings"):
+    for key in (
+        "law",
+        "params",
+        "intervals",
+        "objective",
+        "n_points",
+        "warnings",
+        "data_sha256",
+        "conventions",
+        "design",
+        "derived",
+        "holdout",
+        "settings",
+    ):
         assert key in rec, key
     assert set(rec["params"]) == set(KRAJEWSKI_PARAMS) and rec["columns"]["G"] == "gran"
     assert json.loads((tmp_path / "k.json").read_text())["data_sha256"] == rec["data_sha256"]

@@ -1,32 +1,10 @@
 """`plan`: the run it emits is the best preset at the budget, carries the fits' warnings and recipe,
 and its loss interval is a prediction interval."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
-
 from tests.helpers import scalelab
-
-
-
-
-
-
-
-
-
-
-
-
-
 from tests.unit.scaling.test_plan import tree_fit  # noqa: F401 (shared with the unit tests)
-
-
 
 
 def test_plan_refuses_a_budget_in_another_convention(tree_fit, tmp_path):

@@ -1,6 +1,7 @@
 """`scalelab plan` at cluster scale (issue: plans for real clusters): on the fit of Epoch's Chinchilla
 data the plan designs a dense model at N_opt, spends the budget asked, prices that run, lays it out
 on the devices and writes a config and a one-run Slurm sweep that the tools accept."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,19 @@ A100_BF16 = 312e12
 @pytest.fixture(scope="module")
 def epoch_fit(tmp_path_factory):
     out = tmp_path_factory.mktemp("epoch") / "fit.json"
-    res = scalelab("fit", "chinchilla", epoch_csv(), "--col", "N=Model Size", "--col", "flops=Training FLOP",
-                   "--drop-highest", "5", "--out", out)
+    res = scalelab(
+        "fit",
+        "chinchilla",
+        epoch_csv(),
+        "--col",
+        "N=Model Size",
+        "--col",
+        "flops=Training FLOP",
+        "--drop-highest",
+        "5",
+        "--out",
+        out,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return out
 
@@ -31,8 +43,20 @@ def plan(fit, tmp_path, *args):
 
 
 def test_the_planned_run_is_a_dense_model_at_n_opt_that_spends_the_budget(epoch_fit, tmp_path):
-    p, out = plan(epoch_fit, tmp_path, "--compute", str(C), "--device", "a100-80gb", "--num-devices", "1024",
-                  "--mfu", "0.45", "--emit-config", "run.yaml")
+    p, out = plan(
+        epoch_fit,
+        tmp_path,
+        "--compute",
+        str(C),
+        "--device",
+        "a100-80gb",
+        "--num-devices",
+        "1024",
+        "--mfu",
+        "0.45",
+        "--emit-config",
+        "run.yaml",
+    )
     run = p["run"]
     assert 6.5e10 < p["N_opt"] < 8e10  # Chinchilla's answer at this budget was 70B
     assert run["preset"] is None and run["shape_rule"] == "marin" and run["model"]["moe"] is None
@@ -49,8 +73,13 @@ def test_the_planned_run_is_a_dense_model_at_n_opt_that_spends_the_budget(epoch_
     assert "designed (marin)" in out and "layout: 128 node(s) x 8 devices" in out
     # the emitted config trains that model with that layout; the sweep spec holds the nodes
     cfg = yaml.safe_load((tmp_path / "run.yaml").read_text())
-    assert {k: cfg["model"][k] for k in ("d_model", "n_layers", "d_ff")} == {k: run["model"][k] for k in ("d_model", "n_layers", "d_ff")}
-    assert cfg["deepspeed"]["zero_stage"] == mem["zero_stage"] and cfg["train"]["micro_batch_size"] == mem["micro_batch_size"]
+    assert {k: cfg["model"][k] for k in ("d_model", "n_layers", "d_ff")} == {
+        k: run["model"][k] for k in ("d_model", "n_layers", "d_ff")
+    }
+    assert (
+        cfg["deepspeed"]["zero_stage"] == mem["zero_stage"]
+        and cfg["train"]["micro_batch_size"] == mem["micro_batch_size"]
+    )
     assert cfg["train"]["global_batch_size"] == mem["global_batch_size"] and cfg["precision"] == "bf16"
     spec = yaml.safe_load((tmp_path / "run.sweep.yaml").read_text())
     assert spec["executor"]["slurm"]["nodes"] == 128 and spec["executor"]["slurm"]["gpus_per_node"] == 8
@@ -80,12 +109,35 @@ def test_a_run_that_cannot_fit_says_what_it_needs(epoch_fit, tmp_path):
 
 
 def test_a_given_model_is_priced_and_laid_out_without_a_fit(tmp_path):
-    model = {"model": {"d_model": 8192, "n_layers": 80, "n_heads": 64, "n_kv_heads": 8, "d_ff": 28672, "vocab_size": 32000,
-                       "seq_len": 4096}}  # Llama-2 70B
+    model = {
+        "model": {
+            "d_model": 8192,
+            "n_layers": 80,
+            "n_heads": 64,
+            "n_kv_heads": 8,
+            "d_ff": 28672,
+            "vocab_size": 32000,
+            "seq_len": 4096,
+        }
+    }  # Llama-2 70B
     (tmp_path / "llama2-70b.yaml").write_text(yaml.safe_dump(model))
     out = tmp_path / "plan.json"
-    res = scalelab("plan", "--model", "llama2-70b.yaml", "--tokens", "2e12", "--device", "a100-80gb", "--num-devices", "2048",
-                   "--mfu", "0.4", "--out", out, cwd=tmp_path)
+    res = scalelab(
+        "plan",
+        "--model",
+        "llama2-70b.yaml",
+        "--tokens",
+        "2e12",
+        "--device",
+        "a100-80gb",
+        "--num-devices",
+        "2048",
+        "--mfu",
+        "0.4",
+        "--out",
+        out,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     p = json.loads(out.read_text())
     assert p["run"]["params"] == 68_976_648_192  # Llama-2 70B counted exactly from its shape

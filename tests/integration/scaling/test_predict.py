@@ -3,59 +3,24 @@ prediction interval, with their relative error, coverage and extrapolation flagg
 serves (chinchilla approach 3, data-constrained, kaplan, moe, task-loss, accuracy, batch-lr); exit 2
 when the record and the data do not match."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
 import numpy as np
-
-
 import pandas as pd
-
-
 import pytest
 
-
+from scaling import fit_chinchilla
+from scaling.core.errors import InputError
+from scaling.fits.accuracy import SigmoidAccuracy, fit_accuracy
+from scaling.fits.record import FitRecord
+from scaling.fits.task_loss import fit_task_loss
+from scaling.planning.predict import predict
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
 from tests.helpers import scalelab
 
-
-
-from scaling import fit_chinchilla
-
-
-from scaling.fits.accuracy import SigmoidAccuracy, fit_accuracy
-
-
-from scaling.core.errors import InputError
-
-
-
-
-
-
-
-
-from scaling.planning.predict import predict
-
-
-from scaling.fits.record import FitRecord
-
-
-from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
-
-
-from scaling.fits.task_loss import fit_task_loss
-
-
-
 COLUMNS = ["predicted", "loss_lo", "loss_hi", "measured", "rel_error", "inside", "extrapolation_factor"]
-
-
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +32,6 @@ def study(tmp_path_factory):
     df[df.flops >= 1e20].to_csv(tmp / "held.csv", index=False)
     fit_chinchilla(str(tmp / "train.csv"), bootstrap=40, top_k=8).save(tmp / "a3.json")
     return tmp
-
-
 
 
 def test_held_out_budget_lies_in_its_interval_and_is_flagged_as_extrapolation(study):
@@ -92,8 +55,6 @@ def test_held_out_budget_lies_in_its_interval_and_is_flagged_as_extrapolation(st
     assert p.summary["loss"]["coverage"] == 1.0 and p.summary["loss"]["max_abs_rel_error"] < 0.01
 
 
-
-
 def test_summary_json_and_a_table_without_measurements(study):
     r = scalelab("predict", study / "a3.json", study / "held.csv", "--json")
     doc = json.loads(r.stdout)
@@ -110,8 +71,6 @@ def test_summary_json_and_a_table_without_measurements(study):
     assert "coverage" not in r.stdout
 
 
-
-
 def test_record_and_table_mismatches_exit_2(study, tmp_path):
     pd.read_csv(study / "held.csv")[["N", "loss"]].to_csv(tmp_path / "noD.csv", index=False)
     r = scalelab("predict", study / "a3.json", tmp_path / "noD.csv")
@@ -125,8 +84,6 @@ def test_record_and_table_mismatches_exit_2(study, tmp_path):
     (tmp_path / "ann.json").write_text(json.dumps({"law": "lr-annealing", "params": {}}))
     r = scalelab("predict", tmp_path / "ann.json", study / "held.csv")
     assert r.returncode == 2 and "predict-curve" in r.stderr
-
-
 
 
 def test_task_loss_and_accuracy_per_task(tmp_path):
@@ -154,8 +111,17 @@ def test_task_loss_and_accuracy_per_task(tmp_path):
     acc = pd.concat(acc, ignore_index=True)
     fit = fit_accuracy(acc.iloc[::2], bootstrap=30)
     p = predict(fit, acc.iloc[1::2].reset_index(drop=True))
-    assert list(p.df.columns) == ["task", "loss", "predicted", "acc_lo", "acc_hi", "measured", "rel_error", "inside",
-                                  "extrapolation_factor"]
+    assert list(p.df.columns) == [
+        "task",
+        "loss",
+        "predicted",
+        "acc_lo",
+        "acc_hi",
+        "measured",
+        "rel_error",
+        "inside",
+        "extrapolation_factor",
+    ]
     assert p.summary["acc"]["coverage"] >= 0.85
     assert p.summary["acc"]["n_extrapolated"] == 2  # each task's loss 4.0, beyond the fitted 2.0-3.95
     p = predict(fit, pd.DataFrame({"loss": [1.5, 3.0], "task": ["a", "a"]}))

@@ -2,25 +2,12 @@
 wrong on stderr, no traceback. (`fit accuracy` used to crash on a malformed CSV; `fit lr-annealing`
 read a .tsv as commas.)"""
 
-
 from __future__ import annotations
-
-
-
-
 
 import pytest
 
-
-
-from tests.helpers import run_cli
-
-
 from launch.cli import main
-
-
-
-
+from tests.helpers import run_cli
 
 LAWS = ("chinchilla", "kaplan", "batch-lr", "critical-batch", "lr-annealing", "accuracy", "moe", "task-loss")
 
@@ -32,15 +19,11 @@ BAD = {
 }
 
 
-
-
 @pytest.fixture
 def bad_files(tmp_path):
     for name, (text, _) in BAD.items():
         (tmp_path / name).write_text(text)
     return tmp_path
-
-
 
 
 @pytest.mark.parametrize("law", LAWS)
@@ -52,8 +35,6 @@ def test_each_fit_refuses_an_unreadable_table_with_exit_2(law, bad_files, capsys
         assert err.startswith(f"error: {path}: ") and message in err and "Traceback" not in err, err
     assert main(["fit", law, str(bad_files / "missing.csv")]) == 2
     assert f"data not found: {bad_files / 'missing.csv'}" in capsys.readouterr().err
-
-
 
 
 def test_the_cli_exits_2_on_a_malformed_accuracy_table(bad_files):

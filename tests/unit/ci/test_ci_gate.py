@@ -1,35 +1,17 @@
 """CI fails when Slurm or Chromium could not be started; a developer's run skips with the reason."""
 
-
 from __future__ import annotations
-
-
-
-
-
-
-
-
-
 
 import pytest
 
-
-
-from tests.helpers.ci_gate import ENV, unavailable
-
-
 from tests.helpers import REPO
-
-
+from tests.helpers.ci_gate import ENV, unavailable
 
 
 def test_missing_service_skips_for_a_developer(monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     with pytest.raises(pytest.skip.Exception, match="sbatch not installed"):
         unavailable("slurm", "sbatch not installed")
-
-
 
 
 @pytest.mark.parametrize("value", ["slurm,browser", "browser", "all"])
@@ -39,14 +21,10 @@ def test_missing_service_fails_when_required(monkeypatch, value):
         unavailable("browser", "no chromium")
 
 
-
-
 def test_only_the_required_service_fails(monkeypatch):
     monkeypatch.setenv(ENV, "browser")
     with pytest.raises(pytest.skip.Exception):
         unavailable("slurm", "no sinfo")
-
-
 
 
 def test_ci_script_requires_both_services():

@@ -1,5 +1,6 @@
 """The dashboard reads only inside its served roots, never shows server paths, serves ids with
 spaces, and flags fits that are not identified instead of drawing broken axes (HTTP level)."""
+
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from tests.helpers import small_run
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
@@ -36,7 +38,15 @@ def _client(runs, fits):
 
 
 def _every_response(c, run_ids=(), fit_ids=()):
-    urls = ["/api/runs", "/api/runs.csv", "/api/problems.csv", "/api/evals", "/api/evals.csv", "/api/fits", "/api/moe/compare"]
+    urls = [
+        "/api/runs",
+        "/api/runs.csv",
+        "/api/problems.csv",
+        "/api/evals",
+        "/api/evals.csv",
+        "/api/fits",
+        "/api/moe/compare",
+    ]
     urls += [f"/api/curves?run={r}" for r in run_ids] + [f"/api/curves.csv?run={r}" for r in run_ids]
     urls += [f"/api/fit?id={f}" for f in fit_ids] + [f"/api/fit.csv?id={f}" for f in fit_ids]
     return {u: c.get(u).text for u in urls}
@@ -64,7 +74,10 @@ def test_symlinks_out_of_the_runs_root_are_not_followed(tree):
     body = c.get("/api/runs").json()
     rows = {r["id"]: r for r in body["runs"]}
     problems = {p["id"]: p["problem"] for p in body["problems"]}
-    assert "s/linked-summary" not in rows and "summary.json links outside the served runs directory" in problems["s/linked-summary"]
+    assert (
+        "s/linked-summary" not in rows
+        and "summary.json links outside the served runs directory" in problems["s/linked-summary"]
+    )
     assert "metrics.jsonl links outside" in problems["s/linked-metrics"]
     assert "s/linked-dir" not in rows
     assert ".lock links outside" in problems["s/linked-lock"]
@@ -105,7 +118,12 @@ def test_fit_source_outside_the_roots_is_not_read(tree):
 
 def test_fit_run_tree_that_links_out_is_refused(tree):
     runs, fits, outside = tree
-    rec = {"law": "chinchilla", "approach": 2, "params": {"N_coef": 0.1, "a": 0.5, "D_coef": 1.0, "b": 0.5}, "source": str(runs / "s")}
+    rec = {
+        "law": "chinchilla",
+        "approach": 2,
+        "params": {"N_coef": 0.1, "a": 0.5, "D_coef": 1.0, "b": 0.5},
+        "source": str(runs / "s"),
+    }
     (fits / "tree.json").write_text(json.dumps(rec))
     small_run(runs, "s/ok")
     os.symlink(outside / "summary.json", runs / "s" / "ok2-summary.json")  # harmless name: not read
@@ -129,8 +147,14 @@ def test_fit_record_symlinked_from_outside_is_not_read(tree):
 def test_no_server_paths_in_responses(tree):
     runs, fits, _ = tree
     d = small_run(runs, "s/failed")
-    (d / "summary.json").write_text(json.dumps({"status": "failed", "steps": 1, "error": f"FileNotFoundError: {d}/data/x.bin and /home/u/secret/y.bin"}))
-    (fits / "r.json").write_text(json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "warnings": [f"run {runs}/s/failed: skipped"]}))
+    (d / "summary.json").write_text(
+        json.dumps(
+            {"status": "failed", "steps": 1, "error": f"FileNotFoundError: {d}/data/x.bin and /home/u/secret/y.bin"}
+        )
+    )
+    (fits / "r.json").write_text(
+        json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "warnings": [f"run {runs}/s/failed: skipped"]})
+    )
     c = _client(runs, fits)
     texts = _every_response(c, ["s/failed"], ["r.json"])
     for url, text in texts.items():
@@ -162,8 +186,13 @@ def _degenerate_batch_lr(path: Path):
     from scaling.fits.batch_lr import fit_batch_lr
     from scaling.laws.hparams import ComputeHParamLaw
 
-    df = syn.batch_lr_sweep(ComputeHParamLaw(lr_coef=3e-3, lr_exp_C=0.0, bs_coef=256.0, bs_exp_C=0.0), budgets=(1e15, 1e16, 1e17),
-                            lr_mults=(0.5, 1, 2), bs_mults=(0.5, 1, 2), noise=0.0)
+    df = syn.batch_lr_sweep(
+        ComputeHParamLaw(lr_coef=3e-3, lr_exp_C=0.0, bs_coef=256.0, bs_exp_C=0.0),
+        budgets=(1e15, 1e16, 1e17),
+        lr_mults=(0.5, 1, 2),
+        bs_mults=(0.5, 1, 2),
+        noise=0.0,
+    )
     rec = fit_batch_lr(df)
     assert abs(rec["params"]["lr_exp_C"]) < 1e-9  # the degenerate case this test is about
     rec.save(path)
@@ -176,7 +205,9 @@ def test_degenerate_fit_is_flagged_and_not_drawn(tree):
 
     runs, fits, _ = tree
     _degenerate_batch_lr(fits / "degenerate.json")
-    fit_batch_lr(syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2))).save(fits / "good.json")
+    fit_batch_lr(
+        syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2))
+    ).save(fits / "good.json")
     c = _client(runs, fits)
     listed = {f["id"]: f["not_identified"] for f in c.get("/api/fits").json()["fits"]}
     assert listed == {"degenerate.json": True, "good.json": False}
@@ -188,25 +219,53 @@ def test_degenerate_fit_is_flagged_and_not_drawn(tree):
     assert not any(n == "extrapolation" or n.startswith("fit ") for n in names)
     assert {f["id"] for f in d["figures"]} == set() or all(f["id"] == "loss_vs_lr" for f in d["figures"])
     good = c.get("/api/fit?id=good.json").json()
-    assert good["not_identified"] == [] and "extrapolation" in [t.get("name") for f in good["figures"] for t in f["data"]]
+    assert good["not_identified"] == [] and "extrapolation" in [
+        t.get("name") for f in good["figures"] for t in f["data"]
+    ]
 
 
 def test_not_identified_reasons():
     # the quickstart's seed-1 batch-lr record (2 budgets, one optimum on the grid edge)
-    rec = {"law": "batch-lr", "params": {"lr_exp_C": -0.2056, "lr_coef": 0.912, "bs_exp_C": 1.1607, "bs_coef": 2.48e-11},
-           "intervals": {"lr_exp_C": [-0.3726, 0.7494], "lr_coef": [2.52e-11, 75.2], "bs_exp_C": [-2.7e-16, 2.2259], "bs_coef": [5.98e-45, 512.0]},
-           "warnings": ["1 of 2 groups have their optimum on the edge of the lr or batch grid: the true optimum may lie outside the sweep"]}
+    rec = {
+        "law": "batch-lr",
+        "params": {"lr_exp_C": -0.2056, "lr_coef": 0.912, "bs_exp_C": 1.1607, "bs_coef": 2.48e-11},
+        "intervals": {
+            "lr_exp_C": [-0.3726, 0.7494],
+            "lr_coef": [2.52e-11, 75.2],
+            "bs_exp_C": [-2.7e-16, 2.2259],
+            "bs_coef": [5.98e-45, 512.0],
+        },
+        "warnings": [
+            "1 of 2 groups have their optimum on the edge of the lr or batch grid: the true optimum may lie outside the sweep"
+        ],
+    }
     reasons = not_identified(rec)
     assert [r.split(" ")[0] for r in reasons] == ["bs_coef's"]  # wide exponent intervals alone do not flag
     assert "spans 47 decades" in reasons[0]
     # the main job's approach-3 record: wide but finite intervals, drawn (its own warnings say "poorly identified")
-    a3 = {"params": {"E": 2.71, "alpha": 1.68, "beta": 0.41}, "intervals": {"E": [4.5e-5, 3.15], "alpha": [0.05, 5.0], "beta": [0.086, 0.886]},
-          "warnings": ["alpha is poorly identified: its interval [0.0505, 5] spans a factor 99.1; the runs do not pin it down"]}
+    a3 = {
+        "params": {"E": 2.71, "alpha": 1.68, "beta": 0.41},
+        "intervals": {"E": [4.5e-5, 3.15], "alpha": [0.05, 5.0], "beta": [0.086, 0.886]},
+        "warnings": [
+            "alpha is poorly identified: its interval [0.0505, 5] spans a factor 99.1; the runs do not pin it down"
+        ],
+    }
     assert not_identified(a3) == []
-    assert not_identified({"params": {"alpha": 0.34, "beta": 0.28}, "intervals": {"alpha": [0.3, 0.38]},
-                           "warnings": ["alpha sat on its bound in 3 of 200 bootstrap resamples: ..."]}) == []
-    w = ["only one model size: bcrit_coef and bcrit_exp_N are not identified", "parameter e stopped on its bound (0; bounds [-5, 5])",
-         "alpha sat on its bound in 150 of 200 bootstrap resamples: that end ..."]
+    assert (
+        not_identified(
+            {
+                "params": {"alpha": 0.34, "beta": 0.28},
+                "intervals": {"alpha": [0.3, 0.38]},
+                "warnings": ["alpha sat on its bound in 3 of 200 bootstrap resamples: ..."],
+            }
+        )
+        == []
+    )
+    w = [
+        "only one model size: bcrit_coef and bcrit_exp_N are not identified",
+        "parameter e stopped on its bound (0; bounds [-5, 5])",
+        "alpha sat on its bound in 150 of 200 bootstrap resamples: that end ...",
+    ]
     assert not_identified({"params": {}, "warnings": w}) == w
 
 
@@ -214,14 +273,22 @@ def test_a_law_flat_to_rounding_gets_a_readable_axis(tmp_path):
     """Even when drawn (draw_fit=True), a curve flat to 1e-16 gets a padded axis range instead of
     autorange's 1e-16-wide one (ticks like 0.00300000000000744); a normal curve keeps autorange."""
     import scaling.synthetic.runs as syn
-    from scaling.fits.batch_lr import fit_batch_lr
-
     from dashboard import scaling_view
+    from scaling.fits.batch_lr import fit_batch_lr
 
     flat = {f["id"]: f for f in scaling_view.figures(_degenerate_batch_lr(tmp_path / "d.json"), [], draw_fit=True)}
     lo, hi = flat["opt_lr"]["layout"]["yaxis"]["range"]
     assert flat["opt_lr"]["layout"]["yaxis"]["type"] == "log" and hi - lo == pytest.approx(1.0)
-    good = fit_batch_lr(syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2)))
+    good = fit_batch_lr(
+        syn.batch_lr_sweep(budgets=(1e15, 1e16, 1e17), lr_mults=(0.25, 0.5, 1, 2, 4), bs_mults=(0.5, 1, 2))
+    )
     assert "range" not in {f["id"]: f for f in scaling_view.figures(good, [])}["opt_lr"]["layout"]["yaxis"]
-    titles = [f["title"] for f in scaling_view.figures(_degenerate_batch_lr(tmp_path / "d.json"), [{"N": 1e6, "D": 1e8, "loss": 3.0, "lr": 3e-3, "batch_tokens": 256.0, "flops": 6e14}], draw_fit=False)]
+    titles = [
+        f["title"]
+        for f in scaling_view.figures(
+            _degenerate_batch_lr(tmp_path / "d.json"),
+            [{"N": 1e6, "D": 1e8, "loss": 3.0, "lr": 3e-3, "batch_tokens": 256.0, "flops": 6e14}],
+            draw_fit=False,
+        )
+    ]
     assert titles and all(t.endswith("fitted law not drawn (not identified)") for t in titles)

@@ -1,4 +1,5 @@
 """Dashboard data layer without a browser: id validation, incremental caches, figure builders."""
+
 from __future__ import annotations
 
 import json
@@ -6,14 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.helpers import small_run
 
 from dashboard import moe_view, scaling_view
 from dashboard.runs import RunStore
 from dashboard.security import BadId, UnknownId, check_id, inside
+from tests.helpers import small_run
 
 
-@pytest.mark.parametrize("bad", ["", "..", "../x", "a/../../b", "/etc/passwd", "a//b", "a/./b", "a\\..\\b", "a\x00b", "x" * 600])
+@pytest.mark.parametrize(
+    "bad", ["", "..", "../x", "a/../../b", "/etc/passwd", "a//b", "a/./b", "a\\..\\b", "a\x00b", "x" * 600]
+)
 def test_bad_ids_refused(bad):
     with pytest.raises(BadId):
         check_id(bad)
@@ -51,10 +54,19 @@ def test_cache_and_incremental_metrics(tmp_path):
 
 
 def test_figures_from_records():
-    figs = moe_view.figures([{"step": s, "moe/layer0/load/expert0": 0.6, "moe/layer0/load/expert1": 0.4, "moe/layer0/imbalance": 1.2} for s in (1, 2)])
+    figs = moe_view.figures(
+        [
+            {"step": s, "moe/layer0/load/expert0": 0.6, "moe/layer0/load/expert1": 0.4, "moe/layer0/imbalance": 1.2}
+            for s in (1, 2)
+        ]
+    )
     assert figs[0]["data"][0]["z"] == [[0.6, 0.6], [0.4, 0.4]] and figs[1]["id"] == "imbalance"
-    rec = {"law": "chinchilla", "approach": 3, "params": {"E": 1.8, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37},
-           "data_range": {"C": [1e15, 1e17]}}
+    rec = {
+        "law": "chinchilla",
+        "approach": 3,
+        "params": {"E": 1.8, "A": 480.0, "B": 2100.0, "alpha": 0.35, "beta": 0.37},
+        "data_range": {"C": [1e15, 1e17]},
+    }
     pts = [{"N": n, "D": 1e17 / (6 * n), "loss": 3.0, "flops": 1e17} for n in (1e6, 3e6, 1e7)]
     by_id = {f["id"]: f for f in scaling_view.figures(rec, pts)}
     assert set(by_id) == {"loss_vs_n", "isoflop", "frontier"}
@@ -68,18 +80,32 @@ def test_eval_rows_tolerate_schema_drift():
     from dashboard.evals_view import rows_for_run
 
     row = {"id": "s/a", "flops_per_token": 10.0}
-    evs = [{"step": 5, "doc": {"tokens": 100, "results": [{"task": "t", "value": 0.5}, "junk", {"value": 1}],
-                               "failed": [{"task": "u", "error": "boom"}]}, "problem": None},
-           {"step": 6, "doc": None, "problem": "6.json: unreadable"}]
+    evs = [
+        {
+            "step": 5,
+            "doc": {
+                "tokens": 100,
+                "results": [{"task": "t", "value": 0.5}, "junk", {"value": 1}],
+                "failed": [{"task": "u", "error": "boom"}],
+            },
+            "problem": None,
+        },
+        {"step": 6, "doc": None, "problem": "6.json: unreadable"},
+    ]
     rows, problems = rows_for_run(row, evs)
-    assert [(r["task"], r["metric"], r["flops"], r["status"]) for r in rows] == [("t", "value", 1000.0, "ok"), ("u", "failed", 1000.0, "failed")]
+    assert [(r["task"], r["metric"], r["flops"], r["status"]) for r in rows] == [
+        ("t", "value", 1000.0, "ok"),
+        ("u", "failed", 1000.0, "failed"),
+    ]
     assert problems == [{"id": "s/a", "problem": "evals/6.json: unreadable"}]
 
 
 def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
     from dashboard.fits import FitStore
 
-    (tmp_path / "good.json").write_text(json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "source": "/nonexistent.csv"}))
+    (tmp_path / "good.json").write_text(
+        json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "source": "/nonexistent.csv"})
+    )
     (tmp_path / "bad.json").write_text("{")
     (tmp_path / "other.json").write_text("[]")
     store = FitStore(tmp_path)

@@ -1,8 +1,10 @@
 """The dashboard's step-time and memory profile of a run (HTTP level): the figures carry the
 trainer's `time/*` and `mem/*` values as logged; runs without them get no figure; bad ids are refused."""
+
 from __future__ import annotations
 
 import pytest
+
 from tests.helpers import write_run
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
@@ -10,21 +12,54 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from dashboard.server import create_app  # noqa: E402
 
-CUDA = [{"step": 10, "loss": 5.0, "time/data_s": 0.01, "time/fwd_bwd_s": 0.5, "time/optim_s": 0.1, "time/comm_s": 0.2,
-         "time/step_s": 0.65, "mem/max_allocated_gb": 30.5, "mem/max_reserved_gb": 34.0},
-        {"step": 15, "val_loss": 4.9},  # an eval-only record: skipped by the figures
-        {"step": 20, "loss": 4.8, "time/data_s": 0.02, "time/fwd_bwd_s": 0.4, "time/optim_s": 0.1, "time/comm_s": 0.1,
-         "time/step_s": 0.6, "mem/max_allocated_gb": 31.0, "mem/max_reserved_gb": 34.0}]
-CPU = [{"step": 2, "loss": 6.0, "time/data_s": 0.001, "time/fwd_bwd_s": 0.2, "time/optim_s": 0.01, "time/step_s": 0.22,
-        "mem/max_rss_gb": 0.9}]
+CUDA = [
+    {
+        "step": 10,
+        "loss": 5.0,
+        "time/data_s": 0.01,
+        "time/fwd_bwd_s": 0.5,
+        "time/optim_s": 0.1,
+        "time/comm_s": 0.2,
+        "time/step_s": 0.65,
+        "mem/max_allocated_gb": 30.5,
+        "mem/max_reserved_gb": 34.0,
+    },
+    {"step": 15, "val_loss": 4.9},  # an eval-only record: skipped by the figures
+    {
+        "step": 20,
+        "loss": 4.8,
+        "time/data_s": 0.02,
+        "time/fwd_bwd_s": 0.4,
+        "time/optim_s": 0.1,
+        "time/comm_s": 0.1,
+        "time/step_s": 0.6,
+        "mem/max_allocated_gb": 31.0,
+        "mem/max_reserved_gb": 34.0,
+    },
+]
+CPU = [
+    {
+        "step": 2,
+        "loss": 6.0,
+        "time/data_s": 0.001,
+        "time/fwd_bwd_s": 0.2,
+        "time/optim_s": 0.01,
+        "time/step_s": 0.22,
+        "mem/max_rss_gb": 0.9,
+    }
+]
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     runs = tmp_path_factory.mktemp("profile") / "runs"
     for name, recs in (("gpu", CUDA), ("cpu", CPU), ("old", [{"step": 1, "loss": 6.0}])):
-        write_run(runs / "s" / name, config={"model": {"d_model": 48, "n_layers": 2, "n_heads": 4}},
-                  summary={"status": "done", "steps": 20}, metrics=recs)
+        write_run(
+            runs / "s" / name,
+            config={"model": {"d_model": 48, "n_layers": 2, "n_heads": 4}},
+            summary={"status": "done", "steps": 20},
+            metrics=recs,
+        )
     return TestClient(create_app(runs, tmp_path_factory.mktemp("fits")))
 
 
@@ -40,7 +75,10 @@ def test_time_breakdown_and_cuda_memory(client):
     assert t["time/fwd_bwd_s"]["x"] == [10, 20] and t["time/fwd_bwd_s"]["y"] == [0.5, 0.4]
     assert t["time/data_s"]["y"] == [0.01, 0.02] and t["time/optim_s"]["y"] == [0.1, 0.1]
     assert t["other"]["y"] == pytest.approx([0.04, 0.08])  # step - (data + fwd_bwd + optim)
-    assert t["time/comm_s"]["type"] == "scatter" and t["time/comm_s"]["y"] == [0.2, 0.1]  # inside the phases, not stacked
+    assert t["time/comm_s"]["type"] == "scatter" and t["time/comm_s"]["y"] == [
+        0.2,
+        0.1,
+    ]  # inside the phases, not stacked
     m = {tr["meta"]: tr for tr in _fig(d, "memory")["data"]}
     assert set(m) == {"mem/max_allocated_gb", "mem/max_reserved_gb"}
     assert m["mem/max_allocated_gb"]["y"] == [30.5, 31.0] and m["mem/max_reserved_gb"]["x"] == [10, 20]

@@ -1,13 +1,14 @@
 """Our adapter equals lm-eval's reference `hf` model on the exported checkpoint (same tasks,
 same limits, local task data): every metric to 1e-4."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
 from evals import tasks as T
+from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
 TASKS = ["blimp_anaphor_number_agreement", "lambada_openai", "piqa", "winogrande", "arc_easy", "tinyshakespeare_bpb"]
 
@@ -28,8 +29,9 @@ def test_adapter_agrees_with_lm_eval_hf(tmp_path):
         tm = plan.task_manager()
         kw = dict(tasks=TASKS, task_manager=tm, limit=6, bootstrap_iters=0, log_samples=False, verbosity="ERROR")
         ours = lm_eval.simple_evaluate(model=ScalelabLM(path=str(rd), device="cpu", batch_size=4), **kw)["results"]
-        ref = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={tmp_path / 'hf'},dtype=float32",
-                                      device="cpu", batch_size=4, **kw)["results"]
+        ref = lm_eval.simple_evaluate(
+            model="hf", model_args=f"pretrained={tmp_path / 'hf'},dtype=float32", device="cpu", batch_size=4, **kw
+        )["results"]
     finally:
         plan.cleanup()
     compared = set()

@@ -1,36 +1,19 @@
 """`scalelab export hf`: transformers directory loadable offline, logits equal ours (dense, MoE)."""
 
-
 from __future__ import annotations
-
-
-
-
 
 import warnings
 
-
-
 import pytest
-
-
 import torch
 
-
-from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
-
-
-
 from models.hf_export import ExportError, export_model
-
-
+from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
 
 @pytest.fixture(scope="module")
 def tok():
     return tiny_tokenizer()
-
-
 
 
 def _parity(model, out_dir, arch: str, tol: float = 1e-4):
@@ -45,8 +28,6 @@ def _parity(model, out_dir, arch: str, tol: float = 1e-4):
     return hf
 
 
-
-
 def test_tied_embeddings(tmp_path, tok):
     model = tiny_model(tiny_model_config(tok.get_vocab_size(), tie_embeddings=True, n_kv_heads=None))
     export_model(model, model.cfg, tok, 0, tmp_path)
@@ -54,16 +35,17 @@ def test_tied_embeddings(tmp_path, tok):
     assert hf.config.tie_word_embeddings is True
 
 
-
-
-@pytest.mark.parametrize("moe,arch", [
-    (dict(num_experts=4, top_k=2, renormalize=True), "MixtralForCausalLM"),
-    (dict(num_experts=4, top_k=2), "Qwen2MoeForCausalLM"),  # un-normalised top-k weights
-    (dict(num_experts=4, top_k=1, first_dense_layers=1, d_ff=48), "Qwen2MoeForCausalLM"),  # dense prefix
-    # sinkhorn balances only in training; at inference it is softmax top-k, so it exports as such
-    (dict(num_experts=4, top_k=2, router="sinkhorn", renormalize=True), "MixtralForCausalLM"),
-    (dict(num_experts=4, top_k=2, router="sinkhorn"), "Qwen2MoeForCausalLM"),
-])
+@pytest.mark.parametrize(
+    "moe,arch",
+    [
+        (dict(num_experts=4, top_k=2, renormalize=True), "MixtralForCausalLM"),
+        (dict(num_experts=4, top_k=2), "Qwen2MoeForCausalLM"),  # un-normalised top-k weights
+        (dict(num_experts=4, top_k=1, first_dense_layers=1, d_ff=48), "Qwen2MoeForCausalLM"),  # dense prefix
+        # sinkhorn balances only in training; at inference it is softmax top-k, so it exports as such
+        (dict(num_experts=4, top_k=2, router="sinkhorn", renormalize=True), "MixtralForCausalLM"),
+        (dict(num_experts=4, top_k=2, router="sinkhorn"), "Qwen2MoeForCausalLM"),
+    ],
+)
 def test_moe_parity(tmp_path, tok, moe, arch):
     model = tiny_model(tiny_model_config(tok.get_vocab_size(), n_layers=3, moe=moe))
     with warnings.catch_warnings():
@@ -72,20 +54,19 @@ def test_moe_parity(tmp_path, tok, moe, arch):
         _parity(model, tmp_path, arch)
 
 
-
-
-@pytest.mark.parametrize("moe,match", [
-    (dict(router="expert_choice"), "expert_choice.*no standard transformers equivalent"),
-    (dict(router="aux_free_bias"), "aux_free_bias"),
-    (dict(router="softmax_topk", num_shared_experts=1), "num_shared_experts"),
-])
+@pytest.mark.parametrize(
+    "moe,match",
+    [
+        (dict(router="expert_choice"), "expert_choice.*no standard transformers equivalent"),
+        (dict(router="aux_free_bias"), "aux_free_bias"),
+        (dict(router="softmax_topk", num_shared_experts=1), "num_shared_experts"),
+    ],
+)
 def test_unsupported_moe_is_refused(tmp_path, tok, moe, match):
     model = tiny_model(tiny_model_config(tok.get_vocab_size(), moe=moe))
     with pytest.raises(ExportError, match=match):
         export_model(model, model.cfg, tok, 0, tmp_path / "x")
     assert not (tmp_path / "x").exists()
-
-
 
 
 def test_moe_checkpoint_with_deepspeed_expert_files(tmp_path, tok):

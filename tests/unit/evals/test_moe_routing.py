@@ -1,6 +1,7 @@
 """Expert-choice validation loss is computed with the routing used in training (issue 18): the
 held-out evaluation in eval mode equals a training-mode forward over the same batches (the model
 has no dropout), and differs from the causal token-choice routing that generation and lm-eval use."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,15 @@ TOKENS = np.random.default_rng(0).integers(0, 64, size=SEQ * 40 + 1).astype(np.u
 
 
 def expert_choice_model() -> GPT:
-    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=64, seq_len=SEQ, init_std=0.2,
-                      moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": "expert_choice", "capacity_factor": 1.0})
+    cfg = ModelConfig(
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        vocab_size=64,
+        seq_len=SEQ,
+        init_std=0.2,
+        moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": "expert_choice", "capacity_factor": 1.0},
+    )
     torch.manual_seed(0)
     return GPT(cfg)
 
@@ -29,7 +37,7 @@ def training_mode_loss(model: GPT, ev: HeldOutEval) -> float:
     nats, count = 0.0, 0
     with torch.no_grad():
         for batch in ev.batches(0, 1):
-            rows = torch.from_numpy(np.stack([TOKENS[s: s + SEQ + 1].astype(np.int64) for _, s in batch]))
+            rows = torch.from_numpy(np.stack([TOKENS[s : s + SEQ + 1].astype(np.int64) for _, s in batch]))
             out = model(rows[:, :-1], targets=rows[:, 1:], logits=False)
             nats += out.loss.double().item() * rows[:, 1:].numel()
             count += rows[:, 1:].numel()

@@ -1,4 +1,5 @@
 """Each lm-eval request type against log-probs computed by hand from a full forward pass."""
+
 from __future__ import annotations
 
 import math
@@ -6,13 +7,13 @@ import math
 import pytest
 import torch
 from lm_eval.api.instance import Instance
-from tests.helpers import EOT, tiny_model, tiny_model_config, tiny_tokenizer
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from evals import requests as R
 from evals.adapter import ScalelabLM
 from evals.forward import hidden_states
 from evals.request_plan import plan_pairs
+from tests.helpers import EOT, tiny_model, tiny_model_config, tiny_tokenizer
 
 SEQ = 24
 
@@ -32,7 +33,7 @@ def enc(tok, s):
 @torch.no_grad()
 def hand_logprob(model, ctx: list[int], cont: list[int], max_len: int = SEQ) -> tuple[float, bool]:
     """log P(cont | ctx) from one full forward over the last max_len+1 tokens."""
-    whole = (ctx + cont)[-(max_len + 1):]
+    whole = (ctx + cont)[-(max_len + 1) :]
     logits = model(torch.tensor([whole[:-1]])).logits[0].double().log_softmax(-1)
     n = len(cont)
     rows = logits[-n:]
@@ -53,15 +54,19 @@ def test_hidden_states_equal_model_logits(setup):
 
 def test_loglikelihood_matches_hand_computed(setup):
     tok, model, lm = setup
-    cases = [("The cat sat on", " the mat."), ("Who should Derek ", "hug"), ("A bird", " sings in the tree"),
-             ("The dogs sit", " on the mats. The cat sat on the mat.")]
+    cases = [
+        ("The cat sat on", " the mat."),
+        ("Who should Derek ", "hug"),
+        ("A bird", " sings in the tree"),
+        ("The dogs sit", " on the mats. The cat sat on the mat."),
+    ]
     out = lm.loglikelihood([req("loglikelihood", c, x) for c, x in cases])
     for (ctx, cont), (lp, greedy) in zip(cases, out):
         # boundary: trailing spaces move to the continuation, the whole string is encoded then split
         n_sp = len(ctx) - len(ctx.rstrip())
-        c, x = ctx[: len(ctx) - n_sp], ctx[len(ctx) - n_sp:] + cont
+        c, x = ctx[: len(ctx) - n_sp], ctx[len(ctx) - n_sp :] + cont
         whole, c_ids = enc(tok, c + x), enc(tok, c)
-        ref, ref_greedy = hand_logprob(model, c_ids, whole[len(c_ids):])
+        ref, ref_greedy = hand_logprob(model, c_ids, whole[len(c_ids) :])
         assert lp == pytest.approx(ref, abs=1e-4)
         assert greedy == ref_greedy
         assert lp < 0
@@ -69,7 +74,7 @@ def test_loglikelihood_matches_hand_computed(setup):
 
 def test_empty_context_conditions_on_eot(setup):
     tok, model, lm = setup
-    (lp, _), = lm.loglikelihood([req("loglikelihood", "", "Who should Derek hug?")])
+    ((lp, _),) = lm.loglikelihood([req("loglikelihood", "", "Who should Derek hug?")])
     ref, _ = hand_logprob(model, [tok.token_to_id(EOT)], enc(tok, "Who should Derek hug?"))
     assert lp == pytest.approx(ref, abs=1e-4)
 
@@ -79,9 +84,9 @@ def test_truncation_keeps_the_last_window(setup):
     ctx = "First Citizen: Before we proceed any further, hear me speak. " * 4
     ids = enc(tok, ctx.rstrip())
     assert len(ids) > 2 * SEQ
-    (lp, _), = lm.loglikelihood([req("loglikelihood", ctx.rstrip(), " All: Speak, speak.")])
-    cont = enc(tok, ctx.rstrip() + " All: Speak, speak.")[len(ids):]
-    ref, _ = hand_logprob(model, ids[-(SEQ + 1 - len(cont)):], cont)  # only what fits is seen
+    ((lp, _),) = lm.loglikelihood([req("loglikelihood", ctx.rstrip(), " All: Speak, speak.")])
+    cont = enc(tok, ctx.rstrip() + " All: Speak, speak.")[len(ids) :]
+    ref, _ = hand_logprob(model, ids[-(SEQ + 1 - len(cont)) :], cont)  # only what fits is seen
     assert lp == pytest.approx(ref, abs=1e-4)
 
 
@@ -92,7 +97,7 @@ def test_is_greedy_true_for_argmax_continuation(setup):
     with torch.no_grad():
         for _ in range(3):
             seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
-    res = R.score_pairs(model, [(ctx, seq[len(ctx):]), (ctx, [(seq[-1] + 1) % 300] + seq[len(ctx) + 1:])], SEQ)
+    res = R.score_pairs(model, [(ctx, seq[len(ctx) :]), (ctx, [(seq[-1] + 1) % 300] + seq[len(ctx) + 1 :])], SEQ)
     assert res[0][1] is True and res[1][1] is False
 
 
@@ -132,8 +137,8 @@ def test_loglikelihood_rolling_matches_hand_computed(setup, context_len):
     ref, i = 0.0, 0
     while i < len(ids):
         n = min(SEQ, len(ids)) if i == 0 else min(pred_len, len(ids) - i)
-        ctx = [eot] if i == 0 else ids[max(0, i + n - SEQ - 1): i]
-        ref += hand_logprob(model, ctx, ids[i: i + n])[0]
+        ctx = [eot] if i == 0 else ids[max(0, i + n - SEQ - 1) : i]
+        ref += hand_logprob(model, ctx, ids[i : i + n])[0]
         i += n
     assert total == pytest.approx(ref, abs=1e-4)
     assert len(ids) > SEQ  # several windows
@@ -144,7 +149,7 @@ def hand_greedy(model, ids: list[int], n: int) -> list[int]:
     seq = list(ids)
     for _ in range(n):
         seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
-    return seq[len(ids):]
+    return seq[len(ids) :]
 
 
 def test_generate_until_greedy_matches_full_forward(setup):
@@ -184,7 +189,7 @@ def test_kv_cache_decode_matches_full_forward(setup):
     caches = [KVCache() for _ in model.model.layers]
     hidden_states(model, ids[:, :7], caches)
     for t in range(7, 10):
-        h = hidden_states(model, ids[:, t: t + 1], caches)
+        h = hidden_states(model, ids[:, t : t + 1], caches)
     full = model(ids).logits[0, -1]
     assert math.isclose(float((model.lm_head(h)[0, -1] - full).abs().max()), 0.0, abs_tol=1e-5)
 

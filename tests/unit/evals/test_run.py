@@ -2,53 +2,28 @@
 evaluation (one task made to fail: training must finish), then `scalelab eval --suite tiny`
 writing evals/<step>.json and eval/... W&B entries; crash/timeout isolation of the child."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
-
-
 import typing
-
-
 from pathlib import Path
-
-
 
 import pytest
 
-
-
-
-
-
-
-
-
 from evals import tasks as T
-
-
 
 pytestmark = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found")
 
 
-
-
 def _job(rd: Path, step: int):
     """A run directory with a checkpoint at `step`, and the job the trainer would hand the evaluator."""
-    from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
     from pretrain.checkpoint_eval import EvalJob
+    from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
     tok = tiny_tokenizer()
     write_run_dir(rd, tiny_model(tiny_model_config(tok.get_vocab_size())), tok, step=step)
     logs = []
     return EvalJob(rd / "checkpoints" / f"step_{step}", rd, step, step * 100, False, logs.append), logs
-
-
 
 
 def test_trainer_finds_the_lm_eval_evaluator_by_entry_point():
@@ -60,8 +35,6 @@ def test_trainer_finds_the_lm_eval_evaluator_by_entry_point():
 
     assert evaluator() is EVALUATOR
     assert EvalSection in typing.get_args(TrainConfig.model_fields["eval"].annotation)
-
-
 
 
 @pytest.mark.parametrize("fault,timeout", [("crash", 600.0), ("", 0.5)])

@@ -1,44 +1,21 @@
 """Input errors are clear and come before any model is loaded: unknown tasks/suites, missing
 data, mismatched tokenizers; local task YAMLs resolve their data from any working directory."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
 import pytest
-
-
 import yaml
 
-
+from evals import tasks as T
+from evals.run_eval import evaluate_run
+from evals.suites import load_suite
+from rundir.checkpoints import CheckpointError
+from rundir.weights import load_run
 from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
-
-
-from evals import tasks as T
-
-
-from evals.run_eval import evaluate_run
-
-
-from evals.suites import load_suite
-
-
-from rundir.checkpoints import CheckpointError
-
-
-from rundir.weights import load_run
-
-
-
 needs_data = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found (SCALELAB_DATA_ROOT)")
-
-
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +23,6 @@ def run_dir(tmp_path_factory):
     tok = tiny_tokenizer()
     model = tiny_model(tiny_model_config(tok.get_vocab_size()))
     return write_run_dir(tmp_path_factory.mktemp("run") / "r", model, tok, step=7)
-
-
 
 
 @pytest.fixture
@@ -60,20 +35,14 @@ def no_model_load(monkeypatch):
     monkeypatch.setattr(evals.adapter.ScalelabLM, "__init__", boom)
 
 
-
-
 def test_unknown_task_is_reported_before_loading(run_dir, no_model_load):
     with pytest.raises(T.EvalError, match="unknown task.*lambada_opeani"):
         evaluate_run(run_dir, tasks="lambada_opeani,piqa")
 
 
-
-
 def test_unknown_suite(run_dir, no_model_load):
     with pytest.raises(T.EvalError, match="unknown suite 'tinyy'.*standard.*tiny"):
         evaluate_run(run_dir, suite="tinyy")
-
-
 
 
 def test_missing_data_names_files_and_origins(run_dir, no_model_load, tmp_path, monkeypatch):
@@ -83,8 +52,6 @@ def test_missing_data_names_files_and_origins(run_dir, no_model_load, tmp_path, 
     msg = str(e.value)
     assert str(tmp_path / "evals" / "piqa_validation.jsonl") in msg and "blimp/anaphor_gender_agreement" in msg
     assert "SCALELAB_DATA_ROOT" in msg and "--online" in msg
-
-
 
 
 def test_mismatched_tokenizer_is_refused(tmp_path):
@@ -102,16 +69,12 @@ def test_mismatched_tokenizer_is_refused(tmp_path):
         load_run(rd)
 
 
-
-
 def test_bad_paths(tmp_path):
     with pytest.raises(CheckpointError, match="no such"):
         load_run(tmp_path / "nope")
     (tmp_path / "checkpoints" / "step_3").mkdir(parents=True)
     with pytest.raises(CheckpointError, match="incomplete"):
         load_run(tmp_path / "checkpoints" / "step_3")
-
-
 
 
 @needs_data
@@ -129,8 +92,6 @@ def test_materialised_tasks_use_absolute_paths(tmp_path, monkeypatch):
         assert {"lambada_openai", "winogrande", "blimp_adjunct_island"} <= set(tm.all_tasks)
     finally:
         p.cleanup()
-
-
 
 
 @needs_data

@@ -4,59 +4,27 @@ trains, a busy lock fails a worker (a requeued task must not "complete" a partia
 holder (pids are reused) and never a Slurm task's pid, and the worker requeues only after the
 preemption signal, at most `max_requeues` times, recording each. No training: seconds."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
 import os
-
-
 import signal
-
-
 import socket
-
-
-
-
 import sys
 
-
-
-
-
-
-
-
-
-
-
-
 from launch import worker
-
-
 from launch.locks import RunLock
-
-
-from rundir.lock import is_locked, read_holder
-
-
-
-
 from launch.worker import start_trainer
-
-
+from rundir.lock import is_locked, read_holder
 
 
 def test_lock_lives_as_long_as_the_trainer_after_the_launcher_lets_go(work):
     lock = RunLock(work / "r", role="deepspeed")
     assert lock.acquire()
     log = open(work / "log", "ab")
-    child = start_trainer(work / "r", [sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), lock, log)
+    child = start_trainer(
+        work / "r", [sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), lock, log
+    )
     try:
         lock.release()  # what a Ctrl-C'd launcher's cleanup does while its training goes on
         assert is_locked(work / "r"), "the lock was dropped while the trainer still runs"
@@ -66,8 +34,6 @@ def test_lock_lives_as_long_as_the_trainer_after_the_launcher_lets_go(work):
         child.wait()
         log.close()
     assert not is_locked(work / "r")
-
-
 
 
 def test_lock_record_names_host_pid_identity_and_trainers(work):
@@ -81,8 +47,6 @@ def test_lock_record_names_host_pid_identity_and_trainers(work):
         assert h.describe() == f"{socket.gethostname()} pid {os.getpid()} (Slurm job 77_3)"
     finally:
         lock.release()
-
-
 
 
 def test_only_the_preemption_signal_requeues_and_at_most_max_requeues_times(work):

@@ -2,58 +2,60 @@
 (half-written summary, torn metrics line, unreadable config, empty folder), the `runs` CLI, and
 `sweep status` speed over 1,000 run dirs."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
-
-
 from pathlib import Path
 
-
-
 import pytest
-
-
 import yaml
 
-
+from launch.locks import RunLock
+from launch.status import run_status
+from rundir.read import load_runs
+from rundir.summary import RunSummary
 from tests.helpers import write_run
 
 
-
-from launch.locks import RunLock
-
-
-from launch.status import run_status
-
-
-from rundir.read import load_runs
-
-
-from rundir.summary import RunSummary
-
-
-
-
-def fake_run(d: Path, name: str, status: str | None, *, steps=10, axes=None, ckpt=False, total=10, torn=False, run_id=None):
+def fake_run(
+    d: Path, name: str, status: str | None, *, steps=10, axes=None, ckpt=False, total=10, torn=False, run_id=None
+):
     extras = {"sweep": "fake", "run": name, "run_id": run_id or "abc" + name[-3:], "axes": axes or {}}
-    cfg = {"name": name, "model": {"preset": "n50k", "d_model": 48, "n_layers": 2, "n_heads": 4, "seq_len": 64, "vocab_size": 512},
-           "optim": {"lr": 3e-3}, "train": {"global_batch_size": 4, "seed": 0}, "extras": extras}
-    lines = "".join(json.dumps({"step": s, "tokens": s * 256, "loss": 6.0 - 0.1 * s}) + "\n" for s in range(2, steps + 1, 2))
+    cfg = {
+        "name": name,
+        "model": {"preset": "n50k", "d_model": 48, "n_layers": 2, "n_heads": 4, "seq_len": 64, "vocab_size": 512},
+        "optim": {"lr": 3e-3},
+        "train": {"global_batch_size": 4, "seed": 0},
+        "extras": extras,
+    }
+    lines = "".join(
+        json.dumps({"step": s, "tokens": s * 256, "loss": 6.0 - 0.1 * s}) + "\n" for s in range(2, steps + 1, 2)
+    )
     summ = None
     if status:
-        summ = RunSummary(status=status, steps=steps, total_steps=total, tokens=steps * 256, params=104688,
-                          non_embedding_params=55536, flops=steps * 256 * 5.5e5, batch_size=4, lr=3e-3,
-                          final_loss=6.0 - 0.1 * steps, final_val_loss=6.1 - 0.1 * steps, wall_s=3.0, extras=extras,
-                          error="non-finite loss (nan) at step 7" if status == "failed" else None)
-    write_run(d, config=cfg, metrics=lines + ('{"step": 12, "lo' if torn else ""), summary=summ, checkpoint=steps if ckpt else None)
-
-
+        summ = RunSummary(
+            status=status,
+            steps=steps,
+            total_steps=total,
+            tokens=steps * 256,
+            params=104688,
+            non_embedding_params=55536,
+            flops=steps * 256 * 5.5e5,
+            batch_size=4,
+            lr=3e-3,
+            final_loss=6.0 - 0.1 * steps,
+            final_val_loss=6.1 - 0.1 * steps,
+            wall_s=3.0,
+            extras=extras,
+            error="non-finite loss (nan) at step 7" if status == "failed" else None,
+        )
+    write_run(
+        d,
+        config=cfg,
+        metrics=lines + ('{"step": 12, "lo' if torn else ""),
+        summary=summ,
+        checkpoint=steps if ckpt else None,
+    )
 
 
 @pytest.fixture()
@@ -72,16 +74,23 @@ def runs(work):
     (badcfg / "config.yaml").write_text("model: [unclosed\n")
     (root / "empty-dir").mkdir()
     (root / "launched-only").mkdir()
-    (root / "launched-only" / "launch.yaml").write_text(yaml.safe_dump({"name": "launched-only", "optim": {"lr": 1e-3}}))
+    (root / "launched-only" / "launch.yaml").write_text(
+        yaml.safe_dump({"name": "launched-only", "optim": {"lr": 1e-3}})
+    )
     return root
-
-
 
 
 def test_load_runs_good_and_broken(runs):
     df, problems = load_runs(runs.parent)
     by = df.set_index("run")
-    assert set(by.index) == {"n50k-lr1e-3", "n50k-lr3e-3", "failed-run", "partial-run", "preempted-run", "launched-only"}
+    assert set(by.index) == {
+        "n50k-lr1e-3",
+        "n50k-lr3e-3",
+        "failed-run",
+        "partial-run",
+        "preempted-run",
+        "launched-only",
+    }
     assert by.loc["n50k-lr3e-3", "status"] == "done" and by.loc["n50k-lr3e-3", "axis.optim.lr"] == 3e-3
     assert by.loc["n50k-lr1e-3", "final_loss"] == pytest.approx(5.0) and by.loc["n50k-lr1e-3", "d_model"] == 48
     assert by.loc["failed-run", "status"] == "failed" and "non-finite" in by.loc["failed-run", "error"]
@@ -92,8 +101,6 @@ def test_load_runs_good_and_broken(runs):
     assert "half-written" in reasons["half-written"] and "summary.json" in reasons["half-written"]
     assert "config.yaml unreadable" in reasons["bad-config"]
     assert "empty-dir" not in reasons  # not a run dir at all
-
-
 
 
 def test_status_states_and_lock(runs):

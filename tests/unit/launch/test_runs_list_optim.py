@@ -2,28 +2,12 @@
 config written before the key existed trained with the schema default, adamw), shown and filtered
 by `scalelab runs list`."""
 
-
 from __future__ import annotations
-
-
-
-
-
-
-
 
 import pytest
 
-
-from tests.helpers import write_run
-
-
-
-
-
 from rundir.read import CONFIG_DEFAULTS, config_value, load_runs
-
-
+from tests.helpers import write_run
 
 
 def _runs(root):
@@ -34,8 +18,6 @@ def _runs(root):
     return root
 
 
-
-
 def test_registry_rows_carry_the_optimizer(tmp_path):
     df, problems = load_runs(_runs(tmp_path))
     assert problems == []
@@ -43,8 +25,6 @@ def test_registry_rows_carry_the_optimizer(tmp_path):
     assert config_value({"optim": {}}, "optim.name") == "adamw"
     assert config_value({"optim": {"name": "muon"}}, "optim.name") == "muon"
     assert config_value({}, "model.d_model") is None and config_value({}, "model.d_model", 7) == 7
-
-
 
 
 def test_schema_default_is_the_registry_default():

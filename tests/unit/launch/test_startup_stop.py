@@ -3,36 +3,12 @@ run, never fails it: the trainer itself (exit 3 once its early handler is in), a
 DeepSpeed and Slurm-worker launchers when the signal they forwarded killed a trainer before
 Python could install any handler."""
 
-
 from __future__ import annotations
-
-
-
-
 
 import signal
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 from launch.executors.deepspeed_multinode import outcome, summary_stamp
-
-
 from launch.worker import EXIT_STOPPED, died_of, stopped_in_startup
-
-
 
 
 def test_death_by_a_forwarded_signal_reads_as_a_stop():
@@ -43,8 +19,6 @@ def test_death_by_a_forwarded_signal_reads_as_a_stop():
     for code in (0, 3, 1, 2, -signal.SIGKILL, -signal.SIGSEGV):
         assert not stopped_in_startup(code, stops), code
     assert not stopped_in_startup(-signal.SIGTERM, (signal.SIGUSR1,))  # a signal nobody forwarded
-
-
 
 
 def test_deepspeed_launch_outcome_after_a_stop(tmp_path):

@@ -1,21 +1,11 @@
 """optim.name as a sweep axis: crossed with IsoFLOP and batch/LR runs, named per optimizer, and
 invalid combinations refused at plan time (exit 2)."""
 
-
 from __future__ import annotations
-
-
-
-
-
 
 from tests.helpers import REPO
 
-
-
 OPTIM_TINY = str(REPO / "configs/sweeps/optim-tiny.yaml")
-
-
 
 
 def test_isoflop_study_runs_every_point_once_per_optimizer():

@@ -3,24 +3,10 @@ divisible by micro-batch x the executor's world size, a preset that does not res
 trainer reads launch.yaml, a missing data source, W&B online without credentials) exits 2 naming
 the run and the keys, and nothing is queued or written. No training here: fast."""
 
-
 from __future__ import annotations
 
-
-
-
-
-from tests.helpers import write_base, write_spec
-
-
-
 from launch.expand import plan
-
-
-
-
-
-
+from tests.helpers import write_base, write_spec
 
 
 def test_preflight_of_1000_runs_is_fast(work):
@@ -29,8 +15,16 @@ def test_preflight_of_1000_runs_is_fast(work):
     from launch.preflight import preflight
 
     base = write_base(work / "base", work / "data")
-    spec = write_spec(work, {"name": "big", "base": str(base), "kind": "grid", "runs_dir": str(work / "big"),
-                             "axes": {"train.seed": list(range(100)), "optim.lr": [1e-3 * (i + 1) for i in range(10)]}})
+    spec = write_spec(
+        work,
+        {
+            "name": "big",
+            "base": str(base),
+            "kind": "grid",
+            "runs_dir": str(work / "big"),
+            "axes": {"train.seed": list(range(100)), "optim.lr": [1e-3 * (i + 1) for i in range(10)]},
+        },
+    )
     p = plan(spec)
     from launch.epochs import run_epochs
 

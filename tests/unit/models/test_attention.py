@@ -2,6 +2,7 @@
 bit for bit, as expanding K/V by repeat_interleave (the previous path), in training and in cached
 decoding. Gradients agree to float32 rounding only: the K/V gradient is a sum over each group's
 query heads, which SDPA's backward and repeat_interleave's backward add in different orders."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,9 @@ pytestmark = pytest.mark.skipif(not layers.SDPA_GQA, reason="this torch has no e
 
 
 def _cfg(**kw) -> ModelConfig:
-    return ModelConfig(**{"d_model": 64, "n_layers": 2, "n_heads": 8, "n_kv_heads": 2, "vocab_size": 256, "seq_len": 32, **kw})
+    return ModelConfig(
+        **{"d_model": 64, "n_layers": 2, "n_heads": 8, "n_kv_heads": 2, "vocab_size": 256, "seq_len": 32, **kw}
+    )
 
 
 def _loss_and_grads(model, x, y):
@@ -82,5 +85,7 @@ def test_flash_attention_comes_first_in_torchs_kernel_order():
 
     order = list(torch._C._get_sdp_priority_order())
     assert order.index(int(SDPBackend.FLASH_ATTENTION)) < min(
-        order.index(int(SDPBackend.EFFICIENT_ATTENTION)), order.index(int(SDPBackend.MATH)),
-        order.index(int(SDPBackend.CUDNN_ATTENTION)))
+        order.index(int(SDPBackend.EFFICIENT_ATTENTION)),
+        order.index(int(SDPBackend.MATH)),
+        order.index(int(SDPBackend.CUDNN_ATTENTION)),
+    )

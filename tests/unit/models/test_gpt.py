@@ -1,4 +1,5 @@
 """GPT shapes, Llama parameter layout and accounting against hand-computed numbers."""
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,12 @@ def test_llama_parameter_names_and_shapes():
     assert sd["model.layers.1.self_attn.k_proj.weight"].shape == (24, 48)
     assert sd["model.layers.0.mlp.gate_proj.weight"].shape == (128, 48)
     assert sd["model.layers.0.mlp.down_proj.weight"].shape == (48, 128)
-    assert {"model.norm.weight", "lm_head.weight", "model.layers.0.input_layernorm.weight",
-            "model.layers.0.post_attention_layernorm.weight"} <= set(sd)
+    assert {
+        "model.norm.weight",
+        "lm_head.weight",
+        "model.layers.0.input_layernorm.weight",
+        "model.layers.0.post_attention_layernorm.weight",
+    } <= set(sd)
 
 
 def test_forward_loss_and_init():

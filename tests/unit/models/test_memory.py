@@ -1,5 +1,6 @@
 """models/memory.py: model states equal DeepSpeed's own estimators (bf16 + AdamW), activations equal
 what autograd saves, Muon's split equals the trainer's, and the layout chooser's decisions."""
+
 from __future__ import annotations
 
 import contextlib
@@ -10,12 +11,23 @@ import torch
 
 from models.accounting import count
 from models.config import ModelConfig
-from models.memory import (CPU_REDUCE_BUCKET, GIB, HEADROOM, LOGIT_BUFFERS, activation_bytes, choose_layout,
-                           estimate_memory, layer_activation_bytes, model_state_bytes, param_split)
+from models.memory import (
+    CPU_REDUCE_BUCKET,
+    GIB,
+    HEADROOM,
+    LOGIT_BUFFERS,
+    activation_bytes,
+    choose_layout,
+    estimate_memory,
+    layer_activation_bytes,
+    model_state_bytes,
+    param_split,
+)
 
 LLAMA2_7B = ModelConfig(d_model=4096, n_layers=32, n_heads=32, d_ff=11008, vocab_size=32000, seq_len=4096)
-LLAMA2_70B = ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=32000,
-                         seq_len=4096)
+LLAMA2_70B = ModelConfig(
+    d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=32000, seq_len=4096
+)
 
 
 @pytest.mark.parametrize("cfg", [LLAMA2_7B, LLAMA2_70B], ids=["llama-2-7b", "llama-2-70b"])
@@ -29,8 +41,9 @@ def test_bf16_adamw_model_states_equal_deepspeeds_estimators(cfg, gpus, nodes):
     _, z2 = estimate_zero2_model_states_mem_needs(p.total, gpus, nodes, cpu_offload=False)
     assert sum(model_state_bytes(p, 2, n, "bf16").values()) == z2
     # estimate_zero3_model_states_mem_needs_all_cold prints this function's numbers for the options it loops over
-    _, z3, _ = estimate_zero3_model_states_mem_needs(p.total, p.largest_layer, gpus, nodes, cpu_offload=False,
-                                                     cpu_offload_params=False, zero_init=True)
+    _, z3, _ = estimate_zero3_model_states_mem_needs(
+        p.total, p.largest_layer, gpus, nodes, cpu_offload=False, cpu_offload_params=False, zero_init=True
+    )
     assert sum(model_state_bytes(p, 3, n, "bf16").values()) == z3
 
 
@@ -83,8 +96,9 @@ def test_cpu_buckets_are_the_trainers():
     from pretrain.ds_config import CPU_BUCKET
 
     assert CPU_REDUCE_BUCKET == CPU_BUCKET
-    e = estimate_memory(LLAMA2_7B.model_copy(update={"seq_len": 256}), micro_batch_size=1, zero_stage=2,
-                        precision="fp32", device="cpu")
+    e = estimate_memory(
+        LLAMA2_7B.model_copy(update={"seq_len": 256}), micro_batch_size=1, zero_stage=2, precision="fp32", device="cpu"
+    )
     assert e.per_device_bytes["other"] == 4 * CPU_BUCKET and any("CPU: ZeRO buckets" in n for n in e.notes)
 
 
@@ -180,12 +194,24 @@ def test_layout_picks_the_smallest_stage_then_the_largest_micro_batch():
         assert e0.per_device_bytes["total"] > usable
     bigger = [m for m in range(e.micro_batch_size + 1, 65) if 64 % m == 0]
     if bigger:  # the next micro-batch that divides the per-rank batch does not fit
-        assert estimate_memory(LLAMA2_7B, micro_batch_size=bigger[0], zero_stage=e.zero_stage,
-                               world_size=8).per_device_bytes["total"] > usable
+        assert (
+            estimate_memory(
+                LLAMA2_7B, micro_batch_size=bigger[0], zero_stage=e.zero_stage, world_size=8
+            ).per_device_bytes["total"]
+            > usable
+        )
     d = lay.to_dict()
     assert set(d["per_device_bytes"]) == {"params", "grads", "optimizer", "activations", "other", "total"}
-    assert {"device_memory_bytes", "zero_stage", "micro_batch_size", "activation_checkpointing",
-            "gradient_accumulation_steps", "fits", "nodes", "devices_per_node"} <= set(d)
+    assert {
+        "device_memory_bytes",
+        "zero_stage",
+        "micro_batch_size",
+        "activation_checkpointing",
+        "gradient_accumulation_steps",
+        "fits",
+        "nodes",
+        "devices_per_node",
+    } <= set(d)
 
 
 def test_layout_checkpoints_only_when_needed_and_says_when_nothing_fits():

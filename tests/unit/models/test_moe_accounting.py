@@ -1,6 +1,6 @@
 """MoE parameter and FLOP accounting against hand-computed numbers (and the built model)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 from models.accounting import count
 from models.config import ModelConfig
@@ -42,7 +42,9 @@ def test_dense_equivalent_of_tiny_moe():
     """tiny-moe's 2 x 96 active expert width equals the dense n200k FFN (192): equal active params
     up to the router."""
     dense = ModelConfig(d_model=64, n_layers=4, n_heads=4, vocab_size=4096)
-    moe = ModelConfig(d_model=64, n_layers=4, n_heads=4, vocab_size=4096, moe={"num_experts": 8, "top_k": 2, "d_ff": 96})
+    moe = ModelConfig(
+        d_model=64, n_layers=4, n_heads=4, vocab_size=4096, moe={"num_experts": 8, "top_k": 2, "d_ff": 96}
+    )
     assert count(moe).active - count(dense).active == 4 * 64 * 8
     assert count(moe).total > 3 * count(dense).non_embedding
 
@@ -54,10 +56,22 @@ def test_moe_summary_shape_and_counts():
     c = cfg(num_shared_experts=0, capacity_factor=1.25)
     s = moe_summary(c)
     n = count(c)
-    assert (s["params"], s["active_params"], s["embedding_params"], s["non_embedding_params"], s["active_non_embedding_params"]) == \
-        (n.total, n.active, n.embedding, n.non_embedding, n.active_non_embedding)
+    assert (
+        s["params"],
+        s["active_params"],
+        s["embedding_params"],
+        s["non_embedding_params"],
+        s["active_non_embedding_params"],
+    ) == (n.total, n.active, n.embedding, n.non_embedding, n.active_non_embedding)
     # dense d_ff 192, expert d_ff 96: granularity 2; 8 experts of half a dense FFN = expansion 4
-    assert (s["experts"], s["top_k"], s["granularity"], s["expansion"], s["expert_d_ff"], s["dense_d_ff"]) == (8, 2, 2.0, 4.0, 96, 192)
+    assert (s["experts"], s["top_k"], s["granularity"], s["expansion"], s["expert_d_ff"], s["dense_d_ff"]) == (
+        8,
+        2,
+        2.0,
+        4.0,
+        96,
+        192,
+    )
     assert (s["shared_experts"], s["capacity_factor"], s["router"], s["moe_layers"]) == (0, 1.25, "softmax_topk", 2)
     assert moe_summary(cfg(router="expert_choice"))["capacity_factor"] == 1.0  # expert_choice's own default
     dense = moe_summary(ModelConfig(d_model=64, n_layers=4, n_heads=4, vocab_size=512))

@@ -1,5 +1,6 @@
 """The MoE block: dispatch against a naive per-token reference, grouped GEMM path, layer
 selection, capacity in the block, shared experts, and the model end to end."""
+
 from __future__ import annotations
 
 import pytest
@@ -40,13 +41,16 @@ def make_block(**kw) -> MoEFeedForward:
     return MoEFeedForward(16, MoEConfig(**{"num_experts": 4, "top_k": 2, **kw}), d_ff=24)
 
 
-@pytest.mark.parametrize("kw", [
-    {},
-    {"capacity_factor": 0.75},
-    {"router": "aux_free_bias", "num_shared_experts": 1},
-    {"router": "expert_choice"},
-    {"router": "sinkhorn", "top_k": 1},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"capacity_factor": 0.75},
+        {"router": "aux_free_bias", "num_shared_experts": 1},
+        {"router": "expert_choice"},
+        {"router": "sinkhorn", "top_k": 1},
+    ],
+)
 def test_dispatch_matches_naive_reference(kw):
     block = make_block(**kw)
     x = torch.randn(3, 10, 16, requires_grad=True)
@@ -101,13 +105,17 @@ def test_local_dispatcher_groups_rows_by_expert_and_combines_with_weights():
     """dispatch: rows in expert order (token order kept within an expert), counts per expert;
     combine: gate-weighted sum back onto the tokens, zero for a token with no assignment."""
     x = torch.arange(1.0, 5.0).repeat_interleave(2).view(4, 2)  # token t's row is [t+1, t+1]
-    routing = Routing(token_idx=torch.tensor([0, 0, 2, 3, 3]), expert_idx=torch.tensor([2, 0, 2, 0, 2]),
-                      weight=torch.tensor([.5, .25, 1., 2., 3.]), probs=torch.zeros(4, 3))
+    routing = Routing(
+        token_idx=torch.tensor([0, 0, 2, 3, 3]),
+        expert_idx=torch.tensor([2, 0, 2, 0, 2]),
+        weight=torch.tensor([0.5, 0.25, 1.0, 2.0, 3.0]),
+        probs=torch.zeros(4, 3),
+    )
     d = LocalDispatcher(3)
     rows, counts, ctx = d.dispatch(x, routing)
     assert rows[:, 0].tolist() == [1, 4, 1, 3, 4] and counts.tolist() == [2, 0, 3]
     y = d.combine(rows * 10, ctx)  # an "expert" multiplying by 10
-    assert y[:, 0].tolist() == [10 * 1 * (.5 + .25), 0, 10 * 3 * 1, 10 * 4 * (2 + 3)]  # token 1: no expert
+    assert y[:, 0].tolist() == [10 * 1 * (0.5 + 0.25), 0, 10 * 3 * 1, 10 * 4 * (2 + 3)]  # token 1: no expert
 
 
 def test_every_ffn_returns_output_and_aux():
@@ -119,18 +127,32 @@ def test_every_ffn_returns_output_and_aux():
     assert y.shape == x.shape and aux.loss.dim() == 0
 
 
-@pytest.mark.parametrize("every,first,expected", [(1, 0, [0, 1, 2, 3, 4, 5]), (2, 0, [1, 3, 5]), (1, 2, [2, 3, 4, 5]), (2, 1, [2, 4])])
+@pytest.mark.parametrize(
+    "every,first,expected", [(1, 0, [0, 1, 2, 3, 4, 5]), (2, 0, [1, 3, 5]), (1, 2, [2, 3, 4, 5]), (2, 1, [2, 4])]
+)
 def test_layer_selection(every, first, expected):
-    cfg = ModelConfig(d_model=16, n_layers=6, n_heads=2, vocab_size=64, seq_len=8,
-                      moe={"every_k_layers": every, "first_dense_layers": first})
+    cfg = ModelConfig(
+        d_model=16,
+        n_layers=6,
+        n_heads=2,
+        vocab_size=64,
+        seq_len=8,
+        moe={"every_k_layers": every, "first_dense_layers": first},
+    )
     model = GPT(cfg)
     moe = [i for i, b in enumerate(model.model.layers) if isinstance(b.mlp, MoEFeedForward)]
     assert moe == expected == cfg.moe.moe_layers(6)
 
 
 def test_gpt_with_moe_forward_backward_and_stats():
-    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=64, seq_len=16,
-                      moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": "aux_free_bias"})
+    cfg = ModelConfig(
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        vocab_size=64,
+        seq_len=16,
+        moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": "aux_free_bias"},
+    )
     torch.manual_seed(0)
     model = GPT(cfg)
     ids = torch.randint(0, 64, (2, 16))
@@ -162,8 +184,14 @@ def test_capacity_applies_in_training_only():
 @pytest.mark.parametrize("router", ["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"])
 def test_moe_forward_backward_under_bf16_autocast(router):
     """bf16 under ZeRO-0 keeps fp32 parameters and runs the forward under autocast."""
-    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=64, seq_len=16,
-                      moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": router, "num_shared_experts": 1})
+    cfg = ModelConfig(
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        vocab_size=64,
+        seq_len=16,
+        moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": router, "num_shared_experts": 1},
+    )
     torch.manual_seed(0)
     model = GPT(cfg)
     ids = torch.randint(0, 64, (2, 16))

@@ -1,4 +1,5 @@
 """Each router against hand-worked examples, the loss formulas, capacity, causal routing and the bias update."""
+
 from __future__ import annotations
 
 import math
@@ -7,8 +8,8 @@ import warnings
 import pytest
 import torch
 
-from models.moe.config import MoEConfig
 from models.moe.balance import update_expert_biases
+from models.moe.config import MoEConfig
 from models.moe.routers import build_router, set_causal_routing
 from models.moe.routers.base import capacity, capacity_mask, router_z_loss, switch_balance_loss
 
@@ -24,7 +25,9 @@ def make_router(d: int = 4, **kw):
 
 def assignments(routing):
     """{(token, expert): weight} for easy comparison with a hand-worked table."""
-    return {(int(t), int(e)): float(w) for t, e, w in zip(routing.token_idx, routing.expert_idx, routing.weight.detach())}
+    return {
+        (int(t), int(e)): float(w) for t, e, w in zip(routing.token_idx, routing.expert_idx, routing.weight.detach())
+    }
 
 
 L = math.log
@@ -35,7 +38,9 @@ X3 = torch.tensor([[L(4), L(2), 0.0, 0.0], [0.0, 0.0, L(6), L(2)], [L(4), L(2), 
 def test_softmax_topk_selection_weights_and_losses():
     r = make_router(num_experts=4, top_k=2, aux_loss_coef=0.01, z_loss_coef=0.001)
     out = r.route(X3, seq_len=3)
-    assert assignments(out) == pytest.approx({(0, 0): .5, (0, 1): .25, (1, 2): .6, (1, 3): .2, (2, 0): .5, (2, 1): .25})
+    assert assignments(out) == pytest.approx(
+        {(0, 0): 0.5, (0, 1): 0.25, (1, 2): 0.6, (1, 3): 0.2, (2, 0): 0.5, (2, 1): 0.25}
+    )
     # f = [2, 2, 1, 1] / 6; P = [1.1, 0.6, 0.85, 0.45] / 3; E * sum f P = 4 * 4.7 / 18
     assert out.stats["aux_loss"].item() == pytest.approx(4 * 4.7 / 18, rel=1e-6)
     z = (2 * L(8) ** 2 + L(10) ** 2) / 3
@@ -46,11 +51,11 @@ def test_softmax_topk_selection_weights_and_losses():
 def test_softmax_topk_renormalisation():
     r = make_router(num_experts=4, top_k=2, renormalize=True)
     got = assignments(r.route(X3[:2], seq_len=2))
-    assert got == pytest.approx({(0, 0): 2 / 3, (0, 1): 1 / 3, (1, 2): .75, (1, 3): .25})
+    assert got == pytest.approx({(0, 0): 2 / 3, (0, 1): 1 / 3, (1, 2): 0.75, (1, 3): 0.25})
 
 
 def test_balance_loss_equals_one_at_perfect_balance():
-    probs = torch.tensor([[.75, .25], [.25, .75]])
+    probs = torch.tensor([[0.75, 0.25], [0.25, 0.75]])
     top = torch.tensor([[0], [1]])
     assert switch_balance_loss(probs, top, 2).item() == pytest.approx(1.0)
     # ... so the weighted loss is exactly the coefficient (z-loss off)
@@ -70,7 +75,7 @@ def test_capacity_drops_lowest_scoring_assignments():
     assert capacity(1.0, 4, 1, 2) == 2
     assert capacity(1.25, 10, 2, 8) == 4  # ceil(3.125)
     expert = torch.tensor([0, 0, 0, 0, 1])
-    prio = torch.tensor([.6, .9, .7, .8, .5])
+    prio = torch.tensor([0.6, 0.9, 0.7, 0.8, 0.5])
     assert capacity_mask(expert, prio, 2, 2).tolist() == [False, True, False, True, True]
     r = make_router(d=2, num_experts=2, top_k=1)
     x = torch.tensor([[1.0, 0.0], [3.0, 0.0], [2.0, 0.0], [2.5, 0.0]])
@@ -83,7 +88,9 @@ def test_aux_free_bias_selects_with_bias_but_weights_without():
     r = make_router(num_experts=4, top_k=2, router="aux_free_bias")  # sigmoid, renormalised by default
     x = torch.tensor([[2.0, 1.9, 0.1, 0.0]])
     s = torch.sigmoid(x[0]).tolist()
-    assert assignments(r.route(x, seq_len=1)) == pytest.approx({(0, 0): s[0] / (s[0] + s[1]), (0, 1): s[1] / (s[0] + s[1])})
+    assert assignments(r.route(x, seq_len=1)) == pytest.approx(
+        {(0, 0): s[0] / (s[0] + s[1]), (0, 1): s[1] / (s[0] + s[1])}
+    )
     r = make_router(num_experts=4, top_k=2, router="aux_free_bias")
     r.score_bias.copy_(torch.tensor([-0.5, 0.0, 0.0, 0.0]))  # expert 0 now loses to expert 2 in selection
     got = assignments(r.route(x, seq_len=1))
@@ -124,40 +131,50 @@ def test_aux_free_bias_reduces_imbalance_on_skewed_input():
 
 
 def test_sequence_balance_loss_is_one_when_balanced():
-    r = make_router(d=2, num_experts=2, top_k=1, router="aux_free_bias", score_func="softmax",
-                    seq_aux_loss_coef=0.5, z_loss_coef=0.0)
-    x = torch.log(torch.tensor([[.75, .25], [.25, .75]]))
+    r = make_router(
+        d=2,
+        num_experts=2,
+        top_k=1,
+        router="aux_free_bias",
+        score_func="softmax",
+        seq_aux_loss_coef=0.5,
+        z_loss_coef=0.0,
+    )
+    x = torch.log(torch.tensor([[0.75, 0.25], [0.25, 0.75]]))
     out = r.route(x, seq_len=2)
     assert out.stats["aux_loss"].item() == pytest.approx(1.0)
     assert out.loss.item() == pytest.approx(0.5)
 
 
 def test_expert_choice_capacity_and_weights():
-    p0 = torch.tensor([.9, .8, .6, .3])  # P(expert 0) per token; P(expert 1) = 1 - p0
+    p0 = torch.tensor([0.9, 0.8, 0.6, 0.3])  # P(expert 0) per token; P(expert 1) = 1 - p0
     x = torch.stack([torch.log(p0 / (1 - p0)), torch.zeros(4)], 1)
     r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice")  # C = ceil(4 * 1 / 2) = 2
     out = r.route(x, seq_len=4)
-    assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (3, 1): .7, (2, 1): .4})
+    assert assignments(out) == pytest.approx({(0, 0): 0.9, (1, 0): 0.8, (3, 1): 0.7, (2, 1): 0.4})
     assert int(out.dropped) == 0
     r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice", capacity_factor=0.5)  # C = 1
     out = r.route(x, seq_len=4)
-    assert assignments(out) == pytest.approx({(0, 0): .9, (3, 1): .7})
+    assert assignments(out) == pytest.approx({(0, 0): 0.9, (3, 1): 0.7})
     assert int(out.dropped) == 2 and out.dropped_of == 4  # tokens 1 and 2 got no expert
     assert torch.bincount(out.expert_idx).tolist() == [1, 1]
 
 
 def test_expert_choice_routes_the_same_in_eval_mode_and_token_choice_only_when_causal():
-    p0 = torch.tensor([.9, .8, .6, .3])
+    p0 = torch.tensor([0.9, 0.8, 0.6, 0.3])
     x = torch.stack([torch.log(p0 / (1 - p0)), torch.zeros(4)], 1)
     r = make_router(d=2, num_experts=2, top_k=1, router="expert_choice")
     trained = assignments(r.route(x, seq_len=4))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback warning any more: eval routes as training does
-        assert assignments(r.eval().route(x, seq_len=4)) == trained == pytest.approx(
-            {(0, 0): .9, (1, 0): .8, (3, 1): .7, (2, 1): .4})
+        assert (
+            assignments(r.eval().route(x, seq_len=4))
+            == trained
+            == pytest.approx({(0, 0): 0.9, (1, 0): 0.8, (3, 1): 0.7, (2, 1): 0.4})
+        )
     assert set_causal_routing(r) == 1
     out = r.route(x, seq_len=4)  # each token its top-1 expert: token 2 now prefers expert 0
-    assert assignments(out) == pytest.approx({(0, 0): .9, (1, 0): .8, (2, 0): .6, (3, 1): .7})
+    assert assignments(out) == pytest.approx({(0, 0): 0.9, (1, 0): 0.8, (2, 0): 0.6, (3, 1): 0.7})
     set_causal_routing(r, False)
     assert assignments(r.route(x, seq_len=4)) == trained
 
@@ -168,9 +185,14 @@ def test_one_bias_update_for_all_layers_equals_the_per_layer_rule():
     from models.config import ModelConfig
     from models.gpt import GPT
 
-    cfg = ModelConfig(d_model=16, n_layers=3, n_heads=2, vocab_size=32, seq_len=8,
-                      moe={"num_experts": 4, "top_k": 1, "router": "aux_free_bias", "bias_update_rate": 0.1,
-                           "first_dense_layers": 1})
+    cfg = ModelConfig(
+        d_model=16,
+        n_layers=3,
+        n_heads=2,
+        vocab_size=32,
+        seq_len=8,
+        moe={"num_experts": 4, "top_k": 1, "router": "aux_free_bias", "bias_update_rate": 0.1, "first_dense_layers": 1},
+    )
     torch.manual_seed(0)
     model = GPT(cfg)
     routers = [m.mlp.router for m in model.model.layers[1:]]

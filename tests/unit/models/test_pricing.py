@@ -1,4 +1,5 @@
 """Pricing a given run (models/pricing.py) and the published-runs table (scaling/planning/published_runs.py)."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,19 +2,9 @@
 through the CLI), less peak memory in forward+backward (measured with torch's profiler), the MoE
 router's per-step state counted once, and bad settings refused before any work."""
 
-
 from __future__ import annotations
 
-
-
-
-
 import torch
-
-
-
-
-
 
 
 def _model(moe: dict | None = None):
@@ -24,8 +14,6 @@ def _model(moe: dict | None = None):
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=64, n_layers=6, n_heads=4, vocab_size=128, seq_len=128, moe=moe)
     return GPT(cfg).train()
-
-
 
 
 def _peak_bytes(model, x) -> int:
@@ -44,8 +32,6 @@ def _peak_bytes(model, x) -> int:
     return peak
 
 
-
-
 def test_checkpointing_lowers_peak_memory():
     model = _model()
     x = torch.randint(0, 128, (8, 128))
@@ -56,8 +42,6 @@ def test_checkpointing_lowers_peak_memory():
     print({k: round(v / 2**20, 1) for k, v in peaks.items()}, "MiB")
     # activations dominate this model (6 blocks of 8 x 128 tokens, 0.3M parameters): each level saves a lot
     assert peaks[1] < 0.6 * peaks[2] and peaks[2] < 0.8 * peaks[0]
-
-
 
 
 def test_checkpointing_keeps_gradients_and_router_state():
@@ -72,12 +56,12 @@ def test_checkpointing_keeps_gradients_and_router_state():
         out = model(x, targets=x, logits=False)
         (out.loss + out.aux_loss).backward()
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
-        loads.append([m.router.step_load.clone() for m in model.modules() if hasattr(getattr(m, "router", None), "step_load")])
+        loads.append(
+            [m.router.step_load.clone() for m in model.modules() if hasattr(getattr(m, "router", None), "step_load")]
+        )
     assert grads[0].keys() == grads[1].keys() and all(torch.equal(grads[0][n], grads[1][n]) for n in grads[0])
     assert len(loads[0]) == 6 and all(torch.equal(a, b) for a, b in zip(*loads))
     assert all(int(a.sum()) == 4 * 32 * 2 for a in loads[1])  # tokens x top_k, counted once
-
-
 
 
 def test_checkpointing_off_outside_training():

@@ -1,31 +1,15 @@
 """bf16 trains with fp32 master weights, fp32 gradient accumulation and fp32 reductions under
 every ZeRO stage: the DeepSpeed settings, and runs that resume exactly and track the fp32 run."""
 
-
 from __future__ import annotations
-
-
-
-
-
 
 import pytest
 
-
-
+from pretrain.config.loader import load_train_config
+from pretrain.ds_config import build_ds_config
 from tests.helpers import REPO
 
-
-from pretrain.config.loader import load_train_config
-
-
-from pretrain.ds_config import build_ds_config
-
-
-
 TINY = str(REPO / "configs/train/tiny.yaml")
-
-
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])

@@ -2,27 +2,10 @@
 checkpoint, old checkpoints (state under the pre-callback keys) still resuming exactly, a NaN on
 the last micro-batch of a step stopping with the weights untouched, and the metric recorder."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
-
-
 import pytest
-
-
 import torch
-
-
-
-
-
-
-
 
 
 def test_recorder_window_mean_last_values_and_types():

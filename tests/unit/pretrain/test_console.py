@@ -1,5 +1,6 @@
 """The console progress line (pretrain/console.py, through rich): plain lines with exactly the
 record's text when the output is not a terminal (log files, pipes), a live line on a terminal."""
+
 from __future__ import annotations
 
 import io
@@ -43,7 +44,9 @@ def test_live_line_on_a_terminal_and_lasting_lines_for_evaluations():
     out = buf.getvalue()
     assert "\x1b[" in out  # redrawn in place
     assert "step 3/8" in out and "warning: something" in out
-    assert "step 6/8 | loss 6.2500 | lr 3.00e-03 | 2.6k tok/s | MFU 12.7% | ETA 0:01:05 | val 6.1000 (4.400 bpb)\n" in out
+    assert (
+        "step 6/8 | loss 6.2500 | lr 3.00e-03 | 2.6k tok/s | MFU 12.7% | ETA 0:01:05 | val 6.1000 (4.400 bpb)\n" in out
+    )
     assert out.rstrip("\n").endswith("step 7/8 | loss 6.2500 | lr 3.00e-03 | 2.6k tok/s | MFU 12.7% | ETA 0:01:05")
 
 

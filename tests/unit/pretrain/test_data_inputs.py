@@ -1,5 +1,6 @@
 """Input kinds (files, folders, globs, jsonl, HF datasets), tokenizer kinds and input errors,
 on small corpora written into tmp dirs (seconds in all)."""
+
 from __future__ import annotations
 
 import gzip
@@ -25,8 +26,15 @@ def paragraphs(tag: str, n: int = 12) -> str:
 
 
 def cfg(tmp_path: Path, sources, **kw) -> DataConfig:
-    base = {"name": "t", "root": str(tmp_path), "sources": sources, "out_dir": str(tmp_path / "out"),
-            "tokenizer": {"vocab_size": 300}, "doc_chars": 100, "val_fraction": 0.2}
+    base = {
+        "name": "t",
+        "root": str(tmp_path),
+        "sources": sources,
+        "out_dir": str(tmp_path / "out"),
+        "tokenizer": {"vocab_size": 300},
+        "doc_chars": 100,
+        "val_fraction": 0.2,
+    }
     return DataConfig.model_validate({**base, **kw})
 
 
@@ -55,10 +63,14 @@ def test_folder_recurses_over_txt_and_jsonl_and_skips_other_files(tmp_path):
 
 
 def test_jsonl_with_a_custom_text_field(tmp_path):
-    rows = [{"id": i, "content": f"document number {i} with some text"} for i in range(10)] + [{"id": 99, "content": ""}]
+    rows = [{"id": i, "content": f"document number {i} with some text"} for i in range(10)] + [
+        {"id": 99, "content": ""}
+    ]
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     data = prepare(cfg(tmp_path, [{"path": "d.jsonl", "text_field": "content"}]), **QUIET)
-    assert data.meta["splits"]["train"]["documents"] + data.meta["splits"]["val"]["documents"] == 10  # empty row skipped
+    assert (
+        data.meta["splits"]["train"]["documents"] + data.meta["splits"]["val"]["documents"] == 10
+    )  # empty row skipped
     assert sorted(all_docs(data)) == sorted(r["content"] for r in rows[:10])
 
 
@@ -106,7 +118,9 @@ def test_single_document_cannot_be_split(tmp_path):
 
 
 def test_two_documents_give_one_train_and_one_val(tmp_path):
-    (tmp_path / "two.jsonl").write_text(json.dumps({"text": "first doc"}) + "\n" + json.dumps({"text": "second doc"}) + "\n")
+    (tmp_path / "two.jsonl").write_text(
+        json.dumps({"text": "first doc"}) + "\n" + json.dumps({"text": "second doc"}) + "\n"
+    )
     data = prepare(cfg(tmp_path, ["two.jsonl"], val_fraction=0.01), **QUIET)
     assert data.meta["splits"]["train"]["documents"] == 1 and data.meta["splits"]["val"]["documents"] == 1
 
@@ -148,7 +162,9 @@ def test_hf_dataset_saved_to_disk_and_local_json(tmp_path):
     assert data.meta["sources"][0]["hf_dataset"] == str(tmp_path / "saved")
 
     (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps({"body": t}) for t in texts))
-    data = prepare(cfg(tmp_path, [{"hf_dataset": "rows.jsonl", "text_field": "body"}], out_dir=str(tmp_path / "out2")), **QUIET)
+    data = prepare(
+        cfg(tmp_path, [{"hf_dataset": "rows.jsonl", "text_field": "body"}], out_dir=str(tmp_path / "out2")), **QUIET
+    )
     assert sorted(all_docs(data)) == sorted(texts)
 
 
@@ -173,7 +189,9 @@ def test_hf_tokenizer_from_file_and_folder(tmp_path):
     (tmp_path / "tokdir").mkdir()
     (tmp_path / "tokdir" / "tokenizer.json").write_bytes(base.tokenizer_path.read_bytes())
     for i, path in enumerate((str(base.tokenizer_path), str(tmp_path / "tokdir"))):
-        data = prepare(cfg(tmp_path, ["a.txt"], tokenizer={"kind": "hf", "path": path}, out_dir=str(tmp_path / f"hf{i}")), **QUIET)
+        data = prepare(
+            cfg(tmp_path, ["a.txt"], tokenizer={"kind": "hf", "path": path}, out_dir=str(tmp_path / f"hf{i}")), **QUIET
+        )
         assert data.meta["tokenizer"]["kind"] == "hf" and data.eot_id == base.eot_id
         for split in ("train", "val"):
             assert np.array_equal(data.split_tokens(split), base.split_tokens(split))
@@ -221,7 +239,10 @@ def test_delimited_gzip_books_stay_whole_with_a_given_validation_file(tmp_path):
     assert meta["val_sources"][0]["documents"] == 2 and meta["sources"][0]["documents"] == 6
     assert meta["splits"]["train"]["unique_tokens"] == meta["splits"]["train"]["tokens"]
     # with doc_chars the books are cut at paragraph breaks, still never across a delimiter
-    cut = prepare(cfg(tmp_path, ["train.txt.gz"], val_sources=["valid.txt.gz"], doc_chars=150, out_dir=str(tmp_path / "cut")), **QUIET)
+    cut = prepare(
+        cfg(tmp_path, ["train.txt.gz"], val_sources=["valid.txt.gz"], doc_chars=150, out_dir=str(tmp_path / "cut")),
+        **QUIET,
+    )
     train = decoded_docs(cut, "train")
     assert len(train) > 12 and "\n\n".join(train) == "\n\n".join(book(i) for i in range(6))
 

@@ -1,6 +1,7 @@
 """Mixtures and multi-shard reading without the trainer: quotas, the interleaving pattern as a
 pure function of the sample index, closed-form per-component counts, resolution of components
 and the shared-tokenizer check; windows and held-out rows over many shards equal one shard."""
+
 from __future__ import annotations
 
 import json
@@ -21,13 +22,16 @@ from pretrain.sampler import MixtureSampler, WindowSampler, mixture_quotas
 QUIET = {"log": lambda m: None}
 
 
-@pytest.mark.parametrize("weights, period, expected", [
-    ([0.7, 0.3], 10, [7, 3]),
-    ([2, 1, 1], 1000, [500, 250, 250]),
-    ([0.999, 0.001], 100, [99, 1]),  # every component gets a slot
-    ([1, 1, 1], 10, [4, 3, 3]),
-    ([1e-6, 1e-6, 1.0], 3, [1, 1, 1]),
-])
+@pytest.mark.parametrize(
+    "weights, period, expected",
+    [
+        ([0.7, 0.3], 10, [7, 3]),
+        ([2, 1, 1], 1000, [500, 250, 250]),
+        ([0.999, 0.001], 100, [99, 1]),  # every component gets a slot
+        ([1, 1, 1], 10, [4, 3, 3]),
+        ([1e-6, 1e-6, 1.0], 3, [1, 1, 1]),
+    ],
+)
 def test_quotas(weights, period, expected):
     q = mixture_quotas(weights, period)
     assert q == expected and sum(q) == period
@@ -77,13 +81,21 @@ def test_windows_over_many_shards_equal_one_shard():
 
 
 def corpus(root: Path, tag: str, n: int = 40) -> str:
-    (root / f"{tag}.txt").write_text("\n\n".join(f"{tag} paragraph {i}: words about {tag} and more {i * 3}." for i in range(n)))
+    (root / f"{tag}.txt").write_text(
+        "\n\n".join(f"{tag} paragraph {i}: words about {tag} and more {i * 3}." for i in range(n))
+    )
     return f"{tag}.txt"
 
 
 def data_cfg(tmp_path: Path, name: str, **kw) -> DataConfig:
-    base = {"name": name, "root": str(tmp_path), "out_dir": str(tmp_path / name), "doc_chars": 200,
-            "tokenizer": {"vocab_size": 300}, "val_fraction": 0.2}
+    base = {
+        "name": name,
+        "root": str(tmp_path),
+        "out_dir": str(tmp_path / name),
+        "doc_chars": 200,
+        "tokenizer": {"vocab_size": 300},
+        "val_fraction": 0.2,
+    }
     return DataConfig.model_validate({**base, **kw})
 
 
@@ -92,17 +104,35 @@ def test_mixture_components_must_share_a_tokenizer(tmp_path):
     shared = {"kind": "hf", "path": str(a.tokenizer_path)}
     prepare(data_cfg(tmp_path, "b", sources=[corpus(tmp_path, "beta")], tokenizer=shared), **QUIET)
     prepare(data_cfg(tmp_path, "c", sources=[corpus(tmp_path, "gamma")]), **QUIET)
-    good = DataConfig.model_validate({"name": "mix", "mixture": {"a": {"weight": 3, "data": str(tmp_path / "a")},
-                                                                  "b": {"weight": 1, "data": str(tmp_path / "b")}}})
+    good = DataConfig.model_validate(
+        {
+            "name": "mix",
+            "mixture": {
+                "a": {"weight": 3, "data": str(tmp_path / "a")},
+                "b": {"weight": 1, "data": str(tmp_path / "b")},
+            },
+        }
+    )
     mix = open_mixture(good, prepare_missing=False)
     assert [c.weight for c in mix.components] == [0.75, 0.25] and mix.vocab_size == a.vocab_size
-    assert mix.meta["mixture"]["b"]["fingerprint"] == json.loads((tmp_path / "b" / "meta.json").read_text())["fingerprint"]
+    assert (
+        mix.meta["mixture"]["b"]["fingerprint"] == json.loads((tmp_path / "b" / "meta.json").read_text())["fingerprint"]
+    )
     feed = TrainFeed(mix, seq_len=16, seed=0)
     assert feed.unique_tokens == sum(c.data.unique_tokens("train") for c in mix.components)
     assert set(feed.source_tokens(100)) == {"tokens/a", "tokens/b"}
-    bad = DataConfig.model_validate({"name": "mix", "mixture": {"a": {"weight": 1, "data": str(tmp_path / "a")},
-                                                                 "c": {"weight": 1, "data": str(tmp_path / "c")}}})
-    with pytest.raises(DataError, match=r"do not share one tokenizer.*a=[0-9a-f]{12}.*c=[0-9a-f]{12}.*kind: hf, path: "):
+    bad = DataConfig.model_validate(
+        {
+            "name": "mix",
+            "mixture": {
+                "a": {"weight": 1, "data": str(tmp_path / "a")},
+                "c": {"weight": 1, "data": str(tmp_path / "c")},
+            },
+        }
+    )
+    with pytest.raises(
+        DataError, match=r"do not share one tokenizer.*a=[0-9a-f]{12}.*c=[0-9a-f]{12}.*kind: hf, path: "
+    ):
         open_mixture(bad, prepare_missing=False)
 
 
@@ -114,7 +144,9 @@ def test_mixture_config_errors():
     with pytest.raises(ValueError, match="greater than 0"):
         DataConfig.model_validate({"mixture": {"a": 0}})
     cfg = DataConfig.model_validate({"name": "m", "mixture": {"no_such_preset": 1}})
-    with pytest.raises(DataError, match=r"'no_such_preset' is neither a data preset \(allowed: .*default.*gutenberg100"):
+    with pytest.raises(
+        DataError, match=r"'no_such_preset' is neither a data preset \(allowed: .*default.*gutenberg100"
+    ):
         open_mixture(cfg, prepare_missing=False)
     with pytest.raises(DataError, match="is a mixture of prepared data sets"):
         prepare(DataConfig.model_validate({"name": "m", "mixture": {"default": 1}}), **QUIET)

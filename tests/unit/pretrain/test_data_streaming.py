@@ -1,56 +1,25 @@
 """Streaming pieces of `prepare`: compressed readers, the streamed document cutter, chunked and
 parallel encoding, the token stream over shards (no tokenizer training needed except where noted)."""
 
-
 from __future__ import annotations
 
-
-
 import gzip
-
-
 import lzma
-
-
 import random
-
-
 from pathlib import Path
 
-
-
 import numpy as np
-
-
 import pytest
 
-
-
 from pretrain.data import encode as enc
-
-
 from pretrain.data.config import SourceConfig
-
-
 from pretrain.data.normalize import cut_lines, split_documents
-
-
 from pretrain.data.readers import iter_lines
-
-
 from pretrain.data.sources import _file_documents
-
-
 from pretrain.data.tokens import TokenStream
-
-
 from pretrain.errors import DataError
 
-
-
 BOOK = "Chapter {i}.\n\nIt was a dark night; the wind\nblew hard.  Said she: 'no!'\n\n   Indented line {i}\n\n\n"
-
-
 
 
 def write(path: Path, text: str) -> Path:
@@ -67,8 +36,6 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-
-
 @pytest.mark.parametrize("suffix", [".txt", ".txt.gz", ".txt.xz", ".txt.zst"])
 def test_compressed_text_streams_the_same_documents(tmp_path, suffix):
     text = "".join(BOOK.format(i=i) * 3 + "<|endoftext|>\n" for i in range(5))
@@ -77,8 +44,6 @@ def test_compressed_text_streams_the_same_documents(tmp_path, suffix):
     assert list(_file_documents(path, src, None, "<|endoftext|>")) == [(BOOK.format(i=i) * 3).strip() for i in range(5)]
     # no delimiter: the marker is text, and doc_chars cuts at paragraph breaks as on the whole text
     assert list(_file_documents(path, src, 60, None)) == list(split_documents(text, 60))
-
-
 
 
 def test_a_damaged_gzip_yields_its_documents_then_names_the_file(tmp_path):
@@ -92,8 +57,6 @@ def test_a_damaged_gzip_yields_its_documents_then_names_the_file(tmp_path):
     assert first.startswith("book 0 book 0")
     with pytest.raises(DataError, match=r"cut\.txt\.gz: not a valid gzip file or truncated"):
         list(docs)
-
-
 
 
 def test_zst_without_the_package_is_a_clear_error(tmp_path, monkeypatch):
@@ -112,15 +75,20 @@ def test_zst_without_the_package_is_a_clear_error(tmp_path, monkeypatch):
         list(iter_lines(tmp_path / "a.txt.zst"))
 
 
-
-
 def test_delimiter_lines_end_documents_and_are_dropped():
-    lines = ["first\n", "doc\n", "  <|endoftext|>  \n", "\n", "second doc\n", "<|endoftext|>\n", "<|endoftext|>\n", "tail"]
+    lines = [
+        "first\n",
+        "doc\n",
+        "  <|endoftext|>  \n",
+        "\n",
+        "second doc\n",
+        "<|endoftext|>\n",
+        "<|endoftext|>\n",
+        "tail",
+    ]
     assert list(cut_lines(lines, None, "<|endoftext|>")) == ["first\ndoc", "second doc", "tail"]
     assert list(cut_lines(["a <|endoftext|> b\n"], None, "<|endoftext|>")) == ["a <|endoftext|> b"]  # only whole lines
     assert list(cut_lines(lines[:3], None, None)) == ["first\ndoc\n  <|endoftext|>"]
-
-
 
 
 def test_streamed_cutting_equals_cutting_the_whole_text():
@@ -134,8 +102,6 @@ def test_streamed_cutting_equals_cutting_the_whole_text():
         assert list(cut_lines(chunks, doc_chars, None)) == list(split_documents(text, doc_chars))
 
 
-
-
 def test_long_text_without_breaks_is_cut_at_lines_while_streaming(monkeypatch):
     from pretrain.data import normalize
 
@@ -144,8 +110,6 @@ def test_long_text_without_breaks_is_cut_at_lines_while_streaming(monkeypatch):
     docs = cut_lines(text.splitlines(keepends=True), 500, None)
     first = next(docs)  # emitted long before the text ends
     assert len(first) >= 500 and [first, *docs] == list(split_documents(text, 500))
-
-
 
 
 def test_safe_pieces_encode_exactly_like_whole_documents():
@@ -164,8 +128,6 @@ def test_safe_pieces_encode_exactly_like_whole_documents():
         assert joined == tok.encode(text, add_special_tokens=False).ids
 
 
-
-
 def test_pool_and_in_process_encoding_agree_in_order(monkeypatch):
     from pretrain.data.tokenizer import load_gpt2
 
@@ -182,8 +144,6 @@ def test_pool_and_in_process_encoding_agree_in_order(monkeypatch):
     assert [m for m, _ in pooled] == list(range(60))
     assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(single, pooled))
     assert np.array_equal(single[3][1], np.array(tok.encode(docs[3][1], add_special_tokens=False).ids))
-
-
 
 
 def test_token_stream_reads_across_shards():

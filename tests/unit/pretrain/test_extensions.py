@@ -1,25 +1,11 @@
 """No training start waits forever on a C++ extension build lock (a build killed mid-way leaves
 torch's lock file behind; DeepSpeed used to build its CPU comm op on every start and wait on it)."""
 
-
 from __future__ import annotations
-
-
-
-
-
-
-
 
 import pytest
 
-
-
-
-
 from pretrain import extensions
-
-
 
 
 def test_lock_wait_times_out_naming_the_lock(tmp_path, monkeypatch):
@@ -34,8 +20,6 @@ def test_lock_wait_times_out_naming_the_lock(tmp_path, monkeypatch):
         FileBaton(str(lock), wait_seconds=0.05).wait()
     lock.unlink()
     FileBaton(str(lock)).wait()  # a released lock returns at once
-
-
 
 
 def test_extensions_dir_is_per_environment(monkeypatch):

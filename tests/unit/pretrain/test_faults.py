@@ -1,33 +1,7 @@
 """Training fault paths through `scalelab train`: unloadable checkpoints stop the run without deleting
 anything, a ZeRO run resumes on another world size, and non-finite gradients never reach the weights."""
 
-
 from __future__ import annotations
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def test_weights_finite_sees_inf_and_nan():

@@ -1,6 +1,7 @@
 """The MFU peak is the one of the precision the matmuls actually run in: fp32 is measured against
 TF32 only when TF32 is on, SXM and PCIe parts have their own peaks, and train.tf32 leaves CPU runs
 as they were."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,24 +10,35 @@ import torch
 from pretrain.mfu import device_peak, gpu_peak, matmul_precision, set_tf32
 
 
-@pytest.mark.parametrize("precision,tf32,used", [("fp32", True, "tf32"), ("fp32", False, "fp32"), ("bf16", True, "bf16"),
-                                                  ("bf16", False, "bf16"), ("fp16", True, "fp16")])
+@pytest.mark.parametrize(
+    "precision,tf32,used",
+    [
+        ("fp32", True, "tf32"),
+        ("fp32", False, "fp32"),
+        ("bf16", True, "bf16"),
+        ("bf16", False, "bf16"),
+        ("fp16", True, "fp16"),
+    ],
+)
 def test_matmul_precision(precision, tf32, used):
     assert matmul_precision(precision, tf32) == used
 
 
-@pytest.mark.parametrize("name,precision,peak", [
-    ("NVIDIA H100 80GB HBM3", "bf16", 989e12),
-    ("NVIDIA H100 80GB HBM3", "tf32", 494e12),
-    ("NVIDIA H100 80GB HBM3", "fp32", 67e12),  # plain FP32: not the TF32 tensor-core peak
-    ("NVIDIA H100 PCIe", "bf16", 756e12),
-    ("NVIDIA H100 PCIe", "tf32", 378e12),
-    ("NVIDIA H100 PCIe", "fp32", 51e12),
-    ("NVIDIA A100-SXM4-80GB", "tf32", 156e12),
-    ("NVIDIA A100-SXM4-80GB", "fp32", 19.5e12),
-    ("NVIDIA H200", "bf16", 989e12),
-    ("NVIDIA L40S", "tf32", 183e12),
-])
+@pytest.mark.parametrize(
+    "name,precision,peak",
+    [
+        ("NVIDIA H100 80GB HBM3", "bf16", 989e12),
+        ("NVIDIA H100 80GB HBM3", "tf32", 494e12),
+        ("NVIDIA H100 80GB HBM3", "fp32", 67e12),  # plain FP32: not the TF32 tensor-core peak
+        ("NVIDIA H100 PCIe", "bf16", 756e12),
+        ("NVIDIA H100 PCIe", "tf32", 378e12),
+        ("NVIDIA H100 PCIe", "fp32", 51e12),
+        ("NVIDIA A100-SXM4-80GB", "tf32", 156e12),
+        ("NVIDIA A100-SXM4-80GB", "fp32", 19.5e12),
+        ("NVIDIA H200", "bf16", 989e12),
+        ("NVIDIA L40S", "tf32", 183e12),
+    ],
+)
 def test_gpu_peak_by_device_and_precision(name, precision, peak):
     assert gpu_peak(name, precision) == peak
 

@@ -1,29 +1,11 @@
 """optim.name muon: the parameter split, the update, whole-matrix sharding over ranks, the CLI run,
 exact resume on 1 and 2 ranks (ZeRO-1) and config errors."""
 
-
 from __future__ import annotations
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 import torch
 
-
-
-from tests.helpers import (tiny_model_config)
-
-
+from tests.helpers import tiny_model_config
 
 
 def _groups(moe=None, tie=False):
@@ -37,13 +19,21 @@ def _groups(moe=None, tie=False):
     return {g["name"]: sorted(names[id(p)] for p in g["params"]) for g in groups}, groups
 
 
-
-
 def test_split_dense_moe_and_tied_embeddings():
     dense, _ = _groups()
-    assert dense["muon"] == sorted(f"model.layers.{i}.{m}.weight" for i in (0, 1) for m in (
-        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"))
+    assert dense["muon"] == sorted(
+        f"model.layers.{i}.{m}.weight"
+        for i in (0, 1)
+        for m in (
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "mlp.down_proj",
+        )
+    )
     assert dense["adamw_decay"] == ["lm_head.weight", "model.embed_tokens.weight"]
     assert all("norm" in n for n in dense["adamw_no_decay"]) and len(dense["adamw_no_decay"]) == 5
     tied, _ = _groups(tie=True)  # one tensor, counted once, under AdamW
@@ -58,8 +48,6 @@ def test_split_dense_moe_and_tied_embeddings():
     s = split_summary(groups, OptimConfig(name="muon"), "balanced", 2)
     assert s["muon_tensors"] == len(moe["muon"]) == 14 and s["adamw_params"] > 0
     assert "Muon 14 tensors" in split_text(s)
-
-
 
 
 def test_update_matches_torch_muon_and_stacks_orthogonalise_per_matrix():
@@ -84,8 +72,6 @@ def test_update_matches_torch_muon_and_stacks_orthogonalise_per_matrix():
         assert 0.5 < s.min() and s.max() < 1.3
 
 
-
-
 def test_balanced_assignment_is_balanced_and_flat_is_not():
     from pretrain.muon_assign import assign, balanced, ns_flops
 
@@ -107,7 +93,3 @@ def test_balanced_assignment_is_balanced_and_flat_is_not():
         assert done > sum(costs) if world == 3 else done == sum(costs)
     rep = assign("replicated", kinds, shapes, 2)
     assert rep.load(costs, 2) == [sum(costs)] * 2
-
-
-
-

@@ -1,5 +1,6 @@
 """Gradient noise scale probe: exact estimator algebra, a quadratic with a known B_simple, and a
 tiny GPT (finite values, no side effects on .grad, exact resume through state_dict)."""
+
 from __future__ import annotations
 
 import math
@@ -63,7 +64,10 @@ def test_tiny_gpt_finite_no_side_effects_and_exact_resume():
     gen = torch.Generator().manual_seed(1)
 
     def batches():
-        return [(torch.randint(0, 64, (2, 16), generator=gen), torch.randint(0, 64, (2, 16), generator=gen)) for _ in range(4)]
+        return [
+            (torch.randint(0, 64, (2, 16), generator=gen), torch.randint(0, 64, (2, 16), generator=gen))
+            for _ in range(4)
+        ]
 
     probe = GradNoiseProbe()
     first = probe.measure(model, batches())
@@ -92,8 +96,14 @@ def test_probe_leaves_aux_free_router_state_and_rng_untouched():
     from models.config import ModelConfig
     from models.gpt import GPT
 
-    cfg = ModelConfig(d_model=32, n_layers=2, n_heads=2, vocab_size=64, seq_len=16,
-                      moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": "aux_free_bias"})
+    cfg = ModelConfig(
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        vocab_size=64,
+        seq_len=16,
+        moe={"num_experts": 4, "top_k": 2, "d_ff": 32, "router": "aux_free_bias"},
+    )
     torch.manual_seed(0)
     model = GPT(cfg)
     routers = [layer.mlp.router for layer in model.model.layers]

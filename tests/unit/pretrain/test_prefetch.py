@@ -2,6 +2,7 @@
 hands out are the sampler's, in the train module's order, read ahead on its worker thread; a
 resumed run (a prefetcher started at a later step) gets the same batches as an uninterrupted one;
 nothing is read past the last step."""
+
 from __future__ import annotations
 
 import threading

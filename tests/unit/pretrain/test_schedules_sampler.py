@@ -1,4 +1,5 @@
 """LR schedules and the step-indexed sampler that makes resume exact."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -58,7 +59,7 @@ def _rows_one_by_one(sampler, first, size):
     for i in range(first, first + size):
         epoch, idx = divmod(i, sampler.n_windows)
         w = int(np.random.default_rng([sampler.seed, epoch]).permutation(sampler.n_windows)[idx])
-        rows.append(np.asarray(sampler.tokens[w * sampler.seq_len: (w + 1) * sampler.seq_len + 1], dtype=np.int64))
+        rows.append(np.asarray(sampler.tokens[w * sampler.seq_len : (w + 1) * sampler.seq_len + 1], dtype=np.int64))
     return np.stack(rows)
 
 

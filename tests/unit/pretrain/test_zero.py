@@ -1,20 +1,9 @@
 """Every ZeRO stage trains and resumes through the same trainer, dense and MoE (one rank here;
 two ranks under ZeRO-3 for every router in test_moe_training.py)."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
-
-
-
 from tests.helpers import REPO
-
-
 
 
 def test_cpu_runs_get_small_zero_buckets_and_extra_wins():
@@ -25,8 +14,14 @@ def test_cpu_runs_get_small_zero_buckets_and_extra_wins():
 
     cfg = load_train_config(REPO / "configs/train/tiny.yaml", ["deepspeed.zero_stage=2"])
     cpu, gpu = build_ds_config(cfg, 1, cuda=False), build_ds_config(cfg, 1, cuda=True)
-    assert cpu["zero_optimization"] == {"stage": 2, "reduce_bucket_size": CPU_BUCKET, "allgather_bucket_size": CPU_BUCKET}
+    assert cpu["zero_optimization"] == {
+        "stage": 2,
+        "reduce_bucket_size": CPU_BUCKET,
+        "allgather_bucket_size": CPU_BUCKET,
+    }
     assert gpu["zero_optimization"] == {"stage": 2}
-    cfg = load_train_config(REPO / "configs/train/tiny.yaml", ["deepspeed.zero_stage=2",
-                                                               "deepspeed.extra.zero_optimization.reduce_bucket_size=1000"])
+    cfg = load_train_config(
+        REPO / "configs/train/tiny.yaml",
+        ["deepspeed.zero_stage=2", "deepspeed.extra.zero_optimization.reduce_bucket_size=1000"],
+    )
     assert build_ds_config(cfg, 1, cuda=False)["zero_optimization"]["reduce_bucket_size"] == 1000

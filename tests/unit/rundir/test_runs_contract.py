@@ -1,54 +1,55 @@
 """The run-directory contract (runs/): summary.json keys, order and versions, tolerant readers,
 the checkpoint manifest, the README's file table, and the torch-free readers."""
 
-
 from __future__ import annotations
 
-
-
 import json
-
-
 import re
-
-
-
-
-
-
 
 import pytest
 
-
-from tests.helpers import REPO, write_run
-
-
-
 from rundir import layout
-
-
 from rundir.checkpoints import complete_checkpoints, has_checkpoint
-
-
 from rundir.metrics import MetricsTail, last_record, read_metrics
-
-
 from rundir.read import SUMMARY_COLUMNS
-
-
 from rundir.summary import SCHEMA_VERSION, RunSummary, read_summary, write_summary
-
-
+from tests.helpers import REPO, write_run
 
 # What the trainer's summary() builds (pretrain/trainer.py), mixture keys from TrainFeed.summary.
 TRAINER_KEYS = [
-    "status", "name", "steps", "total_steps", "tokens", "params", "non_embedding_params", "active_params",
-    "active_non_embedding_params", "flops_per_token", "flops", "batch_tokens", "batch_size", "lr", "peak_lr", "final_loss",
-    "final_val_loss", "final_val_bpb", "tokens_per_s", "mfu", "peak_flops", "peak_source", "world_size", "threads",
-    "deterministic", "wall_s", "eval_s", "skipped_steps", "finished_at", "extras", "epochs", "unique_tokens",
+    "status",
+    "name",
+    "steps",
+    "total_steps",
+    "tokens",
+    "params",
+    "non_embedding_params",
+    "active_params",
+    "active_non_embedding_params",
+    "flops_per_token",
+    "flops",
+    "batch_tokens",
+    "batch_size",
+    "lr",
+    "peak_lr",
+    "final_loss",
+    "final_val_loss",
+    "final_val_bpb",
+    "tokens_per_s",
+    "mfu",
+    "peak_flops",
+    "peak_source",
+    "world_size",
+    "threads",
+    "deterministic",
+    "wall_s",
+    "eval_s",
+    "skipped_steps",
+    "finished_at",
+    "extras",
+    "epochs",
+    "unique_tokens",
 ]
-
-
 
 
 def trainer_dict(**extra) -> dict:
@@ -57,21 +58,25 @@ def trainer_dict(**extra) -> dict:
     return d
 
 
-
-
 def test_trainer_summary_is_written_unchanged_plus_its_version(tmp_path):
-    mix = {"tokens/books": 10, "unique_tokens/books": 5, "epochs/books": 2.0, "weight/books": 0.5,
-           "tokens/web": 30, "unique_tokens/web": 60, "epochs/web": 0.5, "weight/web": 0.5}
+    mix = {
+        "tokens/books": 10,
+        "unique_tokens/books": 5,
+        "epochs/books": 2.0,
+        "weight/books": 0.5,
+        "tokens/web": 30,
+        "unique_tokens/web": 60,
+        "epochs/web": 0.5,
+        "weight/web": 0.5,
+    }
     d = trainer_dict(**mix, error="boom")
     write_summary(tmp_path, d)
     text = (tmp_path / "summary.json").read_text()
     back = json.loads(text)
     assert list(back) == [*d, "schema_version"] and back["schema_version"] == SCHEMA_VERSION  # same keys, same order
     assert {k: back[k] for k in d} == d
-    assert "\n  \"status\": \"done\"," in text  # indented as before: readable with cat
+    assert '\n  "status": "done",' in text  # indented as before: readable with cat
     assert not list(tmp_path.glob(".summary.json.*"))  # the temporary file was renamed over
-
-
 
 
 def test_older_and_newer_summaries_read(tmp_path):
@@ -87,8 +92,6 @@ def test_older_and_newer_summaries_read(tmp_path):
     assert json.loads((tmp_path / "again" / "summary.json").read_text())["schema_version"] == SCHEMA_VERSION + 1
 
 
-
-
 def test_torn_summary_reads_as_none_or_says_why(tmp_path):
     write_run(tmp_path, summary='{"status": "do')
     assert read_summary(tmp_path) is None and RunSummary.read(tmp_path) is None
@@ -100,13 +103,9 @@ def test_torn_summary_reads_as_none_or_says_why(tmp_path):
     assert read_summary(tmp_path / "missing", strict=True) is None
 
 
-
-
 def test_registry_columns_are_summary_fields():
     known = set(RunSummary.__dataclass_fields__)
     assert set(SUMMARY_COLUMNS) <= known, set(SUMMARY_COLUMNS) - known
-
-
 
 
 def test_metrics_readers_drop_a_torn_line(tmp_path):
@@ -122,8 +121,6 @@ def test_metrics_readers_drop_a_torn_line(tmp_path):
     assert read_metrics(tmp_path / "none.jsonl") == [] and last_record(tmp_path / "none.jsonl") is None
 
 
-
-
 def test_checkpoint_manifest_counts_only_complete_ones(tmp_path):
     ck = tmp_path / "checkpoints"
     write_run(tmp_path, checkpoint=4)
@@ -134,8 +131,6 @@ def test_checkpoint_manifest_counts_only_complete_ones(tmp_path):
     assert [s for s, _ in complete_checkpoints(ck)] == [4, 12]
     assert has_checkpoint(tmp_path) and not has_checkpoint(tmp_path / "nothing")
     assert layout.RunDir(tmp_path).checkpoint(12) == ck / "step_12" and layout.checkpoint_step("step_12") == 12
-
-
 
 
 def test_readme_names_every_file_of_the_layout():
@@ -152,11 +147,13 @@ def test_readme_names_every_file_of_the_layout():
     assert all(n in section for n in inside_checkpoints)
 
 
-
-
 def test_run_dir_writes_the_trainers_dict_at_the_current_version(tmp_path):
     layout.RunDir(tmp_path).write_summary(trainer_dict())
     assert layout.RunDir(tmp_path).read_summary()["schema_version"] == SCHEMA_VERSION
     RunSummary(status="failed", steps=2, error="boom").write(tmp_path)
     back = read_summary(tmp_path)
-    assert back["schema_version"] == SCHEMA_VERSION and back["error"] == "boom" and list(back)[:3] == ["status", "name", "steps"]
+    assert (
+        back["schema_version"] == SCHEMA_VERSION
+        and back["error"] == "boom"
+        and list(back)[:3] == ["status", "name", "steps"]
+    )

@@ -3,33 +3,16 @@
 recover the laws; `plan --accuracy --task-loss` predicts a new run's accuracy inside its interval
 and carries both fits' warnings; the validation-loss variant chains from the plan's loss."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
 import numpy as np
-
-
 import pytest
 
-
-
-
-
 from scaling.fits.accuracy import SigmoidAccuracy, fit_accuracy
-
-
-from scaling.laws.loss import ChinchillaLaw
-
-
 from scaling.fits.task_loss import fit_task_loss
-
-
+from scaling.laws.loss import ChinchillaLaw
 
 LAW = {"E": 0.9, "A": 60.0, "B": 900.0, "alpha": 0.35, "beta": 0.45}  # gold bits per byte of the task
 
@@ -43,8 +26,6 @@ VAL = {"E": 1.8, "A": 400.0, "B": 2000.0, "alpha": 0.34, "beta": 0.37}  # valida
 NS, DS = np.geomspace(2e5, 3e6, 5), np.geomspace(2e6, 5e7, 4)
 
 
-
-
 def write_runs(root, noise=0.0, seed=0, acc_noise=0.0):
     """5 sizes x 4 token counts of finished runs with summary.json and evals/<step>.json."""
     rng = np.random.default_rng(seed)
@@ -56,26 +37,36 @@ def write_runs(root, noise=0.0, seed=0, acc_noise=0.0):
             bpb = float(tl.predict(N, D)) * np.exp(rng.normal(0, noise))
             acc = float(np.clip(sig.predict(bpb) + rng.normal(0, acc_noise), 0, 1))
             loss = float(val.predict(N, D)) * np.exp(rng.normal(0, noise))
-            (run / "summary.json").write_text(json.dumps({"status": "done", "params": N, "tokens": D, "steps": 100, "final_val_loss": loss,
-                                                         "flops_per_token": 6 * N}))
-            results = [{"task": "blimp_x", "metric": "acc", "value": acc, "n": 1000},
-                       {"task": "blimp_x", "metric": "gold_bpb", "value": bpb, "n": 1000, "chance": 0.5},
-                       {"task": "blimp_x", "metric": "gold_nats", "value": bpb * 0.9, "n": 1000, "chance": 0.5},
-                       # a task stuck at chance: no signal, must be warned in the fit and the plan
-                       {"task": "hard", "metric": "acc", "value": 0.25 + float(rng.normal(0, 0.004)), "n": 1000},
-                       {"task": "hard", "metric": "gold_bpb", "value": 1.3 * bpb, "n": 1000, "chance": 0.25},
-                       {"task": "tinyshakespeare_bpb", "metric": "bits_per_byte", "value": bpb, "n": 29}]
-            (run / "evals" / "100.json").write_text(json.dumps({"step": 100, "tokens": D, "results": results, "failed": []}))
+            (run / "summary.json").write_text(
+                json.dumps(
+                    {
+                        "status": "done",
+                        "params": N,
+                        "tokens": D,
+                        "steps": 100,
+                        "final_val_loss": loss,
+                        "flops_per_token": 6 * N,
+                    }
+                )
+            )
+            results = [
+                {"task": "blimp_x", "metric": "acc", "value": acc, "n": 1000},
+                {"task": "blimp_x", "metric": "gold_bpb", "value": bpb, "n": 1000, "chance": 0.5},
+                {"task": "blimp_x", "metric": "gold_nats", "value": bpb * 0.9, "n": 1000, "chance": 0.5},
+                # a task stuck at chance: no signal, must be warned in the fit and the plan
+                {"task": "hard", "metric": "acc", "value": 0.25 + float(rng.normal(0, 0.004)), "n": 1000},
+                {"task": "hard", "metric": "gold_bpb", "value": 1.3 * bpb, "n": 1000, "chance": 0.25},
+                {"task": "tinyshakespeare_bpb", "metric": "bits_per_byte", "value": bpb, "n": 29},
+            ]
+            (run / "evals" / "100.json").write_text(
+                json.dumps({"step": 100, "tokens": D, "results": results, "failed": []})
+            )
     return root
-
-
 
 
 @pytest.fixture(scope="module")
 def clean_runs(tmp_path_factory):
     return write_runs(tmp_path_factory.mktemp("chain") / "runs")
-
-
 
 
 def test_task_loss_and_sigmoid_are_recovered_from_run_directories(clean_runs):

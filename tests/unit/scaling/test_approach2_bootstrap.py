@@ -1,4 +1,5 @@
 """Approach 2's checks and weighting, and bootstraps that resample runs and never hide bugs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +19,14 @@ def isoflop(budgets, sizes_per_budget, spread=8.0, noise=0.0, shift=1.0, seed=0)
         n_opt, _ = TRUE_CHINCHILLA.compute_optimal(C)
         for n in shift * n_opt * np.geomspace(1 / spread, spread, sizes_per_budget):
             d = C / (6 * n)
-            rows.append({"N": n, "D": d, "flops": C, "loss": float(TRUE_CHINCHILLA.predict(n, d) * np.exp(noise * rng.standard_normal()))})
+            rows.append(
+                {
+                    "N": n,
+                    "D": d,
+                    "flops": C,
+                    "loss": float(TRUE_CHINCHILLA.predict(n, d) * np.exp(noise * rng.standard_normal())),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -27,10 +35,14 @@ def test_few_sizes_and_edge_minima_are_warned():
     text = " | ".join(rec.warnings)
     assert "3 budget(s) have fewer than 5 model sizes" in text
     assert "unweighted" in text  # 3 points per parabola leave no residual to weight by
-    assert "unweighted" not in " | ".join(fit_chinchilla(isoflop((1e17, 1e18, 1e19), 3), approach=2).warnings)  # OLS: nothing to say
+    assert "unweighted" not in " | ".join(
+        fit_chinchilla(isoflop((1e17, 1e18, 1e19), 3), approach=2).warnings
+    )  # OLS: nothing to say
     # a budget whose best run is its smallest model (the parabola's vertex still falls inside)
     df = isoflop((1e17, 1e18, 1e19), 5)
-    edge_budget = pd.DataFrame({"N": 1e7 * np.array([1, 2, 4, 8, 16]), "flops": 1e20, "loss": [2.000, 2.002, 2.000, 2.010, 2.040]})
+    edge_budget = pd.DataFrame(
+        {"N": 1e7 * np.array([1, 2, 4, 8, 16]), "flops": 1e20, "loss": [2.000, 2.002, 2.000, 2.010, 2.040]}
+    )
     edge_budget["D"] = 1e20 / (6 * edge_budget.N)
     rec = fit_chinchilla(pd.concat([df, edge_budget], ignore_index=True), approach=2)
     edge = [w for w in rec.warnings if "best run at the smallest or largest size" in w]
@@ -39,7 +51,9 @@ def test_few_sizes_and_edge_minima_are_warned():
 
 
 def test_regression_is_weighted_by_vertex_precision():
-    df = pd.concat([isoflop((1e17, 1e19), 7, spread=8, noise=0.002, seed=1), isoflop((1e18,), 7, spread=1.5, noise=0.002, seed=2)])
+    df = pd.concat(
+        [isoflop((1e17, 1e19), 7, spread=8, noise=0.002, seed=1), isoflop((1e18,), 7, spread=1.5, noise=0.002, seed=2)]
+    )
     rec = fit_chinchilla(df, approach=2, frontier_weights="inverse-variance")
     b = {round(np.log10(r["C"])): r for r in rec["diagnostics"]["budgets"]}
     # the narrow budget (sizes x1/1.5..x1.5) locates its vertex far less precisely
@@ -49,7 +63,10 @@ def test_regression_is_weighted_by_vertex_precision():
     A = np.column_stack([np.ones(3), x]) * np.sqrt(w)[:, None]
     coef, *_ = np.linalg.lstsq(A, y * np.sqrt(w), rcond=None)
     assert rec["params"]["a"] == pytest.approx(coef[1], rel=1e-9)
-    assert "weighted by 1/var(log N_opt)" in rec["settings"]["method"] and rec["settings"]["frontier_weights"] == "inverse-variance"
+    assert (
+        "weighted by 1/var(log N_opt)" in rec["settings"]["method"]
+        and rec["settings"]["frontier_weights"] == "inverse-variance"
+    )
 
 
 def test_bootstrap_failures_are_explained():
@@ -88,7 +105,9 @@ def test_curves_bootstrap_resamples_whole_runs(tmp_path):
     from scaling.data.inputs import load
 
     rec = fit_chinchilla(load(tmp_path, curves=True), approach=1, bootstrap=10)
-    assert rec["settings"]["curves"] and rec["bootstrap"]["method"].startswith("resample runs (all points of a run together)")
+    assert rec["settings"]["curves"] and rec["bootstrap"]["method"].startswith(
+        "resample runs (all points of a run together)"
+    )
 
 
 def test_batch_lr_intercept_is_centred():
@@ -110,4 +129,6 @@ def test_quadratic_optimum_inside_the_grid_is_not_an_edge():
     groups = rec["diagnostics"]["groups"]
     assert all(g["optimum"] == "quadratic" and g["best_run_on_grid_edge"] and not g["lr_on_grid_edge"] for g in groups)
     assert not any("on the edge" in w for w in rec.warnings)
-    assert fit_batch_lr(df, optimum="best")["warnings"] and any("on the edge" in w for w in fit_batch_lr(df)["warnings"])
+    assert fit_batch_lr(df, optimum="best")["warnings"] and any(
+        "on the edge" in w for w in fit_batch_lr(df)["warnings"]
+    )

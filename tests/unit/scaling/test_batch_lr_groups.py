@@ -1,31 +1,13 @@
 """The batch/LR law through fewer than three groups: per-group optima only, said in the record and
 the printed output; plan and the IsoFLOP sweep's hparams_fit do not use it as a law."""
 
-
 from __future__ import annotations
-
-
-
-
-
 
 import pytest
 
-
-
-
-
 from scaling import fit_batch_lr
-
-
 from scaling.fits.record import has_exponents
-
-
 from scaling.synthetic.runs import batch_lr_sweep
-
-
-
-
 
 
 def test_two_budgets_give_optima_not_exponents(tmp_path):
@@ -51,12 +33,11 @@ def test_two_budgets_give_optima_not_exponents(tmp_path):
     assert "per-group optima:" in law.summary()
 
 
-
-
 def test_isoflop_hparams_fit_refuses_an_optima_only_record(tmp_path):
+    from types import SimpleNamespace
+
     from launch.expand import _hparams_law
     from pretrain.errors import ConfigError
-    from types import SimpleNamespace
 
     rec = fit_batch_lr(batch_lr_sweep(budgets=(1e15, 1e16), noise=0.0))
     path = rec.save(tmp_path / "bslr.json")

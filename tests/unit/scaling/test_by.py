@@ -3,40 +3,14 @@ between Chinchilla laws checked against a synthetic truth whose multiplier is kn
 (the other optimizer's tokens are worth k of the baseline's: L_other(N, D) = L_base(N, k D), so
 C_base(L) / C_other(L) = k at every scale)."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
-
-
-
-
 import numpy as np
-
-
-
-
 import pytest
 
-
-
-
-
-from scaling.laws import multiplier as compare
-
-
 from scaling.core.conventions import TokenCost
-
-
-
-
+from scaling.laws import multiplier as compare
 from scaling.synthetic.runs import TRUE_CHINCHILLA, data_multiplied
-
-
 
 K = 2.0
 
@@ -44,12 +18,8 @@ K = 2.0
 CORE = ("E", "A", "B", "alpha", "beta")
 
 
-
-
 def _p(law):
     return {k: getattr(law, k) for k in CORE}
-
-
 
 
 def test_multiplier_is_k_at_every_scale_exact_and_numeric():

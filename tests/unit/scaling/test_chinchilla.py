@@ -1,39 +1,20 @@
 """Chinchilla fits: Epoch acceptance numbers, approach consistency, synthetic recovery, warnings."""
 
-
 from __future__ import annotations
 
-
-
 import numpy as np
-
-
 import pytest
 
-
-from tests.helpers import epoch_csv
-
-
-
 from scaling import FitRecord, fit_chinchilla
-
-
 from scaling.fits.chinchilla.huber_fit import Objective, paper_grid
-
-
 from scaling.laws.loss import ChinchillaLaw
-
-
 from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
-
-
+from tests.helpers import epoch_csv
 
 
 @pytest.fixture(scope="module")
 def epoch_fit():
     return fit_chinchilla(epoch_csv(), drop_highest_k=5)
-
-
 
 
 def test_epoch_approach3_matches_published(epoch_fit):
@@ -51,8 +32,6 @@ def test_epoch_approach3_matches_published(epoch_fit):
         assert key in epoch_fit
 
 
-
-
 def test_analytic_gradient_matches_finite_differences(epoch_fit):
     from scaling.data.datasets import load_epoch_chinchilla
 
@@ -68,14 +47,10 @@ def test_analytic_gradient_matches_finite_differences(epoch_fit):
     assert np.allclose(obj.batch(pts), [obj(t)[0] for t in pts])
 
 
-
-
 def test_fit_is_deterministic_and_hash_stable():
     a = fit_chinchilla(epoch_csv(), drop_highest_k=5, top_k=8)
     b = fit_chinchilla(epoch_csv(), drop_highest_k=5, top_k=8)
     assert a.params == b.params and a["data_sha256"] == b["data_sha256"]
-
-
 
 
 def test_epoch_bootstrap_in_line_with_epoch():
@@ -95,8 +70,6 @@ def test_epoch_bootstrap_in_line_with_epoch():
     assert derived["N_opt_interval"][0] < derived["N_opt"] < derived["N_opt_interval"][1]
 
 
-
-
 def test_approach2_consistent_with_approach3(epoch_fit):
     rec = fit_chinchilla(epoch_csv(), approach=2, drop_highest_k=5, bootstrap=30)
     a2, b2 = rec.params["a"], rec.params["b"]
@@ -107,14 +80,10 @@ def test_approach2_consistent_with_approach3(epoch_fit):
     assert rec["diagnostics"]["n_budgets"] >= 5
 
 
-
-
 def test_approach1_runs_and_warns():
     rec = fit_chinchilla(epoch_csv(), approach=1, drop_highest_k=5)
     assert 0.3 < rec.params["a"] < 0.8
     assert any("envelope" in w for w in rec.warnings)
-
-
 
 
 def test_synthetic_recovery_within_intervals():
@@ -128,8 +97,6 @@ def test_synthetic_recovery_within_intervals():
     assert abs(rec2.params["a"] - TRUE_CHINCHILLA.a) < 0.03
 
 
-
-
 def test_noiseless_synthetic_exact():
     df = chinchilla_table(noise=0.0, budgets=(1e17, 1e18, 1e19, 1e20))
     rec = fit_chinchilla(df, top_k=8)
@@ -138,18 +105,16 @@ def test_noiseless_synthetic_exact():
         assert rec.params[k] == pytest.approx(getattr(TRUE_CHINCHILLA, k), rel=1e-4)
 
 
-
-
 def test_one_D_is_flagged_not_identified():
     rng = np.random.default_rng(0)
     N = np.geomspace(1e7, 1e9, 12)
     import pandas as pd
 
-    df = pd.DataFrame({"N": N, "D": 1e10, "loss": TRUE_CHINCHILLA.predict(N, 1e10) * np.exp(0.003 * rng.standard_normal(12))})
+    df = pd.DataFrame(
+        {"N": N, "D": 1e10, "loss": TRUE_CHINCHILLA.predict(N, 1e10) * np.exp(0.003 * rng.standard_normal(12))}
+    )
     rec = fit_chinchilla(df, top_k=8)
     assert any("not identified" in w and "same D" in w for w in rec.warnings)
-
-
 
 
 def test_holdout_largest_and_drop_highest():
@@ -166,8 +131,6 @@ def test_holdout_largest_and_drop_highest():
     assert full["settings"]["drop_highest"] == 5
 
 
-
-
 def test_record_roundtrip(tmp_path, epoch_fit):
     path = epoch_fit.save(tmp_path / "fit.json")
     back = FitRecord.load(path)
@@ -176,8 +139,6 @@ def test_record_roundtrip(tmp_path, epoch_fit):
     assert isinstance(law, ChinchillaLaw)
     n, d = law.compute_optimal(5.76e23)
     assert 5e10 < n < 1e11 and d / n == pytest.approx(18.4, rel=0.05)  # SCALING_LAWS.md, reproduced
-
-
 
 
 def test_holdout_for_frontier_approaches_reports_n_opt_error():
@@ -193,16 +154,12 @@ def test_holdout_for_frontier_approaches_reports_n_opt_error():
     assert "holdout" in rec.summary() and "N_opt mean |rel err|" in rec.summary()
 
 
-
-
 def test_bound_hit_is_warned():
     # no irreducible loss at all: the fit drives log E to its lower bound and must say so
     truth = ChinchillaLaw(E=0.0, A=480.0, B=2100.0, alpha=0.35, beta=0.37)
     df = chinchilla_table(truth, noise=0.0, budgets=(1e17, 1e18, 1e19))
     rec = fit_chinchilla(df, top_k=8)
     assert any("bound" in w and w.startswith("parameter e") for w in rec.warnings), rec.warnings
-
-
 
 
 def test_bound_hits_in_bootstrap_resamples_are_said():

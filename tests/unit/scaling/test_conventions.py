@@ -1,16 +1,17 @@
 """One compute convention and one N kind per fit record, used by sweeps, approach 2, plan and the
 emitted config; data repetition seen by the fits and the plan."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-from tests.helpers import isoflop_truth, k_trainer, write_isoflop_tree
 
 from scaling import InputError, fit_chinchilla
 from scaling.core.conventions import TokenCost
-from scaling.planning.plan import make_plan
 from scaling.fits.record import FitRecord
+from scaling.planning.plan import make_plan
+from tests.helpers import isoflop_truth, k_trainer, write_isoflop_tree
 
 TRUE = isoflop_truth()
 
@@ -37,7 +38,10 @@ def test_a_flops_column_that_differs_from_6ND_is_not_mixed_with_6ND(tmp_path):
     assert any("not iso-compute" in w for w in rec["warnings"])
     assert rec["data_range"]["C"][0] < 0.5e13  # 6 N D of the smallest runs is far below their trainer budget
     with pytest.raises(InputError, match="trainer_flops needs a 'flops' column"):
-        fit_chinchilla(pd.DataFrame({"N": [1e6] * 6, "D": np.geomspace(1e8, 1e9, 6), "loss": np.linspace(3, 2.5, 6)}), compute_kind="trainer_flops")
+        fit_chinchilla(
+            pd.DataFrame({"N": [1e6] * 6, "D": np.geomspace(1e8, 1e9, 6), "loss": np.linspace(3, 2.5, 6)}),
+            compute_kind="trainer_flops",
+        )
 
 
 def test_approach3_optimum_under_trainer_flops_is_numeric_and_consistent(tmp_path):
@@ -82,9 +86,19 @@ def test_isoflop_sweep_spends_each_budget_in_its_convention(tmp_path):
     from launch.expand import expand
     from launch.spec import SweepSpec
 
-    raw = {"name": "iso", "base": "configs/train/tiny.yaml", "kind": "isoflop", "runs_dir": str(tmp_path),
-           "set": {"model.seq_len": 128, "data.tokenizer.vocab_size": 512, "train.global_batch_size": 8, "train.micro_batch_size": 8},
-           "isoflop": {"budgets": [1e12], "models": ["n25k", "n100k"], "min_steps": 1}}
+    raw = {
+        "name": "iso",
+        "base": "configs/train/tiny.yaml",
+        "kind": "isoflop",
+        "runs_dir": str(tmp_path),
+        "set": {
+            "model.seq_len": 128,
+            "data.tokenizer.vocab_size": 512,
+            "train.global_batch_size": 8,
+            "train.micro_batch_size": 8,
+        },
+        "isoflop": {"budgets": [1e12], "models": ["n25k", "n100k"], "min_steps": 1},
+    }
     for compute, n_of in (("trainer_flops", None), ("6ND_total", "params"), ("6ND_nonembed", "non_embedding_params")):
         plan = expand(SweepSpec.model_validate({**raw, "isoflop": {**raw["isoflop"], "compute": compute}}))
         for r in plan.runs:
@@ -99,9 +113,14 @@ def test_embedding_dominated_runs_can_be_left_out(tmp_path):
     rec = fit_chinchilla(runs, n_kind="non_embedding", top_k=8, max_embedding_fraction=0.6)
     # the tree's smallest size (10k) carries a 30k embedding: 75% of its parameters; the next 58%
     assert rec["n_points"] == full["n_points"] - 3 and rec["settings"]["max_embedding_fraction"] == 0.6
-    assert any(w.startswith("left out 3 of 21 runs whose embeddings exceed 60%") and "up to 75%" in w for w in rec["warnings"])
+    assert any(
+        w.startswith("left out 3 of 21 runs whose embeddings exceed 60%") and "up to 75%" in w for w in rec["warnings"]
+    )
     with pytest.raises(InputError, match="needs params and non_embedding_params"):
-        fit_chinchilla(pd.DataFrame({"N": np.geomspace(1e6, 1e8, 6), "D": 1e9, "loss": np.linspace(3, 2.5, 6)}), max_embedding_fraction=0.5)
+        fit_chinchilla(
+            pd.DataFrame({"N": np.geomspace(1e6, 1e8, 6), "D": 1e9, "loss": np.linspace(3, 2.5, 6)}),
+            max_embedding_fraction=0.5,
+        )
 
 
 def test_anchors_are_fitted_by_approach3_left_out_of_approach2_and_the_plan_multiplies_the_largest_budget(tmp_path):
@@ -120,10 +139,15 @@ def test_anchors_are_fitted_by_approach3_left_out_of_approach2_and_the_plan_mult
     for k in ("E", "alpha", "beta"):
         assert a3["params"][k] == pytest.approx(getattr(TRUE, k), rel=1e-3)
     lo, hi = a3["data_range"]["C_budgets"]
-    assert hi == pytest.approx(1.6e14, rel=1e-6) and a3["data_range"]["C"][1] == pytest.approx(k_trainer(1e5) * 2e10, rel=1e-6)
+    assert hi == pytest.approx(1.6e14, rel=1e-6) and a3["data_range"]["C"][1] == pytest.approx(
+        k_trainer(1e5) * 2e10, rel=1e-6
+    )
     assert budget(FitRecord(a3), 10) == pytest.approx(1.6e15, rel=1e-6)
     plan = make_plan([a3], budget(FitRecord(a3), 10), vocab_size=512)
-    assert plan["extrapolation_factor"] == pytest.approx(1.6e15 / (k_trainer(1e5) * 2e10), rel=1e-6) and plan["extrapolation_factor"] < 1
+    assert (
+        plan["extrapolation_factor"] == pytest.approx(1.6e15 / (k_trainer(1e5) * 2e10), rel=1e-6)
+        and plan["extrapolation_factor"] < 1
+    )
     # without anchors the record has no C_budgets and the budget is a multiple of the largest run
     plain = fit_chinchilla(write_isoflop_tree(tmp_path / "plain"), n_kind="non_embedding", top_k=8)
     assert "C_budgets" not in plain["data_range"] and budget(FitRecord(plain), 10) == pytest.approx(1.6e15, rel=1e-6)

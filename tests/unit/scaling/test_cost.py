@@ -1,41 +1,17 @@
 """Cost projections: FLOPs <-> device-hours, days and dollars on the device table, MFU measured
 from the run registry, the inverse budget forms, and what `scalelab plan` prints and refuses."""
 
-
 from __future__ import annotations
-
-
-
-
-
 
 import pytest
 
-
+from rundir.summary import RunSummary
+from scaling.core.errors import InputError
+from scaling.planning.cost import DEFAULT_MFU, MFU, Hardware, cost_block, measured_mfu, resolve_mfu
+from scaling.planning.devices import DEVICES, device_from_name, peak_flops
 from tests.helpers import write_run
 
-
-
-from rundir.summary import RunSummary
-
-
-
-
-from scaling.planning.cost import DEFAULT_MFU, MFU, Hardware, cost_block, measured_mfu, resolve_mfu
-
-
-from scaling.planning.devices import DEVICES, device_from_name, peak_flops
-
-
-from scaling.core.errors import InputError
-
-
-
-
-
 H100 = 989e12
-
-
 
 
 def test_hand_checked_cost_of_1e21_flops_on_h100():
@@ -50,24 +26,45 @@ def test_hand_checked_cost_of_1e21_flops_on_h100():
     assert "device_hours_interval" not in c  # given C and given MFU: nothing uncertain
 
 
-
-
 def test_a_6nd_plan_is_priced_in_trainer_flops_of_its_run():
-    plan = {"compute": 1e21, "conventions": {"compute": "6ND_total"}, "D_opt": 1e10,
-            "run": {"preset": "p", "tokens": 1e10, "compute": {"6ND_total": 1e21, "trainer_flops": 1.2e21}}}
+    plan = {
+        "compute": 1e21,
+        "conventions": {"compute": "6ND_total"},
+        "D_opt": 1e10,
+        "run": {"preset": "p", "tokens": 1e10, "compute": {"6ND_total": 1e21, "trainer_flops": 1.2e21}},
+    }
     c = cost_block(plan, Hardware("a100-80gb", "bf16", 1, MFU(0.5, "given"), None))
     assert c["hardware_flops_ratio"] == pytest.approx(1.2) and c["usd"] is None
     assert c["device_hours"] == pytest.approx(1.2e21 / (312e12 * 0.5 * 3600))
 
 
-
-
 def test_device_table_holds_dense_peaks():
-    assert set(DEVICES) == {"a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "mi300x", "l4", "l40s",
-                            "h800", "tpu-v4"}
+    assert set(DEVICES) == {
+        "a100-40gb",
+        "a100-80gb",
+        "h100-sxm",
+        "h100-pcie",
+        "h200",
+        "b200",
+        "mi300x",
+        "l4",
+        "l40s",
+        "h800",
+        "tpu-v4",
+    }
     # the datasheets' dense figures (their starred numbers are 2x: 2:4 sparsity)
-    dense_bf16 = {"a100-40gb": 312e12, "a100-80gb": 312e12, "h100-sxm": 989e12, "h100-pcie": 756e12, "h200": 989e12,
-                  "b200": 2.25e15, "mi300x": 1307.4e12, "l4": 121e12, "l40s": 362.05e12, "h800": 989e12}
+    dense_bf16 = {
+        "a100-40gb": 312e12,
+        "a100-80gb": 312e12,
+        "h100-sxm": 989e12,
+        "h100-pcie": 756e12,
+        "h200": 989e12,
+        "b200": 2.25e15,
+        "mi300x": 1307.4e12,
+        "l4": 121e12,
+        "l40s": 362.05e12,
+        "h800": 989e12,
+    }
     for d, v in dense_bf16.items():
         assert peak_flops(d, "bf16") == v == peak_flops(d, "fp16")
         assert peak_flops(d, "fp32") < peak_flops(d, "tf32") < v
@@ -81,43 +78,80 @@ def test_device_table_holds_dense_peaks():
     assert DEVICE_NAMES == tuple(DEVICES)
 
 
-
-
 def test_device_table_holds_memory_per_device():
     from rundir.devices import DATASHEETS, MEMORY_BYTES
 
     assert set(MEMORY_BYTES) == set(DEVICES) == set(DATASHEETS)
     gib = 1 << 30  # HBM capacities are binary: an "80GB" A100 reports 81,920 MiB
     assert MEMORY_BYTES["a100-80gb"] == MEMORY_BYTES["h100-sxm"] == MEMORY_BYTES["h800"] == 80 * gib
-    assert MEMORY_BYTES["a100-40gb"] == 40 * gib and MEMORY_BYTES["h200"] == 141 * gib and MEMORY_BYTES["tpu-v4"] == 32 * gib
+    assert (
+        MEMORY_BYTES["a100-40gb"] == 40 * gib
+        and MEMORY_BYTES["h200"] == 141 * gib
+        and MEMORY_BYTES["tpu-v4"] == 32 * gib
+    )
 
 
-
-
-@pytest.mark.parametrize("name, key", [
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", None),
-    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100 80GB PCIe", "a100-80gb"),
-    ("NVIDIA H200", "h200"), ("NVIDIA B200", "b200"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA L4", "l4"),
-    ("NVIDIA L40S", "l40s"), ("NVIDIA L40", None), ("NVIDIA H800", "h800"), ("table:NVIDIA H100 80GB HBM3", "h100-sxm"), ("measured-cpu-fp32", None),
-])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-80gb"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA B200", "b200"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA L40", None),
+        ("NVIDIA H800", "h800"),
+        ("table:NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("measured-cpu-fp32", None),
+    ],
+)
 def test_torch_device_names_map_to_the_table(name, key):
     assert device_from_name(name) == key
 
 
-
-
-def priced_run(root, name, *, params, tokens_per_s, gpu="NVIDIA H100 80GB HBM3", precision="bf16", world_size=1, status="done"):
+def priced_run(
+    root, name, *, params, tokens_per_s, gpu="NVIDIA H100 80GB HBM3", precision="bf16", world_size=1, status="done"
+):
     """A run directory as the trainer leaves it (every RunSummary key), trained on `gpu` at `precision`."""
     fpt = 6.0 * params
-    summ = RunSummary(status=status, name=name, steps=1000, total_steps=1000, tokens=1e9, params=params,
-                      non_embedding_params=params * 0.9, active_params=params, active_non_embedding_params=params * 0.9,
-                      flops_per_token=fpt, flops=fpt * 1e9, batch_tokens=1e6, batch_size=512, lr=3e-4, peak_lr=3e-4,
-                      final_loss=3.0, final_val_loss=3.1, final_val_bpb=1.0, tokens_per_s=tokens_per_s, mfu=0.99,
-                      peak_flops=494e12, peak_source=f"table:{gpu}", world_size=world_size, threads=8, deterministic=False,
-                      wall_s=1e9 / tokens_per_s, eval_s=0.0, skipped_steps=0, finished_at="2026-01-01T00:00:00+00:00")
+    summ = RunSummary(
+        status=status,
+        name=name,
+        steps=1000,
+        total_steps=1000,
+        tokens=1e9,
+        params=params,
+        non_embedding_params=params * 0.9,
+        active_params=params,
+        active_non_embedding_params=params * 0.9,
+        flops_per_token=fpt,
+        flops=fpt * 1e9,
+        batch_tokens=1e6,
+        batch_size=512,
+        lr=3e-4,
+        peak_lr=3e-4,
+        final_loss=3.0,
+        final_val_loss=3.1,
+        final_val_bpb=1.0,
+        tokens_per_s=tokens_per_s,
+        mfu=0.99,
+        peak_flops=494e12,
+        peak_source=f"table:{gpu}",
+        world_size=world_size,
+        threads=8,
+        deterministic=False,
+        wall_s=1e9 / tokens_per_s,
+        eval_s=0.0,
+        skipped_steps=0,
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
     return write_run(root / name, summary=summ, config={"name": name, "precision": precision, "model": {"preset": "x"}})
-
-
 
 
 @pytest.fixture
@@ -132,8 +166,6 @@ def runs(tmp_path):
     priced_run(root, "fp32", params=2e9, tokens_per_s=1e3, precision="fp32")
     priced_run(root, "failed", params=3e9, tokens_per_s=1e3, status="failed")
     return root
-
-
 
 
 def test_mfu_auto_is_the_median_of_the_largest_runs_on_that_device(runs):

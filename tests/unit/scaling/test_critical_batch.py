@@ -1,45 +1,19 @@
 """Critical batch from run directories: steps to a target loss read from metrics.jsonl curves with
 a known truth (scaling/synthetic/curves.py), the noise-scale column, holdout, bootstrap, CLI."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
 import numpy as np
-
-
 import pytest
 
-
-
-
-
 from scaling.fits import critical_batch as cb
-
-
 from scaling.fits import steps_to_target as stt
-
-
 from scaling.fits.critical_batch import fit_critical_batch
-
-
-
-
 from scaling.synthetic.curves import CurveTruth, write_curve_runs
 
-
-
-
-
-
 TRUTH = CurveTruth()
-
-
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +23,8 @@ def tree(tmp_path_factory):
     return write_curve_runs(tmp_path_factory.mktemp("cb") / "runs", noise_scale_every=20, seed=0)
 
 
-
-
 def _truth(m):
     return float(TRUTH.b_crit(m["N"], m["target_loss"])), float(TRUTH.s_min(m["N"], m["target_loss"]))
-
-
 
 
 def test_recovers_known_bcrit_per_model_and_target(tree):
@@ -72,18 +42,20 @@ def test_recovers_known_bcrit_per_model_and_target(tree):
         assert m["noise_scale"] == pytest.approx(bcrit, rel=0.1) and m["noise_scale_runs"] == 7
     # B_crit(N) on each model's lowest target: the exponent of the truth at those same points
     prim = sorted((m for m in rows if m["primary"]), key=lambda m: m["N"])
-    assert [m["target_loss"] for m in prim] == [min(r["target_loss"] for r in rows if r["group"] == m["group"]) for m in prim]
+    assert [m["target_loss"] for m in prim] == [
+        min(r["target_loss"] for r in rows if r["group"] == m["group"]) for m in prim
+    ]
     true_exp = np.polyfit(np.log([m["N"] for m in prim]), np.log([_truth(m)[0] for m in prim]), 1)[0]
     assert rec.params["bcrit_exp_N"] == pytest.approx(true_exp, abs=0.02)
-    true_exp_D = np.polyfit(np.log([2 * _truth(m)[0] * _truth(m)[1] for m in rows]), np.log([_truth(m)[0] for m in rows]), 1)[0]
+    true_exp_D = np.polyfit(
+        np.log([2 * _truth(m)[0] * _truth(m)[1] for m in rows]), np.log([_truth(m)[0] for m in rows]), 1
+    )[0]
     assert rec.params["bcrit_exp_D"] == pytest.approx(true_exp_D, abs=0.02)
     assert rec.params["alphaB"] > 0 and {"bcrit_joint_exp_N", "bcrit_joint_exp_D"} <= set(rec.params)
     s = rec["settings"]
     assert s["targets"]["mode"] == "auto" and s["metric"] == "loss" and "log(steps)" in s["smoothing"]
     # every run reaches every automatic target
     assert all(t["status"] == "ok" for t in rec["steps_to_target"]) and len(rec["steps_to_target"]) == 21 * 3
-
-
 
 
 def test_steps_to_target_not_total_steps(tmp_path):
@@ -96,8 +68,6 @@ def test_steps_to_target_not_total_steps(tmp_path):
         assert m["B_crit"] == pytest.approx(_truth(m)[0], rel=0.03)
         steps = [p["steps"] for p in m["points"]]
         assert max(steps) / min(steps) > 5 and max(steps) < 3000  # steps to target, falling with batch
-
-
 
 
 def test_never_reaching_run_is_reported_and_excluded(tmp_path):
@@ -117,15 +87,11 @@ def test_never_reaching_run_is_reported_and_excluded(tmp_path):
     assert any(short in w and "never reached" in w for w in auto.warnings)
 
 
-
-
 def test_noise_scale_not_measured_without_probes(tmp_path):
     root = write_curve_runs(tmp_path / "runs", models=(1e6,), seed=4)
     rec = fit_critical_batch(root)
     assert all(m["noise_scale"] is None and "not measured" in m["noise_scale_note"] for m in rec["models"])
     assert "not measured" in rec.summary()
-
-
 
 
 def test_holdout_largest_predicts_from_the_others(tree):
@@ -139,10 +105,10 @@ def test_holdout_largest_predicts_from_the_others(tree):
     assert ho["rel_error_from_N"] == pytest.approx(ho["predicted_from_N"] / ho["B_crit_fitted"] - 1)
     e, c = np.polyfit(np.log([m["D_at_B_crit"] for m in rest]), np.log([m["B_crit"] for m in rest]), 1)
     assert ho["predicted_from_D"] == pytest.approx(np.exp(c) * ho["D_at_B_crit"] ** e, rel=1e-9)
-    assert ho["max_abs_rel_error"] < 0.2  # measured: +9.5% from N, -10.9% from D (the truth is no pure power law in N or D)
+    assert (
+        ho["max_abs_rel_error"] < 0.2
+    )  # measured: +9.5% from N, -10.9% from D (the truth is no pure power law in N or D)
     assert "holdout (largest model N=1.6e+07)" in rec.summary()
-
-
 
 
 def test_bootstrap_resamples_runs_and_explains_failures(tmp_path):
@@ -154,8 +120,6 @@ def test_bootstrap_resamples_runs_and_explains_failures(tmp_path):
     assert all(why.startswith("resample left") and "3+ batch sizes" in why for why in b["failed_reasons"])
     assert "runs within each model size" in b["method"]
     assert all(m["B_crit_bootstrap_n"] < 30 for m in rec["models"])
-
-
 
 
 def test_bootstrap_programming_error_fails_the_fit(tree, monkeypatch):
@@ -173,23 +137,26 @@ def test_bootstrap_programming_error_fails_the_fit(tree, monkeypatch):
         fit_critical_batch(tree, bootstrap=3)
 
 
-
-
 def test_curve_reading_conventions(tmp_path):
-    lines = [{"step": 10, "loss": 5.0, "grad_noise_scale": 100.0}, {"step": 20, "loss": 4.0, "grad_noise_scale": 100.0},
-             {"step": 30, "loss": 3.0, "val_loss": 3.5, "grad_noise_scale": 300.0}]
+    lines = [
+        {"step": 10, "loss": 5.0, "grad_noise_scale": 100.0},
+        {"step": 20, "loss": 4.0, "grad_noise_scale": 100.0},
+        {"step": 30, "loss": 3.0, "val_loss": 3.5, "grad_noise_scale": 300.0},
+    ]
     path = tmp_path / "metrics.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in lines) + '\n{"step": 40, "lo')  # torn last line
     c, why = stt.read_curve(path, "loss", 0.0)
-    assert why is None and c.x.tolist() == [4.5, 14.5, 24.5]  # mean over (prev, s]: model after (prev + s - 1)/2 updates
+    assert why is None and c.x.tolist() == [
+        4.5,
+        14.5,
+        24.5,
+    ]  # mean over (prev, s]: model after (prev + s - 1)/2 updates
     assert c.noise_x.tolist() == [10, 30] and c.noise.tolist() == [100.0, 300.0]  # repeats of one probe count once
     assert stt.first_crossing(c.x, c.loss, 3.5) == (pytest.approx(19.5), "ok")
     assert stt.first_crossing(c.x, c.loss, 2.0) == (None, "never")
     assert stt.first_crossing(c.x, c.loss, 6.0) == (None, "before-first-record")
     v, _ = stt.read_curve(path, "val_loss")
     assert v.x.tolist() == [30.0]
-
-
 
 
 def test_smoothing_has_no_lag_on_log_linear_curves():

@@ -2,39 +2,17 @@
 recovery of known parameters, the bias of the plain law on repeated data, records, and bad input.
 The complete law (the default, R_N_star fitted too): tests/test_data_constrained_full.py."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
 import numpy as np
-
-
 import pandas as pd
-
-
 import pytest
 
-
-
-
-
 from scaling import FitRecord, InputError, fit_chinchilla
-
-
 from scaling.laws.loss import MUENNIGHOFF_2023, ChinchillaLaw, DataConstrainedLaw
-
-
 from scaling.synthetic.runs import TRUE_DATA_CONSTRAINED, data_constrained_table
 
-
-
 TRUTH = {k: getattr(TRUE_DATA_CONSTRAINED, k) for k in ("E", "A", "B", "alpha", "beta", "R_D_star")}
-
-
 
 
 def test_law_matches_the_papers_published_predictions():
@@ -52,16 +30,12 @@ def test_law_matches_the_papers_published_predictions():
     assert law.predict(1e8, 20e9, U=1e9) > plain.predict(1e8, 20e9)
 
 
-
-
 def test_noise_free_recovery_is_exact():
     rec = fit_chinchilla(data_constrained_table(noise=0.0), law="data-constrained", terms="data", top_k=8)
     for k, v in TRUTH.items():
         assert rec.params[k] == pytest.approx(v, rel=1e-5), k
     assert rec["law"] == "chinchilla" and rec["settings"]["law"] == "data-constrained" and rec["objective"] < 1e-15
     assert not rec.warnings
-
-
 
 
 @pytest.mark.parametrize("objective", ["huber", "mle"])
@@ -74,8 +48,6 @@ def test_small_noise_recovery(objective):
     assert p["R_D_star"] == pytest.approx(15.4, rel=0.05)
     assert abs(p["alpha"] - 0.35) < 0.005 and abs(p["beta"] - 0.37) < 0.005 and abs(p["E"] - 1.8) < 0.01
     assert rec["settings"]["objective"] == objective and ("sigma" in p) == (objective == "mle")
-
-
 
 
 def test_plain_law_is_biased_on_repeated_data_and_data_constrained_is_not():
@@ -93,19 +65,24 @@ def test_plain_law_is_biased_on_repeated_data_and_data_constrained_is_not():
     assert np.max(np.abs(err_dc)) < 1e-6
 
 
-
-
 def test_record_roundtrip_and_law_object(tmp_path):
-    rec = fit_chinchilla(data_constrained_table(noise=0.002, unique=(1e9,), epochs=(1, 4, 16)), law="data-constrained", terms="data", top_k=8, bootstrap=8, seed=2)
+    rec = fit_chinchilla(
+        data_constrained_table(noise=0.002, unique=(1e9,), epochs=(1, 4, 16)),
+        law="data-constrained",
+        terms="data",
+        top_k=8,
+        bootstrap=8,
+        seed=2,
+    )
     back = FitRecord.load(rec.save(tmp_path / "dc.json"))
     law = back.law()
     assert isinstance(law, DataConstrainedLaw) and law.R_D_star == pytest.approx(rec.params["R_D_star"])
-    assert law.predict(1e8, 1e10) == pytest.approx(ChinchillaLaw(**{k: rec.params[k] for k in ("E", "A", "B", "alpha", "beta")}).predict(1e8, 1e10))
+    assert law.predict(1e8, 1e10) == pytest.approx(
+        ChinchillaLaw(**{k: rec.params[k] for k in ("E", "A", "B", "alpha", "beta")}).predict(1e8, 1e10)
+    )
     assert set(back["bootstrap"]["samples"]) == set(TRUTH) and "R_D_star" in back.intervals
     assert back["diagnostics"]["epochs_max"] == 16 and "unique data" in back["settings"]["derived_assumes"]
     assert back["settings"]["terms"] == "data" and "R_N_star" not in back.params
-
-
 
 
 def test_bad_unique_tokens_are_input_errors():
@@ -119,8 +96,6 @@ def test_bad_unique_tokens_are_input_errors():
         fit_chinchilla(df.assign(U=df.D), law="data-constrained", top_k=4)
     with pytest.raises(InputError, match="approach 3 only"):
         fit_chinchilla(df, law="data-constrained", approach=2)
-
-
 
 
 def test_runs_shorter_than_an_epoch_count_as_fresh_data():

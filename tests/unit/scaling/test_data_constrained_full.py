@@ -2,42 +2,18 @@
 `--terms data+params`): R_D_star and R_N_star fitted, recovery of the paper's constants, the
 frontier and plan with few unique tokens (the paper's Figure 3 and its authors' worked example)."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
 import numpy as np
-
-
 import pytest
 
-
-from tests.helpers import REPO
-
-
 from launch.expand import expand
-
-
 from launch.spec import load_spec
-
-
-
 from scaling import fit_chinchilla, make_plan
-
-
 from scaling.fits.chinchilla.data_constrained import Objective
-
-
 from scaling.laws.loss import MUENNIGHOFF_2023 as PAPER
-
-
 from scaling.synthetic.runs import data_constrained_table
-
-
+from tests.helpers import REPO
 
 PAPER_PARAMS = {k: getattr(PAPER, k) for k in ("E", "A", "B", "alpha", "beta", "R_D_star", "R_N_star")}
 
@@ -45,14 +21,10 @@ PAPER_PARAMS = {k: getattr(PAPER, k) for k in ("E", "A", "B", "alpha", "beta", "
 DESIGN = {"unique": (3e8, 1e9, 3e9), "models": (3e7, 1e8, 3e8, 1e9), "epochs": (1, 2, 4, 8, 16, 32)}
 
 
-
-
 def table(noise=0.0, seed=0, **kw):
     """IsoFLOP runs on fresh data plus every model trained for 1-32 epochs of each unique budget, drawn from the
     paper's law."""
     return data_constrained_table(PAPER, noise=noise, seed=seed, **{**DESIGN, **kw})
-
-
 
 
 def test_the_authors_worked_example_and_figure_3():
@@ -73,8 +45,6 @@ def test_the_authors_worked_example_and_figure_3():
     assert shares[0] > shares[1] > shares[2]
 
 
-
-
 def test_gradient_is_analytic():
     df = table(noise=0.01)
     o = Objective(df.N, df.D, df.U, df.loss)
@@ -84,8 +54,6 @@ def test_gradient_is_analytic():
     assert o.n_excess(th) > 10  # the design has models beyond the compute-optimal N for their unique tokens
 
 
-
-
 def test_noise_free_recovery_of_the_papers_constants():
     rec = fit_chinchilla(table(), law="data-constrained", top_k=8)
     for k, v in PAPER_PARAMS.items():
@@ -93,8 +61,6 @@ def test_noise_free_recovery_of_the_papers_constants():
     st = rec["settings"]
     assert st["terms"] == "data+params" and "R_N_star" in st["fitted"] and "N' = U_N" in st["form"] and not rec.warnings
     assert rec["objective"] < 1e-15 and rec["diagnostics"]["n_excess_param_runs"] > 10
-
-
 
 
 def test_small_noise_recovery_and_the_data_term_only_form():
@@ -107,8 +73,6 @@ def test_small_noise_recovery_and_the_data_term_only_form():
     data_only = fit_chinchilla(df, law="data-constrained", terms="data", top_k=8)
     assert data_only["settings"]["terms"] == "data" and "R_N_star" not in data_only.params
     assert data_only["objective"] > 5 * rec["objective"]  # the excess-parameter runs are missed without N'
-
-
 
 
 def test_derived_and_plan_use_the_unique_tokens():
@@ -133,17 +97,14 @@ def test_derived_and_plan_use_the_unique_tokens():
     assert more["data_constrained"]["source"] == "--unique-tokens"
 
 
-
-
 def test_unidentified_excess_parameters_are_said():
     # only small models on the repeated data and a fresh sweep kept below the optimum: no run has N > U_N
-    df = data_constrained_table(PAPER, budgets=(), unique=(1e9, 3e9), models=(3e6, 1e7, 2e7), epochs=(1, 2, 4, 8, 16),
-                                noise=0.0)
+    df = data_constrained_table(
+        PAPER, budgets=(), unique=(1e9, 3e9), models=(3e6, 1e7, 2e7), epochs=(1, 2, 4, 8, 16), noise=0.0
+    )
     rec = fit_chinchilla(df, law="data-constrained", top_k=4)
     assert rec["diagnostics"]["n_excess_param_runs"] < 2
     assert any("R_N_star is not identified" in w for w in rec.warnings)
-
-
 
 
 def test_the_repeated_data_sweep_spec_expands():

@@ -1,41 +1,21 @@
 """`scalelab fit accuracy TABLE`: the sigmoid Acc(L) = a / (1 + exp(-k (L - L0))) + b recovers known
 parameters, per task, with bootstrap intervals and warnings for no signal and flat fits."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
 import numpy as np
-
-
 import pandas as pd
-
-
 import pytest
-
-
-
-
 
 from scaling.fits.accuracy import SigmoidAccuracy, fit_accuracy
 
-
-
 TRUTH = {"a": 0.6, "b": 0.25, "k": -5.0, "L0": 3.0}
-
-
 
 
 def table(truth=TRUTH, noise=0.0, n=30, lo=2.0, hi=4.0, seed=0):
     L = np.linspace(lo, hi, n)
     acc = SigmoidAccuracy(**truth).predict(L) + np.random.default_rng(seed).normal(0, noise, n)
     return pd.DataFrame({"loss": L, "acc": acc})
-
-
 
 
 def test_noiseless_sigmoid_is_recovered():
@@ -45,18 +25,16 @@ def test_noiseless_sigmoid_is_recovered():
     assert rec["law"] == "accuracy" and not rec.warnings
 
 
-
-
 def test_accuracies_at_chance_and_flat_fits_are_warned():
-    at_chance = pd.DataFrame({"loss": np.linspace(3.5, 4.5, 12), "acc": 0.25 + np.random.default_rng(0).normal(0, 0.005, 12)})
+    at_chance = pd.DataFrame(
+        {"loss": np.linspace(3.5, 4.5, 12), "acc": 0.25 + np.random.default_rng(0).normal(0, 0.005, 12)}
+    )
     rec = fit_accuracy(at_chance, chance=0.25)
     assert any("within 0.02 of chance" in w for w in rec.warnings)
     assert any("the fit is flat" in w for w in rec.warnings)
     # only the low-loss tail of the curve: the mid-point lies beyond the data
     rec = fit_accuracy(table(noise=0.0, lo=2.0, hi=2.7))
     assert any("only one tail" in w for w in rec.warnings)
-
-
 
 
 def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
@@ -69,8 +47,6 @@ def test_predicted_accuracy_has_a_bootstrap_interval_around_the_truth():
     assert abs(p["accuracy"] - truth) < 0.02
     with pytest.raises(Exception, match="not in this accuracy fit"):
         predict_accuracy(rec, 3.0, task="arc")
-
-
 
 
 def test_the_ceiling_never_exceeds_one():

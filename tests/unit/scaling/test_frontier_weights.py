@@ -2,41 +2,20 @@
 2024), inverse-variance weights as an option; both recover a known truth and differ in spread as
 weighted least squares theory says; older records read as inverse-variance."""
 
-
 from __future__ import annotations
-
-
 
 import json
 
-
-
 import numpy as np
-
-
 import pandas as pd
-
-
 import pytest
 
-
-
-
-
 from scaling import FitRecord, InputError, fit_chinchilla
-
-
 from scaling.fits.chinchilla.isoflop import approach2
 from scaling.fits.record import frontier_weights
-
-
 from scaling.synthetic.runs import TRUE_CHINCHILLA
 
-
-
 BUDGETS = (1e17, 1e18, 1e19, 1e20)
-
-
 
 
 def isoflop(seed: int, noise=(0.002, 0.01, 0.002, 0.01), sizes: int = 9, spread: float = 4.0) -> pd.DataFrame:
@@ -52,15 +31,11 @@ def isoflop(seed: int, noise=(0.002, 0.01, 0.002, 0.01), sizes: int = 9, spread:
     return pd.DataFrame(rows)
 
 
-
-
 def exponents(df: pd.DataFrame, weighted: bool) -> float:
     groups = np.searchsorted(np.array(BUDGETS), df["flops"].to_numpy())
     cols = (df[c].to_numpy(float) for c in ("N", "D", "loss", "flops"))
     params, *_ = approach2(*cols, groups=groups, weighted=weighted)
     return params["a"]
-
-
 
 
 def test_both_recover_the_truth_and_weights_shrink_the_spread_when_noise_differs_per_budget():
@@ -77,8 +52,6 @@ def test_both_recover_the_truth_and_weights_shrink_the_spread_when_noise_differs
     assert 0.7 < homo[True].std() / homo[False].std() < 1.4
 
 
-
-
 def test_default_is_ols_and_the_record_says_so():
     df = isoflop(seed=1)
     rec = fit_chinchilla(df, approach=2)
@@ -88,17 +61,17 @@ def test_default_is_ols_and_the_record_says_so():
     assert iv["settings"]["frontier_weights"] == "inverse-variance"
     assert iv.params["a"] == pytest.approx(exponents(df, weighted=True), rel=1e-12)
     # each record keeps the other procedure's exponents beside its own
-    assert rec["diagnostics"]["frontier_alternative"] == {"frontier_weights": "inverse-variance",
-                                                          "a": pytest.approx(iv.params["a"]),
-                                                          "b": pytest.approx(iv.params["b"])}
+    assert rec["diagnostics"]["frontier_alternative"] == {
+        "frontier_weights": "inverse-variance",
+        "a": pytest.approx(iv.params["a"]),
+        "b": pytest.approx(iv.params["b"]),
+    }
     assert iv["diagnostics"]["frontier_alternative"]["a"] == pytest.approx(rec.params["a"])
     assert "frontier: OLS" in rec.summary()
     with pytest.raises(InputError, match="approach 2 only"):
         fit_chinchilla(df, frontier_weights="ols")
     with pytest.raises(InputError, match="--frontier-weights must be one of ols, inverse-variance"):
         fit_chinchilla(df, approach=2, frontier_weights="wls")
-
-
 
 
 def test_bootstrap_warns_when_the_two_exponents_disagree_beyond_the_interval():
@@ -122,8 +95,6 @@ def test_bootstrap_warns_when_the_two_exponents_disagree_beyond_the_interval():
     assert f"inverse-variance weighted a = {alt:.4g}" in said[0] and "--frontier-weights inverse-variance" in said[0]
     # only with --bootstrap
     assert not any("differ by more" in w for w in fit_chinchilla(pd.DataFrame(rows), approach=2).warnings)
-
-
 
 
 def test_older_records_read_as_inverse_variance(tmp_path):

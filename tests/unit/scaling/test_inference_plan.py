@@ -1,40 +1,16 @@
 """Inference-aware planning (Sardana et al. 2024): the solvers agree with brute-force grids, the
 training-only limit is Chinchilla's closed form, and `scalelab plan` adds the `inference` section."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
 import numpy as np
-
-
 import pytest
 
-
-
-
-
-
-
 from scaling.core.conventions import TokenCost
-
-
+from scaling.laws.loss import ChinchillaLaw
 from scaling.planning.inference import allocate, best_loss_for_total, chinchilla_for_loss, min_total_for_loss
 
-
-from scaling.laws.loss import ChinchillaLaw
-
-
-
-
-
 EPOCH = ChinchillaLaw(E=1.82, A=482.0, B=2085.4, alpha=0.3478, beta=0.3659)  # Besiroglu et al. 2024
-
-
 
 
 def _grid_min_total(law, target, T, k=lambda N: 6.0 * N, n=2500):
@@ -45,8 +21,6 @@ def _grid_min_total(law, target, T, k=lambda N: 6.0 * N, n=2500):
     F = np.where(law.predict(N, D) <= target, F, np.inf)
     i, j = np.unravel_index(np.argmin(F), F.shape)
     return float(N[i, 0]), float(D[0, j]), float(F[i, j])
-
-
 
 
 @pytest.mark.parametrize("T", [0.0, 1e11, 2e12, 5e13])
@@ -61,8 +35,6 @@ def test_least_total_flops_for_a_loss_matches_a_brute_force_grid(T):
     assert N == pytest.approx(gN, rel=0.05)
 
 
-
-
 def test_training_only_limit_is_the_chinchilla_closed_form():
     target = 2.1
     N, D = min_total_for_loss(EPOCH, target, 0.0)
@@ -73,18 +45,16 @@ def test_training_only_limit_is_the_chinchilla_closed_form():
     assert (cN, cD) == (pytest.approx(float(fN), rel=1e-9), pytest.approx(float(fD), rel=1e-9))
 
 
-
-
 def test_serving_more_tokens_means_a_smaller_model_trained_longer_and_saves_flops():
     none, some, many = (allocate(EPOCH, T, None, target_loss=2.2) for T in (0.0, 1e12, 1e14))
     assert none["saving"] == pytest.approx(0.0, abs=1e-9)
     assert none["N"] > some["N"] > many["N"] and none["D"] < some["D"] < many["D"]
     assert 0 < some["saving"] < many["saving"] < 1
     for a, T in ((some, 1e12), (many, 1e14)):
-        assert a["inference_flops"] == pytest.approx(2 * a["N"] * T) and a["train_flops"] == pytest.approx(6 * a["N"] * a["D"])
+        assert a["inference_flops"] == pytest.approx(2 * a["N"] * T) and a["train_flops"] == pytest.approx(
+            6 * a["N"] * a["D"]
+        )
         assert a["chinchilla"]["total_flops"] > a["total_flops"]
-
-
 
 
 @pytest.mark.parametrize("T", [0.0, 3e12])
@@ -102,8 +72,6 @@ def test_best_loss_for_a_total_budget_matches_a_brute_force_grid_and_is_dual(T):
     assert 6 * n2 * d2 + 2 * n2 * T == pytest.approx(F, rel=1e-6)
 
 
-
-
 def test_another_compute_convention_uses_its_own_token_cost():
     """Under the trainer's FLOPs k(N) != 6 N: training k(N) D, inference k(N)/3 per token."""
     logN = tuple(np.log([1e7, 1e9, 1e11]))
@@ -113,4 +81,6 @@ def test_another_compute_convention_uses_its_own_token_cost():
     gN, gD, gF = _grid_min_total(EPOCH, 2.2, T, k=cost)
     assert float(cost(N)) * (D + T / 3) == pytest.approx(gF, rel=0.01)
     a = allocate(EPOCH, T, cost, target_loss=2.2)
-    assert a["train_flops"] == pytest.approx(float(cost(a["N"])) * a["D"]) and a["inference_flops"] == pytest.approx(float(cost(a["N"])) * T / 3)
+    assert a["train_flops"] == pytest.approx(float(cost(a["N"])) * a["D"]) and a["inference_flops"] == pytest.approx(
+        float(cost(a["N"])) * T / 3
+    )

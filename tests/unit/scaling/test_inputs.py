@@ -1,4 +1,5 @@
 """Inputs: run-directory trees, CSV/Parquet column mapping, and bad-input errors."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Laws, Kaplan, batch/LR and critical-batch fits on synthetic data with known truth."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,43 +1,18 @@
 """The lr-annealing law (Tissue et al. 2024): areas, recovery of a known law from synthetic curves,
 table inputs (lr on logged steps only, empty losses), holdouts, bootstrap, CLI exit codes and keys."""
 
-
 from __future__ import annotations
-
-
-
-
 
 from types import SimpleNamespace
 
-
-
 import numpy as np
-
-
 import pandas as pd
-
-
 import pytest
 
-
-
 from rundir.schedules import lr_at
-
-
 from scaling.core.errors import InputError
-
-
-from scaling.lr_annealing.fit import fit_lr_annealing
-
-
 from scaling.laws.lr_annealing import AnnealingLaw, areas, predict_curve, warmup_length
-
-
-
-
-
-
+from scaling.lr_annealing.fit import fit_lr_annealing
 
 T, PEAK = 2000, 3e-3
 
@@ -48,19 +23,29 @@ TRUTH = {"L0": 2.7, "A": 0.8, "alpha": 0.55, "C": 0.4}  # near a fit to real 1,5
 LAW = AnnealingLaw(**TRUTH)
 
 
-SCHEDULES = {"constant": ("constant", "linear"), "cosine": ("cosine", "linear"), "wsd-linear": ("wsd", "linear"), "wsd-sqrt": ("wsd", "sqrt")}
-
-
+SCHEDULES = {
+    "constant": ("constant", "linear"),
+    "cosine": ("cosine", "linear"),
+    "wsd-linear": ("wsd", "linear"),
+    "wsd-sqrt": ("wsd", "sqrt"),
+}
 
 
 def schedule(name: str, shape: str = "linear", total: int = T, peak: float = PEAK) -> np.ndarray:
-    cfg = SimpleNamespace(name=name, warmup_steps=None, warmup_fraction=0.05, min_lr_ratio=0.1, decay_fraction=0.2, decay_shape=shape)
+    cfg = SimpleNamespace(
+        name=name, warmup_steps=None, warmup_fraction=0.05, min_lr_ratio=0.1, decay_fraction=0.2, decay_shape=shape
+    )
     return np.array([lr_at(k, total, peak, cfg) for k in range(total)])
 
 
-
-
-def table(runs=tuple(SCHEDULES), sigma: float = 0.005, every: int = 10, seed: int = 0, lr_every: int = 1, law: AnnealingLaw = LAW) -> pd.DataFrame:
+def table(
+    runs=tuple(SCHEDULES),
+    sigma: float = 0.005,
+    every: int = 10,
+    seed: int = 0,
+    lr_every: int = 1,
+    law: AnnealingLaw = LAW,
+) -> pd.DataFrame:
     """Curves drawn from LAW with log-normal noise sigma on every `every`-th step; lr on every
     `lr_every`-th step only (and on the last), loss empty elsewhere."""
     rng = np.random.default_rng(seed)
@@ -72,8 +57,6 @@ def table(runs=tuple(SCHEDULES), sigma: float = 0.005, every: int = 10, seed: in
         lr_col = np.where((step % lr_every == 0) | (step == 1) | (step == T), lr, np.nan)
         parts.append(pd.DataFrame({"run": run, "step": step, "lr": lr_col, "loss": loss}))
     return pd.concat(parts, ignore_index=True)
-
-
 
 
 # ---------------------------------------------------------------- the law's areas
@@ -91,13 +74,9 @@ def test_areas_follow_the_definition():
     assert s1a[-1] == lr.sum() and s2a[2] < 0  # the warmup's rising lr counts as negative annealing
 
 
-
-
 def test_constant_schedule_has_no_annealing_area():
     s1, s2 = areas(schedule("constant"))
     assert np.all(s2 == 0) and s1[-1] == pytest.approx(T * PEAK)
-
-
 
 
 # ---------------------------------------------------------------- recovery
@@ -106,8 +85,6 @@ def test_noise_free_curves_recover_the_law_exactly():
     for k, v in TRUTH.items():
         assert rec.params[k] == pytest.approx(v, rel=1e-6), k
     assert rec.warnings == []
-
-
 
 
 def test_noisy_curves_recover_the_law():
@@ -126,8 +103,6 @@ def test_noisy_curves_recover_the_law():
     assert rec["n_points"] == 4 * 200 and len(rec["curves"]) == 4 and rec["settings"]["skip_fraction"] == 0
 
 
-
-
 def test_lambda_auto_finds_the_decay_factor_of_the_curves():
     law = AnnealingLaw(**TRUTH, lam=0.99)
     rec = fit_lr_annealing(table(runs=("constant", "wsd-linear", "cosine"), sigma=0.0, law=law), lam="auto")
@@ -136,8 +111,6 @@ def test_lambda_auto_finds_the_decay_factor_of_the_curves():
     for k, v in TRUTH.items():
         assert rec.params[k] == pytest.approx(v, rel=1e-6), k
     assert predict_curve(rec, schedule("cosine")).final == pytest.approx(law.final(schedule("cosine")), rel=1e-9)
-
-
 
 
 def test_bootstrap_resamples_whole_curves_and_covers_the_truth():
@@ -153,8 +126,6 @@ def test_bootstrap_resamples_whole_curves_and_covers_the_truth():
     assert lo <= pred.final <= hi and pred.n_samples == 12 - b["failed"]
 
 
-
-
 # ---------------------------------------------------------------- tables
 def test_lr_on_logged_steps_only_is_interpolated_and_said():
     full = fit_lr_annealing(table(seed=2))
@@ -167,17 +138,15 @@ def test_lr_on_logged_steps_only_is_interpolated_and_said():
         assert AnnealingLaw(**sparse.params).final(lr) == pytest.approx(AnnealingLaw(**full.params).final(lr), rel=1e-3)
 
 
-
-
 def test_empty_losses_are_lr_only_rows():
     df = table(seed=4, every=50)
     assert df["loss"].isna().mean() > 0.9
     rec = fit_lr_annealing(df)
     assert rec["n_points"] == 4 * 40  # steps 50, 100, ..., 2000 of each curve (every point: --skip-fraction 0)
-    assert fit_lr_annealing(df, skip_fraction=0.1)["n_points"] == 4 * 37  # steps 200, ..., 2000: points before 10% left out
+    assert (
+        fit_lr_annealing(df, skip_fraction=0.1)["n_points"] == 4 * 37
+    )  # steps 200, ..., 2000: points before 10% left out
     assert rec.params["C"] == pytest.approx(TRUTH["C"], rel=0.03)
-
-
 
 
 def test_constant_lr_only_says_C_is_not_identified():
@@ -185,8 +154,6 @@ def test_constant_lr_only_says_C_is_not_identified():
     assert rec.params["C"] == 0.0
     assert any("C is not identified" in w for w in rec.warnings)
     assert any("one curve" in w for w in rec.warnings)
-
-
 
 
 def test_holdout_last_run_predicts_the_held_out_schedule():
@@ -202,20 +169,19 @@ def test_holdout_last_run_predicts_the_held_out_schedule():
     assert tail["holdout"]["n_points"] == 4 * 20 and "last 10%" in tail["holdout"]["rule"]
 
 
-
-
-@pytest.mark.parametrize("bad,message", [
-    (lambda d: d.drop(columns=["lr"]), "missing column(s) 'lr'"),
-    (lambda d: d.assign(step=d["step"] - 1), "column 'step' (step) must hold whole numbers >= 1"),
-    (lambda d: d.assign(loss=d["loss"].where(d.index != 9, -1.0)), "column 'loss' (loss) must be > 0"),
-    (lambda d: d.assign(lr=np.nan), "has no value in column 'lr'"),
-])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (lambda d: d.drop(columns=["lr"]), "missing column(s) 'lr'"),
+        (lambda d: d.assign(step=d["step"] - 1), "column 'step' (step) must hold whole numbers >= 1"),
+        (lambda d: d.assign(loss=d["loss"].where(d.index != 9, -1.0)), "column 'loss' (loss) must be > 0"),
+        (lambda d: d.assign(lr=np.nan), "has no value in column 'lr'"),
+    ],
+)
 def test_bad_tables_name_the_column(bad, message):
     with pytest.raises(InputError, match=None) as exc:
         fit_lr_annealing(bad(table(runs=("constant", "wsd-linear"))))
     assert message in str(exc.value)
-
-
 
 
 def test_predict_curve_of_the_true_law():

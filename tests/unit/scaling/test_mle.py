@@ -1,52 +1,30 @@
 """Maximum likelihood (`--objective mle`): Epoch's headline fit, the density, sigma, bootstrap, CLI."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
 import numpy as np
-
-
 import pytest
 
-
+from scaling import fit_chinchilla
+from scaling.core.huber import huber
+from scaling.core.likelihood import log_likelihood, log_normaliser, log_pdf, profile_log_sigma
+from scaling.fits.chinchilla.huber_fit import Objective
+from scaling.laws.loss import ChinchillaLaw
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
 from tests.helpers import epoch_csv
 
-
-
-from scaling import fit_chinchilla
-
-
-from scaling.fits.chinchilla.huber_fit import Objective
-
-
-from scaling.core.huber import huber
-
-
-from scaling.laws.loss import ChinchillaLaw
-
-
-from scaling.core.likelihood import log_likelihood, log_normaliser, log_pdf, profile_log_sigma
-
-
-from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table
-
-
-
-EPOCH_NOTEBOOK = {"A": 482.006, "B": 2085.434, "E": 1.81686, "alpha": 0.347813, "beta": 0.365854}  # SCALING_LAWS.md section 2
-
-
+EPOCH_NOTEBOOK = {
+    "A": 482.006,
+    "B": 2085.434,
+    "E": 1.81686,
+    "alpha": 0.347813,
+    "beta": 0.365854,
+}  # SCALING_LAWS.md section 2
 
 
 @pytest.fixture(scope="module")
 def epoch_mle():
     return fit_chinchilla(epoch_csv(), drop_highest_k=5, objective="mle")
-
-
 
 
 def test_epoch_mle_matches_published(epoch_mle):
@@ -70,27 +48,31 @@ def test_epoch_mle_matches_published(epoch_mle):
     assert not [w for w in epoch_mle.warnings if "bound" in w or "converge" in w or "sigma" in w]
 
 
-
-
 def test_default_objective_is_still_the_huber_sum():
     rec = fit_chinchilla(epoch_csv(), drop_highest_k=5, top_k=8)
     assert rec["settings"]["objective"] == "huber" and "sigma" not in rec.params
     assert rec["objective"] <= 0.0010182740 + 1e-9
 
 
-
-
 def test_normaliser_makes_a_density():
     from scipy.integrate import quad
 
     for delta in (1e-3, 0.3, 2.0):
-        z, _ = quad(lambda x: np.exp(-huber(np.array(x), delta)), -np.inf, np.inf, points=None, limit=400, epsabs=0, epsrel=1e-10)
+        z, _ = quad(
+            lambda x: np.exp(-huber(np.array(x), delta)),
+            -np.inf,
+            np.inf,
+            points=None,
+            limit=400,
+            epsabs=0,
+            epsrel=1e-10,
+        )
         assert np.log(z) == pytest.approx(log_normaliser(delta), rel=1e-8)
         # with a scale: the log-pdf integrates to one
-        mass, _ = quad(lambda r: np.exp(log_pdf(np.array([r]), np.log(0.1), delta))[0], -np.inf, np.inf, limit=400, epsrel=1e-9)
+        mass, _ = quad(
+            lambda r: np.exp(log_pdf(np.array([r]), np.log(0.1), delta))[0], -np.inf, np.inf, limit=400, epsrel=1e-9
+        )
         assert mass == pytest.approx(1.0, rel=1e-6)
-
-
 
 
 def test_profiled_sigma_maximises_the_likelihood():
@@ -103,8 +85,6 @@ def test_profiled_sigma_maximises_the_likelihood():
         assert ls == pytest.approx(best, abs=1e-5)
     assert profile_log_sigma(r, 1e-3) == pytest.approx(np.log(1e-3 * np.abs(r).mean()))  # sigma = delta * mean|r|
     assert profile_log_sigma(np.zeros(5)) == -np.inf
-
-
 
 
 def test_mle_is_least_absolute_deviations(epoch_mle):
@@ -130,15 +110,13 @@ def test_mle_is_least_absolute_deviations(epoch_mle):
     assert log_likelihood(r, profile_log_sigma(r)) <= epoch_mle["diagnostics"]["log_likelihood"]
 
 
-
-
 def test_mle_at_least_as_good_as_epochs_own_optimiser(epoch_mle):
     """Epoch's notebook: BFGS (exact gradient) from Hoffmann's unrounded parameters and log sigma = 0;
     it ends with "precision loss". Ours must reach at least its likelihood."""
     from scipy.optimize import minimize
 
-    from scaling.data.datasets import load_epoch_chinchilla
     from scaling.core.likelihood import neg_log_likelihood
+    from scaling.data.datasets import load_epoch_chinchilla
 
     df = load_epoch_chinchilla(5)
     obj = Objective(df.N, df.D, df.loss)
@@ -146,8 +124,6 @@ def test_mle_at_least_as_good_as_epochs_own_optimiser(epoch_mle):
     ref = minimize(f, [6.0073404, 6.0179186, 0.5267228, 0.33917084, 0.2849083, 0.0], jac=True, method="BFGS")
     assert -ref.fun == pytest.approx(879.7731, abs=1e-3)
     assert epoch_mle["diagnostics"]["log_likelihood"] >= -ref.fun - 1e-9
-
-
 
 
 def test_mle_bootstrap_refits_the_likelihood():
@@ -161,10 +137,10 @@ def test_mle_bootstrap_refits_the_likelihood():
     assert rec.intervals["alpha"][0] < 0.3478 < rec.intervals["alpha"][1]
 
 
-
-
 def test_mle_bound_and_sigma_warnings():
-    truth = ChinchillaLaw(E=0.0, A=480.0, B=2100.0, alpha=0.35, beta=0.37)  # no irreducible loss: log E runs to its bound
+    truth = ChinchillaLaw(
+        E=0.0, A=480.0, B=2100.0, alpha=0.35, beta=0.37
+    )  # no irreducible loss: log E runs to its bound
     rec = fit_chinchilla(chinchilla_table(truth, noise=0.0, budgets=(1e17, 1e18, 1e19)), top_k=8, objective="mle")
     assert any(w.startswith("parameter e stopped on its bound") for w in rec.warnings), rec.warnings
     exact = fit_chinchilla(chinchilla_table(noise=0.0), top_k=8, objective="mle")  # noise-free: sigma -> 0

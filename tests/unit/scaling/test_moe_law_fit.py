@@ -2,35 +2,15 @@
 constants as the truth) are recovered; what the design cannot identify is said; CLI exit codes and
 record keys."""
 
-
 from __future__ import annotations
-
-
-
-
-
 
 import pytest
 
-
-
-
-
 from scaling.core.errors import InputError
-
-
-from scaling.moe.fit import fit_moe
-
-
-from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024, KRAJEWSKI_PARAMS
-
-
-from scaling.synthetic.moe import clark_table, krajewski_table
-
-
 from scaling.fits.record import FitRecord
-
-
+from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024, KRAJEWSKI_PARAMS
+from scaling.moe.fit import fit_moe
+from scaling.synthetic.moe import clark_table, krajewski_table
 
 
 def test_krajewski_exact_data_recovers_the_published_constants():
@@ -38,15 +18,19 @@ def test_krajewski_exact_data_recovers_the_published_constants():
     for k in KRAJEWSKI_PARAMS:  # noiseless: only the optimiser's tolerance separates fit and truth
         assert rec.params[k] == pytest.approx(getattr(KRAJEWSKI_2024, k), rel=1e-4), k
     assert rec["law"] == "moe" and rec["settings"]["law"] == "krajewski"
-    assert rec["conventions"] == {"compute": "6ND_active_nonembed", "n_kind": "active_non_embedding", "n_source": "column 'N'"}
+    assert rec["conventions"] == {
+        "compute": "6ND_active_nonembed",
+        "n_kind": "active_non_embedding",
+        "n_source": "column 'N'",
+    }
     assert rec["design"]["expansion"] == 8 and rec["design"]["top_k_per_G"] == 1
     # At fixed G the law is Chinchilla's with A = g / G^gamma + a: the dense-compute multiplier is (A(1) / A(G))^(1/alpha).
     row = rec["derived"][0]
     truth = (KRAJEWSKI_2024.n_coef(1) / KRAJEWSKI_2024.n_coef(16)) ** (1 / KRAJEWSKI_2024.alpha)
     assert row["G"] == 16 and row["compute_multiplier"] == pytest.approx(truth, rel=1e-3)
-    assert row["gain"] == pytest.approx(KRAJEWSKI_2024.optimal_loss(row["C"], 1) - KRAJEWSKI_2024.optimal_loss(row["C"], 16), rel=1e-3)
-
-
+    assert row["gain"] == pytest.approx(
+        KRAJEWSKI_2024.optimal_loss(row["C"], 1) - KRAJEWSKI_2024.optimal_loss(row["C"], 16), rel=1e-3
+    )
 
 
 def test_krajewski_noisy_data_within_the_spread_of_the_design():
@@ -62,8 +46,6 @@ def test_krajewski_noisy_data_within_the_spread_of_the_design():
     assert rec["n_points"] == 70
 
 
-
-
 def test_krajewski_bootstrap_intervals_and_record_round_trip(tmp_path):
     df = krajewski_table(noise=0.005, seed=0, dense=False, sizes=(1e8, 4e8, 1.6e9), granularities=(1, 4, 16))
     rec = fit_moe(df, bootstrap=12, seed=3)
@@ -74,8 +56,6 @@ def test_krajewski_bootstrap_intervals_and_record_round_trip(tmp_path):
     assert any("weakly identified: only 3 granularities" in w for w in rec.warnings)
     back = FitRecord.load(rec.save(tmp_path / "f.json"))
     assert float(back.law().predict(1e9, 2e10, 4)) == pytest.approx(float(rec.law().predict(1e9, 2e10, 4)))
-
-
 
 
 def test_krajewski_says_what_a_design_cannot_identify():
@@ -92,8 +72,6 @@ def test_krajewski_says_what_a_design_cannot_identify():
     assert float(rec.law().n_coef(4)) == pytest.approx(float(KRAJEWSKI_2024.n_coef(4)), rel=1e-3)
 
 
-
-
 def test_clark_exact_and_noisy_recovery():
     rec = fit_moe(clark_table(noise=0.0), law="clark")
     for k in ("a", "b", "c", "d"):
@@ -106,8 +84,6 @@ def test_clark_exact_and_noisy_recovery():
         assert noisy.intervals[k][0] < noisy.params[k] < noisy.intervals[k][1]
 
 
-
-
 def test_clark_single_expert_count_and_varying_tokens_are_said():
     df = clark_table(experts=(8,), noise=0.0)
     df["D"] = df["N"] * 20
@@ -115,8 +91,6 @@ def test_clark_single_expert_count_and_varying_tokens_are_said():
     assert rec.params["b"] is None and rec.params["c"] is None
     assert any(w.startswith("not identified: every run has E = 8") for w in rec.warnings)
     assert any("Clark's law has no data term" in w for w in rec.warnings)
-
-
 
 
 def test_bad_inputs_name_the_problem():

@@ -1,43 +1,19 @@
 """`scalelab plan FIT_moe.json --compute C`: the best (N_active, E, G, D) under a law with a known
 optimum, the dense optimum and gain beside it, the emitted MoE config, and what is refused."""
 
-
 from __future__ import annotations
 
-
-
-
-
-
 import pytest
-
-
 import yaml
 
-
-
+from models.config import ModelConfig
+from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024
+from scaling.moe.fit import fit_moe
+from scaling.moe.plan import make_moe_plan
+from scaling.synthetic.moe import clark_table, krajewski_table
 from tests.helpers import REPO
 
-
-from models.config import ModelConfig
-
-
-from scaling.moe.fit import fit_moe
-
-
-from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024
-
-
-from scaling.moe.plan import make_moe_plan
-
-
-from scaling.synthetic.moe import clark_table, krajewski_table
-
-
-
 C = 1e21
-
-
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +23,6 @@ def krajewski_fit(tmp_path_factory):
     path = tmp_path_factory.mktemp("moe-plan") / "moe.json"
     rec.save(path)
     return rec, path
-
-
 
 
 def test_plan_picks_the_known_optimum(krajewski_fit):
@@ -62,8 +36,12 @@ def test_plan_picks_the_known_optimum(krajewski_fit):
     assert 6 * plan["N_opt"] * plan["D_opt"] == pytest.approx(C, rel=1e-9)
     assert plan["loss_at_optimum"] == pytest.approx(float(KRAJEWSKI_2024.optimal_loss(C, 8)), rel=1e-5)
     dn, dd = KRAJEWSKI_2024.compute_optimal(C, 1)
-    assert plan["dense"]["N_opt"] == pytest.approx(dn, rel=1e-3) and plan["dense"]["D_opt"] == pytest.approx(dd, rel=1e-3)
-    assert plan["gain"] == pytest.approx(float(KRAJEWSKI_2024.optimal_loss(C, 1) - KRAJEWSKI_2024.optimal_loss(C, 8)), rel=1e-3)
+    assert plan["dense"]["N_opt"] == pytest.approx(dn, rel=1e-3) and plan["dense"]["D_opt"] == pytest.approx(
+        dd, rel=1e-3
+    )
+    assert plan["gain"] == pytest.approx(
+        float(KRAJEWSKI_2024.optimal_loss(C, 1) - KRAJEWSKI_2024.optimal_loss(C, 8)), rel=1e-3
+    )
     mult = (KRAJEWSKI_2024.n_coef(1) / KRAJEWSKI_2024.n_coef(8)) ** (1 / KRAJEWSKI_2024.alpha)
     assert plan["compute_multiplier"] == pytest.approx(mult, rel=1e-3)
     # the dense law at the multiplied compute reaches the MoE's loss: what the multiplier means
@@ -75,12 +53,12 @@ def test_plan_picks_the_known_optimum(krajewski_fit):
     assert run["E"] == 64 and run["top_k"] == 8 and run["moe"]["d_ff"] == round(run["model"]["d_ff"] / 8)
     assert run["N"] == pytest.approx(plan["N_opt"], rel=0.03)  # active non-embedding parameters
     assert run["compute"]["6ND_active_nonembed"] == pytest.approx(C, rel=1e-9)
-    run = make_moe_plan(rec, C, presets_only=True)["run"]  # a preset made MoE: 64 experts of the preset's d_ff / 8, top-8
+    run = make_moe_plan(rec, C, presets_only=True)[
+        "run"
+    ]  # a preset made MoE: 64 experts of the preset's d_ff / 8, top-8
     preset = ModelConfig(**yaml.safe_load((REPO / "configs/models" / f"{run['preset']}.yaml").read_text()))
     assert run["E"] == 64 and run["top_k"] == 8 and run["moe"]["d_ff"] * 8 == preset.ffn_dim
     assert run["compute"]["6ND_active_nonembed"] == pytest.approx(C, rel=1e-9)
-
-
 
 
 def test_clark_plan_keeps_the_runs_tokens_and_picks_the_expert_count():

@@ -1,12 +1,13 @@
 """The fit pipeline's shared steps: one interval helper, one bootstrap section, one holdout report."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from scaling import InputError, fit_kaplan
-from scaling.fits import pipeline
 from scaling.core.bootstrap import interval
+from scaling.fits import pipeline
 from scaling.synthetic.runs import chinchilla_table
 
 
@@ -28,20 +29,45 @@ def test_bootstrap_section_counts_and_explains_failures():
     assert (b.n, b.failed, b.reasons) == (3, 1, {"no fit": 1})
     assert b.intervals() == {"m": [pytest.approx(1.525), pytest.approx(2.475)]}
     rec = b.record(method="m")
-    assert list(rec) == ["n", "failed", "failure_reasons", "seed", "ci", "method", "seconds", "standard_errors", "samples"]
+    assert list(rec) == [
+        "n",
+        "failed",
+        "failure_reasons",
+        "seed",
+        "ci",
+        "method",
+        "seconds",
+        "standard_errors",
+        "samples",
+    ]
     assert rec["samples"] == {"m": [1.5, 2.5]} and b.failure_text() == "1x no fit"
 
 
 def test_holdout_report_has_one_shape():
-    r = pipeline.holdout_report(2, "the largest", "loss", pipeline.rel_errors([1.1, 0.8], [1.0, 1.0]), signed=True, C_min=1e20)
-    assert r == {"n_points": 2, "rule": "the largest", "quantity": "loss", "mean_abs_rel_error": pytest.approx(0.15),
-                 "max_abs_rel_error": pytest.approx(0.2), "mean_rel_error": pytest.approx(-0.05), "C_min": 1e20}
+    r = pipeline.holdout_report(
+        2, "the largest", "loss", pipeline.rel_errors([1.1, 0.8], [1.0, 1.0]), signed=True, C_min=1e20
+    )
+    assert r == {
+        "n_points": 2,
+        "rule": "the largest",
+        "quantity": "loss",
+        "mean_abs_rel_error": pytest.approx(0.15),
+        "max_abs_rel_error": pytest.approx(0.2),
+        "mean_rel_error": pytest.approx(-0.05),
+        "C_min": 1e20,
+    }
     none = pipeline.holdout_report(3, "r", "N_opt", note="no minimum")
     assert none["mean_abs_rel_error"] is None and none["note"] == "no minimum"
 
 
-@pytest.mark.parametrize("kw, msg", [({"bootstrap": -1}, "--bootstrap must be >= 0"), ({"holdout": "smallest"}, "--holdout must be 'largest'"),
-                                     ({"ci": 1.5}, "--ci must be between 0 and 1")])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        ({"bootstrap": -1}, "--bootstrap must be >= 0"),
+        ({"holdout": "smallest"}, "--holdout must be 'largest'"),
+        ({"ci": 1.5}, "--ci must be between 0 and 1"),
+    ],
+)
 def test_every_fit_refuses_bad_shared_options(kw, msg):
     with pytest.raises(InputError, match=msg):
         fit_kaplan(chinchilla_table(noise=0.0, n_per_budget=3), **kw)

@@ -1,45 +1,25 @@
 """`plan`: the run it emits is the best preset at the budget, carries the fits' warnings and recipe,
 and its loss interval is a prediction interval."""
 
-
 from __future__ import annotations
 
-
-
 import pytest
-
-
 import yaml
 
-
-from tests.helpers import write_isoflop_tree
-
-
-
 from scaling import fit_batch_lr, fit_chinchilla
-
-
 from scaling.laws.loss import ChinchillaLaw
-
-
+from scaling.laws.prediction import predict_loss
 from scaling.planning.emit import emit_config
 from scaling.planning.plan import make_plan
 from scaling.planning.run_model import model_presets
-
-
-from scaling.laws.prediction import predict_loss
-
-
 from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table
-
+from tests.helpers import write_isoflop_tree
 
 
 @pytest.fixture(scope="module")
 def tree_fit(tmp_path_factory):
     runs = write_isoflop_tree(tmp_path_factory.mktemp("runs"), noise=0.004)
     return fit_chinchilla(runs, n_kind="non_embedding", top_k=8, bootstrap=30)
-
-
 
 
 def test_plan_picks_the_preset_with_the_lowest_predicted_loss(tree_fit):
@@ -60,8 +40,6 @@ def test_plan_picks_the_preset_with_the_lowest_predicted_loss(tree_fit):
     assert plan["conventions"] == {"compute": "trainer_flops", "n_kind": "non_embedding"}
 
 
-
-
 def test_plan_designs_the_model_at_n_opt_and_spends_the_budget(tree_fit):
     C = 3e14
     plan = make_plan([tree_fit], C, vocab_size=512)
@@ -75,8 +53,10 @@ def test_plan_designs_the_model_at_n_opt_and_spends_the_budget(tree_fit):
 
 def test_plan_designs_in_the_family_of_the_fitted_runs(tree_fit):
     rec = type(tree_fit)(dict(tree_fit))
-    shapes = [{"d_model": d, "n_layers": 2, "n_heads": d // 16, "n_kv_heads": None, "d_ff": None, "moe": False}
-              for d in (32, 48, 64, 96)]
+    shapes = [
+        {"d_model": d, "n_layers": 2, "n_heads": d // 16, "n_kv_heads": None, "d_ff": None, "moe": False}
+        for d in (32, 48, 64, 96)
+    ]
     rec["recipe"] = {**rec["recipe"], "models": shapes}  # a two-layer ladder, heads of 16
     run = make_plan([rec], 3e14, vocab_size=512)["run"]
     assert run["shape_rule"] == "runs" and "n_layers 2 at every width" in run["shape_rule_source"]
@@ -93,13 +73,12 @@ def test_emitted_config_carries_the_recipe(tree_fit, tmp_path):
     assert cfg["schedule"] == {"name": "cosine", "warmup_fraction": 0.07, "min_lr_ratio": 0.1}
     assert cfg["optim"]["weight_decay"] == 0.05 and cfg["optim"]["lr"] == 3e-3
     m = plan["run"]["model"]
-    assert cfg["model"] == {k: m[k] for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size",
-                                              "tie_embeddings")} | {"seq_len": 128}
+    assert cfg["model"] == {
+        k: m[k] for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "tie_embeddings")
+    } | {"seq_len": 128}
     assert not (tmp_path / "run.sweep.yaml").exists()  # no devices given: nothing to lay out
     assert cfg["data"]["name"] == "toy" and cfg["train"]["global_batch_size"] == 8
     assert cfg["train"]["tokens"] == round(plan["run"]["tokens"])
-
-
 
 
 def test_every_fit_warning_reaches_the_plan():
@@ -112,8 +91,6 @@ def test_every_fit_warning_reaches_the_plan():
     assert all(f"chinchilla approach 3 fit: {w}" in plan["warnings"] for w in rec.warnings)
 
 
-
-
 def test_batch_lr_law_outside_its_range_is_warned(tree_fit):
     hp = fit_batch_lr(batch_lr_sweep(budgets=(1e15, 1e16, 1e17)))
     plan = make_plan([tree_fit, hp], 3e14, vocab_size=512)
@@ -121,15 +98,11 @@ def test_batch_lr_law_outside_its_range_is_warned(tree_fit):
     assert any("batch-lr law used outside the range it was fitted on" in w for w in plan["warnings"])
 
 
-
-
 def test_prediction_interval_without_bootstrap_says_so():
     rec = fit_chinchilla(chinchilla_table(noise=0.01), top_k=8)
     p = predict_loss(rec, 1e9, 2e10)
     assert p["interval"][0] < p["loss"] < p["interval"][1]
     assert "parameter uncertainty not included" in p["interval_kind"]
-
-
 
 
 def test_a_data_constrained_plan_counts_the_repetition_of_its_data():
@@ -146,17 +119,17 @@ def test_a_data_constrained_plan_counts_the_repetition_of_its_data():
     plan = make_plan([rec], 3e21, vocab_size=4096)
     run = plan["run"]
     assert run["epochs"] > 4 and any("unique training tokens" in w for w in plan["warnings"])
-    fresh = ChinchillaLaw(**{k: rec.params[k] for k in ("E", "A", "B", "alpha", "beta")}).predict(run["N"], run["tokens"])
+    fresh = ChinchillaLaw(**{k: rec.params[k] for k in ("E", "A", "B", "alpha", "beta")}).predict(
+        run["N"], run["tokens"]
+    )
     assert run["loss"] > fresh + 0.01  # repeated tokens are worth less than new ones
     assert run["loss"] == pytest.approx(rec.law().predict(run["N"], run["tokens"], U=1e9))
 
 
-
-
 def test_to_train_config_is_what_emit_config_writes_and_takes_a_base_recipe(tree_fit, tmp_path):
+    from scaling.planning.emit import run_name, to_train_config
     from scaling.planning.plan import budget
     from scaling.planning.run_model import run_label
-    from scaling.planning.emit import run_name, to_train_config
 
     plan = make_plan([tree_fit], budget(tree_fit, 10.0), vocab_size=512)
     assert plan["compute"] == pytest.approx(10.0 * tree_fit["data_range"]["C"][1])

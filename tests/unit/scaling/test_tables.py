@@ -2,24 +2,11 @@
 wrong on stderr, no traceback. (`fit accuracy` used to crash on a malformed CSV; `fit lr-annealing`
 read a .tsv as commas.)"""
 
-
 from __future__ import annotations
-
-
 
 import pandas as pd
 
-
-
-
-
-
-
-
-
 from scaling.data.tables import read_table
-
-
 
 
 def test_tsv_is_read_with_tabs(tmp_path):
