@@ -148,8 +148,8 @@ def test_readme_names_every_file_of_the_layout():
 
 
 def test_run_dir_writes_the_trainers_dict_at_the_current_version(tmp_path):
-    layout.RunDir(tmp_path).write_summary(trainer_dict())
-    assert layout.RunDir(tmp_path).read_summary()["schema_version"] == SCHEMA_VERSION
+    write_summary(tmp_path, trainer_dict())
+    assert read_summary(layout.RunDir(tmp_path).path)["schema_version"] == SCHEMA_VERSION
     RunSummary(status="failed", steps=2, error="boom").write(tmp_path)
     back = read_summary(tmp_path)
     assert (
