@@ -18,10 +18,10 @@ SUBSYSTEMS = [
     "scaling.cli",
     "scaling.cli.design",
     "launch.predict_curve",
-    "launch.sweep_cli",
+    "launch.sweep.cli",
     "evals.cli",
     "dashboard.cli",
-    "launch.quickstart",
+    "launch.quickstart.job",
 ]
 
 

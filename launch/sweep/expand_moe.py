@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from launch.naming import fmt_num, model_label
+from launch.sweep.naming import fmt_num, model_label
+from launch.sweep.resolve import vocab_for
 from pretrain.errors import ConfigError
 
 
@@ -27,7 +28,6 @@ def _tokens(ms, n_active: int, base_tokens: int) -> list[float]:
 
 def moe_points(spec, b) -> tuple[list, list[str]]:
     """(name parts, overrides, axes) per run, and the skipped pairs with their reason."""
-    from launch.expand import vocab_for
     from models.accounting import count
 
     ms = spec.moe

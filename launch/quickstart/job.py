@@ -4,7 +4,7 @@
 2. a batch-size x learning-rate sweep through the local executor (live progress) and its law;
 3. an IsoFLOP sweep whose budgets take lr and batch from that law (DeepSeek's procedure), or
    (`isoflop.schedule: wsd`) the same study from WSD cooldown branches: per size one stable run to
-   the largest budget's tokens and a branch at each smaller budget's (launch.quickstart_wsd);
+   the largest budget's tokens and a branch at each smaller budget's (launch.quickstart.wsd);
 4. Chinchilla approach 2 and 3 fits, with bootstrap intervals, in stated conventions;
 5. a plan for a larger budget and one run of it (trained with the recipe the law was fitted
    on: with wsd, a WSD run with the branches' cooldown), while the sweeps' final checkpoints are evaluated with an lm-eval suite on the other core;
@@ -53,7 +53,7 @@ def register(sub) -> None:
 def load_config(path: str, overrides: list[str]):
     from pydantic import ValidationError
 
-    from launch.quickstart_config import QuickstartConfig
+    from launch.quickstart.config import QuickstartConfig
     from pretrain.config.loader import apply_overrides, format_validation_error, read_yaml
 
     raw = apply_overrides(read_yaml(path), overrides)
@@ -171,7 +171,7 @@ class MainJob:
         spec = Path(step.spec) if Path(step.spec).is_absolute() else PROJECT_ROOT / step.spec
         if not self.wsd:
             return spec, list(step.set)
-        from launch.quickstart_wsd import write_wsd_spec
+        from launch.quickstart.wsd import write_wsd_spec
 
         return write_wsd_spec(spec, step.set, step.wsd, self.out / "specs"), []
 
@@ -263,8 +263,8 @@ class MainJob:
 
         self.record_time("total", time.perf_counter() - t0, _children_cpu() - cpu0)
         with self.step("7. report"):
-            from launch.quickstart_report import write_report
-            from launch.quickstart_study import isoflop_study
+            from launch.quickstart.report import write_report
+            from launch.quickstart.study import isoflop_study
 
             study = isoflop_study(iso_runs, self.cfg.isoflop, self.cumulative.get(iso_step), self.cpu.get(iso_step))
             report = write_report(
@@ -307,7 +307,7 @@ class MainJob:
     def start_evaluation(self, runs: list[Path], workers: int | None = None) -> list[subprocess.Popen]:
         """Start `scalelab eval` on the runs not yet evaluated, batched into one process per worker
         (lm-eval, torch and each task's data are loaded once per process)."""
-        from launch.quickstart_eval import already_done
+        from launch.quickstart.evals import already_done
 
         todo = [r for r in runs if not already_done(r, self.cfg.eval.suite)]
         if not todo:
@@ -323,7 +323,7 @@ class MainJob:
             cmd = [
                 sys.executable,
                 "-m",
-                "launch.quickstart_eval",
+                "launch.quickstart.evals",
                 *map(str, chunk),
                 "--suite",
                 self.cfg.eval.suite,
@@ -400,7 +400,7 @@ class MainJob:
         )
         extra = [f"train.threads={threads}"] if threads else []
         if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
-            from launch.quickstart_wsd import plan_run_schedule
+            from launch.quickstart.wsd import plan_run_schedule
 
             extra += plan_run_schedule(self.cfg.isoflop.wsd)
         self.scalelab(

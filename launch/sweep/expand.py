@@ -7,14 +7,16 @@ value fails at plan time with the trainer's own message, prefixed by the run's n
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launch.naming import axis_label, config_id, fmt_num, fmt_sci, model_label, sanitize
-from launch.spec import SweepSpec
+from launch.sweep.expand_moe import moe_points
+from launch.sweep.expand_wsd import wsd_points
+from launch.sweep.naming import axis_label, config_id, fmt_num, fmt_sci, model_label, sanitize
+from launch.sweep.resolve import ConfigBuilder, flops_per_token, vocab_for
+from launch.sweep.spec import SweepSpec
 from pretrain.errors import ConfigError
 
 STARTUP_S = 15.0  # process start, DeepSpeed import and data mapping per run (measured on CPU)
@@ -57,51 +59,8 @@ class Plan:
         return {r.name: r for r in self.runs}
 
 
-def vocab_for(cfg) -> int:
-    if cfg.model.vocab_size:
-        return cfg.model.vocab_size
-    if cfg.data.mixture is not None:
-        from pretrain.data.mixture import planned_vocab
-
-        return planned_vocab(cfg.data) or cfg.data.tokenizer.vocab_size
-    tok = cfg.data.tokenizer
-    return 50257 if tok.kind == "gpt2" else tok.vocab_size
-
-
-class _Builder:
-    """Resolves (overrides) -> validated TrainConfig, caching the base YAML read."""
-
-    def __init__(self, spec: SweepSpec):
-        from pretrain.config.loader import build_train_raw
-
-        self.spec = spec
-        base = spec.base_path()
-        if not base.exists():
-            raise ConfigError(f"sweep spec: base config not found: {spec.base}")
-        self.base_raw = build_train_raw(base, [])
-
-    def resolve(self, items: list[tuple[str, Any]], label: str):
-        from pretrain.config.loader import validate_train
-
-        try:
-            raw = apply_values(self.base_raw, list(self.spec.set.items()) + items)
-            return raw, validate_train(raw)
-        except ConfigError as exc:
-            raise ConfigError(f"run {label}: {exc}") from None
-
-
-def apply_values(raw: dict, items: list[tuple[str, Any]]) -> dict:
-    """`pretrain.config.loader.apply_overrides` for already-parsed values (no YAML round trip:
-    planning 1,000 runs must stay well under a second). Same rules: whole sections (presets)
-    first, then dotted keys on top."""
-    from pretrain.config.loader import apply_parsed
-
-    cfg = json.loads(json.dumps(raw))
-    return apply_parsed(cfg, [(key.split("."), json.loads(json.dumps(value))) for key, value in items])
-
-
 def expand(spec: SweepSpec) -> Plan:
-    b = _Builder(spec)
+    b = ConfigBuilder(spec)
     points, skipped = _points(spec, b)
     if spec.axes and spec.kind not in ("grid", "zip"):
         points = _cross(spec, points)
@@ -144,7 +103,7 @@ def _cross(spec: SweepSpec, points: list) -> list:
     return out
 
 
-def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:
+def _points(spec: SweepSpec, b: ConfigBuilder) -> tuple[list, list[str]]:
     """(name parts, overrides, axes) per run, before seeds."""
     if spec.kind in ("grid", "zip"):
         keys = list(spec.axes)
@@ -173,23 +132,13 @@ def _points(spec: SweepSpec, b: _Builder) -> tuple[list, list[str]]:
     if spec.kind == "isoflop":
         return _isoflop(spec, b)
     if spec.kind == "moe":
-        from launch.expand_moe import moe_points
-
         return moe_points(spec, b)
     if spec.kind == "wsd":
-        from launch.expand_wsd import wsd_points
-
         return wsd_points(spec, b)
     return _batch_lr(spec, b), []
 
 
-def flops_per_token(c, compute: str) -> float:
-    """FLOPs per token of a model (`models.accounting.count`) under an IsoFLOP convention: every
-    run of a budget spends it in that currency."""
-    return {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(compute, c.flops_per_token)
-
-
-def _isoflop(spec: SweepSpec, b: _Builder):
+def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     iso = spec.isoflop
     from models.accounting import count
 
@@ -246,7 +195,7 @@ def _isoflop(spec: SweepSpec, b: _Builder):
     return _anchors(iso, b, hparams) + out, skipped
 
 
-def _anchors(iso, b: _Builder, hparams) -> list:
+def _anchors(iso, b: ConfigBuilder, hparams) -> list:
     """isoflop.anchors: one run per (model, tokens), named `anchor-<model>-d<tokens>`, with no `budget`
     in its axes (approach 2 leaves it out; approach 3 fits it with the profiles)."""
     from models.accounting import count
@@ -320,7 +269,7 @@ def _budget_hparams(law, budget: float, cfg) -> tuple[list, dict]:
     )
 
 
-def _batch_lr(spec: SweepSpec, b: _Builder):
+def _batch_lr(spec: SweepSpec, b: ConfigBuilder):
     bl = spec.batch_lr
     from models.accounting import count
 
@@ -421,10 +370,23 @@ def _throughput(spec: SweepSpec) -> float:
 
 
 def plan(path: str | Path, overrides: list[str] | None = None) -> Plan:
-    from launch.spec import load_spec
+    from launch.sweep.spec import load_spec
 
     p = expand(load_spec(path, overrides))
     adopt_existing(p)
+    return p
+
+
+def load_plan(args):
+    """The plan of the sweep the CLI names: `args.spec` with `args.spec_overrides`, cut to `--only` runs if given."""
+    p = plan(args.spec, args.spec_overrides)
+    if getattr(args, "only", None):
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        names = p.by_name()
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise ConfigError(f"--only: no run named {', '.join(unknown)}; runs: {', '.join(names)}")
+        p.runs = [names[n] for n in wanted]
     return p
 
 
@@ -437,7 +399,7 @@ def adopt_existing(p: Plan) -> list[tuple[str, str]]:
     finished run is never trained again and a partial one resumes. Only directories of this
     sweep (`extras.sweep`) that no planned run is named after are read. Returns
     [(planned name, adopted name)]."""
-    from launch.status import current_identity
+    from launch.sweep.status import current_identity
 
     root = p.root
     missing = [r for r in p.runs if not Path(r.run_dir).exists()]

@@ -1,6 +1,6 @@
 """`scalelab sweep plan|launch|status|cancel|eval` (and, through `launch.runs_cli`, `scalelab runs`).
 
-`sweep eval` lives in `launch.sweep_eval`. Later issues add sweep subcommands without editing
+`sweep eval` lives in `launch.sweep.eval_jobs`. Later issues add sweep subcommands without editing
 this file: any module listed in SWEEP_PLUGINS that exists and defines
 `register_sweep(sweep_subparsers)` is wired in.
 Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from launch import runs_cli
+from launch.sweep import eval_jobs
+from launch.sweep.expand import load_plan
 from pretrain.errors import ConfigError
 
 SWEEP_PLUGINS = ["evals.sweep_cli"]
@@ -83,9 +86,7 @@ def register(sub) -> None:
     common(q)
     q.set_defaults(func=cmd_cancel)
 
-    from launch import sweep_eval
-
-    sweep_eval.register(ss)
+    eval_jobs.register(ss)
 
     for name in SWEEP_PLUGINS:
         try:
@@ -96,8 +97,6 @@ def register(sub) -> None:
             raise
         if hasattr(mod, "register_sweep"):
             mod.register_sweep(ss)
-
-    from launch import runs_cli
 
     runs_cli.register(sub)
 
@@ -111,20 +110,6 @@ def _wrap(fn):
             return 2
 
     return run
-
-
-def load_plan(args):
-    from launch.expand import plan
-
-    p = plan(args.spec, args.spec_overrides)
-    if getattr(args, "only", None):
-        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
-        names = p.by_name()
-        unknown = [n for n in wanted if n not in names]
-        if unknown:
-            raise ConfigError(f"--only: no run named {', '.join(unknown)}; runs: {', '.join(names)}")
-        p.runs = [names[n] for n in wanted]
-    return p
 
 
 PLAN_COLUMNS = [
@@ -143,8 +128,8 @@ PLAN_COLUMNS = [
 
 @_wrap
 def cmd_plan(args) -> int:
-    from launch.epochs import run_epochs
-    from launch.preflight import configured_executors, preflight
+    from launch.sweep.epochs import run_epochs
+    from launch.sweep.preflight import configured_executors, preflight
     from launch.tables import human, render
 
     p = load_plan(args)
@@ -184,14 +169,14 @@ def cmd_plan(args) -> int:
 
 @_wrap
 def cmd_launch(args) -> int:
-    from launch.preflight import preflight
+    from launch.sweep.preflight import preflight
 
     p = load_plan(args)
     spec = p.spec
     if args.hostfile:
         spec.executor.deepspeed.hostfile = args.hostfile
     # exit 2 before anything is queued; runs that will not start (done, stale) need nothing
-    from launch.worker import decide
+    from launch.run.worker import decide
 
     starting = [r for r in p.runs if decide(Path(r.run_dir), args.retry_failed, r.id) == "run"]
     preflight(dataclasses.replace(p, runs=starting), [args.executor], args.allow_repeats)
@@ -199,7 +184,7 @@ def cmd_launch(args) -> int:
         from launch.executors.slurm import sweep_meta_dir
 
         if args.dry_run:
-            from launch.data_jobs import data_jobs, describe
+            from launch.sweep.data_jobs import data_jobs, describe
 
             for job in data_jobs(p.runs):
                 print(
@@ -309,7 +294,7 @@ def _status_rows(plan, statuses) -> list[dict]:
 @_wrap
 def cmd_status(args) -> int:
     from launch.executors.slurm import queued_jobs
-    from launch.status import compute_line, counts, sweep_status
+    from launch.sweep.status import compute_line, counts, sweep_status
     from launch.tables import render
 
     p = load_plan(args)
@@ -342,7 +327,7 @@ def cmd_status(args) -> int:
 
 @_wrap
 def cmd_cancel(args) -> int:
-    from launch.cancel import cancel_sweep
+    from launch.sweep.cancel import cancel_sweep
 
     p = load_plan(args)
     return cancel_sweep(p, [r.name for r in p.runs] if args.only else None)

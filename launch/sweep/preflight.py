@@ -11,7 +11,7 @@ run that would fail, with the keys to change:
   resolves every preset and gives the same run (a preset name with a dot once did not);
 - data: every file, folder or glob of `data.sources`/`val_sources` (and each mixture
   component) exists, without hashing anything; remote `hf_dataset` sources are not checked;
-- repetition: a run's tokens over its data's unique training tokens (launch/epochs.py: exact when
+- repetition: a run's tokens over its data's unique training tokens (launch/sweep/epochs.py: exact when
   prepared, else estimated) above its `train.max_epochs_warn`, unless --allow-repeats;
 - W&B: `wandb.mode: online` needs credentials where wandb looks for them: WANDB_API_KEY,
   WANDB_IDENTITY_TOKEN_FILE, or a .netrc entry ($NETRC, ~/.netrc) for the host of
@@ -130,7 +130,7 @@ def check_presets(run, cache: dict | None = None) -> Problem | None:
 
 # ------------------------------------------------------------------ data
 def _data_problems(dcfg) -> list[str]:
-    from launch.data_jobs import is_local_path
+    from launch.sweep.data_jobs import is_local_path
     from pretrain.data.sources import _local_hf_path, _resolve_path_source
 
     out = []
@@ -153,7 +153,7 @@ def _data_problems(dcfg) -> list[str]:
 
 def check_data(runs: list) -> list[Problem]:
     """Sources of every data set the runs train on exist (checked once per distinct data config)."""
-    from launch.data_jobs import _data_sets
+    from launch.sweep.data_jobs import _data_sets
 
     seen: dict[str, list[str]] = {}
     problems = []
@@ -211,8 +211,8 @@ def check_wandb(runs: list) -> list[Problem]:
 # ------------------------------------------------------------------ data repetition
 def check_epochs(runs: list, allow_repeats: bool) -> list[Problem]:
     """Runs that would pass over their unique training tokens more than their train.max_epochs_warn
-    (launch/epochs.py), unless the user repeats data on purpose (--allow-repeats)."""
-    from launch.epochs import run_epochs
+    (launch/sweep/epochs.py), unless the user repeats data on purpose (--allow-repeats)."""
+    from launch.sweep.epochs import run_epochs
 
     if allow_repeats:
         return []

@@ -24,7 +24,7 @@ HEADER = (
 def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
     """The kind-`wsd` spec (a mapping) equivalent to an IsoFLOP spec; `opts` is the main job's
     `isoflop.wsd` section (cooldown, decay_shape, budgets: null keeps the spec's)."""
-    from launch.spec import edit_spec, resolve_path
+    from launch.sweep.spec import edit_spec, resolve_path
     from pretrain.config.loader import read_yaml
 
     data = edit_spec(read_yaml(spec_path), list(overrides))
@@ -60,8 +60,8 @@ def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
 def write_wsd_spec(spec_path: Path, overrides: list[str], opts, out_dir: Path) -> Path:
     """Write the converted spec to `out_dir/<name>-wsd.yaml` (rewritten only when it changes, so
     the sweep's runs stay up to date) and check it plans (exit 2 naming the key if not)."""
-    from launch.expand import expand
-    from launch.spec import parse_spec
+    from launch.sweep.expand import expand
+    from launch.sweep.spec import parse_spec
 
     data = wsd_spec_from_isoflop(spec_path, overrides, opts)
     path = out_dir / f"{data['name']}.yaml"

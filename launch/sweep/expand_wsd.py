@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 
-from launch.naming import fmt_num, fmt_sci, model_label
+from launch.sweep.naming import fmt_num, fmt_sci, model_label
+from launch.sweep.resolve import flops_per_token, vocab_for
 from pretrain.errors import ConfigError
 from rundir.layout import CHECKPOINTS, checkpoint_tag
 
@@ -57,7 +58,6 @@ def _fraction_ends(ws, t_max: int, tps: int, d_max: float) -> list[tuple[int, di
 
 def _budget_ends(ws, label: str, cfg, tps: int, skipped: list[str]) -> list[tuple[int, dict]]:
     """(steps, axes) of every kept budget of one model, by steps (the same rules as kind isoflop)."""
-    from launch.expand import flops_per_token, vocab_for
     from models.accounting import count
 
     c = count(cfg.model, vocab_for(cfg))

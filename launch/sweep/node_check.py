@@ -1,4 +1,4 @@
-"""`python -m launch.node_check --gpus N`: what a sweep's Slurm array checks on a compute node first.
+"""`python -m launch.sweep.node_check --gpus N`: what a sweep's Slurm array checks on a compute node first.
 
 Submitted as a one-task job before the array (same partition, GPUs, setup and interpreter as its
 tasks), which starts only after it ends well: a node whose Python lacks torch or DeepSpeed, or
@@ -37,7 +37,7 @@ def check(gpus: int) -> tuple[bool, str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m launch.node_check")
+    ap = argparse.ArgumentParser(prog="python -m launch.sweep.node_check")
     ap.add_argument("--gpus", type=int, default=0, help="GPUs the node must show")
     args = ap.parse_args(argv)
     ok, text = check(args.gpus)

@@ -1,6 +1,6 @@
 """Evaluate many run directories in one process (lm-eval and torch are imported once).
 
-    python -m launch.quickstart_eval RUN [RUN ...] --suite tiny [--limit N] [--threads T]
+    python -m launch.quickstart.evals RUN [RUN ...] --suite tiny [--limit N] [--threads T]
 
 Runs whose newest step already has results for the suite are skipped; a failing run is
 reported and the others go on (exit 1 if any failed).
@@ -26,7 +26,7 @@ def already_done(run: Path, suite: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m launch.quickstart_eval")
+    ap = argparse.ArgumentParser(prog="python -m launch.quickstart.evals")
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--suite", default="tiny")
     ap.add_argument("--limit", type=float, default=None)

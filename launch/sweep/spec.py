@@ -1,7 +1,7 @@
 """Sweep spec: a short YAML file that names a base train config and what varies.
 
 The spec is validated like every other config (unknown keys are errors naming the key); the
-expansion into runs lives in `launch.expand`, executor settings are typed here so a typo in a
+expansion into runs lives in `launch.sweep.expand`, executor settings are typed here so a typo in a
 Slurm option fails at `sweep plan`, not after a day in the queue.
 
     name: isoflop-tiny
@@ -109,7 +109,7 @@ class BatchLrSpec(Strict):
 
 
 class MoeSpec(Strict):
-    """Kind `moe`: experts x granularity x active size x tokens, for `scalelab fit moe` (launch.expand_moe)."""
+    """Kind `moe`: experts x granularity x active size x tokens, for `scalelab fit moe` (launch.sweep.expand_moe)."""
 
     models: list[Any] = Field(
         description="active sizes: model presets (names) or model sections; each is trained dense and as MoEs"
@@ -172,7 +172,7 @@ class MoeSpec(Strict):
 
 
 class WsdSpec(Strict):
-    """Kind `wsd`: per model one stable run to D_max and cooldown branches from it (launch.expand_wsd)."""
+    """Kind `wsd`: per model one stable run to D_max and cooldown branches from it (launch.sweep.expand_wsd)."""
 
     models: list[Any] = Field(description="model presets (names) or model sections (mappings); one stable run each")
     tokens: float | None = Field(

@@ -35,7 +35,7 @@ def current_identity(run_dir: Path) -> tuple[str | None, str | None]:
     in (model.vocab_size from the data), which would hash differently from the plan."""
     import yaml
 
-    from launch.naming import config_id
+    from launch.sweep.naming import config_id
     from pretrain.config.loader import validate_train
     from pretrain.errors import ConfigError
     from rundir.files import read_yaml

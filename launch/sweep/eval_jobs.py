@@ -7,7 +7,7 @@ left alone. Results land where `scalelab eval` puts them (`RUN/evals/<step>.json
 `eval/<task>/<metric>`), written by `evals.run_eval.evaluate_run`.
 
 Executors, as for training:
-- local: `--workers N` processes, each `python -m launch.sweep_eval RUN [RUN ...]` over its share
+- local: `--workers N` processes, each `python -m launch.sweep.eval_jobs RUN [RUN ...]` over its share
   of the runs (lm-eval, torch and the task data are loaded once per process), cores split evenly;
 - slurm: one job array, one task per run (`--manifest M --index $SLURM_ARRAY_TASK_ID`), with the
   spec's partition/account/qos/time/mem/cpus/extra/setup and one GPU when the runs have GPUs;
@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from launch.sweep.expand import load_plan
 from pretrain.errors import ConfigError
 from rundir.layout import LOCK, RunDir
 from rundir.summary import read_summary
@@ -100,7 +101,7 @@ def evaluated(run_dir: Path, suite: str, tasks: list[str]) -> bool:
 
 def select(plan, suite: str, tasks: list[str], force: bool) -> tuple[list, list[str], dict[str, str]]:
     """(runs to evaluate, runs already evaluated, {run: state} of runs not finished)."""
-    from launch.status import run_status
+    from launch.sweep.status import run_status
 
     todo, done, unfinished = [], [], {}
     for r in plan.runs:
@@ -125,7 +126,7 @@ def run_local(run_dirs: list[Path], req: Request, workers: int, python: str | No
         argv = [
             python or sys.executable,
             "-m",
-            "launch.sweep_eval",
+            "launch.sweep.eval_jobs",
             *map(str, share),
             *Request(**{**req.__dict__, "threads": threads}).argv(),
         ]
@@ -161,7 +162,7 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, pyth
     argv = [
         python or job_python(s),
         "-m",
-        "launch.sweep_eval",
+        "launch.sweep.eval_jobs",
         "--manifest",
         str(manifest),
         "--index",
@@ -284,7 +285,6 @@ def register(ss) -> None:
 
 
 def cmd_sweep_eval(args) -> int:
-    from launch.sweep_cli import load_plan
 
     try:
         p = load_plan(args)
@@ -316,7 +316,7 @@ def cmd_sweep_eval(args) -> int:
         return submit_slurm(p.spec, run_dirs, req, suite, args.dry_run)
     if args.dry_run:
         for d in run_dirs:
-            print(f"{d.name}: python -m launch.sweep_eval {d} {' '.join(req.argv())}")
+            print(f"{d.name}: python -m launch.sweep.eval_jobs {d} {' '.join(req.argv())}")
         return 0
     t0 = time.time()
     code = run_local(run_dirs, req, args.workers or p.spec.executor.local.workers)
@@ -343,7 +343,7 @@ def _lock(run_dir: Path):
 
 def worker(argv: list[str] | None = None) -> int:
     """Evaluate the given runs in this process; a failing run is reported and the others go on."""
-    ap = argparse.ArgumentParser(prog="python -m launch.sweep_eval")
+    ap = argparse.ArgumentParser(prog="python -m launch.sweep.eval_jobs")
     ap.add_argument("runs", nargs="*")
     ap.add_argument("--manifest")
     ap.add_argument("--index", type=int)
