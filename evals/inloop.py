@@ -1,7 +1,7 @@
 """In-loop evaluation: scalelab's checkpoint evaluator, which the trainer calls on checkpoints as
 they are saved (the `eval:` section of a train config).
 
-The trainer owns the interface and the cadence (pretrain/checkpoint_eval.py,
+The trainer owns the interface and the cadence (pretrain/checkpoint/evaluators.py,
 pretrain/callbacks/inloop_eval.py); this module registers itself as the entry point
 `scalelab.checkpoint_evaluators: eval = evals.inloop:EVALUATOR` (pyproject.toml), so pretrain
 never imports evals. It stays light to import: the trainer's config schema loads it.
@@ -46,7 +46,7 @@ class LmEvalEvaluator:
         return (section.suite or "custom") in doc.get("suites", []) and not doc.get("failed")
 
     def evaluate(self, section: EvalSection, job) -> None:
-        """Evaluate `job.checkpoint` (a `pretrain.checkpoint_eval.EvalJob`) and record the results or the failure."""
+        """Evaluate `job.checkpoint` (a `pretrain.checkpoint.evaluators.EvalJob`) and record the results or the failure."""
         t0 = time.perf_counter()
         error = None
         try:

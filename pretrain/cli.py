@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from pretrain.engine.extensions import ExtensionLockTimeout
 from pretrain.errors import ConfigError, DataError
-from pretrain.extensions import ExtensionLockTimeout
 from rundir.devices import MEMORY_BYTES
 
 # Keys that may change between attempts of one run without changing what it computes.
@@ -166,8 +166,8 @@ def _cmd_dry_run(args) -> int:
 
 def _train(args) -> int:
     from pretrain.config.loader import load_train_config
-    from pretrain.distributed import env_world_size
-    from pretrain.ds_config import grad_accum_steps
+    from pretrain.engine.distributed import env_world_size
+    from pretrain.engine.ds_config import grad_accum_steps
     from rundir.layout import RunDir
 
     cfg = load_train_config(args.config, args.overrides)
@@ -176,7 +176,7 @@ def _train(args) -> int:
     if cfg.train.compile:
         import torch
 
-        from pretrain.compiling import check_compile
+        from pretrain.engine.compiling import check_compile
 
         check_compile(cfg, torch.cuda.is_available())
     run_dir = Path(args.run_dir or Path("runs") / cfg.name)
@@ -194,11 +194,11 @@ def _train(args) -> int:
         from rundir.checkpoints import has_checkpoint
 
         if not has_checkpoint(run_dir):  # with checkpoints of its own a branch resumes from them
-            from pretrain.init_from import check
+            from pretrain.checkpoint.init_from import check
 
             check(cfg)
 
-    from pretrain.distributed import setup, teardown
+    from pretrain.engine.distributed import setup, teardown
 
     dist = setup(cfg.train.threads, cfg.train.deterministic)
     rc = 1
@@ -210,7 +210,7 @@ def _train(args) -> int:
 
 
 def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
-    from pretrain.distributed import barrier
+    from pretrain.engine.distributed import barrier
 
     prepared = _prepare_data(cfg, dist)
     cfg = _with_vocab(cfg, prepared.vocab_size)
@@ -224,7 +224,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
                 + "\n  ".join(diffs)
             )
     if dist.is_main:
-        from pretrain.trainer import write_resolved_config
+        from pretrain.engine.trainer import write_resolved_config
 
         run_dir.mkdir(parents=True, exist_ok=True)
         write_resolved_config(cfg, run_dir)
@@ -232,7 +232,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
         print(f"run directory: {run_dir}", flush=True)
     barrier(dist)
 
-    from pretrain.trainer import Trainer
+    from pretrain.engine.trainer import Trainer
 
     trainer = Trainer(cfg, run_dir, dist, prepared, progress=not args.no_progress)
     trainer.build()
@@ -295,7 +295,7 @@ def _with_vocab(cfg, vocab: int | None):
 def _prepare_data(cfg, dist):
     """Rank 0 prepares (or reuses) the data, the others then open it; a mixture does so per component."""
     from pretrain.data.prepare import load_prepared, output_dir, prepare
-    from pretrain.distributed import barrier
+    from pretrain.engine.distributed import barrier
 
     log = lambda m: print(m, flush=True)  # noqa: E731
     if cfg.data.mixture is not None:
@@ -315,10 +315,10 @@ def _prepare_data(cfg, dist):
 
 def _check_eval(cfg) -> None:
     """The `eval:` section's suite/tasks/data, checked by the registered checkpoint evaluator
-    (pretrain/checkpoint_eval.py) before any work: a wrong one is a configuration error."""
+    (pretrain/checkpoint/evaluators.py) before any work: a wrong one is a configuration error."""
     if getattr(cfg, "eval", None) is None:
         return
-    from pretrain.checkpoint_eval import evaluator
+    from pretrain.checkpoint.evaluators import evaluator
 
     try:
         evaluator().check(cfg.eval)
@@ -350,6 +350,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from pretrain.distributed import exit_process
+    from pretrain.engine.distributed import exit_process
 
     exit_process(main())

@@ -1,7 +1,7 @@
 """`scalelab train CONFIG --dry-run [--world-size K] [--device NAME]`: check a run without running it.
 
 Validates the config and, for K ranks, the DeepSpeed config the trainer would hand DeepSpeed
-(pretrain/ds_config.py, parsed by DeepSpeed's own `DeepSpeedConfig` at that world size); builds the
+(pretrain/engine/ds_config.py, parsed by DeepSpeed's own `DeepSpeedConfig` at that world size); builds the
 model on the meta device (no memory: a 70B config takes seconds) and checks its parameter count
 against models/accounting.py; prints the parameters, FLOPs per token, the layout and the per-rank
 memory estimate (models/memory.py), and whether it fits a device of the table (rundir/devices.py).
@@ -108,7 +108,7 @@ def dry_run(config: str, overrides: list[str], world_size: int | None, device: s
     from models.accounting import count
     from models.memory import choose_layout, estimate_memory
     from pretrain.config.loader import load_train_config
-    from pretrain.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
+    from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
 
     cfg = load_train_config(config, overrides)
     world = world_size or int(os.environ.get("WORLD_SIZE", "1"))

@@ -78,7 +78,7 @@ def _is_zero3_placeholder(sd: dict) -> bool:
 def restack_experts(sd: dict) -> dict:
     """DeepSpeed expert keys -> the model's `<block>.experts.<w>` tensors of shape (E, ...).
 
-    Two layouts (`pretrain.expert_parallel`):
+    Two layouts (`pretrain.engine.expert_parallel`):
     - `<block>.experts.deepspeed_moe.experts.deepspeed_experts.<r>.<w>`, shape (E/ep, ...): EP rank
       r's block of experts, concatenated in rank order (current);
     - `<block>.deepspeed_moe.experts.deepspeed_experts.<e>.<w>`, shape (...): one global expert e,

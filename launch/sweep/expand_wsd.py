@@ -15,7 +15,7 @@ the cooldowns). Per model:
 Every run's end is cooled down, so each is one (N, D, loss) point (`axes.end_point`: true; the
 stable run is the full-length point, so fraction 1 adds no run).
 
-Each branch is checked against its stable run here (`pretrain.init_from.differences`: the same
+Each branch is checked against its stable run here (`pretrain.checkpoint.init_from.differences`: the same
 lr on every step up to N), so a sweep that could not branch exits 2 at `sweep plan`.
 
 With `budgets` instead of `fractions` the sweep is an IsoFLOP study from branches: per model, the
@@ -93,7 +93,7 @@ def _branch_problem(what: str, steps: int, c: int, point: int, warm: int, stable
 def wsd_points(spec, b) -> tuple[list, list[str]]:
     """(name parts, overrides, axes) per run: each model's stable run, then its branches; and the
     (budget, model) pairs skipped, with why."""
-    from pretrain.init_from import differences
+    from pretrain.checkpoint.init_from import differences
 
     ws = spec.wsd
     ckey = "wsd.cooldown_steps" if ws.cooldown_steps is not None else "wsd.cooldown"

@@ -50,7 +50,7 @@ def default_callbacks(trainer) -> list[Callback]:
         out.append(MoERouterMetrics(module))
     if cfg.eval is not None:
         from pretrain.callbacks.inloop_eval import CheckpointEvaluation
-        from pretrain.checkpoint_eval import evaluator
+        from pretrain.checkpoint.evaluators import evaluator
 
         out.append(CheckpointEvaluation(evaluator(), cfg.eval))
     fault = FaultInjection.from_env(module)

@@ -9,10 +9,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from models.config import ModelConfig, StrictModel
-from pretrain.checkpoint_eval import section_type
+from pretrain.checkpoint.evaluators import section_type
 from pretrain.data.config import DataConfig
 
-# The `eval:` section's schema belongs to the registered checkpoint evaluator (pretrain/checkpoint_eval.py).
+# The `eval:` section's schema belongs to the registered checkpoint evaluator (pretrain/checkpoint/evaluators.py).
 EvalSection = section_type()
 
 

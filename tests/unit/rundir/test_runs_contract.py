@@ -15,7 +15,7 @@ from rundir.read import SUMMARY_COLUMNS
 from rundir.summary import SCHEMA_VERSION, RunSummary, read_summary, write_summary
 from tests.helpers import REPO, write_run
 
-# What the trainer's summary() builds (pretrain/trainer.py), mixture keys from TrainFeed.summary.
+# What the trainer's summary() builds (pretrain/engine/trainer.py), mixture keys from TrainFeed.summary.
 TRAINER_KEYS = [
     "status",
     "name",

@@ -1,5 +1,5 @@
 """Muon for the hidden weight matrices and AdamW for the rest, in one torch optimizer whose
-whole-tensor updates can be shared out over data-parallel ranks (pretrain/muon_assign.py).
+whole-tensor updates can be shared out over data-parallel ranks (pretrain/optim/muon_ranks.py).
 
 The Muon update follows torch.optim.Muon (momentum by lerp, Nesterov, decoupled weight decay,
 quintic Newton-Schulz with Keller Jordan's coefficients, `adjust_lr_fn` names), with two
@@ -19,7 +19,7 @@ import math
 import torch
 import torch.distributed as dist
 
-from pretrain.muon_assign import Assignment, assign
+from pretrain.optim.muon_ranks import Assignment, assign
 
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's defaults
 NS_EPS = 1e-7
@@ -51,7 +51,7 @@ def lr_ratio(rule: str, shape: tuple[int, ...]) -> float:
 
 class MuonAdamW(torch.optim.Optimizer):
     """Param groups carry `use_muon`; Muon groups read momentum, nesterov, ns_steps, adjust_lr;
-    AdamW groups read betas, eps. `mode`: replicated | balanced | flat (pretrain/muon_assign.py)."""
+    AdamW groups read betas, eps. `mode`: replicated | balanced | flat (pretrain/optim/muon_ranks.py)."""
 
     def __init__(
         self,

@@ -1,5 +1,5 @@
 """The training loop, which only puts the parts in order (cf. torchtitan's `Trainer.train`,
-OLMo-core's `Trainer.fit`): the train module runs each optimizer step (pretrain/train_module.py),
+OLMo-core's `Trainer.fit`): the train module runs each optimizer step (pretrain/engine/train_module.py),
 callbacks do everything else (pretrain/callbacks/: checkpoints, metrics, W&B, console, evaluation,
 probes, signals), and metrics recorded during a log window are reduced once per log step.
 
@@ -15,19 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.accounting import count
-from pretrain import checkpoint
 from pretrain.callbacks import Callback, StepInfo, default_callbacks
 from pretrain.callbacks.signals import Signals
+from pretrain.checkpoint import store as checkpoint
 from pretrain.config.loader import dump_config
 from pretrain.config.schema import TrainConfig
 from pretrain.console import Progress
 from pretrain.data.feed import TrainFeed
-from pretrain.distributed import DistInfo
+from pretrain.data.sampler import micro_batch_start
+from pretrain.engine.distributed import DistInfo
+from pretrain.engine.prefetch import Prefetcher
+from pretrain.engine.recorder import MetricRecorder
+from pretrain.engine.train_module import DeepSpeedTrainModule, StepOutput
 from pretrain.errors import TrainingFailed
-from pretrain.prefetch import Prefetcher
-from pretrain.recorder import MetricRecorder
-from pretrain.sampler import micro_batch_start
-from pretrain.train_module import DeepSpeedTrainModule, StepOutput
 from rundir.layout import RunDir
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
@@ -80,7 +80,7 @@ class Trainer:
         self.module.build()
         # Windows are read straight from the memory-mapped shards (data/feed.py): nothing is loaded whole.
         self.feed = TrainFeed(self.prepared, self.cfg.model.seq_len, self.cfg.train.seed)
-        # the next micro-batch is read (and pinned, on CUDA) while this one runs (pretrain/prefetch.py)
+        # the next micro-batch is read (and pinned, on CUDA) while this one runs (pretrain/engine/prefetch.py)
         self.prefetch = Prefetcher(self._micro_batch, self.module.gas, self.total_steps, self.dist.device)
         # stable sort: callbacks of equal priority keep the order they were given in
         self.callbacks = sorted(default_callbacks(self) + self.extra_callbacks, key=lambda cb: -cb.priority)
@@ -170,7 +170,7 @@ class Trainer:
         )
 
     def record_metric(self, name: str, value, reduce: str = "mean") -> None:
-        """Add a value to this log window's record (pretrain/recorder.py: reduced once, on the log step)."""
+        """Add a value to this log window's record (pretrain/engine/recorder.py: reduced once, on the log step)."""
         self.recorder.record(name, value, reduce)
 
     @contextmanager

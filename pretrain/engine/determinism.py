@@ -3,7 +3,7 @@
 Two runs of one config, or a run and its resume, must compute the same bits whatever else the
 machine is doing. What can make them differ is how work is split between threads: a reduction
 split into a different number of chunks adds in a different order. The trainer fixes the thread
-count from the configuration or the CPU allocation (pretrain/distributed.py, never from load);
+count from the configuration or the CPU allocation (pretrain/engine/distributed.py, never from load);
 this module removes the remaining run-time choices:
 
 - OpenMP dynamic teams: with OMP_DYNAMIC=true (set by some cluster environments) libgomp sizes

@@ -21,13 +21,13 @@ import torch
 
 from models.gpt import GPT
 from pretrain.config.schema import TrainConfig
-from pretrain.distributed import DistInfo
-from pretrain.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
+from pretrain.engine.distributed import DistInfo
+from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
+from pretrain.engine.mfu import set_tf32
+from pretrain.engine.step_timer import StepTimer
+from pretrain.engine.zero_init import describe_shares, partitioned
 from pretrain.errors import TrainingFailed
-from pretrain.mfu import set_tf32
-from pretrain.optim import param_groups
-from pretrain.step_timer import StepTimer
-from pretrain.zero_init import describe_shares, partitioned
+from pretrain.optim.adamw import param_groups
 from rundir.schedules import lr_at
 
 LossHook = Callable[[int, int, torch.Tensor], torch.Tensor]  # (step, micro, loss) -> loss, e.g. a test's fault
@@ -42,7 +42,9 @@ class StepOutput:
     lr: float = 0.0
     skipped: bool = False  # the update was skipped for a non-finite gradient norm
     stop: bool = False  # some rank asked to stop after this step
-    times: dict[str, float] | None = None  # timed steps: seconds per phase and the whole step (pretrain/step_timer.py)
+    times: dict[str, float] | None = (
+        None  # timed steps: seconds per phase and the whole step (pretrain/engine/step_timer.py)
+    )
 
 
 class DeepSpeedTrainModule:
@@ -58,17 +60,19 @@ class DeepSpeedTrainModule:
         import deepspeed
 
         cfg = self.cfg
-        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/mfu.py)
+        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/engine/mfu.py)
         self.tf32 = set_tf32(self.dist.device, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
         ds_config = build_ds_config(cfg, self.dist.world_size, self.dist.device.type == "cuda")
-        with partitioned(cfg, ds_config):  # ZeRO-3: each rank allocates only its partitions (pretrain/zero_init.py)
+        with partitioned(
+            cfg, ds_config
+        ):  # ZeRO-3: each rank allocates only its partitions (pretrain/engine/zero_init.py)
             model = GPT(cfg.model)
         if cfg.deepspeed.zero_stage == 3 and cfg.deepspeed.zero_init:
             self.log(describe_shares(model, self.dist.world_size, self.dist.device))
         model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
         if cfg.optim.name == "muon":  # ep_size 1 (config): experts stay whole on every rank
-            from pretrain.optim_muon import build_muon, split_text
+            from pretrain.optim.muon_build import build_muon, split_text
 
             opt, self.optimizer_record = build_muon(
                 model, cfg.optim, cfg.peak_lr(), cfg.deepspeed.zero_stage, self.dist.rank, self.dist.world_size
@@ -76,7 +80,7 @@ class DeepSpeedTrainModule:
         else:
             groups = param_groups(model, cfg.optim)
             if getattr(cfg.model, "moe", None) is not None:
-                from pretrain.expert_parallel import prepare_moe
+                from pretrain.engine.expert_parallel import prepare_moe
 
                 groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
             # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop
@@ -97,7 +101,7 @@ class DeepSpeedTrainModule:
             # the process group (~10% of a tiny model's step); there is nothing to reduce with
             self.engine.enable_backward_allreduce = False
         # DeepSpeed reports the global grad norm for ZeRO and fp16, not for ZeRO-0 with fp32
-        # parameters (fp32, or bf16 autocast: pretrain/ds_config.py), where it clips without
+        # parameters (fp32, or bf16 autocast: pretrain/engine/ds_config.py), where it clips without
         # keeping the norm: measure it ourselves there.
         self.own_grad_norm = engine_stage == 0 and cfg.precision != "fp16"
 
@@ -223,7 +227,7 @@ def _no_update(optimizer):
 
 
 def adamw_record(groups: list[dict]) -> dict:
-    """summary.json's `optimizer` for optim.name adamw (pretrain/optim_muon.py writes muon's)."""
+    """summary.json's `optimizer` for optim.name adamw (pretrain/optim/muon_build.py writes muon's)."""
     ps = [p for g in groups for p in g["params"]]
     return {
         "name": "adamw",

@@ -1,6 +1,6 @@
 """`train.compile`: what torch.compile's backend needs on this machine, checked before any work.
 
-The model is compiled through DeepSpeed's `engine.compile(backend=...)` (pretrain/train_module.py),
+The model is compiled through DeepSpeed's `engine.compile(backend=...)` (pretrain/engine/train_module.py),
 which compiles the engine's module in place (`nn.Module.compile`), so parameter names, checkpoints
 and exports are those of the eager model. Compilation itself happens lazily, in the first steps;
 a missing toolchain would only show there, after data preparation and engine set-up, as an

@@ -27,7 +27,7 @@ def grad_accum_steps(cfg: TrainConfig, world_size: int) -> int:
 
 def engine_zero_stage(cfg: TrainConfig) -> int:
     """The ZeRO stage DeepSpeed's engine runs. optim.name muon runs on the ZeRO-0 engine: its
-    ZeRO-1 (whole tensors shared out over the ranks) lives in the optimizer (pretrain/muon.py),
+    ZeRO-1 (whole tensors shared out over the ranks) lives in the optimizer (pretrain/optim/muon.py),
     because DeepSpeed's ZeRO-1 hands the optimizer flat slices, and Muon needs whole matrices."""
     return 0 if cfg.optim.name == "muon" else cfg.deepspeed.zero_stage
 

@@ -62,10 +62,10 @@ def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
         # Oversubscribed CPU ranks run many times slower: split the cores between local ranks.
         torch.set_num_threads(threads or cores_per_rank(local_world))
     if deterministic:
-        from pretrain.determinism import make_deterministic
+        from pretrain.engine.determinism import make_deterministic
 
         make_deterministic(device)
-    from pretrain.extensions import configure
+    from pretrain.engine.extensions import configure
 
     configure()  # no JIT build of DeepSpeed's CPU comm op, and no endless wait on a build lock
     import deepspeed
