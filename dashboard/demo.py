@@ -1,7 +1,7 @@
 """Build dashboard inputs with the real producers: a tiny sweep (`scalelab train`), an MoE run, a
 `wsd` sweep (a stable run and two cooldown branches, `scalelab sweep launch`), an evaluation (`scalelab eval`) and fit records (`scalelab fit`), plus deliberately broken dirs.
 
-Used by the browser tests (once per session) and to make the README screenshots:
+Used by the browser tests (once per session) and to make the docs' screenshots:
     python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
 The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is too small to fit a
 5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic.runs, and MoE tables, a run tree

@@ -1,4 +1,4 @@
-"""README screenshots of every view, taken with Debian Chromium via Playwright.
+"""The docs' screenshots (docs/screenshots/) of every view, taken with Debian Chromium via Playwright.
 
     python -m dashboard.screenshots DEMO_DIR [OUT_DIR=docs/screenshots]
 DEMO_DIR is filled by dashboard.demo (a real tiny sweep) if it is empty.

@@ -1,4 +1,4 @@
-"""Peak memory and the step-time breakdown on log steps (README "Metric names").
+"""Peak memory and the step-time breakdown on log steps (docs/run-directory.md, "Metric names").
 
 Times come from the train module, which times the log steps' phases (pretrain/engine/step_timer.py):
 `time/data_s`, `time/fwd_bwd_s`, `time/optim_s` summed over the step's micro-batches and

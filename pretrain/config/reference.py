@@ -1,4 +1,4 @@
-"""Generate the config reference (README) from the typed configs, so it is written once."""
+"""Generate the config reference (docs/config-reference.md) from the typed configs, so it is written once."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 
 
 def update_readme(path) -> bool:
-    """Rewrite the README's config reference block; returns True when it changed."""
+    """Rewrite the config reference block of a page (docs/config-reference.md); returns True when it changed."""
     from pathlib import Path
 
     p = Path(path)
@@ -75,4 +75,4 @@ def update_readme(path) -> bool:
 if __name__ == "__main__":
     import sys
 
-    update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    update_readme(sys.argv[1] if len(sys.argv) > 1 else "docs/config-reference.md")

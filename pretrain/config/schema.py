@@ -1,4 +1,4 @@
-"""Typed training configuration. Every key is documented here; the README reference is
+"""Typed training configuration. Every key is documented here; the reference (docs/config-reference.md) is
 generated from these descriptions (`scalelab config reference`)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class OptimConfig(StrictModel):
     name: Literal["adamw", "muon"] = Field(
         "adamw",
         description="optimizer: adamw, or muon (Muon on the blocks' 2-D weight matrices and per-expert "
-        "matrices, AdamW on embeddings, output head, norms, biases and routers; see README Optimizers)",
+        "matrices, AdamW on embeddings, output head, norms, biases and routers; see docs/optimizers.md)",
     )
     momentum: float = Field(0.95, ge=0, lt=1, description="muon: momentum of the Muon half")
     nesterov: bool = Field(True, description="muon: Nesterov momentum")
@@ -104,7 +104,7 @@ class LoopConfig(StrictModel):
     )
     deterministic: bool = Field(
         True,
-        description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see README for the cost); false: let the libraries choose",
+        description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see docs/reliability.md for the cost); false: let the libraries choose",
     )
     noise_scale_every_steps: int = Field(
         0,

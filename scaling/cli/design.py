@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     model = subparsers.add_parser(
         "model",
         help="design a model shape for a parameter target",
-        description="Model shapes from a parameter count (README: Model design).",
+        description="Model shapes from a parameter count (docs/model-design.md).",
     )
     msub = model.add_subparsers(dest="model_command", metavar="COMMAND")
     msub.required = True

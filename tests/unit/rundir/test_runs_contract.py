@@ -1,5 +1,5 @@
 """The run-directory contract (runs/): summary.json keys, order and versions, tolerant readers,
-the checkpoint manifest, the README's file table, and the torch-free readers."""
+the checkpoint manifest, the file table of docs/run-directory.md, and the torch-free readers."""
 
 from __future__ import annotations
 
@@ -133,10 +133,10 @@ def test_checkpoint_manifest_counts_only_complete_ones(tmp_path):
     assert layout.RunDir(tmp_path).checkpoint(12) == ck / "step_12" and layout.checkpoint_step("step_12") == 12
 
 
-def test_readme_names_every_file_of_the_layout():
-    """The README's run-directory table and rundir/layout.py name the same files."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("## The run directory", 1)[1].split("\n#", 1)[0]
+def test_docs_name_every_file_of_the_layout():
+    """The run-directory table of docs/run-directory.md and rundir/layout.py name the same files."""
+    text = (REPO / "docs/run-directory.md").read_text()
+    section = text.split("# The run directory", 1)[1].split("\n#", 1)[0]
     in_readme = set()
     for row in section.splitlines():
         if row.startswith("| `"):  # first column: `file`, `folder/...`
