@@ -11,12 +11,14 @@ router statistics and eval results are real.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import scaling.synthetic.runs as syn
 from dashboard import demo_data
 from rundir.layout import CONFIG, SUMMARY, RunDir
 
@@ -171,7 +173,6 @@ def make(
 def _fits(fdir: Path, log) -> list[str]:
     """Fit records made by `scalelab fit` on synthetic tables and run trees kept under the fits root
     (the dashboard reads a record's source only inside its roots; run trees there are not records)."""
-    import scaling.synthetic.runs as syn
 
     tables = fdir / "data"
     tables.mkdir(exist_ok=True)
@@ -237,7 +238,6 @@ def _fits(fdir: Path, log) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m dashboard.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument(

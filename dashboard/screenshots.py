@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from dashboard.demo import make
+
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -38,9 +40,7 @@ CLIP = {"moe": 1150}  # the MoE view's scaling half (the router half is its own 
 
 
 def main(demo_dir: str, out: str = "docs/screenshots") -> None:
-    from playwright.sync_api import sync_playwright
-
-    from dashboard.demo import make
+    from playwright.sync_api import sync_playwright  # deferred: imports playwright
 
     made = make(demo_dir)
     out_p = Path(out)

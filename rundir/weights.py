@@ -100,7 +100,7 @@ def restack_experts(sd: dict) -> dict:
 
 def load_run(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedRun:
     """Build the GPT of a run (or checkpoint) from its model config and load its weights, in eval mode."""
-    from models.gpt import GPT
+    from models.gpt import GPT  # deferred: imports torch
 
     run_dir, ckpt, step = resolve_checkpoint(path)
     rm = run_model(run_dir)

@@ -36,6 +36,7 @@ from launch.run.worker import (
     write_launch_config,
 )
 from launch.sweep import depends
+from launch.sweep.data_jobs import data_jobs, run_locally
 from rundir.layout import METRICS, TRAIN_LOG
 from rundir.lock import is_locked
 from rundir.metrics import last_record
@@ -149,7 +150,6 @@ class LocalExecutor:
 
     def _prepare_data(self, queue: list, res: LaunchResult) -> list:
         """Prepare every data set the queued runs need, once, before they start; drop the runs whose data failed."""
-        from launch.sweep.data_jobs import data_jobs, run_locally
 
         jobs = data_jobs(queue)
         if not jobs:

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from evals.run_eval import evaluate_run
 from rundir.layout import RunDir
 
 
@@ -37,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from evals.run_eval import evaluate_run
 
     limit = int(args.limit) if args.limit and args.limit >= 1 else args.limit
     failed, task_cache = 0, {}

@@ -29,9 +29,23 @@ import time
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
+from launch.quickstart.config import QuickstartConfig
+from launch.quickstart.evals import already_done
+from launch.quickstart.report import write_report
+from launch.quickstart.study import isoflop_study
+from launch.quickstart.wsd import write_wsd_spec
+from pretrain.config.loader import apply_overrides, format_validation_error, load_data_config, read_yaml
 from pretrain.errors import ConfigError
 from rundir.layout import RunDir
+from rundir.read import find_run_dirs
+from rundir.summary import read_summary
+from scaling.core.conventions import N_COLUMNS
+from scaling.fits.record import FitRecord, has_exponents
+from scaling.laws.prediction import predict_loss
+from scaling.planning.emit import run_name
+from scaling.planning.plan import budget
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,10 +65,6 @@ def register(sub) -> None:
 
 
 def load_config(path: str, overrides: list[str]):
-    from pydantic import ValidationError
-
-    from launch.quickstart.config import QuickstartConfig
-    from pretrain.config.loader import apply_overrides, format_validation_error, read_yaml
 
     raw = apply_overrides(read_yaml(path), overrides)
     try:
@@ -98,7 +108,6 @@ def _batch_lr_law(path: Path) -> str | None:
     optima only: fewer than three groups)."""
     if not path.exists():
         return f"{path.name} missing"
-    from scaling.fits.record import FitRecord, has_exponents  # numpy: deferred so `scalelab --help` stays fast
 
     rec = FitRecord.load(path)
     return None if has_exponents(rec) else (rec.get("settings") or {}).get("exponents", "no exponents")
@@ -171,7 +180,6 @@ class MainJob:
         spec = Path(step.spec) if Path(step.spec).is_absolute() else PROJECT_ROOT / step.spec
         if not self.wsd:
             return spec, list(step.set)
-        from launch.quickstart.wsd import write_wsd_spec
 
         return write_wsd_spec(spec, step.set, step.wsd, self.out / "specs"), []
 
@@ -180,7 +188,6 @@ class MainJob:
         return dcfg.name, dcfg.tokenizer.vocab_size, self.out / "data" / dcfg.name
 
     def data_config(self):
-        from pretrain.config.loader import load_data_config
 
         return load_data_config(PROJECT_ROOT / self.cfg.data.config, self.cfg.data.overrides)
 
@@ -190,8 +197,6 @@ class MainJob:
         return {**self.data_config().model_dump(mode="json", exclude_defaults=True), "out_dir": str(data_dir)}
 
     def done_runs(self, root: Path) -> list[Path]:
-        from rundir.read import find_run_dirs
-        from rundir.summary import read_summary
 
         return [d for d in find_run_dirs(root) if (read_summary(d) or {}).get("status") == "done"]
 
@@ -263,9 +268,6 @@ class MainJob:
 
         self.record_time("total", time.perf_counter() - t0, _children_cpu() - cpu0)
         with self.step("7. report"):
-            from launch.quickstart.report import write_report
-            from launch.quickstart.study import isoflop_study
-
             study = isoflop_study(iso_runs, self.cfg.isoflop, self.cumulative.get(iso_step), self.cpu.get(iso_step))
             report = write_report(
                 self.out,
@@ -307,7 +309,6 @@ class MainJob:
     def start_evaluation(self, runs: list[Path], workers: int | None = None) -> list[subprocess.Popen]:
         """Start `scalelab eval` on the runs not yet evaluated, batched into one process per worker
         (lm-eval, torch and each task's data are loaded once per process)."""
-        from launch.quickstart.evals import already_done
 
         todo = [r for r in runs if not already_done(r, self.cfg.eval.suite)]
         if not todo:
@@ -366,9 +367,6 @@ class MainJob:
         """Plan for `compute_multiplier` x the largest IsoFLOP budget (in the fit's own compute
         convention), then train the emitted config as it is: it carries the sweep runs' recipe
         and data, so the run is trained like the runs the law was fitted on."""
-        from scaling.fits.record import FitRecord
-        from scaling.planning.emit import run_name
-        from scaling.planning.plan import budget
 
         a3 = fits / "chinchilla-a3.json"
         if not a3.exists():
@@ -418,9 +416,6 @@ class MainJob:
     def compare(self, fit_path: Path, run: Path) -> dict:
         """Approach 3's prediction for the run actually trained (its N of the fit's kind and its
         tokens) with the 95% prediction interval, vs its measured validation loss."""
-        from scaling.core.conventions import N_COLUMNS
-        from scaling.fits.record import FitRecord
-        from scaling.laws.prediction import predict_loss
 
         rec = FitRecord.load(fit_path)
         s = json.loads(RunDir(run).summary.read_text())

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 from rundir.layout import RunDir
+from rundir.read import find_run_dirs
+from scaling.fits.record import FitRecord
 
 
 def _fmt(v, spec=".4g") -> str:
@@ -34,7 +36,6 @@ def _evals(run: Path) -> dict[str, float]:
 
 
 def _runs_table(root: Path) -> tuple[str, list[Path]]:
-    from rundir.read import find_run_dirs
 
     runs = sorted((d for d in find_run_dirs(root) if RunDir(d).summary.exists()), key=lambda p: p.name)
     rows, evals_cols = [], []
@@ -82,7 +83,6 @@ def _runs_table(root: Path) -> tuple[str, list[Path]]:
 def _fit_section(path: Path, title: str) -> str:
     if not path.exists():
         return f"### {title}\n\n(not fitted: {path.name} missing)\n"
-    from scaling.fits.record import FitRecord
 
     rec = FitRecord.load(path)
     text = f"### {title}\n\n```\n{rec.summary()}\n```\n"
@@ -117,7 +117,7 @@ def write_report(
     study: dict | None = None,
     cpu: dict | None = None,
 ) -> Path:
-    from scaling.planning.report import format_plan
+    from scaling.planning.report import format_plan  # deferred: imports scipy
 
     iso_table, _ = _runs_table(iso_runs)
     bslr_table, _ = _runs_table(bslr_runs)

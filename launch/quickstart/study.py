@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rundir.read import compute_totals, find_run_dirs
+from rundir.summary import read_summary
+
 
 def isoflop_study(root: Path, iso_cfg, wall_s: float | None, cpu_s: float | None) -> dict:
     """Summary of the IsoFLOP sweep under `root`: every finished run's end is one point (the
     stable runs and branches of schedule wsd each end in their own cooldown)."""
-    from rundir.read import compute_totals, find_run_dirs
-    from rundir.summary import read_summary
 
     rows = [s for s in (read_summary(d) or {} for d in find_run_dirs(root)) if s.get("status") == "done"]
     computed, separate = compute_totals(rows)

@@ -24,7 +24,10 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from launch.run.locks import RunLock, slurm_task
+from rundir.files import atomic_write_text
 from rundir.layout import LAUNCH_CONFIG, REQUEUES, TRAIN_LOG
 from rundir.lock import read_holder
 from rundir.summary import read_summary
@@ -50,9 +53,6 @@ def stopped_in_startup(code: int, signals) -> bool:
 
 def write_launch_config(run) -> Path:
     """The fully expanded config a run trains on (rewritten only when it changed)."""
-    import yaml
-
-    from rundir.files import atomic_write_text
 
     path = Path(run.run_dir) / LAUNCH_CONFIG
     text = f"# written by scalelab sweep for run {run.name} (id {run.id}); do not edit\n" + yaml.safe_dump(

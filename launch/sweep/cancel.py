@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 
+from launch.executors.slurm import SlurmExecutor
 from rundir.lock import Holder, holder_if_locked
 
 
@@ -35,7 +36,6 @@ def _local_target(holder: Holder) -> tuple[int, bool] | None:
 
 def cancel_sweep(plan, names: list[str] | None = None, out=print) -> int:
     """Cancel the planned runs (all, or those in `names`); returns the exit code (0)."""
-    from launch.executors.slurm import SlurmExecutor
 
     runs = [r for r in plan.runs if names is None or r.name in names]
     holders = {r.name: holder_if_locked(r.run_dir) for r in runs}

@@ -15,8 +15,16 @@ import time
 from pathlib import Path
 
 from launch import runs_cli
+from launch.executors.deepspeed_multinode import DeepSpeedExecutor
+from launch.executors.slurm import queued_jobs
+from launch.run.worker import decide
 from launch.sweep import eval_jobs
+from launch.sweep.cancel import cancel_sweep
+from launch.sweep.epochs import run_epochs
 from launch.sweep.expand import load_plan
+from launch.sweep.preflight import configured_executors, preflight
+from launch.sweep.status import compute_line, counts, sweep_status
+from launch.tables import human, render
 from pretrain.errors import ConfigError
 
 SWEEP_PLUGINS = ["evals.sweep_cli"]
@@ -128,9 +136,6 @@ PLAN_COLUMNS = [
 
 @_wrap
 def cmd_plan(args) -> int:
-    from launch.sweep.epochs import run_epochs
-    from launch.sweep.preflight import configured_executors, preflight
-    from launch.tables import human, render
 
     p = load_plan(args)
     preflight(p, args.executor or configured_executors(p.spec), args.allow_repeats)
@@ -169,14 +174,12 @@ def cmd_plan(args) -> int:
 
 @_wrap
 def cmd_launch(args) -> int:
-    from launch.sweep.preflight import preflight
 
     p = load_plan(args)
     spec = p.spec
     if args.hostfile:
         spec.executor.deepspeed.hostfile = args.hostfile
     # exit 2 before anything is queued; runs that will not start (done, stale) need nothing
-    from launch.run.worker import decide
 
     starting = [r for r in p.runs if decide(Path(r.run_dir), args.retry_failed, r.id) == "run"]
     preflight(dataclasses.replace(p, runs=starting), [args.executor], args.allow_repeats)
@@ -245,7 +248,6 @@ def cmd_launch(args) -> int:
         if not res["job_id"] and not res.get("branch_jobs"):
             print("nothing to submit")
         return 0
-    from launch.executors.deepspeed_multinode import DeepSpeedExecutor
 
     res = DeepSpeedExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
     return 1 if res["failed"] else (3 if res.get("stopped") else 0)
@@ -293,9 +295,6 @@ def _status_rows(plan, statuses) -> list[dict]:
 
 @_wrap
 def cmd_status(args) -> int:
-    from launch.executors.slurm import queued_jobs
-    from launch.sweep.status import compute_line, counts, sweep_status
-    from launch.tables import render
 
     p = load_plan(args)
     while True:
@@ -327,7 +326,6 @@ def cmd_status(args) -> int:
 
 @_wrap
 def cmd_cancel(args) -> int:
-    from launch.sweep.cancel import cancel_sweep
 
     p = load_plan(args)
     return cancel_sweep(p, [r.name for r in p.runs] if args.only else None)

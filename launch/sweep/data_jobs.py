@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from pretrain.data.config import DataConfig
+from pretrain.data.mixture import component_configs
 from pretrain.errors import ConfigError, DataError
 
 
@@ -53,14 +54,13 @@ def _data_sets(cfg: DataConfig) -> list[DataConfig]:
     """The data configs a run's `data` section prepares: itself, or a mixture's config components."""
     if cfg.mixture is None:
         return [cfg]
-    from pretrain.data.mixture import component_configs
 
     return [c for _, c in component_configs(cfg)]
 
 
 def data_jobs(runs: list) -> list[DataJob]:
     """The distinct data sets of `runs` (planned runs) that are not prepared and up to date."""
-    from pretrain.data.prepare import output_dir, prepared_state
+    from pretrain.data.prepare import output_dir, prepared_state  # deferred: imports tokenizers
 
     jobs: dict[str, DataJob] = {}
     checked: dict[str, bool] = {}

@@ -18,9 +18,14 @@ A mixture's runs count each component's share of the tokens against that compone
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from pretrain.data.mixture import component_target
+from pretrain.data.sources import ResolvedSource, _resolve_path_source, data_root, iter_documents
+from pretrain.errors import DataError
 
 SAMPLE_CHARS = 2_000_000
 SMALL_BYTES = 512 * 2**20  # below: stream every document (seconds); above: file sizes
@@ -35,7 +40,7 @@ class UniqueTokens:
 
 
 def _prepared(dcfg) -> UniqueTokens | None:
-    from pretrain.data.prepare import output_dir
+    from pretrain.data.prepare import output_dir  # deferred: imports tokenizers
 
     meta_path = Path(output_dir(dcfg)) / "meta.json"
     try:
@@ -52,7 +57,6 @@ def _prepared(dcfg) -> UniqueTokens | None:
 
 def _text_bytes(dcfg, sources: list) -> tuple[float, str]:
     """Text bytes of the resolved `sources` (see the module docstring) and how they were counted."""
-    from pretrain.data.sources import iter_documents
 
     files = [p for s in sources for p in s.files]
     size = sum(p.stat().st_size for p in files)
@@ -76,7 +80,6 @@ def _plain_text(p: Path) -> bool:
 
 
 def _stream_bytes(p: Path, chunk: int = 16 * 2**20) -> int:
-    import gzip
 
     n = 0
     with gzip.open(p, "rb") if p.name.lower().endswith(".gz") else open(p, "rb") as f:
@@ -87,7 +90,6 @@ def _stream_bytes(p: Path, chunk: int = 16 * 2**20) -> int:
 
 def _sample(dcfg, sources: list, chars: int) -> tuple[str, str]:
     """Two consecutive samples of about `chars` characters of the sources (fit, measure)."""
-    from pretrain.data.sources import iter_documents
 
     parts: list[list[str]] = [[], []]
     seen = [0, 0]
@@ -105,8 +107,7 @@ def _sample(dcfg, sources: list, chars: int) -> tuple[str, str]:
 
 
 def bytes_per_token(dcfg, sources: list) -> tuple[float, str]:
-    from pretrain.data.sources import data_root
-    from pretrain.data.tokenizer import build_tokenizer
+    from pretrain.data.tokenizer import build_tokenizer  # deferred: imports tokenizers
 
     fit, held = _sample(dcfg, sources, SAMPLE_CHARS)
     tok_cfg = dcfg.tokenizer
@@ -122,8 +123,6 @@ def bytes_per_token(dcfg, sources: list) -> tuple[float, str]:
 
 def unique_tokens(dcfg) -> UniqueTokens:
     """U of one data config (not a mixture): exact, estimated or unknown (module docstring)."""
-    from pretrain.data.sources import ResolvedSource, _resolve_path_source
-    from pretrain.errors import DataError
 
     found = _prepared(dcfg)
     if found:
@@ -163,8 +162,6 @@ _CACHE: dict = {}  # one estimate per data config per process (sweep plan and it
 def run_epochs(run, cache: dict | None = None) -> tuple[float | None, str]:
     """(epochs of the run's training tokens over its unique tokens, basis); None when unknown. A
     mixture: the most repeated component (its share of the tokens over its unique tokens)."""
-    from pretrain.data.mixture import component_target
-    from pretrain.errors import DataError
 
     cache = _CACHE if cache is None else cache
     data = run.cfg.data

@@ -24,13 +24,18 @@ import fcntl
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evals.run_eval import evaluate_run, resolve_suite
+from evals.tasks import EvalError, plan
+from launch.executors.slurm import _common_directives, _env_lines, job_python, sweep_meta_dir
 from launch.sweep.expand import load_plan
+from launch.sweep.status import run_status
 from pretrain.errors import ConfigError
 from rundir.layout import LOCK, RunDir
 from rundir.summary import read_summary
@@ -68,8 +73,6 @@ class Request:
 
 def resolve(req: Request) -> tuple[str, list[str]]:
     """(suite name as results record it, task names): unknown suites/tasks or missing data fail here (exit 2)."""
-    from evals.run_eval import resolve_suite
-    from evals.tasks import EvalError, plan
 
     try:
         s = resolve_suite(req.suite, req.tasks, req.limit_value(), None)
@@ -101,7 +104,6 @@ def evaluated(run_dir: Path, suite: str, tasks: list[str]) -> bool:
 
 def select(plan, suite: str, tasks: list[str], force: bool) -> tuple[list, list[str], dict[str, str]]:
     """(runs to evaluate, runs already evaluated, {run: state} of runs not finished)."""
-    from launch.sweep.status import run_status
 
     todo, done, unfinished = [], [], {}
     for r in plan.runs:
@@ -139,7 +141,6 @@ def run_local(run_dirs: list[Path], req: Request, workers: int, python: str | No
 
 # ------------------------------------------------------------------ slurm
 def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, python: str | None = None) -> str:
-    from launch.executors.slurm import _common_directives, _env_lines, job_python, sweep_meta_dir
 
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
@@ -180,7 +181,6 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, pyth
 
 def queued_evals(meta: Path, suite: str) -> set[str]:
     """Run dirs whose evaluation with `suite` is still in the Slurm queue (from eval-jobs.jsonl and squeue)."""
-    import shutil
 
     path = meta / "eval-jobs.jsonl"
     if not path.exists() or not shutil.which("squeue"):
@@ -203,9 +203,6 @@ def queued_evals(meta: Path, suite: str) -> set[str]:
 
 def submit_slurm(spec, run_dirs: list[Path], req: Request, suite_name: str, dry_run: bool, out=None) -> int:
     out = out or sys.stdout  # read now: the default would pin the stdout of import time
-    import shutil
-
-    from launch.executors.slurm import sweep_meta_dir
 
     meta = sweep_meta_dir(spec.runs_root().resolve())
     queued = queued_evals(meta, suite_name)
@@ -370,7 +367,6 @@ def worker(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(a.threads)
-    from evals.run_eval import evaluate_run
 
     failed, cache = 0, {}
     for run in map(Path, runs):

@@ -16,8 +16,13 @@ from launch.sweep.expand_moe import moe_points
 from launch.sweep.expand_wsd import wsd_points
 from launch.sweep.naming import axis_label, config_id, fmt_num, fmt_sci, model_label, sanitize
 from launch.sweep.resolve import ConfigBuilder, flops_per_token, vocab_for
-from launch.sweep.spec import SweepSpec
+from launch.sweep.spec import SweepSpec, load_spec
+from launch.sweep.status import current_identity
+from models.accounting import count
 from pretrain.errors import ConfigError
+from scaling.core.conventions import conventions_of
+from scaling.core.errors import InputError
+from scaling.fits.record import FitRecord, has_exponents
 
 STARTUP_S = 15.0  # process start, DeepSpeed import and data mapping per run (measured on CPU)
 
@@ -140,7 +145,6 @@ def _points(spec: SweepSpec, b: ConfigBuilder) -> tuple[list, list[str]]:
 
 def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     iso = spec.isoflop
-    from models.accounting import count
 
     for what, vals in (("budgets", iso.budgets), ("models", iso.models)):
         if not vals:
@@ -198,7 +202,6 @@ def _isoflop(spec: SweepSpec, b: ConfigBuilder):
 def _anchors(iso, b: ConfigBuilder, hparams) -> list:
     """isoflop.anchors: one run per (model, tokens), named `anchor-<model>-d<tokens>`, with no `budget`
     in its axes (approach 2 leaves it out; approach 3 fits it with the profiles)."""
-    from models.accounting import count
 
     out = []
     for a in iso.anchors:
@@ -229,9 +232,6 @@ def _hparams_law(iso):
     """The batch-lr law an IsoFLOP sweep takes its per-budget lr and batch from, checked at plan time."""
     if not iso.hparams_fit:
         return None
-    from scaling.core.conventions import conventions_of
-    from scaling.core.errors import InputError
-    from scaling.fits.record import FitRecord
 
     try:
         rec = FitRecord.load(iso.hparams_fit)
@@ -241,7 +241,6 @@ def _hparams_law(iso):
         raise ConfigError(
             f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form"
         )
-    from scaling.fits.record import has_exponents
 
     if not has_exponents(rec):
         raise ConfigError(
@@ -271,7 +270,6 @@ def _budget_hparams(law, budget: float, cfg) -> tuple[list, dict]:
 
 def _batch_lr(spec: SweepSpec, b: ConfigBuilder):
     bl = spec.batch_lr
-    from models.accounting import count
 
     models = bl.models if bl.models else [None]
     out = []
@@ -317,7 +315,6 @@ def _need(centre: dict, key: str, label: str) -> float:
 
 
 def _finish(spec: SweepSpec, name: str, raw: dict, cfg, axes: dict) -> PlannedRun:
-    from models.accounting import count
 
     rid = config_id(cfg)
     extras = {**cfg.extras, "sweep": spec.name, "sweep_kind": spec.kind, "run": name, "run_id": rid, "axes": axes}
@@ -370,7 +367,6 @@ def _throughput(spec: SweepSpec) -> float:
 
 
 def plan(path: str | Path, overrides: list[str] | None = None) -> Plan:
-    from launch.sweep.spec import load_spec
 
     p = expand(load_spec(path, overrides))
     adopt_existing(p)
@@ -399,7 +395,6 @@ def adopt_existing(p: Plan) -> list[tuple[str, str]]:
     finished run is never trained again and a partial one resumes. Only directories of this
     sweep (`extras.sweep`) that no planned run is named after are read. Returns
     [(planned name, adopted name)]."""
-    from launch.sweep.status import current_identity
 
     root = p.root
     missing = [r for r in p.runs if not Path(r.run_dir).exists()]

@@ -15,6 +15,7 @@ import math
 
 from launch.sweep.naming import fmt_num, model_label
 from launch.sweep.resolve import vocab_for
+from models.accounting import count
 from pretrain.errors import ConfigError
 
 
@@ -28,7 +29,6 @@ def _tokens(ms, n_active: int, base_tokens: int) -> list[float]:
 
 def moe_points(spec, b) -> tuple[list, list[str]]:
     """(name parts, overrides, axes) per run, and the skipped pairs with their reason."""
-    from models.accounting import count
 
     ms = spec.moe
     out, skipped = [], []

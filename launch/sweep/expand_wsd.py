@@ -31,6 +31,8 @@ import math
 
 from launch.sweep.naming import fmt_num, fmt_sci, model_label
 from launch.sweep.resolve import flops_per_token, vocab_for
+from models.accounting import count
+from pretrain.checkpoint.init_from import differences
 from pretrain.errors import ConfigError
 from rundir.layout import CHECKPOINTS, checkpoint_tag
 
@@ -58,7 +60,6 @@ def _fraction_ends(ws, t_max: int, tps: int, d_max: float) -> list[tuple[int, di
 
 def _budget_ends(ws, label: str, cfg, tps: int, skipped: list[str]) -> list[tuple[int, dict]]:
     """(steps, axes) of every kept budget of one model, by steps (the same rules as kind isoflop)."""
-    from models.accounting import count
 
     c = count(cfg.model, vocab_for(cfg))
     fpt = flops_per_token(c, ws.compute)
@@ -93,7 +94,6 @@ def _branch_problem(what: str, steps: int, c: int, point: int, warm: int, stable
 def wsd_points(spec, b) -> tuple[list, list[str]]:
     """(name parts, overrides, axes) per run: each model's stable run, then its branches; and the
     (budget, model) pairs skipped, with why."""
-    from pretrain.checkpoint.init_from import differences
 
     ws = spec.wsd
     ckey = "wsd.cooldown_steps" if ws.cooldown_steps is not None else "wsd.cooldown"

@@ -24,7 +24,7 @@ def check(gpus: int) -> tuple[bool, str]:
         except Exception as exc:  # ImportError, or a broken install raising anything at import
             return False, f"{name} does not import with {sys.executable}: {type(exc).__name__}: {exc}"
         found.append(f"{name} {getattr(mod, '__version__', '?')}")
-    import torch
+    import torch  # deferred: imports torch
 
     seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if seen < gpus:

@@ -27,6 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import yaml
+
+from launch.executors.deepspeed_multinode import read_hostfile
+from launch.sweep.data_jobs import _data_sets, is_local_path
+from launch.sweep.epochs import run_epochs
+from pretrain.config.loader import PRESET_DIRS, resolve_section, validate_train
+from pretrain.data.sources import _local_hf_path, _resolve_path_source
 from pretrain.errors import ConfigError, DataError
 
 EXECUTORS = ("local", "slurm", "deepspeed")
@@ -64,7 +71,6 @@ def world_size(spec, executor: str) -> tuple[int | None, str]:
     ds = spec.executor.deepspeed
     if not ds.hostfile:
         return None, "executor.deepspeed.hostfile not set"
-    from launch.executors.deepspeed_multinode import read_hostfile
 
     try:
         hosts = read_hostfile(ds.hostfile)
@@ -94,9 +100,6 @@ def check_presets(run, cache: dict | None = None) -> Problem | None:
     """Read the run's preset sections back as the trainer reads launch.yaml: resolved again, same config.
 
     Checked once per distinct (model, data, deepspeed) sections: a 1,000-run sweep has a few."""
-    import yaml
-
-    from pretrain.config.loader import PRESET_DIRS, resolve_section, validate_train
 
     sections = {k: run.raw[k] for k in PRESET_DIRS if k in run.raw}
     key = json.dumps(sections, sort_keys=True, default=str)
@@ -130,8 +133,6 @@ def check_presets(run, cache: dict | None = None) -> Problem | None:
 
 # ------------------------------------------------------------------ data
 def _data_problems(dcfg) -> list[str]:
-    from launch.sweep.data_jobs import is_local_path
-    from pretrain.data.sources import _local_hf_path, _resolve_path_source
 
     out = []
     for which in ("sources", "val_sources"):
@@ -153,7 +154,6 @@ def _data_problems(dcfg) -> list[str]:
 
 def check_data(runs: list) -> list[Problem]:
     """Sources of every data set the runs train on exist (checked once per distinct data config)."""
-    from launch.sweep.data_jobs import _data_sets
 
     seen: dict[str, list[str]] = {}
     problems = []
@@ -212,7 +212,6 @@ def check_wandb(runs: list) -> list[Problem]:
 def check_epochs(runs: list, allow_repeats: bool) -> list[Problem]:
     """Runs that would pass over their unique training tokens more than their train.max_epochs_warn
     (launch/sweep/epochs.py), unless the user repeats data on purpose (--allow-repeats)."""
-    from launch.sweep.epochs import run_epochs
 
     if allow_repeats:
         return []

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from launch.sweep.spec import SweepSpec
+from pretrain.config.loader import apply_parsed, build_train_raw, validate_train
 from pretrain.errors import ConfigError
 
 
@@ -25,7 +26,6 @@ class ConfigBuilder:
     """Resolves (overrides) -> validated TrainConfig, caching the base YAML read."""
 
     def __init__(self, spec: SweepSpec):
-        from pretrain.config.loader import build_train_raw
 
         self.spec = spec
         base = spec.base_path()
@@ -34,7 +34,6 @@ class ConfigBuilder:
         self.base_raw = build_train_raw(base, [])
 
     def resolve(self, items: list[tuple[str, Any]], label: str):
-        from pretrain.config.loader import validate_train
 
         try:
             raw = apply_values(self.base_raw, list(self.spec.set.items()) + items)
@@ -47,7 +46,6 @@ def apply_values(raw: dict, items: list[tuple[str, Any]]) -> dict:
     """`pretrain.config.loader.apply_overrides` for already-parsed values (no YAML round trip:
     planning 1,000 runs must stay well under a second). Same rules: whole sections (presets)
     first, then dotted keys on top."""
-    from pretrain.config.loader import apply_parsed
 
     cfg = json.loads(json.dumps(raw))
     return apply_parsed(cfg, [(key.split("."), json.loads(json.dumps(value))) for key, value in items])

@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from launch.executors import slurm_fields
+from pretrain.config.loader import PROJECT_ROOT, apply_overrides, read_yaml
 from pretrain.errors import ConfigError
 
 Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds", "moe", "wsd"]
@@ -435,7 +436,6 @@ def resolve_path(p: str, spec_path: Path | None) -> Path:
     path = Path(os.path.expanduser(p))
     if path.is_absolute():
         return path
-    from pretrain.config.loader import PROJECT_ROOT
 
     for base in (Path.cwd(), spec_path.parent if spec_path else None, PROJECT_ROOT):
         if base is not None and (base / path).exists():
@@ -474,7 +474,6 @@ def parse_spec(data: dict, path: Path | None = None) -> SweepSpec:
 def edit_spec(data: dict, overrides: list[str]) -> dict:
     """Apply `--set key=value` edits to a spec mapping. Spec keys hold dots themselves
     (set.data.name), so under `set` and `axes` only the first segment nests."""
-    from pretrain.config.loader import apply_overrides
 
     for item in overrides:
         if "=" not in item:
@@ -493,7 +492,6 @@ def edit_spec(data: dict, overrides: list[str]) -> dict:
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
     """Read a spec file; `overrides` (key=value) edit the spec itself, e.g. runs_dir=/scratch/x."""
-    from pretrain.config.loader import read_yaml
 
     p = Path(path)
     data = read_yaml(p)

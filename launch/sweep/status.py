@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
+from pretrain.config.loader import validate_train
+from pretrain.errors import ConfigError
 from rundir import read
+from rundir.files import read_yaml
 from rundir.layout import CONFIG, LAUNCH_CONFIG
 from rundir.read import STATES, RunStatus
+from rundir.summary import read_summary
 
 
 def run_status(
@@ -33,12 +39,8 @@ def current_identity(run_dir: Path) -> tuple[str | None, str | None]:
 
     launch.yaml is the config as the sweep planned it; config.yaml has values the trainer filled
     in (model.vocab_size from the data), which would hash differently from the plan."""
-    import yaml
 
-    from launch.sweep.naming import config_id
-    from pretrain.config.loader import validate_train
-    from pretrain.errors import ConfigError
-    from rundir.files import read_yaml
+    from launch.sweep.naming import config_id  # deferred: imports torch
 
     for name in (LAUNCH_CONFIG, CONFIG):
         try:
@@ -77,7 +79,6 @@ def compute_line(plan, statuses: list[RunStatus]) -> str | None:
     """A study whose runs branch (kind wsd): its compute with each shared prefix counted once, what
     separate runs would cost, and what the finished runs computed (summary.json: flops - shared_flops).
     None when no run branches."""
-    from rundir.summary import read_summary
 
     separate = sum(r.flops for r in plan.runs)
     shared = sum(r.shared_flops for r in plan.runs)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pretrain.callbacks.base import Callback
 from pretrain.checkpoint import store as checkpoint
+from pretrain.checkpoint.init_from import differences, parent_config, resolve
 from pretrain.engine.distributed import all_reduce_max, barrier
 from pretrain.errors import TrainingFailed
 
@@ -50,7 +51,6 @@ class Checkpointer(Callback):
         """Load the parent's checkpoint. Every rank resolves `init_from`; a run directory's newest
         checkpoint may move on while the parent trains, so the ranks agree on the newest step seen
         and that step is checked again (pretrain/checkpoint/init_from.py) before it is loaded."""
-        from pretrain.checkpoint.init_from import differences, parent_config, resolve
 
         d, info = self.module.dist, self.info
         parent, _, seen = resolve(info.config.train.init_from)

@@ -13,7 +13,13 @@ import math
 import os
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from pretrain.config.schema import TrainConfig
 from pretrain.errors import ConfigError
+from rundir.checkpoints import CheckpointError, resolve_checkpoint
+from rundir.config import read_config
+from rundir.schedules import lr_at, warmup_steps
 
 # Sections and keys a branch must share with its parent (train.micro_batch_size may differ: it
 # splits the same global batch, e.g. on another number of ranks).
@@ -28,7 +34,6 @@ PATHS = {"data.out_dir"}  # compared as the folders they name
 def resolve(init_from: str) -> tuple[Path, Path, int]:
     """(parent run dir, checkpoint dir, step), resolved on disk: the newest complete checkpoint of
     a run directory, or the named one (which must be complete). ConfigError naming the key."""
-    from rundir.checkpoints import CheckpointError, resolve_checkpoint
 
     try:
         return resolve_checkpoint(init_from)
@@ -50,7 +55,6 @@ def _flat(d: dict, prefix: str = "") -> dict:
 def differences(parent, child, step: int) -> list[str]:
     """Why `child` (a TrainConfig) cannot continue `parent` (a TrainConfig) from its step `step`:
     one line per problem, each starting with the key to change. Empty: it can."""
-    from rundir.schedules import lr_at, warmup_steps
 
     a, b = _flat(parent.model_dump(mode="json")), _flat(child.model_dump(mode="json"))
     out = []
@@ -95,11 +99,6 @@ def differences(parent, child, step: int) -> list[str]:
 
 def parent_config(run_dir: Path):
     """The parent's config.yaml as a TrainConfig (ConfigError naming train.init_from when unreadable)."""
-    from pydantic import ValidationError
-
-    from pretrain.config.schema import TrainConfig
-    from rundir.checkpoints import CheckpointError
-    from rundir.config import read_config
 
     try:
         raw = read_config(run_dir)

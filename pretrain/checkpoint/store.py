@@ -151,7 +151,7 @@ def convert_to_universal(path: Path, out: Path | None = None) -> Path:
 
     Done once by rank 0 (a COMPLETE marker guards against a conversion cut short); DeepSpeed's
     console output goes to `.<name>.convert.log` beside the conversion."""
-    from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
+    from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal  # deferred: imports deepspeed
 
     out = out or path.parent / UNIVERSAL / path.name
     if (out / COMPLETE).exists():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 from types import UnionType
 
 from pydantic import BaseModel
@@ -60,7 +61,6 @@ START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 
 def update_readme(path) -> bool:
     """Rewrite the config reference block of a page (docs/config-reference.md); returns True when it changed."""
-    from pathlib import Path
 
     p = Path(path)
     text = p.read_text()

@@ -11,6 +11,8 @@ from typing import NoReturn
 
 import torch
 
+from pretrain.engine.extensions import configure
+
 
 @dataclass
 class DistInfo:
@@ -65,10 +67,9 @@ def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
         from pretrain.engine.determinism import make_deterministic
 
         make_deterministic(device)
-    from pretrain.engine.extensions import configure
 
     configure()  # no JIT build of DeepSpeed's CPU comm op, and no endless wait on a build lock
-    import deepspeed
+    import deepspeed  # deferred: imports deepspeed
 
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", verbose=False)
     global _group_world
@@ -81,13 +82,13 @@ def teardown(info: DistInfo, clean: bool) -> None:
     can tear gloo down while rank 0 (which hosts the store) is already gone and abort with "terminate
     called without an active exception" after a run that finished. After a clean run the ranks meet
     first; after a failure they don't (a peer may be gone, and waiting for it would hang)."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # deferred: imports torch
 
     if not dist.is_initialized():
         return
     if clean and info.world_size > 1:
         dist.barrier()
-    import deepspeed.comm
+    import deepspeed.comm  # deferred: imports deepspeed
 
     # DeepSpeed's own call also drops the groups it caches (data/expert parallel), so a second
     # run in the same process (a notebook, the test suite) builds them afresh.
@@ -114,14 +115,14 @@ def exit_process(rc: int) -> NoReturn:
 
 
 def barrier(info: DistInfo) -> None:
-    import torch.distributed as dist
+    import torch.distributed as dist  # deferred: imports torch
 
     if info.world_size > 1 and dist.is_initialized():
         dist.barrier()
 
 
 def all_reduce_max(value: float, info: DistInfo) -> float:
-    import torch.distributed as dist
+    import torch.distributed as dist  # deferred: imports torch
 
     if info.world_size == 1 or not dist.is_initialized():
         return value
@@ -131,7 +132,7 @@ def all_reduce_max(value: float, info: DistInfo) -> float:
 
 
 def all_reduce_mean(value: float, info: DistInfo) -> float:
-    import torch.distributed as dist
+    import torch.distributed as dist  # deferred: imports torch
 
     if info.world_size == 1 or not dist.is_initialized():
         return value

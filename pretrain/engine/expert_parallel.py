@@ -60,8 +60,8 @@ def prepare_moe(model: nn.Module, moe_cfg: MoEConfig, world_size: int, param_gro
         return param_groups
     if world_size % ep:
         raise ConfigError(f"model.moe.ep_size={ep} must divide the number of ranks ({world_size})")
-    import deepspeed
-    from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
+    import deepspeed  # deferred: imports deepspeed
+    from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer  # deferred: imports deepspeed
 
     if not deepspeed.comm.is_initialized():
         deepspeed.init_distributed()

@@ -58,7 +58,7 @@ def lock_timeout_s() -> float:
 
 def bound_lock_waits(timeout_s: float) -> None:
     """Make torch's FileBaton.wait give up after `timeout_s` with an error naming the lock file."""
-    from torch.utils.file_baton import FileBaton
+    from torch.utils.file_baton import FileBaton  # deferred: imports torch
 
     def wait(self) -> None:
         deadline = time.monotonic() + timeout_s
@@ -77,7 +77,7 @@ def bound_lock_waits(timeout_s: float) -> None:
 def skip_shm_comm_op() -> None:
     """Tell DeepSpeed its shared-memory CPU op is unavailable: init_distributed then neither builds
     nor loads it (training never calls the inference all-reduce that uses it)."""
-    import deepspeed.ops
+    import deepspeed.ops  # deferred: imports deepspeed
 
     deepspeed.ops.__compatible_ops__[SHM_OP] = False
 

@@ -26,7 +26,7 @@ class CommTimer:
     """Total seconds of DeepSpeed's collectives between `start()` and `stop()`."""
 
     def __init__(self):
-        from deepspeed.comm import comm
+        from deepspeed.comm import comm  # deferred: imports deepspeed
 
         self._comm = comm
         self._saved: tuple | None = None

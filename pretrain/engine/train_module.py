@@ -57,7 +57,7 @@ class DeepSpeedTrainModule:
         self._loss_hooks: list[LossHook] = []
 
     def build(self) -> None:
-        import deepspeed
+        import deepspeed  # deferred: imports deepspeed
 
         cfg = self.cfg
         # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/engine/mfu.py)

@@ -28,6 +28,7 @@ from pretrain.engine.prefetch import Prefetcher
 from pretrain.engine.recorder import MetricRecorder
 from pretrain.engine.train_module import DeepSpeedTrainModule, StepOutput
 from pretrain.errors import TrainingFailed
+from rundir.files import atomic_write_text
 from rundir.layout import RunDir
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED = 0, 1, 2, 3
@@ -254,6 +255,5 @@ class Trainer:
 
 
 def write_resolved_config(cfg: TrainConfig, run_dir: Path) -> None:
-    from rundir.files import atomic_write_text
 
     atomic_write_text(RunDir(run_dir).config, dump_config(cfg))

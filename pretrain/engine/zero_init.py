@@ -31,7 +31,7 @@ def partitioned(cfg: TrainConfig, ds_config: dict):
     """The context to build the model in: `deepspeed.zero.Init` under ZeRO-3 with zero_init, else none."""
     if cfg.deepspeed.zero_stage != 3 or not cfg.deepspeed.zero_init:
         return nullcontext()
-    import deepspeed
+    import deepspeed  # deferred: imports deepspeed
 
     return deepspeed.zero.Init(config_dict_or_path=ds_config)
 

@@ -84,7 +84,7 @@ def build_muon(
 ):
     """(MuonAdamW, its split record). ZeRO-1 shares whole tensors out over the ranks (`balanced`);
     ZeRO-0 updates everything on every rank (`replicated`). `assignment` overrides (benchmarks)."""
-    from pretrain.optim.muon import MuonAdamW
+    from pretrain.optim.muon import MuonAdamW  # deferred: imports torch
 
     mode = assignment or ("balanced" if zero_stage == 1 else "replicated")
     groups = muon_param_groups(model, cfg)
