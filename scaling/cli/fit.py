@@ -10,10 +10,13 @@ import argparse
 import sys
 from functools import partial
 
+from scaling.cli.fit_command import run_fit
 from scaling.cli.moe import add_fit_parser
-from scaling.cli.options import COMPUTE_KINDS, check_outputs, fail, positive_float
-from scaling.core.errors import FitError, InputError
+from scaling.cli.options import COMPUTE_KINDS, fail, positive_float
+from scaling.core.errors import InputError
 from scaling.data import inputs
+from scaling.fits.batch_lr import fit_batch_lr
+from scaling.fits.chinchilla.approaches import fit_chinchilla
 from scaling.fits.critical_batch import fit_critical_batch
 from scaling.fits.kaplan import fit_kaplan
 from scaling.lr_annealing.curves import parse_columns
@@ -405,36 +408,31 @@ def register(subparsers) -> None:
 
 
 def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
+    """A loss-law fit of `inputs.load`'s canonical table; --plot draws it once the record is saved."""
+    loaded: dict = {}
 
-    problem = check_outputs(args)
-    if problem:
-        return fail(problem, 2)
-    try:
-        cols = inputs.parse_col_overrides(args.col)
-        ds = inputs.load(args.data, cols, args.n_kind, curves=curves)
-        rec = fit_fn(ds, seed=args.seed, ci=args.ci, **kwargs)
-    except InputError as exc:
-        return fail(str(exc), 2)
-    except FitError as exc:
-        return fail(str(exc), 1)
-    if args.out:
-        rec.save(args.out)
-    if args.plot:
+    def fit():
+        loaded["ds"] = inputs.load(args.data, inputs.parse_col_overrides(args.col), args.n_kind, curves=curves)
+        return fit_fn(loaded["ds"], seed=args.seed, ci=args.ci, **kwargs)
+
+    def plot(rec) -> None:
+        if not args.plot:
+            return
         from scaling.fits.plots import plot_fit  # deferred: matplotlib
 
         try:
-            plot_fit(rec, ds.df, args.plot)
+            plot_fit(rec, loaded["ds"].df, args.plot)
         except Exception as exc:  # a plot must never lose a finished fit
             print(f"warning: plot failed: {exc}", file=sys.stderr)
-    if rec.get("by"):
-        from scaling.fits.by.compare import summary  # deferred: numpy, scipy, pandas (a fast --help)
 
-        print(rec.to_json() if args.json else summary(rec))
-    else:
-        print(rec.to_json() if args.json else rec.summary())
-    if args.out:
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    def summary(rec) -> str:
+        if not rec.get("by"):
+            return rec.summary()
+        from scaling.fits.by.compare import summary as by_summary  # deferred: numpy, scipy, pandas (a fast --help)
+
+        return by_summary(rec)
+
+    return run_fit(args, fit, summary=summary, after_save=plot)
 
 
 def _by_options(args) -> str | None:
@@ -460,13 +458,14 @@ def cmd_fit_chinchilla(args) -> int:
     problem = _by_options(args)
     if problem:
         return fail(problem, 2)
+    fit = fit_chinchilla
     if args.by is not None:
         from scaling.fits.by.compare import fit_chinchilla_by  # deferred: numpy, scipy, pandas (a fast --help)
 
-        fit_chinchilla = partial(fit_chinchilla_by, by=args.by, baseline=args.baseline)
+        fit = partial(fit_chinchilla_by, by=args.by, baseline=args.baseline)
     return _run_fit(
         args,
-        fit_chinchilla,
+        fit,
         approach=args.approach,
         drop_highest_k=args.drop_highest,
         bootstrap=args.bootstrap,
@@ -503,14 +502,14 @@ def cmd_fit_batch_lr(args) -> int:
     problem = _by_options(args)
     if problem:
         return fail(problem, 2)
+    fit = fit_batch_lr
     if args.by is not None:
         from scaling.fits.by.compare import fit_batch_lr_by  # deferred: numpy, scipy, pandas (a fast --help)
 
-        fit_batch_lr = partial(fit_batch_lr_by, by=args.by)
-
+        fit = partial(fit_batch_lr_by, by=args.by)
     return _run_fit(
         args,
-        fit_batch_lr,
+        fit,
         form=args.form,
         near_optimal_tol=args.near_optimal_tol,
         optimum=args.optimum,
@@ -535,13 +534,9 @@ def cmd_fit_critical_batch(args) -> int:
 
 
 def cmd_fit_lr_annealing(args) -> int:
-    # deferred: numpy, scipy, pandas (a fast --help)
-
-    problem = check_outputs(args)
-    if problem:
-        return fail(problem, 2)
-    try:
-        rec = fit_lr_annealing(
+    return run_fit(
+        args,
+        lambda: fit_lr_annealing(
             args.data,
             metric=args.metric,
             lam=args.lam,
@@ -553,33 +548,21 @@ def cmd_fit_lr_annealing(args) -> int:
             holdout=args.holdout,
             holdout_fraction=args.holdout_fraction,
             columns=parse_columns(args.col),
-        )
-    except InputError as exc:
-        return fail(str(exc), 2)
-    except FitError as exc:
-        return fail(str(exc), 1)
-    if args.out:
-        rec.save(args.out)
-    print(rec.to_json() if args.json else rec.summary())
-    if args.out:
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+        ),
+    )
 
 
 def cmd_fit_accuracy(args) -> int:
     from scaling.fits.accuracy import fit_accuracy, summary  # deferred: numpy, scipy, pandas (a fast --help)
 
-    problem = check_outputs(args)
-    if problem:
-        return fail(problem, 2)
-    try:
+    def fit():
         cols = {}
         for item in args.col:
             if "=" not in item:
                 raise InputError(f"--col '{item}' must look like role=column (roles: loss, acc, task)")
             role, col = item.split("=", 1)
             cols[role.strip()] = col.strip()
-        rec = fit_accuracy(
+        return fit_accuracy(
             args.data,
             columns=cols,
             bootstrap=args.bootstrap,
@@ -591,31 +574,19 @@ def cmd_fit_accuracy(args) -> int:
             steps=args.steps,
             tasks=args.tasks,
         )
-    except InputError as exc:
-        return fail(str(exc), 2)
-    except FitError as exc:
-        return fail(str(exc), 1)
-    if args.out:
-        rec.save(args.out)
-    print(rec.to_json() if args.json else summary(rec))
-    if args.out:
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+
+    return run_fit(args, fit, summary=summary)
 
 
 def cmd_fit_task_loss(args) -> int:
-    # deferred: numpy, scipy, pandas (a fast --help)
-    from scaling.fits.task_loss import fit_task_loss, summary
+    from scaling.fits.task_loss import fit_task_loss, summary  # deferred: numpy, scipy, pandas (a fast --help)
 
-    problem = check_outputs(args)
-    if problem:
-        return fail(problem, 2)
-    try:
+    def fit():
         task_col = [c for c in args.col if c.split("=", 1)[0].strip() == "task"]
         cols = inputs.parse_col_overrides([c for c in args.col if c not in task_col])
         if task_col:
             cols["task"] = task_col[-1].split("=", 1)[1].strip()
-        rec = fit_task_loss(
+        return fit_task_loss(
             args.data,
             columns=cols,
             tasks=args.tasks,
@@ -629,13 +600,5 @@ def cmd_fit_task_loss(args) -> int:
             holdout=args.holdout,
             holdout_fraction=args.holdout_fraction,
         )
-    except InputError as exc:
-        return fail(str(exc), 2)
-    except FitError as exc:
-        return fail(str(exc), 1)
-    if args.out:
-        rec.save(args.out)
-    print(rec.to_json() if args.json else summary(rec))
-    if args.out:
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+
+    return run_fit(args, fit, summary=summary)

@@ -9,7 +9,9 @@ import json
 import sys
 from pathlib import Path
 
-from scaling.core.errors import FitError, InputError
+from scaling.cli.fit_command import run_fit
+from scaling.cli.options import fail
+from scaling.core.errors import InputError
 from scaling.data.moe_inputs import parse_cols
 from scaling.moe.fit import fit_moe
 from scaling.moe.plan import format_moe_plan, make_moe_plan
@@ -96,12 +98,9 @@ def summary(rec) -> str:
 
 
 def cmd_fit_moe(args) -> int:
-    # deferred: numpy, scipy, pandas (a fast --help)
-
-    if args.out and Path(args.out).is_dir():
-        return _fail(f"--out {args.out} is a directory", 2)
-    try:
-        rec = fit_moe(
+    return run_fit(
+        args,
+        lambda: fit_moe(
             args.data,
             law=args.moe_law,
             columns=parse_cols(args.col),
@@ -113,17 +112,9 @@ def cmd_fit_moe(args) -> int:
             top_k=args.top_k,
             delta=args.delta,
             at_compute=args.compute,
-        )
-    except InputError as exc:
-        return _fail(str(exc), 2)
-    except FitError as exc:
-        return _fail(str(exc), 1)
-    if args.out:
-        rec.save(args.out)
-    print(rec.to_json() if args.json else summary(rec))
-    if args.out:
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+        ),
+        summary=summary,
+    )
 
 
 def plan_moe(args, fits) -> int:
@@ -156,7 +147,7 @@ def plan_moe(args, fits) -> int:
             emit_moe_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size)
             plan["emitted_config"] = args.emit_config
     except InputError as exc:
-        return _fail(str(exc), 2)
+        return fail(str(exc), 2)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(plan, indent=2) + "\n")
@@ -164,8 +155,3 @@ def plan_moe(args, fits) -> int:
     if args.emit_config:
         print(f"wrote {args.emit_config}", file=sys.stderr)
     return 0
-
-
-def _fail(msg: str, code: int) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return code
