@@ -13,13 +13,13 @@ from functools import partial
 from scaling.cli.fit_command import run_fit
 from scaling.cli.moe import add_fit_parser
 from scaling.cli.options import COMPUTE_KINDS, fail, positive_float
-from scaling.core.errors import InputError
 from scaling.data import inputs
+from scaling.data.columns import parse_columns
 from scaling.fits.batch_lr import fit_batch_lr
 from scaling.fits.chinchilla.approaches import fit_chinchilla
 from scaling.fits.critical_batch import fit_critical_batch
 from scaling.fits.kaplan import fit_kaplan
-from scaling.lr_annealing.curves import parse_columns
+from scaling.lr_annealing.curves import TABLE_ROLES
 from scaling.lr_annealing.fit import fit_lr_annealing
 
 
@@ -412,7 +412,7 @@ def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
     loaded: dict = {}
 
     def fit():
-        loaded["ds"] = inputs.load(args.data, inputs.parse_col_overrides(args.col), args.n_kind, curves=curves)
+        loaded["ds"] = inputs.load(args.data, parse_columns(args.col, inputs.ROLES), args.n_kind, curves=curves)
         return fit_fn(loaded["ds"], seed=args.seed, ci=args.ci, **kwargs)
 
     def plot(rec) -> None:
@@ -547,24 +547,19 @@ def cmd_fit_lr_annealing(args) -> int:
             ci=args.ci,
             holdout=args.holdout,
             holdout_fraction=args.holdout_fraction,
-            columns=parse_columns(args.col),
+            columns=parse_columns(args.col, TABLE_ROLES),
         ),
     )
 
 
 def cmd_fit_accuracy(args) -> int:
+    from scaling.fits.accuracy import ROLES as ACCURACY_ROLES  # deferred: numpy, scipy, pandas (a fast --help)
     from scaling.fits.accuracy import fit_accuracy, summary  # deferred: numpy, scipy, pandas (a fast --help)
 
     def fit():
-        cols = {}
-        for item in args.col:
-            if "=" not in item:
-                raise InputError(f"--col '{item}' must look like role=column (roles: loss, acc, task)")
-            role, col = item.split("=", 1)
-            cols[role.strip()] = col.strip()
         return fit_accuracy(
             args.data,
-            columns=cols,
+            columns=parse_columns(args.col, ACCURACY_ROLES),
             bootstrap=args.bootstrap,
             seed=args.seed,
             ci=args.ci,
@@ -582,13 +577,9 @@ def cmd_fit_task_loss(args) -> int:
     from scaling.fits.task_loss import fit_task_loss, summary  # deferred: numpy, scipy, pandas (a fast --help)
 
     def fit():
-        task_col = [c for c in args.col if c.split("=", 1)[0].strip() == "task"]
-        cols = inputs.parse_col_overrides([c for c in args.col if c not in task_col])
-        if task_col:
-            cols["task"] = task_col[-1].split("=", 1)[1].strip()
         return fit_task_loss(
             args.data,
-            columns=cols,
+            columns=parse_columns(args.col, (*inputs.ROLES, "task")),
             tasks=args.tasks,
             loss_metric=args.loss_metric,
             steps=args.steps,

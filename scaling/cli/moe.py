@@ -12,7 +12,8 @@ from pathlib import Path
 from scaling.cli.fit_command import run_fit
 from scaling.cli.options import fail
 from scaling.core.errors import InputError
-from scaling.data.moe_inputs import parse_cols
+from scaling.data.columns import parse_columns
+from scaling.data.moe_inputs import ROLES
 from scaling.moe.fit import fit_moe
 from scaling.moe.plan import format_moe_plan, make_moe_plan
 from scaling.moe.run import emit_moe_config
@@ -103,7 +104,7 @@ def cmd_fit_moe(args) -> int:
         lambda: fit_moe(
             args.data,
             law=args.moe_law,
-            columns=parse_cols(args.col),
+            columns=parse_columns(args.col, ROLES),
             holdout=args.holdout,
             holdout_fraction=args.holdout_fraction,
             bootstrap=args.bootstrap,

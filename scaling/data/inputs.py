@@ -21,6 +21,7 @@ from rundir.layout import CONFIG, METRICS
 from rundir.metrics import read_metrics
 from rundir.read import load_runs
 from scaling.core.errors import InputError
+from scaling.data.columns import resolve_columns
 from scaling.data.tables import read_table
 
 ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps", "U")
@@ -74,22 +75,6 @@ class Dataset:
     n_source: str = ""  # where N came from, for the record
 
 
-def parse_col_overrides(items: Iterable[str] | None, roles: Iterable[str] = ROLES) -> dict[str, str]:
-    """['N=params', 'loss=val'] -> {'N': 'params', 'loss': 'val'}; roles outside `roles` (default:
-    the loss fits' ROLES) are errors naming the allowed ones."""
-    roles = tuple(roles)
-    out: dict[str, str] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise InputError(f"--col '{item}' must look like role=column (roles: {', '.join(roles)})")
-        role, col = item.split("=", 1)
-        role = role.strip()
-        if role not in roles:
-            raise InputError(f"--col '{item}': unknown role '{role}' (roles: {', '.join(roles)})")
-        out[role] = col.strip()
-    return out
-
-
 def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", curves: bool = False) -> Dataset:
     """Load DATA (DataFrame, .csv/.parquet path, or run-directory tree) into a canonical Dataset.
     `curves=True` (run directories only) gives one row per metrics.jsonl record instead of per run."""
@@ -118,32 +103,11 @@ def load(source, columns: dict[str, str] | None = None, n_kind: str = "total", c
                 return _canonical(raw, mapping, desc, n_kind, warnings, f"{N_KINDS[n_kind]} from summary.json")
         else:
             raw = read_table(path)
-    mapping = _resolve_columns(raw, columns, n_kind)
+    # --n-kind picks the table's column of that kind when it has one (e.g. non_embedding_params)
+    preferred = {"N": N_KINDS[n_kind]} if n_kind != "total" else None
+    mapping = resolve_columns(raw, columns, ROLES, ALIASES, preferred)
     source_n = f"column '{mapping['N']}'" + (" (--col)" if "N" in columns else "") if "N" in mapping else ""
     return _canonical(raw, mapping, desc, n_kind, warnings, source_n)
-
-
-def _resolve_columns(raw, overrides: dict[str, str], n_kind: str = "total") -> dict[str, str]:
-    lower = {str(c).strip().lower(): c for c in raw.columns}
-    mapping: dict[str, str] = {}
-    for role, col in overrides.items():
-        if col not in raw.columns:
-            raise InputError(f"--col {role}={col}: no column '{col}' (columns: {', '.join(map(str, raw.columns))})")
-        mapping[role] = col
-    # --n-kind picks the table's column of that kind when it has one (e.g. non_embedding_params)
-    if "N" not in mapping and N_KINDS[n_kind] in lower and n_kind != "total":
-        mapping["N"] = lower[N_KINDS[n_kind]]
-    used = set(mapping.values())
-    for role in ROLES:
-        if role in mapping:
-            continue
-        for alias in (role.lower(),) + ALIASES[role]:
-            col = lower.get(alias)
-            if col is not None and col not in used:
-                mapping[role] = col
-                used.add(col)
-                break
-    return mapping
 
 
 def _canonical(

@@ -25,6 +25,7 @@ from rundir.layout import CONFIG, SUMMARY
 from rundir.read import load_runs
 from scaling.core.errors import InputError
 from scaling.data import inputs
+from scaling.data.columns import resolve_columns
 from scaling.data.tables import read_table
 
 ROLES = ("N", "D", "G", "E", "loss", "top_k", "flops")
@@ -58,17 +59,6 @@ TEXT = ("run", "sweep", "path", "router", "moe_source")
 N_KIND = "active_non_embedding"
 
 
-def parse_cols(items) -> dict[str, str]:
-    """['N=n_act', 'G=gran'] -> {'N': 'n_act', 'G': 'gran'}; unknown roles are errors."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        role, sep, col = item.partition("=")
-        if not sep or role.strip() not in ROLES:
-            raise InputError(f"--col '{item}' must look like ROLE=COLUMN with ROLE one of {', '.join(ROLES)}")
-        out[role.strip()] = col.strip()
-    return out
-
-
 def load_moe(source, columns: dict[str, str] | None = None) -> inputs.Dataset:
     """DATA (DataFrame, .csv/.parquet, or run-directory tree) as the canonical MoE Dataset."""
     import pandas as pd  # deferred: pandas is slow to import
@@ -86,29 +76,9 @@ def load_moe(source, columns: dict[str, str] | None = None) -> inputs.Dataset:
             mapping = {r: r for r in ROLES if r in raw.columns}
             return _canonical(raw, mapping, desc, warnings, "active_non_embedding_params from summary.json")
         raw, warnings = read_table(path), []
-    mapping = _resolve(raw, columns)
+    mapping = resolve_columns(raw, columns, ROLES, ALIASES)
     source_n = f"column '{mapping['N']}'" if "N" in mapping else ""
     return _canonical(raw, mapping, desc, warnings, source_n)
-
-
-def _resolve(raw, overrides: dict[str, str]) -> dict[str, str]:
-    lower = {str(c).strip().lower(): c for c in raw.columns}
-    mapping: dict[str, str] = {}
-    for role, col in overrides.items():
-        if col not in raw.columns:
-            raise InputError(f"--col {role}={col}: no column '{col}' (columns: {', '.join(map(str, raw.columns))})")
-        mapping[role] = col
-    used = set(mapping.values())
-    for role in ROLES:
-        if role in mapping:
-            continue
-        for alias in (role.lower(),) + ALIASES[role]:
-            col = lower.get(alias)
-            if col is not None and col not in used:
-                mapping[role] = col
-                used.add(col)
-                break
-    return mapping
 
 
 def _canonical(raw, mapping: dict[str, str], desc: str, warnings: list[str], n_source: str) -> inputs.Dataset:

@@ -54,18 +54,6 @@ class Curve:
 
 
 # ---------------------------------------------------------------- tables
-def parse_columns(items) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise InputError(f"--col '{item}' must look like role=column (roles: {', '.join(TABLE_ROLES)})")
-        role, col = (s.strip() for s in item.split("=", 1))
-        if role not in TABLE_ROLES:
-            raise InputError(f"--col '{item}': unknown role '{role}' (roles: {', '.join(TABLE_ROLES)})")
-        out[role] = col
-    return out
-
-
 def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curve], list[str], str]:
     """Curves from a DataFrame or CSV/Parquet file with columns run, step, lr, loss (`columns` maps
     other names). Returns (curves, warnings, description)."""

@@ -29,9 +29,11 @@ from scaling.core.conventions import N_KINDS, compute_column
 from scaling.core.errors import InputError
 from scaling.core.selection import group_by_tolerance
 from scaling.data import inputs
+from scaling.data.columns import parse_columns
 from scaling.data.eval_points import read_eval_points
 from scaling.data.moe_inputs import ROLES as MOE_ROLES
 from scaling.data.moe_inputs import check_shapes, load_moe
+from scaling.fits.accuracy import ROLES as ACCURACY_ROLES
 from scaling.fits.accuracy import load_runs, load_table
 from scaling.fits.batch_lr import select_points
 from scaling.fits.record import FitRecord, has_exponents
@@ -281,9 +283,9 @@ def _read_loss(rec, data, columns, roles):
     law, st = rec["law"], rec.get("settings") or {}
     warnings: list[str] = []
     if law == "moe":
-        ds = load_moe(data, inputs.parse_col_overrides(columns, MOE_ROLES))
+        ds = load_moe(data, parse_columns(columns, MOE_ROLES))
     else:
-        ds = inputs.load(data, inputs.parse_col_overrides(columns), _n_kind(rec))
+        ds = inputs.load(data, parse_columns(columns, inputs.ROLES), _n_kind(rec))
     df = ds.df
     if "U" in roles and "U" not in df.columns:
         unique = (rec.get("data") or {}).get("unique_tokens")
@@ -358,7 +360,7 @@ def _task_loss(rec, data, columns, ci, rng) -> Prediction:
         df, warnings = read_eval_points(data, n_kind=n_kind, steps="last", loss_metric=metric)
         source = str(data)
     else:
-        df, source, warnings = table_points(data, inputs.parse_col_overrides(columns, TASK_ROLES), None, n_kind)
+        df, source, warnings = table_points(data, parse_columns(columns, TASK_ROLES), None, n_kind)
         if len(per) == 1 and set(df["task"]) == {"task"}:  # a table without a task column: the record's one task
             df = df.assign(task=next(iter(per)))
     unknown = sorted(set(df["task"]) - set(per))
@@ -404,7 +406,7 @@ def _accuracy(rec, data, columns, ci, seed) -> Prediction:
         acc_metric = st.get("acc_metric") or "acc"
         df, source, warnings = load_runs(data, loss_metric=metric, acc_metric=acc_metric, steps="last", tasks=None)
     else:
-        cols = inputs.parse_col_overrides(columns, ("loss", "acc", "task"))
+        cols = parse_columns(columns, ACCURACY_ROLES)
         df, source = load_table(data, cols, optional=("task", "acc"))
         warnings = []
     if not per:  # one sigmoid: every row is its task
@@ -461,7 +463,7 @@ def _batch_lr(rec, data, columns, ci, rng) -> Prediction:
         raise InputError(f"this batch-lr fit holds per-group optima only ({why}): there is no law to predict with")
     st, p = rec.get("settings") or {}, rec["params"]
     form = st.get("form", "compute")
-    ds = inputs.load(data, inputs.parse_col_overrides(columns), _n_kind(rec))
+    ds = inputs.load(data, parse_columns(columns, inputs.ROLES), _n_kind(rec))
     df, warnings = ds.df, []
     inputs.validate(ds, ("N", "D"), min_points=1, law=f"predict (batch-lr, {form} form)")
     conv = (rec.get("conventions") or {}).get("compute")

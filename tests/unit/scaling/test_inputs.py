@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from scaling import InputError, fit_chinchilla
-from scaling.data.inputs import load, parse_col_overrides, read_run_dirs
+from scaling.data.columns import parse_columns
+from scaling.data.inputs import ROLES, load, read_run_dirs
 from scaling.synthetic.runs import chinchilla_table, write_run_tree
 
 
@@ -60,7 +61,7 @@ def test_csv_and_parquet_with_aliases_and_col_mapping(tmp_path):
     df = chinchilla_table(noise=0.0, n_per_budget=4)
     raw = pd.DataFrame({"Model Size": df.N, "Training FLOP": df.flops, "my_loss": df.loss})
     raw.to_csv(tmp_path / "a.csv", index=False)
-    ds = load(tmp_path / "a.csv", parse_col_overrides(["loss=my_loss"]))
+    ds = load(tmp_path / "a.csv", parse_columns(["loss=my_loss"], ROLES))
     assert ds.columns["N"] == "Model Size" and ds.columns["D"] == "flops/(6N)"
     assert np.allclose(ds.df.D, df.D)
     raw.to_parquet(tmp_path / "a.parquet")
@@ -89,7 +90,7 @@ def test_bad_options():
     with pytest.raises(InputError, match="approach"):
         fit_chinchilla(df, approach=4)
     with pytest.raises(InputError, match="role"):
-        parse_col_overrides(["X=foo"])
+        parse_columns(["X=foo"], ROLES)
     with pytest.raises(InputError, match="no column"):
         load(df, {"N": "nope"})
     with pytest.raises(InputError, match="drop all"):
