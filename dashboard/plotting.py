@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from scaling.core.bootstrap import interval
+
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "triangle-down", "pentagon", "hexagon"]
 
@@ -146,8 +148,7 @@ def percentile_band(draws: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarra
     ok = np.all(np.isfinite(d), axis=1)
     if ok.sum() < 5:
         return None
-    d = d[ok]
-    return np.percentile(d, 100 * (1 - ci) / 2, axis=0), np.percentile(d, 100 * (1 + ci) / 2, axis=0)
+    return interval(d[ok], ci, axis=0)
 
 
 def error_y(values, intervals) -> dict | None:

@@ -70,19 +70,21 @@ def run_bootstrap(
     return samples, failed
 
 
-def interval(samples, ci: float = 0.95, *, axis: int | None = None):
+def interval(samples, ci: float = 0.95, *, axis: int | None = None, spread_only: bool = False):
     """The percentile interval at level `ci` of bootstrap draws, ignoring non-finite ones: the one
     place every fit, the plan, the plots and the dashboard turn samples into an interval.
 
-    axis=None: [lo, hi] of all draws, or None with fewer than 2 finite draws. axis=k: a band,
-    the (lo, hi) arrays along axis k (e.g. one curve per resample -> its pointwise band)."""
+    axis=None: [lo, hi] of all draws, or None with fewer than 2 finite draws (and with
+    `spread_only`, None when they are all equal: a quantity the resamples cannot move has no
+    interval worth printing). axis=k: a band, the (lo, hi) arrays along axis k (e.g. one curve per
+    resample -> its pointwise band)."""
     lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     arr = np.asarray(samples, dtype=float)
     if axis is not None:
         arr = np.where(np.isfinite(arr), arr, np.nan)
         return np.nanpercentile(arr, lo_q, axis=axis), np.nanpercentile(arr, hi_q, axis=axis)
     arr = arr[np.isfinite(arr)]
-    if arr.size < 2:
+    if arr.size < 2 or (spread_only and np.ptp(arr) == 0):
         return None
     return [float(np.percentile(arr, lo_q)), float(np.percentile(arr, hi_q))]
 

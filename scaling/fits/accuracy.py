@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scaling.core.bootstrap import interval as bootstrap_interval
 from scaling.core.bootstrap import percentile_intervals, resample_indices, run_bootstrap
 from scaling.core.errors import FitError, InputError
 from scaling.data.eval_points import check_options, parse_tasks, read_eval_points
@@ -331,12 +332,7 @@ def predict_accuracy(rec, loss: float, *, task: str | None = None, ci: float = 0
     interval = None
     if all(k in s for k in ("a", "b", "k", "L0")):
         draws = SigmoidAccuracy(*(np.asarray(s[k], float) for k in ("a", "b", "k", "L0"))).predict(loss)
-        draws = draws[np.isfinite(draws)]
-        if draws.size >= 2:
-            interval = [
-                float(np.percentile(draws, 100 * (1 - ci) / 2)),
-                float(np.percentile(draws, 100 * (1 + ci) / 2)),
-            ]
+        interval = bootstrap_interval(draws, ci)
     return {
         "task": task,
         "loss": float(loss),

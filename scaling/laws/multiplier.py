@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
+from scaling.core.bootstrap import interval
 from scaling.core.conventions import TokenCost
 from scaling.laws.allocation import allocate
 from scaling.laws.loss import ChinchillaLaw
@@ -94,5 +95,5 @@ def draw_interval(values, ci: float) -> tuple[list | None, int]:
     if v.size < 2:
         return None, n_inf
     big = np.where(np.isinf(v), 1e300, v)  # percentiles of a list with +inf in it, without inf arithmetic
-    lo, hi = (float(np.percentile(big, 100 * q)) for q in ((1 - ci) / 2, (1 + ci) / 2))
+    lo, hi = interval(big, ci)  # finite, and at least 2 draws: never None
     return [lo if lo < 1e200 else None, hi if hi < 1e200 else None], n_inf

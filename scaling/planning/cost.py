@@ -26,6 +26,7 @@ from rundir.files import read_yaml
 from rundir.layout import CONFIG
 from rundir.read import load_runs
 from rundir.summary import read_summary
+from scaling.core.bootstrap import interval
 from scaling.core.conventions import TokenCost
 from scaling.core.errors import InputError
 from scaling.laws.allocation import allocate, search_range
@@ -52,12 +53,7 @@ class MFU:
     runs: list[str] = field(default_factory=list)
 
     def interval(self, ci: float) -> list[float] | None:
-        if self.draws is None or len(self.draws) < 2:
-            return None
-        return [
-            float(np.percentile(self.draws, 100 * (1 - ci) / 2)),
-            float(np.percentile(self.draws, 100 * (1 + ci) / 2)),
-        ]
+        return None if self.draws is None else interval(self.draws, ci)
 
 
 def _precision(run_dir: Path) -> str:
@@ -184,14 +180,6 @@ def _draws(values, n: int, rng) -> np.ndarray:
     return rng.choice(arr, size=n) if arr.size else np.full(n, np.nan)
 
 
-def _iv(arr, ci):
-    arr = np.asarray(arr, float)
-    arr = arr[np.isfinite(arr)]
-    if arr.size < 2 or np.ptp(arr) == 0:
-        return None
-    return [float(np.percentile(arr, 100 * (1 - ci) / 2)), float(np.percentile(arr, 100 * (1 + ci) / 2))]
-
-
 def cost_block(
     plan: dict,
     hw: Hardware,
@@ -248,10 +236,10 @@ def cost_block(
         # the budget is fixed; what it buys varies with the MFU
         out["budget"] = budget
         c_bought = C * m / hw.mfu.value
-        out["compute_interval"] = _iv(c_bought, ci)
+        out["compute_interval"] = interval(c_bought, ci, spread_only=True)
         loss = _loss_draws(fit, c_bought, plan, rng) if fit is not None else None
         if loss is not None:
-            out["loss_at_optimum_interval"] = _iv(loss, ci)
+            out["loss_at_optimum_interval"] = interval(loss, ci, spread_only=True)
         return out
     h = c * r / (hw.peak * m * 3600.0)
     for key, arr in (
@@ -260,7 +248,7 @@ def cost_block(
         ("usd", h * hw.usd_per_device_hour if hw.usd_per_device_hour else None),
         ("tokens_per_s", d / (h * 3600.0) * hw.num_devices),
     ):
-        if arr is not None and (iv := _iv(arr, ci)):
+        if arr is not None and (iv := interval(arr, ci, spread_only=True)):
             out[f"{key}_interval"] = iv
     return out
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from scaling.core.bootstrap import interval
 from scaling.core.conventions import TokenCost, conventions_of
 from scaling.core.errors import InputError
 from scaling.laws.loss import ChinchillaLaw
@@ -196,12 +197,10 @@ def inference_block(
         draws = [allocate(s, T, kcost, target_loss=target_loss, total=total) for s in samples]
         ok = [d for d in draws if d]
         out["samples"], out["unreachable"] = len(samples), len(samples) - len(ok)
-        lo, hi = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
         for key in ("N", "D", "train_flops", "total_flops", "saving") + (("loss",) if total is not None else ()):
-            arr = np.asarray([d[key] for d in ok], float)
-            arr = arr[np.isfinite(arr)]
-            if arr.size >= 2 and np.ptp(arr) > 0:
-                out[f"{key}_interval"] = [float(np.percentile(arr, lo)), float(np.percentile(arr, hi))]
+            iv = interval([d[key] for d in ok], ci, spread_only=True)
+            if iv is not None:
+                out[f"{key}_interval"] = iv
         out["_train_flops_samples"] = [d["train_flops"] for d in ok]
         out["_D_samples"] = [d["D"] for d in ok]
     return out
