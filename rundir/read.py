@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from rundir.checkpoints import has_checkpoint
+from rundir.dotted import get_dotted, has_dotted
 from rundir.files import read_yaml
 from rundir.layout import CHECKPOINTS, CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, SKIP_DIRS, checkpoint_step
 from rundir.lock import holder_if_locked
@@ -188,14 +189,6 @@ def find_run_dirs(root: str | Path) -> list[Path]:
     return sorted(out)
 
 
-def _dig(d: Any, path: tuple) -> Any:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return d
-
-
 def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
     """(row, problem). A row may come with a problem (e.g. torn config) when enough is readable."""
 
@@ -244,8 +237,8 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
             }
         )
         if cfg:
-            row["lr"] = _dig(cfg, ("optim", "lr"))
-            row["batch_size"] = _dig(cfg, ("train", "global_batch_size"))
+            row["lr"] = get_dotted(cfg, "optim.lr")
+            row["batch_size"] = get_dotted(cfg, "train.global_batch_size")
     row["last_loss"] = st.loss
     lineage = (summary or {}).get("init_from") or (None if summary else _config_lineage(cfg)) or {}
     row["init_from"], row["branch_step"] = lineage.get("run"), lineage.get("step")
@@ -264,26 +257,16 @@ def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
 def config_value(cfg: dict | None, dotted: str, default: Any = _MISSING) -> Any:
     """The value of a dotted key (`optim.name`) in a resolved config: the key's schema default
     (`CONFIG_DEFAULTS`) when the config predates it, else `default` (None if not given).
-    `has_config_key` tells a missing key from a null value."""
-    node = _dig(cfg, tuple(dotted.split("."))) if has_config_key(cfg, dotted) else _MISSING
-    if node is _MISSING:
-        node = CONFIG_DEFAULTS.get(dotted, None if default is _MISSING else default)
-    return node
-
-
-def has_config_key(cfg: dict | None, dotted: str) -> bool:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
+    `rundir.dotted.has_dotted` tells a missing key from a null value."""
+    if has_dotted(cfg, dotted):
+        return get_dotted(cfg, dotted)
+    return CONFIG_DEFAULTS.get(dotted, None if default is _MISSING else default)
 
 
 def _config_lineage(cfg: dict | None) -> dict | None:
     """{run, step} from a config's `train.init_from` (RUN_DIR or RUN_DIR/checkpoints/step_N): a
     branch still training has no summary yet, but its lineage is known from the start."""
-    src = _dig(cfg, ("train", "init_from")) if cfg else None
+    src = get_dotted(cfg, "train.init_from") if cfg else None
     if not src:
         return None
     p = Path(str(src))

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from rundir.dotted import get_dotted
 from rundir.files import read_yaml
 from rundir.layout import CONFIG, METRICS
 from rundir.metrics import read_metrics
@@ -179,15 +180,6 @@ def _read_yaml(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _get(d: dict, dotted: str):
-    node: Any = d
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def read_run_dirs(root: str | Path, n_kind: str = "total"):
     """Finished runs under `root` as a canonical table plus warnings: (DataFrame, warnings).
 
@@ -262,8 +254,8 @@ def _run_row(rel: str, sweep: str, path: str | None, summary: dict, axes: dict, 
             cfg = _read_yaml(Path(path) / CONFIG)
         except Exception:
             cfg = {}
-    lr = lr if lr is not None else _num(_get(cfg, "optim.lr"))
-    seq, gbs = _num(_get(cfg, "model.seq_len")), _num(_get(cfg, "train.global_batch_size"))
+    lr = lr if lr is not None else _num(get_dotted(cfg, "optim.lr"))
+    seq, gbs = _num(get_dotted(cfg, "model.seq_len")), _num(get_dotted(cfg, "train.global_batch_size"))
     if bt is None and seq and gbs:
         bt = seq * gbs
     row = {
@@ -345,4 +337,4 @@ def _decays_whole_run(row: dict) -> bool:
         cfg = _read_yaml(Path(path) / CONFIG)
     except Exception:
         return True
-    return _get(cfg, "schedule.name") not in ("wsd", "constant") and not _get(cfg, "train.init_from")
+    return get_dotted(cfg, "schedule.name") not in ("wsd", "constant") and not get_dotted(cfg, "train.init_from")

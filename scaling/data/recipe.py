@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from rundir.dotted import get_dotted
 from rundir.layout import CONFIG
 
 RECIPE_KEYS = (
@@ -43,14 +44,6 @@ RECIPE_KEYS = (
 SWEPT = ("optim.lr", "train.global_batch_size", "train.micro_batch_size")
 
 
-def _get(d, dotted: str):
-    for part in dotted.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return None
-        d = d[part]
-    return d
-
-
 def read_recipe(paths) -> dict | None:
     """{settings: {key: most common value}, varies: [keys], data: section, n_runs} from run dirs."""
     cfgs = []
@@ -68,7 +61,7 @@ def read_recipe(paths) -> dict | None:
         return None
     settings, varies = {}, []
     for key in RECIPE_KEYS:
-        vals = Counter(json.dumps(_get(c, key), sort_keys=True) for c in cfgs)
+        vals = Counter(json.dumps(get_dotted(c, key), sort_keys=True) for c in cfgs)
         value, _ = vals.most_common(1)[0]
         settings[key] = json.loads(value)
         if len(vals) > 1 and key not in SWEPT:

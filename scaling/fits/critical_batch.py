@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rundir.dotted import get_dotted
 from rundir.layout import CONFIG, METRICS
 from scaling.core import bootstrap as bs
 from scaling.core.blas import blas_single_thread
@@ -388,7 +389,7 @@ def _schedule_warnings(runs, cfgs, model, N) -> list[str]:
     out = []
     for g in np.unique(model):
         idx = np.flatnonzero(model == g)
-        names = {str(inputs._get(cfgs[i], "schedule.name") or "?") for i in idx}
+        names = {str(get_dotted(cfgs[i], "schedule.name") or "?") for i in idx}
         totals = {inputs._num(runs[i].get("steps")) for i in idx}
         decaying = names & {"cosine", "linear"}
         if decaying and len(totals) > 1:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from rundir.dotted import has_dotted
 from rundir.files import read_yaml
 from rundir.layout import CONFIG
-from rundir.read import CONFIG_DEFAULTS, config_value, has_config_key
+from rundir.read import CONFIG_DEFAULTS, config_value
 from scaling.core.errors import FitError, InputError
 from scaling.data import inputs
 from scaling.data.tables import read_table
@@ -73,7 +74,7 @@ def _config_values(ds: inputs.Dataset, key: str) -> np.ndarray:
             cfg = None
         if not isinstance(cfg, dict):
             cfg = None
-        if cfg is None or (not has_config_key(cfg, key) and key not in CONFIG_DEFAULTS):
+        if cfg is None or (not has_dotted(cfg, key) and key not in CONFIG_DEFAULTS):
             missing.append(str(run))
             out.append(None)
             continue
