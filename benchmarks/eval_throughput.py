@@ -87,9 +87,9 @@ def ladder_checkpoint(name: str, cache: Path) -> tuple[Path, Path]:
 def build_requests(tasks: list[str], limit: int):
     from lm_eval.tasks import get_task_dict
 
-    from evals.tasks import plan
+    from evals.tasks import resolve_tasks
 
-    p = plan(tasks)
+    p = resolve_tasks(tasks)
     try:
         task_dict = get_task_dict(tasks, p.task_manager())
         instances = []

@@ -60,7 +60,7 @@ class EvalSection(StrictModel):
         return int(f) if f is not None and f.is_integer() else v
 
     @model_validator(mode="after")
-    def _something(self) -> EvalSection:
+    def _suite_or_tasks(self) -> EvalSection:
         if self.suite is None and not self.tasks:
             raise ValueError("eval: set eval.suite or eval.tasks")
         return self

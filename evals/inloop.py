@@ -26,7 +26,7 @@ from pathlib import Path
 from evals import results as res
 from evals.config import EvalSection
 from evals.run_eval import FAULT_ENV, evaluate_run, resolve_suite
-from evals.tasks import plan
+from evals.tasks import resolve_tasks
 
 
 class LmEvalEvaluator:
@@ -36,7 +36,7 @@ class LmEvalEvaluator:
         """Suite/task names and data, before training starts (raises EvalError, a ValueError)."""
 
         s = resolve_suite(section.suite, section.tasks, section.limit, section.num_fewshot)
-        plan([e.task for e in s.entries()], online=section.online).cleanup()
+        resolve_tasks([e.task for e in s.entries()], online=section.online).cleanup()
 
     def done(self, section: EvalSection, run_dir: Path, step: int) -> bool:
         """Results of this suite at this step, none failed (a resumed run saves its final checkpoint again)."""

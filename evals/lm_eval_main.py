@@ -19,10 +19,10 @@ def main() -> None:
     from lm_eval.__main__ import cli_evaluate  # deferred: imports lm_eval
 
     if "--scalelab-local" in sys.argv:
-        from evals.tasks import data_file, known_tasks, plan
+        from evals.tasks import data_file, known_tasks, resolve_tasks
 
         sys.argv.remove("--scalelab-local")
-        p = plan([t for t in known_tasks() if data_file(t).exists()])
+        p = resolve_tasks([t for t in known_tasks() if data_file(t).exists()])
         sys.argv += ["--include_path", str(p.include_dir)]
         try:
             cli_evaluate()

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from evals.forward import backbone, hidden_states
-from evals.request_plan import Pair, batches, plan_pairs
+from evals.request_batching import Pair, batches, prefix_groups
 
 
 def _padded(seqs: Sequence[Sequence[int]], device) -> torch.Tensor:
@@ -40,13 +40,13 @@ def score_pairs(
     """(sum of log-probs of the continuation, whether it is the greedy continuation) per pair.
 
     Identical pairs are scored once, and inputs that start alike run their common prefix once
-    (`plan_pairs`). Pass 1 runs the prefixes, longest first (the first batch fails fast if memory
+    (`prefix_groups`). Pass 1 runs the prefixes, longest first (the first batch fails fast if memory
     is short), keeping their keys/values where branches follow; pass 2 runs the branches of that
     batch against them, sorted by length. `batch_size` bounds the rows of a pass-1 batch,
     `max_batch_tokens` the tokens of either pass (pass 2 counts the keys/values it attends to);
     batches hold at most 10% padding. The LM head runs on the target positions only.
     """
-    which, n_distinct, groups = plan_pairs(pairs, max_length)
+    which, n_distinct, groups = prefix_groups(pairs, max_length)
     total = np.zeros(n_distinct)
     greedy = np.ones(n_distinct, dtype=bool)
     per_key = np.bincount(which, minlength=n_distinct)

@@ -17,7 +17,7 @@ from pathlib import Path
 from evals import results as res
 from evals.gold import gold_records
 from evals.suites import Suite, adhoc, load_suite
-from evals.tasks import EvalError, plan
+from evals.tasks import EvalError, resolve_tasks
 from rundir.checkpoints import resolve_checkpoint
 from rundir.config import run_model
 from rundir.tokenizer import load_tokenizer
@@ -79,7 +79,7 @@ def evaluate_run(
     run_path, ckpt, step = resolve_checkpoint(run_dir)
     rm = run_model(run_path)
     load_tokenizer(run_path, rm.model.vocab_size)  # tokenizer mismatch: fail before loading weights
-    task_plan = plan([e.task for e in entries], online=online)
+    resolved = resolve_tasks([e.task for e in entries], online=online)
     margs = {"batch_size": batch_size, **(model_args or {})}
     try:
         if lm is None:
@@ -87,7 +87,7 @@ def evaluate_run(
 
             log(f"loading {ckpt} (step {step})")
             lm = ScalelabLM(path=str(ckpt), device=device, **margs)
-        tm = task_plan.task_manager()
+        tm = resolved.task_manager()
         task_cache = {} if task_cache is None else task_cache  # the task object tells the gold answer
         records, failed = [], []
         for e in entries:
@@ -122,7 +122,7 @@ def evaluate_run(
                 )
                 log(f"  {e.task}: FAILED ({type(exc).__name__}: {exc})")
     finally:
-        task_plan.cleanup()
+        resolved.cleanup()
     records += res.aggregate_blimp(records, s.name)
     eval_s = time.perf_counter() - t0
     meta = {

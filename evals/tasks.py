@@ -83,7 +83,7 @@ def expand(names: list[str]) -> list[str]:
 
 
 @dataclass
-class TaskPlan:
+class ResolvedTasks:
     """Validated task names and the lm-eval TaskManager settings that load them."""
 
     tasks: list[str]
@@ -105,8 +105,9 @@ class TaskPlan:
             self._tmp = None
 
 
-def plan(names: list[str], online: bool = False) -> TaskPlan:
-    """Validate task names (and local data) and materialise the local task YAMLs."""
+def resolve_tasks(names: list[str], online: bool = False) -> ResolvedTasks:
+    """Task resolution: expand and validate task names (and their local data), materialise the local
+    task YAMLs; the caller runs `cleanup()` when done."""
     tasks = expand(names)
     if not tasks:
         raise EvalError("no tasks given (use --tasks a,b or --suite NAME)")
@@ -125,7 +126,7 @@ def plan(names: list[str], online: bool = False) -> TaskPlan:
     if missing:
         lines = "\n  ".join(f"{t}: {p}" for t, p in missing)
         raise EvalError(f"evaluation data missing:\n  {lines}\n{DATA_ORIGINS}")
-    p = TaskPlan(tasks=tasks, online=online, local=local)
+    p = ResolvedTasks(tasks=tasks, online=online, local=local)
     if local:
         p._tmp = tempfile.TemporaryDirectory(prefix="scalelab-tasks-")
         p.include_dir = Path(p._tmp.name)

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from launch.tables import render
+from launch.console_tables import render
 from rundir.layout import RunDir
 from rundir.metrics import last_record
 from rundir.read import compute_totals, load_runs, read_run

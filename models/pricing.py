@@ -3,7 +3,7 @@
 hardware FLOPs = training FLOPs per token (models/accounting.py: 6 x active matmul parameters +
 attention, the count the trainer's MFU is measured against) x tokens; device-hours = hardware FLOPs
 / (peak FLOP/s x MFU x 3600). It lives beside the accounting it prices, below the device table
-(rundir/devices.py), so the caller passes the peak: the plan (scaling) and `train --dry-run`
+(rundir/accelerators.py), so the caller passes the peak: the plan (scaling) and `train --dry-run`
 (pretrain) price runs the same way without either importing the other.
 """
 

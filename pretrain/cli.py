@@ -24,7 +24,7 @@ from pretrain.dry_run import dry_run
 from pretrain.engine.ds_config import grad_accum_steps
 from pretrain.engine.extensions import ExtensionLockTimeout
 from pretrain.errors import ConfigError, DataError
-from rundir.devices import MEMORY_BYTES
+from rundir.accelerators import MEMORY_BYTES
 from rundir.files import atomic_write_text
 from rundir.layout import RunDir
 

@@ -4,7 +4,7 @@ Validates the config and, for K ranks, the DeepSpeed config the trainer would ha
 (pretrain/engine/ds_config.py, parsed by DeepSpeed's own `DeepSpeedConfig` at that world size); builds the
 model on the meta device (no memory: a 70B config takes seconds) and checks its parameter count
 against models/accounting.py; prints the parameters, FLOPs per token, the layout and the per-rank
-memory estimate (models/memory.py), and whether it fits a device of the table (rundir/devices.py).
+memory estimate (models/memory.py), and whether it fits a device of the table (rundir/accelerators.py).
 Creates no process group, prepares no data, writes nothing. A bad config exits 2 naming the key.
 """
 
@@ -22,7 +22,7 @@ from models.memory import choose_layout, estimate_memory
 from pretrain.config.loader import load_train_config
 from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
 from pretrain.errors import ConfigError
-from rundir.devices import MEMORY_BYTES
+from rundir.accelerators import MEMORY_BYTES
 
 GIB = 1 << 30
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from launch import runs_cli
+from launch.console_tables import human, render
 from launch.executors.deepspeed_multinode import DeepSpeedExecutor
 from launch.executors.slurm import queued_jobs
 from launch.run.worker import decide
@@ -24,7 +25,6 @@ from launch.sweep.epochs import run_epochs
 from launch.sweep.expand import load_plan
 from launch.sweep.preflight import configured_executors, preflight
 from launch.sweep.status import compute_line, counts, sweep_status
-from launch.tables import human, render
 from pretrain.errors import ConfigError
 
 SWEEP_PLUGINS = ["evals.sweep_cli"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evals.run_eval import evaluate_run, resolve_suite
-from evals.tasks import EvalError, plan
+from evals.tasks import EvalError, resolve_tasks
 from launch.executors.slurm import _common_directives, _env_lines, job_python, sweep_meta_dir
 from launch.sweep.expand import load_plan
 from launch.sweep.status import run_status
@@ -77,7 +77,7 @@ def resolve(req: Request) -> tuple[str, list[str]]:
     try:
         s = resolve_suite(req.suite, req.tasks, req.limit_value(), None)
         tasks = [e.task for e in s.entries(limit_override=req.limit_value())]
-        plan(tasks).cleanup()  # local task files and data present
+        resolve_tasks(tasks).cleanup()  # local task files and data present
     except EvalError as exc:
         raise ConfigError(str(exc)) from None
     return s.name, tasks

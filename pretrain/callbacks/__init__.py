@@ -14,9 +14,9 @@ def default_callbacks(trainer) -> list[Callback]:
     from pretrain.callbacks.faults import FaultInjection  # deferred: imports torch
     from pretrain.callbacks.heldout_eval import HeldOutEvaluation  # deferred: imports torch
     from pretrain.callbacks.metrics_file import MetricsFileWriter  # deferred: imports torch
-    from pretrain.callbacks.run_summary import RunSummary  # deferred: imports torch
     from pretrain.callbacks.speed_monitor import SpeedMonitor  # deferred: imports torch
     from pretrain.callbacks.step_profile import StepProfile  # deferred: imports torch
+    from pretrain.callbacks.summary_file import SummaryFileWriter  # deferred: imports torch
     from pretrain.callbacks.wandb import WandbCallback  # deferred: imports torch
 
     cfg, module, feed, d = trainer.cfg, trainer.module, trainer.feed, trainer.dist
@@ -37,7 +37,7 @@ def default_callbacks(trainer) -> list[Callback]:
         WandbCallback(),
         ConsoleLogger(trainer.console),
         HeldOutEvaluation(module, feed.val_parts),
-        RunSummary(module, trainer.counts, feed, speed),
+        SummaryFileWriter(module, trainer.counts, feed, speed),
         StepProfile(d.device),
     ]
     if cfg.train.noise_scale_every_steps:

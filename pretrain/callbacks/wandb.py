@@ -10,7 +10,7 @@ SUMMARY_PREFIXES = ("final_", "params", "tokens", "flops")
 
 
 class WandbCallback(Callback):
-    priority = 20  # after RunSummary in post_train/on_error: the W&B summary is the run summary's
+    priority = 20  # after SummaryFileWriter in post_train/on_error: the W&B summary is the run summary's
 
     def __init__(self):
         self.wb: WandbLogger | None = None

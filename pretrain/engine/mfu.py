@@ -1,6 +1,6 @@
 """Model FLOPs utilisation against a per-device peak at the precision actually used.
 
-GPU peaks are the dense (no sparsity) datasheet figures of `rundir.devices` (the table the cost
+GPU peaks are the dense (no sparsity) datasheet figures of `rundir.accelerators` (the table the cost
 projections use), looked up by the name torch reports, so SXM and PCIe parts get their own peaks.
 The precision is the one the matmuls run in: bf16/fp16, TF32 for fp32 with `train.tf32` on a GPU
 that has TF32 tensor cores (compute capability 8.0+), plain FP32 otherwise -- an fp32 run without
@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from rundir.devices import DEVICES, device_from_name
+from rundir.accelerators import DEVICES, device_from_name
 
 
 def set_tf32(device: torch.device, enabled: bool) -> bool:

@@ -23,7 +23,7 @@ from rundir.metrics import read_metrics
 from rundir.read import load_runs
 from scaling.core.errors import InputError
 from scaling.data.columns import resolve_columns
-from scaling.data.tables import read_table
+from scaling.data.table_files import read_table
 
 ROLES = ("N", "D", "loss", "flops", "batch_tokens", "lr", "steps", "U")
 

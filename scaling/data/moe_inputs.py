@@ -26,7 +26,7 @@ from rundir.read import load_runs
 from scaling.core.errors import InputError
 from scaling.data import inputs
 from scaling.data.columns import resolve_columns
-from scaling.data.tables import read_table
+from scaling.data.table_files import read_table
 
 ROLES = ("N", "D", "G", "E", "loss", "top_k", "flops")
 ALIASES: dict[str, tuple[str, ...]] = {

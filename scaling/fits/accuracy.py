@@ -26,7 +26,7 @@ from scaling.core.bootstrap import interval as bootstrap_interval
 from scaling.core.bootstrap import percentile_intervals, resample_indices, run_bootstrap
 from scaling.core.errors import FitError, InputError
 from scaling.data.eval_points import check_options, parse_tasks, read_eval_points
-from scaling.data.tables import read_table
+from scaling.data.table_files import read_table
 from scaling.fits.record import data_sha256, make_record
 
 ROLES = ("loss", "acc", "task")

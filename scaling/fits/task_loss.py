@@ -20,7 +20,7 @@ from pathlib import Path
 from scaling.core.errors import FitError, InputError
 from scaling.data import inputs
 from scaling.data.eval_points import check_options, parse_tasks, read_eval_points
-from scaling.data.tables import read_table
+from scaling.data.table_files import read_table
 from scaling.fits import pipeline
 from scaling.fits.chinchilla.approaches import fit_chinchilla
 from scaling.fits.record import FitRecord, data_sha256

@@ -26,7 +26,7 @@ import yaml
 from rundir.layout import CONFIG, METRICS, SUMMARY
 from rundir.schedules import lr_at
 from scaling.core.errors import InputError
-from scaling.data import tables
+from scaling.data import table_files
 from scaling.data.inputs import read_run_dirs
 
 TABLE_ROLES = ("run", "step", "lr", "loss")
@@ -62,7 +62,7 @@ def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curv
     if isinstance(source, pd.DataFrame):
         raw, desc = source, "DataFrame"
     else:
-        raw, desc = tables.read_table(source), str(source)
+        raw, desc = table_files.read_table(source), str(source)
     cols = dict(columns or {})
     lower = {str(c).strip().lower(): c for c in raw.columns}
     for role in TABLE_ROLES:

@@ -1,9 +1,9 @@
-"""Accelerator peaks for cost projections: the table (rundir/devices.py, shared with the trainer's
+"""Accelerator peaks for cost projections: the table (rundir/accelerators.py, shared with the trainer's
 MFU) and its CLI-facing lookup, which names the allowed values in its errors."""
 
 from __future__ import annotations
 
-from rundir.devices import DATASHEETS, DEVICES, PRECISIONS, device_from_name
+from rundir.accelerators import DATASHEETS, DEVICES, PRECISIONS, device_from_name
 from scaling.core.errors import InputError
 
 __all__ = ["DATASHEETS", "DEVICES", "PRECISIONS", "device_from_name", "peak_flops"]

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from models.accounting import count
 from models.config import ModelConfig
 from models.memory import choose_layout
-from rundir.devices import MEMORY_BYTES
+from rundir.accelerators import MEMORY_BYTES
 from scaling.core.errors import InputError
 from scaling.planning.run_model import configs_dir
 

@@ -5,7 +5,7 @@ stated MFU beside the reported ones, and the MFU the report implies.
 
 Shapes, tokens, devices and device-hours as the papers and model cards give them (each row's
 `source`); FLOPs per token from models/accounting.py at the run's sequence length (attention
-included), peaks from rundir/devices.py (bf16 dense). A report's device-hours cover everything the
+included), peaks from rundir/accelerators.py (bf16 dense). A report's device-hours cover everything the
 authors counted (restarts, downtime, for Llama 3.1 and DeepSeek-V3 the long-context stages too),
 so the implied MFU is a lower bound on the MFU of the steps themselves.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from models.accounting import count
 from models.config import ModelConfig
 from models.pricing import implied_mfu, price
-from rundir.devices import DEVICES
+from rundir.accelerators import DEVICES
 
 STATED_MFU = 0.40  # the cost projection's stated default (scaling/planning/cost.py)
 
@@ -28,7 +28,7 @@ class PublishedRun:
     name: str
     shape: str  # as the source gives it
     tokens: float
-    device: str  # a rundir/devices.py key
+    device: str  # a rundir/accelerators.py key
     device_note: str
     reported_device_hours: float | None
     source: str

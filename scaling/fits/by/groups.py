@@ -22,7 +22,7 @@ from rundir.layout import CONFIG
 from rundir.read import CONFIG_DEFAULTS, config_value
 from scaling.core.errors import FitError, InputError
 from scaling.data import inputs
-from scaling.data.tables import read_table
+from scaling.data.table_files import read_table
 from scaling.fits.record import data_sha256
 
 # the group's own warnings that mean its law cannot be read (as dashboard.fit_checks judges them)

@@ -24,16 +24,16 @@ def test_adapter_agrees_with_lm_eval_hf(tmp_path):
     model = tiny_model(tiny_model_config(tok.get_vocab_size(), seq_len=128))
     rd = write_run_dir(tmp_path / "run", model, tok, step=4)
     export_checkpoint(rd, tmp_path / "hf")
-    plan = T.plan(TASKS)
+    resolved = T.resolve_tasks(TASKS)
     try:
-        tm = plan.task_manager()
+        tm = resolved.task_manager()
         kw = dict(tasks=TASKS, task_manager=tm, limit=6, bootstrap_iters=0, log_samples=False, verbosity="ERROR")
         ours = lm_eval.simple_evaluate(model=ScalelabLM(path=str(rd), device="cpu", batch_size=4), **kw)["results"]
         ref = lm_eval.simple_evaluate(
             model="hf", model_args=f"pretrained={tmp_path / 'hf'},dtype=float32", device="cpu", batch_size=4, **kw
         )["results"]
     finally:
-        plan.cleanup()
+        resolved.cleanup()
     compared = set()
     for task in TASKS:
         for key, value in ref[task].items():

@@ -12,7 +12,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from evals import requests as R
 from evals.adapter import ScalelabLM
 from evals.forward import hidden_states
-from evals.request_plan import plan_pairs
+from evals.request_batching import prefix_groups
 from tests.helpers import EOT, tiny_model, tiny_model_config, tiny_tokenizer
 
 SEQ = 24
@@ -225,7 +225,7 @@ def test_request_mix_matches_hand_computed(setup):
     long_ctx = enc(tok, "First Citizen: Before we proceed any further, hear me speak. " * 3)
     pairs += [(long_ctx, speak), (long_ctx, enc(tok, " All: Resolved."))]
     pairs += [(q, enc(tok, " the cat sat on the mat while the children play in the tree"))]
-    plan = plan_pairs(pairs, SEQ)[2]
+    plan = prefix_groups(pairs, SEQ)[2]
     members = [(p, br, tg) for p, ms in plan.items() for _, br, tg in ms]
     assert len(plan[tuple(q)]) == 5 and sum(not br for _, br, _ in plan[tuple(q)]) == 2
     assert any(p[0] == 0 and len(p) > 2 and 0 < len(br) < len(tg) for p, br, tg in members)  # the minimal pair

@@ -80,7 +80,7 @@ def test_bad_paths(tmp_path):
 @needs_data
 def test_materialised_tasks_use_absolute_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    p = T.plan(["lambada_openai", "winogrande", "blimp_adjunct_island", "tinyshakespeare_bpb"])
+    p = T.resolve_tasks(["lambada_openai", "winogrande", "blimp_adjunct_island", "tinyshakespeare_bpb"])
     try:
         for name in ("lambada_openai.yaml", "blimp_adjunct_island.yaml"):
             text = (p.include_dir / name).read_text()
@@ -103,5 +103,5 @@ def test_suites_resolve():
     std = {e.task for e in load_suite("standard").entries()}
     assert std == {"hellaswag", "piqa", "arc_easy", "arc_challenge", "winogrande", "lambada_openai"}
     for s in ("tiny", "standard"):
-        T.plan([e.task for e in load_suite(s).entries()]).cleanup()  # all data present
+        T.resolve_tasks([e.task for e in load_suite(s).entries()]).cleanup()  # all data present
     assert len(T.expand(["blimp"])) == 67

@@ -79,7 +79,7 @@ def test_device_table_holds_dense_peaks():
 
 
 def test_device_table_holds_memory_per_device():
-    from rundir.devices import DATASHEETS, MEMORY_BYTES
+    from rundir.accelerators import DATASHEETS, MEMORY_BYTES
 
     assert set(MEMORY_BYTES) == set(DEVICES) == set(DATASHEETS)
     gib = 1 << 30  # HBM capacities are binary: an "80GB" A100 reports 81,920 MiB

@@ -11,8 +11,8 @@ from models.moe.accounting import moe_summary
 from pretrain.callbacks.base import Callback
 
 
-class RunSummary(Callback):
-    name = "run_summary"
+class SummaryFileWriter(Callback):
+    name = "run_summary"  # keys its state in checkpoints and is what logs show: kept
     priority = 40  # before the W&B callback, which mirrors this summary
 
     def __init__(self, module, counts, feed, speed):

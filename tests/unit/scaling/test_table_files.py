@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scaling.data.tables import read_table
+from scaling.data.table_files import read_table
 
 
 def test_tsv_is_read_with_tabs(tmp_path):

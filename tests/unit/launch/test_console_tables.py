@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from launch.tables import render
+from launch.console_tables import render
 
 COLS = [
     ("name", "run", ""),

@@ -1,8 +1,8 @@
-"""Which forward passes score a list of (context, continuation) token pairs: torch-free planning.
+"""Request batching: which forward passes score a list of (context, continuation) token pairs (torch-free).
 
-`plan_pairs` finds the prefixes that inputs share (the context of a question's choices, the words
+`prefix_groups` finds the prefixes that inputs share (the context of a question's choices, the words
 of a minimal pair up to their difference) so that each runs once; `batches` groups rows of
-similar length. `evals.requests.score_pairs` runs the plan.
+similar length. `evals.requests.score_pairs` runs the passes.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ Member = tuple[int, tuple[int, ...], tuple[int, ...]]  # (distinct pair, branch 
 MIN_SHARED = 2  # sharing a single token (the EOT of empty contexts) is not worth a second pass
 
 
-def plan_pairs(pairs: Sequence[Pair], max_length: int) -> tuple[list[int], int, dict[tuple[int, ...], list[Member]]]:
+def prefix_groups(pairs: Sequence[Pair], max_length: int) -> tuple[list[int], int, dict[tuple[int, ...], list[Member]]]:
     """How `score_pairs` runs `pairs`: (distinct pair of each pair, number of distinct pairs, groups).
 
     `groups` maps the tokens of a pass-1 row (a prefix) to its members: a distinct pair, the
