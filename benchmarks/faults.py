@@ -37,6 +37,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from rundir.checkpoints import complete_checkpoints  # noqa: E402  (the repository's packages, from any directory)
+from rundir.layout import METRICS  # noqa: E402
+from rundir.metrics import read_metrics  # noqa: E402
+from tests.helpers.cli import cli_env, scalelab, wait_for_step  # noqa: E402
+from tests.helpers.cli import start as start_cli  # noqa: E402
+
 COMPARED = ("step", "tokens", "loss", "lr", "grad_norm", "val_loss", "val_bpb")
 STEPS, EVERY = 60, 6
 
@@ -60,44 +66,33 @@ class Row:
 
 
 # ---------------------------------------------------------------- plumbing
+# The CLI in a process of its own, waiting on a run's progress: the test suite's helpers (tests/helpers/cli.py),
+# with a quiet, offline environment and no fault left set from outside.
+QUIET = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "WANDB_MODE": "disabled",
+    "OMP_NUM_THREADS": "1",
+    "TQDM_DISABLE": "1",
+}
+UNSET = ("SCALELAB_FAULT_NAN_STEP",)
+
+
+def _unset(extra: dict | None) -> tuple[str, ...]:
+    return tuple(k for k in UNSET if k not in (extra or {}))  # a row's own fault stays set
 
 
 def env(extra: dict | None = None) -> dict:
-    e = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "PYTHONUNBUFFERED": "1",
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "WANDB_MODE": "disabled",
-        "OMP_NUM_THREADS": "1",
-        "TQDM_DISABLE": "1",
-    }
-    e.pop("SCALELAB_FAULT_NAN_STEP", None)
-    return {**e, **(extra or {})}
+    return cli_env({**QUIET, **(extra or {})}, _unset(extra))
 
 
 def cli(args: list[str], cwd: Path, extra_env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launch.cli", *map(str, args)],
-        cwd=cwd,
-        env=env(extra_env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    extra = {**QUIET, **(extra_env or {})}
+    return scalelab(*args, cwd=cwd, env=extra, unset=_unset(extra_env), timeout=timeout, process=True)
 
 
 def start(args: list[str], cwd: Path, extra_env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "launch.cli", *map(str, args)],
-        cwd=cwd,
-        env=env(extra_env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    return start_cli(args, cwd, {**QUIET, **(extra_env or {})}, _unset(extra_env))
 
 
 def base_config(folder: Path, data: Path, **train) -> Path:
@@ -133,43 +128,22 @@ def base_config(folder: Path, data: Path, **train) -> Path:
     return path
 
 
-def rows_of(run: Path) -> list[dict]:
-    out = []
-    path = run / "metrics.jsonl"
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
-    return out
-
-
 def comparable(run: Path) -> list[tuple]:
-    return [tuple(r.get(k) for k in COMPARED) for r in rows_of(run)]
+    return [tuple(r.get(k) for k in COMPARED) for r in read_metrics(run / METRICS)]
 
 
 def complete_steps(run: Path) -> list[int]:
-    d = run / "checkpoints"
-    return sorted(int(p.name[5:]) for p in d.glob("step_*") if (p / "COMPLETE").exists()) if d.exists() else []
-
-
-def wait_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 600) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        rs = rows_of(run)
-        if rs and rs[-1]["step"] >= step:
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"run ended before step {step}: {proc.stdout.read()[-800:]}")
-        time.sleep(0.01)
-    raise RuntimeError(f"timed out waiting for step {step}")
+    return [step for step, _ in complete_checkpoints(run / "checkpoints")]
 
 
 def snapshot(run: Path) -> dict:
     """What a fault must not take away: metrics up to the last complete checkpoint, and that checkpoint."""
     steps = complete_steps(run)
     last = steps[-1] if steps else 0
-    return {"rows": [tuple(r.get(k) for k in COMPARED) for r in rows_of(run) if r["step"] <= last], "last_ckpt": last}
+    return {
+        "rows": [tuple(r.get(k) for k in COMPARED) for r in read_metrics(run / METRICS) if r["step"] <= last],
+        "last_ckpt": last,
+    }
 
 
 def lost_since(run: Path, snap: dict, final: bool = True) -> int:
@@ -240,7 +214,7 @@ class Bench:
             step = random.Random(seed).randint(4, STEPS - 4)
             run = self.run_dir(f"kill9-s{seed}")
             p = start(self.train_args(run), self.work)
-            wait_step(run, step, p)
+            wait_for_step(run, step, p, timeout=600)
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
             snap = snapshot(run)
@@ -313,7 +287,7 @@ class Bench:
         row = Row("truncated metrics.jsonl")
         run = self.run_dir("torn-metrics")
         p = start(self.train_args(run), self.work)
-        wait_step(run, 33, p)
+        wait_for_step(run, 33, p, timeout=600)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         snap = snapshot(run)
@@ -328,7 +302,7 @@ class Bench:
         row = Row("corrupt newest checkpoint")
         run = self.run_dir("corrupt-newest")
         p = start(self.train_args(run), self.work)
-        wait_step(run, 26, p)
+        wait_for_step(run, 26, p, timeout=600)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         steps = complete_steps(run)
@@ -346,7 +320,7 @@ class Bench:
         row = Row("every checkpoint unloadable")
         run = self.run_dir("all-corrupt")
         p = start(self.train_args(run), self.work)
-        wait_step(run, 20, p)
+        wait_for_step(run, 20, p, timeout=600)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         before = {f: f.stat().st_size for f in run.rglob("*") if f.is_file()}
@@ -603,7 +577,7 @@ class Bench:
         run = self.run_dir("wandb-killed")
         over = ("wandb.mode=offline",)
         p = start(self.train_args(run, *over), self.work, {"WANDB_MODE": "offline"})
-        wait_step(run, 20, p)
+        wait_for_step(run, 20, p, timeout=600)
         kids = subprocess.run(["pgrep", "-s", str(p.pid)], capture_output=True, text=True).stdout.split()
         for pid in kids:  # what Slurm's SIGTERM to the whole job does: the trainer and wandb-core together
             try:
@@ -687,7 +661,7 @@ class Bench:
             )
             return row
         p = launch(run, 29612)
-        wait_step(run, 7, p)
+        wait_for_step(run, 7, p, timeout=600)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         snap = snapshot(run)
@@ -698,7 +672,7 @@ class Bench:
         row.lost = lost_since(run, snap)
         row.message = (
             first_line(out, "resumed from")
-            + f"; val_loss at steps {[r['step'] for r in rows_of(run) if 'val_loss' in r]}"
+            + f"; val_loss at steps {[r['step'] for r in read_metrics(run / METRICS) if 'val_loss' in r]}"
         )
         return row
 

@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 SCALELAB = [sys.executable, "-m", "launch.cli"]
 
 
-def _env(env: dict | None, unset=()) -> dict:
+def cli_env(env: dict | None = None, unset=()) -> dict:
+    """The environment of a `scalelab` process: this one's, unbuffered, the checkout first on
+    PYTHONPATH, plus `env`, less the variables named in `unset` (benchmarks/faults.py shares it)."""
     full = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full["PYTHONPATH"] = str(REPO) + os.pathsep + full.get("PYTHONPATH", "")
     for k in unset:
@@ -33,7 +35,7 @@ def scalelab(
     argv = [str(a) for a in args]
     if process or os.environ.get("SCALELAB_TEST_PROCESSES") == "1":
         return subprocess.run(
-            SCALELAB + argv, cwd=cwd or REPO, env=_env(env, unset), capture_output=True, text=True, timeout=timeout
+            SCALELAB + argv, cwd=cwd or REPO, env=cli_env(env, unset), capture_output=True, text=True, timeout=timeout
         )
     from tests.helpers import inprocess
 
@@ -55,16 +57,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def spawn(cmd: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
+def spawn(cmd: list[str], cwd: Path, env: dict | None = None, unset=()) -> subprocess.Popen:
     """A command running in its own session (stdout+stderr captured), for tests that kill it."""
     return subprocess.Popen(
-        cmd, cwd=cwd, env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        cmd,
+        cwd=cwd,
+        env=cli_env(env, unset),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
 
 
-def start(args: list, cwd: Path, env: dict | None = None) -> subprocess.Popen:
+def start(args: list, cwd: Path, env: dict | None = None, unset=()) -> subprocess.Popen:
     """`scalelab ARGS` started in its own session (see `spawn`)."""
-    return spawn(SCALELAB + [str(a) for a in args], cwd, env)
+    return spawn(SCALELAB + [str(a) for a in args], cwd, env, unset)
 
 
 def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
