@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from models.config import StrictModel
+from base.strict import StrictModel
 
 
 class EvalSection(StrictModel):

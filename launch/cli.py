@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from base.errors import UserError
+
 # (module, attribute) pairs; imported lazily so `scalelab fit` never pays for torch.
 SUBSYSTEMS = [
     "pretrain.data.cli",
@@ -46,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code = args.func(args)
+    try:
+        code = args.func(args)
+    except UserError as exc:  # every layer's user error, where a command did not report it itself
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return int(code or 0)
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from base.errors import UserError
+
 EOT_TOKEN = "<|endoftext|>"
 
 
@@ -31,7 +33,7 @@ EOT_TOKEN = "<|endoftext|>"
 INFERENCE_SOFTMAX_TOPK = ("softmax_topk", "sinkhorn")
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """The checkpoint cannot be expressed as a standard transformers model."""
 
 

@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from base.errors import UserError
 from launch.executors.slurm_fields import directive, no_control, option
 from launch.run.worker import decide, write_launch_config
 from launch.sweep import depends
@@ -39,7 +40,7 @@ from pretrain.errors import ConfigError
 from rundir.lock import is_locked
 
 
-class SlurmError(RuntimeError):
+class SlurmError(UserError, RuntimeError):
     pass
 
 

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from base.strict import StrictModel
 
 RouterName = Literal["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"]
 ROUTER_NAMES: tuple[str, ...] = RouterName.__args__
 
 
-class MoEConfig(BaseModel):
+class MoEConfig(StrictModel):
     """Which FFN layers become MoE layers and how tokens are routed to experts."""
-
-    # Same rules as models.config.StrictModel (not imported: models.config imports this module).
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     num_experts: int = Field(8, ge=1, description="routed experts per MoE layer")
     top_k: int = Field(

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from models.config import ModelConfig, StrictModel
+from base.strict import StrictModel
+from models.config import ModelConfig
 from pretrain.checkpoint.evaluators import section_type
 from pretrain.data.config import DataConfig
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from models.config import StrictModel
+from base.strict import StrictModel
 
 DEFAULT_DELIMITER = "<|endoftext|>"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
