@@ -127,7 +127,7 @@ def measure(label: str, run: Path, hf: Path, args, limit: int) -> dict:
     from lm_eval.models.huggingface import HFLM
 
     from evals.adapter import ScalelabLM
-    from models.accounting import count
+    from models.accounting import model_counts
 
     ours_lm = ScalelabLM(path=str(run), device="cpu", batch_size=args.batch_size)
     reqs = build_requests([t for t in args.tasks.split(",") if t], limit)
@@ -136,7 +136,7 @@ def measure(label: str, run: Path, hf: Path, args, limit: int) -> dict:
     hf_lm = HFLM(pretrained=str(hf), device="cpu", batch_size=args.batch_size, dtype="float32")
     ours, ref, ts_ours, ts_hf = compare(ours_lm, hf_lm, reqs, args.repeats)
     cfg = ours_lm.loaded.model_config
-    n = count(cfg)
+    n = model_counts(cfg)
     return {
         "label": label,
         "checkpoint": str(ours_lm.loaded.checkpoint),

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.accounting import count  # noqa: E402
+from models.accounting import model_counts  # noqa: E402
 from models.gpt import GPT  # noqa: E402
 from pretrain.config.loader import validate_train  # noqa: E402
 from pretrain.data.sampler import WindowSampler  # noqa: E402
@@ -121,8 +121,10 @@ def main() -> None:
     plain_b = plain_loop(cfg, data, args.log_every, measured)
     peak = max(peak, measure_cpu_peak())
     plain = (plain_a + plain_b) / 2
-    fpt = count(cfg.model).flops_per_token
-    print(f"threads: {torch.get_num_threads()}  model: {count(cfg.model).total:,} params, {fpt / 1e6:.1f} MFLOP/token")
+    fpt = model_counts(cfg.model).flops_per_token
+    print(
+        f"threads: {torch.get_num_threads()}  model: {model_counts(cfg.model).total:,} params, {fpt / 1e6:.1f} MFLOP/token"
+    )
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
     print(
         f"plain PyTorch loop:        {plain:8.0f} tokens/s  (before {plain_a:.0f}, after {plain_b:.0f})  MFU {fpt * plain / peak:.1%}"

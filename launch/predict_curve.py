@@ -112,9 +112,9 @@ def _model_warnings(rec, cfg) -> list[str]:
     params = {c.get("params") for c in curves if c.get("params")}
     if params:
         try:
-            from models.accounting import count
+            from models.accounting import model_counts
 
-            n = count(cfg.model, vocab_size=cfg.model.vocab_size or cfg.data.tokenizer.vocab_size).total
+            n = model_counts(cfg.model, vocab_size=cfg.model.vocab_size or cfg.data.tokenizer.vocab_size).total
         except Exception:  # noqa: BLE001 - a count we cannot make is simply not checked
             n = None
         if n and all(abs(n / p - 1) > 0.02 for p in params):

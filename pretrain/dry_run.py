@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pydantic
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.memory import choose_layout, estimate_memory
 from pretrain.config.loader import load_train_config
 from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
@@ -116,7 +116,7 @@ def dry_run(config: str, overrides: list[str], world_size: int | None, device: s
     gas = grad_accum_steps(cfg, world)
     vocab, vocab_from = resolve_vocab(cfg)
     model_cfg = cfg.model.model_copy(update={"vocab_size": vocab})
-    counts = count(model_cfg)
+    counts = model_counts(model_cfg)
     built = meta_param_count(model_cfg)
     if built != counts.total:
         raise AssertionError(

@@ -17,7 +17,7 @@ from pathlib import Path
 from launch import runs_cli
 from launch.executors.deepspeed_multinode import DeepSpeedExecutor
 from launch.executors.slurm import queued_jobs
-from launch.run.worker import decide
+from launch.run.worker import start_or_skip
 from launch.sweep import eval_jobs
 from launch.sweep.cancel import cancel_sweep
 from launch.sweep.epochs import run_epochs
@@ -181,7 +181,7 @@ def cmd_launch(args) -> int:
         spec.executor.deepspeed.hostfile = args.hostfile
     # exit 2 before anything is queued; runs that will not start (done, stale) need nothing
 
-    starting = [r for r in p.runs if decide(Path(r.run_dir), args.retry_failed, r.id) == "run"]
+    starting = [r for r in p.runs if start_or_skip(Path(r.run_dir), args.retry_failed, r.id) == "run"]
     preflight(dataclasses.replace(p, runs=starting), [args.executor], args.allow_repeats)
     if args.executor == "local":
         from launch.executors.slurm import sweep_meta_dir

@@ -18,7 +18,7 @@ from launch.sweep.naming import axis_label, config_id, fmt_num, fmt_sci, model_l
 from launch.sweep.resolve import ConfigBuilder, flops_per_token, vocab_for
 from launch.sweep.spec import SweepSpec, load_spec
 from launch.sweep.status import current_identity
-from models.accounting import count
+from models.accounting import model_counts
 from pretrain.errors import ConfigError
 from scaling.core.conventions import conventions_of
 from scaling.core.errors import InputError
@@ -157,7 +157,7 @@ def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     for m in iso.models:
         label = model_label(m)
         _, cfg = b.resolve([("model", m)], label)
-        c = count(cfg.model, vocab_for(cfg))
+        c = model_counts(cfg.model, vocab_for(cfg))
         fpt = flops_per_token(c, iso.compute)
         models.append((m, label, fpt, cfg, c.total))
     out, skipped = [], []
@@ -207,7 +207,7 @@ def _anchors(iso, b: ConfigBuilder, hparams) -> list:
     for a in iso.anchors:
         label = model_label(a.model)
         _, cfg = b.resolve([("model", a.model)], label)
-        c = count(cfg.model, vocab_for(cfg))
+        c = model_counts(cfg.model, vocab_for(cfg))
         fpt = flops_per_token(c, iso.compute)
         hp_items, hp_axes = _budget_hparams(hparams, fpt * a.tokens, cfg) if hparams else ([], {})
         tps = dict(hp_items).get("train.global_batch_size", cfg.train.global_batch_size) * cfg.model.seq_len
@@ -288,7 +288,7 @@ def _batch_lr(spec: SweepSpec, b: ConfigBuilder):
         micro0 = cfg.train.micro_batch_size
         length: list[tuple[str, Any]] = []
         if bl.tokens_per_param:
-            n = count(cfg.model, vocab_for(cfg)).non_embedding
+            n = model_counts(cfg.model, vocab_for(cfg)).non_embedding
             length = [("train.steps", None), ("train.tokens", int(round(bl.tokens_per_param * n)))]
         elif bl.tokens:
             length = [("train.steps", None), ("train.tokens", int(bl.tokens))]
@@ -327,7 +327,7 @@ def _finish(spec: SweepSpec, name: str, raw: dict, cfg, axes: dict) -> PlannedRu
             "wandb": cfg.wandb.model_copy(update={"group": spec.name, "name": name}),
         }
     )
-    c = count(cfg.model, vocab_for(cfg))
+    c = model_counts(cfg.model, vocab_for(cfg))
     steps, tps = cfg.total_steps(), cfg.tokens_per_step()
     flops = steps * tps * c.flops_per_token
     after = (axes["branch_of"], axes["branch_step"]) if axes.get("role") == "branch" else None

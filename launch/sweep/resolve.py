@@ -52,6 +52,6 @@ def apply_values(raw: dict, items: list[tuple[str, Any]]) -> dict:
 
 
 def flops_per_token(c, compute: str) -> float:
-    """FLOPs per token of a model (`models.accounting.count`) under an IsoFLOP convention: every
+    """FLOPs per token of a model (`models.accounting.model_counts`) under an IsoFLOP convention: every
     run of a budget spends it in that currency."""
     return {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(compute, c.flops_per_token)

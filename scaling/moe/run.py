@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.design import DEFAULT_RULE, design
 from scaling.core.errors import InputError
@@ -45,7 +45,7 @@ def designed(raw_moe: dict, N_opt: float, G: float, vocab: int, seq_len: int | N
         dense = d.model
         moe = {**raw_moe, "d_ff": max(1, int(round(dense.ffn_dim / G)))}
         cfg = ModelConfig(**{**d.model_dict(), "moe": moe})
-        c = count(cfg, vocab)
+        c = model_counts(cfg, vocab)
         ratio = N_opt / c.active_non_embedding
         if abs(ratio - 1) < 0.01:
             break
@@ -115,7 +115,7 @@ def choose_run(
                 continue
             moe = {**settings, "num_experts": int(E), "top_k": top_k, "d_ff": int(round(dense_d_ff / G))}
             cfg = ModelConfig(**{**raw, "moe": moe})
-            c = count(cfg, vocab)
+            c = model_counts(cfg, vocab)
         except Exception:  # a preset that cannot take this shape is skipped, not fatal for planning
             skipped.append(p.stem)
             continue
