@@ -27,6 +27,7 @@ from pretrain.errors import ConfigError, DataError
 from rundir.devices import MEMORY_BYTES
 from rundir.files import atomic_write_text
 from rundir.layout import RunDir
+from rundir.summary import read_summary
 
 # Keys that may change between attempts of one run without changing what it computes.
 RESUMABLE_KEYS = {
@@ -185,7 +186,7 @@ def _train(args) -> int:
         check_compile(cfg, torch.cuda.is_available())
     run_dir = Path(args.run_dir or Path("runs") / cfg.name)
     rd = RunDir(run_dir)
-    summary = rd.read_summary()
+    summary = read_summary(rd.path)
     if summary and summary.get("status") == "done" and rd.config.exists():
         diffs = config_differences(
             yaml.safe_load(rd.config.read_text()), _with_vocab(cfg, summary_vocab(rd)).model_dump(mode="json")
