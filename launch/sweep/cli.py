@@ -1,20 +1,16 @@
-"""`scalelab sweep plan|launch|status|cancel|eval` (and, through `launch.runs_cli`, `scalelab runs`).
+"""`scalelab sweep plan|launch|status|cancel|eval`.
 
-`sweep eval` lives in `launch.sweep.eval_jobs`. Later issues add sweep subcommands without editing
-this file: any module listed in SWEEP_PLUGINS that exists and defines
-`register_sweep(sweep_subparsers)` is wired in.
+`sweep eval` lives in `launch.sweep.eval_jobs`.
 Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
 import time
 from pathlib import Path
 
-from launch import runs_cli
 from launch.executors.deepspeed_multinode import DeepSpeedExecutor
 from launch.executors.slurm import queued_jobs
 from launch.run.worker import start_or_skip
@@ -26,8 +22,6 @@ from launch.sweep.preflight import configured_executors, preflight
 from launch.sweep.status import compute_line, counts, sweep_status
 from launch.tables import human, render
 from pretrain.errors import ConfigError
-
-SWEEP_PLUGINS = ["evals.sweep_cli"]
 
 
 def register(sub) -> None:
@@ -95,18 +89,6 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_cancel)
 
     eval_jobs.register(ss)
-
-    for name in SWEEP_PLUGINS:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name in (name, name.rsplit(".", 1)[0]):
-                continue
-            raise
-        if hasattr(mod, "register_sweep"):
-            mod.register_sweep(ss)
-
-    runs_cli.register(sub)
 
 
 def _wrap(fn):
