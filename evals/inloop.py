@@ -60,7 +60,7 @@ class LmEvalEvaluator:
     def run(self, s: EvalSection, ckpt: Path, run_dir: Path) -> dict:
         """Results document of this checkpoint (`evals/<step>.json`) after evaluating it."""
         if not s.subprocess:
-            import torch
+            import torch  # deferred: imports torch
 
             from evals.run_eval import evaluate_run
 

@@ -181,7 +181,7 @@ def _task(name: str, tm, cache: dict | None):
     if cache is None:
         return name
     if name not in cache:
-        from lm_eval.tasks import get_task_dict
+        from lm_eval.tasks import get_task_dict  # deferred: imports lm_eval
 
         built = get_task_dict([name], tm)
         if name not in built:  # a group, not a single task: let lm-eval expand it each time

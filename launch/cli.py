@@ -67,7 +67,7 @@ def run() -> None:
         code = main()
         sys.stdout.flush()
     except BrokenPipeError:  # `scalelab runs list ... | head`: the reader left; not an error
-        import os
+        import os  # deferred: imports optional os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0

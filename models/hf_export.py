@@ -85,13 +85,13 @@ def moe_target(cfg) -> str:
 def hf_config(cfg, eot_id: int):
     """transformers config object for a scalelab `ModelConfig`."""
     if cfg.moe is None:
-        from transformers import LlamaConfig
+        from transformers import LlamaConfig  # deferred: imports transformers
 
         return LlamaConfig(**_common(cfg, eot_id), intermediate_size=cfg.ffn_dim, attention_bias=False, mlp_bias=False)
     moe = cfg.moe
     d_ff = moe.d_ff or cfg.ffn_dim
     if moe_target(cfg) == "mixtral":
-        from transformers import MixtralConfig
+        from transformers import MixtralConfig  # deferred: imports transformers
 
         return MixtralConfig(
             **_common(cfg, eot_id),

@@ -20,8 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from launch.executors.slurm import sweep_meta_dir
 from launch.run.worker import EXIT_OK, EXIT_STOPPED, claim, start_or_skip, start_trainers, write_launch_config
 from launch.sweep import depends
+from launch.sweep.data_jobs import data_jobs, run_locally
 from pretrain.errors import ConfigError
 from rundir.layout import LAUNCH_CONFIG, SUMMARY, TRAIN_LOG
 from rundir.summary import read_summary
@@ -124,9 +126,6 @@ class DeepSpeedExecutor:
         done, failed, stopped, skipped = [], [], [], {}
         blocked: dict[str, str] = {}
         if not dry_run:
-            from launch.executors.slurm import sweep_meta_dir
-            from launch.sweep.data_jobs import data_jobs, run_locally
-
             todo = [r for r in runs if start_or_skip(Path(r.run_dir), retry_failed, r.id) == "run"]
             jobs = data_jobs(todo)
             if jobs:

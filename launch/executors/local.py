@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ def visible_gpus() -> list[str]:
     if not any(Path("/dev").glob("nvidia[0-9]*")):  # no NVIDIA device: skip importing torch (seconds)
         return []
     try:
-        import torch
+        import torch  # deferred: imports torch
 
         return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     except Exception:
@@ -179,8 +180,6 @@ class LocalExecutor:
         run_dir = Path(run.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         if self.per_run_gpus > 1:  # one rank per GPU: the worker spawns them and holds the lock
-            import subprocess
-
             if is_locked(run_dir):
                 res.skipped[run.name] = "running under another launch"
                 return False

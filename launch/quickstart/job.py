@@ -35,7 +35,7 @@ from launch.quickstart.config import QuickstartConfig
 from launch.quickstart.evals import already_done
 from launch.quickstart.report import write_report
 from launch.quickstart.study import isoflop_study
-from launch.quickstart.wsd import write_wsd_spec
+from launch.quickstart.wsd import plan_run_schedule, write_wsd_spec
 from pretrain.config.loader import apply_overrides, format_validation_error, load_data_config, read_yaml
 from pretrain.errors import ConfigError
 from rundir.layout import RunDir
@@ -398,8 +398,6 @@ class MainJob:
         )
         extra = [f"train.threads={threads}"] if threads else []
         if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
-            from launch.quickstart.wsd import plan_run_schedule
-
             extra += plan_run_schedule(self.cfg.isoflop.wsd)
         self.scalelab(
             "train",

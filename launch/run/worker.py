@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from launch.run.locks import RunLock, slurm_task
+from launch.sweep.status import run_status
 from rundir.files import atomic_write_text
 from rundir.layout import LAUNCH_CONFIG, REQUEUES, TRAIN_LOG
 from rundir.lock import read_holder
@@ -69,8 +70,6 @@ def start_or_skip(run_dir: Path, retry_failed: bool, planned_id: str | None = No
     stale: the directory holds a run of a different config than the spec now plans under this
     name (the trainer would refuse it); the user deletes the directory or renames the sweep."""
     if planned_id:
-        from launch.sweep.status import run_status
-
         if run_status(run_dir, planned_id=planned_id).state == "stale":
             return "stale"
     status = (read_summary(run_dir) or {}).get("status")

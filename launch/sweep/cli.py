@@ -12,10 +12,19 @@ import time
 from pathlib import Path
 
 from launch.executors.deepspeed_multinode import DeepSpeedExecutor
-from launch.executors.slurm import queued_jobs
+from launch.executors.local import LocalExecutor
+from launch.executors.slurm import (
+    SlurmError,
+    SlurmExecutor,
+    check_spec,
+    node_check_failure,
+    queued_jobs,
+    sweep_meta_dir,
+)
 from launch.run.worker import start_or_skip
 from launch.sweep import eval_jobs
 from launch.sweep.cancel import cancel_sweep
+from launch.sweep.data_jobs import data_jobs, describe
 from launch.sweep.epochs import run_epochs
 from launch.sweep.expand import load_plan
 from launch.sweep.preflight import configured_executors, preflight
@@ -166,11 +175,7 @@ def cmd_launch(args) -> int:
     starting = [r for r in p.runs if start_or_skip(Path(r.run_dir), args.retry_failed, r.id) == "run"]
     preflight(dataclasses.replace(p, runs=starting), [args.executor], args.allow_repeats)
     if args.executor == "local":
-        from launch.executors.slurm import sweep_meta_dir
-
         if args.dry_run:
-            from launch.sweep.data_jobs import data_jobs, describe
-
             for job in data_jobs(p.runs):
                 print(
                     f"first: scalelab data prepare {job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}"
@@ -178,7 +183,6 @@ def cmd_launch(args) -> int:
             for r in p.runs:
                 print(f"{r.name}: scalelab train {r.run_dir}/launch.yaml --run-dir {r.run_dir}")
             return 0
-        from launch.executors.local import LocalExecutor
 
         loc = spec.executor.local
         ex = LocalExecutor(
@@ -198,8 +202,6 @@ def cmd_launch(args) -> int:
             print(f"  skipped {name}: {why}")
         return res.exit_code
     if args.executor == "slurm":
-        from launch.executors.slurm import SlurmError, SlurmExecutor, check_spec
-
         check_spec(spec)
         try:
             res = SlurmExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
@@ -296,7 +298,6 @@ def cmd_status(args) -> int:
             for s in sts:
                 if s.state in ("failed", "stale") and s.error:
                     print(f"  {s.name}: {s.error.splitlines()[0][:200]}")
-            from launch.executors.slurm import node_check_failure
 
             failed = node_check_failure(p.root)
             if failed:

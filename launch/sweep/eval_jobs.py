@@ -364,7 +364,7 @@ def worker(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if a.threads:
-        import torch
+        import torch  # deferred: imports torch
 
         torch.set_num_threads(a.threads)
 

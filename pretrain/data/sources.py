@@ -228,7 +228,7 @@ def _load_hf(source: ResolvedSource):
 def _load_hf_uncached(source: ResolvedSource):
     src = source.config
     try:
-        import datasets
+        import datasets  # deferred: imports datasets
     except ImportError as exc:  # pragma: no cover - datasets is a dependency
         raise DataError(f"hf_dataset sources need the `datasets` package ({exc})") from None
     target = source.hf_target or ""

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from pretrain.errors import ConfigError
+
 SHM_OP = "deepspeed_shm_comm"
 LOCK_TIMEOUT_ENV = "SCALELAB_EXTENSION_LOCK_TIMEOUT_S"
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -50,8 +52,6 @@ def lock_timeout_s() -> float:
     except ValueError:
         value = -1.0
     if value <= 0:
-        from pretrain.errors import ConfigError
-
         raise ConfigError(f"{LOCK_TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
     return value
 

@@ -16,6 +16,7 @@ from scaling.core.errors import FitError, InputError
 from scaling.data import inputs
 from scaling.fits.critical_batch import fit_critical_batch
 from scaling.fits.kaplan import fit_kaplan
+from scaling.fits.plots import plot_fit
 from scaling.lr_annealing.curves import parse_columns
 from scaling.lr_annealing.fit import fit_lr_annealing
 
@@ -420,8 +421,6 @@ def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
     if args.out:
         rec.save(args.out)
     if args.plot:
-        from scaling.fits.plots import plot_fit  # deferred: matplotlib
-
         try:
             plot_fit(rec, ds.df, args.plot)
         except Exception as exc:  # a plot must never lose a finished fit
