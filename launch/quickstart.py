@@ -282,7 +282,8 @@ class MainJob:
         print(f"\nreport: {report}")
         print(study["line"])
         print(
-            f"predicted loss {comparison['predicted']:.4f} (95% prediction interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
+            f"predicted loss {comparison['predicted']:.4f} (95% prediction interval "
+            f"{comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
             f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}"
         )
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
@@ -332,7 +333,8 @@ class MainJob:
                 str(max(1, (os.cpu_count() or 1) // max(2, workers))),
             ]
             print(
-                f"\n$ scalelab eval <{len(chunk)} runs> --suite {self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})",
+                f"\n$ scalelab eval <{len(chunk)} runs> --suite "
+                f"{self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})",
                 flush=True,
             )
             # lm-eval's per-task progress bars would bury the study's own output
