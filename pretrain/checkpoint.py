@@ -103,7 +103,8 @@ def save(
         raise CheckpointSaveError(
             f"checkpoint step_{step} could not be written ({why}; {free:.0f} MiB free on its file system: is the disk "
             f"full?). The partial write was removed; the last good checkpoint "
-            f"{done[-1][1].name if done else '(none)'} is kept in {root}. Free space and rerun the same command to resume"
+            f"{done[-1][1].name if done else '(none)'} is kept in "
+            f"{root}. Free space and rerun the same command to resume"
         )
     if is_main:
         _prune(root, keep, set(pinned))
