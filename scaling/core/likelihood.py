@@ -206,7 +206,8 @@ class MLEResult:
 
     def to_diagnostics(self) -> dict:
         return {
-            "optimizer": "sequential LP for least absolute deviations (HiGHS, trust region), then L-BFGS-B and BFGS on the exact likelihood (the better kept)",
+            "optimizer": "sequential LP for least absolute deviations (HiGHS, trust region), "
+            "then L-BFGS-B and BFGS on the exact likelihood (the better kept)",
             "starts_run": self.n_runs,
             "starts": self.start_labels,
             "starts_reaching_best": self.n_within_tol,
