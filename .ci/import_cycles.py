@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     n_modules = sum(len(c) for c in found)
     if a.count:
         print(
-            f"{len(found)} import cycles through {n_modules} modules ({len(g)} modules, function-level imports included)"
+            f"{len(found)} import cycles through {n_modules} modules "
+            f"({len(g)} modules, function-level imports included)"
         )
     else:
         for comp in found:
