@@ -132,7 +132,8 @@ def main(argv=None) -> int:
 
     rows = []
     print(
-        f"\n{'task':44} {'run':14} {'gold_bpb':>8} {'predicted [95%]':>24} {'acc':>6} {'predicted [95%]':>22} {'in':>3} {'chance':>6}"
+        f"\n{'task':44} {'run':14} {'gold_bpb':>8} {'predicted [95%]':>24} "
+        f"{'acc':>6} {'predicted [95%]':>22} {'in':>3} {'chance':>6}"
     )
     for task in acc_tasks:
         if task not in tl["tasks"]:
@@ -162,7 +163,8 @@ def main(argv=None) -> int:
                 }
             )
             print(
-                f"{task:44} {Path(r['run']).name:14} {r['loss']:8.4f} {pred['task_loss']:8.4f} [{llo:6.4f}, {lhi:6.4f}] "
+                f"{task:44} {Path(r['run']).name:14} {r['loss']:8.4f} "
+                f"{pred['task_loss']:8.4f} [{llo:6.4f}, {lhi:6.4f}] "
                 f"{r['acc']:6.3f} {pred['acc']:6.3f} [{lo:5.3f}, {hi:5.3f}] {'yes' if inside else 'NO':>3} "
                 f"{r['chance'] if r.get('chance') is not None else float('nan'):6.2f}"
             )

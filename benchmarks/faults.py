@@ -820,7 +820,8 @@ def main() -> int:
     print(table(rows))
     print(
         f"\n{len(rows)} faults in {time.time() - t0:.0f} s; "
-        f"{sum(not r.ok and not r.skipped for r in rows)} not as the contract asks, {sum(bool(r.skipped) for r in rows)} skipped"
+        f"{sum(not r.ok and not r.skipped for r in rows)} not as the "
+        f"contract asks, {sum(bool(r.skipped) for r in rows)} skipped"
     )
     if a.json:
         a.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))

@@ -125,7 +125,8 @@ def main() -> None:
     print(f"threads: {torch.get_num_threads()}  model: {count(cfg.model).total:,} params, {fpt / 1e6:.1f} MFLOP/token")
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
     print(
-        f"plain PyTorch loop:        {plain:8.0f} tokens/s  (before {plain_a:.0f}, after {plain_b:.0f})  MFU {fpt * plain / peak:.1%}"
+        f"plain PyTorch loop:        {plain:8.0f} tokens/s  (before "
+        f"{plain_a:.0f}, after {plain_b:.0f})  MFU {fpt * plain / peak:.1%}"
     )
     print(f"scalelab trainer (ZeRO-1): {ours:8.0f} tokens/s  MFU {fpt * ours / peak:.1%}")
     print(f"ratio scalelab / plain:    {ours / plain:.3f}  (target >= 0.95)")
