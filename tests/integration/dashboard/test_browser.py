@@ -441,7 +441,8 @@ def test_auto_refresh_shows_a_new_running_run(page, server, demo):
             f.write("".join(lines[3:6]))
         step = str(__import__("json").loads(lines[5])["step"])
         page.wait_for_function(
-            "s => document.querySelector('#runs-table tr[data-id=\"tiny-sweep/live-run\"] td[data-key=status]').textContent.includes(s)",
+            's => document.querySelector(\'#runs-table tr[data-id="tiny-sweep/live-run"] '
+            "td[data-key=status]').textContent.includes(s)",
             arg=step,
             timeout=15000,
         )

@@ -53,7 +53,8 @@ def test_concurrent_prepares_build_once(corpus):
     cfg = make_cfg(corpus)
     script = (
         "import sys; from pretrain.data.config import DataConfig; from pretrain.data.prepare import prepare; "
-        f"d = prepare(DataConfig.model_validate({cfg.model_dump(mode='json')!r})); print('REUSED' if d.reused else 'BUILT')"
+        f"d = prepare(DataConfig.model_validate({cfg.model_dump(mode='json')!r})); "
+        "print('REUSED' if d.reused else 'BUILT')"
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -236,7 +236,8 @@ def test_not_identified_reasons():
             "bs_coef": [5.98e-45, 512.0],
         },
         "warnings": [
-            "1 of 2 groups have their optimum on the edge of the lr or batch grid: the true optimum may lie outside the sweep"
+            "1 of 2 groups have their optimum on the edge of the lr "
+            "or batch grid: the true optimum may lie outside the sweep"
         ],
     }
     reasons = not_identified(rec)
