@@ -7,7 +7,8 @@
    the largest budget's tokens and a branch at each smaller budget's (launch.quickstart_wsd);
 4. Chinchilla approach 2 and 3 fits, with bootstrap intervals, in stated conventions;
 5. a plan for a larger budget and one run of it (trained with the recipe the law was fitted
-   on: with wsd, a WSD run with the branches' cooldown), while the sweeps' final checkpoints are evaluated with an lm-eval suite on the other core;
+   on: with wsd, a WSD run with the branches' cooldown), while the sweeps' final checkpoints are evaluated
+   with an lm-eval suite on the other core;
 6. the plan run's evaluation and its predicted loss (prediction interval) vs measured;
 7. report.md (with the plots) and the command that opens the dashboard.
 
