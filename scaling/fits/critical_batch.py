@@ -519,9 +519,9 @@ def fit_critical_batch(
     `data`: DataFrame / table path (steps already to a target) or a run-directory tree (steps to
     target from metrics.jsonl). `target_loss`: list of targets (run directories; default: chosen
     per model so every batch size reaches them). `metric`: 'loss' or 'val_loss'. `smooth`: smoothing
-    bandwidth, relative half-width of the window in steps (default 0.1 for loss, 0 for val_loss). `holdout='largest'`: predict the
-    largest-compute model's B_crit from the laws fitted on the others. `bootstrap`: resample runs
-    within each model size."""
+    bandwidth, relative half-width of the window in steps (default 0.1 for loss, 0 for val_loss).
+    `holdout='largest'`: predict the largest-compute model's B_crit from the laws fitted on the others.
+    `bootstrap`: resample runs within each model size."""
     if metric not in stt.METRICS:
         raise InputError(f"--metric {metric!r}: choose from {', '.join(stt.METRICS)}")
     if smooth is not None and not (np.isfinite(smooth) and 0 <= smooth <= 1):

@@ -4,8 +4,8 @@
 unit of granularity among the MoE runs (E > 1), the counts of dense and MoE runs, and their tokens.
 `design_warnings`: what the design cannot identify or mixes (said in the record).
 `bound_warnings`, `interval_warnings`: a fitted parameter on its box, or one the bootstrap shows
-the runs do not pin down. `moe_recipe`: the `model.moe` settings the MoE runs share (router, capacity factor, ...), which an
-emitted config reproduces, like `scaling.data.recipe` does for the training settings.
+the runs do not pin down. `moe_recipe`: the `model.moe` settings the MoE runs share (router, capacity factor,
+...), which an emitted config reproduces, like `scaling.data.recipe` does for the training settings.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Default (`designed`): a dense shape of a models.design rule (marin unless --shape-rule) made MoE
 with the plan's E experts, top_k and expert d_ff = d_ff / G, its width searched so that the
-*active* non-embedding count is N_opt. --presets-only: each preset becomes an MoE with the plan's E experts, top_k and expert d_ff = preset d_ff / G
+*active* non-embedding count is N_opt. --presets-only: each preset becomes an MoE with the plan's E experts,
+top_k and expert d_ff = preset d_ff / G
 (presets whose d_ff G does not divide are skipped) plus the fitted runs' other `model.moe`
 settings (router, capacity factor, ...: the record's `moe_recipe`). Its active non-embedding
 parameters N (models.accounting, torch-free) set its tokens D = C / (6 N) in the plan's
