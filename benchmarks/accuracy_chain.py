@@ -14,7 +14,8 @@ Steps (each skippable when already done):
    compare the predicted accuracy and its 95% prediction interval with the measured accuracy.
 Tasks whose accuracies sit at chance are reported too (their sigmoid carries no signal).
 
-    .venv/bin/python benchmarks/accuracy_chain.py [--skip-train] [--skip-eval] [--limit 1000] [--bootstrap 200] [--json out.json]
+    .venv/bin/python benchmarks/accuracy_chain.py [--skip-train] [--skip-eval] [--limit 1000] [--bootstrap 200] \
+        [--json out.json]
 
 The machine is shared: the load average is printed with the figures.
 """

@@ -9,7 +9,8 @@ notebook method, BFGS with the exact gradient from Hoffmann's unrounded paramete
 The machine is shared: wall and CPU times and the load average are printed; compare ratios
 measured in the same run.
 
-    .venv/bin/python benchmarks/fit_speed.py [--bootstrap 200] [--mle-bootstrap 100] [--subset 60] [--full-grid] [--json out.json]
+    .venv/bin/python benchmarks/fit_speed.py [--bootstrap 200] [--mle-bootstrap 100] [--subset 60] [--full-grid] \
+        [--json out.json]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Acceptance check of the lr-annealing law: fit a constant-lr and a WSD run, predict a cosine run.
 
-    python benchmarks/lr_annealing_check.py                    # the defaults below (3 runs, ~5 min each on one busy core)
+    python benchmarks/lr_annealing_check.py    # the defaults below (3 runs, ~5 min each on one busy core)
     python benchmarks/lr_annealing_check.py --steps 1500 --batch 16 --lambda 0.999 --lambda 0.99 --lambda auto
 
 End to end through the CLI, as a user would: `scalelab data prepare` (the bundled default corpus,
