@@ -39,7 +39,8 @@ except ImportError:
 
 @pytest.fixture(scope="module", autouse=True)
 def _browser_available():
-    """Skipped with the reason in a developer's `make test`; a failure in CI (SCALELAB_REQUIRE, tests/helpers/ci_gate.py)."""
+    """Skipped with the reason in a developer's `make test`; a failure in CI
+    (SCALELAB_REQUIRE, tests/helpers/ci_gate.py)."""
     if not os.path.exists(CHROMIUM):
         unavailable(
             "browser", f"{CHROMIUM} not installed (run .ci/browser_up.sh: apt-get install chromium chromium-driver)"
