@@ -227,7 +227,7 @@ def dc_section(res: dict) -> None:
     df = data_constrained_table(noise=0.001)
     rp, wp, cp = timed(lambda: fit_chinchilla(df))
     for objective in ("huber", "mle"):
-        rd, w, c = timed(lambda: fit_chinchilla(df, law="data-constrained", objective=objective))
+        rd, w, c = timed(lambda objective=objective: fit_chinchilla(df, law="data-constrained", objective=objective))
         res.update({f"dc_{objective}_wall_s": w, f"dc_{objective}_R_D_star": rd.params["R_D_star"]})
         print(
             f"data-constrained fit ({objective}, synthetic, {len(df)} runs, up to "

@@ -133,12 +133,12 @@ def main() -> None:
     grouped = MoEFeedForward(D, MoEConfig(num_experts=E, top_k=K, d_ff=DFF, capacity_factor=None, grouped_mm="on"), DFF)
     grouped.load_state_dict(ours_dropless.state_dict())
     variants = {
-        "scalelab MoE (cf %.2f)" % args.cf: ours,
+        f"scalelab MoE (cf {args.cf:.2f})": ours,
         "scalelab MoE (dropless)": ours_dropless,
         "scalelab MoE (dropless, grouped_mm)": grouped,
         "(a) naive boolean-mask loop": NaiveMaskLoop(ours_dropless),
         "(a') dense-masked loop": DenseMaskLoop(ours_dropless),
-        "(b) deepspeed.moe.layer.MoE (cf %.2f)" % args.cf: deepspeed_moe(args.cf),
+        f"(b) deepspeed.moe.layer.MoE (cf {args.cf:.2f})": deepspeed_moe(args.cf),
         "(c) dense SwiGLU, same active FLOPs": SwiGLU(D, K * DFF),
     }
     # Sanity: the naive loop computes the same function as our dropless layer.
