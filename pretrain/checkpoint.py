@@ -258,7 +258,7 @@ def load_latest(
     `agree(ok)` returns True only if `ok` on every rank, so that all ranks fall back together.
     Raises CheckpointLoadError when complete checkpoints exist and none loads."""
     failures = []
-    for step, path in reversed(complete_checkpoints(root)):
+    for _step, path in reversed(complete_checkpoints(root)):
         client, why, saved = _try_load(engine, path, log, world_size, is_main, agree)
         if why is None:
             return client
