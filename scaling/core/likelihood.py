@@ -148,7 +148,7 @@ def lad_slp(
     message = "iteration limit"
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (used after the loop: the iterations run)
         if not np.isfinite(S):
             message = "non-finite residuals"
             break
