@@ -493,9 +493,9 @@ def hostile(demo, tmp_path_factory):
     src = Path(demo["runs"]) / demo["ids"][0]
     ignore = shutil.ignore_patterns("checkpoints")
     shutil.copytree(src, runs / SPACED, ignore=ignore)
-    (outside / "metrics.jsonl").write_text('{"step": 0, "loss": 1.0, "note": "%s"}\n' % SECRET)
-    (outside / "summary.json").write_text('{"status": "done", "steps": 1, "error": "%s"}' % SECRET)
-    (outside / "rec.json").write_text('{"law": "kaplan", "params": {"Nc": 1.0}, "warnings": ["%s"]}' % SECRET)
+    (outside / "metrics.jsonl").write_text(f'{{"step": 0, "loss": 1.0, "note": "{SECRET}"}}\n')
+    (outside / "summary.json").write_text(f'{{"status": "done", "steps": 1, "error": "{SECRET}"}}')
+    (outside / "rec.json").write_text(f'{{"law": "kaplan", "params": {{"Nc": 1.0}}, "warnings": ["{SECRET}"]}}')
     for name, link in (("linked-metrics", "metrics.jsonl"), ("linked-summary", "summary.json")):
         d = runs / "tiny-sweep" / name
         shutil.copytree(src, d, ignore=ignore)
