@@ -810,7 +810,7 @@ def main() -> int:
         t1 = time.time()
         try:
             row = getattr(bench, name)()
-        except Exception as exc:  # noqa: BLE001 - one broken row must not hide the others
+        except Exception as exc:  # one broken row must not hide the others
             row = Row(name, message=f"HARNESS ERROR {type(exc).__name__}: {str(exc)[:200]}", ok=False)
         if not row.skipped and (row.lost or (row.exact and not all(row.exact))):
             row.ok = False

@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-from models.layers import SwiGLU  # noqa: E402
-from models.moe.block import MoEFeedForward  # noqa: E402
-from models.moe.config import MoEConfig  # noqa: E402
+from models.layers import SwiGLU
+from models.moe.block import MoEFeedForward
+from models.moe.config import MoEConfig
 
 D, E, K, DFF = 256, 8, 2, 704
 

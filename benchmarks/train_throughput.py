@@ -22,15 +22,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.accounting import count  # noqa: E402
-from models.gpt import GPT  # noqa: E402
-from pretrain.config.loader import validate_train  # noqa: E402
-from pretrain.distributed import setup  # noqa: E402
-from pretrain.mfu import measure_cpu_peak  # noqa: E402
-from pretrain.optim import param_groups  # noqa: E402
-from pretrain.sampler import WindowSampler  # noqa: E402
-from pretrain.trainer import Trainer  # noqa: E402
-from rundir.schedules import lr_at  # noqa: E402
+from models.accounting import count
+from models.gpt import GPT
+from pretrain.config.loader import validate_train
+from pretrain.distributed import setup
+from pretrain.mfu import measure_cpu_peak
+from pretrain.optim import param_groups
+from pretrain.sampler import WindowSampler
+from pretrain.trainer import Trainer
+from rundir.schedules import lr_at
 
 
 class RandomTokens:
