@@ -51,7 +51,7 @@ class LmEvalEvaluator:
         error = None
         try:
             doc = self.run(section, Path(job.checkpoint), Path(job.run_dir))
-        except Exception as exc:  # noqa: BLE001 - never let evaluation stop training
+        except Exception as exc:  # never let evaluation stop training
             doc, error = None, f"{type(exc).__name__}: {exc}"
         self._record(section, job, doc, error, time.perf_counter() - t0)
 
@@ -128,7 +128,7 @@ class LmEvalEvaluator:
             res.log_to_wandb(
                 job.run_dir, step, tokens, res.wandb_metrics(recs, failed), dt, mode=None if job.wandb else "disabled"
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             job.log(f"warning: eval W&B logging failed ({exc})")
 
 
