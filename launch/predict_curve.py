@@ -117,7 +117,7 @@ def _model_warnings(rec, cfg) -> list[str]:
             from models.accounting import count
 
             n = count(cfg.model, vocab_size=cfg.model.vocab_size or cfg.data.tokenizer.vocab_size).total
-        except Exception:  # noqa: BLE001 - a count we cannot make is simply not checked
+        except Exception:  # a count we cannot make is simply not checked
             n = None
         if n and all(abs(n / p - 1) > 0.02 for p in params):
             out.append(
