@@ -82,7 +82,7 @@ def save(
     error = None
     try:
         engine.save_checkpoint(str(root), tag=tag, client_state={"scalelab": client}, save_latest=False)
-    except Exception as exc:  # noqa: BLE001 - torch.save reports a full disk as RuntimeError or OSError
+    except Exception as exc:  # torch.save reports a full disk as RuntimeError or OSError
         error = exc
     delay = float(os.environ.get("SCALELAB_FAULT_CHECKPOINT_DELAY_S", "0"))  # test hook: hold the write open
     if delay > 0:
@@ -232,7 +232,7 @@ def _try_load(
         if is_main:
             try:
                 convert_to_universal(path, out)
-            except Exception as exc:  # noqa: BLE001 - reported below, after the other ranks are told
+            except Exception as exc:  # reported below, after the other ranks are told
                 why = f"conversion to a universal checkpoint failed: {type(exc).__name__}: {exc}"
         if not agree(why is None):
             why = why or "conversion to a universal checkpoint failed on rank 0"
@@ -241,7 +241,7 @@ def _try_load(
             loaded, client = _load_one(engine, out if universal else path, universal)
             if loaded is None or client is None or "scalelab" not in client:
                 why = "DeepSpeed found no model states or no scalelab client state in it"
-        except Exception as exc:  # noqa: BLE001 - corrupt files: fall back to the previous checkpoint
+        except Exception as exc:  # corrupt files: fall back to the previous checkpoint
             why = f"{type(exc).__name__}: {exc}"
         if not agree(why is None):
             why = why or "it failed to load on another rank"
