@@ -390,7 +390,7 @@ def _compute(r: dict) -> float:
 def _config(path: Path) -> dict:
     try:
         return inputs._read_yaml(path) if path.exists() else {}
-    except Exception:  # noqa: BLE001 - an unreadable config only loses the schedule check
+    except Exception:  # an unreadable config only loses the schedule check
         return {}
 
 
