@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
-from pretrain.data.prepare import load_prepared  # noqa: E402
-from pretrain.errors import DataError  # noqa: E402
+from pretrain.data.prepare import load_prepared
+from pretrain.errors import DataError
 from tests.unit.pretrain.test_data_cache import corpus, make_cfg, paragraphs, run  # noqa: F401 (shared with the unit tests)
 
 

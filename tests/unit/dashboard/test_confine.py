@@ -12,10 +12,10 @@ import pytest
 from tests.helpers import small_run
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from dashboard.fit_checks import not_identified  # noqa: E402
-from dashboard.server import create_app  # noqa: E402
+from dashboard.fit_checks import not_identified
+from dashboard.server import create_app
 
 SECRET = "SECRET-OUTSIDE-THE-ROOTS"
 
