@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 # pytest-xdist workers (the suite's process-heavy tests are grouped so that two workers suit 2 cores)
 TEST_WORKERS ?= 2
 PYTEST := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -q -ra
+# The static checks, as a recipe fragment: each runs even when one before it failed, and a failure sets $$status
+LINT := $(BIN)/lint-imports || status=$$?; \
+	$(BIN)/ruff check . || status=$$?; \
+	$(BIN)/ruff format --check . || status=$$?;
 
 .PHONY: setup quickstart test test-fast test-repeat lint clean
 
@@ -22,17 +26,17 @@ $(VENV)/.installed: pyproject.toml
 quickstart: setup
 	$(BIN)/scalelab quickstart
 
-# The package layers (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md) are checked first;
-# the tests run either way, and the target fails if either failed. docs/testing.md: the suite's
-# layout (tests/unit, tests/integration), its time, and the long tests.
+# The package layers (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md), ruff's lint rules and
+# its formatting ([tool.ruff]) are checked first; the tests run either way, and the target fails if any
+# of them failed. docs/testing.md: the suite's layout (tests/unit, tests/integration), its time, and the long tests.
 test: setup
-	@status=0; $(BIN)/lint-imports || status=$$?; \
+	@status=0; $(LINT) \
 	$(PYTEST) --durations=25 || status=$$?; \
 	exit $$status
 
 # Unit tests only: no process started, no CLI, no training beyond a few in-process steps.
 test-fast: setup
-	@status=0; $(BIN)/lint-imports || status=$$?; \
+	@status=0; $(LINT) \
 	$(PYTEST) tests/unit || status=$$?; \
 	exit $$status
 
@@ -42,7 +46,7 @@ test-repeat: setup
 	$(PYTEST) --count $(N) $(T)
 
 lint: setup
-	$(BIN)/lint-imports
+	@status=0; $(LINT) exit $$status
 
 clean:
 	rm -rf $(VENV) runs data fits quickstart
