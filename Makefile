@@ -5,12 +5,11 @@ BIN := $(VENV)/bin
 # pytest-xdist workers (the suite's process-heavy tests are grouped so that two workers suit 2 cores)
 TEST_WORKERS ?= 2
 PYTEST := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -q -ra
-# The static checks, as a recipe fragment: each runs even when one before it failed, and a failure sets $$status
-LINT := $(BIN)/lint-imports || status=$$?; \
-	$(BIN)/ruff check . || status=$$?; \
-	$(BIN)/ruff format --check . || status=$$?;
+# The docs site (mkdocs.yml, docs/): --strict turns every warning (a broken link or anchor, a page missing from
+# the nav) into a failure. Never add --quiet: MkDocs 1.6 then counts no warnings and passes a broken link.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
 
-.PHONY: setup quickstart test test-fast test-repeat lint clean
+.PHONY: setup quickstart test test-fast test-repeat lint docs clean
 
 setup: $(VENV)/.installed
 
@@ -26,17 +25,19 @@ $(VENV)/.installed: pyproject.toml
 quickstart: setup
 	$(BIN)/scalelab quickstart
 
-# The package layers (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md), ruff's lint rules and
-# its formatting ([tool.ruff]) are checked first; the tests run either way, and the target fails if any
-# of them failed. docs/testing.md: the suite's layout (tests/unit, tests/integration), its time, and the long tests.
+# The package layers (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md) are checked first,
+# then the docs site is built with --strict (a broken link or anchor fails; built into a temporary folder);
+# the tests run either way, and the target fails if any failed. docs/testing.md: the suite's
+# layout (tests/unit, tests/integration), its time, and the long tests.
 test: setup
-	@status=0; $(LINT) \
+	@status=0; $(BIN)/lint-imports || status=$$?; \
+	site=$$(mktemp -d); $(MKDOCS) --site-dir $$site || status=$$?; rm -rf $$site; \
 	$(PYTEST) --durations=25 || status=$$?; \
 	exit $$status
 
 # Unit tests only: no process started, no CLI, no training beyond a few in-process steps.
 test-fast: setup
-	@status=0; $(LINT) \
+	@status=0; $(BIN)/lint-imports || status=$$?; \
 	$(PYTEST) tests/unit || status=$$?; \
 	exit $$status
 
@@ -46,7 +47,11 @@ test-repeat: setup
 	$(PYTEST) --count $(N) $(T)
 
 lint: setup
-	@status=0; $(LINT) exit $$status
+	$(BIN)/lint-imports
+
+# The documentation site into site/ (open site/index.html, or serve it: .venv/bin/mkdocs serve).
+docs: setup
+	$(MKDOCS) --site-dir site
 
 clean:
 	rm -rf $(VENV) runs data fits quickstart

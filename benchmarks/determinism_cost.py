@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from models.gpt import GPT  # noqa: E402
 from pretrain.config.loader import load_train_config  # noqa: E402
-from pretrain.determinism import make_deterministic  # noqa: E402
+from pretrain.engine.determinism import make_deterministic  # noqa: E402
 
 
 def set_mode(on: bool) -> None:

@@ -512,7 +512,7 @@ class Bench:
         return row
 
     def busy_run_lock(self) -> Row:
-        from launch.locks import RunLock
+        from launch.run.locks import RunLock
 
         row = Row("run held by another launch")
         run = self.run_dir("busy")
@@ -522,7 +522,7 @@ class Bench:
         assert lock.acquire()
         try:
             r = subprocess.run(
-                [sys.executable, "-m", "launch.worker", str(run)],
+                [sys.executable, "-m", "launch.run.worker", str(run)],
                 cwd=self.work,
                 env=env(),
                 capture_output=True,

@@ -63,8 +63,8 @@ def main() -> None:
         "--skip-fraction",
         type=float,
         default=0.1,
-        help="passed to fit lr-annealing (default 0.1: the setting the README's numbers were measured with; "
-        "the fit's own default is 0)",
+        help="passed to fit lr-annealing (default 0.1: the setting the numbers in docs/scaling-laws.md were "
+        "measured with; the fit's own default is 0)",
     )
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # progress shows while the runs train

@@ -2,7 +2,7 @@
 
     python benchmarks/memory_estimate.py [--steps 2] [--only NAME]
 
-Each configuration: the trainer's own train module (pretrain/train_module.py:
+Each configuration: the trainer's own train module (pretrain/engine/train_module.py:
 the GPT, AdamW, DeepSpeed's engine at the configured ZeRO stage, activation checkpointing) takes a
 few fp32 optimizer steps on random tokens, one rank, 2 threads. Printed per configuration: the
 estimate's parts and total, and what was measured, in MiB:
@@ -110,7 +110,7 @@ def measure(spec: dict, steps: int, dist) -> dict:
 
     import torch
 
-    from pretrain.train_module import DeepSpeedTrainModule
+    from pretrain.engine.train_module import DeepSpeedTrainModule
 
     cfg = train_config(spec)
     torch.manual_seed(0)
@@ -187,7 +187,7 @@ def main() -> int:
     ap.add_argument("--child", choices=list(CONFIGS), action="append", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        from pretrain.distributed import setup
+        from pretrain.engine.distributed import setup
 
         dist = setup(2, deterministic=False)
         _warm_up()

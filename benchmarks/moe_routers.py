@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import moe_study_stats as st  # noqa: E402
 
-from launch.expand import plan as plan_sweep  # noqa: E402
-from launch.naming import axis_label  # noqa: E402
+from launch.sweep.expand import plan as plan_sweep  # noqa: E402
+from launch.sweep.naming import axis_label  # noqa: E402
 
 TARGET = 0.7  # the issue's bar: MoE reaches the dense final loss with <= 0.7x its training FLOPs
 DEFAULT_SPEC = "configs/sweeps/moe-vs-dense-n200k.yaml"
@@ -59,7 +59,7 @@ KEYS = {
 
 def arm_of(run) -> str:
     """'dense', or the MoE arm's sweep label less its expert count: the router, plus `-dropless`
-    / `-sh1` where the arm sets them (launch.naming)."""
+    / `-sh1` where the arm sets them (launch.sweep.naming)."""
     label = axis_label("model.moe", run.axes.get("model.moe"))
     return re.sub(r"^e\d+k\d+-", "", label)
 

@@ -6,7 +6,7 @@ One GPT (vocab 4096, seq 256; Muon on 3/4 of its parameters: the blocks' matrice
 gradients; each variant steps its optimizer `rounds` times, interleaved with the others (the machine
 is shared and noisy), and the median is reported as ns per parameter of the whole model. One thread
 per rank. Variants:
-  1 rank:  torch AdamW (foreach, as the trainer builds it); MuonAdamW (pretrain/muon.py) replicated.
+  1 rank:  torch AdamW (foreach, as the trainer builds it); MuonAdamW (pretrain/optim/muon.py) replicated.
   2 ranks (gloo, torch.multiprocessing): ZeRO-0 replicated (every rank updates everything), and the
            whole-tensor ZeRO-1 sharding with `balanced` (greedy largest-first by Newton-Schulz FLOPs)
            and `flat` (ZeRO's contiguous equal chunks; a matrix cut by the boundary is orthogonalised by
@@ -28,17 +28,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
 
-from models.config import ModelConfig
-from models.gpt import GPT
-from pretrain.config.schema import OptimConfig
-from pretrain.muon import MuonAdamW
-from pretrain.muon_assign import assign, ns_flops
-from pretrain.optim import param_groups
-from pretrain.optim_muon import muon_param_groups
+from models.config import ModelConfig  # noqa: E402
+from models.gpt import GPT  # noqa: E402
+from pretrain.config.schema import OptimConfig  # noqa: E402
+from pretrain.optim.adamw import param_groups  # noqa: E402
+from pretrain.optim.muon import MuonAdamW  # noqa: E402
+from pretrain.optim.muon_build import muon_param_groups  # noqa: E402
+from pretrain.optim.muon_ranks import assign, ns_flops  # noqa: E402
 
 
 def build(args, seed: int = 0) -> GPT:

@@ -74,8 +74,8 @@ def timed(fn):
 
 def bench_200(work: Path, base: Path) -> dict:
     from launch.executors.slurm import SlurmExecutor, queued_jobs, render_script
-    from launch.expand import plan
-    from launch.status import sweep_status
+    from launch.sweep.expand import plan
+    from launch.sweep.status import sweep_status
 
     spec = spec_file(
         work,
@@ -175,8 +175,8 @@ def bench_local(work: Path, base: Path) -> dict:
 
 def bench_status_1000(work: Path, base: Path) -> dict:
     from launch.executors.slurm import queued_jobs
-    from launch.expand import plan
-    from launch.status import counts, sweep_status
+    from launch.sweep.expand import plan
+    from launch.sweep.status import counts, sweep_status
 
     spec = spec_file(
         work,

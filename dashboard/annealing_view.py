@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from dashboard.plotting import PALETTE, band, fig, note, rgba
+from scaling.laws.lr_annealing import predict_curve
 
 MAX_CURVE_POINTS = 400  # the law's curve is sent at most this many steps per run
 
@@ -25,7 +26,6 @@ def _thin(n: int) -> np.ndarray:
 
 
 def figures(rec: dict, curves: list[dict], draw_fit: bool = True, ci: float = 0.95) -> list[dict]:
-    from scaling.laws.lr_annealing import predict_curve
 
     st = rec.get("settings") or {}
     skip = float(st.get("skip_fraction") or 0.0)

@@ -12,6 +12,8 @@ from dashboard import by_view, chain_view, moe_law_view, plan_view, scaling_view
 from dashboard.fit_checks import not_identified
 from dashboard.plotting import readable_y
 from scaling.core.errors import InputError
+from scaling.fits.record import FitRecord
+from scaling.planning.devices import DEVICES, PRECISIONS
 
 SUMMARY_KEYS = (
     "law",
@@ -172,12 +174,10 @@ class Views:
 
     # ------------------------------------------------------------ Plan view
     def plan(self, fit: str | None, q: dict) -> dict:
-        from scaling.fits.record import FitRecord
-        from scaling.planning.budget import BudgetOptions
+        from scaling.planning.budget import BudgetOptions  # deferred: imports scipy
 
         items = [f for f in self.fits.listing()[0] if f["law"] == "chinchilla" and not f.get("by")]
         fid = fit or next((f["id"] for f in items if f.get("approach") == 3), items[0]["id"] if items else None)
-        from scaling.planning.devices import DEVICES, PRECISIONS
 
         out = {
             "fits": items,

@@ -14,7 +14,9 @@ import numpy as np
 from dashboard import scaling_view
 from dashboard.fit_checks import not_identified
 from dashboard.plotting import PALETTE, arr, fig
+from scaling.core.conventions import TokenCost
 from scaling.core.errors import InputError
+from scaling.laws.allocation import search_range
 
 EXTRAPOLATE = 10.0
 
@@ -71,9 +73,7 @@ def view(rec: dict, name: str | None) -> dict:
 
 
 def frontier_figure(rec: dict) -> dict:
-    from scaling.core.conventions import TokenCost
-    from scaling.laws.allocation import search_range
-    from scaling.laws.multiplier import compute_for_loss, optimal_loss
+    from scaling.laws.multiplier import compute_for_loss, optimal_loss  # deferred: imports scipy
 
     data = []
     cmp = rec.get("compare") or {}

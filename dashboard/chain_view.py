@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from dashboard.fit_data import n_kind
 from dashboard.plotting import PALETTE, arr, band, error_y, fig, group, note, percentile_band
+from scaling.core.conventions import TokenCost
 from scaling.core.errors import InputError
 from scaling.fits.accuracy import SigmoidAccuracy
+from scaling.fits.record import FitRecord
+from scaling.laws.registry import from_record
+from scaling.planning.accuracy_chain import check, predict_chain
 
 SIGMOID = ("a", "b", "k", "L0")
 CHAIN_LAWS = ("accuracy", "task-loss")
@@ -36,7 +41,6 @@ def task_fit(rec: dict, task: str) -> dict:
 
 def chains(acc: dict, loss: dict) -> bool:
     """Does `loss` (task-loss, or chinchilla for a val_loss accuracy fit) feed `acc` for a shared task?"""
-    from scaling.planning.accuracy_chain import check
 
     try:
         if loss.get("law") == "task-loss":
@@ -61,9 +65,6 @@ def partners(rec: dict, others: list[tuple[str, dict]]) -> list[str]:
 
 def _loss_step(loss: dict, task: str):
     """(law, token cost, label, the record a chain call takes) of step 1 for `task`."""
-    from scaling.core.conventions import TokenCost
-    from scaling.fits.record import FitRecord
-    from scaling.laws.registry import from_record
 
     if loss.get("law") == "task-loss":
         key = task if task in (loss.get("tasks") or {}) else next(iter(loss["tasks"]))
@@ -99,7 +100,6 @@ def figures(task: str, acc=None, loss=None, ci: float = 0.95) -> list[dict]:
 def _chain_points(task, acc, loss) -> list[dict]:
     """The runs to show the chain at: step 1's (with their measured accuracy when its reader gives it),
     else step 2's evaluated runs when they carry N and D in step 1's parameter count (run trees: total)."""
-    from dashboard.fit_data import n_kind
 
     own = loss[1] if loss[0].get("law") == "chinchilla" else _task_points(loss[1], task, len(tasks_of(loss[0])) == 1)
     if any(p.get("acc") is not None for p in own):
@@ -209,7 +209,6 @@ def _acc_vs_loss(task, acc, ci):
 
 
 def _acc_vs_compute(task, acc_rec, loss_rec, step1, pts, ci):
-    from scaling.planning.accuracy_chain import predict_chain
 
     law, cost, _, _ = step1
     r = task_fit(acc_rec, task)

@@ -6,6 +6,7 @@ an explicit choice.
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -27,11 +28,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    import socket
 
-    import uvicorn
+    import uvicorn  # deferred: imports uvicorn
 
-    from dashboard.server import create_app
+    from dashboard.server import create_app  # deferred: imports fastapi
 
     runs = Path(args.runs)
     if not runs.is_dir():
@@ -40,7 +40,7 @@ def run(args) -> int:
     if args.fits and not Path(args.fits).is_dir():
         print(f"error: fits directory {args.fits} does not exist", file=sys.stderr)
         return 2
-    from dashboard.server import LOOPBACK_HOSTS
+    from dashboard.server import LOOPBACK_HOSTS  # deferred: imports fastapi
 
     loopback = args.host in ("127.0.0.1", "localhost", "::1")
     # on loopback, also refuse other Host headers: a web page elsewhere cannot DNS-rebind to us

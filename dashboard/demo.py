@@ -2,7 +2,7 @@
 `wsd` sweep (a stable run and two cooldown branches, `scalelab sweep launch`), an evaluation (`scalelab eval`)
 and fit records (`scalelab fit`), plus deliberately broken dirs.
 
-Used by the browser tests (once per session) and to make the README screenshots:
+Used by the browser tests (once per session) and to make the docs' screenshots:
     python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
 The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is too small to fit a
 5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic.runs, and MoE tables, a run tree
@@ -12,12 +12,14 @@ router statistics and eval results are real.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import scaling.synthetic.runs as syn
 from dashboard import demo_data
 from rundir.layout import CONFIG, SUMMARY, RunDir
 
@@ -172,7 +174,6 @@ def make(
 def _fits(fdir: Path, log) -> list[str]:
     """Fit records made by `scalelab fit` on synthetic tables and run trees kept under the fits root
     (the dashboard reads a record's source only inside its roots; run trees there are not records)."""
-    import scaling.synthetic.runs as syn
 
     tables = fdir / "data"
     tables.mkdir(exist_ok=True)
@@ -238,7 +239,6 @@ def _fits(fdir: Path, log) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m dashboard.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument(

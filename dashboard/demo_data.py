@@ -24,6 +24,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import yaml
+
+from rundir.schedules import lr_at
+from scaling.fits.accuracy import SigmoidAccuracy
+from scaling.laws.loss import ChinchillaLaw
+from scaling.laws.lr_annealing import AnnealingLaw
+from scaling.synthetic.moe import clark_table as table
+from scaling.synthetic.moe import krajewski_table
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table, data_multiplied
 
 CHAIN_LOSS = {
     "synthetic_2choice": {"E": 0.9, "A": 60.0, "B": 900.0, "alpha": 0.35, "beta": 0.45},
@@ -43,7 +52,6 @@ SCHEDULES = (
 
 
 def moe_table(path: Path, noise: float = 0.003) -> Path:
-    from scaling.synthetic.moe import krajewski_table
 
     krajewski_table(
         sizes=(1e8, 3e8, 1e9, 3e9), tokens_per_param=(4.0, 16.0, 64.0), granularities=(2, 4, 8), noise=noise
@@ -52,9 +60,7 @@ def moe_table(path: Path, noise: float = 0.003) -> Path:
 
 
 def optimizer_table(path: Path, k: float = 1.5, noise: float = 0.003) -> Path:
-    import pandas as pd
-
-    from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table, data_multiplied
+    import pandas as pd  # deferred: imports pandas
 
     budgets = (1e15, 1e16, 1e17)
     pd.concat(
@@ -70,7 +76,6 @@ def optimizer_table(path: Path, k: float = 1.5, noise: float = 0.003) -> Path:
 
 
 def clark_table(path: Path, noise: float = 0.005) -> Path:
-    from scaling.synthetic.moe import clark_table as table
 
     table(noise=noise).to_csv(path, index=False)
     return path
@@ -78,8 +83,6 @@ def clark_table(path: Path, noise: float = 0.005) -> Path:
 
 def chain_runs(root: Path, noise: float = 0.01, acc_noise: float = 0.01, seed: int = 0) -> Path:
     """5 sizes x 4 token counts of finished runs, each evaluated once at its last step."""
-    from scaling.fits.accuracy import SigmoidAccuracy
-    from scaling.laws.loss import ChinchillaLaw
 
     rng = np.random.default_rng(seed)
     for N in np.geomspace(2e5, 3e6, 5):
@@ -117,10 +120,7 @@ def chain_runs(root: Path, noise: float = 0.01, acc_noise: float = 0.01, seed: i
 def annealing_table(
     path: Path, steps: int = 1000, peak: float = 3e-3, every: int = 10, sigma: float = 0.004, seed: int = 0
 ) -> Path:
-    import pandas as pd
-
-    from rundir.schedules import lr_at
-    from scaling.laws.lr_annealing import AnnealingLaw
+    import pandas as pd  # deferred: imports pandas
 
     law, rng, parts = AnnealingLaw(**ANNEALING), np.random.default_rng(seed), []
     for run, name, shape in SCHEDULES:
@@ -143,7 +143,6 @@ WSD_RUNS = {"n50k-stable": None, "n50k-d4.1k": ("n50k-stable", 6), "n50k-d8.19k"
 
 def wsd_spec(path: Path, runs_dir: Path, data_dir: Path) -> Path:
     """A `wsd` sweep spec on the demo's prepared data (its runs go to `runs_dir`)."""
-    import yaml
 
     repo = Path(__file__).resolve().parents[1]
     spec = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scaling.data.eval_points import LOSS_METRICS
+from scaling.data.inputs import load
 
 CANONICAL = ("N", "D", "loss", "flops", "lr", "batch_tokens", "steps", "run")
 MOE = ("N", "D", "G", "E", "top_k", "loss", "flops", "router", "run", "expansion")
@@ -93,7 +94,6 @@ def read(rec: dict, p: Path) -> list[dict]:
             {"run": c.name, "lr": c.lr.tolist(), "lo": c.lo.tolist(), "hi": c.hi.tolist(), "loss": c.loss.tolist()}
             for c in curves
         ]
-    from scaling.data.inputs import load
 
     ds = load(p, columns=None if is_dir else (rec.get("columns") or None), n_kind=n_kind(rec))
     return _rows(ds.df, CANONICAL)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard.plotting import PALETTE, SYMBOLS, band, fig, note, percentile_band
+from dashboard.plotting import PALETTE, SYMBOLS, band, fig, note, percentile_band, rgba
+from scaling.laws.moe import KRAJEWSKI_PARAMS, KrajewskiLaw
+from scaling.laws.registry import from_record
 
 COLOR_BY = {"experts": "experts E", "granularity": "granularity G", "router": "router"}
 X_KINDS = {"6nd": "C = 6 N D (N: active non-embedding parameters)", "flops": "training FLOPs (the trainer's count)"}
@@ -117,7 +119,6 @@ def runs_figure(points: list[dict], by: str = "experts", x: str = "6nd") -> dict
 
 
 def law_figures(rec: dict, points: list[dict], draw_fit: bool, by: str = "experts", ci: float = 0.95) -> list[dict]:
-    from scaling.laws.registry import from_record
 
     law = from_record(rec)
     clark = (rec.get("settings") or {}).get("law") == "clark"
@@ -250,7 +251,6 @@ def _clark(rec, law, points, draw_fit, by):
 
 
 def _draws(rec):
-    from scaling.laws.moe import KRAJEWSKI_PARAMS, KrajewskiLaw
 
     s = (rec.get("bootstrap") or {}).get("samples") or {}
     if not s or not all(k in s for k in ("c", "a", "alpha", "b", "beta")):
@@ -264,6 +264,5 @@ def _draws(rec):
 
 
 def _fill(hex_color: str) -> str:
-    from dashboard.plotting import rgba
 
     return rgba(hex_color, 0.12)

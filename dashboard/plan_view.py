@@ -18,6 +18,8 @@ import numpy as np
 
 from dashboard.plotting import PALETTE, band, error_y, fig
 from scaling.core.errors import InputError
+from scaling.planning.plan import make_plan
+from scaling.planning.run_model import run_label
 
 MAX_POINTS = 40
 DEFAULT_POINTS = 13
@@ -49,7 +51,7 @@ def budgets(rec: dict, lo: float | None, hi: float | None, n: int) -> list[float
 
 def hardware(opts, runs_root):
     """scalelab plan's pricing inputs, checked as the CLI checks them (InputError names the flag)."""
-    from scaling.planning import cost as costs
+    from scaling.planning import cost as costs  # deferred: imports scipy
 
     opts.check()
     if not opts.device:
@@ -61,9 +63,7 @@ def hardware(opts, runs_root):
 
 def plan_rows(rec, Cs: list[float], hw, ci: float) -> tuple[list[dict], list[str], dict | None]:
     """One row per budget: the plan's run, predicted loss and cost; the plans' warnings; the first cost block."""
-    from scaling.planning.cost import cost_block
-    from scaling.planning.plan import make_plan
-    from scaling.planning.run_model import run_label
+    from scaling.planning.cost import cost_block  # deferred: imports scipy
 
     rows, warnings, first_cost = [], [], None
     for C in Cs:

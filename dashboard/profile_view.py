@@ -1,6 +1,6 @@
 """metrics.jsonl records of one run -> step-time breakdown and peak-memory figures (Plotly dicts).
 
-Keys read (README "Metric names"): `time/data_s`, `time/fwd_bwd_s`, `time/optim_s` (the phases of
+Keys read (docs/run-directory.md, "Metric names"): `time/data_s`, `time/fwd_bwd_s`, `time/optim_s` (the phases of
 a log step, stacked), `time/step_s` (the whole step: what the stack leaves is drawn as "other"),
 `time/comm_s` (DeepSpeed's collectives: a line, since they happen inside fwd_bwd and optim), and
 memory `mem/max_allocated_gb`, `mem/max_reserved_gb` (CUDA) or `mem/max_rss_gb` (CPU).

@@ -26,6 +26,7 @@ from rundir import read  # the run registry: row contract and dir discovery
 from rundir.files import read_yaml
 from rundir.layout import CONFIG, LAUNCH_CONFIG, LOCK, METRICS, SUMMARY, RunDir, eval_step
 from rundir.metrics import MetricsTail
+from scaling.data.moe_inputs import moe_from_config
 
 _KEY_FILES = (SUMMARY, CONFIG, LAUNCH_CONFIG, METRICS)  # every file the registry reads
 # Columns the Runs view shows first (the registry may add more; all are sent).
@@ -161,7 +162,6 @@ class RunStore:
 
     @staticmethod
     def _moe_shape(d: Path) -> dict:
-        from scaling.data.moe_inputs import moe_from_config
 
         moe, _ = moe_from_config(d)
         return {"granularity": moe.get("granularity"), "expansion": moe.get("expansion")} if moe else {}

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from dashboard.annealing_view import figures as annealing
 from dashboard.plotting import PALETTE, arr, fig, group, readable_y
 from scaling.core.bootstrap import interval
 from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw, PowerLaw, StepsExamplesLaw
@@ -461,6 +462,5 @@ def _kaplan(rec, points, draw_fit=True):
 
 
 def _lr_annealing(rec, curves, draw_fit=True):
-    from dashboard.annealing_view import figures as annealing
 
     return annealing(rec, curves, draw_fit, float((rec.get("settings") or {}).get("ci") or 0.95))

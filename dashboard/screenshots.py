@@ -1,4 +1,4 @@
-"""README screenshots of every view, taken with Debian Chromium via Playwright.
+"""The docs' screenshots (docs/screenshots/) of every view, taken with Debian Chromium via Playwright.
 
     python -m dashboard.screenshots DEMO_DIR [OUT_DIR=docs/screenshots]
 DEMO_DIR is filled by dashboard.demo (a real tiny sweep) if it is empty.
@@ -12,6 +12,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from dashboard.demo import make
 
 ARGS = [
     "--headless",
@@ -38,9 +40,7 @@ CLIP = {"moe": 1150}  # the MoE view's scaling half (the router half is its own 
 
 
 def main(demo_dir: str, out: str = "docs/screenshots") -> None:
-    from playwright.sync_api import sync_playwright
-
-    from dashboard.demo import make
+    from playwright.sync_api import sync_playwright  # deferred: imports playwright
 
     made = make(demo_dir)
     out_p = Path(out)

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import plotly
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -85,7 +86,6 @@ def write_csv(rows: list[dict], columns: list[str] | None, name: str, scrub=None
 
 
 def _plotly_js() -> Path:
-    import plotly
 
     p = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     if not p.exists():  # pragma: no cover - broken plotly install

@@ -9,6 +9,7 @@ spaces moved to the continuation, whole string encoded then split) and empty con
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import lm_eval.models  # noqa: F401 - registers lm-eval's own models first (its lazy registry
 import torch  # is only filled when empty, so registering ours first would hide "hf")
@@ -45,8 +46,8 @@ class ScalelabLM(TemplateLM):
         **_ignored,
     ):
         super().__init__()
-        from models.moe.routers import set_causal_routing
-        from rundir.weights import load_run
+        from models.moe.routers import set_causal_routing  # deferred: imports torch
+        from rundir.weights import load_run  # deferred: imports torch
 
         if threads:  # CPU: on a shared machine 1 thread is often many times faster than oversubscribed ones
             torch.set_num_threads(int(threads))
@@ -94,7 +95,6 @@ class ScalelabLM(TemplateLM):
     @classmethod
     def from_model(cls, model, tokenizer, eot_id: int, seq_len: int, **kw) -> ScalelabLM:
         """Wrap an in-memory GPT and `tokenizers.Tokenizer` (tests, notebooks)."""
-        from types import SimpleNamespace
 
         loaded = SimpleNamespace(
             model=model, tokenizer=tokenizer, eot_id=eot_id, model_config=SimpleNamespace(seq_len=seq_len)

@@ -9,6 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from evals.export import export_checkpoint
+from evals.run_eval import evaluate_run
+from evals.tasks import EvalError
+from rundir.checkpoints import CheckpointError
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -56,9 +61,6 @@ def _limit(v):
 
 
 def cmd_eval(args) -> int:
-    from evals.run_eval import evaluate_run
-    from evals.tasks import EvalError
-    from rundir.checkpoints import CheckpointError
 
     try:
         out = evaluate_run(
@@ -81,9 +83,7 @@ def cmd_eval(args) -> int:
 
 
 def cmd_export_hf(args) -> int:
-    from evals.export import export_checkpoint
-    from models.hf_export import ExportError
-    from rundir.checkpoints import CheckpointError
+    from models.hf_export import ExportError  # deferred: imports torch
 
     try:
         out = export_checkpoint(args.path, args.out)

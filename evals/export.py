@@ -14,8 +14,8 @@ EXPORT_META = "scalelab_export.json"  # written next to the model: which checkpo
 
 def export_checkpoint(path: str | Path, out_dir: str | Path) -> Path:
     """A run directory (its newest complete checkpoint) or `checkpoints/step_N` -> transformers dir."""
-    from models.hf_export import export_model, hf_config, moe_target
-    from rundir.weights import load_run
+    from models.hf_export import export_model, hf_config, moe_target  # deferred: imports torch
+    from rundir.weights import load_run  # deferred: imports torch
 
     loaded = load_run(path)
     cfg = loaded.model_config

@@ -47,7 +47,7 @@ def backbone(
     compare against the model's own logits). `past` is gathered one layer at a time, so its
     copy for this batch never holds more than one layer.
     """
-    from models.layers import apply_rope
+    from models.layers import apply_rope  # deferred: imports torch
 
     emb = model.model.embed_tokens
     b, t = ids.shape

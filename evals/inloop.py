@@ -1,7 +1,7 @@
 """In-loop evaluation: scalelab's checkpoint evaluator, which the trainer calls on checkpoints as
 they are saved (the `eval:` section of a train config).
 
-The trainer owns the interface and the cadence (pretrain/checkpoint_eval.py,
+The trainer owns the interface and the cadence (pretrain/checkpoint/evaluators.py,
 pretrain/callbacks/inloop_eval.py); this module registers itself as the entry point
 `scalelab.checkpoint_evaluators: eval = evals.inloop:EVALUATOR` (pyproject.toml), so pretrain
 never imports evals. It stays light to import: the trainer's config schema loads it.
@@ -23,7 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+from evals import results as res
 from evals.config import EvalSection
+from evals.run_eval import FAULT_ENV, evaluate_run, resolve_suite
+from evals.tasks import plan
 
 
 class LmEvalEvaluator:
@@ -31,8 +34,6 @@ class LmEvalEvaluator:
 
     def check(self, section: EvalSection) -> None:
         """Suite/task names and data, before training starts (raises EvalError, a ValueError)."""
-        from evals.run_eval import resolve_suite
-        from evals.tasks import plan
 
         s = resolve_suite(section.suite, section.tasks, section.limit, section.num_fewshot)
         plan([e.task for e in s.entries()], online=section.online).cleanup()
@@ -46,7 +47,7 @@ class LmEvalEvaluator:
         return (section.suite or "custom") in doc.get("suites", []) and not doc.get("failed")
 
     def evaluate(self, section: EvalSection, job) -> None:
-        """Evaluate `job.checkpoint` (a `pretrain.checkpoint_eval.EvalJob`) and record the results or the failure."""
+        """Evaluate `job.checkpoint` (a `pretrain.checkpoint.evaluators.EvalJob`) and record the results or the failure."""
         t0 = time.perf_counter()
         error = None
         try:
@@ -96,7 +97,6 @@ class LmEvalEvaluator:
         return json.loads((run_dir / "evals" / f"{step}.json").read_text())
 
     def _record(self, section: EvalSection, job, doc: dict | None, error: str | None, dt: float) -> None:
-        from evals import results as res
 
         step, tokens = job.step, job.tokens
         if error is not None:  # the whole evaluation failed: record it in the results file
@@ -137,7 +137,6 @@ EVALUATOR = LmEvalEvaluator()
 
 def main(argv: list[str] | None = None) -> int:
     """Child process: `python -m evals.inloop CKPT SECTION_JSON` (exit 0 ok, 1 task failures)."""
-    from evals.run_eval import FAULT_ENV, evaluate_run  # test hook: "crash" kills the child
 
     argv = sys.argv[1:] if argv is None else argv
     ckpt, section = Path(argv[0]), EvalSection.model_validate_json(argv[1])

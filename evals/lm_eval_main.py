@@ -16,7 +16,7 @@ import evals.adapter  # noqa: F401 - registers "scalelab"
 
 
 def main() -> None:
-    from lm_eval.__main__ import cli_evaluate
+    from lm_eval.__main__ import cli_evaluate  # deferred: imports lm_eval
 
     if "--scalelab-local" in sys.argv:
         from evals.tasks import data_file, known_tasks, plan

@@ -175,7 +175,7 @@ def generate(
 
     One prefill, then single-token steps on the model's KV cache.
     """
-    from models.gpt import KVCache
+    from models.gpt import KVCache  # deferred: imports torch
 
     if max_new_tokens <= 0:
         return ""

@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from evals import results as res
 from evals.gold import gold_records
 from evals.suites import Suite, adhoc, load_suite
 from evals.tasks import EvalError, plan
+from rundir.checkpoints import resolve_checkpoint
+from rundir.config import run_model
+from rundir.tokenizer import load_tokenizer
 
 FAULT_ENV = "SCALELAB_EVAL_FAULT"  # test hook: "task:<name>" makes that task raise
 
@@ -66,11 +70,7 @@ def evaluate_run(
     `task_cache` (a dict the caller keeps) holds built lm-eval task objects across calls, so a
     process evaluating many checkpoints loads each task's data once (about 1 s per task).
     """
-    import lm_eval
-
-    from rundir.checkpoints import resolve_checkpoint
-    from rundir.config import run_model
-    from rundir.tokenizer import load_tokenizer
+    import lm_eval  # deferred: imports lm_eval
 
     t0 = time.perf_counter()
     _env_info_once()
@@ -161,7 +161,7 @@ def _env_info_once() -> None:
     task cannot sink the others, which made the report most of the cost of a tiny-model eval.
     The report is the same for the whole process, so the first one is reused.
     """
-    import lm_eval.evaluator as evaluator
+    import lm_eval.evaluator as evaluator  # deferred: imports lm_eval
 
     if getattr(evaluator.add_env_info, "scalelab_once", False):
         return
@@ -191,7 +191,6 @@ def _task(name: str, tm, cache: dict | None):
 
 
 def _version(pkg: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version(pkg)

@@ -52,7 +52,7 @@ def data_root() -> Path:
 
 def blimp_phenomena() -> list[str]:
     """The 67 BLiMP phenomena, as lm-eval names them (read from its installed task files)."""
-    import lm_eval
+    import lm_eval  # deferred: imports lm_eval
 
     folder = Path(lm_eval.__file__).parent / "tasks" / "blimp"
     names = sorted(p.stem for p in folder.glob("*.yaml") if not p.name.startswith("_"))
@@ -93,7 +93,7 @@ class TaskPlan:
     _tmp: tempfile.TemporaryDirectory | None = None
 
     def task_manager(self):
-        from lm_eval.tasks import TaskManager
+        from lm_eval.tasks import TaskManager  # deferred: imports lm_eval
 
         return TaskManager(
             include_path=str(self.include_dir) if self.include_dir else None, include_defaults=self.online
@@ -151,6 +151,6 @@ def materialise(tasks: list[str], dest: Path) -> None:
 
 
 def _stock_task_names() -> set[str]:
-    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks import TaskManager  # deferred: imports lm_eval
 
     return set(TaskManager().all_tasks)

@@ -18,10 +18,10 @@ SUBSYSTEMS = [
     "scaling.cli",
     "scaling.cli.design",
     "launch.predict_curve",
-    "launch.sweep_cli",
+    "launch.sweep.cli",
     "evals.cli",
     "dashboard.cli",
-    "launch.quickstart",
+    "launch.quickstart.job",
 ]
 
 
@@ -64,7 +64,9 @@ def run() -> None:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
-    dist = sys.modules.get("pretrain.distributed")  # loaded only by a command that trains (torch is slow to import)
+    dist = sys.modules.get(
+        "pretrain.engine.distributed"
+    )  # loaded only by a command that trains (torch is slow to import)
     if dist is not None:
         dist.exit_process(code)  # `srun scalelab train ...`: a rank must not abort after its run finished
     sys.exit(code)

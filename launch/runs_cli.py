@@ -6,6 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+from launch.tables import render
+from rundir.layout import RunDir
+from rundir.metrics import last_record
+from rundir.read import compute_totals, load_runs, read_run
+
 LIST_COLUMNS = [
     "run",
     "status",
@@ -71,8 +76,6 @@ def _columns(df, spec: str | None) -> list[str]:
 
 
 def cmd_list(args) -> int:
-    from launch.tables import render
-    from rundir.read import load_runs
 
     if not Path(args.root).exists():
         print(f"error: {args.root} does not exist", file=sys.stderr)
@@ -98,7 +101,6 @@ def cmd_list(args) -> int:
 
 def compute_line(rows: list[dict]) -> str | None:
     """Branches share their parent's prefix: the study's compute counts it once (None: no branches)."""
-    from rundir.read import compute_totals
 
     computed, separate = compute_totals(rows)
     if not separate or computed >= separate:
@@ -110,9 +112,6 @@ def compute_line(rows: list[dict]) -> str | None:
 
 
 def cmd_show(args) -> int:
-    from rundir.layout import RunDir
-    from rundir.metrics import last_record
-    from rundir.read import read_run
 
     d = Path(args.run_dir)
     if not d.is_dir():
@@ -136,7 +135,6 @@ def cmd_show(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from rundir.read import load_runs
 
     df, problems = load_runs(args.root)
     out = Path(args.output)

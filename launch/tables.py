@@ -7,6 +7,11 @@ import math
 import sys
 from typing import Any
 
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 
 def human(x: Any, kind: str = "") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -86,10 +91,6 @@ def _plain(headers: list[str], cells: list[list[str]], out) -> None:
 
 
 def _rich(headers: list[str], cells: list[list[str]], keys: list[str], out) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False, show_edge=False)
     for i, h in enumerate(headers):

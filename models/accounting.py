@@ -73,6 +73,29 @@ def _ffn_counts(cfg: ModelConfig) -> tuple[int, int]:
     if moe is None:
         p = cfg.n_layers * dense_ffn_params(cfg)
         return p, p
-    from models.moe.accounting import moe_ffn_counts  # MoE issue
-
     return moe_ffn_counts(cfg)
+
+
+def moe_layer_counts(cfg: ModelConfig) -> tuple[int, int]:
+    """(total, active) parameters of one MoE FFN layer."""
+    moe = cfg.moe
+    d, f = cfg.d_model, moe.d_ff or cfg.ffn_dim
+    expert = 3 * d * f
+    router = d * moe.num_experts
+    shared = moe.num_shared_experts * expert
+    k = moe.top_k
+    if moe.router == "expert_choice":
+        k = k * (moe.capacity_factor or 1.0)
+    return moe.num_experts * expert + shared + router, int(round(k * expert)) + shared + router
+
+
+def moe_ffn_counts(cfg: ModelConfig) -> tuple[int, int]:
+    """(total, active) FFN parameters over all layers, MoE and dense."""
+    total = active = 0
+    moe_total, moe_active = moe_layer_counts(cfg)
+    for i in range(cfg.n_layers):
+        if cfg.moe.is_moe_layer(i):
+            total, active = total + moe_total, active + moe_active
+        else:
+            total, active = total + dense_ffn_params(cfg), active + dense_ffn_params(cfg)
+    return total, active

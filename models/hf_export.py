@@ -101,7 +101,7 @@ def hf_config(cfg, eot_id: int):
             output_router_logits=False,
             router_aux_loss_coef=moe.aux_loss_coef,
         )
-    from transformers import Qwen2MoeConfig
+    from transformers import Qwen2MoeConfig  # deferred: imports transformers
 
     moe_layers = set(moe.moe_layers(cfg.n_layers))
     return Qwen2MoeConfig(
@@ -150,7 +150,7 @@ def convert_state_dict(sd: dict[str, torch.Tensor], cfg, target_model) -> dict[s
 
 def export_model(model, cfg, tokenizer, eot_id: int, out_dir: str | Path) -> Path:
     """Write config, safetensors weights and tokenizer files for an in-memory GPT."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # deferred: imports transformers
 
     out = Path(out_dir)
     hcfg = hf_config(cfg, eot_id)
@@ -181,7 +181,7 @@ def export_model(model, cfg, tokenizer, eot_id: int, out_dir: str | Path) -> Pat
 def export_tokenizer(tokenizer, seq_len: int, out_dir: Path):
     """`PreTrainedTokenizerFast` over our byte-level BPE; bos = eos = pad = `<|endoftext|>`, no
     tokens added by `encode` (so lm-eval's `hf` model tokenises exactly like our adapter)."""
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # deferred: imports transformers
 
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,

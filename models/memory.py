@@ -3,7 +3,7 @@
 `estimate_memory` adds up, per rank, in bytes:
 
 - **model states** by ZeRO stage, precision and optimizer, on the engine pretrain/ builds
-  (pretrain/ds_config.py), with P parameters (tied ones once), N data-parallel ranks and LL the
+  (pretrain/engine/ds_config.py), with P parameters (tied ones once), N data-parallel ranks and LL the
   largest single module's own parameters (DeepSpeed's `largest_layer_params`):
 
     precision / stage   params            grads                     optimizer
@@ -28,7 +28,7 @@
   `optim.name muon` runs DeepSpeed's ZeRO-0 engine (fp32 weights, autocast for bf16) whatever
   the ZeRO stage; Muon keeps one fp32 momentum per matrix it updates (the blocks' matrices and
   expert stacks) and AdamW two moments for the rest (embeddings, head, norms, routers); with
-  zero_stage 1 each rank keeps the states of the whole tensors it owns (pretrain/muon.py), about
+  zero_stage 1 each rank keeps the states of the whole tensors it owns (pretrain/optim/muon.py), about
   1/N of them plus at most the largest tensor's states for the imbalance.
 
 - **activations** per layer for micro-batch b and sequence s (S = b·s tokens), counted from what
@@ -50,7 +50,7 @@
   router logits and top_k expert copies of the FFN activations (an estimate, not measured).
 
 - **other**: ZeRO's gradient reduce bucket (stage 1 fp32/fp16 and 2: reduce_bucket_size elements of
-  the reduction dtype, DeepSpeed's 5e8 on GPU, pretrain/ds_config.py's CPU_BUCKET on CPU; stage 3:
+  the reduction dtype, DeepSpeed's 5e8 on GPU, pretrain/engine/ds_config.py's CPU_BUCKET on CPU; stage 3:
   the bucket at fp32 and the 5e7-parameter prefetch bucket) and, on GPU, 1 GiB for the CUDA
   context, cuBLAS workspaces and NCCL buffers plus 10% of the activations for the caching
   allocator's fragmentation.
@@ -85,7 +85,7 @@ GPU_CONTEXT_BYTES = 1 * GIB  # CUDA context, cuBLAS workspaces, NCCL buffers
 GPU_FRAGMENTATION = 0.10  # of the activations: the caching allocator's fragmentation
 DS_REDUCE_BUCKET = 500_000_000  # DeepSpeed's reduce_bucket_size default (elements)
 DS_PREFETCH_BUCKET = 50_000_000  # DeepSpeed's stage3_prefetch_bucket_size default (elements)
-CPU_REDUCE_BUCKET = 5_000_000  # pretrain/ds_config.py CPU_BUCKET (kept equal by a test)
+CPU_REDUCE_BUCKET = 5_000_000  # pretrain/engine/ds_config.py CPU_BUCKET (kept equal by a test)
 LOGIT_BUFFERS = 3  # fp32 (tokens x vocab) buffers alive at the loss's backward
 
 
@@ -209,7 +209,7 @@ def activation_bytes(
 
 
 def reduce_bucket_bytes(engine_stage: int, precision: str, device: str, bucket: int | None = None) -> int:
-    """ZeRO's gradient buckets (pretrain/ds_config.py sets the CPU size; DeepSpeed's defaults on GPU)."""
+    """ZeRO's gradient buckets (pretrain/engine/ds_config.py sets the CPU size; DeepSpeed's defaults on GPU)."""
     if engine_stage == 0 or (engine_stage == 1 and precision == "bf16"):
         return 0  # no ZeRO optimizer; BF16_Optimizer reduces its flat fp32 buffer in place
     n = bucket or (CPU_REDUCE_BUCKET if device == "cpu" else DS_REDUCE_BUCKET)
@@ -295,7 +295,7 @@ def estimate_memory(
         )
     if precision == "bf16" and engine == 0:
         notes.append(
-            "bf16 at ZeRO-0: fp32 weights and gradients with autocast (pretrain/ds_config.py), not bf16 weights"
+            "bf16 at ZeRO-0: fp32 weights and gradients with autocast (pretrain/engine/ds_config.py), not bf16 weights"
         )
     if precision == "bf16" and engine == 1:
         notes.append(
@@ -303,7 +303,7 @@ def estimate_memory(
         )
     if device == "cpu" and engine in (1, 2, 3):
         bucket = reduce_bucket_size or CPU_REDUCE_BUCKET
-        notes.append(f"CPU: ZeRO buckets of {bucket:,} elements (pretrain/ds_config.py)")
+        notes.append(f"CPU: ZeRO buckets of {bucket:,} elements (pretrain/engine/ds_config.py)")
     if getattr(cfg, "moe", None) is not None:
         notes.append("MoE activations are estimated (top_k expert copies of the FFN), not measured")
     return MemoryEstimate(

@@ -7,15 +7,26 @@ written or any process group is created, and a rerun resumes from the run direct
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
+from pretrain.checkpoint.evaluators import evaluator
+from pretrain.config.loader import dump_config, load_train_config
+from pretrain.config.reference import reference_markdown
+from pretrain.config.schema import TrainConfig
+from pretrain.dry_run import dry_run
+from pretrain.engine.ds_config import grad_accum_steps
+from pretrain.engine.extensions import ExtensionLockTimeout
 from pretrain.errors import ConfigError, DataError
-from pretrain.extensions import ExtensionLockTimeout
 from rundir.devices import MEMORY_BYTES
+from rundir.files import atomic_write_text
+from rundir.layout import RunDir
 
 # Keys that may change between attempts of one run without changing what it computes.
 RESUMABLE_KEYS = {
@@ -103,9 +114,6 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 def _normalised(cfg: dict) -> dict:
     """Re-validate a stored config so keys added to the schema later read as their defaults."""
-    from pydantic import ValidationError
-
-    from pretrain.config.schema import TrainConfig
 
     try:
         return TrainConfig.model_validate(cfg).model_dump(mode="json")
@@ -127,7 +135,7 @@ def config_differences(old: dict, new: dict) -> list[str]:
 def cmd_train(args) -> int:
     if args.dry_run or args.world_size is not None or args.device is not None:
         return _cmd_dry_run(args)
-    from pretrain.callbacks.signals import StopBeforeTraining, catch_early
+    from pretrain.callbacks.signals import StopBeforeTraining, catch_early  # deferred: imports torch
 
     catch_early()  # a stop during start-up (torch, DeepSpeed, data) ends it as "stopped", not killed
     try:
@@ -155,7 +163,6 @@ def _cmd_dry_run(args) -> int:
     if args.world_size is not None and args.world_size < 1:
         print(f"error: --world-size must be >= 1 (got {args.world_size})", file=sys.stderr)
         return 2
-    from pretrain.dry_run import dry_run
 
     try:
         return dry_run(args.config, args.overrides, args.world_size, args.device)
@@ -165,10 +172,7 @@ def _cmd_dry_run(args) -> int:
 
 
 def _train(args) -> int:
-    from pretrain.config.loader import load_train_config
-    from pretrain.distributed import env_world_size
-    from pretrain.ds_config import grad_accum_steps
-    from rundir.layout import RunDir
+    from pretrain.engine.distributed import env_world_size  # deferred: imports torch
 
     cfg = load_train_config(args.config, args.overrides)
     grad_accum_steps(cfg, env_world_size())
@@ -176,7 +180,7 @@ def _train(args) -> int:
     if cfg.train.compile:
         import torch
 
-        from pretrain.compiling import check_compile
+        from pretrain.engine.compiling import check_compile
 
         check_compile(cfg, torch.cuda.is_available())
     run_dir = Path(args.run_dir or Path("runs") / cfg.name)
@@ -194,11 +198,11 @@ def _train(args) -> int:
         from rundir.checkpoints import has_checkpoint
 
         if not has_checkpoint(run_dir):  # with checkpoints of its own a branch resumes from them
-            from pretrain.init_from import check
+            from pretrain.checkpoint.init_from import check
 
             check(cfg)
 
-    from pretrain.distributed import setup, teardown
+    from pretrain.engine.distributed import setup, teardown  # deferred: imports torch
 
     dist = setup(cfg.train.threads, cfg.train.deterministic)
     rc = 1
@@ -210,7 +214,7 @@ def _train(args) -> int:
 
 
 def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
-    from pretrain.distributed import barrier
+    from pretrain.engine.distributed import barrier  # deferred: imports torch
 
     prepared = _prepare_data(cfg, dist)
     cfg = _with_vocab(cfg, prepared.vocab_size)
@@ -224,7 +228,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
                 + "\n  ".join(diffs)
             )
     if dist.is_main:
-        from pretrain.trainer import write_resolved_config
+        from pretrain.engine.trainer import write_resolved_config
 
         run_dir.mkdir(parents=True, exist_ok=True)
         write_resolved_config(cfg, run_dir)
@@ -232,7 +236,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
         print(f"run directory: {run_dir}", flush=True)
     barrier(dist)
 
-    from pretrain.trainer import Trainer
+    from pretrain.engine.trainer import Trainer  # deferred: imports torch
 
     trainer = Trainer(cfg, run_dir, dist, prepared, progress=not args.no_progress)
     trainer.build()
@@ -241,10 +245,6 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
 
 def _copy_tokenizer(prepared, run_dir: Path) -> None:
     """Make the run directory self-contained for evaluation and export."""
-    import json
-    import shutil
-
-    from rundir.files import atomic_write_text
 
     tmp = run_dir / "tokenizer.json.tmp"  # written whole or not at all: a stop may come at any moment
     shutil.copyfile(prepared.tokenizer_path, tmp)
@@ -263,7 +263,6 @@ def _copy_tokenizer(prepared, run_dir: Path) -> None:
 
 def _same_tokenizer(run_dir: Path, prepared) -> bool:
     """The run directory's tokenizer (from its first attempt) is the prepared data's, byte for byte."""
-    import json
 
     try:
         old = json.loads((run_dir / "tokenizer_meta.json").read_text())["tokenizer"]["sha256"]
@@ -294,8 +293,8 @@ def _with_vocab(cfg, vocab: int | None):
 
 def _prepare_data(cfg, dist):
     """Rank 0 prepares (or reuses) the data, the others then open it; a mixture does so per component."""
-    from pretrain.data.prepare import load_prepared, output_dir, prepare
-    from pretrain.distributed import barrier
+    from pretrain.data.prepare import load_prepared, output_dir, prepare  # deferred: imports tokenizers
+    from pretrain.engine.distributed import barrier  # deferred: imports torch
 
     log = lambda m: print(m, flush=True)  # noqa: E731
     if cfg.data.mixture is not None:
@@ -315,10 +314,9 @@ def _prepare_data(cfg, dist):
 
 def _check_eval(cfg) -> None:
     """The `eval:` section's suite/tasks/data, checked by the registered checkpoint evaluator
-    (pretrain/checkpoint_eval.py) before any work: a wrong one is a configuration error."""
+    (pretrain/checkpoint/evaluators.py) before any work: a wrong one is a configuration error."""
     if getattr(cfg, "eval", None) is None:
         return
-    from pretrain.checkpoint_eval import evaluator
 
     try:
         evaluator().check(cfg.eval)
@@ -327,8 +325,6 @@ def _check_eval(cfg) -> None:
 
 
 def cmd_config(args) -> int:
-    from pretrain.config.loader import dump_config, load_train_config
-    from pretrain.config.reference import reference_markdown
 
     try:
         if args.what == "reference":
@@ -350,6 +346,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from pretrain.distributed import exit_process
+    from pretrain.engine.distributed import exit_process
 
     exit_process(main())

@@ -1,7 +1,7 @@
 """`scalelab train CONFIG --dry-run [--world-size K] [--device NAME]`: check a run without running it.
 
 Validates the config and, for K ranks, the DeepSpeed config the trainer would hand DeepSpeed
-(pretrain/ds_config.py, parsed by DeepSpeed's own `DeepSpeedConfig` at that world size); builds the
+(pretrain/engine/ds_config.py, parsed by DeepSpeed's own `DeepSpeedConfig` at that world size); builds the
 model on the meta device (no memory: a 70B config takes seconds) and checks its parameter count
 against models/accounting.py; prints the parameters, FLOPs per token, the layout and the per-rank
 memory estimate (models/memory.py), and whether it fits a device of the table (rundir/devices.py).
@@ -15,7 +15,14 @@ import json
 import os
 from pathlib import Path
 
+import pydantic
+
+from models.accounting import count
+from models.memory import choose_layout, estimate_memory
+from pretrain.config.loader import load_train_config
+from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
 from pretrain.errors import ConfigError
+from rundir.devices import MEMORY_BYTES
 
 GIB = 1 << 30
 
@@ -55,8 +62,7 @@ def resolve_vocab(cfg) -> tuple[int, str]:
 def check_deepspeed(ds: dict, world_size: int) -> None:
     """DeepSpeed's own parse of the config at `world_size` ranks (batch arithmetic, ZeRO and precision
     sections), without a process group."""
-    import pydantic
-    from deepspeed.runtime.config import DeepSpeedConfig
+    from deepspeed.runtime.config import DeepSpeedConfig  # deferred: imports deepspeed
 
     class AtWorldSize(DeepSpeedConfig):
         def _configure_train_batch_size(self):
@@ -73,9 +79,9 @@ def check_deepspeed(ds: dict, world_size: int) -> None:
 
 def meta_param_count(model_cfg) -> int:
     """Parameters of the model built on the meta device (tied weights once)."""
-    import torch
+    import torch  # deferred: imports torch
 
-    from models.gpt import GPT
+    from models.gpt import GPT  # deferred: imports torch
 
     with torch.device("meta"):
         model = GPT(model_cfg)
@@ -95,7 +101,6 @@ def host_memory_bytes() -> int:
 def device_memory(device: str | None, precision: str, world_size: int) -> tuple[str, int | None, str]:
     """(cuda|cpu, bytes per rank or None, what they are). No --device: fp32 runs are CPU runs (this
     host), bf16/fp16 runs GPU runs of unknown memory."""
-    from rundir.devices import MEMORY_BYTES
 
     if device == "cpu" or (device is None and precision == "fp32"):
         return "cpu", host_memory_bytes() // world_size, f"this host's memory shared by {world_size} rank(s)"
@@ -105,10 +110,6 @@ def device_memory(device: str | None, precision: str, world_size: int) -> tuple[
 
 
 def dry_run(config: str, overrides: list[str], world_size: int | None, device: str | None) -> int:
-    from models.accounting import count
-    from models.memory import choose_layout, estimate_memory
-    from pretrain.config.loader import load_train_config
-    from pretrain.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
 
     cfg = load_train_config(config, overrides)
     world = world_size or int(os.environ.get("WORLD_SIZE", "1"))

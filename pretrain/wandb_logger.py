@@ -25,7 +25,7 @@ class WandbLogger:
         if cfg.mode == "disabled":
             return
         os.environ.setdefault("WANDB_SILENT", "true")
-        import wandb
+        import wandb  # deferred: imports wandb
 
         id_file = run_dir / "wandb_id"
         if resume and id_file.exists():

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
+from models.config import ModelConfig
 from rundir.checkpoints import CheckpointError
 from rundir.files import read_yaml
 from rundir.layout import CONFIG
@@ -40,9 +43,6 @@ def read_config(run_dir: str | Path) -> dict:
 
 def run_model(run_dir: str | Path) -> RunModel:
     """The model section of a run's config.yaml, validated as `ModelConfig`."""
-    from pydantic import ValidationError
-
-    from models.config import ModelConfig
 
     raw = read_config(run_dir)
     try:

@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 
 def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
@@ -40,6 +42,5 @@ def read_json(path: Path) -> dict | None:
 def read_yaml(path: Path):
     """The YAML document in `path` (C loader when available: config files are read by the thousand).
     Raises FileNotFoundError, yaml.YAMLError, UnicodeDecodeError as they come."""
-    import yaml
 
     return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

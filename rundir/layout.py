@@ -96,14 +96,3 @@ class RunDir:
 
     def eval_file(self, step: int) -> Path:
         return self.evals / eval_name(step)
-
-    def read_summary(self) -> dict | None:
-        from rundir.summary import read_summary
-
-        return read_summary(self.path)
-
-    def write_summary(self, summary) -> None:
-        """Write `summary.json` atomically: a `RunSummary`, or the dict a writer built (at the current version)."""
-        from rundir.summary import RunSummary, write_summary
-
-        summary.write(self.path) if isinstance(summary, RunSummary) else write_summary(self.path, summary)

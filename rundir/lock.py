@@ -1,7 +1,7 @@
 """Who holds a run's lock: the record in `<run_dir>/.lock` and a probe that never blocks a holder.
 
 The lock itself (`fcntl.flock` on the file, taken by the launch that trains the run) is
-`launch.locks.RunLock`. The holder writes who it is into the file as one JSON line (`Holder`):
+`launch.run.locks.RunLock`. The holder writes who it is into the file as one JSON line (`Holder`):
 host, pid, the process's start time in clock ticks since boot and the boot id (so a pid reused
 by another process is never mistaken for the holder), its role, the Slurm job if any, and the
 trainer pids it started. Correctness of the lock never depends on this record; `sweep status`

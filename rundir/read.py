@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rundir.checkpoints import has_checkpoint
 from rundir.files import read_yaml
 from rundir.layout import CHECKPOINTS, CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, SKIP_DIRS, checkpoint_step
@@ -196,7 +198,6 @@ def _dig(d: Any, path: tuple) -> Any:
 
 def read_run(run_dir: Path) -> tuple[dict | None, str | None]:
     """(row, problem). A row may come with a problem (e.g. torn config) when enough is readable."""
-    import yaml
 
     row: dict[str, Any] = {"run": run_dir.name, "path": str(run_dir)}
     problem = None
@@ -300,7 +301,7 @@ def compute_totals(rows: list[dict]) -> tuple[float, float]:
 
 def load_runs(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:  # noqa: F821
     """All runs under `root` as a DataFrame (one row per run) plus the problems found."""
-    import pandas as pd
+    import pandas as pd  # deferred: imports pandas
 
     root = Path(root)
     rows, problems = [], []

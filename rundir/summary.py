@@ -68,7 +68,7 @@ class RunSummary:
     shared_tokens: int | None = None
     shared_flops: float | None = None
     # {name, muon_tensors, muon_params, adamw_tensors, adamw_params, ...}: how optim.name split the
-    # parameters (pretrain/optim_muon.py); written only when set (runs from before it have none: adamw)
+    # parameters (pretrain/optim/muon_build.py); written only when set (runs from before it have none: adamw)
     optimizer: dict | None = None
     error: str | None = None  # written only when set
     schema_version: int = SCHEMA_VERSION

@@ -17,7 +17,7 @@ EOT_TOKEN = "<|endoftext|>"
 
 def load_tokenizer(run_dir: Path, model_vocab: int | None = None):
     """(HF `tokenizers.Tokenizer`, EOT id, metadata) of a run, checked against the model's vocabulary."""
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # deferred: imports tokenizers
 
     tok_path = Path(run_dir) / TOKENIZER
     if not tok_path.exists():

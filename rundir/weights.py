@@ -78,7 +78,7 @@ def _is_zero3_placeholder(sd: dict) -> bool:
 def restack_experts(sd: dict) -> dict:
     """DeepSpeed expert keys -> the model's `<block>.experts.<w>` tensors of shape (E, ...).
 
-    Two layouts (`pretrain.expert_parallel`):
+    Two layouts (`pretrain.engine.expert_parallel`):
     - `<block>.experts.deepspeed_moe.experts.deepspeed_experts.<r>.<w>`, shape (E/ep, ...): EP rank
       r's block of experts, concatenated in rank order (current);
     - `<block>.deepspeed_moe.experts.deepspeed_experts.<e>.<w>`, shape (...): one global expert e,
@@ -100,7 +100,7 @@ def restack_experts(sd: dict) -> dict:
 
 def load_run(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> LoadedRun:
     """Build the GPT of a run (or checkpoint) from its model config and load its weights, in eval mode."""
-    from models.gpt import GPT
+    from models.gpt import GPT  # deferred: imports torch
 
     run_dir, ckpt, step = resolve_checkpoint(path)
     rm = run_model(run_dir)

@@ -3,7 +3,7 @@
 Runs execute one after another, each over all hosts of the hostfile (the DeepSpeed launcher
 reaches the other nodes through pdsh/ssh, or `launcher: openmpi` etc.). The run directory must
 be on a filesystem every node sees. Locks, skipping and train.log work as for the other executors.
-Data sets the runs need are prepared first, once each, on this host (`launch.data_jobs`).
+Data sets the runs need are prepared first, once each, on this host (`launch.sweep.data_jobs`).
 
 Ctrl-C / SIGTERM asks the running training to checkpoint and stop (SIGTERM to its process group;
 DeepSpeed's launcher passes it to the ranks and kills any that take over 30 s), starts no further
@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from launch import depends
-from launch.locks import RunLock
-from launch.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
+from launch.run.locks import RunLock
+from launch.run.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
+from launch.sweep import depends
 from pretrain.errors import ConfigError
 from rundir.layout import LAUNCH_CONFIG, SUMMARY, TRAIN_LOG
 from rundir.summary import read_summary
@@ -125,8 +125,8 @@ class DeepSpeedExecutor:
         done, failed, stopped, skipped = [], [], [], {}
         blocked: dict[str, str] = {}
         if not dry_run:
-            from launch.data_jobs import data_jobs, run_locally
             from launch.executors.slurm import sweep_meta_dir
+            from launch.sweep.data_jobs import data_jobs, run_locally
 
             todo = [r for r in runs if decide(Path(r.run_dir), retry_failed, r.id) == "run"]
             jobs = data_jobs(todo)

@@ -1,7 +1,7 @@
 """Local executor: N worker slots on this machine, one trainer subprocess per run.
 
 Data sets the runs need that are not prepared yet are prepared first, once each, by a
-`scalelab data prepare` process (`launch.data_jobs`), before any run starts.
+`scalelab data prepare` process (`launch.sweep.data_jobs`), before any run starts.
 
 CPU: each run gets `train.threads` = cores / workers and the same OMP_NUM_THREADS (oversubscribed
 ranks run many times slower). GPUs: each slot gets its own CUDA_VISIBLE_DEVICES slice. The
@@ -9,7 +9,7 @@ launcher holds each run's lock and passes it to the trainer; Ctrl-C / SIGTERM fo
 running trainers checkpoint and exit, and the next launch resumes them.
 
 A run with a parent (`after`: a WSD branch) starts once the parent's branch checkpoint is
-complete (`launch.depends`); meanwhile free slots take the next run that may start. A branch
+complete (`launch.sweep.depends`); meanwhile free slots take the next run that may start. A branch
 whose parent can no longer write that checkpoint (it failed, or is not part of this launch) fails
 with that reason.
 """
@@ -23,9 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launch import depends
-from launch.locks import RunLock
-from launch.worker import (
+from launch.run.locks import RunLock
+from launch.run.worker import (
     EXIT_OK,
     EXIT_STOPPED,
     STOP_SIGNALS,
@@ -36,6 +35,8 @@ from launch.worker import (
     train_argv,
     write_launch_config,
 )
+from launch.sweep import depends
+from launch.sweep.data_jobs import data_jobs, run_locally
 from rundir.layout import METRICS, TRAIN_LOG
 from rundir.lock import is_locked
 from rundir.metrics import last_record
@@ -149,7 +150,6 @@ class LocalExecutor:
 
     def _prepare_data(self, queue: list, res: LaunchResult) -> list:
         """Prepare every data set the queued runs need, once, before they start; drop the runs whose data failed."""
-        from launch.data_jobs import data_jobs, run_locally
 
         jobs = data_jobs(queue)
         if not jobs:
@@ -189,7 +189,7 @@ class LocalExecutor:
             argv = [
                 sys.executable,
                 "-m",
-                "launch.worker",
+                "launch.run.worker",
                 str(run_dir),
                 "--mode",
                 "local",

@@ -31,8 +31,12 @@ import time
 from pathlib import Path
 
 from launch.executors.slurm_fields import directive, no_control, option
-from launch.worker import decide, write_launch_config
+from launch.run.worker import decide, write_launch_config
+from launch.sweep import depends
+from launch.sweep.data_jobs import data_jobs, prepare_argv, reads_the_hub, write_config
+from launch.sweep.node_check import PREFIX_FAILED
 from pretrain.errors import ConfigError
+from rundir.lock import is_locked
 
 
 class SlurmError(RuntimeError):
@@ -84,7 +88,6 @@ def _env_lines(s, online: bool = False) -> list[str]:
 
 def render_data_script(spec, job, config_path: Path, python: str | None = None) -> str:
     """One `scalelab data prepare` job: one task on one node, the CPUs of a run's task, no GPUs."""
-    from launch.data_jobs import prepare_argv
 
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
@@ -98,7 +101,6 @@ def render_data_script(spec, job, config_path: Path, python: str | None = None) 
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     d += [directive(extra) for extra in s.extra]
-    from launch.data_jobs import reads_the_hub
 
     argv = prepare_argv(config_path, python or job_python(s))
     lines = [
@@ -116,7 +118,7 @@ def render_data_script(spec, job, config_path: Path, python: str | None = None) 
 
 
 def render_check_script(spec, python: str | None = None) -> str:
-    """The node check (launch/node_check.py): one task where the array's tasks will run, first."""
+    """The node check (launch/sweep/node_check.py): one task where the array's tasks will run, first."""
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
     d = [
@@ -131,7 +133,7 @@ def render_check_script(spec, python: str | None = None) -> str:
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     d += [directive(extra) for extra in s.extra]
-    argv = [python or job_python(s), "-m", "launch.node_check", "--gpus", str(s.gpus_per_node)]
+    argv = [python or job_python(s), "-m", "launch.sweep.node_check", "--gpus", str(s.gpus_per_node)]
     lines = [
         "#!/bin/bash",
         f"# scalelab sweep {spec.name}: check a compute node (torch, DeepSpeed, GPUs) before the array",
@@ -179,7 +181,7 @@ def render_script(
     worker = [
         py,
         "-m",
-        "launch.worker",
+        "launch.run.worker",
         "--manifest",
         str(manifest),
         "--index",
@@ -245,7 +247,7 @@ def queued_jobs(root: Path) -> dict[str, str]:
 
 
 def node_check_failure(root: Path) -> str | None:
-    """The message of the sweep's last node check when it failed (launch/node_check.py), else None."""
+    """The message of the sweep's last node check when it failed (launch/sweep/node_check.py), else None."""
     checks = [r for r in _records(sweep_meta_dir(Path(root))) if r.get("kind") == "check"]
     if not checks:
         return None
@@ -253,7 +255,6 @@ def node_check_failure(root: Path) -> str | None:
         text = Path(checks[-1]["output"]).read_text(errors="replace")
     except OSError:
         return None
-    from launch.node_check import PREFIX_FAILED
 
     lines = [ln for ln in text.splitlines() if ln.startswith(PREFIX_FAILED)]
     if lines:
@@ -284,7 +285,6 @@ class SlurmExecutor:
         """Runs that need a task now; skipped ones with the reason."""
         queued = queued_jobs(self.spec.runs_root())
         todo, skipped = [], {}
-        from rundir.lock import is_locked
 
         for r in runs:
             what = decide(Path(r.run_dir), retry_failed, r.id)
@@ -301,7 +301,6 @@ class SlurmExecutor:
     def _waves(self, todo: list, skipped: dict) -> tuple[list, dict[str, list]]:
         """(runs that may start now, parent name -> its runs that wait for its checkpoint); runs whose
         parent is neither submitted now nor queued are skipped with the reason."""
-        from launch import depends
 
         now = [r for r in todo if depends.may_start(r)]
         names = {r.name for r in now}
@@ -331,7 +330,6 @@ class SlurmExecutor:
         run_dirs = [Path(r.run_dir).resolve() for r in todo]
         if not todo and not waiting:
             return {"job_id": None, "runs": [], "skipped": skipped, "script": None, "data_jobs": [], "branch_jobs": []}
-        from launch.data_jobs import data_jobs, write_config
 
         jobs = data_jobs(todo + [r for rs in waiting.values() for r in rs])
         if dry_run:

@@ -1,4 +1,6 @@
-"""Parameter counts of MoE FFNs, for `models.accounting.count` (and so MFU, sweeps and fits).
+"""The MoE summary of a model (counts and routing), for runs' summaries and the MoE fits.
+
+The counts themselves live in `models.accounting` (one `count` for dense and MoE):
 
 Per MoE layer: total = E * 3*d*d_ff (routed) + S * 3*d*d_ff (shared) + d*E (router);
 active = k * 3*d*d_ff + S * 3*d*d_ff + d*E: the router runs for every token and each token
@@ -9,33 +11,8 @@ k*capacity_factor). Dense layers count 3*d*ffn_dim. Training FLOPs per token fol
 
 from __future__ import annotations
 
-from models.accounting import dense_ffn_params
+from models.accounting import count
 from models.config import ModelConfig
-
-
-def moe_layer_counts(cfg: ModelConfig) -> tuple[int, int]:
-    """(total, active) parameters of one MoE FFN layer."""
-    moe = cfg.moe
-    d, f = cfg.d_model, moe.d_ff or cfg.ffn_dim
-    expert = 3 * d * f
-    router = d * moe.num_experts
-    shared = moe.num_shared_experts * expert
-    k = moe.top_k
-    if moe.router == "expert_choice":
-        k = k * (moe.capacity_factor or 1.0)
-    return moe.num_experts * expert + shared + router, int(round(k * expert)) + shared + router
-
-
-def moe_ffn_counts(cfg: ModelConfig) -> tuple[int, int]:
-    """(total, active) FFN parameters over all layers, MoE and dense."""
-    total = active = 0
-    moe_total, moe_active = moe_layer_counts(cfg)
-    for i in range(cfg.n_layers):
-        if cfg.moe.is_moe_layer(i):
-            total, active = total + moe_total, active + moe_active
-        else:
-            total, active = total + dense_ffn_params(cfg), active + dense_ffn_params(cfg)
-    return total, active
 
 
 def moe_summary(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
@@ -47,8 +24,6 @@ def moe_summary(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
     experts and capacity factor (null: dropless; expert_choice's default is 1.0). A dense config
     reads as E = 1, G = 1, top_k = 1, so dense and MoE runs sit in one table. Torch-free.
     """
-    from models.accounting import count
-
     c = count(cfg, vocab_size)
     dense_d_ff = cfg.ffn_dim
     out = {

@@ -46,7 +46,7 @@ class MoEFeedForward(nn.Module):
         # Named without "expert" on purpose: DeepSpeed's MoE checkpointing treats every key
         # containing "expert" as a routed-expert weight.
         self.shared_mlp = SwiGLU(d_model, d_ff * moe.num_shared_experts) if moe.num_shared_experts else None
-        # All experts local; pretrain.expert_parallel swaps in an AllToAllDispatcher.
+        # All experts local; pretrain.engine.expert_parallel swaps in an AllToAllDispatcher.
         self.dispatcher = LocalDispatcher(moe.num_experts)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:

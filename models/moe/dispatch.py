@@ -13,7 +13,7 @@ their tokens (dropped tokens get zero: the block's residual carries them).
   by local expert; `combine` undoes the regrouping and a second all-to-all returns them. Routing
   and capacity stay local to each rank, so results do not depend on the expert-parallel size.
 
-Expert parallelism swaps the block's dispatcher object (`pretrain.expert_parallel`); nothing
+Expert parallelism swaps the block's dispatcher object (`pretrain.engine.expert_parallel`); nothing
 here knows how the group was made. Only torch.distributed is used.
 """
 

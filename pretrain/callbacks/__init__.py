@@ -9,15 +9,15 @@ __all__ = ["Callback", "StepInfo", "default_callbacks"]
 
 def default_callbacks(trainer) -> list[Callback]:
     """What `scalelab train` runs with, for the trainer's config (built after its train module)."""
-    from pretrain.callbacks.checkpointer import Checkpointer
-    from pretrain.callbacks.console import ConsoleLogger
-    from pretrain.callbacks.faults import FaultInjection
-    from pretrain.callbacks.heldout_eval import HeldOutEvaluation
-    from pretrain.callbacks.metrics_file import MetricsFileWriter
-    from pretrain.callbacks.run_summary import RunSummary
-    from pretrain.callbacks.speed_monitor import SpeedMonitor
-    from pretrain.callbacks.step_profile import StepProfile
-    from pretrain.callbacks.wandb import WandbCallback
+    from pretrain.callbacks.checkpointer import Checkpointer  # deferred: imports torch
+    from pretrain.callbacks.console import ConsoleLogger  # deferred: imports torch
+    from pretrain.callbacks.faults import FaultInjection  # deferred: imports torch
+    from pretrain.callbacks.heldout_eval import HeldOutEvaluation  # deferred: imports torch
+    from pretrain.callbacks.metrics_file import MetricsFileWriter  # deferred: imports torch
+    from pretrain.callbacks.run_summary import RunSummary  # deferred: imports torch
+    from pretrain.callbacks.speed_monitor import SpeedMonitor  # deferred: imports torch
+    from pretrain.callbacks.step_profile import StepProfile  # deferred: imports torch
+    from pretrain.callbacks.wandb import WandbCallback  # deferred: imports torch
 
     cfg, module, feed, d = trainer.cfg, trainer.module, trainer.feed, trainer.dist
     speed = SpeedMonitor(
@@ -50,7 +50,7 @@ def default_callbacks(trainer) -> list[Callback]:
         out.append(MoERouterMetrics(module))
     if cfg.eval is not None:
         from pretrain.callbacks.inloop_eval import CheckpointEvaluation
-        from pretrain.checkpoint_eval import evaluator
+        from pretrain.checkpoint.evaluators import evaluator
 
         out.append(CheckpointEvaluation(evaluator(), cfg.eval))
     fault = FaultInjection.from_env(module)

@@ -1,6 +1,6 @@
 """The callback base class and the narrow view of the run a callback sees.
 
-The trainer's loop only puts components in order (pretrain/trainer.py); each concern (checkpoints,
+The trainer's loop only puts components in order (pretrain/engine/trainer.py); each concern (checkpoints,
 metrics file, W&B, console, evaluation, probes) is a `Callback` in its own file. Hooks, in the
 order the trainer calls them:
 
@@ -21,7 +21,7 @@ Callbacks run in descending `priority`. A callback reads the run through `self.t
 outside training with `with self.trainer.paused("eval"):`. State that must survive a resume goes
 through `state_dict`/`load_state_dict`: the checkpoint keeps it in its client state under `name`.
 
-The trainer's side of the contract (pretrain/trainer.py), all a callback should touch: `info`,
+The trainer's side of the contract (pretrain/engine/trainer.py), all a callback should touch: `info`,
 `record_metric`, `paused`, `request_stop(reason)`, `state` (step, wall_s, eval_s), `paused_s`,
 `stopping`/`stop_reason`, and at the end `status`, `error`, `summary`; for the checkpointer
 `state_dict()`, `load_state_dict(client)` and `checkpoint_saved(path)`. Objects a callback works
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pretrain.config.schema import TrainConfig
-    from pretrain.train_module import StepOutput
+    from pretrain.engine.train_module import StepOutput
     from rundir.layout import RunDir
 
 

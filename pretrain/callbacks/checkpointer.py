@@ -3,7 +3,7 @@ start from its parent's: `train.init_from`), save every `train.checkpoint_every_
 step of `train.checkpoint_at_steps` (never pruned), at the end, and after a step at which the
 ranks agreed to stop (SIGTERM/SIGUSR1: callbacks/signals.py).
 
-pretrain/checkpoint.py makes each save crash-safe; here the client state is the trainer's (step,
+pretrain/checkpoint/store.py makes each save crash-safe; here the client state is the trainer's (step,
 times, skipped steps, RNG and every callback's `state_dict`), and a checkpoint with inf/NaN
 weights is never written.
 """
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain import checkpoint
 from pretrain.callbacks.base import Callback
-from pretrain.distributed import all_reduce_max, barrier
+from pretrain.checkpoint import store as checkpoint
+from pretrain.checkpoint.init_from import differences, parent_config, resolve
+from pretrain.engine.distributed import all_reduce_max, barrier
 from pretrain.errors import TrainingFailed
 
 
@@ -49,8 +50,7 @@ class Checkpointer(Callback):
     def _begin_branch(self) -> None:
         """Load the parent's checkpoint. Every rank resolves `init_from`; a run directory's newest
         checkpoint may move on while the parent trains, so the ranks agree on the newest step seen
-        and that step is checked again (pretrain/init_from.py) before it is loaded."""
-        from pretrain.init_from import differences, parent_config, resolve
+        and that step is checked again (pretrain/checkpoint/init_from.py) before it is loaded."""
 
         d, info = self.module.dist, self.info
         parent, _, seen = resolve(info.config.train.init_from)

@@ -8,7 +8,7 @@ in real runs; the callback is only added when one of them is):
                                    finite: the update is skipped (train.nonfinite_grad)
 
 (SCALELAB_FAULT_CHECKPOINT_DELAY_S, which holds a checkpoint write open, acts inside
-pretrain/checkpoint.py's save.) The faults act on each micro-batch's loss through the train
+pretrain/checkpoint/store.py's save.) The faults act on each micro-batch's loss through the train
 module's loss hook, so the training loop itself has no test branches.
 """
 

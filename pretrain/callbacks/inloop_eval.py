@@ -1,5 +1,5 @@
 """Evaluation of checkpoints as they are saved (the `eval:` section), through the evaluator that
-another package registered (pretrain/checkpoint_eval.py; scalelab's is lm-eval in evals/inloop.py).
+another package registered (pretrain/checkpoint/evaluators.py; scalelab's is lm-eval in evals/inloop.py).
 
 The cadence is the trainer's: the first checkpoint at or after every `eval.every_tokens` training
 tokens, and the final one when `eval.at_end`. The main rank evaluates while the others wait at
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pretrain.callbacks.base import Callback
-from pretrain.checkpoint_eval import EvalJob
+from pretrain.checkpoint.evaluators import EvalJob
 
 
 class CheckpointEvaluation(Callback):

@@ -1,12 +1,12 @@
-"""The gradient noise scale probe (pretrain/noise_scale.py) every `train.noise_scale_every_steps`,
+"""The gradient noise scale probe (pretrain/engine/noise_scale.py) every `train.noise_scale_every_steps`,
 on the step's own first micro-batches; its EMAs are checkpointed (`state_dict`) and its time counts
 as evaluation. The values appear in the first metrics record after a measurement."""
 
 from __future__ import annotations
 
 from pretrain.callbacks.base import Callback
-from pretrain.noise_scale import GradNoiseProbe
-from pretrain.sampler import micro_batch_start
+from pretrain.data.sampler import micro_batch_start
+from pretrain.engine.noise_scale import GradNoiseProbe
 
 LOGGED = ("grad_noise_scale", "grad_noise_scale_raw")
 

@@ -1,7 +1,7 @@
 """SIGTERM / SIGUSR1 (what Slurm sends before preemption) request a checkpoint and a clean exit.
 
 The handler only asks the trainer to stop; the ranks agree on it in the step's one collective
-(pretrain/train_module.py), so every rank ends after the same step, and the checkpointer saves
+(pretrain/engine/train_module.py), so every rank ends after the same step, and the checkpointer saves
 it (summary `status: preempted`, exit 3). The handlers are installed when this callback is made
 (with the trainer), so a signal that arrives while the model is being built is not lost.
 

@@ -2,7 +2,7 @@
 
 Time the trainer spends paused (checkpoints, held-out and in-loop evaluation, noise probes: every
 `with trainer.paused(...)`) is left out of the window, so tokens_per_s measures training alone.
-The peak is per device and precision (pretrain/mfu.py: a table for GPUs, at TF32 for fp32 runs only
+The peak is per device and precision (pretrain/engine/mfu.py: a table for GPUs, at TF32 for fp32 runs only
 when TF32 is on; a measured fp32 matmul peak on CPU).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from pretrain.callbacks.base import Callback
-from pretrain.mfu import device_peak
+from pretrain.engine.mfu import device_peak
 
 
 class SpeedMonitor(Callback):

@@ -1,6 +1,6 @@
-"""Peak memory and the step-time breakdown on log steps (README "Metric names").
+"""Peak memory and the step-time breakdown on log steps (docs/run-directory.md, "Metric names").
 
-Times come from the train module, which times the log steps' phases (pretrain/step_timer.py):
+Times come from the train module, which times the log steps' phases (pretrain/engine/step_timer.py):
 `time/data_s`, `time/fwd_bwd_s`, `time/optim_s` summed over the step's micro-batches and
 `time/step_s` for the whole step. Memory is the peak over the log window, reset after each
 record: on CUDA torch's allocator peaks `mem/max_allocated_gb` and `mem/max_reserved_gb`; on CPU,

@@ -1,8 +1,9 @@
-"""Generate the config reference (README) from the typed configs, so it is written once."""
+"""Generate the config reference (docs/config-reference.md) from the typed configs, so it is written once."""
 
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 from types import UnionType
 
 from pydantic import BaseModel
@@ -59,8 +60,7 @@ START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
 
 
 def update_readme(path) -> bool:
-    """Rewrite the README's config reference block; returns True when it changed."""
-    from pathlib import Path
+    """Rewrite the config reference block of a page (docs/config-reference.md); returns True when it changed."""
 
     p = Path(path)
     text = p.read_text()
@@ -75,4 +75,4 @@ def update_readme(path) -> bool:
 if __name__ == "__main__":
     import sys
 
-    update_readme(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    update_readme(sys.argv[1] if len(sys.argv) > 1 else "docs/config-reference.md")

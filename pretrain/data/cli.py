@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from pretrain.config.loader import configs_dir, load_data_config
 from pretrain.errors import ConfigError, DataError
 
 
@@ -37,15 +38,13 @@ def _config_path(ref: str) -> Path:
     path = Path(ref)
     if path.exists() or ref.endswith((".yaml", ".yml")):
         return path
-    from pretrain.config.loader import configs_dir
 
     preset = configs_dir() / "data" / f"{ref}.yaml"
     return preset if preset.exists() else path
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from pretrain.config.loader import load_data_config
-    from pretrain.data.prepare import prepare
+    from pretrain.data.prepare import prepare  # deferred: imports tokenizers
 
     overrides = [o.removeprefix("data.") for o in args.overrides]
     start = time.perf_counter()

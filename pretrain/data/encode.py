@@ -105,7 +105,7 @@ def _encode_with(tok, dtype: np.dtype, texts: list[str]) -> tuple[np.ndarray, np
 def worker_main() -> None:
     """A worker: (tokenizer json, dtype), then task after task until None, on stdin; results on stdout."""
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer  # deferred: imports tokenizers
 
     inp = sys.stdin.buffer
     out = os.fdopen(os.dup(1), "wb")  # results go to a private copy of stdout...

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pretrain.config.loader import PROJECT_ROOT, configs_dir, load_data_config
 from pretrain.data.config import DataConfig
 from pretrain.data.prepared import META_FILE, PreparedData, load_prepared
 from pretrain.errors import DataError
@@ -32,7 +33,6 @@ class Component:
 
 def component_target(cfg: DataConfig, label: str, spec: str) -> Path | DataConfig:
     """A prepared folder to read, or the data config of a data set to prepare."""
-    from pretrain.config.loader import PROJECT_ROOT, configs_dir, load_data_config
 
     path = Path(spec).expanduser()
     if (path / META_FILE).is_file():
@@ -128,7 +128,7 @@ class MixtureData:
 
 def open_mixture(cfg: DataConfig, prepare_missing: bool, log: Log = print, force: bool = False) -> MixtureData:
     """Resolve every component: prepare presets/configs (prepare_missing) or only load them."""
-    from pretrain.data.prepare import output_dir, prepare
+    from pretrain.data.prepare import output_dir, prepare  # deferred: imports tokenizers
 
     total = sum(c.weight for c in cfg.mixture.values())
     components = []

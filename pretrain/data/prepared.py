@@ -90,7 +90,7 @@ class PreparedData:
         return info["bytes"] / info["tokens"]
 
     def load_tokenizer(self):
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # deferred: imports tokenizers
 
         return Tokenizer.from_file(str(self.tokenizer_path))
 

@@ -174,7 +174,7 @@ def iter_parquet_texts(path: Path, text_field: str) -> Iterator[str]:
         raise DataError(
             f"{path}: no column '{text_field}' (data.sources[].text_field); columns: {', '.join(names) or '(none)'}"
         )
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: imports pyarrow
 
     kind = pf.schema_arrow.field(text_field).type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):

@@ -59,7 +59,7 @@ def resolve_hf_path(cfg: TokenizerConfig, data_root: Path | None) -> Path:
 
 def settings_fingerprint(cfg: TokenizerConfig, data_root: Path | None) -> dict[str, Any]:
     """What determines the tokenizer, for the cache fingerprint (file hashes for loaded ones)."""
-    import tokenizers
+    import tokenizers  # deferred: imports tokenizers
 
     if cfg.kind == "bpe":
         return {

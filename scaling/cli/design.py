@@ -10,6 +10,12 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
+
+from models.design import design
+from rundir.files import atomic_write_text
+from scaling.planning.run_model import default_vocab_size
+
 RULE_NAMES = ("marin", "olmo-ladder")  # models.design.RULES (kept light: no import at --help)
 
 
@@ -37,7 +43,7 @@ def register(subparsers) -> None:
     model = subparsers.add_parser(
         "model",
         help="design a model shape for a parameter target",
-        description="Model shapes from a parameter count (README: Model design).",
+        description="Model shapes from a parameter count (docs/model-design.md).",
     )
     msub = model.add_subparsers(dest="model_command", metavar="COMMAND")
     msub.required = True
@@ -89,13 +95,11 @@ def register(subparsers) -> None:
 def _vocab(args) -> int:
     if args.vocab_size:
         return args.vocab_size
-    from scaling.planning.run_model import default_vocab_size  # deferred: pydantic models (a fast --help)
 
     return default_vocab_size() or 32000
 
 
 def cmd_design(args) -> int:
-    from models.design import design  # deferred: pydantic models (a fast --help)
 
     if args.out and Path(args.out).is_dir():
         print(f"error: --out {args.out} is a directory", file=sys.stderr)
@@ -144,9 +148,6 @@ def describe(d) -> str:
 
 def write_model_file(d, path: str) -> None:
     """The `model:` mapping as a configs/models/-style file, with what it is in a header comment."""
-    import yaml  # deferred: only a written file needs it (a fast --help)
-
-    from rundir.files import atomic_write_text  # deferred: imports yaml
 
     c = d.counts
     head = (

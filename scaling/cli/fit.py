@@ -13,6 +13,11 @@ from functools import partial
 from scaling.cli.moe import add_fit_parser
 from scaling.cli.options import COMPUTE_KINDS, check_outputs, fail, positive_float
 from scaling.core.errors import FitError, InputError
+from scaling.data import inputs
+from scaling.fits.critical_batch import fit_critical_batch
+from scaling.fits.kaplan import fit_kaplan
+from scaling.lr_annealing.curves import parse_columns
+from scaling.lr_annealing.fit import fit_lr_annealing
 
 
 def _lambda(text: str):
@@ -411,7 +416,6 @@ def register(subparsers) -> None:
 
 
 def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
-    from scaling.data import inputs  # deferred: numpy, scipy, pandas (a fast --help)
 
     problem = check_outputs(args)
     if problem:
@@ -456,7 +460,6 @@ def _by_options(args) -> str | None:
 
 
 def cmd_fit_chinchilla(args) -> int:
-    from scaling.fits.chinchilla.approaches import fit_chinchilla  # deferred: numpy, scipy, pandas (a fast --help)
 
     if args.top_k < 1:
         return fail(f"--top-k must be >= 1 (got {args.top_k})", 2)
@@ -496,7 +499,6 @@ def cmd_fit_chinchilla(args) -> int:
 
 
 def cmd_fit_kaplan(args) -> int:
-    from scaling.fits.kaplan import fit_kaplan  # deferred: numpy, scipy, pandas (a fast --help)
 
     return _run_fit(
         args,
@@ -509,7 +511,6 @@ def cmd_fit_kaplan(args) -> int:
 
 
 def cmd_fit_batch_lr(args) -> int:
-    from scaling.fits.batch_lr import fit_batch_lr  # deferred: numpy, scipy, pandas (a fast --help)
 
     problem = _by_options(args)
     if problem:
@@ -533,7 +534,6 @@ def cmd_fit_batch_lr(args) -> int:
 
 
 def cmd_fit_critical_batch(args) -> int:
-    from scaling.fits.critical_batch import fit_critical_batch  # deferred: numpy, scipy, pandas (a fast --help)
 
     return _run_fit(
         args,
@@ -548,8 +548,6 @@ def cmd_fit_critical_batch(args) -> int:
 
 def cmd_fit_lr_annealing(args) -> int:
     # deferred: numpy, scipy, pandas (a fast --help)
-    from scaling.lr_annealing.curves import parse_columns
-    from scaling.lr_annealing.fit import fit_lr_annealing
 
     problem = check_outputs(args)
     if problem:
@@ -619,7 +617,6 @@ def cmd_fit_accuracy(args) -> int:
 
 def cmd_fit_task_loss(args) -> int:
     # deferred: numpy, scipy, pandas (a fast --help)
-    from scaling.data import inputs
     from scaling.fits.task_loss import fit_task_loss, summary
 
     problem = check_outputs(args)

@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 
 from scaling.core.errors import FitError, InputError
+from scaling.data.moe_inputs import parse_cols
+from scaling.moe.fit import fit_moe
+from scaling.moe.plan import format_moe_plan, make_moe_plan
+from scaling.moe.run import emit_moe_config
 
 
 def add_fit_parser(fsub, positive_float) -> None:
@@ -95,8 +99,6 @@ def summary(rec) -> str:
 
 def cmd_fit_moe(args) -> int:
     # deferred: numpy, scipy, pandas (a fast --help)
-    from scaling.data.moe_inputs import parse_cols
-    from scaling.moe.fit import fit_moe
 
     if args.out and Path(args.out).is_dir():
         return _fail(f"--out {args.out} is a directory", 2)
@@ -129,8 +131,6 @@ def cmd_fit_moe(args) -> int:
 def plan_moe(args, fits) -> int:
     """`scalelab plan` with an MoE fit record: --compute only (the device and inference forms are the dense plan's)."""
     # deferred: numpy, scipy, pandas (a fast --help)
-    from scaling.moe.plan import format_moe_plan, make_moe_plan
-    from scaling.moe.run import emit_moe_config
 
     try:
         if len(fits) != 1:

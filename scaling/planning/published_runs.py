@@ -1,4 +1,4 @@
-"""Published training runs priced by models/pricing.py: the README's table of our device-hours at a
+"""Published training runs priced by models/pricing.py: docs/model-design.md's table of our device-hours at a
 stated MFU beside the reported ones, and the MFU the report implies.
 
     python -m scaling.planning.published_runs [--mfu 0.4]

@@ -71,8 +71,8 @@ class Recorder(Callback):
 def main(spec: dict) -> dict:
     from pretrain.cli import _prepare_data, _with_vocab
     from pretrain.config.loader import load_train_config
-    from pretrain.distributed import setup, teardown
-    from pretrain.trainer import Trainer
+    from pretrain.engine.distributed import setup, teardown
+    from pretrain.engine.trainer import Trainer
 
     cfg = load_train_config(spec["config"], spec["overrides"])
     dist = setup(cfg.train.threads, cfg.train.deterministic)

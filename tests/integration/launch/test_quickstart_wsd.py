@@ -31,8 +31,8 @@ def test_bad_budget_specs_exit_2(base, work):
 
 
 def test_quickstart_generates_a_wsd_spec_that_plans(work, capsys):
-    from launch.quickstart import load_config
-    from launch.quickstart_wsd import plan_run_schedule, write_wsd_spec
+    from launch.quickstart.job import load_config
+    from launch.quickstart.wsd import plan_run_schedule, write_wsd_spec
 
     cfg = load_config(str(REPO / "configs/quickstart-test.yaml"), ["isoflop.schedule=wsd", "isoflop.wsd.cooldown=0.25"])
     path = write_wsd_spec(REPO / cfg.isoflop.spec, cfg.isoflop.set, cfg.isoflop.wsd, work / "specs")

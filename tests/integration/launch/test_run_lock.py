@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from launch.locks import RunLock
-from launch.status import run_status
+from launch.run.locks import RunLock
+from launch.sweep.status import run_status
 from rundir.lock import Holder, proc_start_ticks
 from tests.helpers import scalelab, write_base, write_spec
 
@@ -45,7 +45,7 @@ def test_busy_lock_fails_the_worker_and_status_names_the_holder(work):
     assert lock.acquire()
     try:
         r = subprocess.run(
-            [sys.executable, "-m", "launch.worker", str(run_dir)], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "launch.run.worker", str(run_dir)], capture_output=True, text=True, timeout=60
         )
         assert r.returncode == 1, r.stdout + r.stderr
         who = f"{socket.gethostname()} pid {os.getpid()}"

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from launch.status import counts, run_status
+from launch.sweep.status import counts, run_status
 from rundir.read import load_runs
 from tests.helpers import scalelab, write_base, write_spec
 from tests.unit.launch.test_runs_list import fake_run, runs  # noqa: F401 (shared with the unit tests)
@@ -45,7 +45,7 @@ def test_status_over_1000_run_dirs_under_2s(work):
             "axes": {"train.seed": list(range(100)), "optim.lr": [1e-3 * (i + 1) for i in range(10)]},
         },
     )
-    from launch.expand import plan
+    from launch.sweep.expand import plan
 
     p = plan(spec)
     assert len(p.runs) == 1000
@@ -76,7 +76,7 @@ def test_status_over_1000_run_dirs_under_2s(work):
         elapsed
     )  # whole CLI: interpreter start + planning 1,000 runs + scan, on a shared noisy machine
     from launch.executors.slurm import queued_jobs
-    from launch.status import sweep_status
+    from launch.sweep.status import sweep_status
 
     t0 = time.perf_counter()
     sts = sweep_status(p, queued_jobs(p.root))

@@ -52,7 +52,7 @@ def test_dry_run_shows_the_data_job_and_the_dependency(work):
     out = r.stdout
     data_part, rest = out.split("# node check", 1)
     check_part, array_part = rest.split("# manifest ", 1)
-    assert "#SBATCH --gpus-per-node=1" in check_part and "-m launch.node_check --gpus 1" in check_part
+    assert "#SBATCH --gpus-per-node=1" in check_part and "-m launch.sweep.node_check --gpus 1" in check_part
     assert "#SBATCH --job-name=sdry-data-tv300" in data_part and "#SBATCH --cpus-per-task=4" in data_part
     assert "#SBATCH --partition=cpu" in data_part and "gpus" not in data_part  # the data job takes no GPU
     assert re.search(r"exec \S+ -m launch\.cli data prepare \S+/\.sweep/data-tv300-[0-9a-f]{10}\.yaml", data_part)

@@ -205,14 +205,17 @@ def test_the_jobs_run_the_python_their_setup_provides_after_a_node_check(cluster
         },
     )
     dry = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
-    assert "exec python -m launch.node_check --gpus 0" in dry.stdout and "exec python -m launch.worker" in dry.stdout
+    assert (
+        "exec python -m launch.sweep.node_check --gpus 0" in dry.stdout
+        and "exec python -m launch.run.worker" in dry.stdout
+    )
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "submitted node check" in r.stdout
     rows = wait_states(spec, {"done", "failed"}, timeout=600)
     assert [x["state"] for x in rows] == ["done"], rows
     calls = marker.read_text().splitlines()
-    assert any("launch.node_check" in c for c in calls) and any("launch.worker" in c for c in calls)
+    assert any("launch.sweep.node_check" in c for c in calls) and any("launch.run.worker" in c for c in calls)
     check = sorted((work / "runs" / ".sweep").glob("slurm-check-*.out"))
     assert check and "node check: ok: torch" in check[-1].read_text()
 

@@ -92,7 +92,7 @@ def test_local_launch_stopped_as_a_run_starts_counts_it_stopped(data, work):
 
 
 def test_slurm_worker_stopped_as_it_starts_the_trainer_exits_3(data, work):
-    """`python -m launch.worker` (what a Slurm array task runs): SIGTERM right after it opened the
+    """`python -m launch.run.worker` (what a Slurm array task runs): SIGTERM right after it opened the
     run's log, before or as the trainer starts."""
     base = write_base(work / "base", data)
     spec = write_spec(
@@ -101,14 +101,14 @@ def test_slurm_worker_stopped_as_it_starts_the_trainer_exits_3(data, work):
     )
     assert scalelab("sweep", "plan", spec, cwd=work).returncode == 0
     run = work / "runs" / "lr3e-3"
-    from launch.expand import plan as expand
-    from launch.worker import write_launch_config
+    from launch.run.worker import write_launch_config
+    from launch.sweep.expand import plan as expand
 
     for r in expand(spec).runs:
         Path(r.run_dir).mkdir(parents=True, exist_ok=True)
         write_launch_config(r)
     w = subprocess.Popen(
-        [sys.executable, "-m", "launch.worker", str(run)],
+        [sys.executable, "-m", "launch.run.worker", str(run)],
         cwd=work,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -124,7 +124,7 @@ def test_slurm_worker_stopped_as_it_starts_the_trainer_exits_3(data, work):
     assert w.returncode == 3, out + (run / "train.log").read_text()
     assert not (run / "summary.json").exists() or summary(run)["status"] != "failed"
     w = subprocess.run(
-        [sys.executable, "-m", "launch.worker", str(run)],
+        [sys.executable, "-m", "launch.run.worker", str(run)],
         cwd=work,
         capture_output=True,
         text=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from launch.epochs import unique_tokens
+from launch.sweep.epochs import unique_tokens
 from pretrain.config.loader import load_data_config
 from tests.helpers import REPO, requires_corpus, scalelab
 

@@ -10,9 +10,9 @@ import json
 
 import yaml
 
-from launch.expand import expand, plan
-from launch.spec import parse_spec
-from launch.status import run_status
+from launch.sweep.expand import expand, plan
+from launch.sweep.spec import parse_spec
+from launch.sweep.status import run_status
 from pretrain.config.loader import dump_config
 from tests.helpers import scalelab, write_base, write_spec
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from launch.status import run_status
+from launch.sweep.status import run_status
 from tests.helpers import children, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from tests.unit.launch.test_sweep_optim import OPTIM_TINY  # shared with the uni
 
 
 def test_batch_lr_and_grid_sweeps_vary_the_optimizer():
-    from launch.expand import plan
+    from launch.sweep.expand import plan
 
     p = plan(str(REPO / "configs/sweeps/bs-lr-tiny.yaml"), ["axes.optim.name=[adamw, muon]"])
     names = [r.name for r in p.runs]

@@ -1,4 +1,4 @@
-"""How a trainer process ends (pretrain.distributed.exit_process). A rank of a multi-rank group keeps
+"""How a trainer process ends (pretrain.engine.distributed.exit_process). A rank of a multi-rank group keeps
 its exit code and runs the Python exit hooks (W&B's teardown lives there) but skips interpreter
 finalisation, where gloo can abort a run that finished; a one-process run exits normally."""
 
@@ -13,7 +13,7 @@ from tests.helpers import REPO
 
 SCRIPT = """
 import atexit, os, sys
-import pretrain.distributed as d
+import pretrain.engine.distributed as d
 out = sys.argv[1]
 atexit.register(lambda: open(os.path.join(out, "hook"), "w").write("ran"))
 class Finalised:

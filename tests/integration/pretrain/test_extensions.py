@@ -3,7 +3,7 @@ torch's lock file behind; DeepSpeed used to build its CPU comm op on every start
 
 from __future__ import annotations
 
-from pretrain import extensions
+from pretrain.engine import extensions
 from tests.helpers import REPO, run_cli, tiny_overrides
 
 TINY = str(REPO / "configs/train/tiny.yaml")

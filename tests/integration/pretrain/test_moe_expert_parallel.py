@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pretrain.expert_parallel import prepare_moe
-from tests.unit.pretrain.test_moe_expert_parallel import make_block  # shared with the unit tests
+from pretrain.engine.expert_parallel import prepare_moe
+from tests.unit.pretrain.test_moe_expert_parallel import make_block  # noqa: F401 (shared with the unit tests)
 
 
 def _ep_worker(rank: int, port: int, bias: list[float], out: dict) -> None:
@@ -23,7 +23,7 @@ def _ep_worker(rank: int, port: int, bias: list[float], out: dict) -> None:
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    from pretrain.extensions import configure
+    from pretrain.engine.extensions import configure
 
     configure()  # as the trainer does: else DeepSpeed JIT-builds its CPU comm op here (~150 s when not cached)
     deepspeed.init_distributed(dist_backend="gloo", verbose=False)

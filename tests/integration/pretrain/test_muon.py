@@ -177,7 +177,7 @@ def test_bf16_muon_runs_on_the_zero0_engine_tracks_fp32_and_resumes_exactly(tiny
     import shutil
 
     from pretrain.config.loader import load_train_config
-    from pretrain.ds_config import build_ds_config
+    from pretrain.engine.ds_config import build_ds_config
 
     cfg = load_train_config(
         TINY, ["precision=bf16", "optim.name=muon", "deepspeed.zero_stage=1", "train.micro_batch_size=8"]

@@ -1,5 +1,5 @@
 """The run-directory contract (runs/): summary.json keys, order and versions, tolerant readers,
-the checkpoint manifest, the README's file table, and the torch-free readers."""
+the checkpoint manifest, the file table of docs/run-directory.md, and the torch-free readers."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 import yaml
 
-from launch.expand import plan
+from launch.sweep.expand import plan
 from tests.helpers import REPO
 
 

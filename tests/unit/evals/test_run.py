@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval
 
 def _job(rd: Path, step: int):
     """A run directory with a checkpoint at `step`, and the job the trainer would hand the evaluator."""
-    from pretrain.checkpoint_eval import EvalJob
+    from pretrain.checkpoint.evaluators import EvalJob
     from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
 
     tok = tiny_tokenizer()
@@ -30,7 +30,7 @@ def test_trainer_finds_the_lm_eval_evaluator_by_entry_point():
     """pretrain imports nothing from evals: the evaluator and the `eval:` schema come from the entry point."""
     from evals.config import EvalSection
     from evals.inloop import EVALUATOR
-    from pretrain.checkpoint_eval import evaluator
+    from pretrain.checkpoint.evaluators import evaluator
     from pretrain.config.schema import TrainConfig
 
     assert evaluator() is EVALUATOR

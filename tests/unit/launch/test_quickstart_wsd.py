@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from launch.expand import expand
-from launch.spec import parse_spec
+from launch.sweep.expand import expand
+from launch.sweep.spec import parse_spec
 from tests.helpers import write_base, write_run
 
 SET = {"model.seq_len": 64}  # 64 x 4 sequences = 256 tokens per step

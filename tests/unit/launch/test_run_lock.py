@@ -12,9 +12,9 @@ import signal
 import socket
 import sys
 
-from launch import worker
-from launch.locks import RunLock
-from launch.worker import start_trainer
+from launch.run import worker
+from launch.run.locks import RunLock
+from launch.run.worker import start_trainer
 from rundir.lock import is_locked, read_holder
 
 

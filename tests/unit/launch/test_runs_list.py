@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launch.locks import RunLock
-from launch.status import run_status
+from launch.run.locks import RunLock
+from launch.sweep.status import run_status
 from rundir.read import load_runs
 from rundir.summary import RunSummary
 from tests.helpers import write_run
@@ -112,7 +112,7 @@ def test_status_states_and_lock(runs):
     assert run_status(runs / "partial-run").state == "partial"
     stale = run_status(runs / "n50k-lr1e-3", planned_id="different")
     assert stale.state == "stale" and "different" in stale.error
-    from launch.worker import decide
+    from launch.run.worker import decide
 
     assert decide(runs / "n50k-lr1e-3", False, "different") == "stale"  # executors skip it, never clobber it
     assert decide(runs / "n50k-lr1e-3", False) == "done" and decide(runs / "failed-run", False) == "failed"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 
 from launch.executors.deepspeed_multinode import outcome, summary_stamp
-from launch.worker import EXIT_STOPPED, died_of, stopped_in_startup
+from launch.run.worker import EXIT_STOPPED, died_of, stopped_in_startup
 
 
 def test_death_by_a_forwarded_signal_reads_as_a_stop():

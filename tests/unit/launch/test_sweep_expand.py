@@ -8,9 +8,9 @@ import copy
 
 import pytest
 
-from launch.expand import expand, plan, vocab_for
-from launch.naming import fmt_num, fmt_sci
-from launch.spec import parse_spec
+from launch.sweep.expand import expand, plan, vocab_for
+from launch.sweep.naming import fmt_num, fmt_sci
+from launch.sweep.spec import parse_spec
 from models.accounting import count
 from pretrain.errors import ConfigError
 from tests.helpers import REPO, write_base
@@ -294,7 +294,7 @@ def test_naming_formats():
 
 
 def test_rank_commands_srun_and_deepspeed_hostfile(work, monkeypatch):
-    from launch import worker
+    from launch.run import worker
 
     monkeypatch.setattr(worker, "slurm_hosts", lambda: ["node1", "node2"])
     base = worker.train_argv(work, "py")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import copy
 
-from launch.expand import expand, plan
-from launch.spec import parse_spec
+from launch.sweep.expand import expand, plan
+from launch.sweep.spec import parse_spec
 from pretrain.config.loader import dump_config
 from tests.helpers import write_base, write_spec
 

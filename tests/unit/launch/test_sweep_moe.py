@@ -8,8 +8,8 @@ import copy
 
 import pytest
 
-from launch.expand import expand, plan, vocab_for
-from launch.spec import parse_spec
+from launch.sweep.expand import expand, plan, vocab_for
+from launch.sweep.spec import parse_spec
 from models.accounting import count
 from tests.helpers import REPO as ROOT
 from tests.helpers import write_base

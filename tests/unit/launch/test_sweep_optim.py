@@ -9,7 +9,7 @@ OPTIM_TINY = str(REPO / "configs/sweeps/optim-tiny.yaml")
 
 
 def test_isoflop_study_runs_every_point_once_per_optimizer():
-    from launch.expand import plan
+    from launch.sweep.expand import plan
 
     p = plan(OPTIM_TINY)
     by = {}

@@ -5,14 +5,14 @@ the run and the keys, and nothing is queued or written. No training here: fast."
 
 from __future__ import annotations
 
-from launch.expand import plan
+from launch.sweep.expand import plan
 from tests.helpers import write_base, write_spec
 
 
 def test_preflight_of_1000_runs_is_fast(work):
     import time
 
-    from launch.preflight import preflight
+    from launch.sweep.preflight import preflight
 
     base = write_base(work / "base", work / "data")
     spec = write_spec(
@@ -26,7 +26,7 @@ def test_preflight_of_1000_runs_is_fast(work):
         },
     )
     p = plan(spec)
-    from launch.epochs import run_epochs
+    from launch.sweep.epochs import run_epochs
 
     run_epochs(p.runs[0])  # the data set's unique tokens, estimated once per data set (seconds), not per run
     t0 = time.perf_counter()

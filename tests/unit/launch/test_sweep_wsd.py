@@ -9,8 +9,8 @@ import copy
 
 import pytest
 
-from launch.expand import expand, plan
-from launch.spec import parse_spec
+from launch.sweep.expand import expand, plan
+from launch.sweep.spec import parse_spec
 from rundir.schedules import lr_at as contract_lr
 from tests.helpers import REPO as ROOT
 from tests.helpers import write_base, write_run

@@ -79,7 +79,7 @@ def test_engine_differences_are_accounted():
 
 def test_muon_split_is_the_trainers():
     from models.gpt import GPT
-    from pretrain.optim_muon import is_muon_param
+    from pretrain.optim.muon_build import is_muon_param
 
     cfg = ModelConfig(d_model=64, n_layers=3, n_heads=4, vocab_size=300, seq_len=32, tie_embeddings=True)
     with torch.device("meta"):
@@ -93,7 +93,7 @@ def test_muon_split_is_the_trainers():
 
 
 def test_cpu_buckets_are_the_trainers():
-    from pretrain.ds_config import CPU_BUCKET
+    from pretrain.engine.ds_config import CPU_BUCKET
 
     assert CPU_REDUCE_BUCKET == CPU_BUCKET
     e = estimate_memory(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pretrain.config.loader import load_train_config
-from pretrain.ds_config import build_ds_config
+from pretrain.engine.ds_config import build_ds_config
 from tests.helpers import REPO
 
 TINY = str(REPO / "configs/train/tiny.yaml")

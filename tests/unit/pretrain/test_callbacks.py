@@ -9,7 +9,7 @@ import torch
 
 
 def test_recorder_window_mean_last_values_and_types():
-    from pretrain.recorder import MetricRecorder
+    from pretrain.engine.recorder import MetricRecorder
 
     r = MetricRecorder(torch.device("cpu"), world_size=1)
     r.record("loss", torch.tensor(2.0, dtype=torch.float64))

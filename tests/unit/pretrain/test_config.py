@@ -49,12 +49,12 @@ def test_overrides_apply_on_top_of_presets():
     assert cfg.total_steps() == -(-2_000_000 // (16 * 256))
 
 
-def test_readme_config_reference_is_current():
+def test_docs_config_reference_is_current():
     from pretrain.config.reference import END, START, reference_markdown
 
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs/config-reference.md").read_text()
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
-    assert block == reference_markdown(), "run: python -m pretrain.config.reference README.md"
+    assert block == reference_markdown(), "run: python -m pretrain.config.reference docs/config-reference.md"
 
 
 def test_preset_override_rebases_the_model_and_keeps_file_keys():

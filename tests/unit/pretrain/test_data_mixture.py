@@ -14,10 +14,10 @@ from pretrain.data.config import DataConfig
 from pretrain.data.feed import TrainFeed
 from pretrain.data.mixture import open_mixture
 from pretrain.data.prepare import prepare
+from pretrain.data.sampler import MixtureSampler, WindowSampler, mixture_quotas
 from pretrain.data.tokens import TokenStream
 from pretrain.errors import DataError
 from pretrain.evaluation import EvalPart, HeldOutEval
-from pretrain.sampler import MixtureSampler, WindowSampler, mixture_quotas
 
 QUIET = {"log": lambda m: None}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pretrain import extensions
+from pretrain.engine import extensions
 
 
 def test_lock_wait_times_out_naming_the_lock(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ def test_weights_finite_sees_inf_and_nan():
 
     from models.config import ModelConfig
     from models.gpt import GPT
-    from pretrain.checkpoint import weights_finite
+    from pretrain.checkpoint.store import weights_finite
 
     model = GPT(ModelConfig(d_model=32, n_layers=1, n_heads=4, vocab_size=64, seq_len=16))
     assert weights_finite(model)

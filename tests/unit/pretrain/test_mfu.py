@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pretrain.mfu import device_peak, gpu_peak, matmul_precision, set_tf32
+from pretrain.engine.mfu import device_peak, gpu_peak, matmul_precision, set_tf32
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import torch
 
 from models.moe.block import MoEFeedForward
 from models.moe.config import MoEConfig
+from pretrain.engine.expert_parallel import prepare_moe
 from pretrain.errors import ConfigError
-from pretrain.expert_parallel import prepare_moe
 
 
 def make_block(**kw) -> MoEFeedForward:

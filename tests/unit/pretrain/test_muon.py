@@ -11,7 +11,7 @@ from tests.helpers import tiny_model_config
 def _groups(moe=None, tie=False):
     from models.gpt import GPT
     from pretrain.config.schema import OptimConfig
-    from pretrain.optim_muon import muon_param_groups
+    from pretrain.optim.muon_build import muon_param_groups
 
     model = GPT(tiny_model_config(300, moe=moe, tie_embeddings=tie))
     names = {id(p): n for n, p in model.named_parameters()}
@@ -43,7 +43,7 @@ def test_split_dense_moe_and_tied_embeddings():
     assert "model.layers.0.mlp.router.weight" in moe["adamw_decay"]
     assert not any("router" in n or "embed" in n or "norm" in n for n in moe["muon"])
     from pretrain.config.schema import OptimConfig
-    from pretrain.optim_muon import split_summary, split_text
+    from pretrain.optim.muon_build import split_summary, split_text
 
     s = split_summary(groups, OptimConfig(name="muon"), "balanced", 2)
     assert s["muon_tensors"] == len(moe["muon"]) == 14 and s["adamw_params"] > 0
@@ -51,7 +51,7 @@ def test_split_dense_moe_and_tied_embeddings():
 
 
 def test_update_matches_torch_muon_and_stacks_orthogonalise_per_matrix():
-    from pretrain.muon import MuonAdamW, newton_schulz
+    from pretrain.optim.muon import MuonAdamW, newton_schulz
 
     torch.manual_seed(0)
     w = torch.randn(24, 40)
@@ -73,7 +73,7 @@ def test_update_matches_torch_muon_and_stacks_orthogonalise_per_matrix():
 
 
 def test_balanced_assignment_is_balanced_and_flat_is_not():
-    from pretrain.muon_assign import assign, balanced, ns_flops
+    from pretrain.optim.muon_ranks import assign, balanced, ns_flops
 
     assert balanced([8, 7, 6, 5, 4], 2) == [0, 1, 1, 0, 0]  # largest first onto the least loaded
     # a GPT-like layer list: big MLP matrices and small attention ones, in model order

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pretrain.noise_scale import GradNoiseProbe
+from pretrain.engine.noise_scale import GradNoiseProbe
 
 
 class Quadratic(torch.nn.Module):

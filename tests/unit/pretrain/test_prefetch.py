@@ -1,4 +1,4 @@
-"""The trainer's one-deep micro-batch prefetch (pretrain/prefetch.py) on CPU: the batches it
+"""The trainer's one-deep micro-batch prefetch (pretrain/engine/prefetch.py) on CPU: the batches it
 hands out are the sampler's, in the train module's order, read ahead on its worker thread; a
 resumed run (a prefetcher started at a later step) gets the same batches as an uninterrupted one;
 nothing is read past the last step."""
@@ -10,8 +10,8 @@ import threading
 import numpy as np
 import torch
 
-from pretrain.prefetch import Prefetcher
-from pretrain.sampler import WindowSampler, micro_batch_start
+from pretrain.data.sampler import WindowSampler, micro_batch_start
+from pretrain.engine.prefetch import Prefetcher
 
 GAS, STEPS, MB = 3, 5, 4
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pretrain.config.schema import ScheduleConfig
-from pretrain.sampler import WindowSampler, micro_batch_start
+from pretrain.data.sampler import WindowSampler, micro_batch_start
 from rundir.schedules import lr_at
 
 

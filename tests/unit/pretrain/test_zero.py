@@ -10,7 +10,7 @@ def test_cpu_runs_get_small_zero_buckets_and_extra_wins():
     """DeepSpeed's default 5e8-element bucket is reallocated every step on CPU (seconds per tiny
     step): CPU ranks get 5e6; GPU ranks keep DeepSpeed's default; deepspeed.extra overrides both."""
     from pretrain.config.loader import load_train_config
-    from pretrain.ds_config import CPU_BUCKET, build_ds_config
+    from pretrain.engine.ds_config import CPU_BUCKET, build_ds_config
 
     cfg = load_train_config(REPO / "configs/train/tiny.yaml", ["deepspeed.zero_stage=2"])
     cpu, gpu = build_ds_config(cfg, 1, cuda=False), build_ds_config(cfg, 1, cuda=True)

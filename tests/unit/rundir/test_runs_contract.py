@@ -1,5 +1,5 @@
 """The run-directory contract (runs/): summary.json keys, order and versions, tolerant readers,
-the checkpoint manifest, the README's file table, and the torch-free readers."""
+the checkpoint manifest, the file table of docs/run-directory.md, and the torch-free readers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from rundir.read import SUMMARY_COLUMNS
 from rundir.summary import SCHEMA_VERSION, RunSummary, read_summary, write_summary
 from tests.helpers import REPO, write_run
 
-# What the trainer's summary() builds (pretrain/trainer.py), mixture keys from TrainFeed.summary.
+# What the trainer's summary() builds (pretrain/engine/trainer.py), mixture keys from TrainFeed.summary.
 TRAINER_KEYS = [
     "status",
     "name",
@@ -133,10 +133,10 @@ def test_checkpoint_manifest_counts_only_complete_ones(tmp_path):
     assert layout.RunDir(tmp_path).checkpoint(12) == ck / "step_12" and layout.checkpoint_step("step_12") == 12
 
 
-def test_readme_names_every_file_of_the_layout():
-    """The README's run-directory table and rundir/layout.py name the same files."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("## The run directory", 1)[1].split("\n#", 1)[0]
+def test_docs_name_every_file_of_the_layout():
+    """The run-directory table of docs/run-directory.md and rundir/layout.py name the same files."""
+    text = (REPO / "docs/run-directory.md").read_text()
+    section = text.split("# The run directory", 1)[1].split("\n#", 1)[0]
     in_readme = set()
     for row in section.splitlines():
         if row.startswith("| `"):  # first column: `file`, `folder/...`
@@ -148,8 +148,8 @@ def test_readme_names_every_file_of_the_layout():
 
 
 def test_run_dir_writes_the_trainers_dict_at_the_current_version(tmp_path):
-    layout.RunDir(tmp_path).write_summary(trainer_dict())
-    assert layout.RunDir(tmp_path).read_summary()["schema_version"] == SCHEMA_VERSION
+    write_summary(tmp_path, trainer_dict())
+    assert read_summary(layout.RunDir(tmp_path).path)["schema_version"] == SCHEMA_VERSION
     RunSummary(status="failed", steps=2, error="boom").write(tmp_path)
     back = read_summary(tmp_path)
     assert (

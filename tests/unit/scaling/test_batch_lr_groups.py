@@ -36,7 +36,7 @@ def test_two_budgets_give_optima_not_exponents(tmp_path):
 def test_isoflop_hparams_fit_refuses_an_optima_only_record(tmp_path):
     from types import SimpleNamespace
 
-    from launch.expand import _hparams_law
+    from launch.sweep.expand import _hparams_law
     from pretrain.errors import ConfigError
 
     rec = fit_batch_lr(batch_lr_sweep(budgets=(1e15, 1e16), noise=0.0))

@@ -83,8 +83,8 @@ def test_repeated_data_warns_in_fit_and_plan(tmp_path):
 
 
 def test_isoflop_sweep_spends_each_budget_in_its_convention(tmp_path):
-    from launch.expand import expand
-    from launch.spec import SweepSpec
+    from launch.sweep.expand import expand
+    from launch.sweep.spec import SweepSpec
 
     raw = {
         "name": "iso",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launch.expand import expand
-from launch.spec import load_spec
+from launch.sweep.expand import expand
+from launch.sweep.spec import load_spec
 from scaling import fit_chinchilla, make_plan
 from scaling.fits.chinchilla.data_constrained import Objective
 from scaling.laws.loss import MUENNIGHOFF_2023 as PAPER

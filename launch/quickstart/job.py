@@ -1,0 +1,446 @@
+"""`scalelab quickstart`: the main job. A real scaling study on the bundled corpus, end to end.
+
+1. prepare the data (BPE trained on a sample of the corpus);
+2. a batch-size x learning-rate sweep through the local executor (live progress) and its law;
+3. an IsoFLOP sweep whose budgets take lr and batch from that law (DeepSeek's procedure), or
+   (`isoflop.schedule: wsd`) the same study from WSD cooldown branches: per size one stable run to
+   the largest budget's tokens and a branch at each smaller budget's (launch.quickstart.wsd);
+4. Chinchilla approach 2 and 3 fits, with bootstrap intervals, in stated conventions;
+5. a plan for a larger budget and one run of it (trained with the recipe the law was fitted
+   on: with wsd, a WSD run with the branches' cooldown), while the sweeps' final checkpoints are evaluated
+   with an lm-eval suite on the other core;
+6. the plan run's evaluation and its predicted loss (prediction interval) vs measured;
+7. report.md (with the plots) and the command that opens the dashboard.
+
+Every step is the ordinary `scalelab` command a user would type, run as a subprocess, and every
+step is idempotent: sweeps skip finished runs, evaluations and fits are skipped when their
+outputs are newer than their inputs, so a rerun finishes in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from launch.quickstart.config import QuickstartConfig
+from launch.quickstart.evals import already_done
+from launch.quickstart.report import write_report
+from launch.quickstart.study import isoflop_study
+from launch.quickstart.wsd import write_wsd_spec
+from pretrain.config.loader import apply_overrides, format_validation_error, load_data_config, read_yaml
+from pretrain.errors import ConfigError
+from rundir.layout import RunDir
+from rundir.read import find_run_dirs
+from rundir.summary import read_summary
+from scaling.core.conventions import N_COLUMNS
+from scaling.fits.record import FitRecord, has_exponents
+from scaling.laws.prediction import predict_loss
+from scaling.planning.emit import run_name
+from scaling.planning.plan import budget
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "quickstart",
+        help="run the main job: sweeps, evals, fits, plan, report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "config", nargs="?", default=str(PROJECT_ROOT / "configs/quickstart.yaml"), help="main-job config YAML"
+    )
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, e.g. out=/tmp/qs workers=1")
+    p.set_defaults(func=cmd_quickstart)
+
+
+def load_config(path: str, overrides: list[str]):
+
+    raw = apply_overrides(read_yaml(path), overrides)
+    try:
+        return QuickstartConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, QuickstartConfig)) from None
+
+
+def cmd_quickstart(args) -> int:
+    try:
+        cfg = load_config(args.config, args.overrides)
+        return MainJob(cfg).run()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except StepFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+class StepFailed(RuntimeError):
+    pass
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of every finished (waited-for) subprocess so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _newer(output: Path, inputs: list[Path]) -> bool:
+    """True when `output` exists and is at least as new as every input (make-style)."""
+    if not output.exists():
+        return False
+    t = output.stat().st_mtime
+    return all(p.stat().st_mtime <= t for p in inputs if p.exists())
+
+
+def _batch_lr_law(path: Path) -> str | None:
+    """None when `path` is a batch-lr record holding a law; else why not (missing, or per-group
+    optima only: fewer than three groups)."""
+    if not path.exists():
+        return f"{path.name} missing"
+
+    rec = FitRecord.load(path)
+    return None if has_exponents(rec) else (rec.get("settings") or {}).get("exponents", "no exponents")
+
+
+class MainJob:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.out = Path(cfg.out).resolve()
+        self.timings: dict[str, float] = {}
+        self.cumulative: dict[str, float] = {}  # summed over invocations, as saved in timings.json
+        self.cpu: dict[str, float] = {}  # subprocesses' CPU seconds, summed over invocations
+        self.wsd = cfg.isoflop.schedule == "wsd"
+
+    # ----------------------------------------------------------------- helpers
+    def scalelab(self, *args: str, allow_fail: bool = False) -> int:
+        cmd = [sys.executable, "-m", "launch.cli", *map(str, args)]
+        print(f"\n$ scalelab {' '.join(shlex.quote(str(a)) for a in args)}", flush=True)
+        code = subprocess.run(cmd, cwd=PROJECT_ROOT).returncode
+        if code != 0 and not allow_fail:
+            raise StepFailed(f"`scalelab {args[0]} {args[1] if len(args) > 1 else ''}` exited with {code}")
+        return code
+
+    def step(self, name: str):
+        job = self
+
+        class _Timer:
+            def __enter__(self):
+                print(f"\n=== {name} ===", flush=True)
+                self.t0, self.cpu0 = time.perf_counter(), _children_cpu()
+
+            def __exit__(self, *exc):
+                job.record_time(name, time.perf_counter() - self.t0, _children_cpu() - self.cpu0)
+
+        return _Timer()
+
+    def record_time(self, name: str, seconds: float, cpu_seconds: float | None = None) -> None:
+        """This invocation's seconds for a step, and the sum over every invocation in `timings.json`
+        (a rerun reuses finished work, so its own seconds alone would hide what the study cost);
+        also the CPU seconds its subprocesses used (user + system), summed the same way."""
+        self.timings[name] = round(seconds, 1)
+        path = self.out / "timings.json"
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            saved = {}
+        cumulative = saved.setdefault("cumulative_seconds", {})
+        cumulative[name] = round(cumulative.get(name, 0.0) + seconds, 1)
+        if cpu_seconds is not None:
+            cpu = saved.setdefault("cumulative_cpu_seconds", {})
+            cpu[name] = round(cpu.get(name, 0.0) + cpu_seconds, 1)
+            self.cpu[name] = cpu[name]
+        path.write_text(json.dumps(saved, indent=1) + "\n")
+        self.cumulative = cumulative
+
+    def _spec(self, step) -> dict:
+        spec = yaml.safe_load(
+            (PROJECT_ROOT / step.spec).read_text() if not Path(step.spec).is_absolute() else Path(step.spec).read_text()
+        )
+        return spec
+
+    def runs_dir(self, step) -> Path:
+        name = self._spec(step)["name"]
+        return self.out / "runs" / (f"{name}-wsd" if step is self.cfg.isoflop and self.wsd else name)
+
+    def iso_spec(self) -> tuple[Path, list[str]]:
+        """The IsoFLOP sweep to launch and its `--set` edits: the spec as it is, or (schedule wsd)
+        its conversion to WSD branches, written to specs/ in the output folder."""
+        step = self.cfg.isoflop
+        spec = Path(step.spec) if Path(step.spec).is_absolute() else PROJECT_ROOT / step.spec
+        if not self.wsd:
+            return spec, list(step.set)
+
+        return write_wsd_spec(spec, step.set, step.wsd, self.out / "specs"), []
+
+    def data_settings(self) -> tuple[str, int, Path]:
+        dcfg = self.data_config()
+        return dcfg.name, dcfg.tokenizer.vocab_size, self.out / "data" / dcfg.name
+
+    def data_config(self):
+
+        return load_data_config(PROJECT_ROOT / self.cfg.data.config, self.cfg.data.overrides)
+
+    def data_section(self, data_dir: Path) -> dict:
+        """The whole data section every run trains on (the prepared folder included), so no run
+        re-resolves a preset on its own and the fits' recipe names the data exactly."""
+        return {**self.data_config().model_dump(mode="json", exclude_defaults=True), "out_dir": str(data_dir)}
+
+    def done_runs(self, root: Path) -> list[Path]:
+
+        return [d for d in find_run_dirs(root) if (read_summary(d) or {}).get("status") == "done"]
+
+    # ------------------------------------------------------------------- steps
+    def run(self) -> int:
+        t0, cpu0 = time.perf_counter(), _children_cpu()
+        self.out.mkdir(parents=True, exist_ok=True)
+        name, vocab, data_dir = self.data_settings()
+        data_set = [f"set.data={json.dumps(self.data_section(data_dir))}", f"set.train.seed={self.cfg.seed}"]
+
+        with self.step("1. data"):
+            self.scalelab(
+                "data", "prepare", PROJECT_ROOT / self.cfg.data.config, *self.cfg.data.overrides, f"out_dir={data_dir}"
+            )
+
+        iso_runs, bslr_runs = self.runs_dir(self.cfg.isoflop), self.runs_dir(self.cfg.batch_lr)
+        fits = self.out / "fits"
+        boot = [str(self.cfg.fit.bootstrap), "--seed", str(self.cfg.seed)]
+        with self.step("2. batch-size x learning-rate sweep and law"):
+            self.sweep(self.cfg.batch_lr, PROJECT_ROOT / self.cfg.batch_lr.spec, self.cfg.batch_lr.set, data_set)
+            self.fit(
+                ["batch-lr", bslr_runs, "--bootstrap", *boot, "--optimum", self.cfg.fit.batch_lr_optimum],
+                fits / "batch-lr",
+                bslr_runs,
+                required=False,
+            )
+
+        iso_step = "3. IsoFLOP sweep" + (" (WSD branches)" if self.wsd else "")
+        with self.step(iso_step):
+            hparams = []
+            law_note = _batch_lr_law(fits / "batch-lr.json")
+            if self.cfg.hparams_law and law_note is None:
+                # DeepSeek's procedure: each budget's runs train with the lr and batch the law gives there
+                hparams = [f"isoflop.hparams_fit={fits / 'batch-lr.json'}"]
+            elif self.cfg.hparams_law:
+                print(f"warning: no batch-lr law ({law_note}): the IsoFLOP runs keep the spec's lr and batch")
+            self.sweep(self.cfg.isoflop, *self.iso_spec(), data_set, hparams)
+
+        with self.step("4. scaling-law fits"):
+            # approach 3 drives the plan; approach 2 needs interior IsoFLOP minima and may not find them
+            emb = self.cfg.fit.max_embedding_fraction
+            a3_only = ["--max-embedding-fraction", str(emb)] if emb else []
+            for approach in ("3", "2"):
+                self.fit(
+                    [
+                        "chinchilla",
+                        iso_runs,
+                        "--approach",
+                        approach,
+                        "--bootstrap",
+                        *boot,
+                        *(a3_only if approach == "3" else []),
+                    ],
+                    fits / f"chinchilla-a{approach}",
+                    iso_runs,
+                    required=approach == "3",
+                )
+
+        with self.step("5. plan, its run, and evaluation of the sweeps (in parallel)"):
+            # A tiny model's training gains little from a second thread, so the sweeps' checkpoints
+            # are evaluated on the other core while the plan's run trains on one.
+            evals = self.start_evaluation(self.done_runs(iso_runs) + self.done_runs(bslr_runs), workers=1)
+            plan_run = self.plan_and_train(fits, iso_runs, threads=self.cfg.plan.threads or (1 if evals else None))
+            self.wait_evaluation(evals)
+
+        with self.step("6. evaluation of the plan's run, predicted vs measured"):
+            self.wait_evaluation(self.start_evaluation([plan_run]))
+            comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
+
+        self.record_time("total", time.perf_counter() - t0, _children_cpu() - cpu0)
+        with self.step("7. report"):
+            study = isoflop_study(iso_runs, self.cfg.isoflop, self.cumulative.get(iso_step), self.cpu.get(iso_step))
+            report = write_report(
+                self.out,
+                iso_runs,
+                bslr_runs,
+                fits,
+                plan_run,
+                comparison,
+                self.timings,
+                self.cumulative,
+                study=study,
+                cpu=self.cpu,
+            )
+        print(f"\nreport: {report}")
+        print(study["line"])
+        print(
+            f"predicted loss {comparison['predicted']:.4f} (95% prediction interval "
+            f"{comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
+            f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}"
+        )
+        print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
+        return 0
+
+    def sweep(self, step, spec: Path, spec_set: list[str], data_set: list[str], extra: list[str] = ()) -> None:
+        sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *spec_set, *extra]
+        code = self.scalelab(
+            "sweep",
+            "launch",
+            spec,
+            "--executor",
+            "local",
+            "--workers",
+            self.cfg.workers,
+            *[a for s in sets for a in ("--set", s)],
+            allow_fail=True,
+        )
+        if code != 0:
+            print(f"warning: some runs of {spec} did not finish (exit {code}); continuing with the finished ones")
+
+    def start_evaluation(self, runs: list[Path], workers: int | None = None) -> list[subprocess.Popen]:
+        """Start `scalelab eval` on the runs not yet evaluated, batched into one process per worker
+        (lm-eval, torch and each task's data are loaded once per process)."""
+
+        todo = [r for r in runs if not already_done(r, self.cfg.eval.suite)]
+        if not todo:
+            print(f"evaluations up to date ({len(runs)} runs)")
+            return []
+        workers = max(1, min(workers or self.cfg.workers, len(todo)))
+        limit = [] if self.cfg.eval.limit is None else ["--limit", str(self.cfg.eval.limit)]
+        if self.cfg.eval.tasks:
+            limit += ["--tasks", ",".join(self.cfg.eval.tasks)]
+        procs = []
+        for w in range(workers):
+            chunk = todo[w::workers]
+            cmd = [
+                sys.executable,
+                "-m",
+                "launch.quickstart.evals",
+                *map(str, chunk),
+                "--suite",
+                self.cfg.eval.suite,
+                *limit,
+                "--threads",
+                str(max(1, (os.cpu_count() or 1) // max(2, workers))),
+            ]
+            print(
+                f"\n$ scalelab eval <{len(chunk)} runs> --suite "
+                f"{self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})",
+                flush=True,
+            )
+            # lm-eval's per-task progress bars would bury the study's own output
+            procs.append(subprocess.Popen(cmd, cwd=PROJECT_ROOT, env={**os.environ, "TQDM_DISABLE": "1"}))
+        return procs
+
+    def wait_evaluation(self, procs: list[subprocess.Popen]) -> None:
+        if any(p.wait() != 0 for p in procs):
+            print("warning: some evaluations failed; the study goes on without them")
+
+    def fit(self, args: list, stem: Path, runs: Path, required: bool = True) -> None:
+        out = stem.with_suffix(".json")
+        inputs = [RunDir(p).summary for p in self.done_runs(runs)]
+        stamp = stem.with_suffix(".inputs")  # the runs the record was fitted on: a removed run refits too
+        listing = "\n".join(map(str, inputs)) + "\n"
+        if _newer(out, inputs) and stamp.exists() and stamp.read_text() == listing:
+            print(f"{out.name}: up to date")
+            return
+        conv = ["--n-kind", self.cfg.fit.n_kind] + (
+            ["--compute-kind", self.cfg.fit.compute_kind] if self.cfg.fit.compute_kind else []
+        )
+        code = self.scalelab(
+            "fit", *args, *conv, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required
+        )
+        if code == 0:
+            stamp.write_text(listing)
+        else:
+            print(f"warning: the {args[0]} fit failed; the plan goes on without it")
+
+    def plan_and_train(self, fits: Path, iso_runs: Path, threads: int | None = None) -> Path:
+        """Plan for `compute_multiplier` x the largest IsoFLOP budget (in the fit's own compute
+        convention), then train the emitted config as it is: it carries the sweep runs' recipe
+        and data, so the run is trained like the runs the law was fitted on."""
+
+        a3 = fits / "chinchilla-a3.json"
+        if not a3.exists():
+            raise StepFailed(f"no approach-3 fit ({a3}): nothing to plan with")
+        compute = budget(FitRecord.load(a3), self.cfg.plan.compute_multiplier)
+        plan_dir = self.out / "plan"
+        plan_dir.mkdir(parents=True, exist_ok=True)
+        emitted = plan_dir / "emitted.yaml"
+        fit_args = ["--fit", a3]
+        if self.cfg.plan.hparams_from_fit and _batch_lr_law(fits / "batch-lr.json") is None:
+            fit_args += ["--fit", fits / "batch-lr.json"]
+        if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
+            self.scalelab(
+                "plan",
+                *fit_args,
+                "--compute",
+                f"{compute:.6g}",
+                "--emit-config",
+                emitted,
+                "--out",
+                plan_dir / "plan.json",
+            )
+        # `scalelab plan --emit-config` wrote the config by scaling.planning.emit.to_train_config, which names it so
+        run_dir = (
+            self.out
+            / "runs"
+            / "plan"
+            / (run_name(json.loads((plan_dir / "plan.json").read_text())) + ("-wsd" if self.wsd else ""))
+        )
+        extra = [f"train.threads={threads}"] if threads else []
+        if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
+            from launch.quickstart.wsd import plan_run_schedule
+
+            extra += plan_run_schedule(self.cfg.isoflop.wsd)
+        self.scalelab(
+            "train",
+            emitted,
+            "wandb.mode=offline",
+            "wandb.group=plan",
+            f"train.seed={self.cfg.seed}",
+            *extra,
+            "--run-dir",
+            run_dir,
+        )
+        return run_dir
+
+    def compare(self, fit_path: Path, run: Path) -> dict:
+        """Approach 3's prediction for the run actually trained (its N of the fit's kind and its
+        tokens) with the 95% prediction interval, vs its measured validation loss."""
+
+        rec = FitRecord.load(fit_path)
+        s = json.loads(RunDir(run).summary.read_text())
+        kind = (rec.get("conventions") or {}).get("n_kind", "total")
+        n, d = float(s[N_COLUMNS[kind]]), float(s["tokens"])
+        measured = s["final_val_loss"] if s.get("final_val_loss") is not None else s["final_loss"]
+        pred = predict_loss(rec, n, d)
+        out = {
+            "run": str(run),
+            "N": n,
+            "n_kind": kind,
+            "D": d,
+            "params": s["params"],
+            "predicted": pred["loss"],
+            "interval": pred["interval"],
+            "interval_kind": pred["interval_kind"],
+            "parameter_interval": pred.get("parameter_interval"),
+            "measured": measured,
+            "rel_error": (measured - pred["loss"]) / pred["loss"],
+            "inside": pred["interval"][0] <= measured <= pred["interval"][1],
+            "epochs": s.get("epochs"),
+            "conventions": rec.get("conventions"),
+        }
+        (self.out / "plan" / "comparison.json").write_text(json.dumps(out, indent=2) + "\n")
+        return out
