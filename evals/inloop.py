@@ -47,7 +47,8 @@ class LmEvalEvaluator:
         return (section.suite or "custom") in doc.get("suites", []) and not doc.get("failed")
 
     def evaluate(self, section: EvalSection, job) -> None:
-        """Evaluate `job.checkpoint` (a `pretrain.checkpoint.evaluators.EvalJob`) and record the results or the failure."""
+        """Evaluate `job.checkpoint` (a `pretrain.checkpoint.evaluators.EvalJob`) and record the results or the
+        failure."""
         t0 = time.perf_counter()
         error = None
         try:
