@@ -158,7 +158,8 @@ def report(r: dict) -> None:
     n, med = r["requests"], statistics.median
     runs = lambda ts: ", ".join(f"{t:.2f}" for t in ts)  # noqa: E731
     print(
-        f"{r['label']:>5s} {r['non_embedding'] / 1e6:7.2f}M {r['total'] / 1e6:7.2f}M  d{r['d_model']}xL{r['n_layers']:<3d}"
+        f"{r['label']:>5s} {r['non_embedding'] / 1e6:7.2f}M "
+        f"{r['total'] / 1e6:7.2f}M  d{r['d_model']}xL{r['n_layers']:<3d}"
         f"{n:6d}  {n / med(r['ours_s']):9.1f} {n / med(r['hf_s']):9.1f}  {r['ratio']:5.2f}x"
         f"  {r['max_diff']:.1e}  {r['greedy_same']}/{n}   ours {runs(r['ours_s'])} s | hf {runs(r['hf_s'])} s",
         flush=True,

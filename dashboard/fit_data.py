@@ -3,7 +3,8 @@
 `read(rec, path)` -> a list of plain rows (or, for `lr-annealing`, one row per curve):
   chinchilla, kaplan, batch-lr, critical-batch: scaling.data.inputs.load -> N, D, loss, flops, lr, ...
   moe:          scaling.data.moe_inputs.load_moe -> N (active non-embedding), D, G, E, top_k, router, loss
-  task-loss:    scaling.data.eval_points.read_eval_points (run tree) / scaling.fits.task_loss.table_points -> task, N, D, loss, acc, flops
+  task-loss:    scaling.data.eval_points.read_eval_points (run tree) / scaling.fits.task_loss.table_points
+                -> task, N, D, loss, acc, flops
   accuracy:     scaling.fits.accuracy.load_runs (run tree) / load_table -> task, loss, acc, chance
   lr-annealing: scaling.lr_annealing.curves.load_curves -> {run, lr, lo, hi, loss} per curve
 with the reading options the record states (settings, columns, n_kind). `path` has already been

@@ -108,7 +108,7 @@ def create_app(
     runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root, runs_root=runs_root)
     views = Views(runs, fits, runs.root)
     scrub = Scrubber([runs_root, fits_root])
-    JSON = type("JSON", (StrictJSON,), {"scrub": staticmethod(scrub)})  # noqa: N806
+    JSON = type("JSON", (StrictJSON,), {"scrub": staticmethod(scrub)})
 
     def _csv(rows, columns, name):
         return write_csv(rows, columns, name, scrub)

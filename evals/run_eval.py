@@ -112,7 +112,7 @@ def evaluate_run(
                 records += recs
                 shown = ", ".join(f"{r['metric']}={r['value']:.4g}" for r in recs if r["value"] is not None)
                 log(f"  {e.task}: {shown} (n={recs[0]['n'] if recs else '?'}, {time.perf_counter() - t1:.1f}s)")
-            except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
+            except Exception as exc:  # a failing task must not stop the others
                 failed.append(
                     {
                         "task": e.task,
@@ -144,7 +144,7 @@ def evaluate_run(
     if wandb:
         try:
             logged = res.log_to_wandb(run_path, step, meta["tokens"], res.wandb_metrics(records, failed), eval_s)
-        except Exception as exc:  # noqa: BLE001 - results are on disk; W&B is best effort
+        except Exception as exc:  # results are on disk; W&B is best effort
             log(f"warning: W&B logging failed ({type(exc).__name__}: {exc})")
     log(
         f"wrote {path} ({len(records)} results, {len(failed)} failed, {eval_s:.1f}s)"

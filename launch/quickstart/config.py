@@ -105,7 +105,8 @@ class QuickstartConfig(StrictModel):
     isoflop: IsoflopStep
     hparams_law: bool = Field(
         True,
-        description="fit the batch-size x lr law first; every IsoFLOP budget and the plan's run take lr and batch from it",
+        description="fit the batch-size x lr law first; every IsoFLOP "
+        "budget and the plan's run take lr and batch from it",
     )
     eval: EvalStep = Field(default_factory=EvalStep)
     fit: FitStep = Field(default_factory=FitStep)

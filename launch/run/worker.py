@@ -274,7 +274,8 @@ def after_stop(run_dir: Path, got: list[int], job: str | None, requeue: bool, ma
     if signal.SIGUSR1 not in got or signal.SIGTERM in got or signal.SIGINT in got:
         return (
             False,
-            f"stopped after a checkpoint ({', '.join(names) or 'signal'}): cancelled, not requeued; `scalelab sweep launch` resumes it",
+            f"stopped after a checkpoint ({', '.join(names) or 'signal'}): "
+            "cancelled, not requeued; `scalelab sweep launch` resumes it",
         )
     done = requeues_so_far(run_dir, job)
     rec = {
@@ -362,7 +363,8 @@ def run_one(
         log.write(f"=== trainer exit code {code}\n".encode())
         if got and stopped_in_startup(code, got):
             log.write(
-                f"=== the trainer died of {died_of(code, got)} while starting: nothing trained in this attempt\n".encode()
+                f"=== the trainer died of {died_of(code, got)} "
+                "while starting: nothing trained in this attempt\n".encode()
             )
             code = EXIT_STOPPED
         again = False

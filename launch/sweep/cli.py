@@ -67,7 +67,8 @@ def register(sub) -> None:
     q.add_argument(
         "--allow-repeats",
         action="store_true",
-        help="plan runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)",
+        help="plan runs that pass over their unique tokens more than "
+        "train.max_epochs_warn times (repeated data on purpose)",
     )
     q.set_defaults(func=cmd_plan)
 
@@ -83,7 +84,8 @@ def register(sub) -> None:
     q.add_argument(
         "--allow-repeats",
         action="store_true",
-        help="launch runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)",
+        help="launch runs that pass over their unique tokens more than "
+        "train.max_epochs_warn times (repeated data on purpose)",
     )
     q.set_defaults(func=cmd_launch)
 
@@ -153,7 +155,8 @@ def cmd_plan(args) -> int:
         )
         if shared:
             print(
-                f"compute: {tot_f - shared:.3g} FLOPs with each stable prefix counted once, {tot_f:.3g} as separate runs "
+                f"compute: {tot_f - shared:.3g} FLOPs with each stable "
+                f"prefix counted once, {tot_f:.3g} as separate runs "
                 f"(saving {shared:.3g}, {100 * shared / tot_f:.0f}%)"
             )
         for name, basis in bases.items():
@@ -178,7 +181,8 @@ def cmd_launch(args) -> int:
         if args.dry_run:
             for job in data_jobs(p.runs):
                 print(
-                    f"first: scalelab data prepare {job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}"
+                    "first: scalelab data prepare "
+                    f"{job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}"
                 )
             for r in p.runs:
                 print(f"{r.name}: scalelab train {r.run_dir}/launch.yaml --run-dir {r.run_dir}")

@@ -173,7 +173,8 @@ def _isoflop(spec: SweepSpec, b: ConfigBuilder):
                 continue
             if iso.tokens_per_param and not iso.tokens_per_param[0] <= tokens / n_total <= iso.tokens_per_param[1]:
                 skipped.append(
-                    f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per parameter outside isoflop.tokens_per_param={iso.tokens_per_param}"
+                    f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per "
+                    f"parameter outside isoflop.tokens_per_param={iso.tokens_per_param}"
                 )
                 continue
             kept += 1
@@ -239,7 +240,8 @@ def _hparams_law(iso):
         raise ConfigError(f"sweep spec: isoflop.hparams_fit: {exc}") from None
     if rec["law"] != "batch-lr" or (rec.get("settings") or {}).get("form") != "compute":
         raise ConfigError(
-            f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form"
+            f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a "
+            f"{rec['law']} record; it must be a batch-lr fit in the compute form"
         )
 
     if not has_exponents(rec):

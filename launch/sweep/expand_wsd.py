@@ -83,11 +83,20 @@ def _budget_ends(ws, label: str, cfg, tps: int, skipped: list[str]) -> list[tupl
 
 def _branch_problem(what: str, steps: int, c: int, point: int, warm: int, stable_cooldown_at: int) -> str | None:
     if point < 1:
-        return f"{what} has {steps} steps; a cooldown of {c} steps leaves no branch point before it (it must start after step 1)"
+        return (
+            f"{what} has {steps} steps; a cooldown of {c} steps leaves "
+            "no branch point before it (it must start after step 1)"
+        )
     if point < warm:
-        return f"{what} ({steps} steps, cooldown {c}) would branch at step {point}, inside the warmup ({warm} steps: wsd.warmup_steps)"
+        return (
+            f"{what} ({steps} steps, cooldown {c}) would branch at step "
+            f"{point}, inside the warmup ({warm} steps: wsd.warmup_steps)"
+        )
     if point > stable_cooldown_at:
-        return f"{what} would branch at step {point}, after the stable run's own cooldown starts (step {stable_cooldown_at})"
+        return (
+            f"{what} would branch at step {point}, after the stable "
+            f"run's own cooldown starts (step {stable_cooldown_at})"
+        )
     return None
 
 

@@ -67,12 +67,14 @@ class IsoflopSpec(StrictModel):
     compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
         "trainer_flops",
         description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
-        "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention",
+        "(attention and output head included); recorded in each "
+        "run's axes so fits group and plan in the same convention",
     )
     anchors: list[AnchorSpec] = Field(
         default_factory=list,
         description="data-rich runs beyond the IsoFLOP profiles, e.g. [{model: n25k, tokens: 8e6}]: "
-        "approach 3 fits them with the rest (they pin the data term and the small-size limit, which profiles at small budgets "
+        "approach 3 fits them with the rest (they pin the data term "
+        "and the small-size limit, which profiles at small budgets "
         "leave unidentified); approach 2 leaves them out (they belong to no budget)",
     )
 
@@ -124,7 +126,8 @@ class MoeSpec(StrictModel):
     top_k: int = Field(
         1,
         ge=1,
-        description="experts per token at G = 1; a run at granularity G routes to top_k x G experts (the same active FFN)",
+        description="experts per token at G = 1; a run at granularity "
+        "G routes to top_k x G experts (the same active FFN)",
     )
     tokens: list[float] | None = Field(None, description="training tokens of every run (default: the base config's)")
     tokens_per_param: list[float] | None = Field(

@@ -65,7 +65,8 @@ def bound_lock_waits(timeout_s: float) -> None:
         while os.path.exists(self.lock_file_path):
             if time.monotonic() > deadline:
                 raise ExtensionLockTimeout(
-                    f"waited {timeout_s:.0f}s on the C++ extension build lock {self.lock_file_path}: another process is "
+                    f"waited {timeout_s:.0f}s on the C++ extension build "
+                    f"lock {self.lock_file_path}: another process is "
                     f"building this op, or a build was killed and left the lock behind. If no build is running, delete "
                     f"that file and start again ({LOCK_TIMEOUT_ENV} sets the wait)."
                 )

@@ -131,7 +131,7 @@ class Trainer:
             if hook in ("on_error", "close"):  # cleaning up after a failure: one callback's error must not hide it
                 try:
                     getattr(cb, hook)(*args)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     self.log(f"warning: {type(cb).__name__}.{hook} failed ({type(exc).__name__}: {exc})")
             else:
                 getattr(cb, hook)(*args)
