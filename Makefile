@@ -8,6 +8,13 @@ PYTEST := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -n $(TEST_WORKERS
 # The docs site (mkdocs.yml, docs/): --strict turns every warning (a broken link or anchor, a page missing from
 # the nav) into a failure. Never add --quiet: MkDocs 1.6 then counts no warnings and passes a broken link.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
+# The static checks, as a recipe fragment: each runs even when one before it failed, and a failure sets $$status.
+# lint-imports: the package layers; .ci/import_cycles.py: no import cycle between modules (JS included);
+# ruff: the lint rules and the formatting of pyproject.toml's [tool.ruff].
+LINT := $(BIN)/lint-imports || status=$$?; \
+	$(BIN)/python .ci/import_cycles.py || status=$$?; \
+	$(BIN)/ruff check . || status=$$?; \
+	$(BIN)/ruff format --check . || status=$$?;
 
 .PHONY: setup quickstart test test-fast test-repeat lint docs clean
 
@@ -25,19 +32,19 @@ $(VENV)/.installed: pyproject.toml
 quickstart: setup
 	$(BIN)/scalelab quickstart
 
-# The package layers (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md) are checked first,
-# then the docs site is built with --strict (a broken link or anchor fails; built into a temporary folder);
-# the tests run either way, and the target fails if any failed. docs/testing.md: the suite's
-# layout (tests/unit, tests/integration), its time, and the long tests.
+# The package layers (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md), ruff's lint rules and its
+# formatting ([tool.ruff]) are checked first, then the docs site is built with --strict (a broken link or
+# anchor fails; built into a temporary folder); the tests run either way, and the target fails if any failed.
+# docs/testing.md: the suite's layout (tests/unit, tests/integration), its time, and the long tests.
 test: setup
-	@status=0; $(BIN)/lint-imports || status=$$?; \
+	@status=0; $(LINT) \
 	site=$$(mktemp -d); $(MKDOCS) --site-dir $$site || status=$$?; rm -rf $$site; \
 	$(PYTEST) --durations=25 || status=$$?; \
 	exit $$status
 
 # Unit tests only: no process started, no CLI, no training beyond a few in-process steps.
 test-fast: setup
-	@status=0; $(BIN)/lint-imports || status=$$?; \
+	@status=0; $(LINT) \
 	$(PYTEST) tests/unit || status=$$?; \
 	exit $$status
 
@@ -47,7 +54,7 @@ test-repeat: setup
 	$(PYTEST) --count $(N) $(T)
 
 lint: setup
-	$(BIN)/lint-imports
+	@status=0; $(LINT) exit $$status
 
 # The documentation site into site/ (open site/index.html, or serve it: .venv/bin/mkdocs serve).
 docs: setup

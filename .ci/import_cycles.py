@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("common", "models", "rundir", "pretrain", "scaling", "evals", "launch", "dashboard")
+PACKAGES = ("base", "models", "rundir", "pretrain", "scaling", "evals", "launch", "dashboard")
 
 
 def module_name(path: Path) -> str:
@@ -82,9 +83,25 @@ def imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
     return found
 
 
+JS_ROOT = ROOT / "dashboard" / "static"
+JS_IMPORT = re.compile(r"""^\s*import\s[^'"]*['"](\.{1,2}/[^'"]+)['"]""", re.M)
+
+
+def js_graph() -> dict[str, set[str]]:
+    """The dashboard's ES modules (`import ... from "./x.js"`), named by their path under static/."""
+    out = {}
+    for path in sorted(JS_ROOT.rglob("*.js")):
+        name = "dashboard/static/" + path.relative_to(JS_ROOT).as_posix()
+        out[name] = {
+            "dashboard/static/" + (path.parent / rel).resolve().relative_to(JS_ROOT.resolve()).as_posix()
+            for rel in JS_IMPORT.findall(path.read_text())
+        }
+    return out
+
+
 def graph() -> dict[str, set[str]]:
     modules = project_modules()
-    return {name: imports(path, name, modules) for name, path in modules.items()}
+    return {name: imports(path, name, modules) for name, path in modules.items()} | js_graph()
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -165,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     n_modules = sum(len(c) for c in found)
     if a.count:
         print(
-            f"{len(found)} import cycles through {n_modules} modules ({len(g)} modules, function-level imports included)"
+            f"{len(found)} import cycles through {n_modules} modules ({len(g)} modules: Python, function-level imports "
+            "included, and the dashboard's JS)"
         )
     else:
         for comp in found:

@@ -14,7 +14,8 @@ Steps (each skippable when already done):
    compare the predicted accuracy and its 95% prediction interval with the measured accuracy.
 Tasks whose accuracies sit at chance are reported too (their sigmoid carries no signal).
 
-    .venv/bin/python benchmarks/accuracy_chain.py [--skip-train] [--skip-eval] [--limit 1000] [--bootstrap 200] [--json out.json]
+    .venv/bin/python benchmarks/accuracy_chain.py [--skip-train] [--skip-eval] [--limit 1000] [--bootstrap 200] \
+        [--json out.json]
 
 The machine is shared: the load average is printed with the figures.
 """
@@ -132,7 +133,8 @@ def main(argv=None) -> int:
 
     rows = []
     print(
-        f"\n{'task':44} {'run':14} {'gold_bpb':>8} {'predicted [95%]':>24} {'acc':>6} {'predicted [95%]':>22} {'in':>3} {'chance':>6}"
+        f"\n{'task':44} {'run':14} {'gold_bpb':>8} {'predicted [95%]':>24} "
+        f"{'acc':>6} {'predicted [95%]':>22} {'in':>3} {'chance':>6}"
     )
     for task in acc_tasks:
         if task not in tl["tasks"]:
@@ -162,7 +164,8 @@ def main(argv=None) -> int:
                 }
             )
             print(
-                f"{task:44} {Path(r['run']).name:14} {r['loss']:8.4f} {pred['task_loss']:8.4f} [{llo:6.4f}, {lhi:6.4f}] "
+                f"{task:44} {Path(r['run']).name:14} {r['loss']:8.4f} "
+                f"{pred['task_loss']:8.4f} [{llo:6.4f}, {lhi:6.4f}] "
                 f"{r['acc']:6.3f} {pred['acc']:6.3f} [{lo:5.3f}, {hi:5.3f}] {'yes' if inside else 'NO':>3} "
                 f"{r['chance'] if r.get('chance') is not None else float('nan'):6.2f}"
             )

@@ -28,7 +28,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dashboard.runs import RunStore  # noqa: E402
+from dashboard.runs import RunStore
 
 TARGET_S = 2.0
 
@@ -137,16 +137,19 @@ def main() -> int:
         assert m.status_code == 200 and m.json()["n_runs"] > 0
         print(f"runs: {args.runs} dirs ({args.records} metrics lines each), written in {t_write:.1f} s")
         print(
-            f"rows: {len(rows)}, problems: {len(problems)} (expected {sum(1 for i in range(args.runs) if i % 100 == 7)})"
+            f"rows: {len(rows)}, problems: {len(problems)} (expected "
+            f"{sum(1 for i in range(args.runs) if i % 100 == 7)})"
         )
         print(f"cold load (new RunStore):        {t_cold:.3f} s")
         print(f"warm rescan (nothing changed):    {t_warm:.3f} s")
         print(f"incremental (10 runs appended):   {t_incr:.3f} s")
         print(
-            f"GET /api/runs cold / warm:        {t_api_cold:.3f} s / {t_api_warm:.3f} s  ({len(r.content) / 1e6:.2f} MB JSON)"
+            f"GET /api/runs cold / warm:        {t_api_cold:.3f} s / "
+            f"{t_api_warm:.3f} s  ({len(r.content) / 1e6:.2f} MB JSON)"
         )
         print(
-            f"GET /api/moe/scaling cold / warm: {t_moe_cold:.3f} s / {t_moe_warm:.3f} s  ({m.json()['n_runs']} finished runs plotted)"
+            f"GET /api/moe/scaling cold / warm: {t_moe_cold:.3f} s / "
+            f"{t_moe_warm:.3f} s  ({m.json()['n_runs']} finished runs plotted)"
         )
         ok = max(t_cold, t_warm, t_api_cold, t_api_warm, t_moe_cold, t_moe_warm) < TARGET_S
         print(f"target < {TARGET_S} s cold and warm: {'PASS' if ok else 'FAIL'}")

@@ -224,7 +224,8 @@ def main() -> None:
         results.append((name, r, ref))
 
     print(
-        f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} {'MB/cpu-s':>8} {'peak MiB':>10} {'Mtokens':>9} {'load':>6}"
+        f"\n{'':<34} {'text MB':>9} {'wall s':>9} {'MB/s':>8} "
+        f"{'MB/cpu-s':>8} {'peak MiB':>10} {'Mtokens':>9} {'load':>6}"
     )
     for name, r, ref in results:
         print(row(f"{name}: prepare", r) + f"   {r['mb'] / r['wall'] / (ref['mb'] / ref['wall']):.2f}x reference")

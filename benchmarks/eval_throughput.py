@@ -127,7 +127,7 @@ def measure(label: str, run: Path, hf: Path, args, limit: int) -> dict:
     from lm_eval.models.huggingface import HFLM
 
     from evals.adapter import ScalelabLM
-    from models.accounting import count
+    from models.accounting import model_counts
 
     ours_lm = ScalelabLM(path=str(run), device="cpu", batch_size=args.batch_size)
     reqs = build_requests([t for t in args.tasks.split(",") if t], limit)
@@ -136,7 +136,7 @@ def measure(label: str, run: Path, hf: Path, args, limit: int) -> dict:
     hf_lm = HFLM(pretrained=str(hf), device="cpu", batch_size=args.batch_size, dtype="float32")
     ours, ref, ts_ours, ts_hf = compare(ours_lm, hf_lm, reqs, args.repeats)
     cfg = ours_lm.loaded.model_config
-    n = count(cfg)
+    n = model_counts(cfg)
     return {
         "label": label,
         "checkpoint": str(ours_lm.loaded.checkpoint),
@@ -158,7 +158,8 @@ def report(r: dict) -> None:
     n, med = r["requests"], statistics.median
     runs = lambda ts: ", ".join(f"{t:.2f}" for t in ts)  # noqa: E731
     print(
-        f"{r['label']:>5s} {r['non_embedding'] / 1e6:7.2f}M {r['total'] / 1e6:7.2f}M  d{r['d_model']}xL{r['n_layers']:<3d}"
+        f"{r['label']:>5s} {r['non_embedding'] / 1e6:7.2f}M "
+        f"{r['total'] / 1e6:7.2f}M  d{r['d_model']}xL{r['n_layers']:<3d}"
         f"{n:6d}  {n / med(r['ours_s']):9.1f} {n / med(r['hf_s']):9.1f}  {r['ratio']:5.2f}x"
         f"  {r['max_diff']:.1e}  {r['greedy_same']}/{n}   ours {runs(r['ours_s'])} s | hf {runs(r['hf_s'])} s",
         flush=True,

@@ -784,7 +784,7 @@ def main() -> int:
         t1 = time.time()
         try:
             row = getattr(bench, name)()
-        except Exception as exc:  # noqa: BLE001 - one broken row must not hide the others
+        except Exception as exc:  # one broken row must not hide the others
             row = Row(name, message=f"HARNESS ERROR {type(exc).__name__}: {str(exc)[:200]}", ok=False)
         if not row.skipped and (row.lost or (row.exact and not all(row.exact))):
             row.ok = False
@@ -794,7 +794,8 @@ def main() -> int:
     print(table(rows))
     print(
         f"\n{len(rows)} faults in {time.time() - t0:.0f} s; "
-        f"{sum(not r.ok and not r.skipped for r in rows)} not as the contract asks, {sum(bool(r.skipped) for r in rows)} skipped"
+        f"{sum(not r.ok and not r.skipped for r in rows)} not as the "
+        f"contract asks, {sum(bool(r.skipped) for r in rows)} skipped"
     )
     if a.json:
         a.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))

@@ -9,7 +9,8 @@ notebook method, BFGS with the exact gradient from Hoffmann's unrounded paramete
 The machine is shared: wall and CPU times and the load average are printed; compare ratios
 measured in the same run.
 
-    .venv/bin/python benchmarks/fit_speed.py [--bootstrap 200] [--mle-bootstrap 100] [--subset 60] [--full-grid] [--json out.json]
+    .venv/bin/python benchmarks/fit_speed.py [--bootstrap 200] [--mle-bootstrap 100] [--subset 60] [--full-grid] \
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def main(argv=None) -> int:
     df = load_epoch_chinchilla(drop_highest_k=5)
     res: dict = {"n_points": len(df), "loadavg_start": os.getloadavg(), "cpus": os.cpu_count()}
     print(
-        f"Epoch data: {len(df)} points; load average {res['loadavg_start'][0]:.2f} on {res['cpus']} CPUs (shared machine)"
+        f"Epoch data: {len(df)} points; load average "
+        f"{res['loadavg_start'][0]:.2f} on {res['cpus']} CPUs (shared machine)"
     )
 
     rec, w, c = timed(lambda: fit_chinchilla(df))
@@ -70,7 +72,8 @@ def main(argv=None) -> int:
         starts_run=rec["diagnostics"]["starts_run"],
     )
     print(
-        f"fast fit (top-32 of 4500 grid, analytic grad): {w:.2f} s wall, {c:.2f} s CPU, objective {rec['objective']:.10f} (target <= 0.0010182740)"
+        f"fast fit (top-32 of 4500 grid, analytic grad): {w:.2f} s wall, {c:.2f} "
+        f"s CPU, objective {rec['objective']:.10f} (target <= 0.0010182740)"
     )
 
     if args.bootstrap:
@@ -83,7 +86,8 @@ def main(argv=None) -> int:
             intervals=rb.intervals,
         )
         print(
-            f"bootstrap {args.bootstrap}: {rb['bootstrap']['seconds']:.1f} s wall (fit + bootstrap {w:.1f} s wall, {c:.1f} s CPU)"
+            f"bootstrap {args.bootstrap}: {rb['bootstrap']['seconds']:.1f} "
+            f"s wall (fit + bootstrap {w:.1f} s wall, {c:.1f} s CPU)"
         )
         for k in ("E", "alpha", "beta", "a"):
             lo, hi = rb.intervals[k]
@@ -116,14 +120,16 @@ def main(argv=None) -> int:
         reference_best_objective_on_subset=best_plain,
     )
     print(
-        f"plain reference (default tol, numeric grad): {len(idx)} starts in {w:.2f} s wall -> {w * scale:.1f} s for 4500 "
+        f"plain reference (default tol, numeric grad): {len(idx)} "
+        f"starts in {w:.2f} s wall -> {w * scale:.1f} s for 4500 "
         f"({c * scale:.1f} s CPU); best objective on these starts {best_plain:.10f}"
     )
     if args.full_grid:
         rf, w, c = timed(lambda: fit_chinchilla(df, grid="full"))
         res.update(full_grid_wall_s=w, full_grid_cpu_s=c, full_grid_objective=rf["objective"])
         print(
-            f"scalelab --grid full (4500 starts, analytic grad, tight tol): {w:.1f} s wall, {c:.1f} s CPU, objective {rf['objective']:.10f}"
+            "scalelab --grid full (4500 starts, analytic grad, tight tol): "
+            f"{w:.1f} s wall, {c:.1f} s CPU, objective {rf['objective']:.10f}"
         )
     mle_section(args, df, res)
     dc_section(res)
@@ -132,16 +138,19 @@ def main(argv=None) -> int:
     res["objective_gap_vs_reference"] = res["objective"] - best_plain
     res["loadavg_end"] = os.getloadavg()
     print(
-        f"ratios: reference/fast fit = {res['speedup_fit_vs_reference_wall']:.0f}x wall, {res['speedup_fit_vs_reference_cpu']:.0f}x CPU; "
+        f"ratios: reference/fast fit = {res['speedup_fit_vs_reference_wall']:.0f}x "
+        f"wall, {res['speedup_fit_vs_reference_cpu']:.0f}x CPU; "
         f"objective(fast) - objective(reference subset) = {res['objective_gap_vs_reference']:.3e}"
     )
     if args.bootstrap:
         print(
-            f"targets: fit <= 10 s: {'OK' if res['fit_wall_s'] <= 10 else 'MISSED'} ; bootstrap {args.bootstrap} <= 60 s: "
+            f"targets: fit <= 10 s: {'OK' if res['fit_wall_s'] <= 10 else 'MISSED'} "
+            f"; bootstrap {args.bootstrap} <= 60 s: "
             f"{'OK' if res['bootstrap_wall_s'] <= 60 else 'MISSED'} (load average at end {res['loadavg_end'][0]:.2f})"
         )
     print(
-        f"targets: Epoch Huber fit < 2 s: {'OK' if res['fit_wall_s'] < 2 else 'MISSED'} ({res['fit_wall_s']:.2f} s wall); "
+        f"targets: Epoch Huber fit < 2 s: {'OK' if res['fit_wall_s'] < 2 else 'MISSED'} "
+        f"({res['fit_wall_s']:.2f} s wall); "
         f"objective 0.0010182740 to 1e-9: {'OK' if abs(res['objective'] - 0.0010182740) <= 1e-9 else 'MISSED'}"
     )
     if args.json:
@@ -165,11 +174,14 @@ def mle_section(args, df, res: dict) -> None:
         mle_wall_s=w, mle_cpu_s=c, mle_log_likelihood=d["log_likelihood"], mle_log_sigma=d["log_sigma"], mle_params=p
     )
     print(
-        f"MLE fit (--objective mle: Huber multistart, {d['starts_run']} least-absolute-deviation starts, exact polish): {w:.2f} s wall, {c:.2f} s CPU "
-        f"= {w / res['fit_wall_s']:.2f}x the Huber fit's wall, {c / res['fit_cpu_s']:.2f}x its CPU; log-likelihood {d['log_likelihood']:.10f}"
+        f"MLE fit (--objective mle: Huber multistart, {d['starts_run']} "
+        f"least-absolute-deviation starts, exact polish): {w:.2f} s wall, {c:.2f} s CPU "
+        f"= {w / res['fit_wall_s']:.2f}x the Huber fit's wall, "
+        f"{c / res['fit_cpu_s']:.2f}x its CPU; log-likelihood {d['log_likelihood']:.10f}"
     )
     print(
-        f"   A = {p['A']:.6f}, B = {p['B']:.6f}, E = {p['E']:.8f}, alpha = {p['alpha']:.8f}, beta = {p['beta']:.8f}, log sigma = {d['log_sigma']:.6f}  "
+        f"   A = {p['A']:.6f}, B = {p['B']:.6f}, E = {p['E']:.8f}, alpha = "
+        f"{p['alpha']:.8f}, beta = {p['beta']:.8f}, log sigma = {d['log_sigma']:.6f}  "
         "(Epoch: 482.006, 2085.434, 1.81686, 0.347813, 0.365854, -12.267)"
     )
     obj = Objective(df.N, df.D, df.loss)
@@ -182,11 +194,13 @@ def mle_section(args, df, res: dict) -> None:
         mle_reference_wall_s=w, mle_reference_log_likelihood=-float(ref.fun), mle_reference_message=str(ref.message)
     )
     print(
-        f"MLE reference (Epoch's notebook: BFGS, exact gradient, from Hoffmann's unrounded values): {w:.3f} s wall, log-likelihood {-ref.fun:.10f} "
+        "MLE reference (Epoch's notebook: BFGS, exact gradient, from Hoffmann's "
+        f"unrounded values): {w:.3f} s wall, log-likelihood {-ref.fun:.10f} "
         f"('{ref.message}'); A = {q['A']:.6f}, B = {q['B']:.6f}, alpha = {q['alpha']:.8f}, beta = {q['beta']:.8f}"
     )
     print(
-        f"   log-likelihood(scalelab) - log-likelihood(reference) = {d['log_likelihood'] + ref.fun:.3e} (the reference is one start from a known answer)"
+        "   log-likelihood(scalelab) - log-likelihood(reference) = "
+        f"{d['log_likelihood'] + ref.fun:.3e} (the reference is one start from a known answer)"
     )
     if args.mle_bootstrap:
         rb, w, c = timed(lambda: fit_chinchilla(df, objective="mle", bootstrap=args.mle_bootstrap, seed=args.seed))
@@ -198,7 +212,8 @@ def mle_section(args, df, res: dict) -> None:
         )
         se = rb["bootstrap"]["standard_errors"]
         print(
-            f"MLE bootstrap {args.mle_bootstrap}: {rb['bootstrap']['seconds']:.1f} s wall ({rb['bootstrap']['seconds'] / args.mle_bootstrap * 1e3:.0f} ms/resample); "
+            f"MLE bootstrap {args.mle_bootstrap}: {rb['bootstrap']['seconds']:.1f} s wall "
+            f"({rb['bootstrap']['seconds'] / args.mle_bootstrap * 1e3:.0f} ms/resample); "
             f"SE A {se['A']:.2f}, B {se['B']:.1f}, E {se['E']:.4f}, alpha {se['alpha']:.4f}, beta {se['beta']:.4f} "
             "(Epoch, 4000 Huber refits: 124.52, 1293.28, 0.02566, 0.01540, 0.02060)"
         )
@@ -212,11 +227,13 @@ def dc_section(res: dict) -> None:
     df = data_constrained_table(noise=0.001)
     rp, wp, cp = timed(lambda: fit_chinchilla(df))
     for objective in ("huber", "mle"):
-        rd, w, c = timed(lambda: fit_chinchilla(df, law="data-constrained", objective=objective))
+        rd, w, c = timed(lambda objective=objective: fit_chinchilla(df, law="data-constrained", objective=objective))
         res.update({f"dc_{objective}_wall_s": w, f"dc_{objective}_R_D_star": rd.params["R_D_star"]})
         print(
-            f"data-constrained fit ({objective}, synthetic, {len(df)} runs, up to {float((df.D / df.U).max()):.0f} epochs): {w:.2f} s wall, {c:.2f} s CPU "
-            f"= {w / wp:.1f}x wall, {c / cp:.1f}x CPU of the plain Chinchilla fit on the same table ({wp:.2f} s, {cp:.2f} s CPU); R_D_star {rd.params['R_D_star']:.3f} (truth 15.4), "
+            f"data-constrained fit ({objective}, synthetic, {len(df)} runs, up to "
+            f"{float((df.D / df.U).max()):.0f} epochs): {w:.2f} s wall, {c:.2f} s CPU "
+            f"= {w / wp:.1f}x wall, {c / cp:.1f}x CPU of the plain Chinchilla fit on the same table "
+            f"({wp:.2f} s, {cp:.2f} s CPU); R_D_star {rd.params['R_D_star']:.3f} (truth 15.4), "
             f"beta {rd.params['beta']:.4f} (0.37; plain law: {rp.params['beta']:.4f})"
         )
 

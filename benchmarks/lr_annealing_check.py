@@ -1,6 +1,6 @@
 """Acceptance check of the lr-annealing law: fit a constant-lr and a WSD run, predict a cosine run.
 
-    python benchmarks/lr_annealing_check.py                    # the defaults below (3 runs, ~5 min each on one busy core)
+    python benchmarks/lr_annealing_check.py    # the defaults below (3 runs, ~5 min each on one busy core)
     python benchmarks/lr_annealing_check.py --steps 1500 --batch 16 --lambda 0.999 --lambda 0.99 --lambda auto
 
 End to end through the CLI, as a user would: `scalelab data prepare` (the bundled default corpus,
@@ -105,7 +105,8 @@ def main() -> None:
     ]
     print(
         f"# lr-annealing acceptance: {args.model}, seq {args.seq_len}, batch {args.batch}, {args.steps} steps "
-        f"({args.steps * args.batch * args.seq_len:,} tokens), peak lr {args.lr}, warmup {args.warmup_steps}; load {load()}"
+        f"({args.steps * args.batch * args.seq_len:,} tokens), peak "
+        f"lr {args.lr}, warmup {args.warmup_steps}; load {load()}"
     )
     runs = {"constant": work / "fit" / "constant", "wsd": work / "fit" / "wsd", "cosine": work / "target" / "cosine"}
     wall = {}
@@ -164,7 +165,8 @@ def main() -> None:
             p, ivs = rec["params"], rec.get("intervals") or {}
             chosen = f" (chose {rec['settings']['lambda']:g})" if lam == "auto" else ""
             print(
-                f"lambda {lam}{chosen}, fitted on {metric}: cosine {measured_key} measured {measured:.4f}, predicted {predicted:.4f} "
+                f"lambda {lam}{chosen}, fitted on {metric}: cosine {measured_key} "
+                f"measured {measured:.4f}, predicted {predicted:.4f} "
                 f"({err:+.2%}); law at the last step {pred['final_loss']:.4f}"
                 + (f" [{iv[0]:.4f}, {iv[1]:.4f}]" if iv else "")
             )

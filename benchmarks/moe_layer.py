@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-from models.layers import SwiGLU  # noqa: E402
-from models.moe.block import MoEFeedForward  # noqa: E402
-from models.moe.config import MoEConfig  # noqa: E402
+from models.layers import SwiGLU
+from models.moe.block import MoEFeedForward
+from models.moe.config import MoEConfig
 
 D, E, K, DFF = 256, 8, 2, 704
 
@@ -133,12 +133,12 @@ def main() -> None:
     grouped = MoEFeedForward(D, MoEConfig(num_experts=E, top_k=K, d_ff=DFF, capacity_factor=None, grouped_mm="on"), DFF)
     grouped.load_state_dict(ours_dropless.state_dict())
     variants = {
-        "scalelab MoE (cf %.2f)" % args.cf: ours,
+        f"scalelab MoE (cf {args.cf:.2f})": ours,
         "scalelab MoE (dropless)": ours_dropless,
         "scalelab MoE (dropless, grouped_mm)": grouped,
         "(a) naive boolean-mask loop": NaiveMaskLoop(ours_dropless),
         "(a') dense-masked loop": DenseMaskLoop(ours_dropless),
-        "(b) deepspeed.moe.layer.MoE (cf %.2f)" % args.cf: deepspeed_moe(args.cf),
+        f"(b) deepspeed.moe.layer.MoE (cf {args.cf:.2f})": deepspeed_moe(args.cf),
         "(c) dense SwiGLU, same active FLOPs": SwiGLU(D, K * DFF),
     }
     # Sanity: the naive loop computes the same function as our dropless layer.

@@ -239,7 +239,8 @@ def winner_margins(res: dict) -> dict:
 def print_table(res: dict) -> None:
     arms = res["arms"]
     print(
-        f"\n{res['spec']}: every run {res['dense_flops']:.3e} training FLOPs; dense final val loss {res['dense_final_val_loss']:.4f} "
+        f"\n{res['spec']}: every run {res['dense_flops']:.3e} training "
+        f"FLOPs; dense final val loss {res['dense_final_val_loss']:.4f} "
         f"(mean over seeds)"
     )
     hdr = (
@@ -259,7 +260,8 @@ def print_table(res: dict) -> None:
             ln_e = math.log(a["experts"]) if a["experts"] > 1 else 1.0
             row += (
                 f"{fmt(a['paired_delta'], '+.4f'):>16s} {fmt_ratio(a['compute_ratio'], n):>14s} "
-                f"{fmt_ratio(a['paired_compute_ratio'], n):>12s} {fmt(a['imbalance'], '.2f'):>9s} {q[0]:5.2f}/{q[3]:<5.2f} "
+                f"{fmt_ratio(a['paired_compute_ratio'], n):>12s} "
+                f"{fmt(a['imbalance'], '.2f'):>9s} {q[0]:5.2f}/{q[3]:<5.2f} "
                 f"{fmt(a['dropped_frac'], '.1f', pct=True) + '%':>9s} {a['z_loss']['mean']:6.3f} "
                 f"{a['util_entropy']['mean'] / ln_e:10.3f}"
             )
@@ -269,15 +271,21 @@ def print_table(res: dict) -> None:
     if ec and ec.get("causal_val_loss", {}).get("mean") is not None and d:
         c = ec["causal_val_loss"]
         print(
-            f"expert_choice with causal routing (token-choice top-k over its probabilities, as generation and lm-eval run it): "
+            "expert_choice with causal routing (token-choice top-k "
+            "over its probabilities, as generation and lm-eval run it): "
             f"val loss {fmt(c)}, {c['mean'] - d['val_loss']['mean']:+.4f} vs dense"
         )
     print(
-        "vs dense: val loss minus the same seed's dense run (mean±sd over seeds). FLOPs to dense: training FLOPs at which\n"
-        "the run's val curve first reaches the dense final val loss (mean over dense seeds; paired: its own seed's), over\n"
-        "the dense run's FLOPs. imbalance: max/mean expert load, mean over layers and all log records (Q1/Q4: first and\n"
-        "last quarter of training). dropped: assignments over capacity (expert_choice: tokens no expert took), mean over\n"
-        "training. z-loss: unweighted router z-loss, mean over training. util H/lnE: entropy of the expert load over ln E."
+        "vs dense: val loss minus the same seed's dense run (mean±sd "
+        "over seeds). FLOPs to dense: training FLOPs at which\n"
+        "the run's val curve first reaches the dense final val loss "
+        "(mean over dense seeds; paired: its own seed's), over\n"
+        "the dense run's FLOPs. imbalance: max/mean expert load, "
+        "mean over layers and all log records (Q1/Q4: first and\n"
+        "last quarter of training). dropped: assignments over "
+        "capacity (expert_choice: tokens no expert took), mean over\n"
+        "training. z-loss: unweighted router z-loss, mean over "
+        "training. util H/lnE: entropy of the expert load over ln E."
     )
 
 
@@ -352,14 +360,17 @@ def trend(args, router: str | None, main_res: dict, log: list) -> dict:
         ratio, n = a["compute_ratio"]["mean"], d["active_non_embedding_params"]
         points.append((n, ratio))
         print(
-            f"  {res['spec']:22s} N {n:>9,d}  seeds {d['val_loss']['n']}/{a['val_loss']['n']}  FLOPs {d['flops']['mean']:.2e}  "
-            f"dense {d['val_loss']['mean']:.4f}  {router} {a['val_loss']['mean']:.4f} ({a['val_loss']['mean'] - d['val_loss']['mean']:+.4f})"
+            f"  {res['spec']:22s} N {n:>9,d}  seeds "
+            f"{d['val_loss']['n']}/{a['val_loss']['n']}  FLOPs {d['flops']['mean']:.2e}  "
+            f"dense {d['val_loss']['mean']:.4f}  {router} {a['val_loss']['mean']:.4f} "
+            f"({a['val_loss']['mean'] - d['val_loss']['mean']:+.4f})"
             f"  ratio {'not reached' if ratio is None else f'{ratio:.2f}x'}"
         )
     cross = st.trend_crossing(points, TARGET)
     if cross["n_at_target"] and cross["slope_per_decade"] < 0:
         print(
-            f"  least-squares line in log10 N: {cross['slope_per_decade']:+.3f} per decade; {TARGET}x at N ~ {cross['n_at_target']:.3g}"
+            f"  least-squares line in log10 N: {cross['slope_per_decade']:+.3f} "
+            f"per decade; {TARGET}x at N ~ {cross['n_at_target']:.3g}"
         )
     return {
         "router": router,

@@ -105,7 +105,7 @@ def mean_sd(values: list[float | None]) -> dict:
 def mean_curve(curves: list[list[tuple[float, int, float]]]) -> list[tuple[int, float]]:
     """(tokens, mean val loss) over seeds at the evaluations all curves share."""
     common = set.intersection(*({t for _, t, _ in c} for c in curves)) if curves else set()
-    return [(t, statistics.fmean(l for c in curves for _, tt, l in c if tt == t)) for t in sorted(common)]
+    return [(t, statistics.fmean(loss for c in curves for _, tt, loss in c if tt == t)) for t in sorted(common)]
 
 
 def per_doubling_drops(curve: list[tuple[int, float]]) -> list[dict]:

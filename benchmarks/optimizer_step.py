@@ -28,17 +28,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from models.config import ModelConfig  # noqa: E402
-from models.gpt import GPT  # noqa: E402
-from pretrain.config.schema import OptimConfig  # noqa: E402
-from pretrain.optim.adamw import param_groups  # noqa: E402
-from pretrain.optim.muon import MuonAdamW  # noqa: E402
-from pretrain.optim.muon_build import muon_param_groups  # noqa: E402
-from pretrain.optim.muon_ranks import assign, ns_flops  # noqa: E402
+from models.config import ModelConfig
+from models.gpt import GPT
+from pretrain.config.schema import OptimConfig
+from pretrain.optim.adamw import param_groups
+from pretrain.optim.muon import MuonAdamW
+from pretrain.optim.muon_build import muon_param_groups
+from pretrain.optim.muon_ranks import assign, ns_flops
 
 
 def build(args, seed: int = 0) -> GPT:

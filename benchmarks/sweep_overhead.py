@@ -249,7 +249,8 @@ def main() -> int:
         s = bench_status_1000(work, base)
         print(
             f"[status, 1,000 run dirs] scan {s['scan_s']:.3f}s, CLI incl. interpreter start {s['cli_s']:.2f}s "
-            f"(target < 2 s); registry load_runs {s['registry_s']:.2f}s ({s['registry_rows']} rows); states {s['states']}"
+            f"(target < 2 s); registry load_runs {s['registry_s']:.2f}s "
+            f"({s['registry_rows']} rows); states {s['states']}"
         )
         if not a.skip_local:
             from pretrain.config.loader import load_train_config

@@ -22,15 +22,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.accounting import count  # noqa: E402
-from models.gpt import GPT  # noqa: E402
-from pretrain.config.loader import validate_train  # noqa: E402
-from pretrain.data.sampler import WindowSampler  # noqa: E402
-from pretrain.engine.distributed import setup  # noqa: E402
-from pretrain.engine.mfu import measure_cpu_peak  # noqa: E402
-from pretrain.engine.trainer import Trainer  # noqa: E402
-from pretrain.optim.adamw import param_groups  # noqa: E402
-from rundir.schedules import lr_at  # noqa: E402
+from models.accounting import model_counts
+from models.gpt import GPT
+from pretrain.config.loader import validate_train
+from pretrain.data.sampler import WindowSampler
+from pretrain.engine.distributed import setup
+from pretrain.engine.mfu import measure_cpu_peak
+from pretrain.engine.trainer import Trainer
+from pretrain.optim.adamw import param_groups
+from rundir.schedules import lr_at
 
 
 class RandomTokens:
@@ -121,11 +121,15 @@ def main() -> None:
     plain_b = plain_loop(cfg, data, args.log_every, measured)
     peak = max(peak, measure_cpu_peak())
     plain = (plain_a + plain_b) / 2
-    fpt = count(cfg.model).flops_per_token
-    print(f"threads: {torch.get_num_threads()}  model: {count(cfg.model).total:,} params, {fpt / 1e6:.1f} MFLOP/token")
+    fpt = model_counts(cfg.model).flops_per_token
+    print(
+        f"threads: {torch.get_num_threads()}  model: {model_counts(cfg.model).total:,} params, "
+        f"{fpt / 1e6:.1f} MFLOP/token"
+    )
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
     print(
-        f"plain PyTorch loop:        {plain:8.0f} tokens/s  (before {plain_a:.0f}, after {plain_b:.0f})  MFU {fpt * plain / peak:.1%}"
+        f"plain PyTorch loop:        {plain:8.0f} tokens/s  (before "
+        f"{plain_a:.0f}, after {plain_b:.0f})  MFU {fpt * plain / peak:.1%}"
     )
     print(f"scalelab trainer (ZeRO-1): {ours:8.0f} tokens/s  MFU {fpt * ours / peak:.1%}")
     print(f"ratio scalelab / plain:    {ours / plain:.3f}  (target >= 0.95)")

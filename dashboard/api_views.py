@@ -201,7 +201,8 @@ class Views:
             raise InputError(f"ci must be in (0, 1) (got {q['ci']})")
         if q["device"] and q["mfu"] in (None, "auto") and self._runs_link_out():
             raise InputError(
-                "mfu auto reads every finished run under --runs, and some of their files link outside it (see the Runs view's "
+                "mfu auto reads every finished run under --runs, and "
+                "some of their files link outside it (see the Runs view's "
                 "problems): give mfu as a number"
             )
         opts = BudgetOptions(
@@ -221,7 +222,8 @@ class Views:
             or (x == "usd" and not (hw and hw.usd_per_device_hour))
         ):
             raise InputError(
-                f"x must be one of {', '.join(plan_view.COST_AXES)}; device-hours and days need a device, usd a usd-per-device-hour too"
+                f"x must be one of {', '.join(plan_view.COST_AXES)}; device-hours "
+                "and days need a device, usd a usd-per-device-hour too"
             )
         flags = not_identified(rec)
         out.update(x=x, not_identified=flags, approach=rec.get("approach"))

@@ -150,5 +150,8 @@ def frontier_figure(rec: dict) -> dict:
                     "legendgroup": name,
                 }
             )
-    title = f"Compute-optimal loss per {rec.get('by')} (dashed: extrapolation; dotted: the compute multiplier at matched loss)"
+    title = (
+        f"Compute-optimal loss per {rec.get('by')} (dashed: "
+        "extrapolation; dotted: the compute multiplier at matched loss)"
+    )
     return fig("by_frontier", title, data, "C (training FLOPs)", "loss", logy=True)

@@ -266,5 +266,6 @@ def _acc_vs_compute(task, acc_rec, loss_rec, step1, pts, ci):
     title = f"{task} · the chain: N, D → {step1[2]} → accuracy"
     return note(
         fig("chain", title, data, f"C ({cost.compute})", "accuracy"),
-        f"lines: the sigmoid of the step-1 law per model size; bars: the chain's {ci:.0%} prediction interval at each evaluated run",
+        "lines: the sigmoid of the step-1 law per model size; bars: "
+        f"the chain's {ci:.0%} prediction interval at each evaluated run",
     )

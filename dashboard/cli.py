@@ -55,7 +55,8 @@ def run(args) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(
-        f"scalelab dashboard: http://{shown}:{port}/  (runs: {runs.resolve()}, fits: {Path(args.fits).resolve() if args.fits else '-'})",
+        f"scalelab dashboard: http://{shown}:{port}/  (runs: {runs.resolve()}, "
+        f"fits: {Path(args.fits).resolve() if args.fits else '-'})",
         flush=True,
     )
     if not loopback:

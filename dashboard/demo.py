@@ -1,5 +1,6 @@
 """Build dashboard inputs with the real producers: a tiny sweep (`scalelab train`), an MoE run, a
-`wsd` sweep (a stable run and two cooldown branches, `scalelab sweep launch`), an evaluation (`scalelab eval`) and fit records (`scalelab fit`), plus deliberately broken dirs.
+`wsd` sweep (a stable run and two cooldown branches, `scalelab sweep launch`), an evaluation (`scalelab eval`)
+and fit records (`scalelab fit`), plus deliberately broken dirs.
 
 Used by the browser tests (once per session) and to make the docs' screenshots:
     python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits

@@ -9,7 +9,8 @@ in seconds. The demo's runs, metrics, router statistics and evaluations are real
   `scalelab eval` writes: acc, gold_bpb, gold_nats with the task's chance).
 - `optimizer_table`: IsoFLOP runs of two optimizers, "muon" drawn from the "adamw" law with every
   token worth 1.5 (a compute multiplier of 1.5 at every scale), for `fit chinchilla --by optimizer`.
-- `annealing_table`: loss curves of constant, two WSD and a cosine schedule (the last: held out) (rundir.schedules.lr_at)
+- `annealing_table`: loss curves of constant, two WSD and a cosine schedule (the last: held out)
+  (rundir.schedules.lr_at)
   drawn from the lr-annealing law ANNEALING (Tissue et al. 2024 form).
 
 One exception, the spec of a real sweep: `wsd_spec` (a stable run and its cooldown branches, trained

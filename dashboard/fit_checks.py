@@ -9,8 +9,8 @@ something. It is flagged instead, and only its parameter table is shown, when:
     log axis renders as ticks like 0.00300000000000744 and a staircase;
   * any interval spans more than 30 decades (resamples that ran off to degenerate fits).
 Which parameters are exponents depends on the law (`_is_exponent`); a record of several tasks is
-judged task by task, a `--by` record group by group. The thresholds are deliberately loose: a flag means "this law cannot be
-read", not "wide" (a wide but finite interval is shown in the table and the record's own
+judged task by task, a `--by` record group by group. The thresholds are deliberately loose: a flag
+means "this law cannot be read", not "wide" (a wide but finite interval is shown in the table and the record's own
 warnings, and the law is drawn).
 """
 

@@ -3,7 +3,8 @@
 `read(rec, path)` -> a list of plain rows (or, for `lr-annealing`, one row per curve):
   chinchilla, kaplan, batch-lr, critical-batch: scaling.data.inputs.load -> N, D, loss, flops, lr, ...
   moe:          scaling.data.moe_inputs.load_moe -> N (active non-embedding), D, G, E, top_k, router, loss
-  task-loss:    scaling.data.eval_points.read_eval_points (run tree) / scaling.fits.task_loss.table_points -> task, N, D, loss, acc, flops
+  task-loss:    scaling.data.eval_points.read_eval_points (run tree) / scaling.fits.task_loss.table_points
+                -> task, N, D, loss, acc, flops
   accuracy:     scaling.fits.accuracy.load_runs (run tree) / load_table -> task, loss, acc, chance
   lr-annealing: scaling.lr_annealing.curves.load_curves -> {run, lr, lo, hi, loss} per curve
 with the reading options the record states (settings, columns, n_kind). `path` has already been
@@ -14,8 +15,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scaling.data.eval_points import LOSS_METRICS
+from scaling.data.eval_points import LOSS_METRICS, read_eval_points
 from scaling.data.inputs import load
+from scaling.data.moe_inputs import load_moe
+from scaling.fits import accuracy
+from scaling.fits.task_loss import table_points
+from scaling.lr_annealing.curves import load_curves
 
 CANONICAL = ("N", "D", "loss", "flops", "lr", "batch_tokens", "steps", "run")
 MOE = ("N", "D", "G", "E", "top_k", "loss", "flops", "router", "run", "expansion")
@@ -45,14 +50,10 @@ def read(rec: dict, p: Path) -> list[dict]:
     law, st = rec.get("law"), rec.get("settings") or {}
     is_dir = p.is_dir()
     if law == "moe":
-        from scaling.data.moe_inputs import load_moe
-
         return _rows(load_moe(p, None if is_dir else (rec.get("columns") or None)).df, MOE)
     if law == "task-loss":
         tasks = st.get("tasks")
         if is_dir:
-            from scaling.data.eval_points import read_eval_points
-
             df, _ = read_eval_points(
                 p,
                 n_kind=n_kind(rec),
@@ -61,13 +62,9 @@ def read(rec: dict, p: Path) -> list[dict]:
                 tasks=tasks,
             )
         else:
-            from scaling.fits.task_loss import table_points
-
             df, _, _ = table_points(p, dict(st.get("columns") or {}), tasks, n_kind(rec))
         return _rows(df, CHAIN)
     if law == "accuracy":
-        from scaling.fits import accuracy
-
         if is_dir:
             df, _, _ = accuracy.load_runs(
                 p,
@@ -84,8 +81,6 @@ def read(rec: dict, p: Path) -> list[dict]:
             df = df.assign(task=df["task"].astype(str))
         return _rows(df, CHAIN)
     if law == "lr-annealing":
-        from scaling.lr_annealing.curves import load_curves
-
         curves, _, _, _ = load_curves(
             p, metric=st.get("metric") or "loss", columns=None if is_dir else (st.get("columns") or None)
         )

@@ -77,7 +77,8 @@ class FitStore:
         return rec, None
 
     def listing(self) -> tuple[list[dict], list[dict]]:
-        """([{id, law, approach, n_points, n_warnings, not_identified, by}], [{id, problem}]) (by: the key of a --by record)."""
+        """([{id, law, approach, n_points, n_warnings, not_identified, by}], [{id, problem}])
+        (by: the key of a --by record)."""
         with self._lock:
             self._cache = self._scan()
             items, problems = [], []

@@ -99,7 +99,10 @@ def _scatter(points, by, x_of, text_of, y_of=lambda p: p["loss"]):
 
 
 def _text(p):
-    return f"{p.get('id') or p.get('run') or ''} · E={int(p.get('E') or 1)} G={float(p.get('G') or 1):g} top-{p.get('top_k') or '?'}"
+    return (
+        f"{p.get('id') or p.get('run') or ''} · E={int(p.get('E') or 1)} "
+        f"G={float(p.get('G') or 1):g} top-{p.get('top_k') or '?'}"
+    )
 
 
 def runs_figure(points: list[dict], by: str = "experts", x: str = "6nd") -> dict:
@@ -216,7 +219,8 @@ def _krajewski(rec, law, points, draw_fit, by, ci):
     title = "Krajewski law: data and the compute-optimal loss L_opt(C) per G"
     return note(
         fig("moe_law", title, data, X_KINDS["6nd"], "loss"),
-        "lines: the law's best loss at each compute for each G in the data; dashed: extrapolation; stars: the record's derived optima",
+        "lines: the law's best loss at each compute for each G in the "
+        "data; dashed: extrapolation; stars: the record's derived optima",
     )
 
 

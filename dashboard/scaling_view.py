@@ -2,9 +2,9 @@
 
 Server-side so the law algebra lives in Python next to `scaling.laws`; the browser only draws.
 Every figure is a plain dict {id, title, data, layout}. An lr-annealing record's curves are drawn by
-dashboard.annealing_view; MoE laws and the loss-to-accuracy chain by their own modules (api_views). Curves beyond the largest fitted compute
-are drawn dashed and labelled as extrapolation. With draw_fit=False (a fit that fit_checks says
-is not identified) only the data are drawn: no fitted curve, band or extrapolation.
+dashboard.annealing_view; MoE laws and the loss-to-accuracy chain by their own modules (api_views).
+Curves beyond the largest fitted compute are drawn dashed and labelled as extrapolation. With draw_fit=False
+(a fit that fit_checks says is not identified) only the data are drawn: no fitted curve, band or extrapolation.
 """
 
 from __future__ import annotations

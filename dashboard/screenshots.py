@@ -71,10 +71,11 @@ def main(demo_dir: str, out: str = "docs/screenshots") -> None:
                 page.wait_for_selector(wait, timeout=20000)
                 page.wait_for_timeout(800)
                 if name == "moe-routers":  # the router half of the same page
-                    y, height = (
-                        page.evaluate("""() => { const h = [...document.querySelectorAll('h3')].find(e => e.textContent.startsWith('Routers'));
-                        const y = h.getBoundingClientRect().top + window.scrollY - 8; return [y, document.body.scrollHeight - y]; }""")
-                    )
+                    y, height = page.evaluate("""() => {
+                        const h = [...document.querySelectorAll('h3')].find(e => e.textContent.startsWith('Routers'));
+                        const y = h.getBoundingClientRect().top + window.scrollY - 8;
+                        return [y, document.body.scrollHeight - y];
+                        }""")
                     page.screenshot(
                         path=str(out_p / f"{name}.png"),
                         full_page=True,

@@ -21,6 +21,7 @@ import plotly
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from dashboard import evals_view, lineage, moe_view, plan_view, profile_view
 from dashboard.api_views import Views
@@ -107,7 +108,7 @@ def create_app(
     runs, fits = RunStore(runs_root, min_interval=refresh_s), FitStore(fits_root, runs_root=runs_root)
     views = Views(runs, fits, runs.root)
     scrub = Scrubber([runs_root, fits_root])
-    JSON = type("JSON", (StrictJSON,), {"scrub": staticmethod(scrub)})  # noqa: N806
+    JSON = type("JSON", (StrictJSON,), {"scrub": staticmethod(scrub)})
 
     def _csv(rows, columns, name):
         return write_csv(rows, columns, name, scrub)
@@ -115,8 +116,6 @@ def create_app(
     plotly_js = _plotly_js()
     app = FastAPI(title="scalelab dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     if allowed_hosts:
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
-
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
     @app.middleware("http")

@@ -8,7 +8,9 @@ spaces moved to the continuation, whole string encoded then split) and empty con
 
 from __future__ import annotations
 
+import json
 import os
+import warnings
 from types import SimpleNamespace
 
 import lm_eval.models  # noqa: F401 - registers lm-eval's own models first (its lazy registry
@@ -52,8 +54,6 @@ class ScalelabLM(TemplateLM):
         if threads:  # CPU: on a shared machine 1 thread is often many times faster than oversubscribed ones
             torch.set_num_threads(int(threads))
         if device and str(device).startswith("cuda") and not torch.cuda.is_available():
-            import warnings
-
             warnings.warn(f"device={device} requested but CUDA is not available; using cpu", stacklevel=2)
             device = "cpu"
         self._device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -80,8 +80,6 @@ class ScalelabLM(TemplateLM):
     def _split_safe(self) -> bool:
         """Byte-level BPE with GPT-2's pre-tokenisation regex and no normaliser (our tokenizers)."""
         if not hasattr(self, "_split_ok"):
-            import json
-
             spec = json.loads(self.tokenizer.to_str())
             pre = spec.get("pre_tokenizer") or {}
             self._split_ok = (

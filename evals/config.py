@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from models.config import StrictModel
+from base.strict import StrictModel
 
 
 class EvalSection(StrictModel):
@@ -47,7 +47,8 @@ class EvalSection(StrictModel):
     timeout_s: float = Field(
         1500.0,
         gt=0,
-        description="an evaluation running longer is stopped and recorded as failed (keep it below the process-group timeout: other ranks wait at a barrier meanwhile)",
+        description="an evaluation running longer is stopped and recorded as failed (keep it "
+        "below the process-group timeout: other ranks wait at a barrier meanwhile)",
     )
 
     @field_validator("every_tokens", mode="before")

@@ -143,7 +143,7 @@ def _continuation_tokens(lm, context: str, continuation: str) -> int | None:
             enc = lm.tok_encode(continuation)
             return len(enc) - 1 if enc[:1] == [lm.prefix_token_id] else len(enc)
         return len(lm._encode_pair(context, continuation)[1])
-    except Exception:  # noqa: BLE001 - a model without a usable tokenizer: no per-token loss
+    except Exception:  # a model without a usable tokenizer: no per-token loss
         return None
 
 

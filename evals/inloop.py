@@ -47,12 +47,13 @@ class LmEvalEvaluator:
         return (section.suite or "custom") in doc.get("suites", []) and not doc.get("failed")
 
     def evaluate(self, section: EvalSection, job) -> None:
-        """Evaluate `job.checkpoint` (a `pretrain.checkpoint.evaluators.EvalJob`) and record the results or the failure."""
+        """Evaluate `job.checkpoint` (a `pretrain.checkpoint.evaluators.EvalJob`) and record the results or the
+        failure."""
         t0 = time.perf_counter()
         error = None
         try:
             doc = self.run(section, Path(job.checkpoint), Path(job.run_dir))
-        except Exception as exc:  # noqa: BLE001 - never let evaluation stop training
+        except Exception as exc:  # never let evaluation stop training
             doc, error = None, f"{type(exc).__name__}: {exc}"
         self._record(section, job, doc, error, time.perf_counter() - t0)
 
@@ -60,7 +61,7 @@ class LmEvalEvaluator:
     def run(self, s: EvalSection, ckpt: Path, run_dir: Path) -> dict:
         """Results document of this checkpoint (`evals/<step>.json`) after evaluating it."""
         if not s.subprocess:
-            import torch
+            import torch  # deferred: imports torch
 
             from evals.run_eval import evaluate_run
 
@@ -128,7 +129,7 @@ class LmEvalEvaluator:
             res.log_to_wandb(
                 job.run_dir, step, tokens, res.wandb_metrics(recs, failed), dt, mode=None if job.wandb else "disabled"
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             job.log(f"warning: eval W&B logging failed ({exc})")
 
 

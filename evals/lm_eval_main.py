@@ -13,14 +13,13 @@ from __future__ import annotations
 import sys
 
 import evals.adapter  # noqa: F401 - registers "scalelab"
+from evals.tasks import data_file, known_tasks, resolve_tasks
 
 
 def main() -> None:
     from lm_eval.__main__ import cli_evaluate  # deferred: imports lm_eval
 
     if "--scalelab-local" in sys.argv:
-        from evals.tasks import data_file, known_tasks, resolve_tasks
-
         sys.argv.remove("--scalelab-local")
         p = resolve_tasks([t for t in known_tasks() if data_file(t).exists()])
         sys.argv += ["--include_path", str(p.include_dir)]

@@ -137,7 +137,7 @@ def log_to_wandb(
     """
     os.environ.setdefault("WANDB_SILENT", "true")
     try:
-        import wandb
+        import wandb  # deferred: imports wandb
     except ImportError:
         return False
     payload = {**metrics, "eval/step": step, "eval/tokens": tokens, "eval/time_s": eval_s}

@@ -112,7 +112,7 @@ def evaluate_run(
                 records += recs
                 shown = ", ".join(f"{r['metric']}={r['value']:.4g}" for r in recs if r["value"] is not None)
                 log(f"  {e.task}: {shown} (n={recs[0]['n'] if recs else '?'}, {time.perf_counter() - t1:.1f}s)")
-            except Exception as exc:  # noqa: BLE001 - a failing task must not stop the others
+            except Exception as exc:  # a failing task must not stop the others
                 failed.append(
                     {
                         "task": e.task,
@@ -144,7 +144,7 @@ def evaluate_run(
     if wandb:
         try:
             logged = res.log_to_wandb(run_path, step, meta["tokens"], res.wandb_metrics(records, failed), eval_s)
-        except Exception as exc:  # noqa: BLE001 - results are on disk; W&B is best effort
+        except Exception as exc:  # results are on disk; W&B is best effort
             log(f"warning: W&B logging failed ({type(exc).__name__}: {exc})")
     log(
         f"wrote {path} ({len(records)} results, {len(failed)} failed, {eval_s:.1f}s)"
@@ -181,7 +181,7 @@ def _task(name: str, tm, cache: dict | None):
     if cache is None:
         return name
     if name not in cache:
-        from lm_eval.tasks import get_task_dict
+        from lm_eval.tasks import get_task_dict  # deferred: imports lm_eval
 
         built = get_task_dict([name], tm)
         if name not in built:  # a group, not a single task: let lm-eval expand it each time

@@ -10,24 +10,21 @@ import os
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from base.strict import StrictModel
 from evals.tasks import EvalError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-class TaskEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TaskEntry(StrictModel):
     task: str = Field(description="lm-eval task name (local or stock)")
     num_fewshot: int | None = Field(None, ge=0, description="few-shot examples (default: the suite's)")
     limit: int | float | None = Field(-1, description="documents per task (default: the suite's; null: all)")
 
 
-class Suite(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Suite(StrictModel):
     name: str = ""
     description: str = ""
     num_fewshot: int = Field(0, ge=0)

@@ -14,6 +14,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from base.errors import UserError
+
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PLACEHOLDER = "@DATA_ROOT@"
@@ -39,7 +41,7 @@ DATA_ORIGINS = (
 )
 
 
-class EvalError(ValueError):
+class EvalError(UserError, ValueError):
     """Bad evaluation input (task names, data, suite); raised before any model is loaded."""
 
 

@@ -11,14 +11,17 @@ import argparse
 import importlib
 import sys
 
+from base.errors import UserError
+
 # (module, attribute) pairs; imported lazily so `scalelab fit` never pays for torch.
 SUBSYSTEMS = [
     "pretrain.data.cli",
     "pretrain.cli",
     "scaling.cli",
     "scaling.cli.design",
-    "launch.predict_curve",
+    "launch.commands.predict_curve",
     "launch.sweep.cli",
+    "launch.commands.runs",
     "evals.cli",
     "dashboard.cli",
     "launch.quickstart.job",
@@ -46,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code = args.func(args)
+    try:
+        code = args.func(args)
+    except UserError as exc:  # every layer's user error, where a command did not report it itself
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return int(code or 0)
 
 
@@ -60,7 +67,7 @@ def run() -> None:
         code = main()
         sys.stdout.flush()
     except BrokenPipeError:  # `scalelab runs list ... | head`: the reader left; not an error
-        import os
+        import os  # deferred: imports optional os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import sys
@@ -57,8 +58,6 @@ def render(rows: list[dict], columns: list[tuple[str, str, str]], fmt: str = "ta
         out.write(json.dumps([{k: r.get(k) for k, _, _ in columns} for r in rows], indent=1, default=str) + "\n")
         return
     if fmt == "csv":
-        import csv
-
         w = csv.writer(out)
         w.writerow([k for k, _, _ in columns])
         for r in rows:

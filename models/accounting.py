@@ -42,7 +42,7 @@ def attention_flops_per_token(cfg: ModelConfig) -> float:
     return 12.0 * cfg.n_layers * cfg.d_model * cfg.seq_len
 
 
-def count(cfg: ModelConfig, vocab_size: int | None = None) -> ModelCounts:
+def model_counts(cfg: ModelConfig, vocab_size: int | None = None) -> ModelCounts:
     """Counts for a model config; `vocab_size` overrides a config whose vocab is unresolved."""
     vocab = vocab_size or cfg.vocab_size
     if vocab is None:

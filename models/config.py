@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from base.strict import StrictModel
 from models.moe.config import MoEConfig
-
-
-class StrictModel(BaseModel):
-    """Base for every config: unknown keys are errors, values are validated on assignment."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class ModelConfig(StrictModel):

@@ -2,7 +2,7 @@
 
 A rule says how deep a model of width d is, how wide its heads and its SwiGLU FFN are. `design`
 searches the width, and the depth and FFN width a little around the rule, for the shape whose
-exact count (`models.accounting.count`) is closest to the target while staying as close to the
+exact count (`models.accounting.model_counts`) is closest to the target while staying as close to the
 rule as the 2% tolerance allows. Rules (`RULES`):
 
 - `marin` (default): Marin's 2025 scaling recipe (marin-community/marin,
@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from models.accounting import ModelCounts, count
+from models.accounting import ModelCounts, model_counts
 from models.config import ModelConfig
 
 TOLERANCE = 0.02  # relative error the search aims for (from 1e8 parameters up it always gets it)
@@ -301,7 +301,7 @@ def _shape(
 
 
 def _n(cfg: ModelConfig, kind: str) -> int:
-    c = count(cfg)
+    c = model_counts(cfg)
     return c.total if kind == "total" else c.non_embedding
 
 
@@ -379,4 +379,4 @@ def design(
             f"d_ff {model.ffn_dim} instead of the rule's {rule_ff} ({model.ffn_dim / rule_ff - 1:+.1%}), "
             "to meet the target"
         )
-    return Design(model, r.name, float(params), n_kind, count(model), err, rule_depth, rule_ff, notes)
+    return Design(model, r.name, float(params), n_kind, model_counts(model), err, rule_depth, rule_ff, notes)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from base.errors import UserError
+
 EOT_TOKEN = "<|endoftext|>"
 
 
@@ -31,7 +33,7 @@ EOT_TOKEN = "<|endoftext|>"
 INFERENCE_SOFTMAX_TOPK = ("softmax_topk", "sinkhorn")
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """The checkpoint cannot be expressed as a standard transformers model."""
 
 
@@ -83,13 +85,13 @@ def moe_target(cfg) -> str:
 def hf_config(cfg, eot_id: int):
     """transformers config object for a scalelab `ModelConfig`."""
     if cfg.moe is None:
-        from transformers import LlamaConfig
+        from transformers import LlamaConfig  # deferred: imports transformers
 
         return LlamaConfig(**_common(cfg, eot_id), intermediate_size=cfg.ffn_dim, attention_bias=False, mlp_bias=False)
     moe = cfg.moe
     d_ff = moe.d_ff or cfg.ffn_dim
     if moe_target(cfg) == "mixtral":
-        from transformers import MixtralConfig
+        from transformers import MixtralConfig  # deferred: imports transformers
 
         return MixtralConfig(
             **_common(cfg, eot_id),

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 
 GIB = 1 << 30
@@ -99,7 +99,7 @@ class ParamSplit:
 
 
 def param_split(cfg: ModelConfig) -> ParamSplit:
-    c = count(cfg)
+    c = model_counts(cfg)
     d, v, L = cfg.d_model, cfg.vocab_size, cfg.n_layers
     norms = 2 * d * L + d
     embed = v * d

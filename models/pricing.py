@@ -9,7 +9,7 @@ attention, the count the trainer's MFU is measured against) x tokens; device-hou
 
 from __future__ import annotations
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 
 
@@ -24,7 +24,7 @@ def price(flops_per_token: float, tokens: float, peak_flops: float, mfu: float, 
 
 def price_model(cfg: ModelConfig, tokens: float, peak_flops: float, mfu: float, num_devices: int = 1) -> dict:
     """`price` for a model config (its FLOPs per token at its seq_len, MoE by its active parameters)."""
-    return price(count(cfg).flops_per_token, tokens, peak_flops, mfu, num_devices)
+    return price(model_counts(cfg).flops_per_token, tokens, peak_flops, mfu, num_devices)
 
 
 def implied_mfu(hardware_flops: float, device_hours: float, peak_flops: float) -> float:

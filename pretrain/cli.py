@@ -17,16 +17,21 @@ import yaml
 from pydantic import ValidationError
 
 from pretrain.checkpoint.evaluators import evaluator
+from pretrain.checkpoint.init_from import check
 from pretrain.config.loader import dump_config, load_train_config
 from pretrain.config.reference import reference_markdown
 from pretrain.config.schema import TrainConfig
+from pretrain.data.mixture import open_mixture
 from pretrain.dry_run import dry_run
+from pretrain.engine.compiling import check_compile
 from pretrain.engine.ds_config import grad_accum_steps
 from pretrain.engine.extensions import ExtensionLockTimeout
 from pretrain.errors import ConfigError, DataError
 from rundir.accelerators import MEMORY_BYTES
+from rundir.checkpoints import has_checkpoint
 from rundir.files import atomic_write_text
 from rundir.layout import RunDir
+from rundir.summary import read_summary
 
 # Keys that may change between attempts of one run without changing what it computes.
 RESUMABLE_KEYS = {
@@ -178,14 +183,12 @@ def _train(args) -> int:
     grad_accum_steps(cfg, env_world_size())
     _check_eval(cfg)
     if cfg.train.compile:
-        import torch
-
-        from pretrain.engine.compiling import check_compile
+        import torch  # deferred: imports torch
 
         check_compile(cfg, torch.cuda.is_available())
     run_dir = Path(args.run_dir or Path("runs") / cfg.name)
     rd = RunDir(run_dir)
-    summary = rd.read_summary()
+    summary = read_summary(rd.path)
     if summary and summary.get("status") == "done" and rd.config.exists():
         diffs = config_differences(
             yaml.safe_load(rd.config.read_text()), _with_vocab(cfg, summary_vocab(rd)).model_dump(mode="json")
@@ -195,11 +198,7 @@ def _train(args) -> int:
                 print(f"{run_dir}: already done (final loss {summary.get('final_loss')}); nothing to do")
             return 0
     if cfg.train.init_from:
-        from rundir.checkpoints import has_checkpoint
-
         if not has_checkpoint(run_dir):  # with checkpoints of its own a branch resumes from them
-            from pretrain.checkpoint.init_from import check
-
             check(cfg)
 
     from pretrain.engine.distributed import setup, teardown  # deferred: imports torch
@@ -228,7 +227,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
                 + "\n  ".join(diffs)
             )
     if dist.is_main:
-        from pretrain.engine.trainer import write_resolved_config
+        from pretrain.engine.trainer import write_resolved_config  # deferred: imports torch
 
         run_dir.mkdir(parents=True, exist_ok=True)
         write_resolved_config(cfg, run_dir)
@@ -298,8 +297,6 @@ def _prepare_data(cfg, dist):
 
     log = lambda m: print(m, flush=True)  # noqa: E731
     if cfg.data.mixture is not None:
-        from pretrain.data.mixture import open_mixture
-
         if dist.is_main:
             prepared = open_mixture(cfg.data, prepare_missing=True, log=log)
         barrier(dist)

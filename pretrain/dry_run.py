@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pydantic
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.memory import choose_layout, estimate_memory
 from pretrain.config.loader import load_train_config
+from pretrain.data.mixture import planned_vocab
+from pretrain.data.prepared import META_FILE
 from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
 from pretrain.errors import ConfigError
 from rundir.accelerators import MEMORY_BYTES
@@ -34,14 +36,11 @@ def resolve_vocab(cfg) -> tuple[int, str]:
         return cfg.model.vocab_size, "model.vocab_size"
     data = cfg.data
     if data.mixture is not None:
-        from pretrain.data.mixture import planned_vocab
-
         v = planned_vocab(data)
         if v:
             return v, "the mixture's tokenizer"
     else:
-        from pretrain.data.prepare import output_dir
-        from pretrain.data.prepared import META_FILE
+        from pretrain.data.prepare import output_dir  # deferred: imports tokenizers
 
         meta = output_dir(data) / META_FILE
         try:
@@ -116,7 +115,7 @@ def dry_run(config: str, overrides: list[str], world_size: int | None, device: s
     gas = grad_accum_steps(cfg, world)
     vocab, vocab_from = resolve_vocab(cfg)
     model_cfg = cfg.model.model_copy(update={"vocab_size": vocab})
-    counts = count(model_cfg)
+    counts = model_counts(model_cfg)
     built = meta_param_count(model_cfg)
     if built != counts.total:
         raise AssertionError(

@@ -1,11 +1,13 @@
 """Errors the user can fix. The CLI turns them into a message and exit code 2."""
 
+from base.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError, ValueError):
     """A configuration key or value is wrong; raised before any work starts."""
 
 
-class DataError(RuntimeError):
+class DataError(UserError, RuntimeError):
     """Input data is missing, empty or unreadable."""
 
 

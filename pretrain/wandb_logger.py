@@ -59,7 +59,7 @@ class WandbLogger:
             flush=True,
         )
         try:
-            import wandb
+            import wandb  # deferred: imports wandb
 
             wandb.teardown()
         except Exception:  # the service is gone: nothing left to tear down cleanly

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from base.errors import UserError
 from rundir.layout import CHECKPOINTS, COMPLETE, CONFIG, checkpoint_step
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A run directory or checkpoint that cannot be loaded; the message says why and what to do."""
 
 

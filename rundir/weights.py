@@ -61,7 +61,7 @@ def read_state_dict(ckpt: Path) -> dict[str, torch.Tensor]:
     if not sd or _is_zero3_placeholder(sd):
         if not sorted(ckpt.glob("*optim_states.pt")):
             raise CheckpointError(f"{ckpt}: no model states found (expected mp_rank_00_model_states.pt)")
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint  # deferred: imports deepspeed
 
         sd = dict(get_fp32_state_dict_from_zero_checkpoint(str(ckpt.parent), tag=ckpt.name))
     for f in sorted(ckpt.glob("layer_*_expert_*_mp_rank_00_model_states.pt")):  # expert-parallel MoE

@@ -1,4 +1,5 @@
-"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, MoE laws, lr annealing, plan.
+"""Scaling-law fitting: Chinchilla (approaches 1-3), Kaplan, batch/LR laws, critical batch, MoE laws, lr annealing,
+plan.
 
     from scaling import fit_chinchilla
     rec = fit_chinchilla(df, drop_highest_k=5, bootstrap=200)   # df has columns N, D, loss

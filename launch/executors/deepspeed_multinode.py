@@ -20,9 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from launch.run.locks import RunLock
-from launch.run.worker import EXIT_OK, EXIT_STOPPED, decide, open_log, start_trainer, write_launch_config
+from launch.executors.slurm import sweep_meta_dir
+from launch.run.worker import EXIT_OK, EXIT_STOPPED, claim, start_or_skip, start_trainers, write_launch_config
 from launch.sweep import depends
+from launch.sweep.data_jobs import data_jobs, run_locally
 from pretrain.errors import ConfigError
 from rundir.layout import LAUNCH_CONFIG, SUMMARY, TRAIN_LOG
 from rundir.summary import read_summary
@@ -125,10 +126,7 @@ class DeepSpeedExecutor:
         done, failed, stopped, skipped = [], [], [], {}
         blocked: dict[str, str] = {}
         if not dry_run:
-            from launch.executors.slurm import sweep_meta_dir
-            from launch.sweep.data_jobs import data_jobs, run_locally
-
-            todo = [r for r in runs if decide(Path(r.run_dir), retry_failed, r.id) == "run"]
+            todo = [r for r in runs if start_or_skip(Path(r.run_dir), retry_failed, r.id) == "run"]
             jobs = data_jobs(todo)
             if jobs:
                 blocked = run_locally(
@@ -163,29 +161,27 @@ class DeepSpeedExecutor:
                 if dry_run:
                     out.write(" ".join(shlex.quote(a) for a in argv) + "\n")
                     continue
-                what = decide(run_dir, retry_failed, r.id)
+                run_dir.mkdir(parents=True, exist_ok=True)
+                lock, what = claim(run_dir, "deepspeed", retry_failed, r.id)
                 if what != "run":
-                    skipped[r.name] = what
+                    skipped[r.name] = "running under another launch" if what == "busy" else what
                     continue
                 if not depends.may_start(r):  # runs go one at a time in plan order: a parent has ended by now
+                    lock.release()
                     failed.append(r.name)
                     out.write(
                         f"FAILED {r.name}: waits for {depends.parent_checkpoint(r)}, which {r.after[0]} did not write\n"
                     )
                     continue
-                run_dir.mkdir(parents=True, exist_ok=True)
-                lock = RunLock(run_dir, role="deepspeed")
-                if not lock.acquire():
-                    skipped[r.name] = "running under another launch"
-                    continue
                 try:
                     write_launch_config(r)
-                    log = open_log(run_dir, "deepspeed: " + " ".join(argv))
                     out.write(f"start  {r.name} -> {run_dir / TRAIN_LOG}\n")
                     out.flush()
                     before = summary_stamp(run_dir)
-                    proc = state["proc"] = start_trainer(run_dir, argv, dict(os.environ), lock, log)
-                    lock.add_trainers([proc.pid])
+                    (proc,), log = start_trainers(
+                        run_dir, lock, [(argv, dict(os.environ))], "deepspeed: " + " ".join(argv)
+                    )
+                    state["proc"] = proc
                     code = proc.wait()
                     # The launcher may be gone while its ranks still train (and checkpoint): hold on.
                     while group_alive(proc.pid):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,9 +29,9 @@ from launch.run.worker import (
     EXIT_OK,
     EXIT_STOPPED,
     STOP_SIGNALS,
-    decide,
-    open_log,
-    start_trainer,
+    claim,
+    start_or_skip,
+    start_trainers,
     stopped_in_startup,
     train_argv,
     write_launch_config,
@@ -49,7 +50,7 @@ def visible_gpus() -> list[str]:
     if not any(Path("/dev").glob("nvidia[0-9]*")):  # no NVIDIA device: skip importing torch (seconds)
         return []
     try:
-        import torch
+        import torch  # deferred: imports torch
 
         return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     except Exception:
@@ -124,7 +125,7 @@ class LocalExecutor:
         res = LaunchResult()
         queue = []
         for r in runs:
-            what = decide(Path(r.run_dir), retry_failed, r.id)
+            what = start_or_skip(Path(r.run_dir), retry_failed, r.id)
             if what == "done":
                 res.skipped[r.name] = "done"
             elif what == "stale":
@@ -179,8 +180,6 @@ class LocalExecutor:
         run_dir = Path(run.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         if self.per_run_gpus > 1:  # one rank per GPU: the worker spawns them and holds the lock
-            import subprocess
-
             if is_locked(run_dir):
                 res.skipped[run.name] = "running under another launch"
                 return False
@@ -204,22 +203,17 @@ class LocalExecutor:
             slot.run, slot.lock, slot.log, slot.started = run, None, None, time.time()
             self._say(f"start  {run.name} (slot {slot.index}, {self.per_run_gpus} GPUs) -> {run_dir / TRAIN_LOG}")
             return True
-        lock = RunLock(run_dir, role="local")
-        if not lock.acquire(wait_s=0.5):
-            res.skipped[run.name] = "running under another launch"
-            return False
-        what = decide(run_dir, retry_failed, run.id)  # re-check under the lock: another launch may have finished it
+        lock, what = claim(run_dir, "local", retry_failed, run.id, wait_s=0.5)
         if what != "run":
-            lock.release()
-            res.skipped[run.name] = what
+            res.skipped[run.name] = "running under another launch" if what == "busy" else what
             return False
         write_launch_config(run)
         argv = train_argv(
             run_dir, overrides=[f"train.threads={slot.threads}"] if slot.threads and not self.gpus else []
         )
-        log = open_log(run_dir, f"local worker {slot.index}: {' '.join(argv)}")
-        slot.proc = start_trainer(run_dir, argv, {**os.environ, **slot.env}, lock, log)
-        lock.add_trainers([slot.proc.pid])
+        (slot.proc,), log = start_trainers(
+            run_dir, lock, [(argv, {**os.environ, **slot.env})], f"local worker {slot.index}: {' '.join(argv)}"
+        )
         slot.run, slot.lock, slot.log, slot.started = run, lock, log, time.time()
         self._say(f"start  {run.name} (slot {slot.index}) -> {run_dir / TRAIN_LOG}")
         return True

@@ -30,8 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+from base.errors import UserError
 from launch.executors.slurm_fields import directive, no_control, option
-from launch.run.worker import decide, write_launch_config
+from launch.run.worker import start_or_skip, write_launch_config
 from launch.sweep import depends
 from launch.sweep.data_jobs import data_jobs, prepare_argv, reads_the_hub, write_config
 from launch.sweep.node_check import PREFIX_FAILED
@@ -39,7 +40,7 @@ from pretrain.errors import ConfigError
 from rundir.lock import is_locked
 
 
-class SlurmError(RuntimeError):
+class SlurmError(UserError, RuntimeError):
     pass
 
 
@@ -287,7 +288,7 @@ class SlurmExecutor:
         todo, skipped = [], {}
 
         for r in runs:
-            what = decide(Path(r.run_dir), retry_failed, r.id)
+            what = start_or_skip(Path(r.run_dir), retry_failed, r.id)
             if what != "run":
                 skipped[r.name] = what
             elif r.name in queued:

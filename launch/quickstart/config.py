@@ -4,24 +4,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from base.strict import StrictModel
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DataStep(_Strict):
+class DataStep(StrictModel):
     config: str = Field("configs/data/default.yaml", description="data config every run trains on")
     overrides: list[str] = Field(default_factory=list, description="key=value overrides of the data config")
 
 
-class SweepStep(_Strict):
+class SweepStep(StrictModel):
     spec: str = Field(description="sweep spec YAML")
     set: list[str] = Field(default_factory=list, description="`scalelab sweep launch --set` edits of the spec")
 
 
-class WsdOptions(_Strict):
+class WsdOptions(StrictModel):
     cooldown: float = Field(
         0.2,
         gt=0,
@@ -59,13 +57,13 @@ class IsoflopStep(SweepStep):
     wsd: WsdOptions = Field(default_factory=WsdOptions)
 
 
-class EvalStep(_Strict):
+class EvalStep(StrictModel):
     suite: str = Field("tiny", description="eval suite for the final checkpoints")
     limit: int | None = Field(100, description="documents per task (null: the suite's)")
     tasks: list[str] | None = Field(None, description="a subset of the suite's tasks (null: all)")
 
 
-class FitStep(_Strict):
+class FitStep(StrictModel):
     bootstrap: int = Field(200, ge=0, description="bootstrap resamples for every fit")
     n_kind: Literal["total", "non_embedding"] = Field(
         "non_embedding", description="which parameter count is N in every fit"
@@ -86,7 +84,7 @@ class FitStep(_Strict):
     )
 
 
-class PlanStep(_Strict):
+class PlanStep(StrictModel):
     compute_multiplier: float = Field(10.0, gt=1, description="plan budget = this x the largest IsoFLOP budget")
     hparams_from_fit: bool = Field(
         True, description="train the plan with the batch-lr fit's lr and batch (false: the IsoFLOP runs' recipe)"
@@ -96,7 +94,7 @@ class PlanStep(_Strict):
     )
 
 
-class QuickstartConfig(_Strict):
+class QuickstartConfig(StrictModel):
     out: str = Field("quickstart", description="output folder (runs/, fits/, plan/, report.md)")
     workers: int = Field(2, ge=1, description="local sweep workers")
     seed: int = Field(
@@ -107,7 +105,8 @@ class QuickstartConfig(_Strict):
     isoflop: IsoflopStep
     hparams_law: bool = Field(
         True,
-        description="fit the batch-size x lr law first; every IsoFLOP budget and the plan's run take lr and batch from it",
+        description="fit the batch-size x lr law first; every IsoFLOP "
+        "budget and the plan's run take lr and batch from it",
     )
     eval: EvalStep = Field(default_factory=EvalStep)
     fit: FitStep = Field(default_factory=FitStep)

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default=None, help="comma-separated subset of the suite")
     args = ap.parse_args(argv)
     if args.threads:
-        import torch
+        import torch  # deferred: imports torch
 
         torch.set_num_threads(args.threads)
 

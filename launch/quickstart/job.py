@@ -7,7 +7,8 @@
    the largest budget's tokens and a branch at each smaller budget's (launch.quickstart.wsd);
 4. Chinchilla approach 2 and 3 fits, with bootstrap intervals, in stated conventions;
 5. a plan for a larger budget and one run of it (trained with the recipe the law was fitted
-   on: with wsd, a WSD run with the branches' cooldown), while the sweeps' final checkpoints are evaluated with an lm-eval suite on the other core;
+   on: with wsd, a WSD run with the branches' cooldown), while the sweeps' final checkpoints are evaluated
+   with an lm-eval suite on the other core;
 6. the plan run's evaluation and its predicted loss (prediction interval) vs measured;
 7. report.md (with the plots) and the command that opens the dashboard.
 
@@ -35,7 +36,7 @@ from launch.quickstart.config import QuickstartConfig
 from launch.quickstart.evals import already_done
 from launch.quickstart.report import write_report
 from launch.quickstart.study import isoflop_study
-from launch.quickstart.wsd import write_wsd_spec
+from launch.quickstart.wsd import plan_run_schedule, write_wsd_spec
 from pretrain.config.loader import apply_overrides, format_validation_error, load_data_config, read_yaml
 from pretrain.errors import ConfigError
 from rundir.layout import RunDir
@@ -284,7 +285,8 @@ class MainJob:
         print(f"\nreport: {report}")
         print(study["line"])
         print(
-            f"predicted loss {comparison['predicted']:.4f} (95% prediction interval {comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
+            f"predicted loss {comparison['predicted']:.4f} (95% prediction interval "
+            f"{comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
             f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}"
         )
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
@@ -333,7 +335,8 @@ class MainJob:
                 str(max(1, (os.cpu_count() or 1) // max(2, workers))),
             ]
             print(
-                f"\n$ scalelab eval <{len(chunk)} runs> --suite {self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})",
+                f"\n$ scalelab eval <{len(chunk)} runs> --suite "
+                f"{self.cfg.eval.suite} {' '.join(limit)}  (worker {w + 1}/{workers})",
                 flush=True,
             )
             # lm-eval's per-task progress bars would bury the study's own output
@@ -398,8 +401,6 @@ class MainJob:
         )
         extra = [f"train.threads={threads}"] if threads else []
         if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
-            from launch.quickstart.wsd import plan_run_schedule
-
             extra += plan_run_schedule(self.cfg.isoflop.wsd)
         self.scalelab(
             "train",

@@ -137,8 +137,10 @@ def write_report(
         ),
         *([f"\n{study['line']}.\n"] if study else []),
         "\n## The honest test: predicted vs measured loss\n",
-        f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; {_reach(plan, fits / 'chinchilla-a3.json')}) "
-        f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} {c.get('n_kind', '')} parameters, {c.get('params', 0):.4g} in all; "
+        f"The plan for {plan['compute']:.3g} FLOPs ({conv.get('compute', '?')}; "
+        f"{_reach(plan, fits / 'chinchilla-a3.json')}) "
+        f"was trained as `{Path(c['run']).name}` (N = {c['N']:.4g} "
+        f"{c.get('n_kind', '')} parameters, {c.get('params', 0):.4g} in all; "
         f"D = {c['D']:.4g} tokens"
         + (f", {c['epochs']:.2f} epochs of the training data" if c.get("epochs") else "")
         + ").\n",
@@ -174,7 +176,8 @@ def write_report(
         "## IsoFLOP sweep\n",
         *(
             [
-                f"The (N, D, loss) points come from {study['source']}; the plan's run was trained with the same schedule.\n"
+                f"The (N, D, loss) points come from {study['source']}; "
+                "the plan's run was trained with the same schedule.\n"
             ]
             if study
             else []

@@ -21,7 +21,8 @@ def isoflop_study(root: Path, iso_cfg, wall_s: float | None, cpu_s: float | None
     if iso_cfg.schedule == "wsd":
         w = iso_cfg.wsd
         source = (
-            f"WSD cooldown branches ({points - branches} stable runs, each ending in its own cooldown, and {branches} branches; "
+            f"WSD cooldown branches ({points - branches} stable runs, "
+            f"each ending in its own cooldown, and {branches} branches; "
             f"{w.decay_shape} cooldown over {w.cooldown:.0%} of each run's steps)"
         )
     else:

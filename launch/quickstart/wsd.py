@@ -30,7 +30,8 @@ def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
     data = edit_spec(read_yaml(spec_path), list(overrides))
     if data.get("kind") != "isoflop" or not isinstance(data.get("isoflop"), dict):
         raise ConfigError(
-            f"isoflop.spec: {spec_path} is not an IsoFLOP spec (kind: isoflop), so isoflop.schedule: wsd cannot convert it"
+            f"isoflop.spec: {spec_path} is not an IsoFLOP spec (kind: "
+            "isoflop), so isoflop.schedule: wsd cannot convert it"
         )
     iso = data.pop("isoflop")
     if iso.get("hparams_fit"):

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from launch.run.locks import RunLock, slurm_task
+from launch.sweep.status import run_status
 from rundir.files import atomic_write_text
 from rundir.layout import LAUNCH_CONFIG, REQUEUES, TRAIN_LOG
 from rundir.lock import read_holder
@@ -63,14 +64,12 @@ def write_launch_config(run) -> Path:
     return path
 
 
-def decide(run_dir: Path, retry_failed: bool, planned_id: str | None = None) -> str:
+def start_or_skip(run_dir: Path, retry_failed: bool, planned_id: str | None = None) -> str:
     """'done', 'failed', 'stale' (skip) or 'run' (fresh, partial or preempted: the trainer resumes).
 
     stale: the directory holds a run of a different config than the spec now plans under this
     name (the trainer would refuse it); the user deletes the directory or renames the sweep."""
     if planned_id:
-        from launch.sweep.status import run_status
-
         if run_status(run_dir, planned_id=planned_id).state == "stale":
             return "stale"
     status = (read_summary(run_dir) or {}).get("status")
@@ -112,6 +111,41 @@ def start_trainer(run_dir: Path, argv: list[str], env: dict, lock: RunLock, log)
         pass_fds=(lock.fd,),
         start_new_session=True,
     )
+
+
+def claim(
+    run_dir: Path,
+    role: str,
+    retry_failed: bool,
+    planned_id: str | None = None,
+    wait_s: float = 1.0,
+    slurm_job: str | None = None,
+) -> tuple[RunLock | None, str]:
+    """Lock, then start_or_skip under the lock: the one way a worker or executor takes a run.
+
+    (lock, "run") with the lock held; else (None, why): "busy" (held by another launch) or what `start_or_skip`
+    said ("done", "failed", "stale"). Deciding under the lock matters: another launch may have just finished it."""
+    lock = RunLock(run_dir, role=role, slurm_job=slurm_job)
+    if not lock.acquire(wait_s=wait_s):
+        return None, "busy"
+    what = start_or_skip(run_dir, retry_failed, planned_id)
+    if what != "run":
+        lock.release()
+        return None, what
+    return lock, "run"
+
+
+def start_trainers(
+    run_dir: Path, lock: RunLock, commands: list[tuple[list[str], dict]], header: str, procs: list | None = None
+):
+    """Open the run's log and start one trainer process per (argv, env) under the held lock, recorded in it.
+    `procs` (filled as they start) lets a signal handler reach the ranks already started. Returns (procs, log)."""
+    log = open_log(run_dir, header)
+    procs = [] if procs is None else procs
+    for argv, env in commands:
+        procs.append(start_trainer(run_dir, argv, env, lock, log))
+    lock.add_trainers([p.pid for p in procs])
+    return procs, log
 
 
 # ------------------------------------------------------------------ ranks inside a job
@@ -240,7 +274,8 @@ def after_stop(run_dir: Path, got: list[int], job: str | None, requeue: bool, ma
     if signal.SIGUSR1 not in got or signal.SIGTERM in got or signal.SIGINT in got:
         return (
             False,
-            f"stopped after a checkpoint ({', '.join(names) or 'signal'}): cancelled, not requeued; `scalelab sweep launch` resumes it",
+            f"stopped after a checkpoint ({', '.join(names) or 'signal'}): "
+            "cancelled, not requeued; `scalelab sweep launch` resumes it",
         )
     done = requeues_so_far(run_dir, job)
     rec = {
@@ -284,17 +319,16 @@ def run_one(
     if not (run_dir / LAUNCH_CONFIG).exists():
         print(f"{run_dir}: no {LAUNCH_CONFIG}; plan and launch the sweep first", file=sys.stderr)
         return EXIT_CONFIG
-    lock = RunLock(run_dir, role="worker", slurm_job=slurm_job)
     # A few seconds' grace: a requeued task may start while its predecessor's last process exits.
-    if not lock.acquire(wait_s=5.0):
+    lock, what = claim(run_dir, "worker", retry_failed, wait_s=5.0, slurm_job=slurm_job)
+    if what == "busy":
         # Not a success: a requeued task that "completes" here would leave the run partial for good.
         print(f"error: {busy_message(run_dir)}", file=sys.stderr)
         return EXIT_FAILED
+    if what != "run":
+        print(f"{run_dir.name}: {what}; skipped" + (" (use --retry-failed)" if what == "failed" else ""))
+        return EXIT_OK if what == "done" else EXIT_FAILED
     try:
-        what = decide(run_dir, retry_failed)
-        if what != "run":
-            print(f"{run_dir.name}: {what}; skipped" + (" (use --retry-failed)" if what == "failed" else ""))
-            return EXIT_OK if what == "done" else EXIT_FAILED
         overrides = [f"train.threads={threads}"] if threads else []
         base = train_argv(run_dir, python, overrides)
         env = dict(os.environ)
@@ -302,11 +336,10 @@ def run_one(
             env["OMP_NUM_THREADS"] = str(threads)
         job = slurm_task()
         restarts = os.environ.get("SLURM_RESTART_COUNT")
-        log = open_log(
-            run_dir,
+        header = (
             f"worker pid {os.getpid()} job {job or '-'}"
             + (f" restart {restarts}" if restarts else "")
-            + f" mode {mode}: {' '.join(base)}",
+            + f" mode {mode}: {' '.join(base)}"
         )
         got: list[int] = []
         procs: list[subprocess.Popen] = []
@@ -321,9 +354,8 @@ def run_one(
 
         for sig in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, forward)
-        for argv, extra in rank_commands(mode, base, nodes, gpus, port, run_dir):
-            procs.append(start_trainer(run_dir, argv, {**env, **extra}, lock, log))
-        lock.add_trainers([p.pid for p in procs])
+        commands = [(argv, {**env, **extra}) for argv, extra in rank_commands(mode, base, nodes, gpus, port, run_dir)]
+        _, log = start_trainers(run_dir, lock, commands, header, procs)
         if got:  # a signal that came while the ranks were starting
             forward(got[-1], None)
         codes = [p.wait() for p in procs]
@@ -331,7 +363,8 @@ def run_one(
         log.write(f"=== trainer exit code {code}\n".encode())
         if got and stopped_in_startup(code, got):
             log.write(
-                f"=== the trainer died of {died_of(code, got)} while starting: nothing trained in this attempt\n".encode()
+                f"=== the trainer died of {died_of(code, got)} "
+                "while starting: nothing trained in this attempt\n".encode()
             )
             code = EXIT_STOPPED
         again = False

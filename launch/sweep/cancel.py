@@ -49,7 +49,8 @@ def cancel_sweep(plan, names: list[str] | None = None, out=print) -> int:
             scancelled += extra
         if scancelled:
             out(
-                f"scancel {' '.join(scancelled)}: Slurm sends SIGTERM; running trainers checkpoint and stop (no requeue)"
+                f"scancel {' '.join(scancelled)}: Slurm sends SIGTERM; "
+                "running trainers checkpoint and stop (no requeue)"
             )
     signalled: set[int] = set()
     done_something = bool(scancelled)

@@ -1,33 +1,36 @@
-"""`scalelab sweep plan|launch|status|cancel|eval` (and, through `launch.runs_cli`, `scalelab runs`).
+"""`scalelab sweep plan|launch|status|cancel|eval`.
 
-`sweep eval` lives in `launch.sweep.eval_jobs`. Later issues add sweep subcommands without editing
-this file: any module listed in SWEEP_PLUGINS that exists and defines
-`register_sweep(sweep_subparsers)` is wired in.
+`sweep eval` lives in `launch.sweep.eval_jobs`.
 Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
 import time
 from pathlib import Path
 
-from launch import runs_cli
 from launch.console_tables import human, render
 from launch.executors.deepspeed_multinode import DeepSpeedExecutor
-from launch.executors.slurm import queued_jobs
-from launch.run.worker import decide
+from launch.executors.local import LocalExecutor
+from launch.executors.slurm import (
+    SlurmError,
+    SlurmExecutor,
+    check_spec,
+    node_check_failure,
+    queued_jobs,
+    sweep_meta_dir,
+)
+from launch.run.worker import start_or_skip
 from launch.sweep import eval_jobs
 from launch.sweep.cancel import cancel_sweep
+from launch.sweep.data_jobs import data_jobs, describe
 from launch.sweep.epochs import run_epochs
 from launch.sweep.expand import load_plan
 from launch.sweep.preflight import configured_executors, preflight
 from launch.sweep.status import compute_line, counts, sweep_status
 from pretrain.errors import ConfigError
-
-SWEEP_PLUGINS = ["evals.sweep_cli"]
 
 
 def register(sub) -> None:
@@ -64,7 +67,8 @@ def register(sub) -> None:
     q.add_argument(
         "--allow-repeats",
         action="store_true",
-        help="plan runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)",
+        help="plan runs that pass over their unique tokens more than "
+        "train.max_epochs_warn times (repeated data on purpose)",
     )
     q.set_defaults(func=cmd_plan)
 
@@ -80,7 +84,8 @@ def register(sub) -> None:
     q.add_argument(
         "--allow-repeats",
         action="store_true",
-        help="launch runs that pass over their unique tokens more than train.max_epochs_warn times (repeated data on purpose)",
+        help="launch runs that pass over their unique tokens more than "
+        "train.max_epochs_warn times (repeated data on purpose)",
     )
     q.set_defaults(func=cmd_launch)
 
@@ -95,18 +100,6 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_cancel)
 
     eval_jobs.register(ss)
-
-    for name in SWEEP_PLUGINS:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name in (name, name.rsplit(".", 1)[0]):
-                continue
-            raise
-        if hasattr(mod, "register_sweep"):
-            mod.register_sweep(ss)
-
-    runs_cli.register(sub)
 
 
 def _wrap(fn):
@@ -162,7 +155,8 @@ def cmd_plan(args) -> int:
         )
         if shared:
             print(
-                f"compute: {tot_f - shared:.3g} FLOPs with each stable prefix counted once, {tot_f:.3g} as separate runs "
+                f"compute: {tot_f - shared:.3g} FLOPs with each stable "
+                f"prefix counted once, {tot_f:.3g} as separate runs "
                 f"(saving {shared:.3g}, {100 * shared / tot_f:.0f}%)"
             )
         for name, basis in bases.items():
@@ -181,22 +175,18 @@ def cmd_launch(args) -> int:
         spec.executor.deepspeed.hostfile = args.hostfile
     # exit 2 before anything is queued; runs that will not start (done, stale) need nothing
 
-    starting = [r for r in p.runs if decide(Path(r.run_dir), args.retry_failed, r.id) == "run"]
+    starting = [r for r in p.runs if start_or_skip(Path(r.run_dir), args.retry_failed, r.id) == "run"]
     preflight(dataclasses.replace(p, runs=starting), [args.executor], args.allow_repeats)
     if args.executor == "local":
-        from launch.executors.slurm import sweep_meta_dir
-
         if args.dry_run:
-            from launch.sweep.data_jobs import data_jobs, describe
-
             for job in data_jobs(p.runs):
                 print(
-                    f"first: scalelab data prepare {job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}"
+                    "first: scalelab data prepare "
+                    f"{job.config_path(sweep_meta_dir(p.root.resolve()))}  # {describe(job)}"
                 )
             for r in p.runs:
                 print(f"{r.name}: scalelab train {r.run_dir}/launch.yaml --run-dir {r.run_dir}")
             return 0
-        from launch.executors.local import LocalExecutor
 
         loc = spec.executor.local
         ex = LocalExecutor(
@@ -216,8 +206,6 @@ def cmd_launch(args) -> int:
             print(f"  skipped {name}: {why}")
         return res.exit_code
     if args.executor == "slurm":
-        from launch.executors.slurm import SlurmError, SlurmExecutor, check_spec
-
         check_spec(spec)
         try:
             res = SlurmExecutor(spec).launch(p.runs, retry_failed=args.retry_failed, dry_run=args.dry_run)
@@ -314,7 +302,6 @@ def cmd_status(args) -> int:
             for s in sts:
                 if s.state in ("failed", "stale") and s.error:
                     print(f"  {s.name}: {s.error.splitlines()[0][:200]}")
-            from launch.executors.slurm import node_check_failure
 
             failed = node_check_failure(p.root)
             if failed:

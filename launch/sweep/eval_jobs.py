@@ -364,7 +364,7 @@ def worker(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if a.threads:
-        import torch
+        import torch  # deferred: imports torch
 
         torch.set_num_threads(a.threads)
 
@@ -391,7 +391,7 @@ def worker(argv: list[str] | None = None) -> int:
                 log=lambda m, n=run.name: print(f"{n}: {m}", flush=True),
             )
             failed += bool(out["failed"])
-        except Exception as exc:  # noqa: BLE001 - one bad run must not stop the others
+        except Exception as exc:  # one bad run must not stop the others
             failed += 1
             print(f"{run.name}: evaluation FAILED: {type(exc).__name__}: {exc}", flush=True)
         finally:

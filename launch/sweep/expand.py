@@ -18,7 +18,7 @@ from launch.sweep.naming import axis_label, config_id, fmt_num, fmt_sci, model_l
 from launch.sweep.resolve import ConfigBuilder, flops_per_token, vocab_for
 from launch.sweep.spec import SweepSpec, load_spec
 from launch.sweep.status import current_identity
-from models.accounting import count
+from models.accounting import model_counts
 from pretrain.errors import ConfigError
 from scaling.core.conventions import conventions_of
 from scaling.core.errors import InputError
@@ -157,7 +157,7 @@ def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     for m in iso.models:
         label = model_label(m)
         _, cfg = b.resolve([("model", m)], label)
-        c = count(cfg.model, vocab_for(cfg))
+        c = model_counts(cfg.model, vocab_for(cfg))
         fpt = flops_per_token(c, iso.compute)
         models.append((m, label, fpt, cfg, c.total))
     out, skipped = [], []
@@ -173,7 +173,8 @@ def _isoflop(spec: SweepSpec, b: ConfigBuilder):
                 continue
             if iso.tokens_per_param and not iso.tokens_per_param[0] <= tokens / n_total <= iso.tokens_per_param[1]:
                 skipped.append(
-                    f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per parameter outside isoflop.tokens_per_param={iso.tokens_per_param}"
+                    f"c{fmt_sci(c)}-{label}: {tokens / n_total:.3g} tokens per "
+                    f"parameter outside isoflop.tokens_per_param={iso.tokens_per_param}"
                 )
                 continue
             kept += 1
@@ -207,7 +208,7 @@ def _anchors(iso, b: ConfigBuilder, hparams) -> list:
     for a in iso.anchors:
         label = model_label(a.model)
         _, cfg = b.resolve([("model", a.model)], label)
-        c = count(cfg.model, vocab_for(cfg))
+        c = model_counts(cfg.model, vocab_for(cfg))
         fpt = flops_per_token(c, iso.compute)
         hp_items, hp_axes = _budget_hparams(hparams, fpt * a.tokens, cfg) if hparams else ([], {})
         tps = dict(hp_items).get("train.global_batch_size", cfg.train.global_batch_size) * cfg.model.seq_len
@@ -239,7 +240,8 @@ def _hparams_law(iso):
         raise ConfigError(f"sweep spec: isoflop.hparams_fit: {exc}") from None
     if rec["law"] != "batch-lr" or (rec.get("settings") or {}).get("form") != "compute":
         raise ConfigError(
-            f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a {rec['law']} record; it must be a batch-lr fit in the compute form"
+            f"sweep spec: isoflop.hparams_fit {iso.hparams_fit} is a "
+            f"{rec['law']} record; it must be a batch-lr fit in the compute form"
         )
 
     if not has_exponents(rec):
@@ -288,7 +290,7 @@ def _batch_lr(spec: SweepSpec, b: ConfigBuilder):
         micro0 = cfg.train.micro_batch_size
         length: list[tuple[str, Any]] = []
         if bl.tokens_per_param:
-            n = count(cfg.model, vocab_for(cfg)).non_embedding
+            n = model_counts(cfg.model, vocab_for(cfg)).non_embedding
             length = [("train.steps", None), ("train.tokens", int(round(bl.tokens_per_param * n)))]
         elif bl.tokens:
             length = [("train.steps", None), ("train.tokens", int(bl.tokens))]
@@ -327,7 +329,7 @@ def _finish(spec: SweepSpec, name: str, raw: dict, cfg, axes: dict) -> PlannedRu
             "wandb": cfg.wandb.model_copy(update={"group": spec.name, "name": name}),
         }
     )
-    c = count(cfg.model, vocab_for(cfg))
+    c = model_counts(cfg.model, vocab_for(cfg))
     steps, tps = cfg.total_steps(), cfg.tokens_per_step()
     flops = steps * tps * c.flops_per_token
     after = (axes["branch_of"], axes["branch_step"]) if axes.get("role") == "branch" else None

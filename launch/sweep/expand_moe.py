@@ -15,7 +15,7 @@ import math
 
 from launch.sweep.naming import fmt_num, model_label
 from launch.sweep.resolve import vocab_for
-from models.accounting import count
+from models.accounting import model_counts
 from pretrain.errors import ConfigError
 
 
@@ -51,7 +51,7 @@ def moe_points(spec, b) -> tuple[list, list[str]]:
             moe = None if e == 1 and g == 1 else {**ms.settings, "num_experts": e, "top_k": k, "d_ff": d_ff // g}
             name = f"{label}-dense" if moe is None else f"{label}-e{e}-g{g}-k{k}"
             _, cfg = b.resolve([("model", m), ("model.moe", moe)], name)
-            n_active = count(cfg.model, vocab).active_non_embedding
+            n_active = model_counts(cfg.model, vocab).active_non_embedding
             for t in _tokens(ms, n_active, cfg.train.tokens or cfg.total_steps() * cfg.tokens_per_step()):
                 steps = math.ceil(t / cfg.tokens_per_step())
                 run = f"{name}-d{fmt_num(int(round(t)))}"

@@ -31,7 +31,7 @@ import math
 
 from launch.sweep.naming import fmt_num, fmt_sci, model_label
 from launch.sweep.resolve import flops_per_token, vocab_for
-from models.accounting import count
+from models.accounting import model_counts
 from pretrain.checkpoint.init_from import differences
 from pretrain.errors import ConfigError
 from rundir.layout import CHECKPOINTS, checkpoint_tag
@@ -61,7 +61,7 @@ def _fraction_ends(ws, t_max: int, tps: int, d_max: float) -> list[tuple[int, di
 def _budget_ends(ws, label: str, cfg, tps: int, skipped: list[str]) -> list[tuple[int, dict]]:
     """(steps, axes) of every kept budget of one model, by steps (the same rules as kind isoflop)."""
 
-    c = count(cfg.model, vocab_for(cfg))
+    c = model_counts(cfg.model, vocab_for(cfg))
     fpt = flops_per_token(c, ws.compute)
     ends: dict[int, dict] = {}
     for budget in ws.budgets:
@@ -83,11 +83,20 @@ def _budget_ends(ws, label: str, cfg, tps: int, skipped: list[str]) -> list[tupl
 
 def _branch_problem(what: str, steps: int, c: int, point: int, warm: int, stable_cooldown_at: int) -> str | None:
     if point < 1:
-        return f"{what} has {steps} steps; a cooldown of {c} steps leaves no branch point before it (it must start after step 1)"
+        return (
+            f"{what} has {steps} steps; a cooldown of {c} steps leaves "
+            "no branch point before it (it must start after step 1)"
+        )
     if point < warm:
-        return f"{what} ({steps} steps, cooldown {c}) would branch at step {point}, inside the warmup ({warm} steps: wsd.warmup_steps)"
+        return (
+            f"{what} ({steps} steps, cooldown {c}) would branch at step "
+            f"{point}, inside the warmup ({warm} steps: wsd.warmup_steps)"
+        )
     if point > stable_cooldown_at:
-        return f"{what} would branch at step {point}, after the stable run's own cooldown starts (step {stable_cooldown_at})"
+        return (
+            f"{what} would branch at step {point}, after the stable "
+            f"run's own cooldown starts (step {stable_cooldown_at})"
+        )
     return None
 
 

@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from launch.executors.deepspeed_multinode import read_hostfile
+from launch.executors.local import visible_gpus
+from launch.executors.slurm import rank_mode
 from launch.sweep.data_jobs import _data_sets, is_local_path
 from launch.sweep.epochs import run_epochs
 from pretrain.config.loader import PRESET_DIRS, resolve_section, validate_train
@@ -51,15 +53,11 @@ class Problem:
 def world_size(spec, executor: str) -> tuple[int | None, str]:
     """(ranks one run trains on, how that follows from the spec); None when it cannot be known here."""
     if executor == "local":
-        from launch.executors.local import visible_gpus
-
         n = spec.executor.local.gpus_per_run
         if visible_gpus() and n > 1:
             return n, f"executor.local.gpus_per_run={n}"
         return 1, "one process"
     if executor == "slurm":
-        from launch.executors.slurm import rank_mode
-
         s = spec.executor.slurm
         mode = rank_mode(s)
         per = max(1, s.gpus_per_node)

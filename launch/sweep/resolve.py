@@ -8,6 +8,7 @@ from typing import Any
 
 from launch.sweep.spec import SweepSpec
 from pretrain.config.loader import apply_parsed, build_train_raw, validate_train
+from pretrain.data.mixture import planned_vocab
 from pretrain.errors import ConfigError
 
 
@@ -15,8 +16,6 @@ def vocab_for(cfg) -> int:
     if cfg.model.vocab_size:
         return cfg.model.vocab_size
     if cfg.data.mixture is not None:
-        from pretrain.data.mixture import planned_vocab
-
         return planned_vocab(cfg.data) or cfg.data.tokenizer.vocab_size
     tok = cfg.data.tokenizer
     return 50257 if tok.kind == "gpt2" else tok.vocab_size
@@ -52,6 +51,6 @@ def apply_values(raw: dict, items: list[tuple[str, Any]]) -> dict:
 
 
 def flops_per_token(c, compute: str) -> float:
-    """FLOPs per token of a model (`models.accounting.count`) under an IsoFLOP convention: every
+    """FLOPs per token of a model (`models.accounting.model_counts`) under an IsoFLOP convention: every
     run of a budget spends it in that currency."""
     return {"6ND_total": 6.0 * c.total, "6ND_nonembed": 6.0 * c.non_embedding}.get(compute, c.flops_per_token)

@@ -20,17 +20,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from base.strict import StrictModel
 from launch.executors import slurm_fields
 from pretrain.config.loader import PROJECT_ROOT, apply_overrides, read_yaml
 from pretrain.errors import ConfigError
 
 Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds", "moe", "wsd"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def _as_float_list(v: Any) -> Any:
@@ -39,7 +36,7 @@ def _as_float_list(v: Any) -> Any:
     return v
 
 
-class AnchorSpec(Strict):
+class AnchorSpec(StrictModel):
     """One run of an IsoFLOP sweep outside its budgets: a model trained on `tokens` tokens."""
 
     model: Any = Field(description="model preset (name) or model section (mapping)")
@@ -51,7 +48,7 @@ class AnchorSpec(Strict):
         return float(v) if isinstance(v, str) else v
 
 
-class IsoflopSpec(Strict):
+class IsoflopSpec(StrictModel):
     budgets: list[float] = Field(
         description="compute budgets C in FLOPs under `compute`; tokens D = C / (FLOPs per token)"
     )
@@ -70,12 +67,14 @@ class IsoflopSpec(Strict):
     compute: Literal["6ND_total", "6ND_nonembed", "trainer_flops"] = Field(
         "trainer_flops",
         description="what a budget counts: 6*N*D with total or non-embedding N, or the trainer's FLOPs "
-        "(attention and output head included); recorded in each run's axes so fits group and plan in the same convention",
+        "(attention and output head included); recorded in each "
+        "run's axes so fits group and plan in the same convention",
     )
     anchors: list[AnchorSpec] = Field(
         default_factory=list,
         description="data-rich runs beyond the IsoFLOP profiles, e.g. [{model: n25k, tokens: 8e6}]: "
-        "approach 3 fits them with the rest (they pin the data term and the small-size limit, which profiles at small budgets "
+        "approach 3 fits them with the rest (they pin the data term "
+        "and the small-size limit, which profiles at small budgets "
         "leave unidentified); approach 2 leaves them out (they belong to no budget)",
     )
 
@@ -92,7 +91,7 @@ class IsoflopSpec(Strict):
         return v
 
 
-class BatchLrSpec(Strict):
+class BatchLrSpec(StrictModel):
     models: list[Any] | None = Field(None, description="model presets; default: the base config's model")
     batch_sizes: list[int] | None = Field(None, description="global batch sizes in sequences")
     lrs: list[float] | None = Field(None, description="peak learning rates")
@@ -109,7 +108,7 @@ class BatchLrSpec(Strict):
         return float(v) if isinstance(v, str) else _as_float_list(v)
 
 
-class MoeSpec(Strict):
+class MoeSpec(StrictModel):
     """Kind `moe`: experts x granularity x active size x tokens, for `scalelab fit moe` (launch.sweep.expand_moe)."""
 
     models: list[Any] = Field(
@@ -127,7 +126,8 @@ class MoeSpec(Strict):
     top_k: int = Field(
         1,
         ge=1,
-        description="experts per token at G = 1; a run at granularity G routes to top_k x G experts (the same active FFN)",
+        description="experts per token at G = 1; a run at granularity "
+        "G routes to top_k x G experts (the same active FFN)",
     )
     tokens: list[float] | None = Field(None, description="training tokens of every run (default: the base config's)")
     tokens_per_param: list[float] | None = Field(
@@ -172,7 +172,7 @@ class MoeSpec(Strict):
         return self
 
 
-class WsdSpec(Strict):
+class WsdSpec(StrictModel):
     """Kind `wsd`: per model one stable run to D_max and cooldown branches from it (launch.sweep.expand_wsd)."""
 
     models: list[Any] = Field(description="model presets (names) or model sections (mappings); one stable run each")
@@ -280,13 +280,13 @@ class WsdSpec(Strict):
         return self
 
 
-class LocalExec(Strict):
+class LocalExec(StrictModel):
     workers: int = Field(1, ge=1, description="runs at once")
     threads: int | None = Field(None, ge=1, description="torch threads per run (default cores / workers)")
     gpus_per_run: int = Field(1, ge=0, description="GPUs per run when CUDA devices are visible")
 
 
-class SlurmExec(Strict):
+class SlurmExec(StrictModel):
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
@@ -346,7 +346,7 @@ class SlurmExec(Strict):
         return None if v is None else slurm_fields.no_control(v, "the path")
 
 
-class DeepSpeedExec(Strict):
+class DeepSpeedExec(StrictModel):
     hostfile: str | None = Field(None, description="DeepSpeed hostfile: `host slots=N` per line")
     num_nodes: int | None = Field(None, ge=1)
     num_gpus: int | None = Field(None, ge=1, description="GPUs per node")
@@ -355,13 +355,13 @@ class DeepSpeedExec(Strict):
     launcher: str = Field("pdsh", description="deepspeed --launcher (pdsh, openmpi, mvapich, ...)")
 
 
-class ExecutorSpec(Strict):
+class ExecutorSpec(StrictModel):
     local: LocalExec = Field(default_factory=LocalExec)
     slurm: SlurmExec = Field(default_factory=SlurmExec)
     deepspeed: DeepSpeedExec = Field(default_factory=DeepSpeedExec)
 
 
-class SweepSpec(Strict):
+class SweepSpec(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
     base: str = Field(description="base train config YAML")

@@ -11,7 +11,7 @@ k*capacity_factor). Dense layers count 3*d*ffn_dim. Training FLOPs per token fol
 
 from __future__ import annotations
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 
 
@@ -24,7 +24,7 @@ def moe_summary(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
     experts and capacity factor (null: dropless; expert_choice's default is 1.0). A dense config
     reads as E = 1, G = 1, top_k = 1, so dense and MoE runs sit in one table. Torch-free.
     """
-    c = count(cfg, vocab_size)
+    c = model_counts(cfg, vocab_size)
     dense_d_ff = cfg.ffn_dim
     out = {
         "params": c.total,

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from base.strict import StrictModel
 
 RouterName = Literal["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"]
 ROUTER_NAMES: tuple[str, ...] = RouterName.__args__
 
 
-class MoEConfig(BaseModel):
+class MoEConfig(StrictModel):
     """Which FFN layers become MoE layers and how tokens are routed to experts."""
-
-    # Same rules as models.config.StrictModel (not imported: models.config imports this module).
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     num_experts: int = Field(8, ge=1, description="routed experts per MoE layer")
     top_k: int = Field(
@@ -23,17 +22,20 @@ class MoEConfig(BaseModel):
     d_ff: int | None = Field(
         None,
         gt=0,
-        description="hidden size of each expert's SwiGLU (default: model.d_ff); smaller values give fine-grained experts",
+        description="hidden size of each expert's SwiGLU (default: "
+        "model.d_ff); smaller values give fine-grained experts",
     )
     num_shared_experts: int = Field(
         0,
         ge=0,
-        description="always-active experts of size d_ff (DeepSeekMoE), run as one SwiGLU of width num_shared_experts*d_ff",
+        description="always-active experts of size d_ff (DeepSeekMoE), "
+        "run as one SwiGLU of width num_shared_experts*d_ff",
     )
     capacity_factor: float | None = Field(
         None,
         gt=0,
-        description="expert capacity = ceil(capacity_factor * tokens * top_k / num_experts) per micro-batch; the lowest-scoring "
+        description="expert capacity = ceil(capacity_factor * tokens * top_k "
+        "/ num_experts) per micro-batch; the lowest-scoring "
         "assignments beyond it are dropped (the token keeps its residual); training only, eval/generation is dropless. "
         "null: dropless (expert_choice: its capacity, default 1.0)",
     )
@@ -41,19 +43,22 @@ class MoEConfig(BaseModel):
     every_k_layers: int = Field(
         1,
         ge=1,
-        description="MoE in every k-th layer after the dense prefix: layer i is MoE iff i >= first_dense_layers and (i - first_dense_layers + 1) % k == 0",
+        description="MoE in every k-th layer after the dense prefix: layer i is MoE iff "
+        "i >= first_dense_layers and (i - first_dense_layers + 1) % k == 0",
     )
     first_dense_layers: int = Field(
         0, ge=0, description="number of leading layers that keep a dense FFN (DeepSeek-style)"
     )
     renormalize: bool | None = Field(
         None,
-        description="renormalise the top-k weights to sum to 1 (default: off for softmax scores, on for sigmoid scores)",
+        description="renormalise the top-k weights to sum to 1 (default: "
+        "off for softmax scores, on for sigmoid scores)",
     )
     aux_loss_coef: float = Field(
         0.01,
         ge=0,
-        description="softmax_topk: Switch/GShard load-balancing loss coefficient; perfect balance gives exactly this value",
+        description="softmax_topk: Switch/GShard load-balancing loss "
+        "coefficient; perfect balance gives exactly this value",
     )
     z_loss_coef: float = Field(
         0.001, ge=0, description="ST-MoE router z-loss coefficient: coef * mean(logsumexp(logits)^2) (all routers)"
@@ -71,11 +76,13 @@ class MoEConfig(BaseModel):
     ep_size: int = Field(
         1,
         ge=1,
-        description="expert-parallel ranks: experts are sharded over groups of ep_size ranks (must divide num_experts and the world size)",
+        description="expert-parallel ranks: experts are sharded over groups of "
+        "ep_size ranks (must divide num_experts and the world size)",
     )
     grouped_mm: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="expert matmuls: auto uses torch.nn.functional.grouped_mm for bf16 on CUDA with compute capability >= 8.0, per-expert slices otherwise; on forces it wherever torch has it",
+        description="expert matmuls: auto uses torch.nn.functional.grouped_mm for bf16 on CUDA with compute "
+        "capability >= 8.0, per-expert slices otherwise; on forces it wherever torch has it",
     )
 
     @model_validator(mode="after")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pretrain.callbacks.base import Callback, StepInfo
+from pretrain.checkpoint.evaluators import evaluator
 
 __all__ = ["Callback", "StepInfo", "default_callbacks"]
 
@@ -41,16 +42,15 @@ def default_callbacks(trainer) -> list[Callback]:
         StepProfile(d.device),
     ]
     if cfg.train.noise_scale_every_steps:
-        from pretrain.callbacks.noise_scale import NoiseScale
+        from pretrain.callbacks.noise_scale import NoiseScale  # deferred: imports torch
 
         out.append(NoiseScale(module, feed.sampler))
     if getattr(cfg.model, "moe", None) is not None:
-        from pretrain.callbacks.moe import MoERouterMetrics
+        from pretrain.callbacks.moe import MoERouterMetrics  # deferred: imports torch
 
         out.append(MoERouterMetrics(module))
     if cfg.eval is not None:
-        from pretrain.callbacks.inloop_eval import CheckpointEvaluation
-        from pretrain.checkpoint.evaluators import evaluator
+        from pretrain.callbacks.inloop_eval import CheckpointEvaluation  # deferred: imports torch
 
         out.append(CheckpointEvaluation(evaluator(), cfg.eval))
     fault = FaultInjection.from_env(module)

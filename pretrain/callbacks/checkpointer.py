@@ -93,7 +93,8 @@ class Checkpointer(Callback):
         info, d = self.info, self.module.dist
         if all_reduce_max(0.0 if checkpoint.weights_finite(self.module.model) else 1.0, d) > 0:
             raise TrainingFailed(
-                f"non-finite weights at step {info.step}; not saved. The last good checkpoint is kept in {info.run_dir.checkpoints}"
+                f"non-finite weights at step {info.step}; not saved. The "
+                f"last good checkpoint is kept in {info.run_dir.checkpoints}"
             )
         client = self.trainer.state_dict()
         with self.trainer.paused("checkpoint"):  # checkpoints are not training time

@@ -1,6 +1,6 @@
 """MoE routers: the aux-free bias update after every optimizer step (`update_expert_biases`: all
-layers in one all-reduce), and router health metrics on log steps, aggregated over all micro-batches and all ranks of the
-step (models/moe/metrics.py sums the counts; one all-reduce sums the ranks)."""
+layers in one all-reduce), and router health metrics on log steps, aggregated over all micro-batches and all
+ranks of the step (models/moe/metrics.py sums the counts; one all-reduce sums the ranks)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import torch
 
 from models.moe.accounting import moe_summary
 from pretrain.callbacks.base import Callback
+from rundir.summary import write_summary
 
 
 class SummaryFileWriter(Callback):
@@ -41,7 +42,7 @@ class SummaryFileWriter(Callback):
         tr.summary = s = self.summary(tr.status, tr.error)
         if self.info.is_main:
             try:
-                self.info.run_dir.write_summary(s)
+                write_summary(self.info.run_dir.path, s)
             except OSError as exc:  # a full disk: the run's own message matters more than a traceback
                 self.info.log(f"warning: summary.json could not be written ({exc})")
         return s

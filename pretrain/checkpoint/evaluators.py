@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from pydantic import model_validator
 
-from models.config import StrictModel
+from base.strict import StrictModel
 
 GROUP = "scalelab.checkpoint_evaluators"
 NAME = "eval"

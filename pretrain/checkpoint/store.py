@@ -82,7 +82,7 @@ def save(
     error = None
     try:
         engine.save_checkpoint(str(root), tag=tag, client_state={"scalelab": client}, save_latest=False)
-    except Exception as exc:  # noqa: BLE001 - torch.save reports a full disk as RuntimeError or OSError
+    except Exception as exc:  # torch.save reports a full disk as RuntimeError or OSError
         error = exc
     delay = float(os.environ.get("SCALELAB_FAULT_CHECKPOINT_DELAY_S", "0"))  # test hook: hold the write open
     if delay > 0:
@@ -103,7 +103,8 @@ def save(
         raise CheckpointSaveError(
             f"checkpoint step_{step} could not be written ({why}; {free:.0f} MiB free on its file system: is the disk "
             f"full?). The partial write was removed; the last good checkpoint "
-            f"{done[-1][1].name if done else '(none)'} is kept in {root}. Free space and rerun the same command to resume"
+            f"{done[-1][1].name if done else '(none)'} is kept in "
+            f"{root}. Free space and rerun the same command to resume"
         )
     if is_main:
         _prune(root, keep, set(pinned))
@@ -231,7 +232,7 @@ def _try_load(
         if is_main:
             try:
                 convert_to_universal(path, out)
-            except Exception as exc:  # noqa: BLE001 - reported below, after the other ranks are told
+            except Exception as exc:  # reported below, after the other ranks are told
                 why = f"conversion to a universal checkpoint failed: {type(exc).__name__}: {exc}"
         if not agree(why is None):
             why = why or "conversion to a universal checkpoint failed on rank 0"
@@ -240,7 +241,7 @@ def _try_load(
             loaded, client = _load_one(engine, out if universal else path, universal)
             if loaded is None or client is None or "scalelab" not in client:
                 why = "DeepSpeed found no model states or no scalelab client state in it"
-        except Exception as exc:  # noqa: BLE001 - corrupt files: fall back to the previous checkpoint
+        except Exception as exc:  # corrupt files: fall back to the previous checkpoint
             why = f"{type(exc).__name__}: {exc}"
         if not agree(why is None):
             why = why or "it failed to load on another rank"
@@ -257,7 +258,7 @@ def load_latest(
     `agree(ok)` returns True only if `ok` on every rank, so that all ranks fall back together.
     Raises CheckpointLoadError when complete checkpoints exist and none loads."""
     failures = []
-    for step, path in reversed(complete_checkpoints(root)):
+    for _step, path in reversed(complete_checkpoints(root)):
         client, why, saved = _try_load(engine, path, log, world_size, is_main, agree)
         if why is None:
             return client

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from models.config import ModelConfig, StrictModel
+from base.strict import StrictModel
+from models.config import ModelConfig
 from pretrain.checkpoint.evaluators import section_type
 from pretrain.data.config import DataConfig
 
@@ -21,7 +22,8 @@ class OptimConfig(StrictModel):
     weight_decay: float = Field(
         0.1,
         ge=0,
-        description="decoupled weight decay (AdamW and Muon halves); never applied to norms, biases or embeddings' norms",
+        description="decoupled weight decay (AdamW and Muon halves); "
+        "never applied to norms, biases or embeddings' norms",
     )
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1")
     beta2: float = Field(0.95, ge=0, lt=1, description="AdamW beta2")
@@ -90,7 +92,8 @@ class LoopConfig(StrictModel):
     activation_checkpointing: Literal["none", "full", "every_k"] = Field(
         "none",
         description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
-        "same losses, less memory, ~1 more forward of compute): none, full (every block) or every_k (blocks 0, k, 2k, ...)",
+        "same losses, less memory, ~1 more forward of compute): "
+        "none, full (every block) or every_k (blocks 0, k, 2k, ...)",
     )
     activation_checkpointing_k: int | None = Field(None, description="every_k: checkpoint every k-th block (k >= 1)")
     tf32: bool = Field(
@@ -104,19 +107,22 @@ class LoopConfig(StrictModel):
     )
     deterministic: bool = Field(
         True,
-        description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic algorithms (see docs/reliability.md for the cost); false: let the libraries choose",
+        description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic "
+        "algorithms (see docs/reliability.md for the cost); false: let the libraries choose",
     )
     noise_scale_every_steps: int = Field(
         0,
         ge=0,
-        description="measure the gradient noise scale B_simple every this many steps (0: off); logged as grad_noise_scale",
+        description="measure the gradient noise scale B_simple every "
+        "this many steps (0: off); logged as grad_noise_scale",
     )
     noise_scale_batches: int = Field(
         4, ge=2, description="micro-batches per noise-scale measurement (B_big = this x micro-batch tokens)"
     )
     nonfinite_grad: Literal["skip", "stop"] = Field(
         "skip",
-        description="a step whose global gradient norm is inf/NaN: skip its update (counted as skipped_steps) or stop the run (exit 1, last good checkpoint kept)",
+        description="a step whose global gradient norm is inf/NaN: skip its update (counted "
+        "as skipped_steps) or stop the run (exit 1, last good checkpoint kept)",
     )
     max_skipped_steps: int = Field(
         10, ge=0, description="nonfinite_grad skip: stop the run (exit 1) once more than this many steps were skipped"
@@ -124,7 +130,8 @@ class LoopConfig(StrictModel):
     max_epochs_warn: float | None = Field(
         4.0,
         gt=0,
-        description="warn at start when the planned tokens exceed this many passes over the training split's unique tokens (or any mixture component's); null: never",
+        description="warn at start when the planned tokens exceed this many passes over the "
+        "training split's unique tokens (or any mixture component's); null: never",
     )
     init_from: str | None = Field(
         None,
@@ -165,7 +172,8 @@ class LoopConfig(StrictModel):
         k, mode = self.activation_checkpointing_k, self.activation_checkpointing
         if mode == "every_k" and (k is None or k < 1):
             raise ValueError(
-                f"train.activation_checkpointing_k must be an integer >= 1 with activation_checkpointing: every_k (got {k})"
+                "train.activation_checkpointing_k must be an integer "
+                f">= 1 with activation_checkpointing: every_k (got {k})"
             )
         if mode != "every_k" and k is not None:
             raise ValueError(

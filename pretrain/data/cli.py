@@ -85,7 +85,8 @@ def _summary(prepared, title: str | None = None) -> None:
     print(f"  out dir:   {prepared.out_dir}")
     tok = meta["tokenizer"]
     print(
-        f"  tokenizer: {tok['kind']}, vocab {prepared.vocab_size}, eot {tok['eot_token']!r} = {prepared.eot_id}, {meta['dtype']}"
+        f"  tokenizer: {tok['kind']}, vocab {prepared.vocab_size}, "
+        f"eot {tok['eot_token']!r} = {prepared.eot_id}, {meta['dtype']}"
     )
     for split, info in meta["splits"].items():
         unique = info.get("unique_tokens", info["tokens"])

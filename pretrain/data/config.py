@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from models.config import StrictModel
+from base.strict import StrictModel
 
 DEFAULT_DELIMITER = "<|endoftext|>"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -42,7 +42,9 @@ class TokenizerConfig(StrictModel):
     sample_chars: int = Field(
         25_000_000,
         gt=0,
-        description="kind=bpe: train the BPE on a seeded sample of about this many characters of the train split (the whole documents with the smallest seeded hashes; the whole split when it is smaller); bounds time and memory on large corpora (the old name train_max_chars is accepted)",
+        description="kind=bpe: train the BPE on a seeded sample of about this many characters of the train "
+        "split (the whole documents with the smallest seeded hashes; the whole split when it is "
+        "smaller); bounds time and memory on large corpora (the old name train_max_chars is accepted)",
     )
 
     @model_validator(mode="before")
@@ -78,14 +80,17 @@ class DataConfig(StrictModel):
     name: str = Field("default", description="name of the prepared data set (output folder name)")
     root: str | None = Field(
         None,
-        description="base folder for relative source paths (default: $SCALELAB_DATA_ROOT, else ../shared/data next to the project)",
+        description="base folder for relative source paths (default: "
+        "$SCALELAB_DATA_ROOT, else ../shared/data next to the project)",
     )
     sources: list[SourceConfig] | None = Field(
         None, description="inputs; strings are shorthand for {path: ...}; required unless data.mixture is set"
     )
     val_sources: list[SourceConfig] | None = Field(
         None,
-        description="a given validation set (same shape as sources): it is the val split, and every document of `sources` is train (val_fraction unused); null: hold out val_fraction of the documents by a seeded hash",
+        description="a given validation set (same shape as sources): it is the val "
+        "split, and every document of `sources` is train (val_fraction "
+        "unused); null: hold out val_fraction of the documents by a seeded hash",
     )
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
     val_fraction: float = Field(
@@ -93,12 +98,14 @@ class DataConfig(StrictModel):
     )
     doc_delimiter: str | None = Field(
         DEFAULT_DELIMITER,
-        description="in plain-text files a line equal to this (surrounding whitespace ignored) ends a document and is dropped; null: no delimiter",
+        description="in plain-text files a line equal to this (surrounding whitespace "
+        "ignored) ends a document and is dropped; null: no delimiter",
     )
     doc_chars: int | None = Field(
         20_000,
         gt=0,
-        description="plain text between delimiters is cut into documents of about this many characters at paragraph breaks; null: never cut (a document runs to the next delimiter or the end of the file)",
+        description="plain text between delimiters is cut into documents of about this many characters at "
+        "paragraph breaks; null: never cut (a document runs to the next delimiter or the end of the file)",
     )
     seed: int = Field(0, description="seed of the document-level split and of the tokenizer's training sample")
     out_dir: str | None = Field(
@@ -110,16 +117,20 @@ class DataConfig(StrictModel):
     workers: int | None = Field(
         None,
         ge=1,
-        description="tokenizer processes when encoding (default: the CPU cores available; 1: in this process); small corpora are always encoded in-process",
+        description="tokenizer processes when encoding (default: the CPU cores available; "
+        "1: in this process); small corpora are always encoded in-process",
     )
     mixture: dict[str, MixtureComponent] | None = Field(
         None,
-        description="train on a weighted mixture of prepared data sets instead of `sources`: {label: weight} (label = a data preset or prepared folder) or {label: {weight, data}}; all components must share one tokenizer",
+        description="train on a weighted mixture of prepared data sets instead of "
+        "`sources`: {label: weight} (label = a data preset or prepared folder) "
+        "or {label: {weight, data}}; all components must share one tokenizer",
     )
     mixture_period: int = Field(
         1000,
         ge=1,
-        description="mixture: samples per fixed interleaving pattern; each component gets round(weight * period) of them (at least 1)",
+        description="mixture: samples per fixed interleaving pattern; each "
+        "component gets round(weight * period) of them (at least 1)",
     )
 
     @field_validator("sources", "val_sources", mode="before")
@@ -150,7 +161,8 @@ class DataConfig(StrictModel):
             bad = [k for k in self.mixture if not _LABEL.match(k)]
             if bad:
                 raise ValueError(
-                    f"data.mixture labels must be plain names (letters, digits, _ . -), got {', '.join(map(repr, bad))}; "
+                    "data.mixture labels must be plain names (letters, "
+                    f"digits, _ . -), got {', '.join(map(repr, bad))}; "
                     "give a path as {label: {weight: W, data: PATH}}"
                 )
             return self

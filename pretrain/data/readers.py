@@ -40,7 +40,7 @@ def open_binary(path: Path) -> Iterator[BinaryIO]:
         fh = lzma.open(path, "rb")
     elif name.endswith(".zst"):
         try:
-            import zstandard
+            import zstandard  # deferred: imports zstandard
         except ImportError:
             raise DataError(
                 f"{path}: reading .zst files needs the `zstandard` package (pip install zstandard)"
@@ -63,7 +63,7 @@ def _corrupt(path: Path, exc: BaseException) -> DataError:
 def _decode_errors() -> tuple[type[BaseException], ...]:
     errors: list[type[BaseException]] = [OSError, EOFError, zlib.error, lzma.LZMAError]
     try:
-        import zstandard
+        import zstandard  # deferred: imports zstandard
 
         errors.append(zstandard.ZstdError)
     except ImportError:
@@ -162,7 +162,7 @@ def _jsonl(path: Path, text_field: str, lines: Iterator[str]) -> Iterator[str]:
 def iter_parquet_texts(path: Path, text_field: str) -> Iterator[str]:
     """The text column of a Parquet file, one record batch at a time."""
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # deferred: imports pyarrow
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         raise DataError(f"{path}: reading Parquet needs the `pyarrow` package") from None
     try:

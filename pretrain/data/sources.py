@@ -228,7 +228,7 @@ def _load_hf(source: ResolvedSource):
 def _load_hf_uncached(source: ResolvedSource):
     src = source.config
     try:
-        import datasets
+        import datasets  # deferred: imports datasets
     except ImportError as exc:  # pragma: no cover - datasets is a dependency
         raise DataError(f"hf_dataset sources need the `datasets` package ({exc})") from None
     target = source.hf_target or ""
@@ -289,7 +289,7 @@ def iter_documents(cfg: DataConfig, sources: list[ResolvedSource]) -> Iterator[D
                 yield Document(index, origin, text)
             continue
 
-        def file_texts() -> Iterator[tuple[str, str]]:
+        def file_texts(source: ResolvedSource = source, src: SourceConfig = src) -> Iterator[tuple[str, str]]:
             for path in source.files:
                 for text in _file_documents(path, src, cfg.doc_chars, cfg.doc_delimiter):
                     yield str(path), text

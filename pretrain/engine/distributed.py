@@ -3,6 +3,7 @@ multi-node GPU jobs (the launcher or Slurm exports RANK/WORLD_SIZE/LOCAL_RANK/MA
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import sys
@@ -64,7 +65,7 @@ def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
         # Oversubscribed CPU ranks run many times slower: split the cores between local ranks.
         torch.set_num_threads(threads or cores_per_rank(local_world))
     if deterministic:
-        from pretrain.engine.determinism import make_deterministic
+        from pretrain.engine.determinism import make_deterministic  # deferred: imports torch
 
         make_deterministic(device)
 
@@ -102,8 +103,6 @@ def exit_process(rc: int) -> NoReturn:
     1 run in 20 of a 2-rank ZeRO-3 job on CPU), and the launcher then reports a finished run as
     failed. The trainer's files are flushed line by line and closed by now."""
     if _group_world > 1:
-        import atexit
-
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:

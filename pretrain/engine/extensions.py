@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from pretrain.errors import ConfigError
+
 SHM_OP = "deepspeed_shm_comm"
 LOCK_TIMEOUT_ENV = "SCALELAB_EXTENSION_LOCK_TIMEOUT_S"
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -50,8 +52,6 @@ def lock_timeout_s() -> float:
     except ValueError:
         value = -1.0
     if value <= 0:
-        from pretrain.errors import ConfigError
-
         raise ConfigError(f"{LOCK_TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
     return value
 
@@ -65,7 +65,8 @@ def bound_lock_waits(timeout_s: float) -> None:
         while os.path.exists(self.lock_file_path):
             if time.monotonic() > deadline:
                 raise ExtensionLockTimeout(
-                    f"waited {timeout_s:.0f}s on the C++ extension build lock {self.lock_file_path}: another process is "
+                    f"waited {timeout_s:.0f}s on the C++ extension build "
+                    f"lock {self.lock_file_path}: another process is "
                     f"building this op, or a build was killed and left the lock behind. If no build is running, delete "
                     f"that file and start again ({LOCK_TIMEOUT_ENV} sets the wait)."
                 )

@@ -14,7 +14,8 @@ the EMAs is meaningful, which is why both are kept and checkpointed (`state_dict
 Runs on the unwrapped torch model with `torch.autograd.grad`, so it never touches `.grad`, the
 optimizer or DeepSpeed's buffers; every module buffer (an MoE router's aux-free selection bias and
 the load it counts for its next update) and the RNG are restored afterwards, so a probe changes
-nothing a checkpoint or the next step sees: exact resume holds when a probe step meets a checkpoint. Config: `train.noise_scale_every_steps` (0 = off),
+nothing a checkpoint or the next step sees: exact resume holds when a probe step meets a checkpoint.
+Config: `train.noise_scale_every_steps` (0 = off),
 `train.noise_scale_batches` (k, default 4).
 """
 

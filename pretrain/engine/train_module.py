@@ -72,7 +72,7 @@ class DeepSpeedTrainModule:
             self.log(describe_shares(model, self.dist.world_size, self.dist.device))
         model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
         if cfg.optim.name == "muon":  # ep_size 1 (config): experts stay whole on every rank
-            from pretrain.optim.muon_build import build_muon, split_text
+            from pretrain.optim.muon_build import build_muon, split_text  # deferred: imports torch
 
             opt, self.optimizer_record = build_muon(
                 model, cfg.optim, cfg.peak_lr(), cfg.deepspeed.zero_stage, self.dist.rank, self.dist.world_size
@@ -80,7 +80,7 @@ class DeepSpeedTrainModule:
         else:
             groups = param_groups(model, cfg.optim)
             if getattr(cfg.model, "moe", None) is not None:
-                from pretrain.engine.expert_parallel import prepare_moe
+                from pretrain.engine.expert_parallel import prepare_moe  # deferred: imports deepspeed, torch
 
                 groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
             # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.accounting import count
+from models.accounting import model_counts
 from pretrain.callbacks import Callback, StepInfo, default_callbacks
 from pretrain.callbacks.signals import Signals
 from pretrain.checkpoint import store as checkpoint
@@ -58,7 +58,7 @@ class Trainer:
         self.rd = RunDir(run_dir)
         self.console = Progress(enabled=progress and dist.is_main, messages=messages and dist.is_main)
         self.total_steps = cfg.total_steps()
-        self.counts = count(cfg.model)
+        self.counts = model_counts(cfg.model)
         self.state = TrainState()
         self.module = DeepSpeedTrainModule(cfg, dist, self.rd.checkpoints, self.log)
         self.recorder = MetricRecorder(dist.device, dist.world_size)
@@ -131,7 +131,7 @@ class Trainer:
             if hook in ("on_error", "close"):  # cleaning up after a failure: one callback's error must not hide it
                 try:
                     getattr(cb, hook)(*args)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     self.log(f"warning: {type(cb).__name__}.{hook} failed ({type(exc).__name__}: {exc})")
             else:
                 getattr(cb, hook)(*args)

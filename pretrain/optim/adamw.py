@@ -9,7 +9,7 @@ from pretrain.config.schema import OptimConfig
 
 def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
     decay, no_decay, seen = [], [], set()
-    for name, p in model.named_parameters():
+    for _name, p in model.named_parameters():
         if not p.requires_grad or id(p) in seen:  # tied weights appear once
             continue
         seen.add(id(p))

@@ -19,6 +19,7 @@ from scaling.fits.batch_lr import fit_batch_lr
 from scaling.fits.chinchilla.approaches import fit_chinchilla
 from scaling.fits.critical_batch import fit_critical_batch
 from scaling.fits.kaplan import fit_kaplan
+from scaling.fits.plots import plot_fit
 from scaling.lr_annealing.curves import TABLE_ROLES
 from scaling.lr_annealing.fit import fit_lr_annealing
 
@@ -49,7 +50,8 @@ def _common(p: argparse.ArgumentParser, *, bootstrap: bool = True, plot: bool = 
         "--n-kind",
         default="total",
         choices=["total", "non_embedding", "active"],
-        help="which parameter count is N: run directories read it from summary.json; tables use their column of that kind "
+        help="which parameter count is N: run directories read it "
+        "from summary.json; tables use their column of that kind "
         "(params / non_embedding_params / active_params) or declare the N column's kind (default: total)",
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (fits are deterministic given it)")
@@ -68,9 +70,11 @@ def _eval_reading(p: argparse.ArgumentParser, *, accuracy: bool) -> None:
         "--loss-metric",
         choices=["bpb", "nats", "val_loss"] if accuracy else ["bpb", "nats"],
         default="bpb",
-        help="task loss: bpb = gold_bpb, the gold continuation's bits per byte (OLMo's; default), nats = gold_nats, nats per token"
+        help="task loss: bpb = gold_bpb, the gold continuation's bits "
+        "per byte (OLMo's; default), nats = gold_nats, nats per token"
         + (
-            ", val_loss = the run's validation loss (chains from `fit chinchilla`); for a table: what its loss column holds"
+            ", val_loss = the run's validation loss (chains from `fit "
+            "chinchilla`); for a table: what its loss column holds"
             if accuracy
             else ""
         ),
@@ -116,7 +120,8 @@ def _by(p: argparse.ArgumentParser, *, baseline: bool) -> None:
         p.add_argument(
             "--baseline",
             metavar="VALUE",
-            help="with --by: the value the others are compared with (default: adamw when present, else the first value)",
+            help="with --by: the value the others are compared with "
+            "(default: adamw when present, else the first value)",
         )
 
 
@@ -184,20 +189,23 @@ def register(subparsers) -> None:
         type=float,
         default=None,
         metavar="F",
-        help="leave out runs whose embeddings exceed this fraction of their parameters (tiny, embedding-dominated models)",
+        help="leave out runs whose embeddings exceed this fraction "
+        "of their parameters (tiny, embedding-dominated models)",
     )
     p.add_argument(
         "--objective",
         choices=["huber", "mle"],
         default="huber",
-        help="approach 3: huber = sum of Huber(1e-3) log residuals (default); mle = Epoch's maximum likelihood (Huber-shaped density, free sigma)",
+        help="approach 3: huber = sum of Huber(1e-3) log residuals (default); "
+        "mle = Epoch's maximum likelihood (Huber-shaped density, free sigma)",
     )
     p.add_argument(
         "--law",
         dest="chinchilla_law",
         choices=["chinchilla", "data-constrained"],
         default="chinchilla",
-        help="approach 3: data-constrained = Muennighoff et al. 2023 (repeated data discounted; needs unique tokens per run, column U)",
+        help="approach 3: data-constrained = Muennighoff et al. 2023 "
+        "(repeated data discounted; needs unique tokens per run, column U)",
     )
     p.add_argument(
         "--terms",
@@ -262,7 +270,8 @@ def register(subparsers) -> None:
         type=positive_float,
         action="append",
         metavar="L",
-        help="run directories: target loss whose first crossing is read from each curve (repeatable; default: 3 per model, chosen so every batch size reaches them)",
+        help="run directories: target loss whose first crossing is read from each curve "
+        "(repeatable; default: 3 per model, chosen so every batch size reaches them)",
     )
     p.add_argument(
         "--metric",
@@ -274,7 +283,8 @@ def register(subparsers) -> None:
         "--smooth",
         type=float,
         metavar="F",
-        help="run directories: smoothing window, relative half-width in steps (default 0.1 for loss, 0 for val_loss; 0 = none)",
+        help="run directories: smoothing window, relative half-width "
+        "in steps (default 0.1 for loss, 0 for val_loss; 0 = none)",
     )
     p.add_argument(
         "--holdout",
@@ -304,7 +314,8 @@ def register(subparsers) -> None:
         type=_lambda,
         default=0.999,
         metavar="L",
-        help="decay factor of the annealing momentum (default 0.999, the paper's), or auto: the grid value with the best fit",
+        help="decay factor of the annealing momentum (default 0.999, "
+        "the paper's), or auto: the grid value with the best fit",
     )
     p.add_argument(
         "--warmup",
@@ -323,7 +334,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--holdout",
         choices=["last-run", "tail"],
-        help="last-run: fit on the other curves, predict the last (last run directory by path / last run in the table); "
+        help="last-run: fit on the other curves, predict the last "
+        "(last run directory by path / last run in the table); "
         "tail: fit on each curve's early steps, predict its last --holdout-fraction",
     )
     p.add_argument(
@@ -418,8 +430,6 @@ def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
     def plot(rec) -> None:
         if not args.plot:
             return
-        from scaling.fits.plots import plot_fit  # deferred: matplotlib
-
         try:
             plot_fit(rec, loaded["ds"].df, args.plot)
         except Exception as exc:  # a plot must never lose a finished fit
@@ -452,7 +462,8 @@ def cmd_fit_chinchilla(args) -> int:
         return fail(f"--top-k must be >= 1 (got {args.top_k})", 2)
     if args.curves and args.approach != 1:
         return fail(
-            "--curves applies to --approach 1 only (intermediate points of a decaying schedule bias approaches 2 and 3)",
+            "--curves applies to --approach 1 only (intermediate "
+            "points of a decaying schedule bias approaches 2 and 3)",
             2,
         )
     problem = _by_options(args)

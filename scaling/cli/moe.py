@@ -34,7 +34,8 @@ def add_fit_parser(fsub, positive_float) -> None:
         dest="moe_law",
         choices=["krajewski", "clark"],
         default="krajewski",
-        help="krajewski: L = c + (g/G^gamma + a)/N^alpha + b/D^beta (default); clark: log10 L = a log N + b log E + c log N log E + d",
+        help="krajewski: L = c + (g/G^gamma + a)/N^alpha + b/D^beta "
+        "(default); clark: log10 L = a log N + b log E + c log N log E + d",
     )
     p.add_argument(
         "--col",
@@ -89,7 +90,8 @@ def summary(rec) -> str:
         row = min(derived, key=lambda r: abs(r["C"] - cmax) / max(r["C"], cmax))
         lines.insert(
             3,
-            f"at C = {row['C']:.3g}: best G = {row['G']:g} (fitted range), loss {row['loss_opt']:.4f} vs dense {row['dense_loss_opt']:.4f}; "
+            f"at C = {row['C']:.3g}: best G = {row['G']:g} (fitted range), "
+            f"loss {row['loss_opt']:.4f} vs dense {row['dense_loss_opt']:.4f}; "
             f"dense needs {row['compute_multiplier']:.3g}x the compute",
         )
     elif isinstance(derived, dict) and derived.get("rows"):  # clark

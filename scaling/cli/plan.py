@@ -70,7 +70,8 @@ def register(subparsers) -> None:
         "--shape-rule",
         choices=("runs", "marin", "olmo-ladder"),
         default=None,
-        help="how the planned model is shaped: runs (the fit's runs' family; the default when the record names their shapes), "
+        help="how the planned model is shaped: runs (the fit's runs' "
+        "family; the default when the record names their shapes), "
         "marin (the default otherwise) or olmo-ladder (models/design.py)",
     )
     p.add_argument(

@@ -22,7 +22,7 @@ def single_threaded_blas():
         yield
         return
     # threadpoolctl only limits libraries already loaded: load scipy's OpenBLAS first (deferred: slow to import).
-    import scipy.linalg  # noqa: F401
+    import scipy.linalg
     import scipy.optimize  # noqa: F401
 
     with threadpool_limits(limits=1, user_api="blas"):

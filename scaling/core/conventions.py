@@ -129,7 +129,8 @@ def drop_embedding_dominated(df, max_fraction: float | None):
     if keep.all():
         return df, None
     note = (
-        f"left out {int((~keep).sum())} of {len(df)} runs whose embeddings exceed {max_fraction:.0%} of their parameters "
+        f"left out {int((~keep).sum())} of {len(df)} runs whose "
+        f"embeddings exceed {max_fraction:.0%} of their parameters "
         f"(--max-embedding-fraction; up to {frac.max():.0%})"
     )
     return df[keep].reset_index(drop=True), note

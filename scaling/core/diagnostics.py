@@ -21,7 +21,10 @@ def extrapolation_warning(at_compute, C: np.ndarray) -> str | None:
     """The warning for derived optima asked for far beyond the largest fitted compute, else None."""
     cmax = float(np.max(C))
     if at_compute and max(at_compute) > EXTRAPOLATION_WARN_FACTOR * cmax:
-        return f"derived predictions extrapolate up to {max(at_compute) / cmax:.3g}x beyond the largest fitted compute ({cmax:.3g} FLOPs)"
+        return (
+            f"derived predictions extrapolate up to {max(at_compute) / cmax:.3g}x "
+            f"beyond the largest fitted compute ({cmax:.3g} FLOPs)"
+        )
     return None
 
 
@@ -63,6 +66,7 @@ def identification_warnings(N: np.ndarray, D: np.ndarray) -> list[str]:
         r = np.corrcoef(np.log(N), np.log(D))[0, 1]
         if abs(r) > 0.995:
             out.append(
-                f"weakly identified: log N and log D are collinear (corr {r:.4f}), e.g. a fixed tokens-per-parameter ratio; alpha and beta trade off"
+                f"weakly identified: log N and log D are collinear (corr {r:.4f}), "
+                "e.g. a fixed tokens-per-parameter ratio; alpha and beta trade off"
             )
     return out

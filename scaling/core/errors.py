@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from base.errors import UserError
 
-class InputError(ValueError):
+
+class InputError(UserError, ValueError):
     """The data or the options are unusable (missing column, NaN, too few points...).
 
     Raised before any fitting work so the CLI can print one `error: ...` line and exit 2.

@@ -148,7 +148,7 @@ def lad_slp(
     message = "iteration limit"
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (used after the loop: the iterations run)
         if not np.isfinite(S):
             message = "non-finite residuals"
             break
@@ -206,7 +206,8 @@ class MLEResult:
 
     def to_diagnostics(self) -> dict:
         return {
-            "optimizer": "sequential LP for least absolute deviations (HiGHS, trust region), then L-BFGS-B and BFGS on the exact likelihood (the better kept)",
+            "optimizer": "sequential LP for least absolute deviations (HiGHS, trust region), "
+            "then L-BFGS-B and BFGS on the exact likelihood (the better kept)",
             "starts_run": self.n_runs,
             "starts": self.start_labels,
             "starts_reaching_best": self.n_within_tol,

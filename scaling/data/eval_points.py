@@ -83,7 +83,8 @@ def read_eval_points(
         chosen = files if steps == "all" else files[-1:]
         if steps == "last" and final_step and chosen[0][0] != int(final_step):
             warnings.append(
-                f"run {run['run']}: last evaluated step {chosen[0][0]} is not its final step {int(final_step)} (D = tokens at step {chosen[0][0]})"
+                f"run {run['run']}: last evaluated step {chosen[0][0]} is not its "
+                f"final step {int(final_step)} (D = tokens at step {chosen[0][0]})"
             )
         for step, path in chosen:
             try:
@@ -140,7 +141,8 @@ def read_eval_points(
     missing = [t for t in tasks or [] if t not in found]
     if missing and found:
         raise InputError(
-            f"--tasks: no evaluation of {', '.join(missing)} with a {metric} under {root} (tasks found: {', '.join(sorted(found))})"
+            f"--tasks: no evaluation of {', '.join(missing)} with a "
+            f"{metric} under {root} (tasks found: {', '.join(sorted(found))})"
         )
     if not rows:
         raise InputError(

@@ -168,7 +168,8 @@ def validate(ds: Dataset, roles: Iterable[str], *, min_points: int, law: str) ->
         bad = np.flatnonzero(vals <= 0)
         if bad.size:
             raise InputError(
-                f"{law}: column '{name}' ({role}) has {bad.size} non-positive value(s), first at row {int(bad[0])} ({vals[bad[0]]:g})"
+                f"{law}: column '{name}' ({role}) has {bad.size} non-positive "
+                f"value(s), first at row {int(bad[0])} ({vals[bad[0]]:g})"
             )
     if len(df) < min_points:
         raise InputError(f"{law}: too few points: {len(df)} (need at least {min_points})")
@@ -318,7 +319,8 @@ def read_curves(root: str | Path, n_kind: str = "total", metric: str = "loss", s
         rows.extend({"run": r["run"], "N": r["N"], "D": t, "loss": v} for t, v in recs)
     if ends_only:
         warnings.append(
-            f"{len(ends_only)} run(s) with a WSD or constant lr, or branched from another run ({', '.join(ends_only[:4])}"
+            f"{len(ends_only)} run(s) with a WSD or constant lr, or "
+            f"branched from another run ({', '.join(ends_only[:4])}"
             f"{', ...' if len(ends_only) > 4 else ''}): their curves before the cooldown are at peak lr, not finished "
             "runs; each gives its end point only"
         )

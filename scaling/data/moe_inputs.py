@@ -112,7 +112,8 @@ def check_shapes(ds: inputs.Dataset) -> None:
         bad = np.flatnonzero(np.isfinite(e) & (np.abs(e - np.round(e)) > 1e-9))
         if bad.size:
             raise InputError(
-                f"column '{ds.columns.get('E', 'E')}' (E) must count whole experts (1 = dense); row {int(bad[0])} has {e[bad[0]]:g}"
+                f"column '{ds.columns.get('E', 'E')}' (E) must count whole "
+                f"experts (1 = dense); row {int(bad[0])} has {e[bad[0]]:g}"
             )
 
 

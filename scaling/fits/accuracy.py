@@ -172,7 +172,8 @@ def load_table(source, columns: dict[str, str], optional: tuple[str, ...] = ("ta
             out[role] = raw[col]
         elif role not in optional:
             raise InputError(
-                f"column '{col}' for {role} not found (columns: {', '.join(map(str, raw.columns))}; map one with --col {role}=NAME)"
+                f"column '{col}' for {role} not found (columns: "
+                f"{', '.join(map(str, raw.columns))}; map one with --col {role}=NAME)"
             )
     for role in ("loss", "acc"):
         if role in out.columns:
@@ -287,7 +288,8 @@ def summary(rec) -> str:
     st = rec.get("settings") or {}
     lines = [
         f"law: accuracy  {rec['form']}",
-        f"L = {LOSS_TEXT.get(st.get('loss_metric'), st.get('loss_metric') or 'the loss column')}, accuracy = {st.get('acc_metric') or 'acc'}"
+        f"L = {LOSS_TEXT.get(st.get('loss_metric'), st.get('loss_metric') or 'the loss column')}, "
+        f"accuracy = {st.get('acc_metric') or 'acc'}"
         + (
             f" ({st['steps']} evaluated step of each run)"
             if st.get("steps") == "last"

@@ -258,7 +258,8 @@ def fit_batch_lr(
         r = np.corrcoef(pts["logN"], pts["logD"])[0, 1]
         if abs(r) > 0.995:
             warnings.append(
-                f"lr_exp_N and lr_exp_D are not separately identified: log N and log D are collinear in this sweep (corr {r:.4f}); vary N at fixed D"
+                "lr_exp_N and lr_exp_D are not separately identified: log N and "
+                f"log D are collinear in this sweep (corr {r:.4f}); vary N at fixed D"
             )
     intervals, boot = {}, None
     if bootstrap:

@@ -48,7 +48,10 @@ DEFINITION = (
     "B_crit = E_min / S_min from S = S_min (1 + B_crit / B), S = optimizer steps to first reach the target loss"
 )
 D_DEFINITION = "D = 2 E_min: tokens to reach the target when training at B = B_crit"
-OVERHEAD20 = "B_20 = B_crit/5 + 1.2 B_ref (Zhang et al. 2024: 20% more steps than linear scaling from B_ref); B_ref = smallest batch tested"
+OVERHEAD20 = (
+    "B_20 = B_crit/5 + 1.2 B_ref (Zhang et al. 2024: 20% more steps "
+    "than linear scaling from B_ref); B_ref = smallest batch tested"
+)
 
 
 def fit_steps_curve(B: np.ndarray, S: np.ndarray) -> tuple[float, float]:
@@ -194,7 +197,8 @@ def _holdout(rows: list[dict], compute: dict[int, float]) -> dict:
         "D_at_B_crit": held["D_at_B_crit"],
         "n_points": int(held["n_runs"]),
         "held_out_by": "largest compute",
-        "note": "B_crit(D) uses the held-out model's own D = 2 E_min: it tests the law's form, not a forecast from N alone",
+        "note": "B_crit(D) uses the held-out model's own D = 2 E_min: "
+        "it tests the law's form, not a forecast from N alone",
     }
     errs = []
     if "bcrit_coef" in params:
@@ -284,7 +288,8 @@ def _run_points(
         t = stt.auto_targets(cells)
         if not t:
             warnings.append(
-                f"model N~{N[idx].mean():.3g}: its curves leave no loss level every batch size reaches below every run's first record; no automatic target"
+                f"model N~{N[idx].mean():.3g}: its curves leave no loss level every "
+                "batch size reaches below every run's first record; no automatic target"
             )
         targets_by_model[int(g)] = t
     pts = {k: [] for k in ("run", "ridx", "N", "B", "S", "lr", "target", "compute")}
@@ -326,11 +331,13 @@ def _run_points(
         best = items[0][2].best
         if never:
             warnings.append(
-                f"run {run}: never reached target loss {', '.join(never)} (best smoothed {metric} {best:.4g}); left out of that target's fit"
+                f"run {run}: never reached target loss {', '.join(never)} (best "
+                f"smoothed {metric} {best:.4g}); left out of that target's fit"
             )
         if early:
             warnings.append(
-                f"run {run}: {metric} already at or below target {', '.join(early)} at its first log record (crossing not resolved); left out of that target's fit"
+                f"run {run}: {metric} already at or below target {', '.join(early)} at its "
+                "first log record (crossing not resolved); left out of that target's fit"
             )
     warnings.extend(_schedule_warnings(runs, cfgs, model, N))
     pts = {k: (np.asarray(v, dtype=float) if k not in ("run",) else v) for k, v in pts.items()}
@@ -339,11 +346,13 @@ def _run_points(
     info = {
         "input": "run directories: steps to target read from each finished run's metrics.jsonl",
         "metric": metric,
-        "x_axis": "optimizer updates the logged value reflects (training loss: centre of its logging window; val_loss: the eval step)",
+        "x_axis": "optimizer updates the logged value reflects (training "
+        "loss: centre of its logging window; val_loss: the eval step)",
         "smoothing": (
             "none"
             if bw == 0
-            else f"local linear regression on log(steps) over the records within a factor {1 + bw:g} of each record (no lag)"
+            else "local linear regression on log(steps) over the records "
+            f"within a factor {1 + bw:g} of each record (no lag)"
         ),
         "smooth_bandwidth": bw,
         "targets": {
@@ -351,12 +360,15 @@ def _run_points(
             "rule": None
             if target_loss
             else (
-                f"per model: the smoothed loss of the floor run at {list(stt.AUTO_FRACTIONS)} of its steps, rounded up to 4 decimals; "
-                "floor run = the best run (over lr) of the batch size whose best loss is highest, so every batch size reaches each target"
+                "per model: the smoothed loss of the floor run at "
+                f"{list(stt.AUTO_FRACTIONS)} of its steps, rounded up to 4 decimals; "
+                "floor run = the best run (over lr) of the batch size whose "
+                "best loss is highest, so every batch size reaches each target"
             ),
             "by_model": {f"{N[model == g].mean():.6g}": t for g, t in targets_by_model.items()},
         },
-        "noise_scale": f"median over runs of each run's grad_noise_scale measurements within a factor {stt.NOISE_WINDOW} of its steps to target (McCandlish B_simple, tokens)",
+        "noise_scale": "median over runs of each run's grad_noise_scale measurements within a factor "
+        f"{stt.NOISE_WINDOW} of its steps to target (McCandlish B_simple, tokens)",
         "n_runs_read": len(runs),
     }
     return pts, info, table
@@ -379,7 +391,7 @@ def _compute(r: dict) -> float:
 def _config(path: Path) -> dict:
     try:
         return inputs._read_yaml(path) if path.exists() else {}
-    except Exception:  # noqa: BLE001 - an unreadable config only loses the schedule check
+    except Exception:  # an unreadable config only loses the schedule check
         return {}
 
 
@@ -394,8 +406,10 @@ def _schedule_warnings(runs, cfgs, model, N) -> list[str]:
         decaying = names & {"cosine", "linear"}
         if decaying and len(totals) > 1:
             out.append(
-                f"model N~{N[idx].mean():.3g}: runs use a {'/'.join(sorted(decaying))} schedule with different total steps, so their "
-                "lr at the target differs by schedule position as well as by batch; prefer schedule.name constant (or wsd before its decay) for a critical-batch sweep"
+                f"model N~{N[idx].mean():.3g}: runs use a {'/'.join(sorted(decaying))} "
+                "schedule with different total steps, so their "
+                "lr at the target differs by schedule position as well as by batch; prefer "
+                "schedule.name constant (or wsd before its decay) for a critical-batch sweep"
             )
     return out
 
@@ -419,7 +433,8 @@ def _noise_for_row(row: dict, table: list[dict]) -> None:
         row.update(
             noise_scale=None,
             noise_scale_runs=0,
-            noise_scale_note="not measured (no grad_noise_scale records near the target; set train.noise_scale_every_steps)",
+            noise_scale_note="not measured (no grad_noise_scale records near "
+            "the target; set train.noise_scale_every_steps)",
         )
 
 
@@ -450,7 +465,8 @@ def _build_rows(pts: dict, model: np.ndarray, keys, fits: dict, table: list[dict
         if key not in fits:
             m2 = m if key[1] is None else m & (pts["target"] == key[1])
             warnings.append(
-                f"model N~{n:.3g}{tl}: only {distinct(pts['B'][m2], 0.01)} batch size(s) reach it (< {MIN_BATCHES}); no fit"
+                f"model N~{n:.3g}{tl}: only {distinct(pts['B'][m2], 0.01)} "
+                f"batch size(s) reach it (< {MIN_BATCHES}); no fit"
             )
             continue
         f = fits[key]
@@ -470,7 +486,8 @@ def _build_rows(pts: dict, model: np.ndarray, keys, fits: dict, table: list[dict
         lo, hi = row["B_range"]
         if not lo <= row["B_crit"] <= hi:
             warnings.append(
-                f"model N~{n:.3g}{tl}: B_crit={row['B_crit']:.3g} lies outside the tested batch range [{lo:.3g}, {hi:.3g}] (extrapolated)"
+                f"model N~{n:.3g}{tl}: B_crit={row['B_crit']:.3g} lies outside "
+                f"the tested batch range [{lo:.3g}, {hi:.3g}] (extrapolated)"
                 + (
                     ""
                     if row["in_laws"]
@@ -503,14 +520,15 @@ def fit_critical_batch(
     `data`: DataFrame / table path (steps already to a target) or a run-directory tree (steps to
     target from metrics.jsonl). `target_loss`: list of targets (run directories; default: chosen
     per model so every batch size reaches them). `metric`: 'loss' or 'val_loss'. `smooth`: smoothing
-    bandwidth, relative half-width of the window in steps (default 0.1 for loss, 0 for val_loss). `holdout='largest'`: predict the
-    largest-compute model's B_crit from the laws fitted on the others. `bootstrap`: resample runs
-    within each model size."""
+    bandwidth, relative half-width of the window in steps (default 0.1 for loss, 0 for val_loss).
+    `holdout='largest'`: predict the largest-compute model's B_crit from the laws fitted on the others.
+    `bootstrap`: resample runs within each model size."""
     if metric not in stt.METRICS:
         raise InputError(f"--metric {metric!r}: choose from {', '.join(stt.METRICS)}")
     if smooth is not None and not (np.isfinite(smooth) and 0 <= smooth <= 1):
         raise InputError(
-            f"--smooth {smooth}: the window's relative half-width in steps must be in [0, 1] (0 = no smoothing; default 0.1 for loss)"
+            f"--smooth {smooth}: the window's relative half-width in steps "
+            "must be in [0, 1] (0 = no smoothing; default 0.1 for loss)"
         )
     if target_loss is not None:
         target_loss = list(target_loss)
@@ -552,7 +570,8 @@ def fit_critical_batch(
         ]
         if fixed:
             warnings.append(
-                f"model(s) N~{', '.join(fixed)}: one lr for every batch size; McCandlish's S(B) assumes the lr tuned per batch size, "
+                f"model(s) N~{', '.join(fixed)}: one lr for every batch size; "
+                "McCandlish's S(B) assumes the lr tuned per batch size, "
                 "so large batches may look slower than they are (B_crit biased low)"
             )
     for r in rows:
@@ -653,7 +672,8 @@ def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float
         lost = sorted(want - set(p))
         if lost:
             raise FitError(
-                f"resample left {len(fits)} of {len(rows)} (model, target) fits with {MIN_BATCHES}+ batch sizes: too few for {', '.join(lost)}"
+                f"resample left {len(fits)} of {len(rows)} (model, target) fits "
+                f"with {MIN_BATCHES}+ batch sizes: too few for {', '.join(lost)}"
             )
         return p
 
@@ -668,7 +688,8 @@ def _bootstrap(pts, model, keys, rows, params, n_boot: int, seed: int, ci: float
     if any(not _informative(v) for v in list(per_row.values()) + list(samples.values())) or len(samples) < len(want):
         warnings.append(
             f"bootstrap: some quantities have no interval (fewer than {MIN_BOOT} successful resamples, or all alike: "
-            "with one run per batch size, resampling runs mostly drops batch sizes; repeat runs or more batch sizes give intervals)"
+            "with one run per batch size, resampling runs mostly drops "
+            "batch sizes; repeat runs or more batch sizes give intervals)"
         )
     boot = b.record(
         method="resample runs within each model size (targets fixed); percentile intervals; "
@@ -687,14 +708,16 @@ class CriticalBatchRecord(FitRecord):
         lines = [f"law: critical-batch ({s.get('input', '')})", f"runs/points: {self.get('n_points')}"]
         if s.get("metric"):
             lines.append(
-                f"steps to target from '{s['metric']}', smoothing: {s.get('smoothing')}; targets: {s['targets']['mode']}"
+                f"steps to target from '{s['metric']}', smoothing: "
+                f"{s.get('smoothing')}; targets: {s['targets']['mode']}"
             )
         ivs = self.get("intervals") or {}
         for k, v in self["params"].items():
             iv = ivs.get(k)
             lines.append(f"  {k:>18} = {v:.6g}" + (f"   [{iv[0]:.6g}, {iv[1]:.6g}]" if iv and None not in iv else ""))
         lines.append(
-            f"  {'N':>10} {'target':>8} {'S_min':>9} {'E_min':>10} {'B_crit':>10} {'interval':>23} {'B_20%':>9} {'D=2E_min':>10}  noise scale (B_simple)"
+            f"  {'N':>10} {'target':>8} {'S_min':>9} {'E_min':>10} {'B_crit':>10} "
+            f"{'interval':>23} {'B_20%':>9} {'D=2E_min':>10}  noise scale (B_simple)"
         )
         for m in self.get("models") or []:
             iv = m.get("B_crit_interval")
@@ -717,7 +740,8 @@ class CriticalBatchRecord(FitRecord):
                 if f"predicted_from_{src}" in ho
             ]
             lines.append(
-                f"holdout (largest model N={ho['model_N']:.4g}): B_crit fitted {ho['B_crit_fitted']:.4g}; predicted from "
+                f"holdout (largest model N={ho['model_N']:.4g}): B_crit "
+                f"fitted {ho['B_crit_fitted']:.4g}; predicted from "
                 + ("; ".join(parts) if parts else "no law (too few other model sizes)")
             )
         elif ho:

@@ -140,7 +140,8 @@ class FitRecord(dict):
             what = f"held out {ho.get('rule') or str(ho['n_points']) + ' largest runs'}"
             if ho.get("mean_abs_rel_error") is not None:
                 lines.append(
-                    f"holdout ({what}): {ho.get('quantity', 'loss')} mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}"
+                    f"holdout ({what}): {ho.get('quantity', 'loss')} mean |rel err| "
+                    f"{ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}"
                 )
             else:
                 lines.append(f"holdout ({what}): {ho.get('note', 'no error computed')}")

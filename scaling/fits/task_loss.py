@@ -136,7 +136,8 @@ def table_points(data, columns: dict[str, str], tasks, n_kind: str):
             missing = [t for t in tasks if t not in set(names)]
             if missing:
                 raise InputError(
-                    f"--tasks: {', '.join(missing)} not in the table's task column (tasks: {', '.join(sorted(set(names)))})"
+                    f"--tasks: {', '.join(missing)} not in the table's "
+                    f"task column (tasks: {', '.join(sorted(set(names)))})"
                 )
             raw, names = raw[names.isin(tasks)], names[names.isin(tasks)]
     ds = inputs.load(raw.reset_index(drop=True), columns, n_kind)

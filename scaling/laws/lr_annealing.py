@@ -160,7 +160,8 @@ def _range_warnings(rec, lr, s1, s2) -> list[str]:
     s1_max = (rng.get("S1") or [None, None])[1]
     if s1_max and s1[-1] > 1.5 * s1_max:
         out.append(
-            f"the schedule's forward area S1 = {s1[-1]:.4g} is {s1[-1] / s1_max:.3g}x the largest fitted ({s1_max:.4g}): "
+            f"the schedule's forward area S1 = {s1[-1]:.4g} is "
+            f"{s1[-1] / s1_max:.3g}x the largest fitted ({s1_max:.4g}): "
             "the prediction extrapolates the power law in S1"
         )
     s2_max = (rng.get("S2") or [None, None])[1]
@@ -174,7 +175,8 @@ def _range_warnings(rec, lr, s1, s2) -> list[str]:
         p = float(np.max(lr))
         if p < peaks[0] / 1.05 or p > peaks[1] * 1.05:
             out.append(
-                f"the schedule's peak lr {p:.4g} is outside the fitted runs' peak lrs [{peaks[0]:.4g}, {peaks[1]:.4g}]: "
+                f"the schedule's peak lr {p:.4g} is outside the fitted "
+                f"runs' peak lrs [{peaks[0]:.4g}, {peaks[1]:.4g}]: "
                 "the law is fitted per model, batch and peak lr (Tissue et al. fit one peak lr at a time)"
             )
     return out

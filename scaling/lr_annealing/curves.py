@@ -76,7 +76,8 @@ def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curv
     missing = [r for r in ("step", "lr", "loss") if r not in cols]
     if missing:
         raise InputError(
-            f"lr-annealing: missing column(s) {', '.join(repr(m) for m in missing)}; the table needs run, step, lr, loss "
+            f"lr-annealing: missing column(s) {', '.join(repr(m) for m in missing)}; "
+            "the table needs run, step, lr, loss "
             f"(map others with --col ROLE=COLUMN; found: {', '.join(map(str, raw.columns))})"
         )
     num = {}
@@ -85,13 +86,15 @@ def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curv
         bad = raw[cols[role]].notna() & v.isna()
         if bad.any():
             raise InputError(
-                f"lr-annealing: column '{cols[role]}' ({role}) has non-numeric values, e.g. {raw[cols[role]][bad].iloc[0]!r}"
+                f"lr-annealing: column '{cols[role]}' ({role}) has "
+                f"non-numeric values, e.g. {raw[cols[role]][bad].iloc[0]!r}"
             )
         num[role] = v.to_numpy(float)
     step = num["step"]
     if not np.all(np.isfinite(step)):
         raise InputError(
-            f"lr-annealing: column '{cols['step']}' (step) has empty values, first at row {int(np.flatnonzero(~np.isfinite(step))[0])}"
+            f"lr-annealing: column '{cols['step']}' (step) has empty values, "
+            f"first at row {int(np.flatnonzero(~np.isfinite(step))[0])}"
         )
     if np.any(step != np.round(step)) or np.any(step < 1):
         row = int(np.flatnonzero((step != np.round(step)) | (step < 1))[0])
@@ -105,7 +108,8 @@ def read_table(source, columns: dict[str, str] | None = None) -> tuple[list[Curv
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise InputError(
-                f"lr-annealing: column '{cols[role]}' ({role}) must be {'>= 0' if role == 'lr' else '> 0'} where given, "
+                f"lr-annealing: column '{cols[role]}' ({role}) must "
+                f"be {'>= 0' if role == 'lr' else '> 0'} where given, "
                 f"row {row} has {v[row]:g}"
             )
     runs = raw[cols["run"]].astype(str).to_numpy() if "run" in cols else np.full(len(raw), "run")

@@ -44,9 +44,11 @@ BOOT_TOP_K = 2  # grid starts per resample, besides the full-data optimum
 IDENTIFIED_RATIO = 2.0
 
 CONVENTIONS = {
-    "step": "s = optimizer updates completed; lr of update s is the schedule's lr at 0-based step s - 1 (rundir.schedules.lr_at)",
+    "step": "s = optimizer updates completed; lr of update s is the "
+    "schedule's lr at 0-based step s - 1 (rundir.schedules.lr_at)",
     "S1": "sum of the lr of updates 1..s (forward area)",
-    "S2": "sum over updates 1..s of m_k, m_k = lambda m_(k-1) + (lr_(k-1) - lr_k), m_1 = 0 (annealing area with momentum)",
+    "S2": "sum over updates 1..s of m_k, m_k = lambda m_(k-1) + "
+    "(lr_(k-1) - lr_k), m_1 = 0 (annealing area with momentum)",
     "lr_units": "as given: A and C are in those units, so predict schedules given in the same (raw) lr",
 }
 WINDOW_TEXT = {
@@ -164,7 +166,8 @@ def fit_lr_annealing(
         "ci": ci,
         "top_k": top_k,
         "objective": "sum over all points of all curves of Huber(delta) on log L_observed - log L_predicted",
-        "optimizer": "L-BFGS-B, all parameters >= 0, from the best top_k of a data-scaled grid and the authors' grid, then one polish",
+        "optimizer": "L-BFGS-B, all parameters >= 0, from the best top_k of a "
+        "data-scaled grid and the authors' grid, then one polish",
     }
     conventions = {**CONVENTIONS, "lambda": lam, "warmup": warmup_text(warmup)}
     rec = pipeline.record(
@@ -243,7 +246,8 @@ def _choose_lambda(
         )
     if len(near) > 1:
         warnings.append(
-            f"lambda is weakly identified: fits with lambda in [{min(near):g}, {max(near):g}] come within {FLAT_PROFILE:.0%} of the best "
+            f"lambda is weakly identified: fits with lambda in [{min(near):g}, "
+            f"{max(near):g}] come within {FLAT_PROFILE:.0%} of the best "
             f"objective; predictions of schedules unlike the fitted ones (e.g. cosine from constant + WSD) depend on it"
         )
     return best["lambda"], profile
@@ -287,7 +291,8 @@ def _param_warnings(prob, res, params: dict, no_anneal: bool) -> list[str]:
         out.append(f"optimiser did not converge from the best start: {res.message}")
     if prob.n_curves == 1:
         out.append(
-            "one curve: L0, A, alpha and C are all read from a single schedule; fit two or more (e.g. constant and WSD) for a prediction"
+            "one curve: L0, A, alpha and C are all read from a single "
+            "schedule; fit two or more (e.g. constant and WSD) for a prediction"
         )
     return out
 

@@ -99,9 +99,11 @@ class LrAnnealingRecord(FitRecord):
     def summary(self) -> str:
         p, iv, st = self["params"], self.get("intervals") or {}, self.get("settings") or {}
         lines = [
-            f"law: lr-annealing  L(s) = L0 + A*S1^-alpha - C*S2  (lambda {st.get('lambda')}, warmup at {st.get('warmup')}, "
+            "law: lr-annealing  L(s) = L0 + A*S1^-alpha - C*S2  "
+            f"(lambda {st.get('lambda')}, warmup at {st.get('warmup')}, "
             f"Huber delta {st.get('delta')}, skip fraction {st.get('skip_fraction', 0.1):g})",
-            f"curves: {len(self.get('curves') or [])}, points: {self['n_points']} ({self.get('input')}: {self.get('source')})",
+            f"curves: {len(self.get('curves') or [])}, points: "
+            f"{self['n_points']} ({self.get('input')}: {self.get('source')})",
             f"objective: {self['objective']:.10g}",
         ]
         for k in PARAMS:
@@ -111,17 +113,20 @@ class LrAnnealingRecord(FitRecord):
             lines.append(s)
         for c in self.get("curves") or []:
             lines.append(
-                f"  {c['run']}: {c['n_points']} points, last (step {c['last_point_step']}) {c['last_point_loss']:.4f} vs law "
+                f"  {c['run']}: {c['n_points']} points, last (step "
+                f"{c['last_point_step']}) {c['last_point_loss']:.4f} vs law "
                 f"{c['last_point_predicted']:.4f}, log rms {c['residual_log_rms']:.2g}"
             )
         ho = self.get("holdout")
         if ho:
             lines.append(
-                f"holdout ({ho['rule']}): mean |rel err| {ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}"
+                f"holdout ({ho['rule']}): mean |rel err| "
+                f"{ho['mean_abs_rel_error']:.4g}, max {ho['max_abs_rel_error']:.4g}"
             )
             for q in ho.get("final_points") or []:
                 lines.append(
-                    f"  {q['run']}: step {q['last_point_step']} observed {q['observed']:.4f}, predicted {q['predicted']:.4f} "
+                    f"  {q['run']}: step {q['last_point_step']} observed "
+                    f"{q['observed']:.4f}, predicted {q['predicted']:.4f} "
                     f"({q['rel_error']:+.2%})"
                 )
         lines += [f"warning: {w}" for w in self.get("warnings", [])]

@@ -31,7 +31,8 @@ def fit_clark_body(df, warnings, *, bootstrap, seed, delta, ci) -> dict:
         )
     elif "c" not in free:
         warnings.append(
-            "not identified: N varies at only one expert count, so c (the N x E interaction) cannot be estimated (null, read as 0)"
+            "not identified: N varies at only one expert count, so c "
+            "(the N x E interaction) cannot be estimated (null, read as 0)"
         )
     res = mo.fit_clark(N, E, L, free, delta=delta)
     params = mo.clark_params(res.x, free)
@@ -59,7 +60,8 @@ def fit_clark_body(df, warnings, *, bootstrap, seed, delta, ci) -> dict:
     law = law_from_params("clark", params)
     derived = {"cutoff_N": law.cutoff_N, "rows": _clark_derived(law, N, E)}
     settings = {
-        "form": "log10 L = a log10 N + b log10 E + c log10 N log10 E + d (Clark et al. 2022, Eq. 1; E as given, no E-hat transform)",
+        "form": "log10 L = a log10 N + b log10 E + c log10 N log10 E + d "
+        "(Clark et al. 2022, Eq. 1; E as given, no E-hat transform)",
         "log_base": 10,
         "objective_definition": "sum of Huber(delta) on natural-log loss residuals (convex: linear in the parameters)",
         "free_parameters": list(free),

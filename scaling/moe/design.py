@@ -4,8 +4,8 @@
 unit of granularity among the MoE runs (E > 1), the counts of dense and MoE runs, and their tokens.
 `design_warnings`: what the design cannot identify or mixes (said in the record).
 `bound_warnings`, `interval_warnings`: a fitted parameter on its box, or one the bootstrap shows
-the runs do not pin down. `moe_recipe`: the `model.moe` settings the MoE runs share (router, capacity factor, ...), which an
-emitted config reproduces, like `scaling.data.recipe` does for the training settings.
+the runs do not pin down. `moe_recipe`: the `model.moe` settings the MoE runs share (router, capacity factor,
+...), which an emitted config reproduces, like `scaling.data.recipe` does for the training settings.
 """
 
 from __future__ import annotations
@@ -68,19 +68,22 @@ def design_warnings(df, law: str) -> list[str]:
         nG = distinct(G)
         if nG == 1:
             out.append(
-                f"not identified: every run has G = {G[0]:g}: g and gamma cannot be estimated; fitted without the granularity "
+                f"not identified: every run has G = {G[0]:g}: g and gamma "
+                "cannot be estimated; fitted without the granularity "
                 "term (g = 0, gamma null), so the law predicts no effect of granularity"
             )
         elif nG == 2:
             out.append(
-                f"not identified: only 2 granularities (G = {_fmt(G)}): g, gamma and a trade off (the runs fix only the N "
+                f"not identified: only 2 granularities (G = {_fmt(G)}): "
+                "g, gamma and a trade off (the runs fix only the N "
                 "coefficient at each G), so the law between and beyond them is arbitrary; add a third granularity"
             )
         elif nG == 3:
             out.append(f"weakly identified: only 3 granularities (G = {_fmt(G)}) for g, gamma and a")
         if not has_e:
             out.append(
-                "no E column: the runs' expert counts are unknown (a plan cannot size experts; dense runs cannot be told apart)"
+                "no E column: the runs' expert counts are unknown (a plan "
+                "cannot size experts; dense runs cannot be told apart)"
             )
             return out
         moe = E > 1
@@ -88,12 +91,14 @@ def design_warnings(df, law: str) -> list[str]:
             exp = E[moe] / G[moe]
             if distinct(exp, 1e-3) > 1:
                 out.append(
-                    f"the Krajewski law has no expansion-rate term (E / G): the MoE runs' expansion rates {_fmt(exp)} are fitted as one "
+                    "the Krajewski law has no expansion-rate term (E / G): the "
+                    f"MoE runs' expansion rates {_fmt(exp)} are fitted as one "
                     "law (the paper fixes it); --law clark models the expert count"
                 )
             if (~moe).any() and np.any(np.abs(G[moe] - 1) < 1e-9):
                 out.append(
-                    "dense runs (E = 1) and MoE runs at G = 1 are the same point to the law (G = 1): it cannot tell them apart"
+                    "dense runs (E = 1) and MoE runs at G = 1 are the same "
+                    "point to the law (G = 1): it cannot tell them apart"
                 )
         if not (~moe).any():
             out.append("no dense runs (E = 1): the law's G = 1 baseline is a coarse-grained MoE, not a dense model")
@@ -109,7 +114,8 @@ def design_warnings(df, law: str) -> list[str]:
             out.append("no D column: the record has no compute convention and `plan` cannot size the tokens")
         if "G" in df.columns and np.any(np.abs(df["G"].to_numpy(float)[E > 1] - 1) > 1e-9):
             out.append(
-                "Clark's law was stated for experts the size of the dense FFN (G = 1): runs with G != 1 are fitted by their expert count E alone"
+                "Clark's law was stated for experts the size of the dense FFN (G "
+                "= 1): runs with G != 1 are fitted by their expert count E alone"
             )
     return out
 
@@ -143,8 +149,8 @@ def bound_warnings(x, names, bounds, warnings) -> None:
         lo, hi = bounds[k]
         if at_bound(v, lo, hi):
             warnings.append(
-                f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum"
-                + (f" ({why[k]})" if k in why else "")
+                f"parameter {k} stopped on its bound ({v:.6g}; bounds "
+                f"[{lo}, {hi}]): the fit is not at an interior optimum" + (f" ({why[k]})" if k in why else "")
             )
 
 

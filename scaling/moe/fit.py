@@ -190,7 +190,8 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
         "form": "L = c + (g / G^gamma + a) / N^alpha + b / D^beta (Krajewski et al. 2024, Eq. 9)",
         "parametrisation": "log L = LSE(LSE(log g - gamma log G, log a) - alpha log N, log b - beta log D, log c)"
         if granular
-        else "one granularity in the data: log L = LSE(log a - alpha log N, log b - beta log D, log c), g = 0, gamma not identified",
+        else "one granularity in the data: log L = LSE(log a - alpha log "
+        "N, log b - beta log D, log c), g = 0, gamma not identified",
         "objective_definition": "sum of Huber(delta) on natural-log loss residuals",
         "top_k": top_k,
         "dense_runs": "E = 1 rows enter at G = 1 (Krajewski et al. fit dense models separately)",

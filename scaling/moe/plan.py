@@ -49,7 +49,8 @@ def make_moe_plan(
         )
     if compute_kind and compute_kind != conv["compute"]:
         raise InputError(
-            f"--compute-kind {compute_kind} differs from the MoE fit's convention ({conv['compute']}): give the budget in {conv['compute']} FLOPs"
+            f"--compute-kind {compute_kind} differs from the MoE fit's convention "
+            f"({conv['compute']}): give the budget in {conv['compute']} FLOPs"
         )
     name = rec["settings"]["law"]
     C = float(compute)
@@ -68,7 +69,8 @@ def make_moe_plan(
         out["extrapolation_factor"] = C / rng["C"][1]
         if out["extrapolation_factor"] > EXTRAPOLATION_WARN_FACTOR:
             warnings.append(
-                f"compute {C:.3g} is {out['extrapolation_factor']:.3g}x the largest fitted run ({rng['C'][1]:.3g} FLOPs): a far extrapolation, intervals understate the risk"
+                f"compute {C:.3g} is {out['extrapolation_factor']:.3g}x the largest fitted run "
+                f"({rng['C'][1]:.3g} FLOPs): a far extrapolation, intervals understate the risk"
             )
         elif C < rng["C"][0]:
             warnings.append(f"compute {C:.3g} is below the smallest fitted run ({rng['C'][0]:.3g} FLOPs)")
@@ -107,7 +109,8 @@ def _shape(rec, G: float, warnings) -> dict:
     E = max(top_k, int(round(expansion * G)))
     if d.get("E") and E > max(d["E"]):
         warnings.append(
-            f"the plan's E = {E} experts is more than the fitted runs had (up to {max(d['E']):g}): the law has no E term, "
+            f"the plan's E = {E} experts is more than the fitted runs "
+            f"had (up to {max(d['E']):g}): the law has no E term, "
             "so this rests on the runs' expansion rate holding"
         )
     return {"E": E, "top_k": top_k, "expansion": expansion}
@@ -124,7 +127,8 @@ def _krajewski(out, rec, C, ci, warnings) -> None:
         if float(beyond["loss"]) < best["loss"] - 1e-9:
             warnings.append(
                 f"the law keeps improving with finer experts beyond the fitted range: G = {nxt:g} would predict "
-                f"{float(beyond['loss']):.4f} ({best['loss'] - float(beyond['loss']):.3g} lower); the plan stays within the fitted G <= {max(G_data):g}"
+                f"{float(beyond['loss']):.4f} ({best['loss'] - float(beyond['loss']):.3g} "
+                f"lower); the plan stays within the fitted G <= {max(G_data):g}"
             )
     if G >= max(G_data) and len(grid) > 1:
         warnings.append(
@@ -179,7 +183,8 @@ def _clark(out, rec, C, ci, warnings) -> None:
     grid, nxt = opt.candidates(d.get("E") or [1.0], integer=True)
     best = opt.clark_best(law, N, grid)
     warnings.append(
-        f"Clark's law has no data term: the plan keeps the fitted runs' tokens D = {D:.3g} and spends the budget on N = C / (6 D); "
+        "Clark's law has no data term: the plan keeps the fitted runs' "
+        f"tokens D = {D:.3g} and spends the budget on N = C / (6 D); "
         "it does not optimise the N:D split (fit --law krajewski for that)"
     )
     if nxt is not None and float(law.predict(N, nxt)) < best["loss"] - 1e-9:
@@ -235,14 +240,17 @@ def format_moe_plan(plan: dict) -> str:
 
     conv = plan.get("conventions") or {}
     lines = [
-        f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute')}; N = {conv.get('n_kind')} parameters; law: {plan['law']}; {plan.get('ci', 0.95):.0%} intervals)",
-        f"MoE optimum: N_active {plan['N_opt']:.4g}{iv(plan.get('N_opt_interval'))}, D {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}, "
+        f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute')}; N = {conv.get('n_kind')} "
+        f"parameters; law: {plan['law']}; {plan.get('ci', 0.95):.0%} intervals)",
+        f"MoE optimum: N_active {plan['N_opt']:.4g}{iv(plan.get('N_opt_interval'))}, "
+        f"D {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}, "
         f"E = {plan.get('E')} experts, G = {plan['G']:g}, top_k = {plan.get('top_k')}",
         f"  loss {plan['loss_at_optimum']:.4f}{iv(plan.get('loss_at_optimum_interval'))}",
     ]
     d = plan["dense"]
     lines.append(
-        f"dense optimum (E = 1, G = 1): N {d['N_opt']:.4g}, D {d['D_opt']:.4g} tokens, loss {d['loss']:.4f}{iv(d.get('loss_interval'))}"
+        f"dense optimum (E = 1, G = 1): N {d['N_opt']:.4g}, D {d['D_opt']:.4g} "
+        f"tokens, loss {d['loss']:.4f}{iv(d.get('loss_interval'))}"
     )
     lines.append(
         f"predicted gain: {plan['gain']:.4f} nats{iv(plan.get('gain_interval'))}; the dense model needs "
@@ -251,8 +259,10 @@ def format_moe_plan(plan: dict) -> str:
     r = plan.get("run")
     if r:
         lines.append(
-            f"run: {describe_run_model(r)} with {r['E']} experts of d_ff {r['expert_d_ff']} (G = {r['G']:g}), top_k {r['top_k']}: "
-            f"{r['N']:.4g} active non-embedding params ({r['ratio_to_N_opt']:.3g}x N_opt; {r['choice']}), {r['tokens']:.4g} tokens"
+            f"run: {describe_run_model(r)} with {r['E']} experts of d_ff "
+            f"{r['expert_d_ff']} (G = {r['G']:g}), top_k {r['top_k']}: "
+            f"{r['N']:.4g} active non-embedding params ({r['ratio_to_N_opt']:.3g}x "
+            f"N_opt; {r['choice']}), {r['tokens']:.4g} tokens"
         )
         lines.append(f"predicted loss: {r['loss']:.4f}{iv(r.get('loss_interval'))}")
     lines += [f"warning: {w}" for w in plan.get("warnings", [])]

@@ -2,7 +2,8 @@
 
 Default (`designed`): a dense shape of a models.design rule (marin unless --shape-rule) made MoE
 with the plan's E experts, top_k and expert d_ff = d_ff / G, its width searched so that the
-*active* non-embedding count is N_opt. --presets-only: each preset becomes an MoE with the plan's E experts, top_k and expert d_ff = preset d_ff / G
+*active* non-embedding count is N_opt. --presets-only: each preset becomes an MoE with the plan's E experts,
+top_k and expert d_ff = preset d_ff / G
 (presets whose d_ff G does not divide are skipped) plus the fitted runs' other `model.moe`
 settings (router, capacity factor, ...: the record's `moe_recipe`). Its active non-embedding
 parameters N (models.accounting, torch-free) set its tokens D = C / (6 N) in the plan's
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.design import DEFAULT_RULE, design
 from scaling.core.errors import InputError
@@ -45,7 +46,7 @@ def designed(raw_moe: dict, N_opt: float, G: float, vocab: int, seq_len: int | N
         dense = d.model
         moe = {**raw_moe, "d_ff": max(1, int(round(dense.ffn_dim / G)))}
         cfg = ModelConfig(**{**d.model_dict(), "moe": moe})
-        c = count(cfg, vocab)
+        c = model_counts(cfg, vocab)
         ratio = N_opt / c.active_non_embedding
         if abs(ratio - 1) < 0.01:
             break
@@ -115,7 +116,7 @@ def choose_run(
                 continue
             moe = {**settings, "num_experts": int(E), "top_k": top_k, "d_ff": int(round(dense_d_ff / G))}
             cfg = ModelConfig(**{**raw, "moe": moe})
-            c = count(cfg, vocab)
+            c = model_counts(cfg, vocab)
         except Exception:  # a preset that cannot take this shape is skipped, not fatal for planning
             skipped.append(p.stem)
             continue
@@ -178,12 +179,14 @@ def choose_run(
     }
     if presets_only and not 0.5 <= run["ratio_to_N_opt"] <= 2.0:
         warnings.append(
-            f"the chosen preset {best['preset']} has {best['N']:.3g} active non-embedding parameters, {run['ratio_to_N_opt']:.2g}x N_opt: no preset close to the optimum"
+            f"the chosen preset {best['preset']} has {best['N']:.3g} active non-embedding "
+            f"parameters, {run['ratio_to_N_opt']:.2g}x N_opt: no preset close to the optimum"
         )
     rng = rec.get("data_range") or {}
     if rng.get("N") and not rng["N"][0] / 2 <= best["N"] <= rng["N"][1] * 10:
         warnings.append(
-            f"the planned model's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}"
+            f"the planned model's N = {best['N']:.3g} is far outside "
+            f"the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}"
         )
     return run
 
@@ -193,7 +196,8 @@ def to_moe_train_config(plan: dict, micro_batch_size: int = 16, base: dict | Non
     run = plan.get("run")
     if not run:
         raise InputError(
-            "the MoE plan has no preset run (no configs/models/ preset fits its shape, or no vocabulary size): cannot emit a config"
+            "the MoE plan has no preset run (no configs/models/ preset "
+            "fits its shape, or no vocabulary size): cannot emit a config"
         )
 
     name = f"plan-moe-{run_label(run)}-e{run['E']}-g{run['G']:g}-C{plan['compute']:.0e}".replace("+", "")
@@ -221,7 +225,8 @@ def emit_moe_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = (
-        "# Written by `scalelab plan --emit-config` from an MoE fit: the planned MoE run for the budget, trained with the\n"
+        "# Written by `scalelab plan --emit-config` from an MoE "
+        "fit: the planned MoE run for the budget, trained with the\n"
         "# recipe (and model.moe settings) of the runs the law was fitted on.\n"
     )
     out.write_text(header + yaml.safe_dump(cfg, sort_keys=False))

@@ -52,22 +52,27 @@ def check(acc_rec, task_loss=None, chinchilla=None) -> str:
         tl_metric = (task_loss.get("settings") or {}).get("loss_metric")
         if metric == "val_loss":
             raise InputError(
-                "the accuracy fit maps the validation loss to accuracy: it chains from the chinchilla fit, not --task-loss"
+                "the accuracy fit maps the validation loss to accuracy: "
+                "it chains from the chinchilla fit, not --task-loss"
             )
         if metric and tl_metric and metric != tl_metric:
             raise InputError(
-                f"the accuracy fit's loss is {metric} but the task-loss fit predicts {tl_metric}: fit both on the same --loss-metric"
+                f"the accuracy fit's loss is {metric} but the task-loss fit "
+                f"predicts {tl_metric}: fit both on the same --loss-metric"
             )
         return "task-loss"
     if metric == "val_loss":
         if chinchilla is None or chinchilla.get("approach") != 3:
             raise InputError(
-                "the accuracy fit maps the validation loss to accuracy: it needs an approach-3 chinchilla fit to predict that loss"
+                "the accuracy fit maps the validation loss to accuracy: "
+                "it needs an approach-3 chinchilla fit to predict that loss"
             )
         return "validation-loss"
     raise InputError(
-        f"the accuracy fit maps {metric or 'a task loss'} to accuracy: give --task-loss TL.json (from `scalelab fit task-loss`) "
-        "to predict the planned run's task loss (or fit accuracy with --loss-metric val_loss to chain from the plan's loss)"
+        f"the accuracy fit maps {metric or 'a task loss'} to accuracy: "
+        "give --task-loss TL.json (from `scalelab fit task-loss`) "
+        "to predict the planned run's task loss (or fit accuracy "
+        "with --loss-metric val_loss to chain from the plan's loss)"
     )
 
 
@@ -108,7 +113,8 @@ def predict_chain(
         lo_hi = r.get("loss_range")
         if lo_hi and not lo_hi[0] <= ld["point"] <= lo_hi[1]:
             warnings.append(
-                f"accuracy chain: task {label}'s predicted loss {ld['point']:.4g} lies outside the losses its sigmoid was fitted on "
+                f"accuracy chain: task {label}'s predicted loss {ld['point']:.4g} "
+                "lies outside the losses its sigmoid was fitted on "
                 f"({lo_hi[0]:.4g}-{lo_hi[1]:.4g}): an extrapolation of the accuracy fit"
             )
     frm = (
@@ -164,7 +170,8 @@ def through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
         out["parameter_interval"] = interval(SigmoidAccuracy(*(P[k][jp] for k in SIGMOID)).predict(Lp), ci)
     if not (r.get("bootstrap") or {}).get("samples"):
         out["note"] = (
-            "the accuracy fit has no bootstrap samples: its parameter uncertainty is not in the interval (fit with --bootstrap N)"
+            "the accuracy fit has no bootstrap samples: its parameter "
+            "uncertainty is not in the interval (fit with --bootstrap N)"
         )
     return out
 
@@ -189,7 +196,8 @@ def plan_block(plan: dict, acc_rec, task_loss=None, chinchilla=None, ci: float =
                 )
         elif not run and kind != plan.get("n_kind"):
             raise InputError(
-                f"the task-loss fit counts N as {kind} parameters, the plan as {plan.get('n_kind')}: refit one with the other's --n-kind"
+                f"the task-loss fit counts N as {kind} parameters, the plan "
+                f"as {plan.get('n_kind')}: refit one with the other's --n-kind"
             )
     U = ((chinchilla or {}).get("data") or {}).get("unique_tokens")  # as the plan's own loss (data-constrained laws)
     out = predict_chain(acc_rec, N, D, task_loss=task_loss, chinchilla=chinchilla, N_task_loss=n_tl, U=U, ci=ci)

@@ -189,7 +189,8 @@ def build_plan(
         plan["inference"] = inf
         plan["warnings"].append(
             f"inference-aware plan: the plan's compute is the training FLOPs of the inference-aware model "
-            f"(N {inf['N']:.3g}, D {inf['D']:.3g}); N_opt/D_opt and the run above are the training-only optimum at that compute, "
+            f"(N {inf['N']:.3g}, D {inf['D']:.3g}); N_opt/D_opt and the "
+            "run above are the training-only optimum at that compute, "
             f"the inference-aware run is the inference section's (--emit-config writes that one)"
         )
     if accuracy is not None:

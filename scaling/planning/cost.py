@@ -92,7 +92,8 @@ def measured_mfu(root, device: str, precision: str) -> tuple[MFU | None, str]:
     big = [(m, name) for n, m, name in rows if n >= top / LARGEST_FACTOR]
     vals = np.asarray([m for m, _ in big])
     src = (
-        f"measured: median whole-run MFU of the {len(big)} largest of {len(rows)} finished {device} {precision} runs under {root} "
+        f"measured: median whole-run MFU of the {len(big)} largest of "
+        f"{len(rows)} finished {device} {precision} runs under {root} "
         f"(params >= {top / LARGEST_FACTOR:.3g}; range {vals.min():.3f}-{vals.max():.3f})"
     )
     return MFU(float(np.median(vals)), src, vals if vals.size > 1 else None, [name for _, name in big]), src
@@ -155,7 +156,8 @@ def hardware_ratio(plan: dict) -> tuple[float, str]:
         return r, f"hardware FLOPs = {r:.3g} x C (the planned run {run_label(run)}: trainer FLOPs / {conv})"
     return (
         1.0,
-        f"hardware FLOPs taken as C ({conv}; no planned model to count attention and the output head: an underestimate)",
+        f"hardware FLOPs taken as C ({conv}; no planned model to "
+        "count attention and the output head: an underestimate)",
     )
 
 
@@ -280,7 +282,8 @@ def format_cost(cost: dict, ci: float = 0.95) -> list[str]:
         return f"  [{fmt.format(v[0])}, {fmt.format(v[1])}]" if v else ""
 
     lines = [
-        f"cost assumptions: {cost['device']} x {cost['num_devices']}, {cost['precision']} dense peak {cost['peak_flops'] / 1e12:.4g} TFLOP/s "
+        f"cost assumptions: {cost['device']} x {cost['num_devices']}, "
+        f"{cost['precision']} dense peak {cost['peak_flops'] / 1e12:.4g} TFLOP/s "
         f"per device ({cost['peak_source']}); MFU {cost['mfu']:.3g}{iv('mfu', '{:.3g}')} ({cost['mfu_source']}); "
         + (
             f"price ${cost['usd_per_device_hour']:g}/device-hour"
@@ -297,7 +300,8 @@ def format_cost(cost: dict, ci: float = 0.95) -> list[str]:
         )
         if cost.get("loss_at_optimum_interval"):
             lines.append(
-                f"  loss at the compute-optimal allocation of that budget{iv('loss_at_optimum')} (fit bootstrap x MFU spread)"
+                "  loss at the compute-optimal allocation of that "
+                f"budget{iv('loss_at_optimum')} (fit bootstrap x MFU spread)"
             )
     exact = (
         ""
@@ -309,6 +313,7 @@ def format_cost(cost: dict, ci: float = 0.95) -> list[str]:
     if cost.get("usd") is not None:
         lines.append(f"  cost: ${cost['usd']:,.0f}{iv('usd', '${:,.0f}')}")
     lines.append(
-        f"  tokens/s needed: {cost['tokens_per_s']:.4g} ({cost['tokens_per_s_per_device']:.4g} per device) for {cost['tokens']:.4g} tokens{iv('tokens_per_s')}"
+        f"  tokens/s needed: {cost['tokens_per_s']:.4g} ({cost['tokens_per_s_per_device']:.4g} "
+        f"per device) for {cost['tokens']:.4g} tokens{iv('tokens_per_s')}"
     )
     return lines

@@ -119,7 +119,8 @@ def emit_config(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = (
-        "# Written by `scalelab plan --emit-config`: the planned run for the budget, trained with the recipe of the runs\n"
+        "# Written by `scalelab plan --emit-config`: the planned "
+        "run for the budget, trained with the recipe of the runs\n"
         "# the laws were fitted on (schedule, warmup, weight decay, sequence length, data).\n"
     )
     out.write_text(header + yaml.safe_dump(cfg, sort_keys=False))
@@ -159,7 +160,9 @@ def _sweep_header(plan: dict) -> str:
     cost = plan.get("cost") or {}
     days = f", about {cost['days']:.3g} days at MFU {cost['mfu']:.2g}" if cost.get("days") else ""
     return (
-        "# Written by `scalelab plan --emit-config`: the planned run as a one-run sweep on Slurm, laid out by the plan\n"
+        "# Written by `scalelab plan --emit-config`: the planned "
+        "run as a one-run sweep on Slurm, laid out by the plan\n"
         f"# ({plan['memory']['nodes']} node(s) x {plan['memory']['devices_per_node']} devices{days}). Set partition,\n"
-        "# account and time for your cluster, then: scalelab sweep plan THIS.yaml; scalelab sweep launch THIS.yaml --executor slurm\n"
+        "# account and time for your cluster, then: scalelab sweep plan "
+        "THIS.yaml; scalelab sweep launch THIS.yaml --executor slurm\n"
     )

@@ -177,7 +177,8 @@ def inference_block(
     kcost = None if cost.exact else cost
     if target_loss is not None and not target_loss > law.E:
         raise InputError(
-            f"--target-loss {target_loss} is at or below the fit's irreducible loss E = {law.E:.4g}: no model reaches it"
+            f"--target-loss {target_loss} is at or below the fit's "
+            f"irreducible loss E = {law.E:.4g}: no model reaches it"
         )
     out = allocate(law, T, kcost, target_loss=target_loss, total=total)
     if not out:
@@ -190,7 +191,8 @@ def inference_block(
     per_token = "6*N" if cost.exact else f"k(N) ({conv['compute']}, from the fitted runs)"
     out["convention"] = (
         f"FLOPs in the fit's convention ({conv['compute']}, N = {conv['n_kind']} parameters): training "
-        f"{per_token} per token, inference a forward pass = a third of it ({'2*N' if cost.exact else 'k(N)/3'}) per token"
+        f"{per_token} per token, inference a forward pass = a third "
+        f"of it ({'2*N' if cost.exact else 'k(N)/3'}) per token"
     )
     samples = bootstrap_laws(rec)
     if samples:
@@ -221,16 +223,20 @@ def format_inference(inf: dict) -> list[str]:
     if inf["mode"] == "total_compute":
         lines.append(f"  best loss: {inf['loss']:.4f}{iv('loss')}")
     lines += [
-        f"  N: {inf['N']:.4g} parameters{iv('N')}   D: {inf['D']:.4g} tokens{iv('D')}  (D/N = {inf['D'] / inf['N']:.3g})",
-        f"  FLOPs: training {inf['train_flops']:.4g}{iv('train_flops')} + inference {inf['inference_flops']:.4g} = total {inf['total_flops']:.4g}{iv('total_flops')}",
-        f"  training-only (Chinchilla) optimum for the same loss: N {ch['N']:.4g}, D {ch['D']:.4g}, total {ch['total_flops']:.4g} FLOPs",
+        f"  N: {inf['N']:.4g} parameters{iv('N')}   D: {inf['D']:.4g} "
+        f"tokens{iv('D')}  (D/N = {inf['D'] / inf['N']:.3g})",
+        f"  FLOPs: training {inf['train_flops']:.4g}{iv('train_flops')} + inference "
+        f"{inf['inference_flops']:.4g} = total {inf['total_flops']:.4g}{iv('total_flops')}",
+        "  training-only (Chinchilla) optimum for the same loss: N "
+        f"{ch['N']:.4g}, D {ch['D']:.4g}, total {ch['total_flops']:.4g} FLOPs",
         f"  saving: {inf['saving']:.2%} of the total FLOPs"
         + (f"  [{sv[0]:.2%}, {sv[1]:.2%}]" if (sv := inf.get("saving_interval")) else ""),
     ]
     r = inf.get("run")
     if r:
         lines.append(
-            f"  run: preset {r['preset']} ({r['N']:.4g} {r['n_kind']} params, {r['ratio_to_N']:.3g}x N; {r['choice']}), "
+            f"  run: preset {r['preset']} ({r['N']:.4g} {r['n_kind']} "
+            f"params, {r['ratio_to_N']:.3g}x N; {r['choice']}), "
             f"{r['tokens']:.4g} tokens, total {r['total_flops']:.4g} FLOPs; predicted loss {r['loss']:.4f}"
             f"  [{r['loss_interval'][0]:.4g}, {r['loss_interval'][1]:.4g}]"
             + (f"; its training: {r['device_hours']:,.4g} device-hours" if r.get("device_hours") else "")
@@ -238,7 +244,8 @@ def format_inference(inf: dict) -> list[str]:
         )
     if inf.get("unreachable"):
         lines.append(
-            f"  note: the target is below E in {inf['unreachable']} of {inf['samples']} bootstrap laws (left out of the intervals)"
+            f"  note: the target is below E in {inf['unreachable']} of "
+            f"{inf['samples']} bootstrap laws (left out of the intervals)"
         )
     return lines
 

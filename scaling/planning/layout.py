@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.memory import choose_layout
 from rundir.accelerators import MEMORY_BYTES
@@ -155,7 +155,7 @@ def priced_model_plan(path: str, tokens: float, vocab_size: int | None) -> dict:
         raise InputError(
             f"--model {path}: not a valid model section: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
         ) from exc
-    c = count(cfg)
+    c = model_counts(cfg)
     mapping = {
         k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")
     }

@@ -134,7 +134,8 @@ def make_plan(
         out["extrapolation_factor"] = factor
         if factor > EXTRAPOLATION_WARN_FACTOR:
             warnings.append(
-                f"compute {C:.3g} is {factor:.3g}x the largest fitted run ({rng['C'][1]:.3g} FLOPs): a far extrapolation, intervals understate the risk"
+                f"compute {C:.3g} is {factor:.3g}x the largest fitted run ({rng['C'][1]:.3g} "
+                "FLOPs): a far extrapolation, intervals understate the risk"
             )
         elif C < rng["C"][0]:
             warnings.append(f"compute {C:.3g} is below the smallest fitted run ({rng['C'][0]:.3g} FLOPs)")
@@ -170,13 +171,15 @@ def make_plan(
             if run["epochs"] > EPOCHS_WARN:
                 warnings.append(
                     f"the planned run would see its {unique:.3g} unique training tokens {run['epochs']:.3g} times "
-                    f"(> {EPOCHS_WARN:g} epochs): repeated data makes the loss law optimistic; use more data or fit --law data-constrained"
+                    f"(> {EPOCHS_WARN:g} epochs): repeated data makes the loss "
+                    "law optimistic; use more data or fit --law data-constrained"
                 )
     if hp:
         _hparams(out, hp[-1], C, n_opt, d_opt, ci, warnings)
     else:
         warnings.append(
-            "no batch-lr fit given: no learning-rate / batch-size recommendation (the emitted run keeps the fits' recipe)"
+            "no batch-lr fit given: no learning-rate / batch-size "
+            "recommendation (the emitted run keeps the fits' recipe)"
         )
     if cb:
         c, p = cb[-1], cb[-1]["params"]
@@ -191,7 +194,8 @@ def make_plan(
             bt = run.get("batch_tokens")
             if bt and bt > out["B_crit_tokens"]:
                 warnings.append(
-                    f"recommended batch {bt:.3g} tokens exceeds the critical batch {out['B_crit_tokens']:.3g}: diminishing returns per token"
+                    f"recommended batch {bt:.3g} tokens exceeds the critical batch "
+                    f"{out['B_crit_tokens']:.3g}: diminishing returns per token"
                 )
     out["warnings"] = warnings
     return _clean(out)
@@ -330,13 +334,15 @@ def _choose_run(
             ]
     if presets_only and not 0.5 <= run["ratio_to_N_opt"] <= 2.0:
         warnings.append(
-            f"the chosen preset {best['name']} has {best['N']:.3g} {key} parameters, {run['ratio_to_N_opt']:.2g}x N_opt: "
+            f"the chosen preset {best['name']} has {best['N']:.3g} "
+            f"{key} parameters, {run['ratio_to_N_opt']:.2g}x N_opt: "
             "no preset close to the optimum (drop --presets-only to design the model at N_opt)"
         )
     rng = ch.get("data_range") or {}
     if rng.get("N") and not (rng["N"][0] / 2 <= best["N"] <= rng["N"][1] * 10):
         warnings.append(
-            f"the planned model's N = {best['N']:.3g} is far outside the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}"
+            f"the planned model's N = {best['N']:.3g} is far outside "
+            f"the fitted sizes {rng['N'][0]:.3g}-{rng['N'][1]:.3g}"
         )
     return run
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.pricing import implied_mfu, price
 from rundir.accelerators import DEVICES
@@ -37,10 +37,10 @@ class PublishedRun:
     note: str = ""
 
     def fpt(self) -> float:
-        return self.flops_per_token if self.flops_per_token is not None else count(self.model).flops_per_token
+        return self.flops_per_token if self.flops_per_token is not None else model_counts(self.model).flops_per_token
 
     def params(self) -> float | None:
-        return count(self.model).total if self.model is not None else None
+        return model_counts(self.model).total if self.model is not None else None
 
 
 RUNS = (

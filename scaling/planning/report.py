@@ -16,12 +16,14 @@ def format_plan(plan: dict) -> str:
 
     conv = plan.get("conventions") or {}
     lines = [
-        f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute', '?')}; N = {conv.get('n_kind', plan.get('n_kind'))} parameters; {plan.get('ci', 0.95):.0%} intervals)"
+        f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute', '?')}; N = "
+        f"{conv.get('n_kind', plan.get('n_kind'))} parameters; {plan.get('ci', 0.95):.0%} intervals)"
     ]
     if "N_opt" in plan:
         lines.append(f"N_opt: {plan['N_opt']:.4g} parameters ({plan['n_kind']}){iv(plan.get('N_opt_interval'))}")
         lines.append(
-            f"D_opt: {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}  (D/N = {plan['D_opt'] / plan['N_opt']:.3g})"
+            f"D_opt: {plan['D_opt']:.4g} tokens{iv(plan.get('D_opt_interval'))}  "
+            f"(D/N = {plan['D_opt'] / plan['N_opt']:.3g})"
         )
     dc = plan.get("data_constrained")
     if dc:
@@ -44,7 +46,8 @@ def format_plan(plan: dict) -> str:
             lines.append(f"     shape rule: {r['shape_rule_source']}")
         if "loss" in r:
             lines.append(
-                f"predicted loss: {r['loss']:.4f}{iv(r.get('loss_interval'))}  ({plan.get('ci', 0.95):.0%} {r['loss_interval_kind']})"
+                f"predicted loss: {r['loss']:.4f}{iv(r.get('loss_interval'))}  "
+                f"({plan.get('ci', 0.95):.0%} {r['loss_interval_kind']})"
             )
         if "lr" in r:
             lines.append(f"lr: {r['lr']:.4g}{iv(r.get('lr_interval'))}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # scaling/<subpackage>/<module>.py
@@ -42,7 +42,7 @@ def model_presets(vocab_size: int, seq_len: int | None = None) -> list[dict]:
             if seq_len:
                 raw["seq_len"] = seq_len
             cfg = ModelConfig(**raw)
-            c = count(cfg, vocab_size)
+            c = model_counts(cfg, vocab_size)
         except Exception:  # a broken preset is skipped, not fatal for planning
             continue
         out.append(

@@ -65,8 +65,8 @@ def captured():
     try:
         for fd, f in files.items():
             os.dup2(f.fileno(), fd)
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
         yield result
     finally:
         for stream in (sys.stdout, sys.stderr):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pretrain.callbacks.base import Callback  # noqa: E402
+from pretrain.callbacks.base import Callback
 
 
 class Recorder(Callback):

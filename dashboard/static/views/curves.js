@@ -2,7 +2,7 @@
 // "with branches": a selected stable run or branch brings its whole family (the stable run and every run
 // branched from it), drawn in one colour family: the stable run solid, each branch a lighter shade starting
 // at the stable run's point where it branched (a diamond marks each branch point).
-import { el, getJSON, plot, downloadLink, state, saveSelection, setStatus } from "../app.js";
+import { el, getJSON, plot, downloadLink, state, saveSelection, setStatus } from "../ui.js";
 
 const PANELS = [["loss", "train loss"], ["val_loss", "val loss"], ["lr", "learning rate"]];
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];

@@ -1,5 +1,5 @@
 // Evals view: task × run (or × checkpoint) matrix with stderr, sortable; accuracy vs FLOPs per task.
-import { el, fmt, getJSON, sortableTable, plot, downloadLink, problemsBox, setStatus } from "../app.js";
+import { el, fmt, getJSON, sortableTable, plot, downloadLink, problemsBox, setStatus } from "../ui.js";
 
 export default {
   async render(root) {

@@ -1,6 +1,6 @@
 // MoE view: loss vs compute for dense and MoE runs with a `fit moe` law; router comparison across MoE
 // runs; per run, expert load heatmaps per layer, imbalance, dropped tokens.
-import { el, fmt, getJSON, plot, downloadLink, setStatus } from "../app.js";
+import { el, fmt, getJSON, plot, downloadLink, setStatus } from "../ui.js";
 
 function paramsTable(rec, flags) {
   const iv = rec.intervals || {};

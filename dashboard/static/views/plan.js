@@ -1,7 +1,7 @@
 // Plan view: `scalelab plan` over a range of compute budgets from a chinchilla fit: predicted loss (with
 // its interval) against cost on a device, and the Pareto curve of cost vs loss. The inputs carry
 // scalelab plan's flag names and defaults (device: none, precision bf16, num-devices 1, mfu auto).
-import { el, fmt, getJSON, plot, downloadLink, sortableTable, setStatus } from "../app.js";
+import { el, fmt, getJSON, plot, downloadLink, sortableTable, setStatus } from "../ui.js";
 
 const INPUTS = [  // [flag name, label, attributes]
   ["device", "device", { tag: "select" }], ["precision", "precision", { tag: "select" }],

@@ -1,6 +1,6 @@
 // Profile view: per run, where the log steps' time goes (data wait, forward+backward, optimizer,
 // the rest; DeepSpeed's communication as a line inside them) and the peak memory per log window.
-import { el, getJSON, plot, setStatus } from "../app.js";
+import { el, getJSON, plot, setStatus } from "../ui.js";
 
 export default {
   async render(root, params) {

@@ -1,5 +1,5 @@
 // Runs view: sortable, filterable table of every run (auto-refresh while sweeps run), problems list.
-import { el, fmt, getJSON, sortableTable, downloadLink, problemsBox, setStatus, state, saveSelection } from "../app.js";
+import { el, fmt, getJSON, sortableTable, downloadLink, problemsBox, setStatus, state, saveSelection } from "../ui.js";
 
 const COLS = [
   { key: "sel", label: "", render: r => el("input", { type: "checkbox", class: "sel", checked: state.selected.has(r.id),

@@ -1,7 +1,7 @@
 // Scaling view: pick a fit record; its parameters with intervals, warnings, and the server-built figures.
 // A fit the server flags as not identified shows the flag and its table; its law is not drawn.
 // Task-loss and accuracy records: one task at a time, chained with a record of the other step.
-import { el, fmt, getJSON, plot, downloadLink, problemsBox, setStatus } from "../app.js";
+import { el, fmt, getJSON, plot, downloadLink, problemsBox, setStatus } from "../ui.js";
 
 // The compare block of a --by chinchilla record: each value's compute multiplier over the baseline, at each compute level.
 function compareTable(cmp, by) {

@@ -36,7 +36,8 @@ from scaling.laws.allocation import search_range
 EXTRAPOLATE = 10.0  # the third level: this factor beyond the other's largest compute
 SCALE_DEPENDENT = 0.05  # without resamples: multipliers across levels differing by more than 5% are scale-dependent
 DEFINITION = (
-    "compute_multiplier = C_baseline(L) / C_other(L): the compute the baseline needs to reach loss L over the compute the other "
+    "compute_multiplier = C_baseline(L) / C_other(L): the compute "
+    "the baseline needs to reach loss L over the compute the other "
     "needs, both at compute-optimal allocation of their fitted laws; > 1 means the other is more compute-efficient"
 )
 
@@ -117,9 +118,11 @@ def compare_block(fitted: dict, groups: list[str], base: str, ci: float) -> dict
     out: dict = {
         "baseline": base,
         "definition": DEFINITION,
-        "reference": "the loss each other law reaches at the largest compute among its own runs; levels: its smallest compute, "
+        "reference": "the loss each other law reaches at the largest compute "
+        "among its own runs; levels: its smallest compute, "
         f"its largest, and {EXTRAPOLATE:g}x beyond (extrapolation)",
-        "interval_method": f"{int(round(100 * ci))}% percentile interval over pairs (resample i of each group; groups resampled independently)",
+        "interval_method": f"{int(round(100 * ci))}% percentile interval over pairs "
+        "(resample i of each group; groups resampled independently)",
         "others": {},
     }
     b = fitted[base]
@@ -199,7 +202,8 @@ def _one(brec, orec, bcost, brange, bdraws, ci, identified) -> dict:
     ratio_iv = (out.get("scale_ratio") or {}).get("interval")
     if not out["scale_dependent"] and ratio_iv and len(ms) >= 2 and max(ms) / min(ms) - 1 > SCALE_DEPENDENT:
         notes.append(
-            f"the levels' point estimates differ ({min(ms):.3g} to {max(ms):.3g}) but the resamples do not resolve a change with scale "
+            f"the levels' point estimates differ ({min(ms):.3g} to "
+            f"{max(ms):.3g}) but the resamples do not resolve a change with scale "
             f"(ratio interval [{ratio_iv[0]:.3g}, {ratio_iv[1]:.3g}] includes 1)"
         )
     poor = {
@@ -216,8 +220,10 @@ def _one(brec, orec, bcost, brange, bdraws, ci, identified) -> dict:
         )
     if out["scale_dependent"]:
         notes.append(
-            f"the multiplier depends on scale ({min(ms):.3g} to {max(ms):.3g} across the levels): the laws' compute exponents differ "
-            f"(gamma = alpha beta / (alpha + beta): baseline {out['loss_exponent']['baseline']:.3g}, other {out['loss_exponent']['other']:.3g}); "
+            f"the multiplier depends on scale ({min(ms):.3g} to {max(ms):.3g} "
+            "across the levels): the laws' compute exponents differ "
+            "(gamma = alpha beta / (alpha + beta): baseline "
+            f"{out['loss_exponent']['baseline']:.3g}, other {out['loss_exponent']['other']:.3g}); "
             "read it at the stated compute"
         )
     if not pairs:
@@ -226,7 +232,8 @@ def _one(brec, orec, bcost, brange, bdraws, ci, identified) -> dict:
         notes.append("a law in this comparison is not identified: the multiplier is not a measurement")
     if head.get("n_never_reached"):
         notes.append(
-            f"in {head['n_never_reached']} of {len(pairs)} resample pairs the baseline never reaches the loss: the interval's upper end is unbounded"
+            f"in {head['n_never_reached']} of {len(pairs)} resample pairs the "
+            "baseline never reaches the loss: the interval's upper end is unbounded"
         )
     if notes:
         out["note"] = "; ".join(notes)
@@ -319,12 +326,14 @@ def summary(rec: dict) -> str:
                 lines.append(f"  {g}: no compute multiplier: {o.get('note')}")
                 continue
             lines.append(
-                f"  {g} over {cmp['baseline']}: compute multiplier {_fmt(o['compute_multiplier'], o.get('interval'), 3)}"
+                f"  {g} over {cmp['baseline']}: compute multiplier "
+                f"{_fmt(o['compute_multiplier'], o.get('interval'), 3)}"
                 f" at loss {o['loss']:.4g} ({g}'s loss at C = {o['compute']:.3g}, the largest compute of its runs)"
             )
             for lv in o["levels"][1:]:
                 lines.append(
-                    f"    at C = {lv['C']:.3g} ({lv['where']}; loss {lv['loss']:.4g}): {_fmt(lv['compute_multiplier'], lv.get('interval'), 3)}"
+                    f"    at C = {lv['C']:.3g} ({lv['where']}; loss {lv['loss']:.4g}): "
+                    f"{_fmt(lv['compute_multiplier'], lv.get('interval'), 3)}"
                     + (f" ({lv['note']})" if lv.get("note") else "")
                 )
             if o.get("note"):

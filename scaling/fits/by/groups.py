@@ -81,7 +81,8 @@ def _config_values(ds: inputs.Dataset, key: str) -> np.ndarray:
         v = config_value(cfg, key)
         if isinstance(v, dict):
             raise InputError(
-                f"--by {key}: '{key}' is a section of the config, not a value (e.g. {key}.{next(iter(v), '')} in run {run})"
+                f"--by {key}: '{key}' is a section of the config, not "
+                f"a value (e.g. {key}.{next(iter(v), '')} in run {run})"
             )
         if isinstance(v, list):
             raise InputError(f"--by {key}: '{key}' is a list in run {run}, not a value")

@@ -297,7 +297,8 @@ def _resolve_compute(df, n_kind: str, compute_kind: str | None, warnings: list[s
         return swept or default_compute(n_kind)
     if swept and swept != compute_kind:
         warnings.append(
-            f"the IsoFLOP sweep sized its runs for equal {swept} per budget, but this fit counts compute as {compute_kind}: "
+            f"the IsoFLOP sweep sized its runs for equal {swept} per "
+            f"budget, but this fit counts compute as {compute_kind}: "
             "budgets are not iso-compute in this convention"
         )
     return compute_kind
@@ -311,7 +312,8 @@ def _repetition_warning(df) -> str | None:
     if not many.any():
         return None
     return (
-        f"{int(many.sum())} of {len(ep)} runs repeated their training data more than {EPOCHS_WARN:g} times (up to {np.nanmax(ep):.3g} epochs): "
+        f"{int(many.sum())} of {len(ep)} runs repeated their training data "
+        f"more than {EPOCHS_WARN:g} times (up to {np.nanmax(ep):.3g} epochs): "
         "their loss measures memorisation too; use more data or fit --law data-constrained"
     )
 
@@ -377,7 +379,8 @@ def _identification(intervals: dict, warnings: list[str], keys=("E", "alpha", "b
         iv = intervals.get(k)
         if iv and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
             warnings.append(
-                f"{k} is poorly identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}; "
+                f"{k} is poorly identified: its interval [{iv[0]:.3g}, "
+                f"{iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}; "
                 "the runs do not pin it down (widen the range of N and D)"
             )
         elif iv and iv[0] <= 0 < iv[1]:
@@ -428,7 +431,8 @@ def _approach3(
         lo, hi = BOUNDS[k]
         if at_bound(v, lo, hi):
             warnings.append(
-                f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo}, {hi}]): the fit is not at an interior optimum"
+                f"parameter {k} stopped on its bound ({v:.6g}; bounds "
+                f"[{lo}, {hi}]): the fit is not at an interior optimum"
             )
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
@@ -438,7 +442,8 @@ def _approach3(
         "top_k": None if grid == "full" else top_k,
         "objective": objective,
         "parametrisation": "LSE(a - alpha log N, b - beta log D, e)",
-        "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
+        "objective_definition": "maximum likelihood: log p(r) = -Huber_delta(r/sigma) - log Z(delta) - log "
+        "sigma, r = log-loss residual, sigma free; record objective = -log-likelihood"
         if objective == "mle"
         else "sum of Huber(delta) on log residuals",
     }
@@ -549,11 +554,13 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
             )
         if params is None:
             raise FitError(
-                f"approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found {len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)"
+                "approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found "
+                f"{len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)"
             )
         if not params.pop("weighted") and weighted:
             warnings.append(
-                "approach 2 regression is unweighted: no residual degrees of freedom to weight budgets by (3 sizes per budget)"
+                "approach 2 regression is unweighted: no residual degrees "
+                "of freedom to weight budgets by (3 sizes per budget)"
             )
         for r in rows:
             r.pop("_var_unit", None)

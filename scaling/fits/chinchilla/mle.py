@@ -57,7 +57,8 @@ def sigma_warnings(res: MLEResult) -> list[str]:
     likelihood is then unbounded and sigma is not identified, though the law's parameters are."""
     if res.log_sigma <= LOG_SIGMA_BOUNDS[0] + 1e-6 or res.sum_abs <= 1e-12:
         return [
-            f"sigma not identified: the law passes through every point (sum |log residual| = {res.sum_abs:.3g}); the likelihood grows without bound as sigma -> 0 (log sigma stopped at {res.log_sigma:.4g})"
+            f"sigma not identified: the law passes through every point (sum |log residual| = {res.sum_abs:.3g}); "
+            f"the likelihood grows without bound as sigma -> 0 (log sigma stopped at {res.log_sigma:.4g})"
         ]
     return []
 

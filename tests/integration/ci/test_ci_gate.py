@@ -25,13 +25,16 @@ def test_a_required_missing_service_fails_the_pytest_run(tmp_path):
             pass
     """)
     )
-    run = lambda env: subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+
+    def run(env):
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+
     import os
 
     base = {k: v for k, v in os.environ.items() if k != ENV} | {"PYTHONPATH": str(REPO)}

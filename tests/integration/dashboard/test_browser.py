@@ -39,7 +39,8 @@ except ImportError:
 
 @pytest.fixture(scope="module", autouse=True)
 def _browser_available():
-    """Skipped with the reason in a developer's `make test`; a failure in CI (SCALELAB_REQUIRE, tests/helpers/ci_gate.py)."""
+    """Skipped with the reason in a developer's `make test`; a failure in CI
+    (SCALELAB_REQUIRE, tests/helpers/ci_gate.py)."""
     if not os.path.exists(CHROMIUM):
         unavailable(
             "browser", f"{CHROMIUM} not installed (run .ci/browser_up.sh: apt-get install chromium chromium-driver)"
@@ -441,7 +442,8 @@ def test_auto_refresh_shows_a_new_running_run(page, server, demo):
             f.write("".join(lines[3:6]))
         step = str(__import__("json").loads(lines[5])["step"])
         page.wait_for_function(
-            "s => document.querySelector('#runs-table tr[data-id=\"tiny-sweep/live-run\"] td[data-key=status]').textContent.includes(s)",
+            's => document.querySelector(\'#runs-table tr[data-id="tiny-sweep/live-run"] '
+            "td[data-key=status]').textContent.includes(s)",
             arg=step,
             timeout=15000,
         )
@@ -491,9 +493,9 @@ def hostile(demo, tmp_path_factory):
     src = Path(demo["runs"]) / demo["ids"][0]
     ignore = shutil.ignore_patterns("checkpoints")
     shutil.copytree(src, runs / SPACED, ignore=ignore)
-    (outside / "metrics.jsonl").write_text('{"step": 0, "loss": 1.0, "note": "%s"}\n' % SECRET)
-    (outside / "summary.json").write_text('{"status": "done", "steps": 1, "error": "%s"}' % SECRET)
-    (outside / "rec.json").write_text('{"law": "kaplan", "params": {"Nc": 1.0}, "warnings": ["%s"]}' % SECRET)
+    (outside / "metrics.jsonl").write_text(f'{{"step": 0, "loss": 1.0, "note": "{SECRET}"}}\n')
+    (outside / "summary.json").write_text(f'{{"status": "done", "steps": 1, "error": "{SECRET}"}}')
+    (outside / "rec.json").write_text(f'{{"law": "kaplan", "params": {{"Nc": 1.0}}, "warnings": ["{SECRET}"]}}')
     for name, link in (("linked-metrics", "metrics.jsonl"), ("linked-summary", "summary.json")):
         d = runs / "tiny-sweep" / name
         shutil.copytree(src, d, ignore=ignore)

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from dashboard.server import create_app  # noqa: E402
-from launch.cli import main as scalelab  # noqa: E402
-from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table, data_multiplied, write_run_tree  # noqa: E402
+from dashboard.server import create_app
+from launch.cli import main as scalelab
+from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table, data_multiplied, write_run_tree
 
 
 @pytest.fixture(scope="module")

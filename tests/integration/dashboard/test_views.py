@@ -16,15 +16,15 @@ from tests.helpers import write_run
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
 
 
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from dashboard import demo_data  # noqa: E402
-from dashboard.server import create_app  # noqa: E402
-from launch.cli import main as scalelab  # noqa: E402
-from scaling.fits.accuracy import SigmoidAccuracy  # noqa: E402
-from scaling.laws.loss import ChinchillaLaw  # noqa: E402
-from scaling.laws.moe import ClarkLaw, KrajewskiLaw  # noqa: E402
-from scaling.planning.run_model import run_label  # noqa: E402
+from dashboard import demo_data
+from dashboard.server import create_app
+from launch.cli import main as scalelab
+from scaling.fits.accuracy import SigmoidAccuracy
+from scaling.laws.loss import ChinchillaLaw
+from scaling.laws.moe import ClarkLaw, KrajewskiLaw
+from scaling.planning.run_model import run_label
 
 MODEL = {"d_model": 48, "n_layers": 2, "n_heads": 4, "vocab_size": 512, "seq_len": 64}
 

@@ -13,7 +13,7 @@ import yaml
 
 from evals import tasks as T
 from tests.helpers import REPO, run_cli, tiny_overrides
-from tests.unit.evals.test_run import _job  # noqa: F401 (shared with the unit tests)
+from tests.unit.evals.test_run import _job  # shared with the unit tests
 
 pytestmark = pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found")
 

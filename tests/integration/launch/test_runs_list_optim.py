@@ -8,7 +8,7 @@ import contextlib
 import io
 
 from launch.cli import main as scalelab
-from tests.unit.launch.test_runs_list_optim import _runs  # noqa: F401 (shared with the unit tests)
+from tests.unit.launch.test_runs_list_optim import _runs  # shared with the unit tests
 
 
 def test_runs_list_shows_and_filters_the_optimizer(tmp_path):

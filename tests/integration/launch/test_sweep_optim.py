@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.helpers import REPO, run_cli
-from tests.unit.launch.test_sweep_optim import OPTIM_TINY  # noqa: F401 (shared with the unit tests)
+from tests.unit.launch.test_sweep_optim import OPTIM_TINY  # shared with the unit tests
 
 
 def test_batch_lr_and_grid_sweeps_vary_the_optimizer():

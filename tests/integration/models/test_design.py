@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from tests.helpers import REPO, metrics, run_cli, scalelab, tiny_overrides
 
@@ -42,7 +42,7 @@ def test_cli_prints_the_shape_and_writes_a_model_file(tmp_path):
         "tie_embeddings",
         "moe",
     }
-    total = count(ModelConfig(**m)).total
+    total = model_counts(ModelConfig(**m)).total
     assert abs(total / 7e10 - 1) <= 0.02 and f"total {total:,}" in r.stdout
     j = scalelab(
         "model",
@@ -111,5 +111,5 @@ def test_a_designed_model_trains_through_the_cli(tiny_data, tmp_path):
     cfg = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"]
     assert {k: cfg[k] for k in designed} == designed
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert s["params"] == count(ModelConfig(**designed)).total and s["steps"] == 2
+    assert s["params"] == model_counts(ModelConfig(**designed)).total and s["steps"] == 2
     assert len(metrics(tmp_path / "run")) == 2

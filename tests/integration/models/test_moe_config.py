@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import run_cli
-from tests.unit.models.test_moe_config import TINY_MOE  # noqa: F401 (shared with the unit tests)
+from tests.unit.models.test_moe_config import TINY_MOE  # shared with the unit tests
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.unit.models.test_moe_metrics import _stats  # noqa: F401 (shared with the unit tests)
+from tests.unit.models.test_moe_metrics import _stats  # shared with the unit tests
 
 
 def _rank_worker(rank: int, port: int, out_dir: str) -> None:

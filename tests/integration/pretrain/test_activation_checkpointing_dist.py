@@ -67,7 +67,7 @@ def _two_rank_jobs(data):
     jobs = []
     for kind, stage, mode in CASES:
         cfg = TINY_MOE if kind == "moe" else TINY
-        over = lambda **extra: _over(data, kind, stage, **extra)[:-1]  # noqa: E731
+        over = lambda kind=kind, stage=stage, **extra: _over(data, kind, stage, **extra)[:-1]  # noqa: E731
         jobs += [
             {"name": f"{kind}-{stage}-{mode}-plain", "config": cfg, "overrides": over()},
             {"name": f"{kind}-{stage}-{mode}-ckpt", "config": cfg, "overrides": over(**_ckpt(mode))},

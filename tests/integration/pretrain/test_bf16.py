@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from tests.helpers import metrics, run_cli, tiny_overrides
-from tests.unit.pretrain.test_bf16 import TINY  # noqa: F401 (shared with the unit tests)
+from tests.unit.pretrain.test_bf16 import TINY  # shared with the unit tests
 
 # 4 micro-batches of 2 per step: the gradient is a sum of 4 micro-batch gradients.
 RUN = {

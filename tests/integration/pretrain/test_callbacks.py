@@ -139,8 +139,10 @@ def test_checkpoint_with_pre_callback_state_keys_resumes_exactly(tiny_data, tmp_
         res.stdout[-2000:] + res.stderr[-2000:]
     )
     keys = ("step", "loss", "grad_norm", "grad_noise_scale", "val_loss")
-    rows = lambda run: [
-        tuple(json.loads(ln).get(k) for k in keys) for ln in (tmp_path / run / "metrics.jsonl").read_text().splitlines()
-    ]  # noqa: E731
+
+    def rows(run):
+        lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
+        return [tuple(json.loads(ln).get(k) for k in keys) for ln in lines]
+
     assert rows("run") == rows("ref")
     assert rows("run")[-1][3] is not None  # the probe's EMAs came back from the old key

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.helpers import REPO, run_cli
-from tests.unit.pretrain.test_config import TINY  # noqa: F401 (shared with the unit tests)
+from tests.unit.pretrain.test_config import TINY  # shared with the unit tests
 
 
 def test_cli_rejects_before_any_work(tmp_path):

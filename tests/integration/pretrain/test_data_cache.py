@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
-from pretrain.data.prepare import load_prepared  # noqa: E402
-from pretrain.errors import DataError  # noqa: E402
+from pretrain.data.prepare import load_prepared
+from pretrain.errors import DataError
 from tests.unit.pretrain.test_data_cache import corpus, make_cfg, paragraphs, run  # noqa: F401 (shared with the unit tests)
 
 
@@ -53,7 +53,8 @@ def test_concurrent_prepares_build_once(corpus):
     cfg = make_cfg(corpus)
     script = (
         "import sys; from pretrain.data.config import DataConfig; from pretrain.data.prepare import prepare; "
-        f"d = prepare(DataConfig.model_validate({cfg.model_dump(mode='json')!r})); print('REUSED' if d.reused else 'BUILT')"
+        f"d = prepare(DataConfig.model_validate({cfg.model_dump(mode='json')!r})); "
+        "print('REUSED' if d.reused else 'BUILT')"
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -13,11 +13,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-from pretrain.config.loader import PROJECT_ROOT, load_data_config  # noqa: E402
-from pretrain.data.prepare import PreparedData, load_prepared, prepare  # noqa: E402
-from pretrain.data.sources import data_root, iter_documents, resolve_sources  # noqa: E402
-from pretrain.data.split import SplitPlan, doc_hash  # noqa: E402
-from pretrain.errors import DataError  # noqa: E402
+from pretrain.config.loader import PROJECT_ROOT, load_data_config
+from pretrain.data.prepare import PreparedData, load_prepared, prepare
+from pretrain.data.sources import data_root, iter_documents, resolve_sources
+from pretrain.data.split import SplitPlan, doc_hash
+from pretrain.errors import DataError
 
 CORPUS = PROJECT_ROOT.parent / "shared" / "data" / "corpus"
 pytestmark = pytest.mark.skipif(

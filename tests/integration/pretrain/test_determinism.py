@@ -63,7 +63,10 @@ def test_fresh_runs_and_kill9_resume_are_bitwise_equal_under_load(kind, tiny_dat
             **extra,
         },
     )
-    args = lambda run: ["train", str(REPO / config), *over, "--run-dir", run, "--no-progress"]
+
+    def args(run):
+        return ["train", str(REPO / config), *over, "--run-dir", run, "--no-progress"]
+
     # three runs at once, beside the two spinning processes: the cores are oversubscribed throughout
     a, b, k = (start(args(r), tmp_path) for r in ("a", "b", "k"))
     kill_after_step(tmp_path / "k", 4, k)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.memory import GIB, estimate_memory
 from tests.helpers import REPO, scalelab
@@ -18,7 +18,7 @@ def test_small_config_dry_run_prints_counts_and_writes_nothing(tmp_path):
     r = scalelab("train", TINY, "--dry-run", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     cfg = ModelConfig(**{**yaml.safe_load((REPO / "configs/models/n200k.yaml").read_text()), "vocab_size": 4096})
-    c = count(cfg)
+    c = model_counts(cfg)
     assert f"total {c.total:,}" in r.stdout and f"(built on the meta device: {c.total:,})" in r.stdout
     assert f"training FLOPs per token: {c.flops_per_token:.4g}" in r.stdout
     assert "valid for 1 rank(s); nothing was run" in r.stdout and "fit: yes" in r.stdout  # fp32: this host's memory

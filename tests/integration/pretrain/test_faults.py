@@ -205,7 +205,8 @@ def test_disk_full_during_a_checkpoint_keeps_the_last_good_one_and_resumes(tiny_
         assert res.returncode == 1, out[-3000:]
         assert "Traceback" not in out, out[-3000:]
         m = re.search(
-            r"checkpoint step_(\d+) could not be written .*is the disk full\?\).*last good checkpoint step_(\d+) is kept",
+            r"checkpoint step_(\d+) could not be written .*is the "
+            r"disk full\?\).*last good checkpoint step_(\d+) is kept",
             out,
         )
         assert m, out[-3000:]

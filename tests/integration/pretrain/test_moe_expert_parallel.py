@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pretrain.engine.expert_parallel import prepare_moe
-from tests.unit.pretrain.test_moe_expert_parallel import make_block  # noqa: F401 (shared with the unit tests)
+from tests.unit.pretrain.test_moe_expert_parallel import make_block  # shared with the unit tests
 
 
 def _ep_worker(rank: int, port: int, bias: list[float], out: dict) -> None:

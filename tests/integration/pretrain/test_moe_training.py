@@ -78,11 +78,11 @@ def test_moe_loss_falls_and_router_metrics_logged(moe_reference):
     assert recs[-1]["moe/bias_norm"] > 0  # the bias was updated after optimizer steps
     summary = json.loads((moe_reference / "summary.json").read_text())
     assert summary["status"] == "done"
-    from models.accounting import count
+    from models.accounting import model_counts
     from pretrain.config.loader import load_train_config
 
     cfg = load_train_config(moe_reference / "config.yaml")
-    assert summary["params"] == count(cfg.model).total
+    assert summary["params"] == model_counts(cfg.model).total
 
 
 def test_moe_exact_resume_after_sigkill(moe_reference, tiny_data, tmp_path):

@@ -97,7 +97,10 @@ def test_muon_kill9_resume_is_exact_one_rank(kind, tiny_data, tmp_path):
             **(MOE if kind == "moe" else {}),
         },
     )
-    args = lambda run: ["train", cfg, *over, "--run-dir", run, "--no-progress"]
+
+    def args(run):
+        return ["train", cfg, *over, "--run-dir", run, "--no-progress"]
+
     ref = run_cli(args("a"), tmp_path)
     assert ref.returncode == 0, ref.stdout[-2000:]
     kill_after_step(tmp_path / "k", 4, start(args("k"), tmp_path, SLOW_CKPT))
@@ -188,14 +191,17 @@ def test_bf16_muon_runs_on_the_zero0_engine_tracks_fp32_and_resumes_exactly(tiny
         "optim.name": "muon",
         "deepspeed.zero_stage": 1,
     }
-    args = lambda prec, d: [
-        "train",
-        TINY,
-        *tiny_overrides(tiny_data, **(run | {"precision": prec})),
-        "--run-dir",
-        d,
-        "--no-progress",
-    ]
+
+    def args(prec, d):
+        return [
+            "train",
+            TINY,
+            *tiny_overrides(tiny_data, **(run | {"precision": prec})),
+            "--run-dir",
+            d,
+            "--no-progress",
+        ]
+
     for prec in ("fp32", "bf16"):
         res = run_cli(args(prec, prec), tmp_path)
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import REPO, metrics, run_cli, tiny_overrides, two_rank_group
-from tests.unit.pretrain.test_step_profile import TIMES  # noqa: F401 (shared with the unit tests)
+from tests.unit.pretrain.test_step_profile import TIMES  # shared with the unit tests
 
 TINY = str(REPO / "configs/train/tiny.yaml")
 

@@ -15,7 +15,7 @@ import pytest
 from launch.cli import main as scalelab
 from scaling.laws.hparams import ComputeHParamLaw
 from scaling.synthetic.runs import TRUE_CHINCHILLA, batch_lr_sweep, chinchilla_table, data_multiplied, write_run_tree
-from tests.unit.scaling.test_by import K  # noqa: F401 (shared with the unit tests)
+from tests.unit.scaling.test_by import K  # shared with the unit tests
 
 
 def cli(*args) -> tuple[int, str, str]:

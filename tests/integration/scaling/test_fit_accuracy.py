@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from tests.helpers import REPO, run_cli
-from tests.unit.scaling.test_fit_accuracy import TRUTH, table  # noqa: F401 (shared with the unit tests)
+from tests.unit.scaling.test_fit_accuracy import TRUTH, table  # shared with the unit tests
 
 
 def test_noisy_tasks_are_fitted_separately_with_intervals(tmp_path):

@@ -15,7 +15,7 @@ from tests.helpers import REPO
 from tests.unit.scaling.test_lr_annealing import LAW, PEAK, SCHEDULES, TRUTH, T, schedule, table  # noqa: F401 (shared with the unit tests)
 
 
-# ---------------------------------------------------------------- CLI (in-process: the same parser and exit codes, without start-up time)
+# ---------------------------------------------- CLI (in-process: the same parser and exit codes, without start-up time)
 def run_cli(args, capsys):
     code = scalelab(args)
     out = capsys.readouterr()

@@ -11,9 +11,9 @@ import pytest
 from tests.helpers import write_run
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from dashboard.server import create_app  # noqa: E402
+from dashboard.server import create_app
 
 TPS = 256  # tokens per step
 

@@ -12,10 +12,10 @@ import pytest
 from tests.helpers import small_run
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from dashboard.fit_checks import not_identified  # noqa: E402
-from dashboard.server import create_app  # noqa: E402
+from dashboard.fit_checks import not_identified
+from dashboard.server import create_app
 
 SECRET = "SECRET-OUTSIDE-THE-ROOTS"
 
@@ -236,7 +236,8 @@ def test_not_identified_reasons():
             "bs_coef": [5.98e-45, 512.0],
         },
         "warnings": [
-            "1 of 2 groups have their optimum on the edge of the lr or batch grid: the true optimum may lie outside the sweep"
+            "1 of 2 groups have their optimum on the edge of the lr "
+            "or batch grid: the true optimum may lie outside the sweep"
         ],
     }
     reasons = not_identified(rec)

@@ -8,9 +8,9 @@ import pytest
 from tests.helpers import write_run
 
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from dashboard.server import create_app  # noqa: E402
+from dashboard.server import create_app
 
 CUDA = [
     {

@@ -34,7 +34,7 @@ def test_budgets_give_one_stable_run_per_size_and_a_branch_per_smaller_budget(ba
     by_model: dict[str, list] = {}
     for r in p.runs:
         by_model.setdefault(r.axes["model"], []).append(r)
-    for model, runs in by_model.items():
+    for _model, runs in by_model.items():
         stable, branches = runs[0], runs[1:]
         assert stable.axes["role"] == "stable" and all(b.axes["role"] == "branch" for b in branches)
         # the stable run ends at the largest kept budget's tokens; each branch at a smaller budget's

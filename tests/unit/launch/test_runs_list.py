@@ -112,8 +112,10 @@ def test_status_states_and_lock(runs):
     assert run_status(runs / "partial-run").state == "partial"
     stale = run_status(runs / "n50k-lr1e-3", planned_id="different")
     assert stale.state == "stale" and "different" in stale.error
-    from launch.run.worker import decide
+    from launch.run.worker import start_or_skip
 
-    assert decide(runs / "n50k-lr1e-3", False, "different") == "stale"  # executors skip it, never clobber it
-    assert decide(runs / "n50k-lr1e-3", False) == "done" and decide(runs / "failed-run", False) == "failed"
-    assert decide(runs / "failed-run", True) == "run" and decide(runs / "partial-run", False) == "run"
+    assert start_or_skip(runs / "n50k-lr1e-3", False, "different") == "stale"  # executors skip it, never clobber it
+    assert (
+        start_or_skip(runs / "n50k-lr1e-3", False) == "done" and start_or_skip(runs / "failed-run", False) == "failed"
+    )
+    assert start_or_skip(runs / "failed-run", True) == "run" and start_or_skip(runs / "partial-run", False) == "run"

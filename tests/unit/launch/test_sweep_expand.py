@@ -11,7 +11,7 @@ import pytest
 from launch.sweep.expand import expand, plan, vocab_for
 from launch.sweep.naming import fmt_num, fmt_sci
 from launch.sweep.spec import parse_spec
-from models.accounting import count
+from models.accounting import model_counts
 from pretrain.errors import ConfigError
 from tests.helpers import REPO, write_base
 
@@ -84,7 +84,7 @@ def test_isoflop_flops_match_accounting(base):
     )
     assert len(p.runs) + len(p.skipped) == 9
     for r in p.runs:
-        c = count(r.cfg.model, vocab_for(r.cfg))
+        c = model_counts(r.cfg.model, vocab_for(r.cfg))
         assert r.flops_per_token == c.flops_per_token
         assert r.non_embedding_params == c.non_embedding
         assert r.flops == r.cfg.total_steps() * r.cfg.tokens_per_step() * c.flops_per_token
@@ -170,7 +170,7 @@ def test_isoflop_anchors_run_outside_the_budgets(base):
     assert names(p) == ["anchor-n50k-d2m", "anchor-n25k-d300k", "c6e9-n50k", "c6e9-n100k"]
     a = p.runs[0]
     assert a.axes == {"model": "n50k", "compute": "trainer_flops", "anchor": True}
-    c = count(a.cfg.model, vocab_for(a.cfg))
+    c = model_counts(a.cfg.model, vocab_for(a.cfg))
     assert (
         a.cfg.train.tokens == 2_000_000 and a.flops == a.cfg.total_steps() * a.cfg.tokens_per_step() * c.flops_per_token
     )

@@ -10,7 +10,7 @@ import pytest
 
 from launch.sweep.expand import expand, plan, vocab_for
 from launch.sweep.spec import parse_spec
-from models.accounting import count
+from models.accounting import model_counts
 from tests.helpers import REPO as ROOT
 from tests.helpers import write_base
 
@@ -62,7 +62,7 @@ def test_expansion_grid_shapes_and_names(base):
                 and moe.d_ff * g == r.cfg.model.ffn_dim
                 and moe.router == "aux_free_bias"
             )
-        n = count(r.cfg.model, vocab_for(r.cfg)).active_non_embedding
+        n = model_counts(r.cfg.model, vocab_for(r.cfg)).active_non_embedding
         active.setdefault((ax["model"], ax["dense"]), set()).add(n)
     # every granularity of a model keeps its active parameters up to the router (d_model x E per layer)
     for (model, dense), ns in active.items():
@@ -89,7 +89,7 @@ def test_experts_literal_tokens_per_param_and_skips(base):
     assert any("does not divide by granularity 5" in s for s in p.skipped)
     assert any("top_k x G = 8 experts per token but only 4 experts" in s for s in p.skipped)
     for r in p.runs:
-        assert r.cfg.train.tokens == round(0.05 * count(r.cfg.model, vocab_for(r.cfg)).active_non_embedding)
+        assert r.cfg.train.tokens == round(0.05 * model_counts(r.cfg.model, vocab_for(r.cfg)).active_non_embedding)
 
 
 def test_shipped_moe_law_tiny_plans():

@@ -17,6 +17,9 @@ def test_isoflop_study_runs_every_point_once_per_optimizer():
         by.setdefault(r.axes["optim.name"], []).append(r)
         assert r.name.startswith(r.axes["optim.name"] + "-") and r.cfg.optim.name == r.axes["optim.name"]
     assert set(by) == {"adamw", "muon"} and len(by["adamw"]) == len(by["muon"]) == 12
-    strip = lambda rs: [(r.name.split("-", 1)[1], r.tokens, r.axes["budget"]) for r in rs]
+
+    def strip(rs):
+        return [(r.name.split("-", 1)[1], r.tokens, r.axes["budget"]) for r in rs]
+
     assert strip(by["adamw"]) == strip(by["muon"])  # the same IsoFLOP points
     assert len({r.id for r in p.runs}) == len({r.name for r in p.runs}) == 24

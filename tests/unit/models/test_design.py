@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.design import OLMO_LADDER, RULES, design, llama_ffn
 
@@ -39,7 +39,7 @@ PUBLISHED = {
 @pytest.mark.parametrize("name", PUBLISHED)
 def test_published_shapes_count_exactly(name):
     shape, params = PUBLISHED[name]
-    assert count(ModelConfig(**shape)).total == params
+    assert model_counts(ModelConfig(**shape)).total == params
 
 
 def test_llama_ffn_rounding_gives_the_published_widths():
@@ -91,13 +91,13 @@ def test_gqa_option_keeps_the_tolerance_and_divides_the_heads():
 def test_a_rule_reproduces_its_own_shapes():
     # Marin: d = 2048 -> round(2048 / (64 + 44 - 9)) = 21 layers, 16 heads of 128, SwiGLU 8192
     marin = ModelConfig(d_model=2048, n_layers=21, n_heads=16, d_ff=8192, vocab_size=32000)
-    d = design(count(marin).total, "marin")
+    d = design(model_counts(marin).total, "marin")
     assert (d.model.d_model, d.model.n_layers, d.model.n_heads, d.model.ffn_dim) == (2048, 21, 16, 8192)
     assert d.rel_error == 0 and d.notes == []
     # OLMo-2 7B on the ladder: d 4096, 32 layers, 32 heads, FFN llama_like x1.5 -> 16384
     assert (4096, 32) in OLMO_LADDER and llama_ffn(4096, 1.5, 256) == 16384
     olmo7 = ModelConfig(d_model=4096, n_layers=32, n_heads=32, d_ff=16384, vocab_size=100352)
-    d = design(count(olmo7).non_embedding, "olmo-ladder", n_kind="non_embedding", vocab_size=100352)
+    d = design(model_counts(olmo7).non_embedding, "olmo-ladder", n_kind="non_embedding", vocab_size=100352)
     assert (d.model.d_model, d.model.n_layers, d.model.n_heads, d.model.ffn_dim) == (4096, 32, 32, 16384)
 
 

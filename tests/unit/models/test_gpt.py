@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.gpt import GPT, KVCache
 
@@ -17,7 +17,7 @@ def n50k(**kw) -> ModelConfig:
 
 
 def test_accounting_by_hand():
-    c = count(n50k())
+    c = model_counts(n50k())
     # d=48, L=2, d_ff = 8*48/3 = 128; attention 4*48^2 = 9216; SwiGLU 3*48*128 = 18432; norms 2*48*2 + 48 = 240
     assert c.non_embedding == 2 * (9216 + 18432) + 240 == 55536
     assert c.embedding == 2 * 512 * 48
@@ -28,7 +28,7 @@ def test_accounting_by_hand():
 
 def test_accounting_gqa_and_tied():
     cfg = n50k(n_kv_heads=2, tie_embeddings=True)
-    c = count(cfg)
+    c = model_counts(cfg)
     attn = 48 * 48 * 2 + 2 * 48 * 2 * 12  # q,o full; k,v with 2 heads of 12
     assert c.non_embedding == 2 * (attn + 18432) + 240
     assert c.total == c.non_embedding + 512 * 48  # one shared matrix
@@ -39,7 +39,7 @@ def test_accounting_gqa_and_tied():
 @pytest.mark.parametrize("kw", [{}, {"n_kv_heads": 2}, {"tie_embeddings": True}, {"d_ff": 100}])
 def test_param_count_matches_module(kw):
     cfg = n50k(**kw)
-    assert sum(p.numel() for p in GPT(cfg).parameters()) == count(cfg).total
+    assert sum(p.numel() for p in GPT(cfg).parameters()) == model_counts(cfg).total
 
 
 def test_llama_parameter_names_and_shapes():

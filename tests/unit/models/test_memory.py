@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.memory import (
     CPU_REDUCE_BUCKET,
@@ -55,7 +55,7 @@ def test_deepspeeds_largest_layer_is_ours():
     cfg = ModelConfig(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=96, vocab_size=300, seq_len=32)
     total, largest = model_to_params(GPT(cfg))  # (not on the meta device: it tells tensors apart by data_ptr)
     p = param_split(cfg)
-    assert (p.total, p.largest_layer) == (count(cfg).total, largest) and total == p.total
+    assert (p.total, p.largest_layer) == (model_counts(cfg).total, largest) and total == p.total
 
 
 def test_engine_differences_are_accounted():

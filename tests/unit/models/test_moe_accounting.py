@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from models.accounting import count
+from models.accounting import model_counts
 from models.config import ModelConfig
 from models.gpt import GPT
 
@@ -18,7 +18,7 @@ def test_counts_by_hand():
     moe_total = 8 * 18432 + 18432 + 512  # 166400
     moe_active = 2 * 18432 + 18432 + 512  # 55808
     attn, norms, emb = 4 * 64 * 64, 2 * 64 * 4 + 64, 512 * 64
-    c = count(cfg())
+    c = model_counts(cfg())
     assert c.non_embedding == 4 * attn + 2 * moe_total + 2 * 36864 + norms == 472640
     assert c.total == 472640 + 2 * emb
     assert c.active_non_embedding == 4 * attn + 2 * moe_active + 2 * 36864 + norms == 251456
@@ -29,11 +29,11 @@ def test_counts_by_hand():
 def test_total_matches_built_model():
     for moe in ({}, {"router": "aux_free_bias", "every_k_layers": 1}, {"num_shared_experts": 0}):
         c = cfg(**moe)
-        assert count(c).total == sum(p.numel() for p in GPT(c).parameters())
+        assert model_counts(c).total == sum(p.numel() for p in GPT(c).parameters())
 
 
 def test_expert_choice_active_uses_capacity_factor():
-    c = count(cfg(router="expert_choice", capacity_factor=1.5))
+    c = model_counts(cfg(router="expert_choice", capacity_factor=1.5))
     # k * cf = 3 experts per token on average in each MoE layer
     assert c.active_non_embedding == 4 * 16384 + 2 * (3 * 18432 + 18432 + 512) + 2 * 36864 + 576
 
@@ -45,8 +45,8 @@ def test_dense_equivalent_of_tiny_moe():
     moe = ModelConfig(
         d_model=64, n_layers=4, n_heads=4, vocab_size=4096, moe={"num_experts": 8, "top_k": 2, "d_ff": 96}
     )
-    assert count(moe).active - count(dense).active == 4 * 64 * 8
-    assert count(moe).total > 3 * count(dense).non_embedding
+    assert model_counts(moe).active - model_counts(dense).active == 4 * 64 * 8
+    assert model_counts(moe).total > 3 * model_counts(dense).non_embedding
 
 
 def test_moe_summary_shape_and_counts():
@@ -55,7 +55,7 @@ def test_moe_summary_shape_and_counts():
 
     c = cfg(num_shared_experts=0, capacity_factor=1.25)
     s = moe_summary(c)
-    n = count(c)
+    n = model_counts(c)
     assert (
         s["params"],
         s["active_params"],

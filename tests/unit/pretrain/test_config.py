@@ -17,7 +17,8 @@ TINY = str(REPO / "configs/train/tiny.yaml")
         ("model.n_heads=5", "model.n_heads=5 must divide model.d_model=64"),
         (
             "optim.lrr=0.1",
-            "optim.lrr: unknown key; allowed keys: beta1, beta2, eps, grad_clip, lr, momentum, muon_adjust_lr, name, nesterov, ns_steps, weight_decay, width_lr_ref",
+            "optim.lrr: unknown key; allowed keys: beta1, beta2, eps, grad_clip, lr, "
+            "momentum, muon_adjust_lr, name, nesterov, ns_steps, weight_decay, width_lr_ref",
         ),
         ("schedule.name=exp", "schedule.name: Input should be 'cosine', 'linear', 'constant' or 'wsd'"),
         ("train.global_batch_size=20", "train.global_batch_size=20 must be a multiple of train.micro_batch_size=16"),

@@ -14,8 +14,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
-from pretrain.data.config import DataConfig  # noqa: E402
-from pretrain.data.prepare import load_prepared, prepare  # noqa: E402
+from pretrain.data.config import DataConfig
+from pretrain.data.prepare import load_prepared, prepare
 
 
 def paragraphs(tag: str, n: int = 20) -> str:

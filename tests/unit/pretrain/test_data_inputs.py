@@ -14,9 +14,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-from pretrain.data.config import DataConfig  # noqa: E402
-from pretrain.data.prepare import prepare  # noqa: E402
-from pretrain.errors import DataError  # noqa: E402
+from pretrain.data.config import DataConfig
+from pretrain.data.prepare import prepare
+from pretrain.errors import DataError
 
 QUIET = {"log": lambda msg: None}
 

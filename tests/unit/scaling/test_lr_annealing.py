@@ -89,7 +89,8 @@ def test_noise_free_curves_recover_the_law_exactly():
 
 def test_noisy_curves_recover_the_law():
     # 4 schedules, 0.5% log-normal noise on every 10th step (800 points: every point, the default
-    # --skip-fraction 0, as the authors' script fits). Measured with --skip-fraction 0.1 (724 points): over 12 noise seeds the estimates' relative spread (std) was L0 0.59%, A 2.1%, alpha 2.7%,
+    # --skip-fraction 0, as the authors' script fits). Measured with --skip-fraction 0.1 (724 points): over 12
+    # noise seeds the estimates' relative spread (std) was L0 0.59%, A 2.1%, alpha 2.7%,
     # C 0.41%, largest errors 1.3%, 4.8%, 5.6%, 1.0%: the tolerances are about 4 standard deviations.
     # The final losses were within 0.17% of the truth on every seed.
     rec = fit_lr_annealing(table(seed=3))

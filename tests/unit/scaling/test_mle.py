@@ -59,7 +59,7 @@ def test_normaliser_makes_a_density():
 
     for delta in (1e-3, 0.3, 2.0):
         z, _ = quad(
-            lambda x: np.exp(-huber(np.array(x), delta)),
+            lambda x, delta=delta: np.exp(-huber(np.array(x), delta)),
             -np.inf,
             np.inf,
             points=None,
@@ -70,7 +70,11 @@ def test_normaliser_makes_a_density():
         assert np.log(z) == pytest.approx(log_normaliser(delta), rel=1e-8)
         # with a scale: the log-pdf integrates to one
         mass, _ = quad(
-            lambda r: np.exp(log_pdf(np.array([r]), np.log(0.1), delta))[0], -np.inf, np.inf, limit=400, epsrel=1e-9
+            lambda r, delta=delta: np.exp(log_pdf(np.array([r]), np.log(0.1), delta))[0],
+            -np.inf,
+            np.inf,
+            limit=400,
+            epsrel=1e-9,
         )
         assert mass == pytest.approx(1.0, rel=1e-6)
 
@@ -81,7 +85,9 @@ def test_profiled_sigma_maximises_the_likelihood():
     r = np.random.default_rng(0).laplace(scale=0.01, size=50)
     for delta in (1e-3, 1.0, 50.0):  # Laplace regime, mixed, Gaussian regime
         ls = profile_log_sigma(r, delta)
-        best = minimize_scalar(lambda s: -log_likelihood(r, s, delta), bracket=(ls - 1, ls + 1), tol=1e-12).x
+        best = minimize_scalar(
+            lambda s, delta=delta: -log_likelihood(r, s, delta), bracket=(ls - 1, ls + 1), tol=1e-12
+        ).x
         assert ls == pytest.approx(best, abs=1e-5)
     assert profile_log_sigma(r, 1e-3) == pytest.approx(np.log(1e-3 * np.abs(r).mean()))  # sigma = delta * mean|r|
     assert profile_log_sigma(np.zeros(5)) == -np.inf

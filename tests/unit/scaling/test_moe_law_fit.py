@@ -24,7 +24,8 @@ def test_krajewski_exact_data_recovers_the_published_constants():
         "n_source": "column 'N'",
     }
     assert rec["design"]["expansion"] == 8 and rec["design"]["top_k_per_G"] == 1
-    # At fixed G the law is Chinchilla's with A = g / G^gamma + a: the dense-compute multiplier is (A(1) / A(G))^(1/alpha).
+    # At fixed G the law is Chinchilla's with A = g / G^gamma + a: the dense-compute multiplier is
+    # (A(1) / A(G))^(1/alpha).
     row = rec["derived"][0]
     truth = (KRAJEWSKI_2024.n_coef(1) / KRAJEWSKI_2024.n_coef(16)) ** (1 / KRAJEWSKI_2024.alpha)
     assert row["G"] == 16 and row["compute_multiplier"] == pytest.approx(truth, rel=1e-3)

@@ -25,7 +25,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "predict-curve",
         help="predict a train config's loss curve from an lr-annealing fit",
-        description="Predict the loss after every step of CONFIG's lr schedule from a `scalelab fit lr-annealing` record, "
+        description="Predict the loss after every step of CONFIG's lr "
+        "schedule from a `scalelab fit lr-annealing` record, "
         "with the bootstrap interval of the fit when it has one.",
     )
     p.add_argument("fit", metavar="FIT.json", help="record written by `scalelab fit lr-annealing --out`")
@@ -54,7 +55,8 @@ def cmd_predict_curve(args) -> int:
         rec = FitRecord.load(args.fit)
         if rec.get("law") != "lr-annealing":
             raise InputError(
-                f"{args.fit} is a '{rec.get('law')}' fit; predict-curve needs an lr-annealing fit (scalelab fit lr-annealing)"
+                f"{args.fit} is a '{rec.get('law')}' fit; predict-curve "
+                "needs an lr-annealing fit (scalelab fit lr-annealing)"
             )
         from pretrain.config.loader import load_train_config
 
@@ -106,20 +108,22 @@ def _model_warnings(rec, cfg) -> list[str]:
     batches = {c.get("batch_tokens") for c in curves if c.get("batch_tokens")}
     if batches and cfg.tokens_per_step() not in batches:
         out.append(
-            f"the config's batch ({cfg.tokens_per_step()} tokens per step) differs from the fitted runs' ({', '.join(map(str, sorted(batches)))}): "
+            f"the config's batch ({cfg.tokens_per_step()} tokens per step) differs "
+            f"from the fitted runs' ({', '.join(map(str, sorted(batches)))}): "
             "the law's steps and lr mean something else at another batch"
         )
     params = {c.get("params") for c in curves if c.get("params")}
     if params:
         try:
-            from models.accounting import count
+            from models.accounting import model_counts
 
-            n = count(cfg.model, vocab_size=cfg.model.vocab_size or cfg.data.tokenizer.vocab_size).total
-        except Exception:  # noqa: BLE001 - a count we cannot make is simply not checked
+            n = model_counts(cfg.model, vocab_size=cfg.model.vocab_size or cfg.data.tokenizer.vocab_size).total
+        except Exception:  # a count we cannot make is simply not checked
             n = None
         if n and all(abs(n / p - 1) > 0.02 for p in params):
             out.append(
-                f"the config's model ({n:,} parameters) differs from the fitted runs' ({', '.join(f'{p:,}' for p in sorted(params))}): "
+                f"the config's model ({n:,} parameters) differs from the "
+                f"fitted runs' ({', '.join(f'{p:,}' for p in sorted(params))}): "
                 "the law describes one model"
             )
     return out
@@ -142,7 +146,8 @@ def _text(out: dict) -> str:
     s = out["schedule"]
     iv = out["final_loss_interval"]
     lines = [
-        f"schedule: {s['name']}, {out['steps']} steps, peak lr {out['peak_lr']:.4g}, warmup {s['warmup_steps_resolved']} steps"
+        f"schedule: {s['name']}, {out['steps']} steps, peak lr "
+        f"{out['peak_lr']:.4g}, warmup {s['warmup_steps_resolved']} steps"
         + (f", decay over the last {s['decay_fraction']:.0%} ({s['decay_shape']})" if s["name"] == "wsd" else "")
         + (f", min lr ratio {s['min_lr_ratio']:g}" if s["name"] != "constant" else ""),
         f"predicted final loss (after step {out['steps']}): {out['final_loss']:.4f}"

@@ -1,0 +1,1 @@
+"""What every layer shares, below models: the user-error type and the strict config base."""
