@@ -13,7 +13,7 @@ import sys
 
 # (module, attribute) pairs; imported lazily so `scalelab fit` never pays for torch.
 SUBSYSTEMS = [
-    "pretrain.data.cli",
+    "launch.data_cli",
     "pretrain.cli",
     "scaling.cli",
     "scaling.cli.design",

@@ -112,6 +112,11 @@ class DataConfig(StrictModel):
         ge=1,
         description="tokenizer processes when encoding (default: the CPU cores available; 1: in this process); small corpora are always encoded in-process",
     )
+    tasks: int = Field(
+        1,
+        ge=1,
+        description="cut the preparation into this many tasks (by file, and within a file by JSONL/plain-text byte ranges or Parquet row groups) run by `scalelab data prepare --executor local|slurm|ray`; the tokens are the same for any number",
+    )
     mixture: dict[str, MixtureComponent] | None = Field(
         None,
         description="train on a weighted mixture of prepared data sets instead of `sources`: {label: weight} (label = a data preset or prepared folder) or {label: {weight, data}}; all components must share one tokenizer",
