@@ -330,6 +330,10 @@ def cmd_status(args) -> int:
             for s in sts:
                 if s.state in ("failed", "stale") and s.error:
                     print(f"  {s.name}: {s.error.splitlines()[0][:200]}")
+            from launch.data_jobs import progress_lines
+
+            for line in progress_lines(p.runs):
+                print(line)
             from launch.executors.slurm import node_check_failure
 
             failed = node_check_failure(p.root)

@@ -36,7 +36,7 @@ def task_argv(work: Path, phase: str, task: int | str, workers: int | None = Non
     return argv + ([str(workers)] if workers else [])
 
 
-def _fmt_s(s: float | None) -> str:
+def fmt_seconds(s: float | None) -> str:
     if s is None:
         return "?"
     s = int(round(s))
@@ -69,11 +69,12 @@ class Watch:
                 "mb_s": rate / 1e6,
                 "eta_s": eta,
                 "at": time.time(),
+                "finished": p["done"] == p["total"],
             },
         )
         return (
             f"  {name}: {p['done']}/{p['total']} tasks done, {p['bytes'] / 1e6:,.1f}/{p['bytes_total'] / 1e6:,.1f} MB, "
-            f"{rate / 1e6:.2f} MB/s, ETA {_fmt_s(eta if p['done'] < p['total'] else 0)}"
+            f"{rate / 1e6:.2f} MB/s, ETA {fmt_seconds(eta if p['done'] < p['total'] else 0)}"
         )
 
     def tick(self, force: bool = False) -> None:
