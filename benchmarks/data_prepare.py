@@ -105,7 +105,7 @@ def run_measured(argv: list[str], env: dict | None = None) -> tuple[float, int, 
     return wall, peak, text, usage.ru_utime + usage.ru_stime, sum(loads) / max(1, len(loads))
 
 
-def prepare(config: Path, out: Path, overrides: list[str]) -> dict:
+def prepare(config: Path, out: Path, overrides: list[str], options: list[str] | None = None) -> dict:
     argv = [
         sys.executable,
         "-m",
@@ -117,6 +117,7 @@ def prepare(config: Path, out: Path, overrides: list[str]) -> dict:
         "--out",
         str(out),
         "--force",
+        *(options or []),
     ]
     wall, peak, log, cpu, load = run_measured(argv)
     meta = json.loads((out / "meta.json").read_text())
@@ -218,6 +219,42 @@ def scale_out(work: Path, megabytes: float, tasks: list[int], extra: list[str]) 
     )
 
 
+def engines(work: Path, megabytes: float, k: int, names: list[str]) -> None:
+    """Wall seconds of the same K-task preparation on each executor (the engines' start and wait costs)."""
+    corpus = plain_corpus(work, megabytes, seed=2)
+    config = work / "engines.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "name": "engines",
+                "sources": [str(corpus)],
+                "doc_chars": None,
+                "val_fraction": 0.01,
+                "tokenizer": {"kind": "bpe", "vocab_size": 512, "sample_chars": 2_000_000},
+            }
+        )
+    )
+    print(f"\nengines: {corpus.stat().st_size / 1e6:,.1f} MB plain text in {k} tasks", flush=True)
+    shas = set()
+    for name in names:
+        out = work / f"engines-{name}"
+        try:
+            r = prepare(config, out, [f"tasks={k}"], ["--executor", name])
+        except SystemExit as exc:
+            print(f"  {name:<6} not measured: {str(exc).splitlines()[-1][:200]}")
+            continue
+        meta = json.loads((out / "meta.json").read_text())
+        shas.add(tuple(v["sha256"] for v in meta["splits"].values()))
+        print(
+            f"  {name:<6} {r['wall']:7.1f}s wall, {r['cpu']:6.1f} CPU-s of this process tree "
+            f"(Slurm tasks run under slurmd, outside it), load {r['load']:.2f}",
+            flush=True,
+        )
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(work / f".engines-{name}.tasks", ignore_errors=True)
+    print(f"same sha256 per split on every engine: {len(shas) <= 1}")
+
+
 def reference(tokenizer: Path, corpus: Path, megabytes: float) -> dict:
     wall, peak, out, cpu, load = run_measured(
         [sys.executable, "-c", REFERENCE, str(tokenizer), str(corpus), str(megabytes)],
@@ -253,7 +290,9 @@ def main() -> None:
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temporary folder, removed)")
     ap.add_argument("--tasks", default="1,2,4", help="scale-out: the task counts to measure (comma-separated)")
     ap.add_argument("--tasks-mb", type=float, default=60, help="scale-out: MB of plain text (0: skip the section)")
-    ap.add_argument("--scale-out-only", action="store_true", help="run only the scale-out section")
+    ap.add_argument("--scale-out-only", action="store_true", help="run only the scale-out section (and --engines)")
+    ap.add_argument("--engines", default="", help="executors to time on a small corpus, e.g. local,slurm,ray")
+    ap.add_argument("--engines-mb", type=float, default=5, help="MB of plain text for --engines")
     args = ap.parse_args()
     extra = [f"workers={args.workers}"] if args.workers else []
     work_ctx = tempfile.TemporaryDirectory(prefix="data-bench-") if not args.keep else None
@@ -266,7 +305,10 @@ def main() -> None:
     from pretrain.data.sources import data_root
 
     if args.scale_out_only:
-        scale_out(work, args.tasks_mb, [int(k) for k in args.tasks.split(",")], extra)
+        if args.tasks_mb > 0:
+            scale_out(work, args.tasks_mb, [int(k) for k in args.tasks.split(",")], extra)
+        if args.engines:
+            engines(work, args.engines_mb, max(int(k) for k in args.tasks.split(",")), args.engines.split(","))
         if work_ctx is not None:
             work_ctx.cleanup()
         return

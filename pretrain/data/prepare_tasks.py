@@ -109,6 +109,7 @@ def prepare_in_tasks(
             _force_split(cfg, work, sources, [m["documents"] for m in manifests])  # tiny corpus
             _run(runner, "encode", plan, work, log)
         _remove_leftovers(out_dir)
+        t0 = time.perf_counter()
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
         os.chmod(tmp, 0o777 & ~_umask())
         try:
@@ -119,6 +120,7 @@ def prepare_in_tasks(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        log(f"merged {len(ids)} tasks in {time.perf_counter() - t0:.1f}s (shards linked, each split's stream hashed)")
     prepared = load_prepared(out_dir)
     prepared.reason = reason
     log(f"built {out_dir} in {prepared.meta['build_seconds']:.1f}s ({len(ids)} tasks)")
@@ -130,8 +132,10 @@ def _run(runner: Runner, phase: str, plan: dict, work: Path, log: Log) -> None:
     kept = len(plan["tasks"]) - len(pending)
     name = "pass 1 (tokenizer sample)" if phase == "sample" else "pass 2 (encode)"
     log(f"{name}: {len(pending)} task(s) to run" + (f", {kept} done before (kept)" if kept else ""))
+    t0 = time.perf_counter()
     if pending:
         runner(phase, pending, work)
+        log(f"{name}: done in {time.perf_counter() - t0:.1f}s")
     missing = [t["id"] for t in plan["tasks"] if not is_done(work, phase, t)]
     if missing:
         raise TasksFailed(
@@ -239,7 +243,9 @@ def _tokenizer_from_samples(cfg: DataConfig, work: Path, plan: dict, sources, gi
         "sample_chars": cfg.tokenizer.sample_chars,
     }
     log(f"training byte-level BPE (vocab {cfg.tokenizer.vocab_size}) on {len(texts)} of {train} train documents")
+    t0 = time.perf_counter()
     _save_tokenizer(cfg, work, (p for t in texts for p in pieces(t)), log)
+    log(f"  BPE trained in {time.perf_counter() - t0:.1f}s")
     return info
 
 

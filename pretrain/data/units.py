@@ -50,17 +50,6 @@ class Unit:
     def from_json(cls, d: dict) -> Unit:
         return cls(**d)
 
-    def describe(self, sources: list[ResolvedSource]) -> str:
-        src = sources[self.source]
-        if self.file is None:
-            return src.config.hf_dataset or src.config.path or "?"
-        path = str(src.files[self.file])
-        if self.kind == "bytes":
-            return f"{path}[{self.start}:{self.end}]"
-        if self.kind == "rows":
-            return f"{path}#row_groups[{self.start}:{self.end}]"
-        return path
-
 
 def _text_kind(path: Path) -> str | None:
     """'jsonl' or 'txt' for uncompressed files a byte range can cut, else None (read whole)."""
