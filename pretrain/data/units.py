@@ -119,7 +119,10 @@ def _byte_units(which: str, index: int, fi: int, path: Path, kind: str, pieces: 
     cuts = [0]
     with open(path, "rb") as fh:
         for j in range(1, pieces):
-            at = _cut_after(fh, max(cuts[-1] + 1, size * j // pieces), kind, delimiter, latin1_from, size)
+            # look for a cut up to the next piece's target only: a file without delimiters is read once
+            at = _cut_after(
+                fh, max(cuts[-1] + 1, size * j // pieces), kind, delimiter, latin1_from, size * (j + 1) // pieces
+            )
             if at is not None and at > cuts[-1]:
                 cuts.append(at)
     cuts.append(size)
