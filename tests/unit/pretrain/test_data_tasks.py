@@ -45,7 +45,9 @@ def write_corpus(root: Path, seed: int = 0) -> Path:
         for i in range(12):
             fh.write(("\n\n".join(para(rng, 30) for _ in range(4)) + "\n<|endoftext|>\n").encode())
             if i == 5:
-                fh.write("Cæsar said é, and more\n".encode("latin-1"))  # from here on the file reads as Latin-1
+                fh.write("Cæsar said é, and more\n".encode("latin-1"))  # from here on the file reads as Latin-1...
+            if i == 10:
+                fh.write("a naïve café\n".encode())  # ...UTF-8 bytes too, in every layout
     table = pa.table({"text": [para(rng, rng.randint(5, 50)) for _ in range(45)]})
     pq.write_table(table, root / "d.parquet", row_group_size=15)
     return root
