@@ -55,6 +55,7 @@ def splits(out: Path) -> dict:
     return {s: (v["sha256"], v["tokens"], v["unique_tokens"]) for s, v in meta["splits"].items()}
 
 
+@pytest.mark.slow  # several task processes per pass
 def test_one_two_four_local_tasks_same_streams(tmp_path):
     cfg = config(tmp_path / "c.yaml", corpus(tmp_path / "root"))
     ref = None
@@ -94,6 +95,7 @@ def _task_process(work: Path, phase: str, task: int) -> psutil.Process | None:
     return None
 
 
+@pytest.mark.slow  # several task processes per pass
 def test_a_task_killed_mid_way_is_rerun_alone(tmp_path):
     root = corpus(tmp_path / "root", docs=6000)  # ~2 MB: a task runs for a second or more
     tok = tmp_path / "tok.json"
@@ -122,6 +124,7 @@ def test_a_task_killed_mid_way_is_rerun_alone(tmp_path):
     assert one.returncode == 0 and splits(out) == splits(tmp_path / "one")
 
 
+@pytest.mark.slow  # several task processes per pass
 def test_a_mixture_prepares_its_components_in_tasks(tmp_path):
     root = corpus(tmp_path / "root")
     tok = tmp_path / "tok.json"
