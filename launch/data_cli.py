@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from launch.executors.data_tasks import EXECUTORS, make_runner
+from launch.executors import DATA_EXECUTORS
 from pretrain.data import cli as data_cli
 from pretrain.errors import ConfigError
 
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = data_cli.register(sub)
     p.add_argument(
         "--executor",
-        choices=EXECUTORS,
+        choices=DATA_EXECUTORS,
         default="local",
         help="where the tasks run: local (a process pool, default), slurm (a job array per pass), "
         "ray (RAY_ADDRESS, else a local Ray; pip install 'scalelab[ray]')",
@@ -44,6 +44,9 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if args.sbatch_arg and args.executor != "slurm":
         print("error: --sbatch-arg is for --executor slurm", file=sys.stderr)
         return 2
+    # deferred: the executors import numpy and tokenizers, which `scalelab --help` never loads
+    from launch.executors.data_tasks import make_runner
+
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     try:
         if args.executor == "ray":
@@ -53,7 +56,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         return 2
 
     def prepare_fn(cfg, log=log, force=False):
-        from pretrain.data.prepare import prepare
+        from pretrain.data.prepare import prepare  # deferred, as above
         from pretrain.data.prepare_tasks import prepare_in_tasks
 
         k = args.tasks or cfg.tasks

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from launch.executors import DATA_EXECUTORS
 from pretrain.data.encode import PROJECT_ROOT, available_cores
 from pretrain.data.tasks import progress, write_json
 from pretrain.errors import ConfigError, DataError, TasksFailed
 
-EXECUTORS = ("local", "slurm", "ray")
 PROGRESS_FILE = "progress.json"
 Say = Callable[[str], None]
 
@@ -242,4 +242,4 @@ def make_runner(executor: str, say: Say = print, workers: int | None = None, sba
                 "--executor ray needs the `ray` package: pip install 'scalelab[ray]' (or use local|slurm)"
             ) from None
         return RayTasks(workers=workers, say=say)
-    raise ConfigError(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
+    raise ConfigError(f"--executor: {executor!r} is not one of {', '.join(DATA_EXECUTORS)}")

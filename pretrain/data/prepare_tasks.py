@@ -17,6 +17,7 @@ in task order. One task or K, local or Slurm: the same tokens and the same sha25
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from pretrain.data.config import DataConfig
 from pretrain.data.encode import pieces
@@ -55,6 +57,7 @@ from pretrain.data.tasks import (
     Task,
     is_done,
     read_json,
+    run_task,
     sha256_text,
     source_entries,
     task_dir,
@@ -232,7 +235,7 @@ def _tokenizer_from_samples(cfg: DataConfig, work: Path, plan: dict, sources, gi
         for i in ids:
             with open(task_dir(work, "sample", i) / "sample.jsonl") as fh:
                 for line in fh:
-                    sample.offer(_loads(line))
+                    sample.offer(json.loads(line))
         sample.seen_chars = sum(m["sample"]["seen_chars"] for m in manifests)
     texts = sample.texts()
     info = {
@@ -247,12 +250,6 @@ def _tokenizer_from_samples(cfg: DataConfig, work: Path, plan: dict, sources, gi
     _save_tokenizer(cfg, work, (p for t in texts for p in pieces(t)), log)
     log(f"  BPE trained in {time.perf_counter() - t0:.1f}s")
     return info
-
-
-def _loads(line: str) -> str:
-    import json
-
-    return json.loads(line)
 
 
 def _save_tokenizer(cfg: DataConfig, work: Path, texts, log: Log) -> None:
@@ -280,8 +277,6 @@ def _force_split(cfg: DataConfig, work: Path, sources, documents: list[int]) -> 
 
 
 def _merge(cfg, work: Path, tmp: Path, plan: dict, key: str, inputs: dict, sources, val_sources, sample_info, log):
-    from tokenizers import Tokenizer
-
     ids = [t["id"] for t in plan["tasks"]]
     manifests = [read_json(task_dir(work, "encode", i) / MANIFEST) for i in ids]
     shutil.copyfile(work / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
@@ -352,7 +347,5 @@ def _unique(keys: np.ndarray, lengths: np.ndarray) -> tuple[int, int]:
 
 def run_inline(phase: str, ids: list[int], work: Path) -> None:
     """A `Runner` that runs the tasks one after another in this process (debugging, tests)."""
-    from pretrain.data.tasks import run_task
-
     for i in ids:
         run_task(work, phase, i)

@@ -28,8 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer
 
-from pretrain.data.config import DataConfig
+from pretrain.data.config import DataConfig, SourceConfig
+from pretrain.data.encode import Encoder
+from pretrain.data.sample import DocumentSample
+from pretrain.data.shards import ShardWriter, token_dtype
 from pretrain.data.sources import ResolvedSource
 from pretrain.data.split import SPLITS, doc_key
 from pretrain.data.units import Unit, unit_documents
@@ -88,8 +92,6 @@ def source_entries(sources: list[ResolvedSource] | None) -> list[dict]:
 
 
 def sources_from(entries: list[dict]) -> list[ResolvedSource]:
-    from pretrain.data.config import SourceConfig
-
     return [
         ResolvedSource(
             SourceConfig.model_validate(e["config"]),
@@ -199,7 +201,7 @@ def _check_inputs(task: dict, plan: dict) -> None:
             raise DataError(f"{path} changed since the tasks were planned: rerun `scalelab data prepare`")
 
 
-def _documents(cfg: DataConfig, plan: dict, task: dict, srcs: dict, progress: _Progress):
+def _documents(cfg: DataConfig, task: dict, srcs: dict, progress: _Progress):
     """(which, source, position among the task's `sources` documents, text) of the task's documents."""
     pos = 0
     for raw in task["units"]:
@@ -252,7 +254,7 @@ def run_task(work: Path, phase: str, task_id: int, workers: int | None = None) -
     progress.write()
     rule = _Rule(cfg, work, task_id, plan["val_sources"] is not None)
     t0 = time.perf_counter()
-    docs = _documents(cfg, plan, task, srcs, progress)
+    docs = _documents(cfg, task, srcs, progress)
     body = _sample(cfg, folder, docs, rule) if phase == "sample" else _encode(cfg, work, folder, docs, rule)
     progress.write(done=True)
     manifest = {
@@ -269,8 +271,6 @@ def run_task(work: Path, phase: str, task_id: int, workers: int | None = None) -
 
 
 def _sample(cfg: DataConfig, folder: Path, docs, rule: _Rule) -> dict:
-    from pretrain.data.sample import DocumentSample
-
     sample = DocumentSample(cfg.tokenizer.sample_chars, cfg.seed)
     counts = {"train": 0, "val": 0}
     documents = 0
@@ -292,11 +292,6 @@ def _sample(cfg: DataConfig, folder: Path, docs, rule: _Rule) -> dict:
 
 
 def _encode(cfg: DataConfig, work: Path, folder: Path, docs, rule: _Rule) -> dict:
-    from tokenizers import Tokenizer
-
-    from pretrain.data.encode import Encoder
-    from pretrain.data.shards import ShardWriter, token_dtype
-
     tok = Tokenizer.from_file(str(work / "tokenizer.json"))
     tok.encode_special_tokens = True  # as prepare: text that spells the eot token is plain text
     meta = read_json(work / "tokenizer_meta.json")
