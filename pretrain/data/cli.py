@@ -48,7 +48,7 @@ def _config_path(ref: str) -> Path:
 def cmd_prepare(args: argparse.Namespace) -> int:
     from pretrain.data.prepare import prepare  # deferred: imports tokenizers
 
-    # `scalelab data prepare --executor/--tasks` (launch.data_cli) passes the function that runs in tasks
+    # `scalelab data prepare --executor/--tasks` (launch.commands.data) passes the function that runs in tasks
     prepare_fn = getattr(args, "prepare_fn", None) or prepare
     overrides = [o.removeprefix("data.") for o in args.overrides]
     start = time.perf_counter()
