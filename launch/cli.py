@@ -15,7 +15,7 @@ from base.errors import UserError
 
 # (module, attribute) pairs; imported lazily so `scalelab fit` never pays for torch.
 SUBSYSTEMS = [
-    "pretrain.data.cli",
+    "launch.commands.data",
     "pretrain.cli",
     "scaling.cli",
     "scaling.cli.design",

@@ -48,6 +48,7 @@ RESUMABLE_KEYS = {
     "eval",
     "train.max_epochs_warn",
     "data.workers",
+    "data.tasks",  # how the preparation is cut: the same tokens
     "data.shard_tokens",
     "train.nonfinite_grad",
     "train.max_skipped_steps",

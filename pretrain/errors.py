@@ -13,3 +13,7 @@ class DataError(UserError, RuntimeError):
 
 class TrainingFailed(RuntimeError):
     """A run stopped abnormally (NaN loss, ...); the last good checkpoint is kept."""
+
+
+class TasksFailed(DataError):
+    """Tasks of a preparation in tasks ran and failed (exit 1, not bad input); a rerun runs only them."""

@@ -104,6 +104,9 @@ def render_data_script(spec, job, config_path: Path, python: str | None = None) 
     d += [directive(extra) for extra in s.extra]
 
     argv = prepare_argv(config_path, python or job_python(s))
+    if job.config.tasks > 1:  # this job drives: each pass of its tasks is a job array with the runs' options
+        cpus = [f"--cpus-per-task={s.cpus_per_task}"] if s.cpus_per_task else []
+        argv += ["--executor", "slurm", *(f"--sbatch-arg={a}" for a in _common_directives(s) + cpus)]
     lines = [
         "#!/bin/bash",
         f"# scalelab sweep {spec.name}: prepare data '{job.name}' once for {len(job.runs)} run(s) ({job.reason})",

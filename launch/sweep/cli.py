@@ -25,7 +25,7 @@ from launch.executors.slurm import (
 from launch.run.worker import start_or_skip
 from launch.sweep import eval_jobs
 from launch.sweep.cancel import cancel_sweep
-from launch.sweep.data_jobs import data_jobs, describe
+from launch.sweep.data_jobs import data_jobs, describe, progress_lines
 from launch.sweep.epochs import run_epochs
 from launch.sweep.expand import load_plan
 from launch.sweep.preflight import configured_executors, preflight
@@ -302,6 +302,8 @@ def cmd_status(args) -> int:
             for s in sts:
                 if s.state in ("failed", "stale") and s.error:
                     print(f"  {s.name}: {s.error.splitlines()[0][:200]}")
+            for line in progress_lines(p.runs):
+                print(line)
 
             failed = node_check_failure(p.root)
             if failed:

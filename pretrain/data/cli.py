@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 
 from pretrain.config.loader import configs_dir, load_data_config
-from pretrain.errors import ConfigError, DataError
+from pretrain.errors import ConfigError, DataError, TasksFailed
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """The `data` command group; returns the `prepare` parser (launch adds the executor options)."""
     data = sub.add_parser("data", help="prepare tokenized data sets")
     data_sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     data_sub.required = True
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="output folder (default: data.out_dir, else data/<name>)")
     p.add_argument("--force", action="store_true", help="rebuild even when the cached output is up to date")
     p.set_defaults(func=cmd_prepare)
+    return p
 
 
 def _config_path(ref: str) -> Path:
@@ -46,6 +48,8 @@ def _config_path(ref: str) -> Path:
 def cmd_prepare(args: argparse.Namespace) -> int:
     from pretrain.data.prepare import prepare  # deferred: imports tokenizers
 
+    # `scalelab data prepare --executor/--tasks` (launch.commands.data) passes the function that runs in tasks
+    prepare_fn = getattr(args, "prepare_fn", None) or prepare
     overrides = [o.removeprefix("data.") for o in args.overrides]
     start = time.perf_counter()
     log = lambda msg: print(msg, flush=True)  # noqa: E731
@@ -56,11 +60,14 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                 raise ConfigError("--out: a mixture has no output folder of its own (each component has one)")
             from pretrain.data.mixture import open_mixture
 
-            mix = open_mixture(cfg, prepare_missing=True, log=log, force=args.force)
+            mix = open_mixture(cfg, prepare_missing=True, log=log, force=args.force, prepare_fn=prepare_fn)
         else:
             if args.out:
                 cfg.out_dir = args.out
-            prepared = prepare(cfg, log=log, force=args.force)
+            prepared = prepare_fn(cfg, log=log, force=args.force)
+    except TasksFailed as exc:  # tasks ran and failed: a job failure, not bad input
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

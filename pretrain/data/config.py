@@ -120,6 +120,13 @@ class DataConfig(StrictModel):
         description="tokenizer processes when encoding (default: the CPU cores available; "
         "1: in this process); small corpora are always encoded in-process",
     )
+    tasks: int = Field(
+        1,
+        ge=1,
+        description="cut the preparation into this many tasks (by file, and within a file by JSONL/plain-text "
+        "byte ranges or Parquet row groups) run by `scalelab data prepare --executor local|slurm|ray`; the tokens "
+        "are the same for any number",
+    )
     mixture: dict[str, MixtureComponent] | None = Field(
         None,
         description="train on a weighted mixture of prepared data sets instead of "

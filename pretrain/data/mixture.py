@@ -126,9 +126,16 @@ class MixtureData:
         return self.components[0].data.load_tokenizer()
 
 
-def open_mixture(cfg: DataConfig, prepare_missing: bool, log: Log = print, force: bool = False) -> MixtureData:
-    """Resolve every component: prepare presets/configs (prepare_missing) or only load them."""
+def open_mixture(
+    cfg: DataConfig, prepare_missing: bool, log: Log = print, force: bool = False, prepare_fn=None
+) -> MixtureData:
+    """Resolve every component: prepare presets/configs (prepare_missing) or only load them.
+
+    `prepare_fn(cfg, log=, force=)` prepares one component (default `prepare`; the CLI passes one that
+    runs in tasks)."""
     from pretrain.data.prepare import output_dir, prepare  # deferred: imports tokenizers
+
+    prepare_fn = prepare_fn or prepare
 
     total = sum(c.weight for c in cfg.mixture.values())
     components = []
@@ -137,7 +144,7 @@ def open_mixture(cfg: DataConfig, prepare_missing: bool, log: Log = print, force
         if isinstance(target, Path):
             data = load_prepared(target)
         elif prepare_missing:
-            data = prepare(target, log=log, force=force)
+            data = prepare_fn(target, log=log, force=force)
         else:
             data = load_prepared(output_dir(target))
         components.append(Component(label, comp.weight / total, comp.data, data))

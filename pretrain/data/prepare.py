@@ -282,22 +282,47 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
     for s in SPLITS:
         w = out.writers[s]
         unique, dups = out.unique(s)
-        splits[s] = {
-            **out.stats[s],
-            "tokens": w.tokens,
-            "unique_tokens": unique,
-            "duplicate_documents": dups,
-            "sha256": w.sha256,
-            "shards": w.shards,
+        splits[s] = split_entry(out.stats[s], w.tokens, unique, dups, w.sha256, w.shards, log, s)
+    tok_meta = tokenizer_meta(tmp, tok, eot, vocab, tcfg.kind, inputs, sample_info)
+    meta = assemble_meta(
+        cfg,
+        key,
+        inputs,
+        tok_meta,
+        dtype,
+        given,
+        rule.plan is not None,
+        splits,
+        (sources, out.per_source),
+        (val_sources, out.per_val_source),
+        encoder.pool_workers or 1,
+    )
+    meta["tasks"] = [
+        {
+            "id": 0,
+            "inputs": [f for s in [*sources, *(val_sources or [])] for f in s.describe().get("files", [s.describe()])],
+            "tokens": sum(w.tokens for w in out.writers.values()),
+            "sha256": out.stream.hexdigest(),
+            "done": True,
         }
-        extra = f", {dups} duplicate documents ({unique:,} unique tokens)" if dups else ""
-        log(
-            f"  {s}: {splits[s]['documents']} docs, {splits[s]['tokens']:,} tokens, {splits[s]['bytes']:,} bytes{extra}"
-        )
-    tok_meta = {
-        "kind": tcfg.kind,
+    ]
+    _write_json(tmp / META_FILE, meta)
+
+
+def split_entry(stats: dict, tokens: int, unique: int, dups: int, sha: str, shards: list, log: Log, name: str) -> dict:
+    """A split's meta.json entry (and its log line)."""
+    entry = {**stats, "tokens": tokens, "unique_tokens": unique, "duplicate_documents": dups, "sha256": sha}
+    entry["shards"] = shards
+    extra = f", {dups} duplicate documents ({unique:,} unique tokens)" if dups else ""
+    log(f"  {name}: {entry['documents']} docs, {tokens:,} tokens, {entry['bytes']:,} bytes{extra}")
+    return entry
+
+
+def tokenizer_meta(folder: Path, tok, eot: int, vocab: int, kind: str, inputs: dict, sample_info: dict | None) -> dict:
+    meta = {
+        "kind": kind,
         "file": TOKENIZER_FILE,
-        "sha256": _sha256(tmp / TOKENIZER_FILE),
+        "sha256": _sha256(folder / TOKENIZER_FILE),
         "vocab_size": vocab,
         "eot_id": eot,
         "eot_token": tok.id_to_token(eot),
@@ -305,7 +330,26 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
         "tokenizers_version": tokenizers.__version__,
     }
     if sample_info is not None:
-        tok_meta["sample"] = sample_info
+        meta["sample"] = sample_info
+    return meta
+
+
+def assemble_meta(
+    cfg: DataConfig,
+    key: str,
+    inputs: dict,
+    tok_meta: dict,
+    dtype,
+    given: bool,
+    forced: bool,
+    splits: dict,
+    sources: tuple,
+    val_sources: tuple,
+    encode_workers: int,
+) -> dict:
+    """meta.json of a prepared folder: the same keys whether it was built in one task or in K."""
+    (srcs, per_source), (vals, per_val) = sources, val_sources
+    vocab, eot = tok_meta["vocab_size"], tok_meta["eot_id"]
     meta = {
         "format": FORMAT_VERSION,
         "name": cfg.name,
@@ -313,23 +357,23 @@ def _build(tmp: Path, cfg: DataConfig, sources, inputs: dict, key: str, log: Log
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "vocab_size": vocab,
         "eot_id": eot,
-        "dtype": dtype.name,
+        "dtype": np.dtype(dtype).name,
         "layout": "each document is preceded by eot_id; shards are raw little-endian arrays",
         "tokenizer": tok_meta,
         "split": (
-            {"kind": "given", "val_sources": len(val_sources)}
+            {"kind": "given", "val_sources": len(vals)}
             if given
-            else {"kind": "hashed", "val_fraction": cfg.val_fraction, "seed": cfg.seed, "forced": rule.plan is not None}
+            else {"kind": "hashed", "val_fraction": cfg.val_fraction, "seed": cfg.seed, "forced": forced}
         ),
         "splits": splits,
-        "sources": [{**s.describe(), "documents": n} for s, n in zip(sources, out.per_source)],
-        "encode_workers": encoder.pool_workers or 1,
+        "sources": [{**s.describe(), "documents": n} for s, n in zip(srcs, per_source)],
+        "encode_workers": encode_workers,
         "config": cfg.model_dump(mode="json"),
         "fingerprint_inputs": inputs,
     }
     if given:
-        meta["val_sources"] = [{**s.describe(), "documents": n} for s, n in zip(val_sources, out.per_val_source)]
-    _write_json(tmp / META_FILE, meta)
+        meta["val_sources"] = [{**s.describe(), "documents": n} for s, n in zip(vals, per_val)]
+    return meta
 
 
 class _Tally:
@@ -380,6 +424,7 @@ class _Encoded:
         self.tally = _Tally()
         self._keys = {s: [] for s in SPLITS}  # 8 + 8 bytes per document, for the unique-token count
         self._lengths = {s: [] for s in SPLITS}
+        self.stream = hashlib.sha256()  # the one task's stream: both splits, in document order
 
     def record(self, split: str, key: int, tokens: int) -> None:
         self._keys[split].append(key)
@@ -418,6 +463,7 @@ def _encode_pass(
         doc[0] = eot  # every document starts after end-of-text, as evaluation's BOS does
         doc[1:] = ids
         out.writers[split].write(doc)
+        out.stream.update(doc.tobytes())
         st = out.stats[split]
         st["documents"] += 1
         st["chars"] += chars

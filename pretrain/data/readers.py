@@ -101,6 +101,32 @@ def iter_lines(path: Path) -> Iterator[str]:
         raise _corrupt(path, exc) from None
 
 
+def iter_lines_range(path: Path, start: int, end: int | None, latin1_from: int | None = None) -> Iterator[str]:
+    """The lines of an uncompressed file that start in [start, end), decoded as `iter_lines` decodes them
+    from the file's start: `latin1_from` is where its first line that is not UTF-8 starts (None: none)."""
+    try:
+        with open(path, "rb", buffering=1 << 20) as fh:
+            fh.seek(start)
+            pos = start
+            for raw in fh:
+                if end is not None and pos >= end:
+                    return
+                latin1 = latin1_from is not None and pos >= latin1_from
+                if pos == 0 and raw.startswith(b"\xef\xbb\xbf"):
+                    pos, raw = len(raw), raw[3:]
+                else:
+                    pos += len(raw)
+                if not latin1:
+                    try:
+                        yield raw.decode("utf-8")
+                        continue
+                    except UnicodeDecodeError:
+                        pass
+                yield raw.decode("latin-1")
+    except OSError as exc:
+        raise _corrupt(path, exc) from None
+
+
 def row_text(row: Any, text_field: str, where: str) -> str | None:
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object per row, got {type(row).__name__}")
@@ -136,9 +162,9 @@ def iter_json_texts(path: Path, text_field: str) -> Iterator[str]:
                 if value is not None:
                     yield value
             return
-        yield from _jsonl(path, text_field, _chain(head, lines))
+        yield from jsonl_texts(path, text_field, _chain(head, lines))
         return
-    yield from _jsonl(path, text_field, iter_lines(path))
+    yield from jsonl_texts(path, text_field, iter_lines(path))
 
 
 def _chain(head: str, rest: Iterator[str]) -> Iterator[str]:
@@ -146,7 +172,7 @@ def _chain(head: str, rest: Iterator[str]) -> Iterator[str]:
     yield from rest
 
 
-def _jsonl(path: Path, text_field: str, lines: Iterator[str]) -> Iterator[str]:
+def jsonl_texts(path: Path, text_field: str, lines: Iterator[str]) -> Iterator[str]:
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -159,8 +185,8 @@ def _jsonl(path: Path, text_field: str, lines: Iterator[str]) -> Iterator[str]:
             yield value
 
 
-def iter_parquet_texts(path: Path, text_field: str) -> Iterator[str]:
-    """The text column of a Parquet file, one record batch at a time."""
+def iter_parquet_texts(path: Path, text_field: str, row_groups: range | None = None) -> Iterator[str]:
+    """The text column of a Parquet file (or of some of its row groups), one record batch at a time."""
     try:
         import pyarrow.parquet as pq  # deferred: imports pyarrow
     except ImportError:  # pragma: no cover - pyarrow is a dependency
@@ -179,7 +205,8 @@ def iter_parquet_texts(path: Path, text_field: str) -> Iterator[str]:
     kind = pf.schema_arrow.field(text_field).type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise DataError(f"{path}: column '{text_field}' is {kind}, expected text (string)")
-    for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[text_field]):
+    groups = None if row_groups is None else list(row_groups)
+    for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[text_field], row_groups=groups):
         for value in batch.column(0).to_pylist():
             if value is not None:
                 yield value

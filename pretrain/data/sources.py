@@ -199,9 +199,7 @@ def _row_text(row: Any, src: SourceConfig, where: str) -> str | None:
     return row_text(row, src.text_field, where)
 
 
-def _file_documents(
-    path: Path, src: SourceConfig, doc_chars: int | None, delimiter: str | None = None
-) -> Iterator[str]:
+def file_documents(path: Path, src: SourceConfig, doc_chars: int | None, delimiter: str | None = None) -> Iterator[str]:
     """Documents of one file: a row per document for JSON/Parquet, cut text for plain files."""
     base = strip_compression(path.name)
     if base.endswith(_JSON_KINDS) or path.name.endswith(".parquet"):
@@ -216,6 +214,9 @@ def _file_documents(
                 yield text
         return
     yield from cut_lines(map(normalize_line, iter_lines(path)), doc_chars, delimiter)
+
+
+_file_documents = file_documents  # the old private name (tests)
 
 
 def _load_hf(source: ResolvedSource):
@@ -291,7 +292,7 @@ def iter_documents(cfg: DataConfig, sources: list[ResolvedSource]) -> Iterator[D
 
         def file_texts(source: ResolvedSource = source, src: SourceConfig = src) -> Iterator[tuple[str, str]]:
             for path in source.files:
-                for text in _file_documents(path, src, cfg.doc_chars, cfg.doc_delimiter):
+                for text in file_documents(path, src, cfg.doc_chars, cfg.doc_delimiter):
                     yield str(path), text
 
         pairs = file_texts()

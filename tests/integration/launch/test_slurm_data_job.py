@@ -108,3 +108,20 @@ def test_missing_corpus_fails_the_launch_before_submitting(work):
         "sweep", "launch", spec, "--executor", "slurm", "--dry-run", "--set", "set.data.sources=[nope.txt]", cwd=work
     )
     assert r.returncode == 2 and "source 'nope.txt' not found" in r.stderr, r.stdout + r.stderr
+
+
+def test_a_data_set_in_tasks_gets_a_data_job_that_drives_task_arrays(work):
+    spec, _ = fresh_spec(work, "stasks")
+    base = Path(yaml.safe_load(spec.read_text())["base"])
+    cfg = yaml.safe_load(base.read_text())
+    cfg["data"]["tasks"] = 4
+    base.write_text(yaml.safe_dump(cfg))
+    r = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
+    assert r.returncode == 0, r.stderr
+    data_part = r.stdout.split("# node check", 1)[0]
+    # the data job runs the driver; each pass's tasks are a job array with the runs' partition, time and CPUs
+    assert re.search(
+        r"data prepare \S+\.yaml --executor slurm --sbatch-arg=--partition=cpu --sbatch-arg=--time=01:00:00 "
+        r"--sbatch-arg=--cpus-per-task=4",
+        data_part,
+    ), data_part
