@@ -10,7 +10,6 @@ import argparse
 import sys
 
 from evals.export import export_checkpoint
-from evals.run_eval import evaluate_run
 from evals.tasks import EvalError
 from rundir.checkpoints import CheckpointError
 
@@ -61,6 +60,8 @@ def _limit(v):
 
 
 def cmd_eval(args) -> int:
+
+    from evals.run_eval import evaluate_run  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     try:
         out = evaluate_run(

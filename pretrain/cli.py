@@ -14,17 +14,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
-from pretrain.checkpoint.evaluators import evaluator
-from pretrain.checkpoint.init_from import check
-from pretrain.config.loader import dump_config, load_train_config
-from pretrain.config.reference import reference_markdown
-from pretrain.config.schema import TrainConfig
-from pretrain.data.mixture import open_mixture
-from pretrain.dry_run import dry_run
-from pretrain.engine.compiling import check_compile
-from pretrain.engine.ds_config import grad_accum_steps
 from pretrain.engine.extensions import ExtensionLockTimeout
 from pretrain.errors import ConfigError, DataError
 from rundir.accelerators import MEMORY_BYTES
@@ -121,6 +111,10 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def _normalised(cfg: dict) -> dict:
     """Re-validate a stored config so keys added to the schema later read as their defaults."""
 
+    from pydantic import ValidationError  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
+    from pretrain.config.schema import TrainConfig  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     try:
         return TrainConfig.model_validate(cfg).model_dump(mode="json")
     except ValidationError:
@@ -163,6 +157,8 @@ def cmd_train(args) -> int:
 
 
 def _cmd_dry_run(args) -> int:
+    from pretrain.dry_run import dry_run  # deferred: numpy (a fast --help)
+
     if not args.dry_run:
         print("error: --world-size and --device are --dry-run options (add --dry-run)", file=sys.stderr)
         return 2
@@ -178,7 +174,11 @@ def _cmd_dry_run(args) -> int:
 
 
 def _train(args) -> int:
+    from pretrain.checkpoint.init_from import check  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.config.loader import load_train_config  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.engine.compiling import check_compile  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from pretrain.engine.distributed import env_world_size  # deferred: imports torch
+    from pretrain.engine.ds_config import grad_accum_steps  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     cfg = load_train_config(args.config, args.overrides)
     grad_accum_steps(cfg, env_world_size())
@@ -293,6 +293,7 @@ def _with_vocab(cfg, vocab: int | None):
 
 def _prepare_data(cfg, dist):
     """Rank 0 prepares (or reuses) the data, the others then open it; a mixture does so per component."""
+    from pretrain.data.mixture import open_mixture  # deferred: numpy (a fast --help)
     from pretrain.data.prepare import load_prepared, output_dir, prepare  # deferred: imports tokenizers
     from pretrain.engine.distributed import barrier  # deferred: imports torch
 
@@ -313,6 +314,8 @@ def _prepare_data(cfg, dist):
 def _check_eval(cfg) -> None:
     """The `eval:` section's suite/tasks/data, checked by the registered checkpoint evaluator
     (pretrain/checkpoint/evaluators.py) before any work: a wrong one is a configuration error."""
+    from pretrain.checkpoint.evaluators import evaluator  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     if getattr(cfg, "eval", None) is None:
         return
 
@@ -323,6 +326,14 @@ def _check_eval(cfg) -> None:
 
 
 def cmd_config(args) -> int:
+
+    from pretrain.config.loader import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        dump_config,
+        load_train_config,
+    )
+    from pretrain.config.reference import (
+        reference_markdown,  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    )
 
     try:
         if args.what == "reference":

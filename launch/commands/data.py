@@ -11,11 +11,12 @@ import argparse
 import sys
 
 from launch.executors import DATA_EXECUTORS
-from pretrain.data import cli as data_cli
 from pretrain.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from pretrain.data import cli as data_cli  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     p = data_cli.register(sub)
     p.add_argument(
         "--executor",
@@ -38,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from pretrain.data import cli as data_cli  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     if args.tasks is not None and args.tasks < 1:
         print(f"error: --tasks must be a whole number >= 1, got {args.tasks}", file=sys.stderr)
         return 2

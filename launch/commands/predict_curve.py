@@ -12,13 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from pretrain.errors import ConfigError
 from rundir.schedules import lr_at, warmup_steps
 from scaling.core.errors import InputError
-from scaling.fits.record import FitRecord
-from scaling.laws.lr_annealing import predict_curve
 
 
 def register(sub) -> None:
@@ -46,6 +42,8 @@ def _fail(msg: str) -> int:
 
 
 def cmd_predict_curve(args) -> int:
+
+    from scaling.fits.record import FitRecord  # deferred: numpy (a fast --help)
 
     if not 0 < args.ci < 1:
         return _fail(f"--ci must be between 0 and 1 (got {args.ci})")
@@ -77,6 +75,9 @@ def cmd_predict_curve(args) -> int:
 def predict(rec, cfg, *, ci: float = 0.95) -> dict:
     """The prediction for a validated TrainConfig: final loss (with interval), the loss a trainer would
     log for the last window, the schedule, warnings, and the curve itself (key `_curve`)."""
+    import numpy as np  # deferred: numpy (a fast --help)
+
+    from scaling.laws.lr_annealing import predict_curve  # deferred: numpy (a fast --help)
 
     total, peak = cfg.total_steps(), cfg.peak_lr()
     lr = np.array([lr_at(k, total, peak, cfg.schedule) for k in range(total)], dtype=float)
@@ -130,6 +131,7 @@ def _model_warnings(rec, cfg) -> list[str]:
 
 
 def _write_csv(path: str, pred) -> None:
+    import numpy as np  # deferred: numpy (a fast --help)
 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ import json
 import sys
 from pathlib import Path
 
-from evals.run_eval import evaluate_run
 from rundir.layout import RunDir
 
 
@@ -27,6 +26,8 @@ def already_done(run: Path, suite: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from evals.run_eval import evaluate_run  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     ap = argparse.ArgumentParser(prog="python -m launch.quickstart.evals")
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--suite", default="tiny")

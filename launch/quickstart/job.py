@@ -30,23 +30,16 @@ import time
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
-from launch.quickstart.config import QuickstartConfig
 from launch.quickstart.evals import already_done
 from launch.quickstart.report import write_report
 from launch.quickstart.study import isoflop_study
 from launch.quickstart.wsd import plan_run_schedule, write_wsd_spec
-from pretrain.config.loader import apply_overrides, format_validation_error, load_data_config, read_yaml
 from pretrain.errors import ConfigError
 from rundir.layout import RunDir
 from rundir.read import find_run_dirs
 from rundir.summary import read_summary
-from scaling.core.conventions import N_COLUMNS
-from scaling.fits.record import FitRecord, has_exponents
-from scaling.laws.prediction import predict_loss
 from scaling.planning.emit import run_name
-from scaling.planning.plan import budget
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,6 +59,15 @@ def register(sub) -> None:
 
 
 def load_config(path: str, overrides: list[str]):
+
+    from pydantic import ValidationError  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
+    from launch.quickstart.config import QuickstartConfig  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.config.loader import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        apply_overrides,
+        format_validation_error,
+        read_yaml,
+    )
 
     raw = apply_overrides(read_yaml(path), overrides)
     try:
@@ -107,6 +109,8 @@ def _newer(output: Path, inputs: list[Path]) -> bool:
 def _batch_lr_law(path: Path) -> str | None:
     """None when `path` is a batch-lr record holding a law; else why not (missing, or per-group
     optima only: fewer than three groups)."""
+    from scaling.fits.record import FitRecord, has_exponents  # deferred: imports numpy (a fast scalelab --help)
+
     if not path.exists():
         return f"{path.name} missing"
 
@@ -189,6 +193,8 @@ class MainJob:
         return dcfg.name, dcfg.tokenizer.vocab_size, self.out / "data" / dcfg.name
 
     def data_config(self):
+
+        from pretrain.config.loader import load_data_config  # deferred: imports pydantic (a fast scalelab --help)
 
         return load_data_config(PROJECT_ROOT / self.cfg.data.config, self.cfg.data.overrides)
 
@@ -371,6 +377,9 @@ class MainJob:
         convention), then train the emitted config as it is: it carries the sweep runs' recipe
         and data, so the run is trained like the runs the law was fitted on."""
 
+        from scaling.fits.record import FitRecord  # deferred: imports numpy (a fast scalelab --help)
+        from scaling.planning.plan import budget  # deferred: imports numpy (a fast scalelab --help)
+
         a3 = fits / "chinchilla-a3.json"
         if not a3.exists():
             raise StepFailed(f"no approach-3 fit ({a3}): nothing to plan with")
@@ -417,6 +426,9 @@ class MainJob:
     def compare(self, fit_path: Path, run: Path) -> dict:
         """Approach 3's prediction for the run actually trained (its N of the fit's kind and its
         tokens) with the 95% prediction interval, vs its measured validation loss."""
+        from scaling.core.conventions import N_COLUMNS  # deferred: imports numpy (a fast scalelab --help)
+        from scaling.fits.record import FitRecord  # deferred: imports numpy (a fast scalelab --help)
+        from scaling.laws.prediction import predict_loss  # deferred: imports numpy (a fast scalelab --help)
 
         rec = FitRecord.load(fit_path)
         s = json.loads(RunDir(run).summary.read_text())

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from rundir.layout import RunDir
 from rundir.read import find_run_dirs
-from scaling.fits.record import FitRecord
 
 
 def _fmt(v, spec=".4g") -> str:
@@ -81,6 +80,8 @@ def _runs_table(root: Path) -> tuple[str, list[Path]]:
 
 
 def _fit_section(path: Path, title: str) -> str:
+    from scaling.fits.record import FitRecord  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     if not path.exists():
         return f"### {title}\n\n(not fitted: {path.name} missing)\n"
 

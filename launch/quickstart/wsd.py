@@ -13,8 +13,6 @@ from pathlib import Path
 
 import yaml
 
-from launch.sweep.spec import edit_spec, parse_spec, resolve_path
-from pretrain.config.loader import read_yaml
 from pretrain.errors import ConfigError
 
 HEADER = (
@@ -26,6 +24,9 @@ HEADER = (
 def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
     """The kind-`wsd` spec (a mapping) equivalent to an IsoFLOP spec; `opts` is the main job's
     `isoflop.wsd` section (cooldown, decay_shape, budgets: null keeps the spec's)."""
+
+    from launch.sweep.spec import edit_spec, resolve_path  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.config.loader import read_yaml  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     data = edit_spec(read_yaml(spec_path), list(overrides))
     if data.get("kind") != "isoflop" or not isinstance(data.get("isoflop"), dict):
@@ -62,6 +63,7 @@ def write_wsd_spec(spec_path: Path, overrides: list[str], opts, out_dir: Path) -
     """Write the converted spec to `out_dir/<name>-wsd.yaml` (rewritten only when it changes, so
     the sweep's runs stay up to date) and check it plans (exit 2 naming the key if not)."""
     from launch.sweep.expand import expand  # deferred: imports torch
+    from launch.sweep.spec import parse_spec  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     data = wsd_spec_from_isoflop(spec_path, overrides, opts)
     path = out_dir / f"{data['name']}.yaml"

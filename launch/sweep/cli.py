@@ -12,28 +12,12 @@ import time
 from pathlib import Path
 
 from launch.console_tables import human, render
-from launch.executors.deepspeed_multinode import DeepSpeedExecutor
-from launch.executors.local import LocalExecutor
-from launch.executors.slurm import (
-    SlurmError,
-    SlurmExecutor,
-    check_spec,
-    node_check_failure,
-    queued_jobs,
-    sweep_meta_dir,
-)
-from launch.run.worker import start_or_skip
-from launch.sweep import eval_jobs
-from launch.sweep.cancel import cancel_sweep
-from launch.sweep.data_jobs import data_jobs, describe, progress_lines
-from launch.sweep.epochs import run_epochs
-from launch.sweep.expand import load_plan
-from launch.sweep.preflight import configured_executors, preflight
-from launch.sweep.status import compute_line, counts, sweep_status
 from pretrain.errors import ConfigError
 
 
 def register(sub) -> None:
+    from launch.sweep import eval_jobs  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     p = sub.add_parser(
         "sweep",
         help="plan, launch and follow sweeps of training runs",
@@ -130,6 +114,13 @@ PLAN_COLUMNS = [
 @_wrap
 def cmd_plan(args) -> int:
 
+    from launch.sweep.epochs import run_epochs  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.preflight import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        configured_executors,
+        preflight,
+    )
+
     p = load_plan(args)
     preflight(p, args.executor or configured_executors(p.spec), args.allow_repeats)
     columns = PLAN_COLUMNS + [("epochs", "epochs", "")]
@@ -168,6 +159,21 @@ def cmd_plan(args) -> int:
 
 @_wrap
 def cmd_launch(args) -> int:
+
+    from launch.executors.deepspeed_multinode import (
+        DeepSpeedExecutor,  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    )
+    from launch.executors.local import LocalExecutor  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.executors.slurm import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        SlurmError,
+        SlurmExecutor,
+        check_spec,
+        sweep_meta_dir,
+    )
+    from launch.run.worker import start_or_skip  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.data_jobs import data_jobs, describe  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.preflight import preflight  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     p = load_plan(args)
     spec = p.spec
@@ -284,6 +290,18 @@ def _status_rows(plan, statuses) -> list[dict]:
 @_wrap
 def cmd_status(args) -> int:
 
+    from launch.executors.slurm import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        node_check_failure,
+        queued_jobs,
+    )
+    from launch.sweep.data_jobs import progress_lines  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.status import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        compute_line,
+        counts,
+        sweep_status,
+    )
+
     p = load_plan(args)
     while True:
         sts = sweep_status(p, queued_jobs(p.root))
@@ -315,6 +333,9 @@ def cmd_status(args) -> int:
 
 @_wrap
 def cmd_cancel(args) -> int:
+
+    from launch.sweep.cancel import cancel_sweep  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     p = load_plan(args)
     return cancel_sweep(p, [r.name for r in p.runs] if args.only else None)

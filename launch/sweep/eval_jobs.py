@@ -31,11 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evals.run_eval import evaluate_run, resolve_suite
 from evals.tasks import EvalError, resolve_tasks
-from launch.executors.slurm import _common_directives, _env_lines, job_python, sweep_meta_dir
-from launch.sweep.expand import load_plan
-from launch.sweep.status import run_status
 from pretrain.errors import ConfigError
 from rundir.layout import LOCK, RunDir
 from rundir.summary import read_summary
@@ -74,6 +70,8 @@ class Request:
 def resolve(req: Request) -> tuple[str, list[str]]:
     """(suite name as results record it, task names): unknown suites/tasks or missing data fail here (exit 2)."""
 
+    from evals.run_eval import resolve_suite  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     try:
         s = resolve_suite(req.suite, req.tasks, req.limit_value(), None)
         tasks = [e.task for e in s.entries(limit_override=req.limit_value())]
@@ -104,6 +102,8 @@ def evaluated(run_dir: Path, suite: str, tasks: list[str]) -> bool:
 
 def select(plan, suite: str, tasks: list[str], force: bool) -> tuple[list, list[str], dict[str, str]]:
     """(runs to evaluate, runs already evaluated, {run: state} of runs not finished)."""
+
+    from launch.sweep.status import run_status  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     todo, done, unfinished = [], [], {}
     for r in plan.runs:
@@ -141,6 +141,13 @@ def run_local(run_dirs: list[Path], req: Request, workers: int, python: str | No
 
 # ------------------------------------------------------------------ slurm
 def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, python: str | None = None) -> str:
+
+    from launch.executors.slurm import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        _common_directives,
+        _env_lines,
+        job_python,
+        sweep_meta_dir,
+    )
 
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
@@ -202,6 +209,8 @@ def queued_evals(meta: Path, suite: str) -> set[str]:
 
 
 def submit_slurm(spec, run_dirs: list[Path], req: Request, suite_name: str, dry_run: bool, out=None) -> int:
+    from launch.executors.slurm import sweep_meta_dir  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     out = out or sys.stdout  # read now: the default would pin the stdout of import time
 
     meta = sweep_meta_dir(spec.runs_root().resolve())
@@ -283,6 +292,8 @@ def register(ss) -> None:
 
 def cmd_sweep_eval(args) -> int:
 
+    from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     try:
         p = load_plan(args)
         req = Request(
@@ -340,6 +351,8 @@ def _lock(run_dir: Path):
 
 def worker(argv: list[str] | None = None) -> int:
     """Evaluate the given runs in this process; a failing run is reported and the others go on."""
+    from evals.run_eval import evaluate_run  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     ap = argparse.ArgumentParser(prog="python -m launch.sweep.eval_jobs")
     ap.add_argument("runs", nargs="*")
     ap.add_argument("--manifest")

@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-from pretrain.config.loader import configs_dir, load_data_config
 from pretrain.errors import ConfigError, DataError, TasksFailed
 
 
@@ -37,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _config_path(ref: str) -> Path:
+    from pretrain.config.loader import configs_dir  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     path = Path(ref)
     if path.exists() or ref.endswith((".yaml", ".yml")):
         return path
@@ -46,6 +47,7 @@ def _config_path(ref: str) -> Path:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from pretrain.config.loader import load_data_config  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from pretrain.data.prepare import prepare  # deferred: imports tokenizers
 
     # `scalelab data prepare --executor/--tasks` (launch.commands.data) passes the function that runs in tasks

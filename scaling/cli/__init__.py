@@ -8,11 +8,11 @@ scipy, pandas and pydantic are imported inside the command functions, so `scalel
 
 from __future__ import annotations
 
-from scaling.cli import fit, plan, predict
-
 
 def register(subparsers) -> None:
     """`fit`, `predict` and `plan`, in that order (launch/cli.py calls this)."""
+    from scaling.cli import fit, plan, predict  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     fit.register(subparsers)
     predict.add_parser(subparsers)
     plan.register(subparsers)

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from models.design import design
 from rundir.files import atomic_write_text
-from scaling.planning.run_model import default_vocab_size
 
 RULE_NAMES = ("marin", "olmo-ladder")  # models.design.RULES (kept light: no import at --help)
 
@@ -93,6 +91,10 @@ def register(subparsers) -> None:
 
 
 def _vocab(args) -> int:
+    from scaling.planning.run_model import (
+        default_vocab_size,  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    )
+
     if args.vocab_size:
         return args.vocab_size
 
@@ -100,6 +102,8 @@ def _vocab(args) -> int:
 
 
 def cmd_design(args) -> int:
+
+    from models.design import design  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     if args.out and Path(args.out).is_dir():
         print(f"error: --out {args.out} is a directory", file=sys.stderr)

@@ -13,15 +13,7 @@ from functools import partial
 from scaling.cli.fit_command import run_fit
 from scaling.cli.moe import add_fit_parser
 from scaling.cli.options import COMPUTE_KINDS, fail, positive_float
-from scaling.data import inputs
 from scaling.data.columns import parse_columns
-from scaling.fits.batch_lr import fit_batch_lr
-from scaling.fits.chinchilla.approaches import fit_chinchilla
-from scaling.fits.critical_batch import fit_critical_batch
-from scaling.fits.kaplan import fit_kaplan
-from scaling.fits.plots import plot_fit
-from scaling.lr_annealing.curves import TABLE_ROLES
-from scaling.lr_annealing.fit import fit_lr_annealing
 
 
 def _lambda(text: str):
@@ -421,6 +413,9 @@ def register(subparsers) -> None:
 
 def _run_fit(args, fit_fn, curves: bool = False, **kwargs) -> int:
     """A loss-law fit of `inputs.load`'s canonical table; --plot draws it once the record is saved."""
+    from scaling.data import inputs  # deferred: numpy (a fast --help)
+    from scaling.fits.plots import plot_fit  # deferred: numpy (a fast --help)
+
     loaded: dict = {}
 
     def fit():
@@ -457,6 +452,7 @@ def _by_options(args) -> str | None:
 
 
 def cmd_fit_chinchilla(args) -> int:
+    from scaling.fits.chinchilla.approaches import fit_chinchilla  # deferred: numpy (a fast --help)
 
     if args.top_k < 1:
         return fail(f"--top-k must be >= 1 (got {args.top_k})", 2)
@@ -497,6 +493,7 @@ def cmd_fit_chinchilla(args) -> int:
 
 
 def cmd_fit_kaplan(args) -> int:
+    from scaling.fits.kaplan import fit_kaplan  # deferred: numpy (a fast --help)
 
     return _run_fit(
         args,
@@ -509,6 +506,7 @@ def cmd_fit_kaplan(args) -> int:
 
 
 def cmd_fit_batch_lr(args) -> int:
+    from scaling.fits.batch_lr import fit_batch_lr  # deferred: numpy (a fast --help)
 
     problem = _by_options(args)
     if problem:
@@ -532,6 +530,7 @@ def cmd_fit_batch_lr(args) -> int:
 
 
 def cmd_fit_critical_batch(args) -> int:
+    from scaling.fits.critical_batch import fit_critical_batch  # deferred: numpy (a fast --help)
 
     return _run_fit(
         args,
@@ -545,6 +544,9 @@ def cmd_fit_critical_batch(args) -> int:
 
 
 def cmd_fit_lr_annealing(args) -> int:
+    from scaling.lr_annealing.curves import TABLE_ROLES  # deferred: numpy (a fast --help)
+    from scaling.lr_annealing.fit import fit_lr_annealing  # deferred: numpy (a fast --help)
+
     return run_fit(
         args,
         lambda: fit_lr_annealing(
@@ -585,6 +587,7 @@ def cmd_fit_accuracy(args) -> int:
 
 
 def cmd_fit_task_loss(args) -> int:
+    from scaling.data import inputs  # deferred: numpy (a fast --help)
     from scaling.fits.task_loss import fit_task_loss, summary  # deferred: numpy, scipy, pandas (a fast --help)
 
     def fit():

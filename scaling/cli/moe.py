@@ -13,10 +13,6 @@ from scaling.cli.fit_command import run_fit
 from scaling.cli.options import fail
 from scaling.core.errors import InputError
 from scaling.data.columns import parse_columns
-from scaling.data.moe_inputs import ROLES
-from scaling.moe.fit import fit_moe
-from scaling.moe.plan import format_moe_plan, make_moe_plan
-from scaling.moe.run import emit_moe_config
 
 
 def add_fit_parser(fsub, positive_float) -> None:
@@ -101,6 +97,9 @@ def summary(rec) -> str:
 
 
 def cmd_fit_moe(args) -> int:
+    from scaling.data.moe_inputs import ROLES  # deferred: numpy (a fast --help)
+    from scaling.moe.fit import fit_moe  # deferred: numpy (a fast --help)
+
     return run_fit(
         args,
         lambda: fit_moe(
@@ -123,6 +122,9 @@ def cmd_fit_moe(args) -> int:
 def plan_moe(args, fits) -> int:
     """`scalelab plan` with an MoE fit record: --compute only (the device and inference forms are the dense plan's)."""
     # deferred: numpy, scipy, pandas (a fast --help)
+
+    from scaling.moe.plan import format_moe_plan, make_moe_plan  # deferred: numpy (a fast --help)
+    from scaling.moe.run import emit_moe_config  # deferred: numpy (a fast --help)
 
     try:
         if len(fits) != 1:

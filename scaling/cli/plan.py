@@ -11,8 +11,6 @@ from pathlib import Path
 from scaling.cli.moe import plan_moe
 from scaling.cli.options import COMPUTE_KINDS, DEVICE_NAMES, check_outputs, fail, positive_float
 from scaling.core.errors import InputError
-from scaling.fits.record import FitRecord
-from scaling.planning.emit import emit_config, sweep_spec_path
 
 
 def register(subparsers) -> None:
@@ -151,7 +149,12 @@ def register(subparsers) -> None:
 
 def cmd_plan(args) -> int:
     # deferred: numpy, scipy, pandas (a fast --help)
+    from scaling.fits.record import FitRecord  # deferred: numpy (a fast --help)
     from scaling.planning.budget import BudgetOptions, build_plan, plan_to_emit  # deferred: imports scipy
+    from scaling.planning.emit import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        emit_config,
+        sweep_spec_path,
+    )
     from scaling.planning.report import format_plan  # deferred: imports scipy
 
     problem = check_outputs(args)

@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 
 from scaling.core.errors import InputError
-from scaling.fits.record import FitRecord
-from scaling.planning.predict import predict
 
 SHOW_ROWS = 40  # rows printed; --out has them all
 
@@ -60,6 +58,9 @@ def _fail(msg: str) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     # deferred: numpy, scipy, pandas (a fast --help)
+
+    from scaling.fits.record import FitRecord  # deferred: numpy (a fast --help)
+    from scaling.planning.predict import predict  # deferred: numpy (a fast --help)
 
     if not 0 < args.ci < 1:
         return _fail(f"--ci must be between 0 and 1 (got {args.ci})")

@@ -9,11 +9,12 @@ from pathlib import Path
 import yaml
 
 from scaling.core.errors import InputError
-from scaling.planning.run_model import run_label
 
 
 def run_name(plan: dict) -> str:
     """The planned run's name (and its train config's `name`): plan-<preset or rule-size>-C<compute>."""
+    from scaling.planning.run_model import run_label  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     return f"plan-{run_label(plan['run'])}-C{plan['compute']:.0e}".replace("+", "")
 
 

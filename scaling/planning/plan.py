@@ -19,7 +19,6 @@ from functools import partial
 
 import numpy as np
 
-from models.design import DEFAULT_RULE, RULES, design, family_rule
 from scaling.core.bootstrap import interval
 from scaling.core.conventions import TokenCost, conventions_of
 from scaling.core.diagnostics import EXTRAPOLATION_WARN_FACTOR
@@ -30,7 +29,6 @@ from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw
 from scaling.laws.loss import ChinchillaLaw, DataConstrainedLaw, FrontierLaw
 from scaling.laws.prediction import data_constrained, predict_loss
 from scaling.laws.registry import from_record
-from scaling.planning.run_model import PRESET_KEY, default_vocab_size, model_presets, recipe_vocab
 
 EPOCHS_WARN = 4.0
 
@@ -65,6 +63,11 @@ def make_plan(
     """Recommendation for compute C (in the Chinchilla record's convention) from the given fits.
     A data-constrained law allocates C for `unique_tokens` unique training tokens (default: the
     fitted runs' data set, when they share one): few unique tokens shrink N_opt."""
+    from scaling.planning.run_model import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        default_vocab_size,
+        recipe_vocab,
+    )
+
     if not (compute > 0 and np.isfinite(compute)):
         raise InputError(f"--compute must be a positive number of FLOPs (got {compute})")
     alloc = [f for f in fits if f["law"] == "chinchilla"]
@@ -235,6 +238,12 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
 def designed_candidate(ch, n_opt, conv, vocab, seq_len, rule, warnings) -> dict:
     """The model designed at N_opt (models.design) as a run candidate: in the family of the fit's
     runs (their recipe's model shapes) unless `rule` names one of models.design.RULES."""
+    from models.design import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        DEFAULT_RULE,
+        design,
+        family_rule,
+    )
+
     shapes = [m for m in (((ch.get("recipe") or {}).get("models")) or []) if not m.get("moe")]
     if rule in (None, "runs") and shapes:
         chosen = family_rule(shapes)
@@ -268,6 +277,8 @@ def designed_candidate(ch, n_opt, conv, vocab, seq_len, rule, warnings) -> dict:
 
 
 def _rule_source(name: str) -> str:
+    from models.design import RULES  # deferred: imports numpy/pydantic (a fast scalelab --help)
+
     return RULES[name].source
 
 
@@ -279,6 +290,11 @@ def _choose_run(
     lowest predicted loss (approach 3; a data-constrained law counts the repetition of the fits'
     data), else nearest N_opt; an MoE preset never (a dense law ranks it by the wrong N and its
     tokens would not spend C)."""
+
+    from scaling.planning.run_model import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        PRESET_KEY,
+        model_presets,
+    )
 
     extra = {"U": unique} if unique and data_constrained(ch) else {}
     if presets_only:
