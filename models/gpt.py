@@ -16,6 +16,7 @@ from torch import nn
 from models.checkpointing import blocks_to_checkpoint, checkpointed
 from models.config import ModelConfig
 from models.layers import Attention, RMSNorm, SwiGLU, init_weights, rope_tables
+from models.mup import is_mup, logit_scale
 
 
 class ModelOutput(NamedTuple):
@@ -77,6 +78,7 @@ class GPT(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.checkpoint_layers: frozenset[int] = frozenset()  # blocks whose activations are recomputed in backward
+        self.logit_scale = logit_scale(cfg) if is_mup(cfg) else None  # mup: logits x base_width/d_model
 
     def set_activation_checkpointing(self, every: int) -> None:
         """Recompute every `every`-th block's activations in backward (0: none, 1: every block);
@@ -113,6 +115,8 @@ class GPT(nn.Module):
                 stats.append(aux.stats | {"layer": i})
         x = self.model.norm(x)
         out = self.lm_head(x)
+        if self.logit_scale is not None:
+            out = out * self.logit_scale
         loss = None
         if targets is not None:
             loss = F.cross_entropy(out.float().view(-1, out.shape[-1]), targets.reshape(-1), ignore_index=-100)
