@@ -85,6 +85,12 @@ class GPT(nn.Module):
         applies to training forwards with gradients only (models.checkpointing)."""
         self.checkpoint_layers = blocks_to_checkpoint(self.cfg.n_layers, every)
 
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits of final-norm hidden states: the LM head, times mup's logit multiplier (also for
+        callers that run the backbone themselves: evals/forward.py)."""
+        out = self.lm_head(h)
+        return out if self.logit_scale is None else out * self.logit_scale
+
     def _rope(self, start: int, length: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         end = start + length
         if end > self.rope_cos.shape[0]:  # longer than training context (eval/generation)
@@ -113,10 +119,7 @@ class GPT(nn.Module):
             if aux is not None:
                 aux_losses.append(aux.loss)
                 stats.append(aux.stats | {"layer": i})
-        x = self.model.norm(x)
-        out = self.lm_head(x)
-        if self.logit_scale is not None:
-            out = out * self.logit_scale
+        out = self.head(self.model.norm(x))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(out.float().view(-1, out.shape[-1]), targets.reshape(-1), ignore_index=-100)
