@@ -5,11 +5,12 @@ about lr whatever the fan-in), most visibly in the logits and attention outputs.
 
     python benchmarks/mup_coord_check.py [--widths 64,128,256,512,1024] [--steps 5] [--lr 1e-2]
         [--base-width 64] [--data corpus|random] [--png docs/figures/mup_coord_check.png] [--json PATH]
+        [--threads 1]
 
 Per parametrization it prints one row per activation (embedding, each block's attention and MLP
 outputs and residual stream, logits) with its RMS at each width, and the ratio of the widest to
-the narrowest; the PNG plots the same (one panel per parametrization). 2 layers, 4 heads, 64-token
-sequences, batch 16, AdamW (no weight decay, clipping 1.0), constant lr: under a minute on 2 cores.
+the narrowest; the PNG plots the same (one panel per parametrization). 2 layers, 4 heads, 32-token
+sequences, batch 8, AdamW (no weight decay, clipping 1.0), constant lr: a few minutes on 2 busy cores.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mup_train import model_config, train  # noqa: E402
 
-SEQ_LEN, BATCH, VOCAB = 64, 16, 512
+SEQ_LEN, BATCH, VOCAB = 32, 8, 512
 
 
 def random_batches(vocab_size: int, seed: int = 0):
@@ -123,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", choices=("corpus", "random"), default="corpus")
     p.add_argument("--png", default="docs/figures/mup_coord_check.png")
     p.add_argument("--json", default=None)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: fastest on a busy shared machine)")
     args = p.parse_args(argv)
     widths = [int(w) for w in args.widths.split(",")]
     if any(w % 8 for w in widths):
         p.error(f"--widths: every width must be a multiple of 8 (4 heads, even head dim); got {args.widths}")
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)
     if args.data == "corpus":
         from mup_train import corpus
 
