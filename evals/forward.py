@@ -1,4 +1,5 @@
-"""The parts of `models.gpt.GPT`'s forward that scoring and decoding need, without the LM head.
+"""The parts of `models.gpt.GPT`'s forward that scoring and decoding need, without the LM head
+(apply `GPT.head`, which carries mup's logit multiplier, to the hidden states).
 
 Scoring reads log-probs at a few positions only, so it runs the backbone and applies the LM head
 to those rows alone; and a multiple-choice question runs its context once, its choices then
@@ -77,7 +78,7 @@ def backbone(
         if a.n_kv != a.n_heads:
             k = k.repeat_interleave(a.n_heads // a.n_kv, dim=1)
             v = v.repeat_interleave(a.n_heads // a.n_kv, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, scale=a.scale)
         x = x + a.o_proj(y.transpose(1, 2).reshape(b, t, -1))
         m = layer.mlp(layer.post_attention_layernorm(x))
         x = x + (m[0] if isinstance(m, tuple) else m)

@@ -80,7 +80,7 @@ def score_pairs(
             for _, k, _, tg in items:
                 owner += [k] * len(tg)
                 target += tg
-        lp, hit = _target_logprobs(model.lm_head, torch.cat(feats), torch.tensor(target, device=h1.device))
+        lp, hit = _target_logprobs(model, torch.cat(feats), torch.tensor(target, device=h1.device))
         owner_a = np.asarray(owner)
         np.add.at(total, owner_a, lp)
         greedy[owner_a[~hit]] = False
@@ -116,14 +116,14 @@ def _rows(h: torch.Tensor, flat: list[int]) -> torch.Tensor:
     return h.reshape(-1, h.shape[-1])[torch.tensor(flat, dtype=torch.long, device=h.device)]
 
 
-def _target_logprobs(head, feats: torch.Tensor, targets: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _target_logprobs(model, feats: torch.Tensor, targets: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """log P(target) and whether it is the argmax, per row of `feats`, in chunks of rows whose
     logits stay in the CPU's cache: on a vocabulary of 4,096 this is twice as fast as one
     (rows, vocab) matrix, and gives the same numbers."""
-    chunk = max(32, (1 << 20) // head.out_features)
+    chunk = max(32, (1 << 20) // model.lm_head.out_features)
     lps, hits = [], []
     for i in range(0, len(feats), chunk):
-        logits, tgt = head(feats[i : i + chunk]).float(), targets[i : i + chunk, None]
+        logits, tgt = model.head(feats[i : i + chunk]).float(), targets[i : i + chunk, None]
         lps.append(logits.log_softmax(-1).gather(1, tgt)[:, 0])
         hits.append(logits.argmax(-1) == tgt[:, 0])
     return torch.cat(lps).double().cpu().numpy(), torch.cat(hits).cpu().numpy()
@@ -185,7 +185,7 @@ def generate(
     text = ""
     for _ in range(max_new_tokens):
         h = hidden_states(model, ids, caches)[:, -1]
-        logits = model.lm_head(h).float()[0]
+        logits = model.head(h).float()[0]
         nxt = _pick(logits, temperature, top_k, top_p, generator)
         if eot_id is not None and nxt == eot_id:
             break

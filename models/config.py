@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from base.strict import StrictModel
@@ -32,6 +34,24 @@ class ModelConfig(StrictModel):
     moe: MoEConfig | None = Field(
         None, description="mixture-of-experts FFNs (see models/moe/config.py); null: dense model"
     )
+    parametrization: Literal["sp", "mup"] = Field(
+        "sp",
+        description="sp: standard parametrization; mup: maximal-update parametrization (Yang et al. 2022), whose "
+        "optimal lr and init do not move with width: hidden-matrix init std and AdamW lr scaled by "
+        "mup_base_width/d_model, output logits by the same ratio, attention scores by 1/head_dim (docs/mup.md)",
+    )
+    mup_base_width: int | None = Field(
+        None,
+        gt=0,
+        description="mup: the d_model at which mup equals sp (where the lr and init_std were tuned); required "
+        "with parametrization mup, ignored with sp",
+    )
+    mup_base_head_dim: int | None = Field(
+        None,
+        gt=0,
+        description="mup: the head dim at which the 1/head_dim attention scale equals sp's 1/sqrt(head_dim) "
+        "(default mup_base_width / n_heads); ignored with sp",
+    )
 
     @model_validator(mode="after")
     def _check_shapes(self) -> ModelConfig:
@@ -42,6 +62,10 @@ class ModelConfig(StrictModel):
         kv = self.n_kv_heads or self.n_heads
         if self.n_heads % kv:
             raise ValueError(f"model.n_kv_heads={kv} must divide model.n_heads={self.n_heads}")
+        if self.parametrization == "mup" and self.mup_base_width is None:
+            raise ValueError(
+                "model.parametrization mup needs model.mup_base_width (the width whose lr and init_std are given)"
+            )
         return self
 
     @property

@@ -16,6 +16,7 @@ from torch import nn
 from models.checkpointing import blocks_to_checkpoint, checkpointed
 from models.config import ModelConfig
 from models.layers import Attention, RMSNorm, SwiGLU, init_weights, rope_tables
+from models.mup import is_mup, logit_scale
 
 
 class ModelOutput(NamedTuple):
@@ -77,11 +78,18 @@ class GPT(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.checkpoint_layers: frozenset[int] = frozenset()  # blocks whose activations are recomputed in backward
+        self.logit_scale = logit_scale(cfg) if is_mup(cfg) else None  # mup: logits x base_width/d_model
 
     def set_activation_checkpointing(self, every: int) -> None:
         """Recompute every `every`-th block's activations in backward (0: none, 1: every block);
         applies to training forwards with gradients only (models.checkpointing)."""
         self.checkpoint_layers = blocks_to_checkpoint(self.cfg.n_layers, every)
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits of final-norm hidden states: the LM head, times mup's logit multiplier (also for
+        callers that run the backbone themselves: evals/forward.py)."""
+        out = self.lm_head(h)
+        return out if self.logit_scale is None else out * self.logit_scale
 
     def _rope(self, start: int, length: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         end = start + length
@@ -111,8 +119,7 @@ class GPT(nn.Module):
             if aux is not None:
                 aux_losses.append(aux.loss)
                 stats.append(aux.stats | {"layer": i})
-        x = self.model.norm(x)
-        out = self.lm_head(x)
+        out = self.head(self.model.norm(x))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(out.float().view(-1, out.shape[-1]), targets.reshape(-1), ignore_index=-100)

@@ -14,6 +14,11 @@ checking, and `save_pretrained` writes safetensors in whatever on-disk layout th
 transformers version uses, so the directory loads offline with `AutoModelForCausalLM`.
 This module takes a model in memory; reading it from a run directory is the caller's
 (`evals.export.export_checkpoint`, behind `scalelab export hf`).
+
+A mup model (models/mup.py) exports as an ordinary one: its attention scale is folded into q_proj
+(Llama scales scores by 1/sqrt(head_dim)) and its logit multiplier into lm_head. A tied model's
+multiplier cannot be folded into the shared matrix without changing the embedding, so a tied mup
+model is exported untied (tie_word_embeddings false, lm_head = multiplier x embedding).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 import torch
 
 from base.errors import UserError
+from models.mup import attention_scale, is_mup, logit_scale
 
 EOT_TOKEN = "<|endoftext|>"
 
@@ -150,14 +156,34 @@ def convert_state_dict(sd: dict[str, torch.Tensor], cfg, target_model) -> dict[s
     return out
 
 
+def fold_mup(sd: dict[str, torch.Tensor], cfg):
+    """(state dict, config) of the ordinary (sp) model computing what the mup model `cfg` computes.
+
+    New tensors are made (never in place: `sd` may share storage with the live model)."""
+    if not is_mup(cfg):
+        return sd, cfg
+    sd = dict(sd)
+    q_mult = attention_scale(cfg) * cfg.head_dim**0.5  # ours / Llama's 1/sqrt(head_dim)
+    for k in sd:
+        if k.endswith("self_attn.q_proj.weight"):
+            sd[k] = sd[k] * q_mult
+    out_mult = logit_scale(cfg)
+    untie = cfg.tie_embeddings and out_mult != 1.0
+    head = sd["model.embed_tokens.weight"] if cfg.tie_embeddings else sd["lm_head.weight"]
+    sd["lm_head.weight"] = head * out_mult
+    plain = cfg.model_copy(update={"parametrization": "sp", "tie_embeddings": cfg.tie_embeddings and not untie})
+    return sd, plain
+
+
 def export_model(model, cfg, tokenizer, eot_id: int, out_dir: str | Path) -> Path:
     """Write config, safetensors weights and tokenizer files for an in-memory GPT."""
     from transformers import AutoModelForCausalLM  # deferred: imports transformers
 
     out = Path(out_dir)
+    sd, cfg = fold_mup({k: v.detach().float().cpu() for k, v in model.state_dict().items()}, cfg)
     hcfg = hf_config(cfg, eot_id)
     hf = AutoModelForCausalLM.from_config(hcfg, dtype=torch.float32)
-    sd = convert_state_dict({k: v.detach().float().cpu() for k, v in model.state_dict().items()}, cfg, hf)
+    sd = convert_state_dict(sd, cfg, hf)
     hf_sd = hf.state_dict()
     expected = {k for k in hf_sd if not (cfg.tie_embeddings and k == "lm_head.weight")}
     # Qwen2-MoE's (empty) shared expert has no counterpart in our model.

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from models.config import ModelConfig
+from models.mup import attention_scale, init_std, is_mup
 
 
 class RMSNorm(nn.Module):
@@ -51,6 +50,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(cfg.d_model, self.n_kv * self.hd, bias=False)
         self.v_proj = nn.Linear(cfg.d_model, self.n_kv * self.hd, bias=False)
         self.o_proj = nn.Linear(cfg.n_heads * self.hd, cfg.d_model, bias=False)
+        # None: SDPA's own 1/sqrt(head_dim) (sp, bit for bit as before); mup's scale: models/mup.py
+        self.scale = attention_scale(cfg) if is_mup(cfg) else None
 
     def forward(self, x, cos, sin, kv_cache=None):
         b, t, _ = x.shape
@@ -65,7 +66,7 @@ class Attention(nn.Module):
             causal = t > 1 and k.shape[2] == t
             if t > 1 and k.shape[2] != t:
                 raise ValueError("multi-token decode steps after a prefill are not supported")
-        y = attend(q, k, v, causal)
+        y = attend(q, k, v, causal, self.scale)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -82,8 +83,9 @@ def native_gqa(q: torch.Tensor) -> bool:
     return SDPA_GQA and (not q.is_cuda or q.dtype in (torch.float16, torch.bfloat16))
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-    """Causal (or, for one decoded token, full) attention; q: (B, H, T, D), k/v: (B, H_kv, S, D).
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None = None) -> torch.Tensor:
+    """Causal (or, for one decoded token, full) attention; q: (B, H, T, D), k/v: (B, H_kv, S, D);
+    `scale`: of the scores (None: SDPA's 1/sqrt(D)).
 
     The kernel is torch's choice: its default priority (torch 2.13) is flash, memory-efficient,
     math, cuDNN, so bf16/fp16 CUDA inputs run flash attention where its constraints hold and fall
@@ -93,8 +95,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> t
     if rep > 1 and not native_gqa(q):
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     elif rep > 1:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
 
 class SwiGLU(nn.Module):
@@ -112,7 +114,8 @@ class SwiGLU(nn.Module):
 
 
 def init_weights(module: nn.Module, cfg: ModelConfig) -> None:
-    """Normal(0, init_std) everywhere; residual output projections scaled by 1/sqrt(2 L) (GPT-2).
+    """Normal(0, std) for every matrix, std from `models.mup.init_std`: init_std, residual output
+    projections scaled by 1/sqrt(2 L) (GPT-2), hidden matrices by 1/sqrt(width ratio) under mup.
 
     Written as one `Module.apply` over each module's own parameters, the documented way to
     initialise a model that is partitioned while it is built: DeepSpeed's ZeRO-3 `zero.Init` (used
@@ -120,7 +123,6 @@ def init_weights(module: nn.Module, cfg: ModelConfig) -> None:
     and re-partitions them after it. `apply` visits children before their parent; no module here
     holds matrices beside sub-modules with parameters, so the draws come in `named_parameters()`
     order, as before `apply` was used (the same weights for a seed)."""
-    out_std = cfg.init_std / math.sqrt(2 * cfg.n_layers)
     names = {id(m): prefix for prefix, m in module.named_modules()}
 
     def init(m: nn.Module) -> None:
@@ -129,12 +131,8 @@ def init_weights(module: nn.Module, cfg: ModelConfig) -> None:
             name = f"{prefix}.{local}" if prefix else local
             if p.dim() < 2:
                 continue
-            std = (
-                out_std
-                if name.endswith(("o_proj.weight", "down_proj.weight")) or ".down_proj" in name
-                else cfg.init_std
-            )
+            shape = tuple(getattr(p, "ds_shape", None) or p.shape)  # ZeRO-3 zero.Init: gathered, but be safe
             with torch.no_grad():
-                nn.init.normal_(p, mean=0.0, std=std)
+                nn.init.normal_(p, mean=0.0, std=init_std(cfg, name, shape))
 
     module.apply(init)

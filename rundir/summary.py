@@ -70,6 +70,10 @@ class RunSummary:
     # {name, muon_tensors, muon_params, adamw_tensors, adamw_params, ...}: how optim.name split the
     # parameters (pretrain/optim/muon_build.py); written only when set (runs from before it have none: adamw)
     optimizer: dict | None = None
+    # model.parametrization (sp | mup), written only when set (runs from before it have none: sp); under
+    # mup also `mup`: {mup_base_width, mup_base_head_dim, mup_width_mult} (models.mup.base_shapes)
+    parametrization: str | None = None
+    mup: dict | None = None
     error: str | None = None  # written only when set
     schema_version: int = SCHEMA_VERSION
     other: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
@@ -80,6 +84,7 @@ class RunSummary:
         d = asdict(self)
         sources, other, error, version = d.pop("sources"), d.pop("other"), d.pop("error"), d.pop("schema_version")
         moe, optimizer = d.pop("moe"), d.pop("optimizer")
+        parametrization = {k: d.pop(k) for k in ("parametrization", "mup")}
         lineage = {k: d.pop(k) for k in ("init_from", "shared_tokens", "shared_flops")}
         d.update(sources)
         if moe is not None:
@@ -88,6 +93,7 @@ class RunSummary:
             d.update(lineage)
         if optimizer is not None:
             d["optimizer"] = optimizer
+        d.update({k: v for k, v in parametrization.items() if v is not None})
         if error is not None:
             d["error"] = error
         d.update(other)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import torch
 
 from models.moe.accounting import moe_summary
+from models.mup import base_shapes
 from pretrain.callbacks.base import Callback
 from rundir.summary import write_summary
 
@@ -89,6 +90,10 @@ class SummaryFileWriter(Callback):
         out.update(self.feed.summary(step * tps, step * cfg.train.global_batch_size))
         if cfg.model.moe is not None:  # the MoE shape the MoE scaling laws read (scaling/data/moe_inputs.py)
             out["moe"] = moe_summary(cfg.model, cfg.model.vocab_size)
+        shapes = base_shapes(cfg.model)
+        out["parametrization"] = shapes.pop("parametrization")
+        if shapes:  # mup: the base shapes a transfer is relative to
+            out["mup"] = shapes
         if lineage:  # the parent's prefix, which `tokens` and `flops` include but this run did not compute
             out.update(
                 init_from=dict(lineage),

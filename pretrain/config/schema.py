@@ -271,6 +271,15 @@ class TrainConfig(StrictModel):
             raise ValueError("optim.name muon supports precision fp32 or bf16 (fp16's loss scaling is not wired to it)")
         return self
 
+    @model_validator(mode="after")
+    def _mup_lr(self) -> TrainConfig:
+        if self.model.parametrization == "mup" and self.optim.width_lr_ref is not None:
+            raise ValueError(
+                "optim.width_lr_ref and model.parametrization mup both scale the lr with width: "
+                "set optim.width_lr_ref null under mup (its hidden-matrix lr already scales by mup_base_width/d_model)"
+            )
+        return self
+
     def total_steps(self) -> int:
         if self.train.steps is not None:
             return self.train.steps

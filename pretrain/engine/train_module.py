@@ -92,6 +92,9 @@ class DeepSpeedTrainModule:
         if cfg.optim.name == "muon":
             self.log(split_text(self.optimizer_record))
         self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config)
+        # Each group's lr multiplier (mup: pretrain/optim/adamw.py), taken from the config's groups before any
+        # checkpoint is loaded; `train_batch` applies them to the schedule's lr every step.
+        self.lr_mults = [g.get("lr_mult", 1.0) for g in self.optimizer.param_groups]
         self.model = self.engine.module
         if cfg.train.compile:  # in place (nn.Module.compile): parameter names and checkpoints are unchanged
             self.engine.compile(backend=cfg.train.compile_backend)
@@ -119,8 +122,8 @@ class DeepSpeedTrainModule:
         d, gas = self.dist, self.gas
         timer = StepTimer(d.device, timed)
         lr = lr_at(step, self.total_steps, self.cfg.peak_lr(), self.cfg.schedule)
-        for g in self.optimizer.param_groups:
-            g["lr"] = lr
+        for g, mult in zip(self.optimizer.param_groups, self.lr_mults, strict=True):
+            g["lr"] = lr * mult
         loss_sum = aux_sum = checked = None
         stats, dropped = [], False
         for micro in range(gas):

@@ -5,13 +5,19 @@ and MoE expert weights, whose (E, out, in) tensors are stacks of matrices orthog
 expert at a time. AdamW takes the token embedding, the output head (tied or not: a lookup table
 and a classifier are not hidden linear maps), norms, biases and MoE router weights (a router's
 few rows pick experts; orthogonalising them would equalise the experts' logits' scales).
+
+Under mup every group carries the `lr_mult` of models/mup.py: Muon's own (`muon_lr_mult`: 1, or
+1/width ratio with match_rms_adamw), and for the AdamW half the routers (hidden matrices) go into
+a group with AdamW's 1/width ratio; weight decay is divided by the multiplier, as in pretrain/optim/adamw.py.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
+from models.mup import adam_lr_mult, is_mup, muon_lr_mult, param_kind
 from pretrain.config.schema import OptimConfig
+from pretrain.optim.adamw import scaled_group
 
 
 def is_muon_param(name: str, p) -> bool:
@@ -22,8 +28,11 @@ def is_muon_param(name: str, p) -> bool:
 
 def muon_param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
     """Three groups, each tagged `use_muon`: Muon matrices (weight decay), AdamW decay (embeddings,
-    head, routers), AdamW no-decay (norms, biases). Tied weights appear once (as the embedding)."""
-    muon, decay, no_decay, names, seen = [], [], [], {"muon": [], "adamw": []}, set()
+    head, routers), AdamW no-decay (norms, biases). Tied weights appear once (as the embedding).
+    Under mup a fourth, AdamW hidden (routers), and Muon's lr multiplier (module docstring)."""
+    mcfg = getattr(model, "cfg", None)
+    mup = mcfg is not None and is_mup(mcfg)
+    muon, hidden, decay, no_decay, names, seen = [], [], [], [], {"muon": [], "adamw": []}, set()
     for name, p in model.named_parameters():
         if not p.requires_grad or id(p) in seen:
             continue
@@ -32,12 +41,20 @@ def muon_param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
             muon.append(p)
             names["muon"].append(name)
         else:
-            (decay if p.dim() >= 2 else no_decay).append(p)
+            if p.dim() < 2:
+                no_decay.append(p)
+            elif mup and param_kind(name, tuple(p.shape)) == "hidden":
+                hidden.append(p)
+            else:
+                decay.append(p)
             names["adamw"].append(name)
+    muon_mult = muon_lr_mult(mcfg, cfg.muon_adjust_lr) if mup else 1.0
+    hidden_mult = adam_lr_mult("hidden", mcfg) if mup else 1.0
     groups = [
-        {"params": muon, "weight_decay": cfg.weight_decay, "use_muon": True, "name": "muon"},
-        {"params": decay, "weight_decay": cfg.weight_decay, "use_muon": False, "name": "adamw_decay"},
-        {"params": no_decay, "weight_decay": 0.0, "use_muon": False, "name": "adamw_no_decay"},
+        {**scaled_group(muon, "muon", cfg.weight_decay, muon_mult), "use_muon": True},
+        {**scaled_group(hidden, "adamw_hidden", cfg.weight_decay, hidden_mult), "use_muon": False},
+        {"params": decay, "weight_decay": cfg.weight_decay, "use_muon": False, "name": "adamw_decay", "lr_mult": 1.0},
+        {"params": no_decay, "weight_decay": 0.0, "use_muon": False, "name": "adamw_no_decay", "lr_mult": 1.0},
     ]
     return [g for g in groups if g["params"]]
 

@@ -6,8 +6,8 @@ script it prints the same as one line `RESULT {json}`:
     python tests/helpers/trainer.py '{"config": ..., "overrides": [...], "run_dir": ..., "compare_checkpoint": 4}'
 
 The result: the exit code, the hooks called with their steps, the state the callback got back
-from a checkpoint, and (with compare_checkpoint) whether the weights in memory at the end equal
-that checkpoint's.
+from a checkpoint, the optimizer's param groups (name, lr, weight_decay, lr_mult) after the last
+step, and (with compare_checkpoint) whether the weights in memory at the end equal that checkpoint's.
 """
 
 from __future__ import annotations
@@ -85,6 +85,11 @@ def main(spec: dict) -> dict:
         trainer.build()
         rc = trainer.train()
         out = {"rc": rc, "events": rec.events, "loaded": rec.loaded, "steps_seen": rec.steps_seen}
+        # the optimizer's param groups as the last step left them (the engine's: ZeRO wraps them)
+        out["groups"] = [
+            {k: g.get(k) for k in ("name", "lr", "weight_decay", "lr_mult")}
+            for g in trainer.module.optimizer.param_groups
+        ]
         if spec.get("compare_checkpoint") is not None:
             from rundir.weights import read_state_dict
 
