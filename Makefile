@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 PYTEST := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -q -ra
 
-.PHONY: setup quickstart test test-fast test-repeat lint clean
+.PHONY: setup quickstart test test-fast test-repeat lint notebooks clean
 
 setup: $(VENV)/.installed
 
@@ -43,6 +43,13 @@ test-repeat: setup
 
 lint: setup
 	$(BIN)/lint-imports
+
+# Re-execute the notebooks in place and save them with their outputs (docs/notebooks.md): each opens the main
+# job's output when quickstart/ exists, else the bundled data or its own study (trained the first time, cached
+# under notebooks/.studies). One notebook: make notebooks NB=3_batch_size_and_lr
+NB ?=
+notebooks: setup
+	MPLBACKEND=Agg HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONPATH=$(CURDIR) $(BIN)/python notebooks/execute.py $(NB)
 
 clean:
 	rm -rf $(VENV) runs data fits quickstart
