@@ -84,7 +84,9 @@ def find_source(
         root = qs / "runs" / quickstart if quickstart else None
         fits = qs / "fits"
         if (root is None and fits.is_dir()) or (root is not None and _has_done_runs(root)):
-            return Source("quickstart", root, fits if fits.is_dir() else None, f"the main job's output {root or fits}")
+            return Source(
+                "quickstart", root, fits if fits.is_dir() else None, f"the main job's output {_shown(root or fits)}"
+            )
     if want == "quickstart" and quickstart is not None:
         raise FileNotFoundError(f"SCALELAB_NB_SOURCE=quickstart: no main-job output under {qs} (run `make quickstart`)")
     if published is not None and want in ("auto", "published"):
@@ -93,8 +95,19 @@ def find_source(
         raise FileNotFoundError(f"no source for this notebook under SCALELAB_NB_SOURCE={want}")
     root = launch_study(study, evaluate=evaluate) if launch else study_runs(study)
     return Source(
-        "study", root, None, f"this notebook's study {study_spec(study).relative_to(PROJECT_ROOT)}, run in {root}"
+        "study",
+        root,
+        None,
+        f"this notebook's study {study_spec(study).relative_to(PROJECT_ROOT)}, run in {_shown(root)}",
     )
+
+
+def _shown(path: Path) -> str:
+    """A path as the notebook prints it: relative to the repository when inside it (outputs are committed)."""
+    try:
+        return str(path.relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
 
 
 def study_runs(study: str) -> Path:
