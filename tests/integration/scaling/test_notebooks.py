@@ -100,7 +100,7 @@ def test_batch_lr_notebook_on_its_study(studies, tmp_path, monkeypatch):
 @requires_corpus
 def test_moe_notebook_on_its_study(studies, tmp_path, monkeypatch):
     text, images = _execute("4_moe", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies))
-    assert "source: study" in text and "12 finished runs" in text
+    assert "source: study" in text and "16 finished runs" in text
     assert images == 1 and (tmp_path / "figures/moe_runs.png").exists()
 
 
