@@ -16,7 +16,7 @@ LINT := $(BIN)/lint-imports || status=$$?; \
 	$(BIN)/ruff check . || status=$$?; \
 	$(BIN)/ruff format --check . || status=$$?;
 
-.PHONY: setup quickstart test test-fast test-repeat lint docs clean
+.PHONY: setup quickstart test test-fast test-repeat lint docs notebooks clean
 
 setup: $(VENV)/.installed
 
@@ -59,6 +59,13 @@ lint: setup
 # The documentation site into site/ (open site/index.html, or serve it: .venv/bin/mkdocs serve).
 docs: setup
 	$(MKDOCS) --site-dir site
+
+# Re-execute the notebooks in place and save them with their outputs (docs/notebooks.md): each opens the main
+# job's output when quickstart/ exists, else the bundled data or its own study (trained the first time, cached
+# under notebooks/.studies). One notebook: make notebooks NB=3_batch_size_and_lr
+NB ?=
+notebooks: setup
+	MPLBACKEND=Agg HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONPATH=$(CURDIR) $(BIN)/python notebooks/execute.py $(NB)
 
 clean:
 	rm -rf $(VENV) runs data fits quickstart
