@@ -27,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from scaling.core.selection import holdout_by_compute  # noqa: E402  (the repository's own package, from any working directory)
+# the repository's own package, from any working directory
+from scaling.core.selection import holdout_by_compute  # noqa: E402
 from scaling.data.inputs import load as load_runs  # noqa: E402
 
 SCALELAB = [sys.executable, "-m", "launch.cli"]

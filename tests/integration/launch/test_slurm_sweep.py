@@ -106,7 +106,10 @@ def test_preempted_task_checkpoints_requeues_and_resumes(cluster, work, data):
     assert r.returncode == 0, r.stdout + r.stderr
     task = job_id(r.stdout) + "_0"
     t0 = time.time()
-    second = lambda: [p for p in (run_dir / "checkpoints").glob("step_*/COMPLETE") if int(p.parent.name[5:]) >= 40]  # noqa: E731
+
+    def second():
+        return [p for p in (run_dir / "checkpoints").glob("step_*/COMPLETE") if int(p.parent.name[5:]) >= 40]
+
     while not second():  # any checkpoint from the second on: older ones are pruned as training goes on
         assert time.time() - t0 < 300, "task never reached its second checkpoint"
         time.sleep(0.2)

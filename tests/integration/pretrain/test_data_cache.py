@@ -18,7 +18,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from pretrain.data.prepare import load_prepared
 from pretrain.errors import DataError
-from tests.unit.pretrain.test_data_cache import corpus, make_cfg, paragraphs, run  # noqa: F401 (shared with the unit tests)
+
+# shared with the unit tests
+from tests.unit.pretrain.test_data_cache import corpus, make_cfg, paragraphs, run  # noqa: F401
 
 
 def test_killed_prepare_leaves_no_valid_looking_output(corpus):

@@ -12,7 +12,9 @@ import pytest
 from scaling.fits.accuracy import SigmoidAccuracy
 from scaling.laws.loss import ChinchillaLaw
 from tests.helpers import REPO, run_cli
-from tests.unit.scaling.test_accuracy_chain import DS, LAW, NS, SIG, VAL, clean_runs, write_runs  # noqa: F401 (shared with the unit tests)
+
+# shared with the unit tests
+from tests.unit.scaling.test_accuracy_chain import DS, LAW, NS, SIG, VAL, clean_runs, write_runs  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ import pytest
 from launch.cli import main as scalelab
 from scaling.lr_annealing.fit import fit_lr_annealing
 from tests.helpers import REPO
-from tests.unit.scaling.test_lr_annealing import LAW, PEAK, SCHEDULES, TRUTH, T, schedule, table  # noqa: F401 (shared with the unit tests)
+
+# shared with the unit tests
+from tests.unit.scaling.test_lr_annealing import LAW, PEAK, SCHEDULES, TRUTH, T, schedule, table  # noqa: F401
 
 
 # ---------------------------------------------- CLI (in-process: the same parser and exit codes, without start-up time)
