@@ -63,7 +63,7 @@ class LmEvalEvaluator:
         if not s.subprocess:
             import torch  # deferred: imports torch
 
-            from evals.run_eval import evaluate_run
+            from evals.run_eval import evaluate_run  # deferred: imports pydantic, lm-eval
 
             threads = torch.get_num_threads()
             try:

@@ -83,7 +83,7 @@ def evaluate_run(
     margs = {"batch_size": batch_size, **(model_args or {})}
     try:
         if lm is None:
-            from evals.adapter import ScalelabLM
+            from evals.adapter import ScalelabLM  # deferred: imports torch, lm-eval
 
             log(f"loading {ckpt} (step {step})")
             lm = ScalelabLM(path=str(ckpt), device=device, **margs)

@@ -20,6 +20,9 @@ from pathlib import Path
 
 import yaml
 
+from rundir.read import find_run_dirs
+from rundir.summary import read_summary
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STUDIES = PROJECT_ROOT / "notebooks" / "studies"
 SOURCES = ("auto", "runs", "quickstart", "published", "study")
@@ -50,9 +53,6 @@ def studies_dir() -> Path:
 
 
 def _has_done_runs(root: Path) -> bool:
-    from rundir.read import find_run_dirs
-    from rundir.summary import read_summary
-
     return root.is_dir() and any((read_summary(d) or {}).get("status") == "done" for d in find_run_dirs(root))
 
 

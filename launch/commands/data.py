@@ -60,7 +60,9 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     def prepare_fn(cfg, log=log, force=False):
         from pretrain.data.prepare import prepare  # deferred, as above
-        from pretrain.data.prepare_tasks import prepare_in_tasks
+        from pretrain.data.prepare_tasks import (
+            prepare_in_tasks,  # deferred: imports numpy, pydantic, tokenizers (a fast --help)
+        )
 
         k = args.tasks or cfg.tasks
         if k == 1 and args.executor == "local":

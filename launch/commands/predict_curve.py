@@ -56,7 +56,7 @@ def cmd_predict_curve(args) -> int:
                 f"{args.fit} is a '{rec.get('law')}' fit; predict-curve "
                 "needs an lr-annealing fit (scalelab fit lr-annealing)"
             )
-        from pretrain.config.loader import load_train_config
+        from pretrain.config.loader import load_train_config  # deferred: imports pydantic (a fast --help)
 
         cfg = load_train_config(args.config, args.overrides)
         out = predict(rec, cfg, ci=args.ci)
@@ -116,7 +116,7 @@ def _model_warnings(rec, cfg) -> list[str]:
     params = {c.get("params") for c in curves if c.get("params")}
     if params:
         try:
-            from models.accounting import model_counts
+            from models.accounting import model_counts  # deferred: imports pydantic (a fast --help)
 
             n = model_counts(cfg.model, vocab_size=cfg.model.vocab_size or cfg.data.tokenizer.vocab_size).total
         except Exception:  # a count we cannot make is simply not checked

@@ -135,9 +135,12 @@ def progress_lines(runs: list, now: float | None = None) -> list[str]:
 
     Read from the progress file the running `scalelab data prepare` keeps in its work folder
     (launch.executors.data_tasks); nothing is hashed or resolved, so `sweep status` stays fast."""
-    from launch.executors.data_tasks import PROGRESS_FILE, fmt_seconds
-    from pretrain.data.prepare import output_dir
-    from pretrain.data.tasks import read_json, work_dir
+    from launch.executors.data_tasks import (  # deferred: imports numpy, pydantic, tokenizers (a fast --help)
+        PROGRESS_FILE,
+        fmt_seconds,
+    )
+    from pretrain.data.prepare import output_dir  # deferred: imports numpy, pydantic, tokenizers
+    from pretrain.data.tasks import read_json, work_dir  # deferred: imports numpy, pydantic, tokenizers
 
     now = time.time() if now is None else now
     lines, seen = [], set()

@@ -60,7 +60,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         if cfg.mixture is not None:
             if args.out:
                 raise ConfigError("--out: a mixture has no output folder of its own (each component has one)")
-            from pretrain.data.mixture import open_mixture
+            from pretrain.data.mixture import open_mixture  # deferred: imports numpy, pydantic (a fast --help)
 
             mix = open_mixture(cfg, prepare_missing=True, log=log, force=args.force, prepare_fn=prepare_fn)
         else:

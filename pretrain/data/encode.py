@@ -33,6 +33,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from pretrain.errors import DataError
+
 PIECE_CHARS = 1 << 16
 TASK_CHARS = 1 << 20
 POOL_MIN_CHARS = 8 << 20
@@ -159,8 +161,6 @@ class _Worker:
             self.proc.wait()
             self.errors.seek(0)
             tail = self.errors.read().decode(errors="replace").strip().splitlines()[-5:]
-            from pretrain.errors import DataError
-
             raise DataError(
                 f"a tokenizer worker process failed (exit {self.proc.returncode}): " + " | ".join(tail)
             ) from None
