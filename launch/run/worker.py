@@ -121,7 +121,7 @@ def claim(
     wait_s: float = 1.0,
     slurm_job: str | None = None,
 ) -> tuple[RunLock | None, str]:
-    """Lock, then start_or_skip under the lock: the one way a worker or executor takes a run.
+    """Lock, then decide under the lock (`start_or_skip`): the one way a worker or executor takes a run.
 
     (lock, "run") with the lock held; else (None, why): "busy" (held by another launch) or what `start_or_skip`
     said ("done", "failed", "stale"). Deciding under the lock matters: another launch may have just finished it."""
