@@ -27,10 +27,13 @@ STUDIES = {
 }
 
 
-@pytest.fixture(scope="session")
+# Module scope: the suite's conftest runs a module with a module-scoped fixture in one pytest-xdist worker, so
+# two workers never train the same studies at once (their runs' locks would make one launch skip them).
+@pytest.fixture(scope="module")
 def studies() -> Path:
     """The notebooks' studies, trained (and the ladder evaluated) once: SCALELAB_NB_STUDIES when set, else
-    a folder beside the sweep tests' shared data."""
+    a folder beside the sweep tests' shared data. On a fresh clone this trains ~45 tiny runs first: the tests
+    that use it get a longer timeout than the suite's 420 s (later sessions reuse the trained runs)."""
     from launch.notebook_sources import launch_study
 
     root = Path(os.environ.get("SCALELAB_NB_STUDIES") or SHARED / "notebook-studies")
@@ -94,6 +97,7 @@ def test_planning_notebook_on_epochs_table(tmp_path, monkeypatch):
 
 
 @requires_corpus
+@pytest.mark.timeout(3600)
 def test_batch_lr_notebook_on_its_study(studies, tmp_path, monkeypatch):
     text, images = _execute("3_batch_size_and_lr", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies))
     assert "source: study" in text and "18 finished runs" in text
@@ -101,6 +105,7 @@ def test_batch_lr_notebook_on_its_study(studies, tmp_path, monkeypatch):
 
 
 @requires_corpus
+@pytest.mark.timeout(3600)
 def test_moe_notebook_on_its_study(studies, tmp_path, monkeypatch):
     text, images = _execute("4_moe", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies))
     assert "source: study" in text and "16 finished runs" in text
@@ -108,6 +113,7 @@ def test_moe_notebook_on_its_study(studies, tmp_path, monkeypatch):
 
 
 @requires_corpus
+@pytest.mark.timeout(3600)
 def test_loss_curves_notebook_on_its_studies(studies, tmp_path, monkeypatch):
     text, images = _execute("5_loss_curves", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies))
     assert "source: study" in text and "cosine run, final logged loss: predicted" in text
@@ -115,6 +121,7 @@ def test_loss_curves_notebook_on_its_studies(studies, tmp_path, monkeypatch):
 
 
 @requires_corpus
+@pytest.mark.timeout(3600)
 def test_accuracy_notebook_on_its_study(studies, tmp_path, monkeypatch):
     text, images = _execute("6_loss_to_accuracy", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies))
     assert "source: study" in text and "held-out accuracies inside their 95% prediction interval" in text
