@@ -26,7 +26,7 @@ def test_lm_eval_log_probs_of_exported_mup_model_equal_ours(tmp_path):
     )
     rd = write_run_dir(tmp_path / "run", tiny_model(cfg), tok, step=4)
     export_checkpoint(rd, tmp_path / "hf")
-    plan = T.plan(TASKS)
+    plan = T.resolve_tasks(TASKS)
     try:
         kw = dict(tasks=TASKS, task_manager=plan.task_manager(), limit=6, bootstrap_iters=0, verbosity="ERROR")
         ours = lm_eval.simple_evaluate(model=ScalelabLM(path=str(rd), device="cpu", batch_size=4), **kw)["results"]
