@@ -41,7 +41,7 @@ from rundir.read import find_run_dirs
 from rundir.summary import read_summary
 from scaling.planning.emit import run_name
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # launch/quickstart/job.py
 
 
 def register(sub) -> None:
