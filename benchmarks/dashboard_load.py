@@ -28,7 +28,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dashboard.runs import RunStore
+from dashboard.stores.runs import RunStore
 
 TARGET_S = 2.0
 

@@ -23,11 +23,15 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Res
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from dashboard import evals_view, lineage, moe_view, plan_view, profile_view
-from dashboard.api_views import Views
-from dashboard.fits import FitStore
-from dashboard.runs import TABLE_COLUMNS, RunStore
 from dashboard.security import BadId, Scrubber, UnknownId
+from dashboard.stores import lineage
+from dashboard.stores.fits import FitStore
+from dashboard.stores.runs import TABLE_COLUMNS, RunStore
+from dashboard.views import evals as evals_view
+from dashboard.views import moe_router as moe_view
+from dashboard.views import plan as plan_view
+from dashboard.views import profile as profile_view
+from dashboard.views.api import Views
 from scaling.core.errors import InputError
 
 STATIC = Path(__file__).parent / "static"

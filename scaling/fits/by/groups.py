@@ -25,7 +25,7 @@ from scaling.data import inputs
 from scaling.data.table_files import read_table
 from scaling.fits.record import data_sha256
 
-# the group's own warnings that mean its law cannot be read (as dashboard.fit_checks judges them)
+# the group's own warnings that mean its law cannot be read (as dashboard.stores.fit_checks judges them)
 _UNIDENTIFIED = re.compile(r"not (separately )?identified|stopped on its bound", re.I)
 POINT_COLUMNS = ("N", "D", "loss", "flops", "lr", "batch_tokens", "run")
 

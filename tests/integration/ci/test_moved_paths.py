@@ -38,3 +38,11 @@ def test_notebook_imports_of_scaling_still_work():
     from scaling.synthetic import chinchilla_table  # noqa: F401
 
     assert fit_chinchilla is defined
+
+
+def test_the_dashboard_demo_command_still_starts():
+    # `python -m dashboard.demo DIR` (the module moved to dashboard.demo.build): its --help, no training
+    r = subprocess.run(
+        [sys.executable, "-m", "dashboard.demo", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0 and "--no-fits" in r.stdout, r.stderr

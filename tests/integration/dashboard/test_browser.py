@@ -51,7 +51,7 @@ def _browser_available():
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    from dashboard.demo import make
+    from dashboard.demo.build import make
 
     # SCALELAB_DASHBOARD_DEMO=DIR reuses (or fills) a demo tree between local test runs
     return make(os.environ.get("SCALELAB_DASHBOARD_DEMO") or tmp_path_factory.mktemp("dash"))

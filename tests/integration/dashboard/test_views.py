@@ -18,7 +18,7 @@ pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
 
 from fastapi.testclient import TestClient
 
-from dashboard import demo_data
+from dashboard.demo import data as demo_data
 from dashboard.server import create_app
 from launch.cli import main as scalelab
 from scaling.fits.accuracy import SigmoidAccuracy
@@ -399,17 +399,19 @@ def test_demo_help_prints_usage_and_builds_nothing(tmp_path):
 
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     r = subprocess.run(
-        [sys.executable, "-m", "dashboard.demo", "--help"],
+        [sys.executable, "-m", "dashboard.demo.build", "--help"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert r.returncode == 0 and r.stdout.startswith("usage: python -m dashboard.demo") and "--no-fits" in r.stdout
+    assert (
+        r.returncode == 0 and r.stdout.startswith("usage: python -m dashboard.demo.build") and "--no-fits" in r.stdout
+    )
     assert list(tmp_path.iterdir()) == []  # no "--help" folder, no training
     r = subprocess.run(
-        [sys.executable, "-m", "dashboard.demo", "--bogus"],
+        [sys.executable, "-m", "dashboard.demo.build", "--bogus"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

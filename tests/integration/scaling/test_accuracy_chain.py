@@ -155,7 +155,7 @@ def test_task_loss_from_a_table_with_a_task_column(tmp_path):
     assert rec["tasks"]["b"]["params"]["E"] == pytest.approx(LAW["E"] * 1.2, rel=2e-3)
     # the record keeps the task column, so the dashboard rereads the table into its two tasks
     assert rec["settings"]["columns"] == {"loss": "bpb", "task": "name"}
-    from dashboard.fit_data import read
+    from dashboard.stores.fit_data import read
 
     rows = read(rec, path)
     assert sorted({r["task"] for r in rows}) == ["a", "b"] and len(rows) == 2 * len(NS) * len(DS)

@@ -14,8 +14,8 @@ from tests.helpers import small_run
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
 from fastapi.testclient import TestClient
 
-from dashboard.fit_checks import not_identified
 from dashboard.server import create_app
+from dashboard.stores.fit_checks import not_identified
 
 SECRET = "SECRET-OUTSIDE-THE-ROOTS"
 
@@ -274,7 +274,7 @@ def test_a_law_flat_to_rounding_gets_a_readable_axis(tmp_path):
     """Even when drawn (draw_fit=True), a curve flat to 1e-16 gets a padded axis range instead of
     autorange's 1e-16-wide one (ticks like 0.00300000000000744); a normal curve keeps autorange."""
     import scaling.synthetic.runs as syn
-    from dashboard import scaling_view
+    from dashboard.views import scaling as scaling_view
     from scaling.fits.batch_lr import fit_batch_lr
 
     flat = {f["id"]: f for f in scaling_view.figures(_degenerate_batch_lr(tmp_path / "d.json"), [], draw_fit=True)}

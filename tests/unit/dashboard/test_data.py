@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import moe_view, scaling_view
-from dashboard.runs import RunStore
 from dashboard.security import BadId, UnknownId, check_id, inside
+from dashboard.stores.runs import RunStore
+from dashboard.views import moe_router as moe_view
+from dashboard.views import scaling as scaling_view
 from tests.helpers import small_run
 
 
@@ -77,7 +78,7 @@ def test_figures_from_records():
 
 
 def test_eval_rows_tolerate_schema_drift():
-    from dashboard.evals_view import rows_for_run
+    from dashboard.views.evals import rows_for_run
 
     row = {"id": "s/a", "flops_per_token": 10.0}
     evs = [
@@ -101,7 +102,7 @@ def test_eval_rows_tolerate_schema_drift():
 
 
 def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
-    from dashboard.fits import FitStore
+    from dashboard.stores.fits import FitStore
 
     (tmp_path / "good.json").write_text(
         json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "source": "/nonexistent.csv"})
@@ -120,7 +121,7 @@ def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
 
 
 def test_runs_table_shows_epochs(tmp_path):
-    from dashboard.runs import TABLE_COLUMNS
+    from dashboard.stores.runs import TABLE_COLUMNS
 
     d = small_run(tmp_path, "s/a")
     (d / "summary.json").write_text(json.dumps({"status": "done", "steps": 3, "epochs": 1.25, "unique_tokens": 4096}))

@@ -10,7 +10,7 @@ pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
 
 
 def test_fit_checks_per_law():
-    from dashboard.fit_checks import not_identified
+    from dashboard.stores.fit_checks import not_identified
 
     assert (
         not_identified({"law": "accuracy", "params": {"a": 0.4, "b": 0.0, "k": -5.0, "L0": 2.0}}) == []

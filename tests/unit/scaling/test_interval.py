@@ -3,7 +3,7 @@ the numbers np.percentile gives at the same levels."""
 
 import numpy as np
 
-from dashboard.plotting import percentile_band
+from dashboard.views.plotting import percentile_band
 from scaling.core.bootstrap import interval
 from scaling.laws.multiplier import draw_interval
 

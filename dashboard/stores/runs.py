@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dashboard import lineage
 from dashboard.security import contained, resolve_known
+from dashboard.stores import lineage
 from rundir import read  # the run registry: row contract and dir discovery
 from rundir.files import read_yaml
 from rundir.layout import CONFIG, LAUNCH_CONFIG, LOCK, METRICS, SUMMARY, RunDir, eval_step

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard import scaling_view
-from dashboard.fit_checks import not_identified
-from dashboard.plotting import PALETTE, arr, fig
+from dashboard.stores.fit_checks import not_identified
+from dashboard.views import scaling as scaling_view
+from dashboard.views.plotting import PALETTE, arr, fig
 from scaling.core.conventions import TokenCost
 from scaling.core.errors import InputError
 from scaling.laws.allocation import search_range

@@ -2,7 +2,7 @@
 
 Server-side so the law algebra lives in Python next to `scaling.laws`; the browser only draws.
 Every figure is a plain dict {id, title, data, layout}. An lr-annealing record's curves are drawn by
-dashboard.annealing_view; MoE laws and the loss-to-accuracy chain by their own modules (api_views).
+dashboard.views.annealing; MoE laws and the loss-to-accuracy chain by their own modules (api_views).
 Curves beyond the largest fitted compute are drawn dashed and labelled as extrapolation. With draw_fit=False
 (a fit that fit_checks says is not identified) only the data are drawn: no fitted curve, band or extrapolation.
 """
@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from dashboard.annealing_view import figures as annealing
-from dashboard.plotting import PALETTE, arr, fig, group, readable_y
+from dashboard.views.annealing import figures as annealing
+from dashboard.views.plotting import PALETTE, arr, fig, group, readable_y
 from scaling.core.bootstrap import interval
 from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw, PowerLaw, StepsExamplesLaw
 from scaling.laws.loss import ChinchillaLaw, FrontierLaw

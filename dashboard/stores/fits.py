@@ -17,9 +17,9 @@ import os
 import threading
 from pathlib import Path
 
-from dashboard import fit_data
-from dashboard.fit_checks import not_identified
 from dashboard.security import UnknownId, contained, escaping_links, resolve_known
+from dashboard.stores import fit_data
+from dashboard.stores.fit_checks import not_identified
 from rundir.layout import CONFIG, EVALS, MARKERS, METRICS, SUMMARY
 
 # the files the scaling readers open in a run tree (rglob: symlinked directories are not descended)
@@ -134,7 +134,7 @@ class FitStore:
         return None, "its data source is not available on this machine"
 
     def points(self, rec: dict, rid: str | None = None) -> tuple[list[dict], str | None]:
-        """The fitted data as rows (dashboard.fit_data: per law), or a reason.
+        """The fitted data as rows (dashboard.stores.fit_data: per law), or a reason.
         `rid` (the record's id) lets a relative `source` resolve against the record's folder."""
         src = rec.get("source")
         if not src or src == "DataFrame" or not isinstance(src, str):

@@ -2,7 +2,7 @@
 
 The law L(s) = L0 + A S1^-alpha - C S2 (Tissue et al. 2024) predicts a whole curve from its lr
 schedule; scaling.laws.lr_annealing.predict_curve gives it, with the pointwise bootstrap band of
-the record's samples. The data are the curves the fitter read (dashboard.fit_data), each point
+the record's samples. The data are the curves the fitter read (dashboard.stores.fit_data), each point
 at the middle of the updates it averages; points before --skip-fraction were not fitted (faint),
 and a held-out run (--holdout last-run) is named so. Without the data, the record's own per-run
 rows still show the last point observed against the law.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard.plotting import PALETTE, band, fig, note, rgba
+from dashboard.views.plotting import PALETTE, band, fig, note, rgba
 from scaling.laws.lr_annealing import predict_curve
 
 MAX_CURVE_POINTS = 400  # the law's curve is sent at most this many steps per run

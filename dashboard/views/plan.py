@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from dashboard.plotting import PALETTE, band, error_y, fig
+from dashboard.views.plotting import PALETTE, band, error_y, fig
 from scaling.core.errors import InputError
 from scaling.planning.plan import make_plan
 from scaling.planning.run_model import run_label

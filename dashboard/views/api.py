@@ -8,9 +8,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from dashboard import by_view, chain_view, moe_law_view, plan_view, scaling_view
-from dashboard.fit_checks import not_identified
-from dashboard.plotting import readable_y
+from dashboard.stores.fit_checks import not_identified
+from dashboard.views import by as by_view
+from dashboard.views import chain as chain_view
+from dashboard.views import moe_law as moe_law_view
+from dashboard.views import plan as plan_view
+from dashboard.views import scaling as scaling_view
+from dashboard.views.plotting import readable_y
 from scaling.core.errors import InputError
 from scaling.fits.record import FitRecord
 from scaling.planning.devices import DEVICES, PRECISIONS

@@ -8,7 +8,7 @@
   accuracy:     scaling.fits.accuracy.load_runs (run tree) / load_table -> task, loss, acc, chance
   lr-annealing: scaling.lr_annealing.curves.load_curves -> {run, lr, lo, hi, loss} per curve
 with the reading options the record states (settings, columns, n_kind). `path` has already been
-confined to the served roots (dashboard.fits). Torch-free.
+confined to the served roots (dashboard.stores.fits). Torch-free.
 """
 
 from __future__ import annotations

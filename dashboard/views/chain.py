@@ -8,15 +8,15 @@ The chain, N, D -> accuracy: step 2 through step 1 at each model size, with the 
 prediction interval (scaling.planning.accuracy_chain.predict_chain) at every evaluated run beside the
 accuracy it measured. A record is paired with a partner of the other step when one in --fits
 chains with it (scaling.planning.accuracy_chain.check). A step whose fit is not identified for the task
-(dashboard.fit_checks) is not drawn; its data are.
+(dashboard.stores.fit_checks) is not drawn; its data are.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from dashboard.fit_data import n_kind
-from dashboard.plotting import PALETTE, arr, band, error_y, fig, group, note, percentile_band
+from dashboard.stores.fit_data import n_kind
+from dashboard.views.plotting import PALETTE, arr, band, error_y, fig, group, note, percentile_band
 from scaling.core.conventions import TokenCost
 from scaling.core.errors import InputError
 from scaling.fits.accuracy import SigmoidAccuracy

@@ -3,10 +3,10 @@
 and fit records (`scalelab fit`), plus deliberately broken dirs.
 
 Used by the browser tests (once per session) and to make the docs' screenshots:
-    python -m dashboard.demo OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
+    python -m dashboard.demo.build OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
 The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is too small to fit a
 5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic.runs, and MoE tables, a run tree
-with task evaluations and lr-schedule curves from dashboard.demo_data; the runs, metrics, MoE
+with task evaluations and lr-schedule curves from dashboard.demo.data; the runs, metrics, MoE
 router statistics and eval results are real.
 """
 
@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 import scaling.synthetic.runs as syn
-from dashboard import demo_data
+from dashboard.demo import data as demo_data
 from rundir.layout import CONFIG, SUMMARY, RunDir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = [("n50k-lr3e-3", "n50k", 3e-3), ("n50k-lr1e-2", "n50k", 1e-2), ("n100k-lr3e-3", "n100k", 3e-3)]
 BROKEN = {
     "tiny-sweep/broken-summary": {SUMMARY: '{"status": "done", "tokens": '},
@@ -240,7 +240,7 @@ def _fits(fdir: Path, log) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
 
-    ap = argparse.ArgumentParser(prog="python -m dashboard.demo", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m dashboard.demo.build", description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "out",
         nargs="?",

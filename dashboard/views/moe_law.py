@@ -5,7 +5,7 @@ compute, C = 6 N D with N the active non-embedding parameters (the convention `f
 the law is drawn in it) or the trainer's own FLOPs count; a dense run is E = 1, G = 1. Colour by
 experts, granularity or router.
 A `fit moe` record (scaling.laws.moe through scaling.laws.registry.from_record): its data (the table or
-runs it was fitted on, dashboard.fit_data) and, Krajewski's L(N, D, G), the compute-optimal loss
+runs it was fitted on, dashboard.stores.fit_data) and, Krajewski's L(N, D, G), the compute-optimal loss
 L_opt(C; G) for each granularity in the data over the data's compute (dashed beyond it, up to the
 record's own derived budgets), with its bootstrap band; Clark's L(N, E) (no data term), loss vs
 active parameters for each expert count. Both laws also against their data (predicted vs
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard.plotting import PALETTE, SYMBOLS, band, fig, note, percentile_band, rgba
+from dashboard.views.plotting import PALETTE, SYMBOLS, band, fig, note, percentile_band, rgba
 from scaling.laws.moe import KRAJEWSKI_PARAMS, KrajewskiLaw
 from scaling.laws.registry import from_record
 

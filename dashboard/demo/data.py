@@ -144,7 +144,7 @@ WSD_RUNS = {"n50k-stable": None, "n50k-d4.1k": ("n50k-stable", 6), "n50k-d8.19k"
 def wsd_spec(path: Path, runs_dir: Path, data_dir: Path) -> Path:
     """A `wsd` sweep spec on the demo's prepared data (its runs go to `runs_dir`)."""
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     spec = {
         "name": "wsd-demo",
         "base": str(repo / "configs/train/tiny.yaml"),

@@ -1,7 +1,7 @@
 """The docs' screenshots (docs/screenshots/) of every view, taken with Debian Chromium via Playwright.
 
-    python -m dashboard.screenshots DEMO_DIR [OUT_DIR=docs/screenshots]
-DEMO_DIR is filled by dashboard.demo (a real tiny sweep) if it is empty.
+    python -m dashboard.demo.screenshots DEMO_DIR [OUT_DIR=docs/screenshots]
+DEMO_DIR is filled by dashboard.demo.build (a real tiny sweep) if it is empty.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from dashboard.demo import make
+from dashboard.demo.build import make
 
 ARGS = [
     "--headless",
