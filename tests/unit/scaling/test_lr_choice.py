@@ -23,6 +23,14 @@ def test_vertex_recovers_an_off_grid_optimum():
     assert a == pytest.approx(0.05) and math.exp(-b / (2 * a)) == pytest.approx(5.5e-3)
 
 
+def test_the_parabola_is_local_to_the_best_point():
+    # a steep rise past the optimum (a diverging largest lr) must not pull the vertex away from it
+    losses = parabola(5.5e-3)
+    losses[-1] = 9.0
+    got = choose_lr(LRS, losses)
+    assert got["method"] == "vertex" and got["lr"] == pytest.approx(5.5e-3, rel=1e-9)
+
+
 def test_vertex_outside_the_grid_takes_the_best_point_and_says_which_way():
     got = choose_lr(LRS, parabola(5e-2))
     assert got["method"] == "best" and got["lr"] == 1.6e-2
