@@ -19,6 +19,54 @@ class SweepStep(StrictModel):
     set: list[str] = Field(default_factory=list, description="`scalelab sweep launch --set` edits of the spec")
 
 
+class BatchLrStep(SweepStep):
+    run: Literal["auto"] | bool = Field(
+        "auto",
+        description="run the batch-size x lr sweep and its law: auto = only when something uses it "
+        "(hparams_law or plan.hparams_from_fit); true: always; false: never",
+    )
+
+
+class TransferStep(StrictModel):
+    """Tune once, transfer: an lr sweep on the smallest IsoFLOP model under μP, whose chosen lr trains every
+    IsoFLOP run, anchor and the plan's run under μP (docs/quickstart.md)."""
+
+    enabled: bool = Field(False, description="run the lr sweep and train every later run under μP with its lr")
+    parametrization: Literal["mup"] = Field("mup", description="the parametrization the lr transfers under")
+    model: str | None = Field(
+        None, description="model preset of the lr sweep (null: the IsoFLOP sweep's smallest, by d_model)"
+    )
+    base_width: int | None = Field(
+        None, ge=1, description="model.mup_base_width of every run (null: the lr sweep model's d_model)"
+    )
+    lrs: list[float] = Field(
+        [7.5e-4, 1.5e-3, 3.0e-3, 6.0e-3, 1.2e-2],
+        min_length=3,
+        description="peak lrs of the sweep (log-spaced; at least 3 for the parabola)",
+    )
+    tokens: float = Field(1.0e6, gt=0, description="training tokens of each lr-sweep run")
+    set: list[str] = Field(
+        default_factory=list, description="`scalelab sweep launch --set` edits of the generated lr-sweep spec"
+    )
+
+    @field_validator("lrs", mode="before")
+    @classmethod
+    def _floats(cls, v):
+        return [float(x) for x in v] if isinstance(v, list) else v
+
+    @field_validator("lrs")
+    @classmethod
+    def _distinct_positive(cls, v):
+        if any(not x > 0 for x in v) or len(set(v)) != len(v):
+            raise ValueError(f"must be distinct positive learning rates (got {v})")
+        return sorted(v)
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _float(cls, v):
+        return float(v) if isinstance(v, (str, int)) else v
+
+
 class WsdOptions(StrictModel):
     cooldown: float = Field(
         0.2,
@@ -101,13 +149,14 @@ class QuickstartConfig(StrictModel):
         0, description="train.seed of every run and the fits' bootstrap seed (repeat the study with others)"
     )
     data: DataStep = Field(default_factory=DataStep)
-    batch_lr: SweepStep
+    batch_lr: BatchLrStep
     isoflop: IsoflopStep
     hparams_law: bool = Field(
         True,
         description="fit the batch-size x lr law first; every IsoFLOP "
         "budget and the plan's run take lr and batch from it",
     )
+    transfer: TransferStep = Field(default_factory=TransferStep)
     eval: EvalStep = Field(default_factory=EvalStep)
     fit: FitStep = Field(default_factory=FitStep)
     plan: PlanStep = Field(default_factory=PlanStep)
@@ -120,3 +169,24 @@ class QuickstartConfig(StrictModel):
                 "take their own from the batch-lr law; set hparams_law: false"
             )
         return self
+
+    @model_validator(mode="after")
+    def _batch_lr_used(self) -> QuickstartConfig:
+        if self.batch_lr.run is False and self.hparams_law:
+            raise ValueError("batch_lr.run: false skips the batch-lr law that hparams_law: true uses; set one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _one_lr_source(self) -> QuickstartConfig:
+        if self.transfer.enabled and (self.hparams_law or self.plan.hparams_from_fit):
+            raise ValueError(
+                "transfer.enabled: every run takes the lr the μP sweep chose, so the batch-lr law cannot give "
+                "another; set hparams_law: false and plan.hparams_from_fit: false"
+            )
+        return self
+
+    def batch_lr_runs(self) -> bool:
+        """Whether stage 2 runs: `batch_lr.run`, where auto means only when its law is used."""
+        if self.batch_lr.run == "auto":
+            return self.hparams_law or self.plan.hparams_from_fit
+        return self.batch_lr.run

@@ -1,7 +1,9 @@
 """`scalelab quickstart`: the main job. A real scaling study on the bundled corpus, end to end.
 
 1. prepare the data (BPE trained on a sample of the corpus);
-2. a batch-size x learning-rate sweep through the local executor (live progress) and its law;
+2. a batch-size x learning-rate sweep through the local executor (live progress) and its law, when
+   something uses it (`batch_lr.run: auto`); with `transfer.enabled`, an lr sweep on the smallest
+   model under μP whose chosen lr trains every later run under μP (launch.quickstart.transfer);
 3. an IsoFLOP sweep whose budgets take lr and batch from that law (DeepSeek's procedure), or
    (`isoflop.schedule: wsd`) the same study from WSD cooldown branches: per size one stable run to
    the largest budget's tokens and a branch at each smaller budget's (launch.quickstart.wsd);
@@ -34,7 +36,17 @@ import yaml
 from launch.quickstart.evals import already_done
 from launch.quickstart.report import write_report
 from launch.quickstart.study import isoflop_study
+from launch.quickstart.transfer import (
+    choose,
+    isoflop_spec,
+    lr_spec,
+    planned_configs,
+    transferred_settings,
+    write_record,
+    write_spec,
+)
 from launch.quickstart.wsd import plan_run_schedule, write_wsd_spec
+from launch.sweep.mup_check import mup_transfer_warning
 from pretrain.errors import ConfigError
 from rundir.layout import RunDir
 from rundir.read import find_run_dirs
@@ -126,6 +138,11 @@ class MainJob:
         self.cumulative: dict[str, float] = {}  # summed over invocations, as saved in timings.json
         self.cpu: dict[str, float] = {}  # subprocesses' CPU seconds, summed over invocations
         self.wsd = cfg.isoflop.schedule == "wsd"
+        self.transfer = cfg.transfer.enabled
+        self.transferred: dict | None = None  # the keys every run after the lr sweep takes (transfer.enabled)
+        self.transfer_result: dict | None = None  # transfer/lr-sweep.json
+        self.base_cfgs: list = []  # the lr sweep's run configs: what the μP transfer starts from
+        self.batch_lr_skipped: str | None = None  # why stage 2 did not run (batch_lr.run)
 
     # ----------------------------------------------------------------- helpers
     def scalelab(self, *args: str, allow_fail: bool = False) -> int:
@@ -176,13 +193,25 @@ class MainJob:
 
     def runs_dir(self, step) -> Path:
         name = self._spec(step)["name"]
-        return self.out / "runs" / (f"{name}-wsd" if step is self.cfg.isoflop and self.wsd else name)
+        if step is self.cfg.isoflop:
+            name += ("-wsd" if self.wsd else "") + (f"-{self.cfg.transfer.parametrization}" if self.transfer else "")
+        return self.out / "runs" / name
+
+    def lr_runs_dir(self) -> Path:
+        """Where the μP lr sweep's runs go (transfer.enabled)."""
+        return self.out / "runs" / f"{self._spec(self.cfg.isoflop)['name']}-{self.cfg.transfer.parametrization}-lr"
 
     def iso_spec(self) -> tuple[Path, list[str]]:
         """The IsoFLOP sweep to launch and its `--set` edits: the spec as it is, or (schedule wsd)
         its conversion to WSD branches, written to specs/ in the output folder."""
         step = self.cfg.isoflop
         spec = Path(step.spec) if Path(step.spec).is_absolute() else PROJECT_ROOT / step.spec
+        if self.transferred is not None:  # every run under μP with the lr the sweep chose
+            data = isoflop_spec(spec, step.set, self.transferred, step.wsd if self.wsd else None)
+            what = "the IsoFLOP study under μP with the lr of the lr sweep on its smallest model"
+            path = write_spec(data, self.out / "specs", spec, what)
+            self.warn_mup(planned_configs(path), "the IsoFLOP runs")
+            return path, []
         if not self.wsd:
             return spec, list(step.set)
 
@@ -222,14 +251,23 @@ class MainJob:
         iso_runs, bslr_runs = self.runs_dir(self.cfg.isoflop), self.runs_dir(self.cfg.batch_lr)
         fits = self.out / "fits"
         boot = [str(self.cfg.fit.bootstrap), "--seed", str(self.cfg.seed)]
-        with self.step("2. batch-size x learning-rate sweep and law"):
-            self.sweep(self.cfg.batch_lr, PROJECT_ROOT / self.cfg.batch_lr.spec, self.cfg.batch_lr.set, data_set)
-            self.fit(
-                ["batch-lr", bslr_runs, "--bootstrap", *boot, "--optimum", self.cfg.fit.batch_lr_optimum],
-                fits / "batch-lr",
-                bslr_runs,
-                required=False,
+        self.batch_lr_skipped = None if self.cfg.batch_lr_runs() else self.skip_note()
+        if self.batch_lr_skipped:
+            print(
+                f"\n=== 2. batch-size x learning-rate sweep and law: skipped ===\n{self.batch_lr_skipped}", flush=True
             )
+        else:
+            with self.step("2. batch-size x learning-rate sweep and law"):
+                self.sweep(self.cfg.batch_lr, PROJECT_ROOT / self.cfg.batch_lr.spec, self.cfg.batch_lr.set, data_set)
+                self.fit(
+                    ["batch-lr", bslr_runs, "--bootstrap", *boot, "--optimum", self.cfg.fit.batch_lr_optimum],
+                    fits / "batch-lr",
+                    bslr_runs,
+                    required=False,
+                )
+        if self.transfer:
+            with self.step("2b. μP lr sweep on the smallest model (tune once, transfer)"):
+                self.tune(data_set)
 
         iso_step = "3. IsoFLOP sweep" + (" (WSD branches)" if self.wsd else "")
         with self.step(iso_step):
@@ -265,7 +303,9 @@ class MainJob:
         with self.step("5. plan, its run, and evaluation of the sweeps (in parallel)"):
             # A tiny model's training gains little from a second thread, so the sweeps' checkpoints
             # are evaluated on the other core while the plan's run trains on one.
-            evals = self.start_evaluation(self.done_runs(iso_runs) + self.done_runs(bslr_runs), workers=1)
+            evals = self.start_evaluation(
+                self.done_runs(iso_runs) + (self.done_runs(bslr_runs) if not self.batch_lr_skipped else []), workers=1
+            )
             plan_run = self.plan_and_train(fits, iso_runs, threads=self.cfg.plan.threads or (1 if evals else None))
             self.wait_evaluation(evals)
 
@@ -287,6 +327,8 @@ class MainJob:
                 self.cumulative,
                 study=study,
                 cpu=self.cpu,
+                batch_lr_skipped=self.batch_lr_skipped,
+                transfer=self.transfer_result,
             )
         print(f"\nreport: {report}")
         print(study["line"])
@@ -297,6 +339,56 @@ class MainJob:
         )
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
         return 0
+
+    def skip_note(self) -> str:
+        """Why stage 2 does not run, for the log and the report."""
+        if self.cfg.batch_lr.run is False:
+            return "batch_lr.run: false: the batch-size x lr sweep and its law are not run"
+        return (
+            "batch_lr.run: auto: nothing uses the batch-lr law (hparams_law: false, plan.hparams_from_fit: false), "
+            "so its sweep is not run; set batch_lr.run: true to run it anyway"
+        )
+
+    def tune(self, data_set: list[str]) -> None:
+        """Tune once: the lr sweep on the smallest IsoFLOP model under μP, the lr chosen from it, and
+        the keys every later run takes (self.transferred)."""
+        t = self.cfg.transfer
+        iso = self.cfg.isoflop
+        src = Path(iso.spec) if Path(iso.spec).is_absolute() else PROJECT_ROOT / iso.spec
+        data, model, mup = lr_spec(src, iso.set, t)
+        base = mup["model.mup_base_width"]
+        what = f"lr sweep of {model} under μP (model.mup_base_width {base}) for the IsoFLOP study"
+        path = write_spec(data, self.out / "specs", src, what)
+        self.base_cfgs = planned_configs(path)[:1]  # the runs differ in lr only
+        runs = self.lr_runs_dir()
+        self.scalelab(
+            "sweep",
+            "launch",
+            path,
+            "--executor",
+            "local",
+            "--workers",
+            self.cfg.workers,
+            *[a for s in [f"runs_dir={runs}", *data_set] for a in ("--set", s)],
+            allow_fail=True,
+        )
+        result = choose(runs, t.lrs, model, mup)
+        write_record(result, self.out / "transfer")
+        self.transfer_result = result
+        self.transferred = transferred_settings(mup, result["lr"])
+        how = "the vertex of a parabola in log lr" if result["method"] == "vertex" else "the best grid point"
+        print(
+            f"transfer: lr {self.transferred['optim.lr']:.4g} ({how}) on {model} under μP, "
+            f"model.mup_base_width {base}: every IsoFLOP run, anchor and the plan's run train with it"
+        )
+        if result.get("warning"):
+            print(f"warning: lr sweep: {result['warning']}")
+
+    def warn_mup(self, cfgs: list, what: str) -> None:
+        """The main job's μP check across sweeps: what the lr was tuned on vs the runs it is used for."""
+        warning = mup_transfer_warning(self.base_cfgs + list(cfgs))
+        if warning:
+            print(f"warning: the lr sweep and {what}: {warning.removeprefix('warning: ')}")
 
     def sweep(self, step, spec: Path, spec_set: list[str], data_set: list[str], extra: list[str] = ()) -> None:
         sets = [f"runs_dir={self.runs_dir(step)}", *data_set, *spec_set, *extra]
@@ -406,9 +498,18 @@ class MainJob:
             self.out
             / "runs"
             / "plan"
-            / (run_name(json.loads((plan_dir / "plan.json").read_text())) + ("-wsd" if self.wsd else ""))
+            / (
+                run_name(json.loads((plan_dir / "plan.json").read_text()))
+                + ("-wsd" if self.wsd else "")
+                + (f"-{self.cfg.transfer.parametrization}" if self.transfer else "")
+            )
         )
         extra = [f"train.threads={threads}"] if threads else []
+        if self.transferred is not None:  # the plan's run trains as the IsoFLOP runs did: μP, the chosen lr
+            from pretrain.config.loader import load_train_config  # deferred: imports pydantic (a fast scalelab --help)
+
+            extra += [f"{k}={v}" for k, v in self.transferred.items()]
+            self.warn_mup([load_train_config(emitted, extra)], "the plan's run")
         if self.wsd:  # the law is tested on a run trained like its points: WSD with the branches' cooldown
             extra += plan_run_schedule(self.cfg.isoflop.wsd)
         self.scalelab(

@@ -106,6 +106,30 @@ def _reach(plan: dict, a3: Path) -> str:
     )
 
 
+def _transfer_section(t: dict | None) -> list[str]:
+    """The μP lr sweep (transfer.enabled): its runs, the parabola's choice and the keys transferred."""
+    if not t:
+        return []
+    how = (
+        "the vertex of a parabola in log lr through the final validation losses at lrs "
+        + ", ".join(f"{x:.3g}" for x in t["fit_lrs"])
+        + " (the best and its neighbours)"
+        if t["method"] == "vertex"
+        else "the best grid point"
+    )
+    rows = [[r["run"], r["lr"], r["status"], r["val_loss"]] for r in t["runs"]]
+    return [
+        "\n## Tune once, transfer: the lr sweep under μP\n",
+        "Every IsoFLOP run, anchor and the plan's run trained under `"
+        + " ".join(f"{k}={v}" for k, v in t["mup"].items())
+        + f" optim.lr={t['lr']:.4g}`: the lr is {how} of "
+        f"`{t['model']}`'s sweep (best grid point {t['best_lr']:.4g}, loss {t['best_loss']:.4f}).\n",
+        *([f"**Warning:** {t['warning']}.\n"] if t.get("warning") else []),
+        _table(["run", "lr", "status", "val loss"], rows),
+        "\n![lr sweep under μP](transfer/lr-sweep.png)\n",
+    ]
+
+
 def write_report(
     out: Path,
     iso_runs: Path,
@@ -117,6 +141,8 @@ def write_report(
     cumulative: dict | None = None,
     study: dict | None = None,
     cpu: dict | None = None,
+    batch_lr_skipped: str | None = None,
+    transfer: dict | None = None,
 ) -> Path:
     from scaling.planning.report import format_plan  # deferred: imports scipy
 
@@ -173,7 +199,10 @@ def write_report(
         "## Fits\n",
         _fit_section(fits / "chinchilla-a3.json", "Chinchilla approach 3 (parametric, Huber on log loss)"),
         _fit_section(fits / "chinchilla-a2.json", "Chinchilla approach 2 (IsoFLOP parabolas)"),
-        _fit_section(fits / "batch-lr.json", "Batch size and learning rate"),
+        _fit_section(fits / "batch-lr.json", "Batch size and learning rate")
+        if not batch_lr_skipped
+        else f"### Batch size and learning rate\n\n(skipped: {batch_lr_skipped})\n",
+        *_transfer_section(transfer),
         "## IsoFLOP sweep\n",
         *(
             [
@@ -185,7 +214,7 @@ def write_report(
         ),
         iso_table,
         "\n## Batch-size x learning-rate sweep\n",
-        bslr_table,
+        bslr_table if not batch_lr_skipped else f"Skipped: {batch_lr_skipped}.\n",
         "\n## The plan's run\n",
         plan_table,
         "\n## Dashboard\n",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import netrc
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ from launch.executors.local import visible_gpus
 from launch.executors.slurm import rank_mode
 from launch.sweep.data_jobs import _data_sets, is_local_path
 from launch.sweep.epochs import run_epochs
+from launch.sweep.mup_check import mup_transfer_warning
 from pretrain.config.loader import PRESET_DIRS, resolve_section, validate_train
 from pretrain.data.sources import _local_hf_path, _resolve_path_source
 from pretrain.errors import ConfigError, DataError
@@ -254,6 +256,9 @@ def preflight(plan, executors: list[str], allow_repeats: bool = False) -> None:
     problems += check_data(plan.runs)
     problems += check_wandb(plan.runs)
     problems += check_epochs(plan.runs, allow_repeats)
+    warning = mup_transfer_warning([r.cfg for r in plan.runs])
+    if warning:  # not a problem: the runs train, but the lr transfer is beyond what width-μP covers
+        print(warning, file=sys.stderr, flush=True)  # stderr: `sweep plan --format json` keeps its stdout
     if not problems:
         return
     runs = {p.run for p in problems}

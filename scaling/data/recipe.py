@@ -33,6 +33,9 @@ RECIPE_KEYS = (
     "schedule.decay_shape",
     "model.seq_len",
     "model.tie_embeddings",
+    "model.parametrization",  # under mup, the base shapes the lr was tuned at (docs/mup.md)
+    "model.mup_base_width",
+    "model.mup_base_head_dim",
     "train.global_batch_size",
     "train.micro_batch_size",
     "train.eval_tokens",

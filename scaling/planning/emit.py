@@ -56,7 +56,7 @@ def to_train_config(
     schedule = {k.split(".", 1)[1]: v for k, v in st.items() if k.startswith("schedule.") and v is not None}
     cfg: dict = {
         "name": name or run_name(plan),
-        "model": _model_section(run, seq_len),
+        "model": _model_section(run, seq_len) | _parametrization(st),
         "data": data or recipe.get("data") or "default",
         "optim": optim,
         "schedule": schedule,
@@ -108,6 +108,14 @@ def _model_section(run: dict, seq_len: int) -> dict:
         return {"preset": run["preset"], "seq_len": seq_len}
     keep = ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "tie_embeddings")
     return {k: run["model"][k] for k in keep if run["model"].get(k) is not None} | {"seq_len": seq_len}
+
+
+def _parametrization(st: dict) -> dict:
+    """The recipe's μP keys (the fitted runs' parametrization and base shapes; nothing under sp)."""
+    if st.get("model.parametrization") != "mup":
+        return {}
+    keys = ("parametrization", "mup_base_width", "mup_base_head_dim")
+    return {k: st[f"model.{k}"] for k in keys if st.get(f"model.{k}") is not None}
 
 
 def emit_config(

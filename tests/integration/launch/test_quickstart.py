@@ -24,21 +24,32 @@ def study(tmp_path_factory):
 def test_every_step_produced_its_output(study):
     out, res = study
     iso = sorted(p.parent for p in (out / "runs" / "isoflop-tiny").glob("*/summary.json"))
-    bslr = sorted(p.parent for p in (out / "runs" / "bs-lr-tiny").glob("*/summary.json"))
-    assert len(iso) == 10 and len(bslr) == 4  # 9 at the budgets, one anchor
-    for run in iso + bslr:
+    assert len(iso) == 10  # 9 at the budgets, one anchor
+    for run in iso:
         s = json.loads((run / "summary.json").read_text())
         assert s["status"] == "done"
         ev = json.loads((run / "evals" / f"{s['steps']}.json").read_text())
         assert "tiny" in ev["suites"] and not ev["failed"]
         assert {r["task"] for r in ev["results"]} >= {"blimp_anaphor_gender_agreement", "tinyshakespeare_bpb"}
-    for name in ("chinchilla-a3", "chinchilla-a2", "batch-lr"):
+    for name in ("chinchilla-a3", "chinchilla-a2"):
         rec = json.loads((out / "fits" / f"{name}.json").read_text())
-        assert (
-            rec["n_points"] >= (4 if name == "batch-lr" else 9) and (out / "fits" / f"{name}.png").stat().st_size > 1000
-        )
+        assert rec["n_points"] >= 9 and (out / "fits" / f"{name}.png").stat().st_size > 1000
     a3 = json.loads((out / "fits" / "chinchilla-a3.json").read_text())
     assert set(a3["params"]) >= {"E", "A", "B", "alpha", "beta"} and a3["intervals"]
+
+
+def test_unused_batch_lr_stage_is_skipped_and_said(study):
+    """hparams_law and plan.hparams_from_fit are false: nothing uses the batch-lr law, so with
+    batch_lr.run auto (the default) its sweep and fit do not run, and the log and the report say why."""
+    out, res = study
+    assert not (out / "runs" / "bs-lr-tiny").exists() and not (out / "fits" / "batch-lr.json").exists()
+    note = "batch_lr.run: auto: nothing uses the batch-lr law (hparams_law: false, plan.hparams_from_fit: false)"
+    assert "=== 2. batch-size x learning-rate sweep and law: skipped ===" in res.stdout and note in res.stdout
+    report = (out / "report.md").read_text()
+    assert f"Skipped: {note}" in report and "(skipped: batch_lr.run: auto" in report
+    timings = json.loads((out / "timings.json").read_text())["cumulative_seconds"]
+    assert not any(step.startswith("2.") for step in timings) and "3. IsoFLOP sweep" in timings
+    assert "no batch-lr fit given" in json.dumps(json.loads((out / "plan" / "plan.json").read_text()))
 
 
 def test_plan_was_trained_and_compared(study):

@@ -144,3 +144,13 @@ def test_to_train_config_is_what_emit_config_writes_and_takes_a_base_recipe(tree
     assert other["model"]["seq_len"] == 64
     assert other["train"]["micro_batch_size"] == 4 and other["train"]["global_batch_size"] == 12
     assert to_train_config(plan, {}, micro_batch_size=3)["train"]["micro_batch_size"] == 3
+    # runs fitted under μP: the planned run takes their parametrization and base shapes (and their lr)
+    mup = {"model.parametrization": "mup", "model.mup_base_width": 16, "model.mup_base_head_dim": 8, "optim.lr": 6e-3}
+    transferred = to_train_config(plan, mup)
+    assert {k: transferred["model"][k] for k in ("parametrization", "mup_base_width", "mup_base_head_dim")} == {
+        "parametrization": "mup",
+        "mup_base_width": 16,
+        "mup_base_head_dim": 8,
+    }
+    assert transferred["optim"]["lr"] == 6e-3
+    assert "parametrization" not in to_train_config(plan, {**mup, "model.parametrization": "sp"})["model"]
