@@ -132,6 +132,10 @@ class Objective:
         return np.logaddexp(np.logaddexp(t1, t2), th[2]) - self.logL
 
     def jacobian(self, th: np.ndarray) -> np.ndarray:
+        return self._residuals_and_jacobian(th)[1]
+
+    def _residuals_and_jacobian(self, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log residuals (m + log of the summed softmax weights: residuals() up to rounding) and d/d theta."""
         e, alpha, beta = th[2], th[3], th[4]
         t1, t2, ln, ld, dld, g, dln, K = self._terms(th)
         m = np.maximum(np.maximum(t1, t2), e)
@@ -149,11 +153,12 @@ class Objective:
         ]
         if self.terms == "data+params":
             cols.append(-alpha * p1 * dln)
-        return np.column_stack(cols)
+        return m + np.log(tot) - self.logL, np.column_stack(cols)
 
     def __call__(self, th: np.ndarray) -> tuple[float, np.ndarray]:
-        res = self.residuals(th)
-        return float(huber(res, self.delta).sum()), self.jacobian(th).T @ huber_grad(res, self.delta)
+        # one pass through _terms for value and gradient (L-BFGS-B calls this ~1,000 times per start)
+        res, jac = self._residuals_and_jacobian(th)
+        return float(huber(res, self.delta).sum()), jac.T @ huber_grad(res, self.delta)
 
     def batch_residuals(self, thetas: np.ndarray) -> np.ndarray:
         th = np.atleast_2d(thetas)

@@ -49,7 +49,9 @@ def test_krajewski_noisy_data_within_the_spread_of_the_design():
 
 def test_krajewski_bootstrap_intervals_and_record_round_trip(tmp_path):
     df = krajewski_table(noise=0.005, seed=0, dense=False, sizes=(1e8, 4e8, 1.6e9), granularities=(1, 4, 16))
-    rec = fit_moe(df, bootstrap=12, seed=3)
+    # 8 starts for the point fit (the default grid's 32 are checked above): the same optimum to 1e-8, so the
+    # same bootstrap, at 3/4 of the time
+    rec = fit_moe(df, bootstrap=12, seed=3, top_k=8)
     assert rec["bootstrap"]["n"] == 12 and set(rec["bootstrap"]["samples"]) == set(KRAJEWSKI_PARAMS)
     lo, hi = rec.intervals["gamma"]
     assert lo < 0.58 < hi and lo < rec.params["gamma"] < hi
