@@ -89,6 +89,9 @@ def load_config(path: str, overrides: list[str]):
 
 
 def cmd_quickstart(args) -> int:
+    if "=" in args.config and not Path(args.config).exists():
+        # `scalelab quickstart seed=1 out=q1`: argparse gave the first override to the optional config
+        args.overrides, args.config = [args.config, *args.overrides], str(PROJECT_ROOT / "configs/quickstart.yaml")
     try:
         cfg = load_config(args.config, args.overrides)
         return MainJob(cfg).run()

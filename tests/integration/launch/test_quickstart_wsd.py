@@ -112,3 +112,11 @@ def test_sweep_status_json_carries_the_compute(base, work):
     assert f"compute: {total:.3g} FLOPs with each stable prefix counted once, {separate:.3g} as separate runs" in table
     csv = scalelab("sweep", "status", path, "--format", "csv").stdout
     assert csv.splitlines()[0].endswith("flops,shared_flops,computed_flops,branch_of,branch_step")
+
+
+def test_overrides_without_a_config_apply_to_the_default_one(work):
+    # `scalelab quickstart seed=S out=DIR` (docs/quickstart.md): the first key=value is an override, not a config
+    # file; a wrong value then names its key (before: "config file not found: seed=...")
+    bad = scalelab("quickstart", "seed=one", f"out={work / 'qs'}")
+    assert bad.returncode == 2 and "seed" in bad.stderr and "config file not found" not in bad.stderr, bad.stderr
+    assert not (work / "qs").exists()  # nothing ran
