@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from scaling.fits.lr_choice import choose_lr
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mup_train import corpus, model_config, train  # noqa: E402
@@ -43,15 +45,13 @@ def val_loss(model, val) -> float:
 
 
 def optimum(lrs: list[float], losses: list[float]) -> tuple[float, bool]:
-    """(optimal lr, interior?) from a parabola in log2(lr) through the best finite point and its neighbours."""
+    """(optimal lr, interior?): the best finite point, or, when it has finite neighbours on both sides,
+    the vertex of the parabola in log lr through the three (scaling.fits.lr_choice, as the main job)."""
     y = np.array([v if math.isfinite(v) else np.inf for v in losses])
     i = int(np.argmin(y))
     if i == 0 or i == len(lrs) - 1 or not np.isfinite(y[i - 1 : i + 2]).all():
         return lrs[i], False
-    x = np.log2(lrs[i - 1 : i + 2])
-    a, b, _ = np.polyfit(x, y[i - 1 : i + 2], 2)
-    vertex = -b / (2 * a) if a > 0 else x[1]
-    return float(2 ** np.clip(vertex, x[0], x[2])), True
+    return choose_lr(lrs[i - 1 : i + 2], list(y[i - 1 : i + 2]))["lr"], True
 
 
 _DATA: tuple = ()  # (train sampler, val sampler, vocab): set before the workers fork
