@@ -32,8 +32,8 @@ def choose_lr(lrs: list[float], losses: list[float | None]) -> dict:
     if not pts:
         raise ValueError("no run of the lr sweep has a finite final loss: nothing to choose from")
     lost = [float(lr) for lr, v in zip(lrs, losses) if v is None or not math.isfinite(v)]
-    notes = [f"left out {len(lost)} lr(s) without a finite loss ({', '.join(f'{x:.3g}' for x in sorted(lost))})"]
-    notes = notes if lost else []
+    shown = ", ".join(f"{x:.3g}" for x in sorted(lost))
+    notes = [f"left out {len(lost)} lr(s) without a finite loss ({shown})"] if lost else []
     best_lr, best_loss = min(pts, key=lambda p: p[1])
     out = {"best_lr": best_lr, "best_loss": best_loss, "vertex_lr": None, "coef": None, "fit_lrs": None}
     if len(pts) < MIN_POINTS:
