@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO, requires_corpus, run_cli
+from tests.helpers.notebooks import execute_notebook
 
 pytestmark = [requires_corpus, pytest.mark.slow]
 
@@ -108,3 +109,39 @@ def test_rerun_reuses_everything(study):
     both = json.loads((out / "timings.json").read_text())["cumulative_seconds"]
     assert both["3. IsoFLOP sweep"] > first["3. IsoFLOP sweep"] and both["total"] < 2 * first["total"]
     assert "| total |" in (out / "report.md").read_text() and "all invocations" in (out / "report.md").read_text()
+
+
+# The notebooks on the main job's output (SCALELAB_NB_SOURCE=quickstart), as their committed outputs were made:
+# this module's scaled-down job stands in for `make quickstart` (its batch x lr stage is skipped, so notebook 3
+# reads its own study in tests/integration/scaling/test_notebooks.py, as do 4 and 5).
+def test_fitting_notebook_on_the_main_jobs_output(study, tmp_path, monkeypatch):
+    out, _ = study
+    text, images = execute_notebook(
+        "1_fitting_a_study", tmp_path, monkeypatch, "quickstart", SCALELAB_QUICKSTART=str(out)
+    )
+    assert "source: quickstart - the main job's output" in text and "isoflop-tiny" in text
+    assert "scalelab predict:" in text and "held-out runs inside the 95% prediction interval" in text
+    assert images == 1 and (tmp_path / "figures/fitting_approach3.png").exists()
+
+
+def test_planning_notebook_on_the_main_jobs_fits(study, tmp_path, monkeypatch):
+    out, _ = study
+    text, images = execute_notebook(
+        "2_from_law_to_decision", tmp_path, monkeypatch, "quickstart", SCALELAB_QUICKSTART=str(out)
+    )
+    assert f"source: quickstart - {out / 'fits' / 'chinchilla-a3.json'}" in text
+    assert "N_opt:" in text and "layout:" in text and "cost: $" in text
+    assert images == 1 and (tmp_path / "figures/plan_pareto.png").exists()
+
+
+def test_accuracy_notebook_on_the_main_jobs_evaluated_runs(study, tmp_path, monkeypatch):
+    """The chain is fitted on the 7 runs below the largest size and predicts the largest size's 3 runs
+    (their evaluations are the job's own: the tiny suite, limit 5)."""
+    out, _ = study
+    text, images = execute_notebook(
+        "6_loss_to_accuracy", tmp_path, monkeypatch, "quickstart", SCALELAB_QUICKSTART=str(out)
+    )
+    assert "source: quickstart - the main job's output" in text and "10 evaluated runs" in text
+    assert "fitting on 7 runs" in text and "predicting 3 run(s)" in text
+    assert "held-out accuracies inside their 95% prediction interval" in text
+    assert images == 1 and (tmp_path / "figures/accuracy_chain.png").exists()

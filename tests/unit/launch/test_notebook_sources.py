@@ -73,3 +73,18 @@ def test_a_wrong_pin_names_the_variable_and_its_values(env, monkeypatch):
     monkeypatch.setenv("SCALELAB_NB_SOURCE", "quickstart")
     with pytest.raises(FileNotFoundError, match="make quickstart"):
         find_source(quickstart="isoflop-tiny", published=EPOCH)
+
+
+@pytest.mark.parametrize(("study", "n_runs"), [("accuracy", 7), ("batch-lr", 18), ("moe", 16), ("schedules", 3)])
+def test_every_notebook_study_plans_the_runs_its_notebook_reads(study, n_runs, env):
+    """The specs under notebooks/studies/ expand into the runs their notebooks count on (accuracy's 7-run ladder
+    is launched by notebook 6 only without a main job: the suite runs notebook 6 on the main job's output)."""
+    from launch.notebook_sources import study_spec
+    from launch.sweep.expand import expand
+    from launch.sweep.spec import load_spec
+
+    spec = study_spec(study)
+    assert spec.parent.name == "studies"
+    runs = expand(load_spec(spec, [f"runs_dir={study_runs(study)}"])).runs
+    assert len(runs) == n_runs
+    assert {r.run_dir.parent for r in runs} == {env / "studies/runs" / f"nb-{study}"}
