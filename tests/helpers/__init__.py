@@ -1,7 +1,8 @@
 """What tests share, by concern: the CLI in or out of process (cli, inprocess), the data they train
 on and sweep folders (data), run directories read and written (runs), tiny models (models), 2-rank
 runs in one launch (ranks), the trainer with a recording callback (trainer), CI's service gate
-(ci_gate), a notebook executed in a fresh kernel (notebooks). Fixtures and collection hooks are in tests/conftest.py."""
+(ci_gate), a notebook executed in a fresh kernel (notebooks). Fixtures and collection hooks are in
+tests/conftest.py."""
 
 from tests.helpers.cli import (
     REPO,

@@ -23,8 +23,8 @@ STUDIES = ("batch-lr", "moe", "wsd-tiny", "schedules")
 @pytest.fixture(scope="module")
 def studies() -> Path:
     """The notebooks' studies, trained once: SCALELAB_NB_STUDIES when set, else a folder beside the sweep
-    tests' shared data. On a fresh clone this trains 45 tiny runs first: the tests
-    that use it get a longer timeout than the suite's 420 s (later sessions reuse the trained runs)."""
+    tests' shared data. On a fresh clone this trains 45 tiny runs first: the tests that use it get a longer
+    timeout than the suite's 420 s (later sessions reuse the trained runs)."""
     from launch.notebook_sources import launch_study
 
     root = Path(os.environ.get("SCALELAB_NB_STUDIES") or SHARED / "notebook-studies")

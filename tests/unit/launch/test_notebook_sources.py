@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from launch.notebook_sources import find_source, study_runs
+from launch.notebook_sources import find_source, study_runs, study_spec
+from launch.sweep.expand import expand
+from launch.sweep.spec import load_spec
 from tests.helpers import write_run
 
 EPOCH = "Epoch's Chinchilla table"
@@ -79,10 +81,6 @@ def test_a_wrong_pin_names_the_variable_and_its_values(env, monkeypatch):
 def test_every_notebook_study_plans_the_runs_its_notebook_reads(study, n_runs, env):
     """The specs under notebooks/studies/ expand into the runs their notebooks count on (accuracy's 7-run ladder
     is launched by notebook 6 only without a main job: the suite runs notebook 6 on the main job's output)."""
-    from launch.notebook_sources import study_spec
-    from launch.sweep.expand import expand
-    from launch.sweep.spec import load_spec
-
     spec = study_spec(study)
     assert spec.parent.name == "studies"
     runs = expand(load_spec(spec, [f"runs_dir={study_runs(study)}"])).runs
