@@ -98,7 +98,7 @@ def find_source(
         "study",
         root,
         None,
-        f"this notebook's study {study_spec(study).relative_to(PROJECT_ROOT)}, run in {_shown(root)}",
+        f"this notebook's study {_shown(study_spec(study))}, run in {_shown(root)}",
     )
 
 
@@ -115,7 +115,12 @@ def study_runs(study: str) -> Path:
 
 
 def study_spec(study: str) -> Path:
-    """notebooks/studies/<study>.yaml, else a shipped spec configs/sweeps/<study>.yaml (reused as it is)."""
+    """<study>.yaml from the folder SCALELAB_NB_STUDY_SPECS names (your own version of a study: larger on a GPU
+    machine, or shorter), else notebooks/studies/<study>.yaml, else a shipped spec configs/sweeps/<study>.yaml
+    (reused as it is)."""
+    mine = os.environ.get("SCALELAB_NB_STUDY_SPECS")
+    if mine and (Path(mine).expanduser() / f"{study}.yaml").exists():
+        return (Path(mine).expanduser() / f"{study}.yaml").resolve()
     own = STUDIES / f"{study}.yaml"
     return own if own.exists() else PROJECT_ROOT / "configs" / "sweeps" / f"{study}.yaml"
 

@@ -29,6 +29,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # processes it starts unless they set their own count), so two workers do not oversubscribe two cores.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+# The tests oversubscribe the cores on purpose (two workers, sweeps with two slots, the determinism test's
+# spinner): an OpenMP thread waiting at a barrier then sleeps instead of spinning on a core another process
+# needs (the arithmetic is the same; tests/integration/pretrain/test_determinism.py measured 47 s -> 36 s).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

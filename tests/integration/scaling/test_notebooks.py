@@ -10,35 +10,64 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import SHARED, epoch_csv, requires_corpus
 from tests.helpers.notebooks import execute_notebook
 
-# what the notebooks' first cells launch (the same arguments, so the cache is the notebooks' own)
-STUDIES = ("batch-lr", "moe", "wsd-tiny", "schedules")
+# what the notebooks' first cells launch: the shipped specs with the token counts below (a quarter of theirs;
+# everything else, the run grid included, as shipped), written to a folder the notebooks read through
+# SCALELAB_NB_STUDY_SPECS. The shipped specs' own expansion and validation are checked in process by
+# tests/unit/launch/test_notebook_sources.py.
+SHORT = {
+    "batch-lr": {"batch_lr.tokens": 3.75e4},
+    "moe": {"moe.tokens": [2.5e4, 7.5e4]},
+    "wsd-tiny": {},  # 8 runs of at most 64 steps already
+    "schedules": {"set.train.tokens": 131072},  # 128 steps of 1,024 tokens
+}
+EVAL_TOKENS = 4096  # each run's final evaluation (the shipped studies use 16K-32K tokens)
+
+
+def short_specs(folder: Path) -> Path:
+    """The studies' specs with SHORT's token counts and EVAL_TOKENS, as <folder>/<study>.yaml."""
+    from launch.notebook_sources import study_spec
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for study, edits in SHORT.items():
+        spec = yaml.safe_load(study_spec(study).read_text())
+        for key, value in {**edits, "set.train.eval_tokens": EVAL_TOKENS}.items():
+            *parents, leaf = key.split(".", 1) if key.startswith("set.") else key.split(".")  # set: dotted keys
+            node = spec
+            for k in parents:
+                node = node.setdefault(k, {})
+            node[leaf] = value
+        (folder / f"{study}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder
 
 
 # Module scope: the suite's conftest runs a module with a module-scoped fixture in one pytest-xdist worker, so
 # two workers never train the same studies at once (their runs' locks would make one launch skip them).
 @pytest.fixture(scope="module")
-def studies() -> Path:
-    """The notebooks' studies, trained once: SCALELAB_NB_STUDIES when set, else a folder beside the sweep
-    tests' shared data. On a fresh clone this trains 45 tiny runs first: the tests that use it get a longer
-    timeout than the suite's 420 s (later sessions reuse the trained runs)."""
+def studies() -> dict[str, str]:
+    """The environment that points the notebooks at their studies, trained once (45 tiny runs): the folder
+    SCALELAB_NB_STUDIES names when set, else one beside the sweep tests' shared data, which later sessions
+    reuse. The tests that use it get a longer timeout than the suite's 420 s."""
     from launch.notebook_sources import launch_study
 
-    root = Path(os.environ.get("SCALELAB_NB_STUDIES") or SHARED / "notebook-studies")
-    old = os.environ.get("SCALELAB_NB_STUDIES")
-    os.environ["SCALELAB_NB_STUDIES"] = str(root)
+    root = Path(os.environ.get("SCALELAB_NB_STUDIES") or SHARED / "notebook-studies-short")
+    env = {"SCALELAB_NB_STUDIES": str(root), "SCALELAB_NB_STUDY_SPECS": str(short_specs(root / "specs"))}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
-        for study in STUDIES:
+        for study in SHORT:
             launch_study(study)
     finally:
-        if old is None:
-            os.environ.pop("SCALELAB_NB_STUDIES")
-        else:
-            os.environ["SCALELAB_NB_STUDIES"] = old
-    return root
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    return env
 
 
 def test_fitting_notebook_on_epochs_table(tmp_path, monkeypatch):
@@ -61,9 +90,7 @@ def test_planning_notebook_on_epochs_table(tmp_path, monkeypatch):
 @requires_corpus
 @pytest.mark.timeout(3600)
 def test_batch_lr_notebook_on_its_study(studies, tmp_path, monkeypatch):
-    text, images = execute_notebook(
-        "3_batch_size_and_lr", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies)
-    )
+    text, images = execute_notebook("3_batch_size_and_lr", tmp_path, monkeypatch, "study", **studies)
     assert "source: study" in text and "18 finished runs" in text
     assert (tmp_path / "figures/batch_lr_fit.png").exists()
 
@@ -71,7 +98,7 @@ def test_batch_lr_notebook_on_its_study(studies, tmp_path, monkeypatch):
 @requires_corpus
 @pytest.mark.timeout(3600)
 def test_moe_notebook_on_its_study(studies, tmp_path, monkeypatch):
-    text, images = execute_notebook("4_moe", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies))
+    text, images = execute_notebook("4_moe", tmp_path, monkeypatch, "study", **studies)
     assert "source: study" in text and "16 finished runs" in text
     assert images == 1 and (tmp_path / "figures/moe_runs.png").exists()
 
@@ -79,6 +106,6 @@ def test_moe_notebook_on_its_study(studies, tmp_path, monkeypatch):
 @requires_corpus
 @pytest.mark.timeout(3600)
 def test_loss_curves_notebook_on_its_studies(studies, tmp_path, monkeypatch):
-    text, images = execute_notebook("5_loss_curves", tmp_path, monkeypatch, "study", SCALELAB_NB_STUDIES=str(studies))
+    text, images = execute_notebook("5_loss_curves", tmp_path, monkeypatch, "study", **studies)
     assert "source: study" in text and "cosine run, final logged loss: predicted" in text
     assert images == 2 and (tmp_path / "figures/annealing_cosine.png").exists()

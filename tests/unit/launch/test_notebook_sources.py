@@ -86,3 +86,14 @@ def test_every_notebook_study_plans_the_runs_its_notebook_reads(study, n_runs, e
     runs = expand(load_spec(spec, [f"runs_dir={study_runs(study)}"])).runs
     assert len(runs) == n_runs
     assert {r.run_dir.parent for r in runs} == {env / "studies/runs" / f"nb-{study}"}
+
+
+def test_a_study_spec_of_ones_own_replaces_the_shipped_one(env, monkeypatch):
+    mine = env / "my-specs"
+    mine.mkdir()
+    (mine / "schedules.yaml").write_text(study_spec("schedules").read_text().replace("name: nb-schedules", "name: s2"))
+    monkeypatch.setenv("SCALELAB_NB_STUDY_SPECS", str(mine))
+    assert study_spec("schedules") == mine / "schedules.yaml"
+    assert study_spec("moe").parent.name == "studies"  # a study the folder lacks: the shipped spec
+    src = find_source(study="schedules", launch=False)
+    assert src.runs == env / "studies/runs/s2" and str(mine / "schedules.yaml") in src.note

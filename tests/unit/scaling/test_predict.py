@@ -42,12 +42,12 @@ def test_kaplan_and_moe_laws():
     tab = pd.DataFrame({"N": N.ravel(), "D": D.ravel()})
     tab["loss"] = KAPLAN_2020_ND.predict(tab.N, tab.D) * np.exp(0.003 * rng.standard_normal(len(tab)))
     big = tab.N * tab.D >= 1e9 * 1e11
-    rec = fit_kaplan(tab[~big], bootstrap=20)
+    rec = fit_kaplan(tab[~big], bootstrap=8)
     p = predict(rec, tab[big])
     assert p.summary["loss"]["max_abs_rel_error"] < 0.02 and p.df.extrapolation_factor.iloc[0] > 1
     moe = krajewski_table(noise=0.002, seed=1)
     held = moe.N == moe.N.max()
-    rec = fit_moe(moe[~held].reset_index(drop=True), bootstrap=10, top_k=8)
+    rec = fit_moe(moe[~held].reset_index(drop=True), bootstrap=4, top_k=8)
     p = predict(rec, moe[held].reset_index(drop=True))
     assert {"N", "D", "G"} <= set(p.df.columns) and p.summary["loss"]["max_abs_rel_error"] < 0.03
     assert p.summary["loss"]["n_extrapolated"] == held.sum() and p.conventions["n_kind"] == "active_non_embedding"
