@@ -1,10 +1,10 @@
 """The test suite's time against a reference commit's, measured in the same run (docs/testing.md, "Its time").
 
 Each side is a fresh clone beside this repository (so that ../shared resolves as it does for CI), run by CI's
-own script (`bash .ci/run`: venv, Slurm, Chromium, lint, docs, `make test`), one after the other, with the
-suite's shared test folder removed first so that nothing trained by the other side is reused. Prints both
-times, their ratio, the fp32 matmul peak before and after each side (this host's speed drifts), the tests and
-`assert` statements of each tree, and the slowest tests of each (from pytest's junit XML).
+own script (`bash .ci/run`: venv, Slurm, Chromium, lint, docs, `make test`), one after the other, each with a
+temporary folder (TMPDIR) of its own so that nothing trained by the other side or an earlier run is reused.
+Prints both times, their ratio, the fp32 matmul peak before and after each side (this host's speed drifts), the
+tests and `assert` statements of each tree, and the slowest tests of each (from pytest's junit XML).
 
     .venv/bin/python benchmarks/suite_time.py                      # HEAD against e227d82 (about 65 minutes)
     .venv/bin/python benchmarks/suite_time.py --old ../base        # an existing checkout as the reference
@@ -80,9 +80,14 @@ def checkout(ref: str, parent: Path, label: str) -> Path:
 
 
 def run_ci(tree: Path, out: Path, label: str) -> dict:
-    shutil.rmtree(Path(tempfile.gettempdir()) / f"scalelab-sweep-tests-{os.getuid()}", ignore_errors=True)
     junit, log = out / f"{label}-junit.xml", out / f"{label}.log"
-    env = {**os.environ, "PYTEST_ADDOPTS": f"--junitxml={junit}"}
+    # a temporary folder of its own: the suite's shared test data (tempfile's scalelab-sweep-tests-<uid>) starts
+    # empty, so nothing trained by the other side or an earlier run is reused, and nothing of anyone else's is
+    # touched (a suite running beside this one keeps its own)
+    tmp = out / f"{label}-tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    env = {**os.environ, "PYTEST_ADDOPTS": f"--junitxml={junit}", "TMPDIR": str(tmp)}
     env.pop("VIRTUAL_ENV", None)
     before = matmul_peak()
     t0 = time.time()

@@ -6,12 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.helpers import REPO
+from tests.helpers import REPO, SHARED
 
 CI_RUN = """#!/usr/bin/env bash
 junit="${PYTEST_ADDOPTS#--junitxml=}"
 case='<testcase classname="tests.t" name="test_slow@g" time="%s"/>'
 printf "<testsuites><testsuite>$case</testsuite></testsuites>" "@SECS@" > "$junit"
+echo "tmp: $TMPDIR"
 echo "@PASSED@ passed, 1 skipped, 3 warnings in @SECS@s"
 exit @CODE@
 """
@@ -34,6 +35,10 @@ def tree(path, secs: float, passed: int, code: int = 0):
 
 
 def test_two_trees_timed_with_their_ratio_and_slowest_tests(tmp_path):
+    # the suite's shared test folder (this suite's, in use right now) is never touched: each side gets a TMPDIR
+    SHARED.mkdir(parents=True, exist_ok=True)
+    keep = SHARED / f"keep-{tmp_path.name}"
+    keep.write_text("in use")
     old, new = tree(tmp_path / "old", 200.0, 812), tree(tmp_path / "new", 50.0, 1012)
     cmd = [sys.executable, str(REPO / "benchmarks/suite_time.py"), "--old", str(old), "--new", str(new)]
     r = subprocess.run([*cmd, "--out", str(tmp_path / "out")], capture_output=True, text=True)
@@ -41,6 +46,9 @@ def test_two_trees_timed_with_their_ratio_and_slowest_tests(tmp_path):
     assert "| old | " in r.stdout and "tree 812" in r.stdout and "| 812 (1) | 200.0 |" in r.stdout
     assert "| 1012 (1) | 50.0 |" in r.stdout and "new/old: 0.250 of pytest time" in r.stdout
     assert "test_slow" in r.stdout and "@g" not in r.stdout and "| 1 |" in r.stdout  # one assert per tree
+    assert f"tmp: {tmp_path / 'out' / 'old-tmp'}" in (tmp_path / "out/old.log").read_text()
+    assert keep.read_text() == "in use"
+    keep.unlink()
     bad = tree(tmp_path / "bad", 10.0, 3, code=1)
     r = subprocess.run([*cmd[:-1], str(bad), "--out", str(tmp_path / "out2")], capture_output=True, text=True)
     assert r.returncode == 1 and "| new | " in r.stdout
