@@ -19,28 +19,23 @@ from tests.helpers.notebooks import execute_notebook
 # everything else, the run grid included, as shipped), written to a folder the notebooks read through
 # SCALELAB_NB_STUDY_SPECS. The shipped specs' own expansion and validation are checked in process by
 # tests/unit/launch/test_notebook_sources.py.
-SHORT = {
-    "batch-lr": {"batch_lr.tokens": 3.75e4},
-    "moe": {"moe.tokens": [2.5e4, 7.5e4]},
-    "wsd-tiny": {},  # 8 runs of at most 64 steps already
-    "schedules": {"set.train.tokens": 131072},  # 128 steps of 1,024 tokens
+SHORT = {  # `sweep launch --set` edits (launch.sweep.spec.edit_spec)
+    "batch-lr": ["batch_lr.tokens=37500.0"],
+    "moe": ["moe.tokens=[25000.0, 75000.0]"],
+    "wsd-tiny": [],  # 8 runs of at most 64 steps already
+    "schedules": ["set.train.tokens=131072"],  # 128 steps of 1,024 tokens
 }
-EVAL_TOKENS = 4096  # each run's final evaluation (the shipped studies use 16K-32K tokens)
+EVAL_TOKENS = "set.train.eval_tokens=4096"  # each run's final evaluation (the shipped studies use 16K-32K tokens)
 
 
 def short_specs(folder: Path) -> Path:
-    """The studies' specs with SHORT's token counts and EVAL_TOKENS, as <folder>/<study>.yaml."""
+    """The studies' specs with SHORT's edits and EVAL_TOKENS, as <folder>/<study>.yaml."""
     from launch.notebook_sources import study_spec
+    from launch.sweep.spec import edit_spec
 
     folder.mkdir(parents=True, exist_ok=True)
     for study, edits in SHORT.items():
-        spec = yaml.safe_load(study_spec(study).read_text())
-        for key, value in {**edits, "set.train.eval_tokens": EVAL_TOKENS}.items():
-            *parents, leaf = key.split(".", 1) if key.startswith("set.") else key.split(".")  # set: dotted keys
-            node = spec
-            for k in parents:
-                node = node.setdefault(k, {})
-            node[leaf] = value
+        spec = edit_spec(yaml.safe_load(study_spec(study).read_text()), [*edits, EVAL_TOKENS])
         (folder / f"{study}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return folder
 
