@@ -108,3 +108,21 @@ def children(pid: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 pass
     return out
+
+
+def holders(path: Path) -> list[str]:
+    """The "pid ppid cmdline" of each live process that has `path` open (from /proc): what keeps a
+    run's lock held when a test expected it free."""
+    target = str(Path(path).resolve())
+    out = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) == target for fd in (p / "fd").iterdir()):
+                ppid = (p / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                out.append(f"{p.name} {ppid} {cmd}")
+        except OSError:
+            pass
+    return out

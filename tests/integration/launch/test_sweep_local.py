@@ -15,7 +15,7 @@ import time
 import pytest
 
 from launch.sweep.status import run_status
-from tests.helpers import children, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
+from tests.helpers import children, holders, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -87,19 +87,26 @@ def test_lock_second_launch_and_resume_after_kill(work, data):
     )
     try:
         assert wait_for(lambda: (run_dir / "checkpoints" / "step_40" / "COMPLETE").exists()), "no checkpoint"
+        # Frozen, the trainer (200 steps of ~16 ms) cannot finish while the second launch starts under
+        # load: it did once in CI, and a done run is never "partial". It keeps its lock while stopped.
+        trainers = children(a.pid)
+        assert trainers
+        for pid in trainers:
+            os.kill(pid, signal.SIGSTOP)
         assert run_status(run_dir).state == "running"
         # A second launch of the same sweep must not train the same run.
         b = scalelab("sweep", "launch", spec, cwd=work)
         assert b.returncode == 0 and "running under another launch" in b.stdout, b.stdout
         # kill -9 the launcher and its trainer (no checkpoint on the way out).
-        trainers = children(a.pid)
-        assert trainers
         os.kill(a.pid, signal.SIGKILL)
         for pid in trainers:
             os.kill(pid, signal.SIGKILL)
     finally:
         a.wait(30)
-    assert wait_for(lambda: run_status(run_dir).state == "partial", timeout=20)
+    assert wait_for(lambda: run_status(run_dir).state == "partial", timeout=20), (
+        run_status(run_dir),
+        holders(run_dir / ".lock"),
+    )
     before = max(metrics_steps(run_dir))
     r = scalelab("sweep", "launch", spec, cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -133,7 +140,8 @@ def test_retry_failed_only_on_request(work, data):
 
 
 def test_cancel_stops_a_local_launch_after_a_checkpoint(work, data):
-    base = write_base(work / "base", data, steps=400, checkpoint_every_steps=50, log_every_steps=5)
+    # 4000 steps (~60 s) so that the run cannot end before the cancel reaches it, however loaded the machine
+    base = write_base(work / "base", data, steps=4000, checkpoint_every_steps=50, log_every_steps=5)
     spec = write_spec(
         work, {"name": "cancel", "base": str(base), "kind": "seeds", "seeds": [0], "runs_dir": str(work / "runs")}
     )
