@@ -4,9 +4,12 @@ Data sets the runs need that are not prepared yet are prepared first, once each,
 `scalelab data prepare` process (`launch.sweep.data_jobs`), before any run starts.
 
 CPU: each run gets `train.threads` = cores / workers and the same OMP_NUM_THREADS (oversubscribed
-ranks run many times slower). GPUs: each slot gets its own CUDA_VISIBLE_DEVICES slice. The
-launcher holds each run's lock and passes it to the trainer; Ctrl-C / SIGTERM forwards SIGTERM so
-running trainers checkpoint and exit, and the next launch resumes them.
+ranks run many times slower); with `warm_start` (the default) each trainer is forked from one
+process that imported torch and DeepSpeed when the launch began (`launch.run.warm_start`),
+instead of paying those imports (~5 s on the CI machine) once per run. GPUs: each slot gets its
+own CUDA_VISIBLE_DEVICES slice. The launcher holds each run's lock and passes it to the trainer;
+Ctrl-C / SIGTERM forwards SIGTERM so running trainers checkpoint and exit, and the next launch
+resumes them.
 
 A run with a parent (`after`: a WSD branch) starts once the parent's branch checkpoint is
 complete (`launch.sweep.depends`); meanwhile free slots take the next run that may start. A branch
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launch.run.locks import RunLock
+from launch.run.warm_start import WarmStarter
 from launch.run.worker import (
     EXIT_OK,
     EXIT_STOPPED,
@@ -91,8 +95,11 @@ class LocalExecutor:
         poll_s: float = 0.5,
         stream=None,
         meta_dir: Path | None = None,
+        warm_start: bool = True,
     ):
         self.workers = max(1, workers)
+        self.warm_start = warm_start
+        self.warm: WarmStarter | None = None
         self.meta_dir = meta_dir  # where data jobs write their config and log (default <runs>/.sweep)
         self.gpus = visible_gpus()
         self.per_run_gpus = max(1, gpus_per_run) if self.gpus else 0
@@ -135,18 +142,31 @@ class LocalExecutor:
                 res.failed.append(r.name)
             else:
                 queue.append(r)
+        if queue and self.warm_start and not self.gpus:  # its imports overlap the data preparation
+            self.warm = WarmStarter({**os.environ, **self.slots[0].env})
+        try:
+            return self._launch(queue, res, retry_failed)
+        finally:
+            if self.warm is not None:
+                self.warm.close()
+                self.warm = None
+
+    def _launch(self, queue: list, res: LaunchResult, retry_failed: bool) -> LaunchResult:
         if queue:
             queue = self._prepare_data(queue, res)
-        self._say(
-            f"local executor: {len(queue)} to run, {len(res.skipped)} skipped, {len(self.slots)} workers "
-            + (f"(GPUs {','.join(self.gpus)})" if self.gpus else f"({self.slots[0].threads} threads each)")
-        )
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            self._say(  # from here a stop is the launch's: trainers checkpoint, the rest wait for the next launch
+                f"local executor: {len(queue)} to run, {len(res.skipped)} skipped, {len(self.slots)} workers "
+                + (f"(GPUs {','.join(self.gpus)})" if self.gpus else f"({self.slots[0].threads} threads each)")
+            )
             self._loop(queue, res, retry_failed)
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+        if self._stop and queue:  # never started: a stopped launch (exit 3), not a finished one
+            res.stopped += [r.name for r in queue]
+            self._say(f"not started (stopped): {', '.join(r.name for r in queue)} (relaunch runs them)")
         return res
 
     def _prepare_data(self, queue: list, res: LaunchResult) -> list:
@@ -203,6 +223,7 @@ class LocalExecutor:
             slot.run, slot.lock, slot.log, slot.started = run, None, None, time.time()
             self._say(f"start  {run.name} (slot {slot.index}, {self.per_run_gpus} GPUs) -> {run_dir / TRAIN_LOG}")
             return True
+        warm = self._warm()
         lock, what = claim(run_dir, "local", retry_failed, run.id, wait_s=0.5)
         if what != "run":
             res.skipped[run.name] = "running under another launch" if what == "busy" else what
@@ -211,12 +232,28 @@ class LocalExecutor:
         argv = train_argv(
             run_dir, overrides=[f"train.threads={slot.threads}"] if slot.threads and not self.gpus else []
         )
+        how = " (forked by the warm starter)" if warm is not None else ""
         (slot.proc,), log = start_trainers(
-            run_dir, lock, [(argv, {**os.environ, **slot.env})], f"local worker {slot.index}: {' '.join(argv)}"
+            run_dir,
+            lock,
+            [(argv, {**os.environ, **slot.env})],
+            f"local worker {slot.index}{how}: {' '.join(argv)}",
+            warm=warm,
         )
+        if warm is not None and warm.why is not None:  # it fell back to a new process: say so, once
+            log.write(f"=== the warm starter {warm.why}: started as a new process instead\n".encode())
+            self._warm()
         slot.run, slot.lock, slot.log, slot.started = run, lock, log, time.time()
         self._say(f"start  {run.name} (slot {slot.index}) -> {run_dir / TRAIN_LOG}")
         return True
+
+    def _warm(self) -> WarmStarter | None:
+        """The warm starter while it can start runs; once it cannot, say why and drop it."""
+        if self.warm is not None and not self.warm.wait_ready():
+            self._say(f"warm start off: the warm starter {self.warm.why}; trainers start as new processes")
+            self.warm.close()
+            self.warm = None
+        return self.warm
 
     def _finish(self, slot: Slot, code: int, res: LaunchResult) -> None:
         name = slot.run.name
@@ -276,6 +313,9 @@ class LocalExecutor:
                     if code is not None:
                         self._finish(slot, code, res)
                 while slot.proc is None and queue and not self._stop:
+                    self._warm()  # the first start waits for the warm starter's imports (a stop may come)
+                    if self._stop:
+                        break
                     run = self._next(queue)
                     if run is None:
                         break

@@ -99,9 +99,16 @@ def open_log(run_dir: Path, header: str):
     return f
 
 
-def start_trainer(run_dir: Path, argv: list[str], env: dict, lock: RunLock, log) -> subprocess.Popen:
-    """Start the trainer; it inherits the lock's descriptor so the lock outlives a dead parent."""
+def start_trainer(run_dir: Path, argv: list[str], env: dict, lock: RunLock, log, warm=None):
+    """Start the trainer; it inherits the lock's descriptor so the lock outlives a dead parent.
+
+    `warm` (a `launch.run.warm_start.WarmStarter`): fork it from there when it can, else (and by
+    default) a new process."""
     env = {**env, "PYTHONUNBUFFERED": "1", "SCALELAB_RUN_LOCK_FD": str(lock.fd)}
+    if warm is not None:
+        proc = warm.start(argv, env, os.getcwd(), log.fileno(), lock.fd, run_dir)
+        if proc is not None:
+            return proc
     return subprocess.Popen(
         argv,
         stdout=log,
@@ -136,14 +143,20 @@ def claim(
 
 
 def start_trainers(
-    run_dir: Path, lock: RunLock, commands: list[tuple[list[str], dict]], header: str, procs: list | None = None
+    run_dir: Path,
+    lock: RunLock,
+    commands: list[tuple[list[str], dict]],
+    header: str,
+    procs: list | None = None,
+    warm=None,
 ):
     """Open the run's log and start one trainer process per (argv, env) under the held lock, recorded in it.
-    `procs` (filled as they start) lets a signal handler reach the ranks already started. Returns (procs, log)."""
+    `procs` (filled as they start) lets a signal handler reach the ranks already started; `warm`: see
+    `start_trainer`. Returns (procs, log)."""
     log = open_log(run_dir, header)
     procs = [] if procs is None else procs
     for argv, env in commands:
-        procs.append(start_trainer(run_dir, argv, env, lock, log))
+        procs.append(start_trainer(run_dir, argv, env, lock, log, warm))
     lock.add_trainers([p.pid for p in procs])
     return procs, log
 

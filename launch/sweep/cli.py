@@ -201,6 +201,7 @@ def cmd_launch(args) -> int:
             gpus_per_run=loc.gpus_per_run,
             progress=not args.no_progress,
             meta_dir=sweep_meta_dir(p.root.resolve()),
+            warm_start=loc.warm_start,
         )
         t0 = time.time()
         res = ex.launch(p.runs, retry_failed=args.retry_failed)

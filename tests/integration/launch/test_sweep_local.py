@@ -89,8 +89,8 @@ def test_lock_second_launch_and_resume_after_kill(work, data):
         assert wait_for(lambda: (run_dir / "checkpoints" / "step_40" / "COMPLETE").exists()), "no checkpoint"
         # Frozen, the trainer (200 steps of ~16 ms) cannot finish while the second launch starts under
         # load: it did once in CI, and a done run is never "partial". It keeps its lock while stopped.
-        trainers = children(a.pid)
-        assert trainers
+        trainers = [t["pid"] for t in json.loads((run_dir / ".lock").read_text())["trainers"]]
+        assert trainers and all(pid not in children(a.pid) for pid in trainers)  # forked by the warm starter
         for pid in trainers:
             os.kill(pid, signal.SIGSTOP)
         assert run_status(run_dir).state == "running"
