@@ -10,7 +10,7 @@ signal handlers, and of the launcher's descriptors only the run lock's. CUDA is 
 here (the launcher uses it for CPU runs only), and no torch operation runs before the fork, so
 the child's OpenMP threads start fresh.
 
-Messages (one JSON object per datagram): in, {"argv", "env", "cwd"} with the log's and the lock's
+Messages (one JSON object per datagram): in, {"argv", "env", "cwd", "ignored"} with the log's and the lock's
 descriptors attached; out, {"ready"} or {"error"} once after the imports, {"started": pid} or
 {"error"} per request, and {"exit": pid, "code": c} (Popen's returncode convention) as each child
 ends. The server ends when the launcher's end closes; children it started go on (as a trainer
@@ -65,9 +65,11 @@ def preload() -> None:
 def child(req: dict, log_fd: int, lock_fd: int, sock: socket.socket, ready_w: int) -> None:
     """In the forked child: become the new trainer process `req` describes, run it and exit."""
     os.setsid()
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # what a new Python starts with
-    for s in GROUP_SIGNALS[1:]:
-        signal.signal(s, signal.SIG_DFL)
+    for s in GROUP_SIGNALS:  # what a new Python started by the launcher now would have
+        if int(s) in req.get("ignored", ()):
+            signal.signal(s, signal.SIG_IGN)  # ignored there (nohup, a background job): kept across exec
+        else:
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
     sock.close()
     os.write(ready_w, b"1")  # the launcher may signal our process group from now on
     os.close(ready_w)

@@ -17,12 +17,14 @@ failed 1, nothing written: -9, killed).
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from launch.run.warm_server import GROUP_SIGNALS
 from rundir.lock import proc_start_ticks
 from rundir.summary import read_summary
 
@@ -110,7 +112,9 @@ class WarmStarter:
         (then `self.why` says why) when the server cannot start it."""
         if not self.wait_ready():
             return None
-        req = {"argv": argv[3:], "env": env, "cwd": cwd}
+        # signals the launcher ignores stay ignored in a process it starts (exec keeps SIG_IGN)
+        ignored = [int(s) for s in GROUP_SIGNALS if signal.getsignal(s) == signal.SIG_IGN]
+        req = {"argv": argv[3:], "env": env, "cwd": cwd, "ignored": ignored}
         try:
             socket.send_fds(self.sock, [json.dumps(req).encode()], [log_fd, lock_fd])
         except OSError as exc:
