@@ -46,7 +46,7 @@ def test_two_trees_timed_with_their_ratio_and_slowest_tests(tmp_path):
     assert "| old | " in r.stdout and "tree 812" in r.stdout and "| 812 (1) | 200.0 |" in r.stdout
     assert "| 1012 (1) | 50.0 |" in r.stdout and "new/old: 0.250 of pytest time" in r.stdout
     assert "test_slow" in r.stdout and "@g" not in r.stdout and "| 1 |" in r.stdout  # one assert per tree
-    assert f"tmp: {tmp_path / 'out' / 'old-tmp'}" in (tmp_path / "out/old.log").read_text()
+    assert f"tmp: {tmp_path / 'out' / 'tmp1'}" in (tmp_path / "out/old.log").read_text()
     assert keep.read_text() == "in use"
     keep.unlink()
     bad = tree(tmp_path / "bad", 10.0, 3, code=1)
