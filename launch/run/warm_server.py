@@ -5,8 +5,9 @@ socket pair). A trainer started as a new process spends ~5 s (on the 2-core CI m
 torch, torch._dynamo and DeepSpeed before it trains; a sweep of small CPU runs pays that per run.
 This process pays it once per launch and forks a child per run that is what a new
 `python -m pretrain.cli ARGS` would be: its own session and process group, the run's log as
-stdout and stderr, /dev/null as stdin, the run's environment and working directory, default
-signal handlers, and of the launcher's descriptors only the run lock's. CUDA is never initialised
+stdout and stderr, /dev/null as stdin, the run's environment and working directory, the signal
+dispositions a new process would start with (default, or ignored where the launcher ignores the
+signal), and of the launcher's descriptors only the run lock's. CUDA is never initialised
 here (the launcher uses it for CPU runs only), and no torch operation runs before the fork, so
 the child's OpenMP threads start fresh.
 
