@@ -4,8 +4,9 @@
 Measures, on this machine:
  1. plan + submit + status over a 200-run spec (submit = launch configs + sbatch of a *held*
     job array that is cancelled right after, when Slurm is up; otherwise the dry-run render);
- 2. a local sweep of 8 trivial trainings (2 workers) against the same 8 trainings started
-    directly with `python -m pretrain.cli`, 2 at a time;
+ 2. a local sweep of 8 trivial trainings (2 workers; trainers forked by the warm starter) against
+    the same sweep with `executor.local.warm_start: false` (each trainer a new process) and the
+    same 8 trainings started directly with `python -m pretrain.cli`, 2 at a time;
  3. status over 1,000 synthetic run directories (mixed states).
 
     .venv/bin/python benchmarks/sweep_overhead.py [--skip-local] [--workdir DIR]
@@ -121,6 +122,24 @@ def bench_local(work: Path, base: Path) -> dict:
         )
     )
     assert r.returncode == 0, r.stdout + r.stderr
+    cold = spec_file(
+        work,
+        "l8cold",
+        base,
+        {"train.seed": list(range(8))},
+        work / "runs-l8cold",
+        executor={"local": {"warm_start": False}},
+    )
+    t_cold, r = timed(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "launch.cli", "sweep", "launch", str(cold), "--workers", "2", "--no-progress"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
     # The same 8 trainings started directly, 2 at a time, same threads.
     launch_cfgs = sorted((work / "runs-l8").glob("*/launch.yaml"))
     direct = work / "runs-direct"
@@ -166,6 +185,7 @@ def bench_local(work: Path, base: Path) -> dict:
     return {
         "runs": 8,
         "sweep_s": t_sweep,
+        "cold_sweep_s": t_cold,
         "direct_s": t_direct,
         "overhead_per_run_s": (t_sweep - t_direct) / 8,
         "ratio": t_sweep / t_direct,
@@ -259,8 +279,10 @@ def main() -> int:
             prepare(load_train_config(base).data, log=lambda m: None)
             l8 = bench_local(work, base)
             print(
-                f"[local, 8 trivial runs, 2 workers] sweep {l8['sweep_s']:.1f}s vs direct {l8['direct_s']:.1f}s -> "
-                f"overhead {l8['overhead_per_run_s']:+.2f}s per run, ratio {l8['ratio']:.2f}x; "
+                f"[local, 8 trivial runs, 2 workers] sweep {l8['sweep_s']:.1f}s (warm start), "
+                f"{l8['cold_sweep_s']:.1f}s (warm_start: false) vs direct {l8['direct_s']:.1f}s -> "
+                f"overhead {l8['overhead_per_run_s']:+.2f}s per run, ratio {l8['ratio']:.2f}x, "
+                f"warm/cold {l8['sweep_s'] / l8['cold_sweep_s']:.2f}; "
                 f"relaunch with all done {l8['relaunch_all_done_s']:.2f}s"
             )
     finally:
