@@ -168,5 +168,5 @@ class WarmProc:
             stat = Path(f"/proc/{self.pid}/stat").read_text()
         except OSError:
             return False
-        fields = stat.rsplit(")", 1)[1].split()
-        return fields[0] != "Z" and proc_start_ticks(self.pid) == self.start_ticks
+        fields = stat.rsplit(")", 1)[1].split()  # state, ..., start time (field 22) at [19]
+        return fields[0] != "Z" and int(fields[19]) == self.start_ticks

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 import yaml
 
 from launch.run.warm_start import WarmStarter
-from tests.helpers import REPO, children, metrics, prepared_data, scalelab, summary, write_base, write_spec
+from tests.helpers import REPO, children, metrics, prepared_data, scalelab, start, summary, write_base, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -40,17 +39,6 @@ def sweep(work: Path, data: Path, name: str, warm: bool, seeds=(0, 1), **train) 
             "runs_dir": str(work / name),
             "executor": {"local": {"workers": 1, "warm_start": warm}},
         },
-    )
-
-
-def launcher(spec: Path, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "launch.cli", "sweep", "launch", str(spec), "--no-progress"],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
     )
 
 
@@ -97,7 +85,7 @@ def test_a_forked_trainer_is_what_a_new_process_would_be_and_trains_the_same(wor
     for warm in (True, False):
         name = "warm" if warm else "cold"
         spec = sweep(work, data, name, warm, seeds=(0,), steps=3000, checkpoint_every_steps=50, log_every_steps=5)
-        a = launcher(spec, work)
+        a = start(["sweep", "launch", spec, "--no-progress"], work)
         try:
             run = work / name / "s0"
             pid = trainer_of(run)
@@ -137,7 +125,7 @@ def test_a_forked_trainer_is_what_a_new_process_would_be_and_trains_the_same(wor
 
 def test_a_dead_warm_starter_leaves_its_trainer_running_and_the_launch_goes_on_cold(work, data):
     spec = sweep(work, data, "dies", True, steps=300, checkpoint_every_steps=50, log_every_steps=5)
-    a = launcher(spec, work)
+    a = start(["sweep", "launch", spec, "--no-progress"], work)
     try:
         first = trainer_of(work / "dies" / "s0")
         server = [c for c in children(a.pid) if b"launch.run.warm_server" in Path(f"/proc/{c}/cmdline").read_bytes()]
@@ -183,7 +171,7 @@ def test_a_wrong_value_is_named_before_anything_runs(tmp_path):
 
 def test_a_launch_stopped_while_its_warm_starter_imports_starts_nothing_and_exits_3(work, data):
     spec = sweep(work, data, "early", True)
-    a = launcher(spec, work)
+    a = start(["sweep", "launch", spec, "--no-progress"], work)
     try:
         lines = []
         for line in a.stdout:  # the executor is up; the warm starter is importing torch (seconds)
