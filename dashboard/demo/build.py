@@ -4,6 +4,8 @@ and fit records (`scalelab fit`), plus deliberately broken dirs.
 
 Used by the browser tests (once per session) and to make the docs' screenshots:
     python -m dashboard.demo.build OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
+Each producer is a `scalelab` command run as its own process; `make(..., runner=)` takes another way to run one
+(the browser tests run them in their own process, as they run the CLI elsewhere).
 The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is too small to fit a
 5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic.runs, and MoE tables, a run tree
 with task evaluations and lr-schedule curves from dashboard.demo.data; the runs, metrics, MoE
@@ -17,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import scaling.synthetic.runs as syn
@@ -47,15 +50,25 @@ def _env() -> dict:
     }
 
 
-def _run(args: list[str], log, done: Path | None = None) -> None:
+# Runs `scalelab ARGS` in the checkout with the environment `_env()` gives; returns (exit code, output).
+Runner = Callable[[list[str], dict], tuple[int, str]]
+
+
+def run_process(args: list[str], env: dict) -> tuple[int, str]:
+    """The default runner: `scalelab ARGS` as a process of its own."""
+    r = subprocess.run(
+        _scalelab() + args, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    return r.returncode, r.stdout
+
+
+def _run(args: list[str], log, done: Path | None = None, runner: Runner = run_process) -> None:
     if done is not None and done.exists():  # reuse an existing demo tree (e.g. SCALELAB_DASHBOARD_DEMO)
         return
-    r = subprocess.run(
-        _scalelab() + args, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    log.write(f"$ scalelab {' '.join(args)}\n{r.stdout}\n")
-    if r.returncode != 0:
-        raise RuntimeError(f"scalelab {' '.join(args[:2])} failed ({r.returncode}):\n{r.stdout[-3000:]}")
+    code, out = runner(args, _env())
+    log.write(f"$ scalelab {' '.join(args)}\n{out}\n")
+    if code != 0:
+        raise RuntimeError(f"scalelab {' '.join(args[:2])} failed ({code}):\n{out[-3000:]}")
 
 
 def train_args(run_dir: Path, data_dir: Path, steps: int = 20) -> list[str]:
@@ -79,9 +92,17 @@ def train_args(run_dir: Path, data_dir: Path, steps: int = 20) -> list[str]:
 
 
 def make(
-    out: str | Path, *, moe: bool = True, evals: bool = True, fits: bool = True, broken: bool = True, wsd: bool = True
+    out: str | Path,
+    *,
+    moe: bool = True,
+    evals: bool = True,
+    fits: bool = True,
+    broken: bool = True,
+    wsd: bool = True,
+    runner: Runner = run_process,
 ) -> dict:
-    """Create OUT/runs and OUT/fits; returns what was produced (paths and run ids)."""
+    """Create OUT/runs and OUT/fits; returns what was produced (paths and run ids). `runner` runs each
+    `scalelab` command (default: a process of its own)."""
     out = Path(out).resolve()
     runs, fdir, data = out / "runs", out / "fits", out / "data"
     runs.mkdir(parents=True, exist_ok=True)
@@ -99,6 +120,7 @@ def make(
                 ],
                 log,
                 RunDir(runs / "tiny-sweep" / name).summary,
+                runner,
             )
             made["ids"].append(f"tiny-sweep/{name}")
         if moe:
@@ -112,6 +134,7 @@ def make(
                 ],
                 log,
                 RunDir(runs / "tiny-moe" / "moe-n50k").summary,
+                runner,
             )
             made["ids"].append("tiny-moe/moe-n50k")
             _run(
@@ -126,13 +149,14 @@ def make(
                 ],
                 log,
                 RunDir(runs / "tiny-moe" / "moe-n50k-auxfree").summary,
+                runner,
             )
             made["ids"].append("tiny-moe/moe-n50k-auxfree")
         if wsd:  # a stable run and its cooldown branches (the Curves view draws them as one family)
             spec = demo_data.wsd_spec(out / "wsd-demo.yaml", runs / "wsd-demo", data)
             ids = [f"wsd-demo/{name}" for name in demo_data.WSD_RUNS]
             if not all(RunDir(runs / rid).summary.exists() for rid in ids):
-                _run(["sweep", "launch", str(spec), "--workers", "2", "--no-progress"], log)
+                _run(["sweep", "launch", str(spec), "--workers", "2", "--no-progress"], log, None, runner)
             made["ids"] += ids
             made["wsd"] = {f"wsd-demo/{n}": (p and (f"wsd-demo/{p[0]}", p[1])) for n, p in demo_data.WSD_RUNS.items()}
         if evals:
@@ -158,9 +182,10 @@ def make(
                     ],
                     log,
                     RunDir(runs / rid).evals,
+                    runner,
                 )
         if fits:
-            made["fit_ids"] = _fits(fdir, log)
+            made["fit_ids"] = _fits(fdir, log, runner)
     if broken:
         for rid, files in BROKEN.items():
             d = runs / rid
@@ -171,7 +196,7 @@ def make(
     return made
 
 
-def _fits(fdir: Path, log) -> list[str]:
+def _fits(fdir: Path, log, runner: Runner) -> list[str]:
     """Fit records made by `scalelab fit` on synthetic tables and run trees kept under the fits root
     (the dashboard reads a record's source only inside its roots; run trees there are not records)."""
 
@@ -233,7 +258,7 @@ def _fits(fdir: Path, log) -> list[str]:
         ],
     }
     for out, args in fits.items():
-        _run(["fit", *args, "--out", str(fdir / out)], log, fdir / out)
+        _run(["fit", *args, "--out", str(fdir / out)], log, fdir / out, runner)
     (fdir / "not-a-fit.json").write_text('{"law": "chinchilla", "par')
     return sorted(fits)
 

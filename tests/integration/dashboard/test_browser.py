@@ -1,7 +1,8 @@
 """The dashboard in a real browser (Debian Chromium via Playwright) on a real tiny sweep.
 
-One set of inputs per session (3 dense runs + 1 MoE run from `scalelab train`, an eval from
-`scalelab eval`, fit records from `scalelab fit`, two broken run dirs) and one `scalelab
+One set of inputs per module (3 dense runs and 2 MoE runs from `scalelab train`, a WSD sweep from
+`scalelab sweep launch`, evals from `scalelab eval`, fit records from `scalelab fit`, two broken run
+dirs; each command run in this process, as the suite runs the CLI elsewhere) and one `scalelab
 dashboard` server per module, started as a subprocess on a free port.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from tests.helpers.ci_gate import unavailable
 
 CHROMIUM = "/usr/bin/chromium"
@@ -49,12 +51,21 @@ def _browser_available():
         unavailable("browser", "python package 'playwright' not installed")
 
 
+def _in_process(args: list[str], env: dict) -> tuple[int, str]:
+    """dashboard.demo.build's runner: the command in this process (no torch/DeepSpeed/lm-eval start-up per
+    command), its stdout and stderr as one output."""
+    from tests.helpers import inprocess
+
+    r = inprocess.run(args, REPO, env)
+    return r.returncode, r.stdout + r.stderr
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     from dashboard.demo.build import make
 
     # SCALELAB_DASHBOARD_DEMO=DIR reuses (or fills) a demo tree between local test runs
-    return make(os.environ.get("SCALELAB_DASHBOARD_DEMO") or tmp_path_factory.mktemp("dash"))
+    return make(os.environ.get("SCALELAB_DASHBOARD_DEMO") or tmp_path_factory.mktemp("dash"), runner=_in_process)
 
 
 @pytest.fixture(scope="module")
@@ -428,7 +439,20 @@ def test_host_header_checked_on_loopback(server):
 
 
 def test_auto_refresh_shows_a_new_running_run(page, server, demo):
-    """Runs appear and progress while a sweep writes them (last: it adds a run to the tree)."""
+    """Runs appear and progress while a sweep writes them (last: it adds a run to the tree). The page's clock
+    is moved on one auto-refresh (5 s) at a time instead of waiting for it."""
+
+    def after_refreshes(cond: str, arg=None) -> None:
+        for _ in range(12):
+            page.clock.fast_forward(5000)  # the next auto-refresh, now
+            try:
+                page.wait_for_function(cond, arg=arg, timeout=1500)  # the server rescans at most once a second
+                return
+            except playwright_api.TimeoutError:
+                pass
+        raise AssertionError(f"not shown after 12 auto-refreshes: {cond}")
+
+    page.clock.install()  # the page's timers, advanced by fast_forward (time also flows as usual)
     _open(page, server, "runs", "#runs-table tbody tr")
     src = Path(demo["runs"]) / demo["ids"][0]
     live = Path(demo["runs"]) / "tiny-sweep" / "live-run"
@@ -437,15 +461,14 @@ def test_auto_refresh_shows_a_new_running_run(page, server, demo):
         shutil.copy(src / "config.yaml", live / "config.yaml")
         lines = (src / "metrics.jsonl").read_text().splitlines(keepends=True)
         (live / "metrics.jsonl").write_text("".join(lines[:3]))
-        page.wait_for_selector('#runs-table tr[data-id="tiny-sweep/live-run"]', timeout=15000)
+        after_refreshes("() => document.querySelector('#runs-table tr[data-id=\"tiny-sweep/live-run\"]') !== null")
         with open(live / "metrics.jsonl", "a") as f:
             f.write("".join(lines[3:6]))
         step = str(__import__("json").loads(lines[5])["step"])
-        page.wait_for_function(
+        after_refreshes(
             's => document.querySelector(\'#runs-table tr[data-id="tiny-sweep/live-run"] '
             "td[data-key=status]').textContent.includes(s)",
             arg=step,
-            timeout=15000,
         )
         assert page.errors == []
     finally:
