@@ -5,7 +5,7 @@ and fit records (`scalelab fit`), plus deliberately broken dirs.
 Used by the browser tests (once per session) and to make the docs' screenshots:
     python -m dashboard.demo.build OUT_DIR        # -> OUT_DIR/runs, OUT_DIR/fits
 Each producer is a `scalelab` command run as its own process; `make(..., runner=)` takes another way to run one
-(the browser tests run them in their own process, as they run the CLI elsewhere).
+(the browser tests run them inside the test process, as the suite runs the CLI elsewhere).
 The fits are fitted by `scalelab fit` on SYNTHETIC data (a 3-run CPU sweep is too small to fit a
 5-parameter law): IsoFLOP / batch-lr tables from scaling.synthetic.runs, and MoE tables, a run tree
 with task evaluations and lr-schedule curves from dashboard.demo.data; the runs, metrics, MoE

@@ -51,7 +51,8 @@ def isolated(cwd: Path, env: dict | None = None, unset=()):
         # A finished trainer's engine and buffers, freed before the next test builds its own. Then what is still
         # alive (torch, DeepSpeed, lm-eval: ~500K objects once imported) is frozen out of the collector's scans:
         # a full collection over it took 0.2-0.5 s per command, hundreds of times a session. The next collection
-        # scans only what later commands make.
+        # scans only what later commands make. (A frozen object that later becomes cyclic garbage is never freed:
+        # a small leak per test worker, taken for the time.)
         gc.collect()
         gc.freeze()
 
