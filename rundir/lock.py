@@ -28,15 +28,21 @@ def boot_id() -> str | None:
         return None
 
 
-def proc_start_ticks(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); None if gone/unknown."""
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state at [0], process group at [2], start time
+    at [19]); None if the process is gone."""
     try:
         data = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
+    return data.rsplit(")", 1)[1].split()
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); None if gone/unknown."""
     try:
-        return int(data.rsplit(")", 1)[1].split()[19])
-    except (IndexError, ValueError):
+        return int(proc_stat(pid)[19])
+    except (TypeError, IndexError, ValueError):
         return None
 
 

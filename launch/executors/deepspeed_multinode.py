@@ -26,6 +26,7 @@ from launch.sweep import depends
 from launch.sweep.data_jobs import data_jobs, run_locally
 from pretrain.errors import ConfigError
 from rundir.layout import LAUNCH_CONFIG, SUMMARY, TRAIN_LOG
+from rundir.lock import proc_stat
 from rundir.summary import read_summary
 
 
@@ -83,12 +84,8 @@ def group_alive(pgid: int) -> bool:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
+        fields = proc_stat(int(entry.name))
+        if fields is not None and len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
             return True
     return False
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from launch.run.warm_server import GROUP_SIGNALS
-from rundir.lock import proc_start_ticks
+from rundir.lock import proc_start_ticks, proc_stat
 from rundir.summary import read_summary
 
 READY_TIMEOUT_S = 300.0  # the imports under a loaded machine, with margin
@@ -164,9 +164,5 @@ class WarmProc:
 
     def _alive(self) -> bool:
         """Still running: the same process (start time) and not a zombie waiting for a reaper."""
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
-            return False
-        fields = stat.rsplit(")", 1)[1].split()  # state, ..., start time (field 22) at [19]
-        return fields[0] != "Z" and int(fields[19]) == self.start_ticks
+        fields = proc_stat(self.pid)
+        return fields is not None and fields[0] != "Z" and int(fields[19]) == self.start_ticks
