@@ -33,6 +33,20 @@ read as GiB for HBM (NVIDIA's "80GB" A100 reports 81,920 MiB; the H200's "141GB"
 the same sheets: A100 40 / 80 GB, H100 80 GB (SXM and PCIe), H200 141 GB, B200 180 GB (HGX B200:
 1,440 GB over 8 GPUs), MI300X 192 GB, L4 24 GB, L40S 48 GB, H800 80 GB, TPU v4 32 GiB. A process
 sees a little less (driver, ECC, CUDA context): models/memory.py keeps headroom for that.
+
+Bandwidths and fp8 (the step-time model, scaling/planning/perf_model.py), bytes/s per device, one direction:
+`HBM_BYTES_PER_S` the memory bandwidth; `NVLINK_BYTES_PER_S` the scale-up link inside a node (NVLink's
+"total" is both directions: half of it here; no NVLink: the PCIe Gen4/5 x16 link, one direction);
+`NETWORK_BYTES_PER_S` the scale-out NIC per device of the vendor's reference node (DGX A100: 8 x 200 Gb/s
+HDR InfiniBand; DGX H100/H200/B200: 8 x 400 Gb/s ConnectX-7), where the device datasheet names none an
+assumption said in `NETWORK_SOURCES`. `FP8_FLOPS`: dense fp8 tensor-core peak (sparse / 2). Sources, the
+datasheets above: A100 HBM2e 1,555 GB/s (40 GB) / 2,039 GB/s (80 GB SXM), NVLink 600 GB/s; H100 SXM
+HBM3 3.35 TB/s, NVLink 900 GB/s, FP8 3,958 TF*; H100 PCIe HBM2e 2.0 TB/s, NVLink bridge 600 GB/s, FP8
+3,026 TF*; H200 HBM3e 4.8 TB/s, NVLink 900 GB/s, FP8 3,958 TF*; B200 (HGX B200, per GPU) HBM3e 8 TB/s,
+NVLink 1.8 TB/s, FP8 9 PF*; MI300X HBM3 5.3 TB/s, 7 Infinity Fabric links of 128 GB/s (both directions),
+FP8 2,614.9 TF dense; L4 300 GB/s, PCIe Gen4 x16 64 GB/s, FP8 485 TF*; L40S 864 GB/s, PCIe Gen4 x16,
+FP8 1,466 TF*; H800 HBM3 3.35 TB/s, NVLink 400 GB/s, FP8 3,958 TF* (secondary copies, as above);
+TPU v4: HBM 1,200 GB/s (Cloud TPU docs), ICI not modelled (no entry: the step-time model refuses it).
 """
 
 from __future__ import annotations
@@ -70,6 +84,68 @@ MEMORY_BYTES: dict[str, int] = {
     "l40s": 48 * GIB,
     "h800": 80 * GIB,
     "tpu-v4": 32 * GIB,
+}
+
+GBPS = 1e9  # bytes/s per GB/s
+# device -> bytes/s (one direction; see the docstring)
+HBM_BYTES_PER_S: dict[str, float] = {
+    "a100-40gb": 1555 * GBPS,
+    "a100-80gb": 2039 * GBPS,
+    "h100-sxm": 3350 * GBPS,
+    "h100-pcie": 2000 * GBPS,
+    "h200": 4800 * GBPS,
+    "b200": 8000 * GBPS,
+    "mi300x": 5300 * GBPS,
+    "l4": 300 * GBPS,
+    "l40s": 864 * GBPS,
+    "h800": 3350 * GBPS,
+    "tpu-v4": 1200 * GBPS,
+}
+NVLINK_BYTES_PER_S: dict[str, float] = {
+    "a100-40gb": 300 * GBPS,
+    "a100-80gb": 300 * GBPS,
+    "h100-sxm": 450 * GBPS,
+    "h100-pcie": 300 * GBPS,
+    "h200": 450 * GBPS,
+    "b200": 900 * GBPS,
+    "mi300x": 448 * GBPS,
+    "l4": 32 * GBPS,
+    "l40s": 32 * GBPS,
+    "h800": 200 * GBPS,
+}
+NETWORK_BYTES_PER_S: dict[str, float] = {
+    "a100-40gb": 25 * GBPS,
+    "a100-80gb": 25 * GBPS,
+    "h100-sxm": 50 * GBPS,
+    "h100-pcie": 50 * GBPS,
+    "h200": 50 * GBPS,
+    "b200": 50 * GBPS,
+    "mi300x": 50 * GBPS,
+    "l4": 12.5 * GBPS,
+    "l40s": 25 * GBPS,
+    "h800": 50 * GBPS,
+}
+NETWORK_SOURCES = {
+    "a100-40gb": "DGX A100: 8 x 200 Gb/s HDR InfiniBand",
+    "a100-80gb": "DGX A100: 8 x 200 Gb/s HDR InfiniBand",
+    "h100-sxm": "DGX H100: 8 x 400 Gb/s ConnectX-7",
+    "h100-pcie": "assumed one 400 Gb/s NIC per GPU (the PCIe datasheet names no node design)",
+    "h200": "DGX H200: 8 x 400 Gb/s ConnectX-7",
+    "b200": "DGX B200: 8 x 400 Gb/s ConnectX-7",
+    "mi300x": "assumed one 400 Gb/s NIC per GPU (AMD's data sheet names no node design)",
+    "l4": "assumed one 100 Gb/s NIC per GPU",
+    "l40s": "assumed one 200 Gb/s NIC per GPU",
+    "h800": "DeepSeek-V3 report (arXiv:2412.19437, Sec. 3.1): 400 Gb/s InfiniBand per GPU",
+}
+FP8_FLOPS: dict[str, float] = {
+    "h100-sxm": 1979e12,
+    "h100-pcie": 1513e12,
+    "h200": 1979e12,
+    "b200": 4500e12,
+    "mi300x": 2614.9e12,
+    "l4": 242.5e12,
+    "l40s": 733e12,
+    "h800": 1979e12,
 }
 
 DATASHEETS = {
