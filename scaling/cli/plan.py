@@ -130,7 +130,28 @@ def register(subparsers) -> None:
         help="write a train config for the recommendation (with --device also "
         "out.sweep.yaml: the run as a one-run Slurm sweep with the plan's layout)",
     )
-    p.add_argument("--micro-batch-size", type=int, default=16, help="micro batch (sequences) for the emitted config")
+    p.add_argument(
+        "--micro-batch-size",
+        type=int,
+        default=None,
+        help="micro batch (sequences): with --device the same as --layout micro_batch_size=B; the emitted "
+        "config's micro batch when no layout fits (default 16)",
+    )
+    p.add_argument(
+        "--layout",
+        metavar="KEY=VALUE,...",
+        help="fix layout choices (with --device), e.g. tp=8,pp=16 or zero_stage=3,micro_batch_size=8,"
+        "activation_checkpointing=full; keys: tp, pp, dp, ep_size, zero_stage, micro_batch_size, "
+        "gradient_accumulation_steps, activation_checkpointing (none|selective|every_k|full), "
+        "activation_checkpointing_k, sequence_parallel, pp_interleave; the rest is searched",
+    )
+    p.add_argument(
+        "--global-batch-tokens",
+        type=positive_float,
+        metavar="T",
+        help="the global batch the layout meets exactly, in tokens (whole sequences; default: the batch-lr "
+        "fit's batch at the run, else the fitted runs', else 4M)",
+    )
     p.add_argument(
         "--accuracy",
         metavar="ACC.json",
@@ -162,7 +183,7 @@ def cmd_plan(args) -> int:
         return fail(problem, 2)
     if args.vocab_size is not None and args.vocab_size <= 0:
         return fail(f"--vocab-size must be > 0 (got {args.vocab_size})", 2)
-    if args.micro_batch_size <= 0:
+    if args.micro_batch_size is not None and args.micro_batch_size <= 0:
         return fail(f"--micro-batch-size must be > 0 (got {args.micro_batch_size})", 2)
     opts = BudgetOptions(
         compute=args.compute,
@@ -180,6 +201,9 @@ def cmd_plan(args) -> int:
         model=args.model,
         tokens=args.tokens,
         devices_per_node=args.devices_per_node,
+        layout=args.layout,
+        micro_batch_size=args.micro_batch_size if args.device else None,
+        global_batch_tokens=args.global_batch_tokens,
     )
     try:
         opts.check()
@@ -206,7 +230,7 @@ def cmd_plan(args) -> int:
             kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule)
         plan = build_plan(fits, opts, kw, ci=args.ci, **chain)
         if args.emit_config:
-            emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size)
+            emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size or 16)
             plan["emitted_config"] = args.emit_config
             if sweep_spec_path(Path(args.emit_config)).exists() and (plan.get("memory") or {}).get("fits"):
                 plan["emitted_sweep"] = str(sweep_spec_path(Path(args.emit_config)))

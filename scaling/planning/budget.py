@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from scaling.core.errors import InputError
 from scaling.fits.record import _clean
 from scaling.planning import cost as costs
@@ -20,6 +22,7 @@ from scaling.planning.cost import resolve_mfu
 from scaling.planning.devices import peak_flops
 from scaling.planning.inference import choose_preset, inference_block
 from scaling.planning.layout import layout_block, priced_model_plan
+from scaling.planning.layout_plan import fixed_keys, layout_sections
 from scaling.planning.plan import make_plan
 from scaling.planning.run_model import model_presets
 
@@ -41,6 +44,9 @@ class BudgetOptions:
     model: str | None = None
     tokens: float | None = None
     devices_per_node: int | None = None
+    layout: str | None = None  # --layout key=value,... (scaling/planning/layout_search.py)
+    micro_batch_size: int | None = None  # --micro-batch-size: --layout micro_batch_size=...
+    global_batch_tokens: float | None = None
 
     def check(self) -> None:
         """Every combination error, before any work (InputError -> exit 2)."""
@@ -86,7 +92,15 @@ class BudgetOptions:
         if not self.device:
             given = [
                 f
-                for f in ("precision", "num_devices", "mfu", "usd_per_device_hour", "devices_per_node")
+                for f in (
+                    "precision",
+                    "num_devices",
+                    "mfu",
+                    "usd_per_device_hour",
+                    "devices_per_node",
+                    "layout",
+                    "global_batch_tokens",
+                )
                 if getattr(self, f) is not None
             ]
             if given:
@@ -101,6 +115,10 @@ class BudgetOptions:
             raise InputError(f"--inference-tokens must be >= 0 (got {self.inference_tokens})")
         if self.num_devices is not None and self.num_devices < 1:
             raise InputError(f"--num-devices must be >= 1 (got {self.num_devices})")
+        if self.global_batch_tokens is not None and not self.global_batch_tokens > 0:
+            raise InputError(f"--global-batch-tokens must be > 0 (got {self.global_batch_tokens})")
+        if self.layout is not None:
+            fixed_keys(self.layout, self.micro_batch_size)
         if self.device:
             peak_flops(self.device, self.precision or "bf16")
             if self.mfu not in (None, "auto"):
@@ -165,6 +183,7 @@ def build_plan(
             inf["run"] = run
     if hw:
         _memory(plan, hw, opts)
+        _layout(plan, hw, opts, mfu_from_model=budget is None)
         if inf:
             priced = {**plan, "run": inf["run"]} if inf.get("run") else plan  # its hardware FLOPs ratio
             plan["cost"] = costs.cost_block(
@@ -223,8 +242,43 @@ def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dic
     mfu = costs.resolve_mfu(opts.mfu, opts.device, precision, opts.runs)
     hw = costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
     _memory(plan, hw, opts)
+    _layout(plan, hw, opts, mfu_from_model=True)
     plan["cost"] = costs.cost_block(plan, hw, ci=ci)
     return _clean(plan)
+
+
+def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> None:
+    """The searched layout and its predicted performance (scaling.planning.layout_plan); with --mfu auto
+    and no finished runs on the device, the cost takes the predicted MFU (not for the budget forms,
+    whose compute the MFU already bought)."""
+    got = layout_sections(
+        plan,
+        hw.device,
+        hw.num_devices,
+        hw.precision,
+        devices_per_node=opts.devices_per_node,
+        layout=opts.layout,
+        micro_batch_size=opts.micro_batch_size,
+        global_batch_tokens=opts.global_batch_tokens,
+    )
+    if got is None:
+        return
+    plan["layout"], perf = got
+    if perf is None:
+        plan.setdefault("warnings", []).append(
+            f"no layout of the run on {hw.num_devices} x {hw.device}: {plan['layout'].get('reason')}"
+        )
+        return
+    plan["performance"] = perf
+    measured = hw.mfu.source.startswith("measured") or hw.mfu.source.startswith("given")
+    if mfu_from_model and not measured:
+        m = perf["mfu"]
+        hw.mfu = costs.MFU(
+            m,
+            f"predicted {m:.3f} by the step-time model for the searched layout ({plan['layout']['describe']}); "
+            "+-20% interval: the model's calibration error (docs/model-design.md)",
+            m * np.linspace(0.8, 1.2, 201),
+        )
 
 
 def plan_to_emit(plan: dict) -> dict:

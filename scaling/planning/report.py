@@ -7,6 +7,7 @@ from scaling.planning.accuracy_chain import format_accuracy
 from scaling.planning.cost import format_cost
 from scaling.planning.inference import format_inference
 from scaling.planning.layout import format_memory
+from scaling.planning.layout_search import format_layout
 from scaling.planning.run_model import describe_run_model
 
 
@@ -67,6 +68,8 @@ def format_sections(plan: dict) -> list[str]:
     lines = []
     if plan.get("memory"):
         lines += format_memory(plan["memory"])
+    if plan.get("layout"):
+        lines += format_layout({**plan["layout"], "performance": plan.get("performance")})
     if plan.get("inference"):
         lines += format_inference(plan["inference"])
     if plan.get("cost"):

@@ -1,0 +1,97 @@
+"""models/layout_memory.py: Korthikanti et al. 2022's activation formulas and their worked numbers, model
+states sharded by TP x PP x ZeRO (and EP for experts), the pipeline's in-flight micro-batches, and the
+trainer's own engine for the layouts it runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.config import ModelConfig
+from models.layout_memory import (
+    ParallelLayout,
+    activation_bytes,
+    check_layout,
+    korthikanti_layer_bytes,
+    layer_bytes,
+    layout_memory,
+    state_bytes,
+)
+from models.memory import estimate_memory
+from models.moe.config import MoEConfig
+
+GPT3 = ModelConfig(d_model=12288, n_layers=96, n_heads=96, d_ff=4 * 12288, vocab_size=51200, seq_len=2048)
+LLAMA2_7B = ModelConfig(d_model=4096, n_layers=32, n_heads=32, d_ff=11008, vocab_size=32000, seq_len=4096)
+
+
+def test_korthikanti_gpt3_worked_example():
+    s, h, a, t = 2048, 12288, 96, 8
+    # Sec. 4: for GPT-3 175B the attention term 5as/h is 80, more than twice the linear 34
+    assert 5 * a * s / h == 80
+    sbh = s * h
+    assert korthikanti_layer_bytes(s, 1, h, a) == sbh * (34 + 80)
+    assert korthikanti_layer_bytes(s, 1, h, a, t) == sbh * (10 + 24 / 8 + 80 / 8)
+    assert korthikanti_layer_bytes(s, 1, h, a, t, sequence_parallel=True, selective=True) == sbh * 34 / 8
+    # the abstract's "reduces activation memory by 5x": TP 8 alone against TP 8 + SP + selective
+    ratio = korthikanti_layer_bytes(s, 1, h, a, t) / korthikanti_layer_bytes(s, 1, h, a, t, True, True)
+    assert ratio == pytest.approx(23 / 4.25) and ratio > 5
+
+
+@pytest.mark.parametrize("t, sp, sel", [(1, False, False), (8, False, False), (8, True, False), (8, True, True)])
+def test_our_block_count_reduces_to_korthikantis_for_their_block(t, sp, sel):
+    ours = layer_bytes(GPT3, 2048, t, sp, sel, gelu=True, dropout=True, flash=False)
+    assert ours == pytest.approx(korthikanti_layer_bytes(2048, 1, 12288, 96, t, sp, sel))
+
+
+def test_full_recompute_keeps_block_inputs_and_pipeline_holds_pp_micro_batches():
+    lay = ParallelLayout(tp=8, pp=8, dp=1, micro_batch_size=1, gradient_accumulation_steps=64)
+    one = layer_bytes(GPT3, 2048, 8, True)
+    acts = activation_bytes(GPT3, lay)
+    assert acts["in_flight_micro_batches"] == 8  # 1F1B: the first stage holds pp micro-batches
+    assert acts["first_stage"] == pytest.approx(12 * one * 8)  # 96 / 8 blocks x 8 in flight
+    full = activation_bytes(
+        GPT3, ParallelLayout(tp=8, pp=8, gradient_accumulation_steps=64, activation_checkpointing="full")
+    )
+    assert full["first_stage"] == pytest.approx(12 * 2 * 2048 * 12288 / 8 * 8 + one)  # inputs + one rebuilt block
+    inter = activation_bytes(GPT3, ParallelLayout(tp=8, pp=8, gradient_accumulation_steps=64, pp_interleave=2))
+    assert inter["in_flight_micro_batches"] == pytest.approx(8 * (1 + 7 / 16))
+
+
+def test_states_shard_over_tp_pp_and_zero():
+    base = state_bytes(LLAMA2_7B, ParallelLayout(dp=8, zero_stage=0))
+    assert base["optimizer"] == pytest.approx(6 * base["params"])  # 12 bytes against 2 per parameter
+    z1 = state_bytes(LLAMA2_7B, ParallelLayout(dp=8, zero_stage=1))
+    assert z1["optimizer"] == pytest.approx(base["optimizer"] / 8) and z1["grads"] == base["grads"]
+    z3 = state_bytes(LLAMA2_7B, ParallelLayout(dp=8, zero_stage=3))
+    assert z3["grads"] == pytest.approx(base["grads"] / 8) and z3["params"] < base["params"] / 4
+    tp4 = state_bytes(LLAMA2_7B, ParallelLayout(tp=4, dp=2, zero_stage=0))
+    assert tp4["params"] == pytest.approx(base["params"] / 4, rel=0.01)  # norms are replicated, nothing else
+    pp4 = state_bytes(LLAMA2_7B, ParallelLayout(pp=4, dp=2, zero_stage=0))
+    assert base["params"] / 4 < pp4["params"] < base["params"] / 3.5  # 8 blocks and the embedding on stage 1
+
+
+def test_expert_parallelism_shards_the_experts():
+    moe = ModelConfig(
+        d_model=2048, n_layers=16, n_heads=16, vocab_size=32000, seq_len=2048,
+        moe=MoEConfig(num_experts=64, top_k=2, d_ff=1024),
+    )  # fmt: skip
+    one = layout_memory(moe, ParallelLayout(tp=1, pp=2, dp=64, ep_size=1))
+    ep = layout_memory(moe, ParallelLayout(tp=1, pp=2, dp=64, ep_size=64))
+    assert ep["expert_param_bytes"] == pytest.approx(one["expert_param_bytes"] / 64)
+    assert ep["per_device_bytes"]["total"] < one["per_device_bytes"]["total"]
+    assert check_layout(moe, ParallelLayout(dp=8, ep_size=16)) == (
+        "ep_size=16 does not divide dp=8 (expert ranks are carved out of data parallel)"
+    )
+
+
+def test_layouts_the_trainer_runs_are_priced_by_its_engine():
+    lay = ParallelLayout(
+        dp=16, zero_stage=2, micro_batch_size=2, gradient_accumulation_steps=4, activation_checkpointing="full"
+    )
+    got = layout_memory(LLAMA2_7B, lay, "bf16", 80 * 2**30)
+    want = estimate_memory(
+        LLAMA2_7B, micro_batch_size=2, zero_stage=2, world_size=16, activation_checkpointing="full",
+        gradient_accumulation_steps=4, device_memory_bytes=80 * 2**30,
+    )  # fmt: skip
+    assert got["per_device_bytes"] == want.per_device_bytes and got["fits"] == want.fits
+    assert got["engine"].startswith("scalelab trainer")
+    assert layout_memory(LLAMA2_7B, ParallelLayout(tp=2, dp=8))["engine"].startswith("Megatron")

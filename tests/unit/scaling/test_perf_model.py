@@ -1,0 +1,88 @@
+"""scaling/planning/perf_model.py and layout_search.py: the step-time model against the published
+throughput it was calibrated on and the runs held out from it, what its terms do, and the search."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.config import ModelConfig
+from models.layout_memory import ParallelLayout
+from scaling.core.errors import InputError
+from scaling.planning.calibration import MEASURED, table
+from scaling.planning.layout_search import parse_layout, search
+from scaling.planning.perf_model import machine, step_time
+
+LLAMA2_7B = ModelConfig(d_model=4096, n_layers=32, n_heads=32, d_ff=11008, vocab_size=32000, seq_len=4096)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return table()
+
+
+def test_calibration_rows_and_the_hold_out_are_within_20_percent(rows):
+    cal = [r for r in rows if r["use"] == "calibrate"]
+    hold = [r for r in rows if r["use"] == "holdout"]
+    assert len(cal) >= 12 and len(hold) >= 10 and len(rows) == len(MEASURED)
+    assert all(abs(r["ratio"] - 1) <= 0.2 for r in cal), [(r["name"], r["ratio"]) for r in cal]
+    assert sum(abs(r["ratio"] - 1) <= 0.2 for r in hold) >= 0.8 * len(hold)
+    llama = next(r for r in hold if "DP 128" in r["name"])  # Meta's 41% on 16,384 H100s, never fitted
+    assert llama["predicted_mfu"] == pytest.approx(0.41, rel=0.2)
+    assert llama["layout"]["tp"] == 8 and llama["layout"]["pp"] == 16 and llama["layout"]["dp"] == 128
+
+
+def test_terms_move_the_step_the_way_hardware_does():
+    h100 = machine("h100-sxm", "bf16", 8)
+    base = ParallelLayout(tp=1, pp=1, dp=64, zero_stage=1, micro_batch_size=2, gradient_accumulation_steps=8)
+    t0 = step_time(LLAMA2_7B, base, h100)
+    assert 0.2 < t0["mfu"] < 0.7 and t0["hfu"] == pytest.approx(t0["mfu"])
+    full = step_time(LLAMA2_7B, ParallelLayout(**{**base.to_dict(), "activation_checkpointing": "full"}), h100)
+    assert full["step_time_s"] > t0["step_time_s"] and full["hfu"] > full["mfu"]  # recompute counted as hardware FLOPs
+    pp = step_time(
+        LLAMA2_7B, ParallelLayout(tp=1, pp=4, dp=16, micro_batch_size=2, gradient_accumulation_steps=8), h100
+    )
+    b = pp["breakdown_s"]
+    busy = pp["step_time_s"] - b["pp_bubble"] - b["dp_comm_exposed"] - b["optimizer"]
+    assert b["pp_bubble"] == pytest.approx(3 / 8 * busy)  # 1F1B: (pp - 1) / m of the busy time
+    nvl = step_time(LLAMA2_7B, ParallelLayout(tp=8, dp=8, micro_batch_size=2, gradient_accumulation_steps=8), h100)
+    slow = step_time(
+        LLAMA2_7B,
+        ParallelLayout(tp=8, dp=8, micro_batch_size=2, gradient_accumulation_steps=8),
+        machine("h100-sxm", "bf16", 4),
+    )
+    assert slow["breakdown_s"]["tp_comm"] > 2 * nvl["breakdown_s"]["tp_comm"]  # TP leaving the NVLink domain
+    a100 = step_time(LLAMA2_7B, base, machine("a100-80gb", "bf16", 8))
+    assert a100["tokens_per_s"] < t0["tokens_per_s"]
+
+
+def test_search_meets_the_batch_exactly_and_explains_rejections():
+    got = search(LLAMA2_7B, num_devices=48, global_batch_size=96, device="a100-40gb", devices_per_node=8)
+    assert (
+        got["fits"]
+        and got["chosen"]["dp"] * got["chosen"]["micro_batch_size"] * got["chosen"]["gradient_accumulation_steps"] == 96
+    )
+    assert got["memory"]["per_device_bytes"]["total"] <= 0.95 * 40 * 2**30
+    kinds = {r["kind"] for r in got["rejected"]}
+    assert "slower" in kinds
+    fixed = search(LLAMA2_7B, num_devices=48, global_batch_size=96, device="a100-40gb", fixed={"tp": 2, "pp": 3})
+    assert fixed["chosen"]["tp"] == 2 and fixed["chosen"]["pp"] == 3 and fixed["chosen"]["dp"] == 8
+    none = search(LLAMA2_7B, num_devices=48, global_batch_size=97, device="a100-40gb", fixed={"tp": 1, "pp": 1})
+    assert not none["fits"] and "dividing the global batch of 97" in none["reason"]
+
+
+def test_parse_layout_names_the_bad_key():
+    assert parse_layout("zero_stage=3,tp=8,activation_checkpointing=full,sequence_parallel=false") == {
+        "zero_stage": 3,
+        "tp": 8,
+        "activation_checkpointing": "full",
+        "sequence_parallel": False,
+    }
+    for text, msg in (
+        ("tq=8", "unknown key 'tq'"),
+        ("tp=eight", "tp='eight': a whole number"),
+        ("activation_checkpointing=some", "choose from none, selective, every_k, full"),
+        ("zero_stage=4", "zero_stage=4: 0-3"),
+        ("tp", "write key=value"),
+    ):
+        with pytest.raises(InputError, match=msg):
+            parse_layout(text)
