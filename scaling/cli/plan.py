@@ -232,6 +232,7 @@ def cmd_plan(args) -> int:
         if args.emit_config:
             emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size or 16)
             plan["emitted_config"] = args.emit_config
+            _emit_layout_table(plan, Path(args.emit_config))
             if sweep_spec_path(Path(args.emit_config)).exists() and (plan.get("memory") or {}).get("fits"):
                 plan["emitted_sweep"] = str(sweep_spec_path(Path(args.emit_config)))
     except InputError as exc:
@@ -246,3 +247,26 @@ def cmd_plan(args) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _emit_layout_table(plan: dict, config: Path) -> None:
+    """Beside an emitted config: when the searched layout needs TP, PP or selective recomputation, which the
+    trainer does not run, `<stem>.layout.txt` holds that layout's table and the plan says so."""
+    from scaling.planning.layout_search import format_layout  # deferred: a fast --help
+
+    lay = plan.get("layout") or {}
+    if not lay.get("fits") or lay.get("trainer_runs"):
+        return
+    path = config.with_name(config.stem + ".layout.txt")
+    path.write_text(
+        "The searched layout needs tensor / pipeline parallelism or selective recomputation: the trainer does "
+        "not run TP/PP, so the emitted config keeps the trainer's data-parallel layout (the plan's `memory`).\n"
+        + "\n".join(format_layout({**lay, "performance": plan.get("performance")}))
+        + "\n"
+    )
+    plan["emitted_layout"] = str(path)
+    plan.setdefault("warnings", []).append(
+        f"the searched layout ({lay['describe']}) needs TP/PP, which the trainer does not run: {path} holds its "
+        f"table; {config} is the trainer's data-parallel layout"
+        + ("" if (plan.get("memory") or {}).get("fits") else ", which does not fit this device")
+    )

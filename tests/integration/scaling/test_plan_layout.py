@@ -74,3 +74,13 @@ def test_micro_batch_size_is_a_layout_key_and_bad_layouts_exit_2(tmp_path):
     assert bad.returncode == 2 and "--layout: unknown key 'tq'" in bad.stderr
     bad = plan(tmp_path, "--layout", "micro_batch_size=4", "--micro-batch-size", "2")
     assert bad.returncode == 2 and "disagree" in bad.stderr
+
+
+def test_emit_config_writes_the_layout_table_for_a_tp_pp_layout(tmp_path):
+    res = plan(tmp_path, "--layout", "tp=8,pp=16", "--mfu", "0.41", "--emit-config", "run.yaml", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    p = json.loads(res.stdout)
+    table = (tmp_path / "run.layout.txt").read_text()
+    assert "the trainer does not run TP/PP" in table and "tp=8, pp=16, dp=128" in table
+    assert p["emitted_layout"].endswith("run.layout.txt")
+    assert any("needs TP/PP, which the trainer does not run" in w for w in p["warnings"])
