@@ -149,7 +149,7 @@ def plan_moe(args, fits) -> int:
             shape_rule=args.shape_rule,
         )
         if args.emit_config:
-            emit_moe_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size)
+            emit_moe_config(plan, args.emit_config, micro_batch_size=args.micro_batch_size or 16)
             plan["emitted_config"] = args.emit_config
     except InputError as exc:
         return fail(str(exc), 2)
