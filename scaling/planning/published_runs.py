@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from models.accounting import model_counts
 from models.config import ModelConfig
 from models.pricing import implied_mfu, price
-from rundir.accelerators import DEVICES
+from rundir.accelerators import DEVICES, NETWORK_BYTES_PER_S
+from scaling.planning.layout_search import search
 
 STATED_MFU = 0.40  # the cost projection's stated default (scaling/planning/cost.py)
 
@@ -35,6 +36,9 @@ class PublishedRun:
     model: ModelConfig | None = None  # our Llama-layout model of it
     flops_per_token: float | None = None  # instead of `model` (DeepSeek-V3: by its active parameters)
     note: str = ""
+    num_devices: int | None = None  # the cluster the step-time model lays the run out on
+    batch_tokens: float | None = None  # its global batch
+    cluster_note: str = ""  # where those two come from
 
     def fpt(self) -> float:
         return self.flops_per_token if self.flops_per_token is not None else model_counts(self.model).flops_per_token
@@ -66,6 +70,9 @@ RUNS = (
         "Touvron et al. 2023, arXiv:2307.09288 (2T tokens, 4096 context); Llama 2 model card (1,720,320 A100-80GB "
         "GPU-hours for 70B)",
         ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=32000, seq_len=4096),
+        num_devices=2048,
+        batch_tokens=4 * 2**20,
+        cluster_note="4M-token batch (paper); 2,048 GPUs assumed (not published)",
     ),
     PublishedRun(
         "Llama 3.1 405B",
@@ -79,6 +86,49 @@ RUNS = (
         ModelConfig(
             d_model=16384, n_layers=126, n_heads=128, n_kv_heads=8, d_ff=53248, vocab_size=128256, seq_len=8192
         ),
+        num_devices=16384,
+        batch_tokens=16 * 2**20,
+        cluster_note="16,384 GPUs, 16M-token batch (Llama 3 paper, Table 4)",
+    ),
+    PublishedRun(
+        "Llama 3 8B",
+        "d 4096, 32 layers, 32 heads, 8 kv heads, d_ff 14336, vocab 128256, seq 8192",
+        15e12,
+        "h100-sxm",
+        "H100-80GB",
+        1.3e6,
+        "Llama 3 model card (Meta, 2024: 15T+ tokens, 1.3M H100-80GB GPU-hours for 8B); shape from its config.json",
+        ModelConfig(d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336, vocab_size=128256, seq_len=8192),
+        num_devices=2048,
+        batch_tokens=4 * 2**20,
+        cluster_note="2,048 GPUs and a 4M-token batch assumed (not published)",
+    ),
+    PublishedRun(
+        "Llama 3 70B",
+        "d 8192, 80 layers, 64 heads, 8 kv heads, d_ff 28672, vocab 128256, seq 8192",
+        15e12,
+        "h100-sxm",
+        "H100-80GB",
+        6.4e6,
+        "Llama 3 model card (Meta, 2024: 15T+ tokens, 6.4M H100-80GB GPU-hours for 70B); shape from its config.json",
+        ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=128256, seq_len=8192),
+        num_devices=8192,
+        batch_tokens=16 * 2**20,
+        cluster_note="8,192 GPUs and a 16M-token batch assumed (not published)",
+    ),
+    PublishedRun(
+        "TinyLlama 1.1B",
+        "d 2048, 22 layers, 32 heads, 4 kv heads, d_ff 5632, vocab 32000, seq 2048",
+        300e9,
+        "a100-40gb",
+        "A100-40GB",
+        3456,
+        "TinyLlama README (Zhang et al. 2024, github.com/jzhang38/TinyLlama): 16 A100-40G, 24k tokens/s per GPU "
+        "(56% MFU, no activation checkpointing), 3,456 GPU-hours for 300B tokens, 2M-token batch",
+        ModelConfig(d_model=2048, n_layers=22, n_heads=32, n_kv_heads=4, d_ff=5632, vocab_size=32000, seq_len=2048),
+        num_devices=16,
+        batch_tokens=2 * 2**20,
+        cluster_note="16 GPUs, 2M-token batch (README)",
     ),
     PublishedRun(
         "OLMo 2 7B",
@@ -108,6 +158,22 @@ RUNS = (
 )
 
 
+def predicted(run: PublishedRun) -> dict | None:
+    """The step-time model's MFU and device-hours for the run on its cluster (searched layout), or None."""
+    if run.model is None or not run.num_devices or not run.batch_tokens or run.device not in NETWORK_BYTES_PER_S:
+        return None
+    seqs = round(run.batch_tokens / run.model.seq_len)
+    got = search(run.model, num_devices=run.num_devices, global_batch_size=seqs, device=run.device, keep_rejected=0)
+    if not got.get("fits"):
+        return None
+    perf = got["performance"]
+    return {
+        "mfu": perf["mfu"],
+        "device_hours": run.tokens / perf["tokens_per_s"] / 3600.0 * run.num_devices,
+        "layout": got["describe"],
+    }
+
+
 def row(run: PublishedRun, mfu: float = STATED_MFU) -> dict:
     peak = DEVICES[run.device]["bf16"]
     ours = price(run.fpt(), run.tokens, peak, mfu)
@@ -124,23 +190,29 @@ def row(run: PublishedRun, mfu: float = STATED_MFU) -> dict:
         "device_hours": ours["device_hours"],
         "reported_device_hours": run.reported_device_hours,
         "implied_mfu": implied,
+        "predicted": predicted(run),
     }
 
 
 def table_markdown(mfu: float = STATED_MFU) -> str:
     lines = [
         f"| run | shape | tokens | device | hardware FLOPs | our device-hours at MFU {mfu:.2f} | reported "
-        "device-hours | implied MFU |",
-        "|---|---|---|---|---|---|---|---|",
+        "device-hours | implied MFU | predicted MFU, device-hours (no MFU given) | predicted / reported |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in RUNS:
         r = row(run, mfu)
         rep = f"{r['reported_device_hours']:,.0f}" if r["reported_device_hours"] else "not reported"
         imp = f"{r['implied_mfu']:.2f}" if r["implied_mfu"] is not None else "–"
         shape = run.shape + (f" ({run.note})" if run.note else "")
+        pred = r["predicted"]
+        p_txt = f"{pred['mfu']:.2f}, {pred['device_hours']:,.0f} ({run.cluster_note})" if pred else "–"
+        ratio = (
+            f"{pred['device_hours'] / r['reported_device_hours']:.2f}" if pred and r["reported_device_hours"] else "–"
+        )
         lines.append(
             f"| {run.name} | {shape} | {run.tokens:.3g} | {run.device_note} | {r['hardware_flops']:.3g} | "
-            f"{r['device_hours']:,.0f} | {rep} | {imp} |"
+            f"{r['device_hours']:,.0f} | {rep} | {imp} | {p_txt} | {ratio} |"
         )
     return "\n".join(lines)
 

@@ -36,3 +36,12 @@ def test_table_lists_every_run_and_says_what_is_not_reported():
     assert all(run.name in t for run in RUNS)
     assert "DeepSeek-V3" in t and "approximated by its active parameters" in t
     assert t.count("not reported") == sum(run.reported_device_hours is None for run in RUNS)
+
+
+def test_published_runs_are_priced_without_an_mfu():
+    rows = {run.name: row(run) for run in RUNS}
+    llama = rows["Llama 3.1 405B"]["predicted"]
+    assert llama["device_hours"] == pytest.approx(30.84e6, rel=0.2)  # the model card's hours, no MFU given
+    assert llama["mfu"] == pytest.approx(0.41, rel=0.2) and "tp=8" in llama["layout"]
+    assert rows["TinyLlama 1.1B"]["predicted"]["device_hours"] == pytest.approx(3456, rel=0.2)
+    assert rows["DeepSeek-V3"]["predicted"] is None  # MLA, fp8 and DualPipe: not modelled
