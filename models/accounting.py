@@ -7,11 +7,21 @@ Conventions (stated once, used by the logger, sweeps and fits):
 - `flops_per_token`: training FLOPs per token = 6 * (active matmul parameters, output projection
   included) + 12 * n_layers * d_model * seq_len for attention scores and values (PaLM/nanoGPT
   convention: the causal mask is not subtracted). Forward only is one third of that.
+
+Two options price architectures the trainer does not build (`model_counts(cfg, mla=..., mtp_depth=...)`):
+- `mla`: multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 Sec. 2.1): queries through a
+  q_lora_rank bottleneck (or one d x heads x qk projection without it), keys and values from one
+  kv_lora_rank latent plus a shared qk_rope_head_dim key, heads of qk_nope + qk_rope dims for scores and
+  v_head_dim for values, an output projection from heads x v_head_dim; its attention FLOPs are
+  6 x seq x heads x (qk_nope + qk_rope + v_head_dim) per layer and token (the same convention).
+- `mtp_depth`: multi-token prediction (DeepSeek-V3, arXiv:2412.19437 Sec. 2.2): each of D modules adds a
+  block like the last one, a 2d x d projection and two RMSNorms, sharing the embedding and output head,
+  and its FLOPs per token are that block's, the projection's and one more pass through the head.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from models.config import ModelConfig
 
@@ -29,6 +39,31 @@ class ModelCounts:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention's shape (DeepSeek-V3: 1536, 512, 128, 64, 128)."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    extra: dict = field(default_factory=dict)
+
+    def params(self, d: int, heads: int) -> int:
+        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+        if self.q_lora_rank:
+            q = d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk  # down, norm, up
+        else:
+            q = d * heads * qk
+        kv = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+        kv += self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        return q + kv + heads * self.v_head_dim * d
+
+    def flops_per_token(self, heads: int, seq_len: int) -> float:
+        return 6.0 * seq_len * heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
+
+
 def attention_params(cfg: ModelConfig) -> int:
     d, hd = cfg.d_model, cfg.head_dim
     return d * d + 2 * d * cfg.kv_heads * hd + d * d
@@ -42,8 +77,13 @@ def attention_flops_per_token(cfg: ModelConfig) -> float:
     return 12.0 * cfg.n_layers * cfg.d_model * cfg.seq_len
 
 
-def model_counts(cfg: ModelConfig, vocab_size: int | None = None) -> ModelCounts:
-    """Counts for a model config; `vocab_size` overrides a config whose vocab is unresolved."""
+def model_counts(
+    cfg: ModelConfig, vocab_size: int | None = None, *, mla: MLA | None = None, mtp_depth: int = 0
+) -> ModelCounts:
+    """Counts for a model config; `vocab_size` overrides a config whose vocab is unresolved; `mla` and
+    `mtp_depth` price multi-head latent attention and multi-token prediction (module docstring)."""
+    if mla is not None or mtp_depth:
+        return _counts_with_options(cfg, vocab_size, mla, mtp_depth)
     vocab = vocab_size or cfg.vocab_size
     if vocab is None:
         raise ValueError("model.vocab_size is not resolved: pass vocab_size or prepare the data first")
@@ -62,6 +102,39 @@ def model_counts(cfg: ModelConfig, vocab_size: int | None = None) -> ModelCounts
         non_embedding=body_total,
         embedding=emb + head,
         active=active,
+        active_non_embedding=body_active,
+        flops_per_token=flops,
+    )
+
+
+def _counts_with_options(cfg: ModelConfig, vocab_size: int | None, mla: MLA | None, mtp_depth: int) -> ModelCounts:
+    vocab = vocab_size or cfg.vocab_size
+    if vocab is None:
+        raise ValueError("model.vocab_size is not resolved: pass vocab_size or prepare the data first")
+    if mtp_depth < 0:
+        raise ValueError(f"mtp_depth must be >= 0 (got {mtp_depth})")
+    d, L = cfg.d_model, cfg.n_layers
+    attn = mla.params(d, cfg.n_heads) if mla is not None else attention_params(cfg)
+    attn_fpt = mla.flops_per_token(cfg.n_heads, cfg.seq_len) if mla is not None else 12.0 * d * cfg.seq_len
+    norms = 2 * d * L + d
+    ffn_total, ffn_active = _ffn_counts(cfg)
+    if cfg.moe is not None and cfg.moe.is_moe_layer(L - 1):
+        last_total, last_active = moe_layer_counts(cfg)
+    else:
+        last_total = last_active = dense_ffn_params(cfg)
+    mtp_total = mtp_depth * (attn + last_total + 2 * d * d + 3 * d)  # block, projection, its norms + block's two
+    mtp_active = mtp_depth * (attn + last_active + 2 * d * d + 3 * d)
+    body_total = L * attn + ffn_total + norms + mtp_total
+    body_active = L * attn + ffn_active + norms + mtp_active
+    emb = vocab * d
+    head = 0 if cfg.tie_embeddings else vocab * d
+    matmul_active = body_active - norms - mtp_depth * 3 * d
+    flops = 6.0 * (matmul_active + (1 + mtp_depth) * vocab * d) + (L + mtp_depth) * attn_fpt
+    return ModelCounts(
+        total=body_total + emb + head,
+        non_embedding=body_total,
+        embedding=emb + head,
+        active=body_active + emb + head,
         active_non_embedding=body_active,
         flops_per_token=flops,
     )

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from models.accounting import model_counts
+from models.accounting import MLA, model_counts
 from models.config import ModelConfig
+from models.moe.config import MoEConfig
 from models.pricing import implied_mfu, price
 from rundir.accelerators import DEVICES, NETWORK_BYTES_PER_S
 from scaling.planning.layout_search import search
@@ -39,12 +40,15 @@ class PublishedRun:
     num_devices: int | None = None  # the cluster the step-time model lays the run out on
     batch_tokens: float | None = None  # its global batch
     cluster_note: str = ""  # where those two come from
+    accounting: dict | None = None  # model_counts options (mla, mtp_depth) for what the trainer does not build
 
     def fpt(self) -> float:
-        return self.flops_per_token if self.flops_per_token is not None else model_counts(self.model).flops_per_token
+        if self.flops_per_token is not None:
+            return self.flops_per_token
+        return model_counts(self.model, **(self.accounting or {})).flops_per_token
 
     def params(self) -> float | None:
-        return model_counts(self.model).total if self.model is not None else None
+        return model_counts(self.model, **(self.accounting or {})).total if self.model is not None else None
 
 
 RUNS = (
@@ -151,9 +155,21 @@ RUNS = (
         2.788e6,
         "DeepSeek-V3 technical report, arXiv:2412.19437 (14.8T tokens, 2.788M H800 GPU-hours for the full training, "
         "37B activated parameters)",
-        flops_per_token=6 * 37e9 + 12 * 61 * 7168 * 4096,
-        note="approximated by its active parameters: 6 x 37e9 + attention as for a dense 61 x 7168 model "
-        "(MLA ignored); trained in FP8, the MFU is against the bf16 peak",
+        ModelConfig(
+            d_model=7168,
+            n_layers=61,
+            n_heads=128,
+            d_ff=18432,
+            vocab_size=129280,
+            seq_len=4096,
+            moe=MoEConfig(num_experts=256, top_k=8, d_ff=2048, num_shared_experts=1, first_dense_layers=3),
+        ),
+        accounting={"mla": MLA(1536, 512, 128, 64, 128), "mtp_depth": 1},
+        note="counted with MLA (q/kv ranks 1536/512, heads of 128 + 64 rope for scores, 128 for values) and one "
+        "MTP module (models/accounting.py options; config.json's shape: 3 dense layers of d_ff 18432, 58 MoE "
+        "layers of 256 experts of 2048 + 1 shared, top 8); 671B parameters + 11.6B for MTP, 37.6B active; "
+        "trained in FP8, the MFU is against the bf16 peak; the reported hours include context extension and "
+        "post-training (0.18M of the 2.788M)",
     ),
 )
 
