@@ -155,6 +155,7 @@ def layer_bytes(
     gelu: bool = False,
     dropout: bool = False,
     flash: bool = True,
+    fp8: bool = False,
 ) -> float:
     """Bytes one block keeps for backward over `tokens` (= b·s) tokens on one of t tensor-parallel ranks
     (16-bit activations). gelu/dropout/flash=False give Korthikanti et al.'s GPT block exactly."""
@@ -172,6 +173,9 @@ def layer_bytes(
         split += 4 * m.num_experts * t  # fp32 router logits (replicated: counted before the /t below)
         split += 2 * 2 * h * m.top_k * cap  # dispatch and combine buffers: top_k token copies in and out
     split += mlp
+    if fp8:  # Transformer Engine keeps the matmuls' inputs in fp8: QKV and MLP inputs, o_proj and down_proj inputs
+        replicated -= h + h
+        split -= h + (f if not (moe_layer and cfg.moe is not None) else 0)
     if not flash:
         scores = 0 if selective else 5 * a * s
     else:
@@ -188,15 +192,15 @@ def _stage_layers(cfg: ModelConfig, pp: int) -> tuple[int, int]:
     return per, min(per, math.ceil(moe_layers / pp))
 
 
-def activation_bytes(cfg: ModelConfig, lay: ParallelLayout) -> dict:
+def activation_bytes(cfg: ModelConfig, lay: ParallelLayout, fp8: bool = False) -> dict:
     """Peak activation bytes on the first and on the last pipeline stage (they differ by the in-flight
     micro-batches and the output layer)."""
     tokens = lay.micro_batch_size * cfg.seq_len
     t, sp = lay.tp, lay.sequence_parallel
     blocks, moe_blocks = _stage_layers(cfg, lay.pp)
     selective = lay.activation_checkpointing == "selective"
-    dense_b = layer_bytes(cfg, tokens, t, sp, selective)
-    moe_b = layer_bytes(cfg, tokens, t, sp, selective, moe_layer=True) if moe_blocks else 0.0
+    dense_b = layer_bytes(cfg, tokens, t, sp, selective, fp8=fp8)
+    moe_b = layer_bytes(cfg, tokens, t, sp, selective, moe_layer=True, fp8=fp8) if moe_blocks else 0.0
     full_stage = (blocks - moe_blocks) * dense_b + moe_blocks * moe_b
     block_input = 2 * cfg.d_model * tokens / (t if (sp and t > 1) else 1)
     ck = lay.activation_checkpointing
@@ -243,7 +247,8 @@ def stage_params(cfg: ModelConfig, lay: ParallelLayout) -> dict:
 def state_bytes(cfg: ModelConfig, lay: ParallelLayout, precision: str = "bf16") -> dict:
     """{params, grads, optimizer, expert_params} bytes per device (module docstring)."""
     p = stage_params(cfg, lay)
-    w, g, o = (4, 4, 8) if precision == "fp32" else (2, 4, 12)
+    # fp8 (Transformer Engine): bf16 weights plus their fp8 copy; gradients and optimizer states unchanged
+    w, g, o = {"fp32": (4, 4, 8), "fp8": (3, 4, 12)}.get(precision, (2, 4, 12))
     z = lay.zero_stage
     out = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
     for n, group in ((p["dense"], lay.dp), (p["expert"], max(1, lay.dp // lay.ep_size))):
@@ -265,7 +270,7 @@ def layout_memory(
     if problem:
         raise ValueError(problem)
     ep_ok = cfg.moe is None or lay.ep_size == 1
-    if lay.trainer_runs and ep_ok:
+    if lay.trainer_runs and ep_ok and precision != "fp8":
         k = lay.activation_checkpointing_k if lay.activation_checkpointing == "every_k" else None
         est = estimate_memory(
             cfg,
@@ -282,7 +287,7 @@ def layout_memory(
         out = {"engine": TRAINER_ENGINE, "per_device_bytes": parts, "in_flight_micro_batches": 1}
     else:
         states = state_bytes(cfg, lay, precision)
-        acts = activation_bytes(cfg, lay)
+        acts = activation_bytes(cfg, lay, fp8=precision == "fp8")
         # the first stage holds the in-flight micro-batches, the last the logits
         act = max(acts["first_stage"], acts["last_stage"]) if lay.pp > 1 else acts["first_stage"]
         parts = {k: int(v) for k, v in states.items() if k != "expert_params"}
@@ -290,7 +295,7 @@ def layout_memory(
         parts["other"] = int(GPU_CONTEXT_BYTES + GPU_FRAGMENTATION * act)
         parts["total"] = sum(parts.values())
         out = {
-            "engine": TRAINER_ENGINE if lay.trainer_runs else MEGATRON_ENGINE,
+            "engine": TRAINER_ENGINE if lay.trainer_runs and precision != "fp8" else MEGATRON_ENGINE,
             "per_device_bytes": parts,
             "in_flight_micro_batches": acts["in_flight_micro_batches"],
             "expert_param_bytes": int(states["expert_params"]),

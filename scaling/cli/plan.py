@@ -92,8 +92,9 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--precision",
-        choices=("bf16", "fp16", "fp32", "tf32"),
-        help="training precision for the device's dense peak (default bf16)",
+        choices=("bf16", "fp16", "fp32", "tf32", "fp8"),
+        help="training precision for the device's dense peak (default bf16); fp8: Transformer Engine's "
+        "recipe, priced only (the trainer has no fp8: --emit-config refuses it)",
     )
     p.add_argument(
         "--num-devices", type=int, metavar="K", help="devices trained on in parallel (default 1; required with --days)"
@@ -229,6 +230,11 @@ def cmd_plan(args) -> int:
         if not args.model:
             kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule)
         plan = build_plan(fits, opts, kw, ci=args.ci, **chain)
+        if args.emit_config and args.precision == "fp8":
+            raise InputError(
+                "--emit-config with --precision fp8: the trainer has no fp8 (Transformer Engine) path; price the "
+                "fp8 run without --emit-config, or emit the bf16 plan"
+            )
         if args.emit_config:
             emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size or 16)
             plan["emitted_config"] = args.emit_config

@@ -25,7 +25,9 @@ from scaling.planning.run_model import configs_dir
 
 DEFAULT_BATCH_TOKENS = 4 * 2**20  # 4M tokens: Llama 2's and Llama 3's batch (Touvron et al. 2023; Dubey et al. 2024)
 DEFAULT_DEVICES_PER_NODE = 8
-MEMORY_PRECISION = {"tf32": "fp32"}  # the memory estimate's precision for a peak-FLOPs precision
+# the memory estimate's precision for a peak-FLOPs precision (fp8: the trainer's bf16 layout; the fp8 one is
+# scaling/planning/layout_search.py's)
+MEMORY_PRECISION = {"tf32": "fp32", "fp8": "bf16"}
 
 
 def nodes_for(num_devices: int, devices_per_node: int | None) -> tuple[int, int]:

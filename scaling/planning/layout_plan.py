@@ -16,7 +16,7 @@ from scaling.core.errors import InputError
 from scaling.planning.layout import DEFAULT_BATCH_TOKENS, DEFAULT_DEVICES_PER_NODE, model_config
 from scaling.planning.layout_search import parse_layout, search
 
-PRICED_PRECISIONS = ("bf16", "fp16", "fp32", "tf32")
+PRICED_PRECISIONS = ("bf16", "fp16", "fp32", "tf32", "fp8")
 
 
 def target_batch(plan: dict, seq_len: int, tokens: float | None) -> tuple[int, str]:

@@ -179,7 +179,7 @@ def search(
     fixed = dict(fixed or {})
     mem_bytes = MEMORY_BYTES.get(device)
     mach = machine(device, precision, devices_per_node)
-    mem_precision = "fp32" if precision in ("fp32", "tf32") else "bf16"
+    mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp8": "fp8"}.get(precision, "bf16")
     block = _Block(cfg, mach, calibration)
     batch_rejects: list = []
     fits, over = [], []
@@ -235,7 +235,7 @@ def search(
         chosen=lay.to_dict(),
         describe=lay.describe(),
         engine=mem["engine"],
-        trainer_runs=lay.trainer_runs,
+        trainer_runs=lay.trainer_runs and precision != "fp8",
         memory=mem,
         performance=perf,
         rejected=_rejected(over, fits[1:], batch_rejects, perf, keep_rejected, mem_bytes),
@@ -293,7 +293,7 @@ def format_layout(block: dict) -> list[str]:
             f"other {b['other'] / GIB:.1f})"
         )
         if not block.get("trainer_runs"):
-            lines.append("  the trainer does not run TP/PP or selective recomputation: this layout prices the run")
+            lines.append("  the trainer does not run TP/PP, selective recomputation or fp8: this layout prices the run")
         p = block["performance"]
         bd = ", ".join(f"{k} {v:.3g}" for k, v in p["breakdown_s"].items() if v > 0)
         lines.append(

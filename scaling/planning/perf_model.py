@@ -41,7 +41,7 @@ from functools import lru_cache
 from models.accounting import model_counts
 from models.config import ModelConfig
 from models.layout_memory import ParallelLayout
-from rundir.accelerators import FP8_FLOPS, HBM_BYTES_PER_S, NETWORK_BYTES_PER_S, NVLINK_BYTES_PER_S
+from rundir.accelerators import HBM_BYTES_PER_S, NETWORK_BYTES_PER_S, NVLINK_BYTES_PER_S
 from scaling.core.errors import InputError
 from scaling.planning.devices import peak_flops
 
@@ -76,15 +76,14 @@ class Machine:
     nvlink: float
     network: float
     devices_per_node: int
+    attention_peak: float = 0.0  # fp8: attention stays in bf16 (Transformer Engine's recipe)
 
 
 def machine(device: str, precision: str = "bf16", devices_per_node: int = 8) -> Machine:
     """The device's peak and bandwidths (rundir/accelerators.py); InputError where the table lacks them."""
     if device not in NVLINK_BYTES_PER_S or device not in NETWORK_BYTES_PER_S:
         raise InputError(f"device {device}: no link bandwidths in the device table: no step-time model for it")
-    peak = FP8_FLOPS.get(device) if precision == "fp8" else peak_flops(device, precision)
-    if peak is None:
-        raise InputError(f"device {device} has no fp8 peak in the device table")
+    peak = peak_flops(device, precision)
     return Machine(
         device,
         precision,
@@ -93,6 +92,7 @@ def machine(device: str, precision: str = "bf16", devices_per_node: int = 8) -> 
         NVLINK_BYTES_PER_S[device],
         NETWORK_BYTES_PER_S[device],
         devices_per_node,
+        peak_flops(device, "bf16") if precision == "fp8" else peak,
     )
 
 
@@ -153,7 +153,7 @@ class _Block:
             elem = 2 * (10 * h / (tp if sp and tp > 1 else 1) + (2 * (h + kv) + 3 * w * m.top_k) / tp)
         else:
             mm += self.gemm(T, 2 * f / tp, h) + self.gemm(T, h, f / tp)
-        attn = 4 * T * s * h / tp / (mach.peak * cal.attention_efficiency)
+        attn = 4 * T * s * h / tp / ((mach.attention_peak or mach.peak) * cal.attention_efficiency)
         elem_t = cal.memory_traffic * elem * T / mach.hbm
         return {"matmul": mm, "attention": attn, "elementwise": elem_t, "launch": KERNELS_PER_BLOCK * cal.launch_s}
 

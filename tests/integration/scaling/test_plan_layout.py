@@ -84,3 +84,14 @@ def test_emit_config_writes_the_layout_table_for_a_tp_pp_layout(tmp_path):
     assert "the trainer does not run TP/PP" in table and "tp=8, pp=16, dp=128" in table
     assert p["emitted_layout"].endswith("run.layout.txt")
     assert any("needs TP/PP, which the trainer does not run" in w for w in p["warnings"])
+
+
+def test_fp8_is_priced_at_the_fp8_peak_and_never_emitted(tmp_path):
+    bf16 = json.loads(plan(tmp_path, "--layout", "tp=8,pp=16", "--json").stdout)
+    res = plan(tmp_path, "--layout", "tp=8,pp=16", "--precision", "fp8", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    fp8 = json.loads(res.stdout)
+    assert fp8["cost"]["peak_flops"] == 1979e12 and fp8["layout"]["trainer_runs"] is False
+    assert 1.2 < bf16["performance"]["step_time_s"] / fp8["performance"]["step_time_s"] < 2.0
+    bad = plan(tmp_path, "--precision", "fp8", "--emit-config", "run.yaml")
+    assert bad.returncode == 2 and "the trainer has no fp8" in bad.stderr and not (tmp_path / "run.yaml").exists()

@@ -95,3 +95,17 @@ def test_layouts_the_trainer_runs_are_priced_by_its_engine():
     assert got["per_device_bytes"] == want.per_device_bytes and got["fits"] == want.fits
     assert got["engine"].startswith("scalelab trainer")
     assert layout_memory(LLAMA2_7B, ParallelLayout(tp=2, dp=8))["engine"].startswith("Megatron")
+
+
+def test_fp8_keeps_matmul_inputs_in_one_byte_and_adds_a_weight_copy():
+    lay = ParallelLayout(tp=8, pp=8, dp=2, gradient_accumulation_steps=16)
+    bf16, fp8 = layout_memory(GPT3, lay, "bf16"), layout_memory(GPT3, lay, "fp8")
+    b, f = bf16["per_device_bytes"], fp8["per_device_bytes"]
+    assert f["params"] == pytest.approx(1.5 * b["params"])  # bf16 weights + their fp8 copy
+    assert f["grads"] == b["grads"] and f["optimizer"] == b["optimizer"]  # what fp8 does not save
+    assert f["activations"] < b["activations"]
+    h, ff = 12288, 4 * 12288  # per token on 8 ranks with SP: QKV/MLP inputs (2h), o_proj (h), down_proj (f) halve
+    saved = layer_bytes(GPT3, 2048, 8, True) - layer_bytes(GPT3, 2048, 8, True, fp8=True)
+    assert saved == pytest.approx(2048 * (2 * h / 8 + (h + ff) / 8))
+    trainer = layout_memory(LLAMA2_7B, ParallelLayout(dp=8), "fp8")
+    assert trainer["engine"].startswith("Megatron")  # the trainer has no fp8
