@@ -43,6 +43,7 @@ from models.memory import GIB, GPU_CONTEXT_BYTES, GPU_FRAGMENTATION, HEADROOM, e
 CHECKPOINTING = ("none", "selective", "every_k", "full")
 LAYOUT_KEYS = (
     "tp",
+    "cp",
     "pp",
     "dp",
     "ep_size",
@@ -66,6 +67,7 @@ class ParallelLayout:
     pp: int = 1
     dp: int = 1
     ep_size: int = 1
+    cp: int = 1  # context parallel: each sequence split over cp ranks (ring attention)
     zero_stage: int = 1
     micro_batch_size: int = 1
     gradient_accumulation_steps: int = 1
@@ -76,7 +78,7 @@ class ParallelLayout:
 
     @property
     def world(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def global_batch_size(self) -> int:
@@ -84,7 +86,7 @@ class ParallelLayout:
 
     @property
     def trainer_runs(self) -> bool:
-        return self.tp == 1 and self.pp == 1 and self.activation_checkpointing != "selective"
+        return self.tp == 1 and self.pp == 1 and self.cp == 1 and self.activation_checkpointing != "selective"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,7 +95,7 @@ class ParallelLayout:
         ck = self.activation_checkpointing + (
             f"(k={self.activation_checkpointing_k})" if self.activation_checkpointing == "every_k" else ""
         )
-        parts = [f"tp={self.tp}", f"pp={self.pp}", f"dp={self.dp}"]
+        parts = [f"tp={self.tp}"] + ([f"cp={self.cp}"] if self.cp > 1 else []) + [f"pp={self.pp}", f"dp={self.dp}"]
         if self.ep_size > 1:
             parts.append(f"ep_size={self.ep_size}")
         parts += [f"zero_stage={self.zero_stage}", f"micro_batch_size={self.micro_batch_size}"]
@@ -106,7 +108,7 @@ class ParallelLayout:
 
 def check_layout(cfg: ModelConfig, lay: ParallelLayout) -> str | None:
     """Why `lay` cannot run `cfg` (None when it can)."""
-    for key in ("tp", "pp", "dp", "ep_size", "micro_batch_size", "gradient_accumulation_steps", "pp_interleave"):
+    for key in ("tp", "cp", "pp", "dp", "ep_size", "micro_batch_size", "gradient_accumulation_steps", "pp_interleave"):
         if getattr(lay, key) < 1:
             return f"{key} must be >= 1 (got {getattr(lay, key)})"
     if lay.zero_stage not in (0, 1, 2, 3):
@@ -119,6 +121,10 @@ def check_layout(cfg: ModelConfig, lay: ParallelLayout) -> str | None:
         return "activation_checkpointing every_k needs activation_checkpointing_k >= 1"
     if cfg.n_heads % lay.tp:
         return f"tp={lay.tp} does not divide the {cfg.n_heads} attention heads"
+    if lay.cp > 1 and cfg.seq_len % (2 * lay.cp):
+        return (
+            f"cp={lay.cp}: the sequence length {cfg.seq_len} must be a multiple of 2 x cp (load-balanced causal chunks)"
+        )
     if lay.pp > cfg.n_layers:
         return f"pp={lay.pp} exceeds the {cfg.n_layers} layers"
     if lay.pp_interleave > 1 and (lay.pp == 1 or math.ceil(cfg.n_layers / lay.pp) < lay.pp_interleave):
@@ -195,7 +201,7 @@ def _stage_layers(cfg: ModelConfig, pp: int) -> tuple[int, int]:
 def activation_bytes(cfg: ModelConfig, lay: ParallelLayout, fp8: bool = False) -> dict:
     """Peak activation bytes on the first and on the last pipeline stage (they differ by the in-flight
     micro-batches and the output layer)."""
-    tokens = lay.micro_batch_size * cfg.seq_len
+    tokens = lay.micro_batch_size * cfg.seq_len // lay.cp  # context parallel: each rank's share of the sequence
     t, sp = lay.tp, lay.sequence_parallel
     blocks, moe_blocks = _stage_layers(cfg, lay.pp)
     selective = lay.activation_checkpointing == "selective"
@@ -251,13 +257,14 @@ def state_bytes(cfg: ModelConfig, lay: ParallelLayout, precision: str = "bf16") 
     w, g, o = {"fp32": (4, 4, 8), "fp8": (3, 4, 12)}.get(precision, (2, 4, 12))
     z = lay.zero_stage
     out = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
-    for n, group in ((p["dense"], lay.dp), (p["expert"], max(1, lay.dp // lay.ep_size))):
+    dp = lay.dp * lay.cp  # the distributed optimizer shards over data x context parallel ranks
+    for n, group in ((p["dense"], dp), (p["expert"], max(1, dp // lay.ep_size))):
         out["params"] += w * n / (group if z >= 3 else 1)
         out["grads"] += g * n / (group if z >= 2 else 1)
         out["optimizer"] += o * n / (group if z >= 1 else 1)
     if z == 3:
         out["params"] += 2 * w * p["largest_layer"]  # the gathered layer and the prefetched one
-    out["expert_params"] = w * p["expert"] / (max(1, lay.dp // lay.ep_size) if z >= 3 else 1)
+    out["expert_params"] = w * p["expert"] / (max(1, dp // lay.ep_size) if z >= 3 else 1)
     return out
 
 

@@ -60,6 +60,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--tokens", type=positive_float, metavar="D", help="training tokens of --model")
     p.add_argument(
+        "--stages",
+        metavar="TOKENS@SEQ,...",
+        help="price --model in stages, e.g. 14.8e12@8192,0.8e12@131072 (tokens at a sequence length, each "
+        "laid out and priced on its own; --tokens is their sum)",
+    )
+    p.add_argument(
         "--presets-only",
         action="store_true",
         help="choose the run among the dense configs/models/ presets instead of designing the model at N_opt",
@@ -142,7 +148,7 @@ def register(subparsers) -> None:
         "--layout",
         metavar="KEY=VALUE,...",
         help="fix layout choices (with --device), e.g. tp=8,pp=16 or zero_stage=3,micro_batch_size=8,"
-        "activation_checkpointing=full; keys: tp, pp, dp, ep_size, zero_stage, micro_batch_size, "
+        "activation_checkpointing=full; keys: tp, cp, pp, dp, ep_size, zero_stage, micro_batch_size, "
         "gradient_accumulation_steps, activation_checkpointing (none|selective|every_k|full), "
         "activation_checkpointing_k, sequence_parallel, pp_interleave; the rest is searched",
     )
@@ -205,6 +211,7 @@ def cmd_plan(args) -> int:
         layout=args.layout,
         micro_batch_size=args.micro_batch_size if args.device else None,
         global_batch_tokens=args.global_batch_tokens,
+        stages=args.stages,
     )
     try:
         opts.check()

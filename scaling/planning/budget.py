@@ -25,6 +25,7 @@ from scaling.planning.layout import layout_block, priced_model_plan
 from scaling.planning.layout_plan import fixed_keys, layout_sections
 from scaling.planning.plan import make_plan
 from scaling.planning.run_model import model_presets
+from scaling.planning.stages import parse_stages, stage_sections
 
 
 @dataclass
@@ -47,6 +48,7 @@ class BudgetOptions:
     layout: str | None = None  # --layout key=value,... (scaling/planning/layout_search.py)
     micro_batch_size: int | None = None  # --micro-batch-size: --layout micro_batch_size=...
     global_batch_tokens: float | None = None
+    stages: str | None = None  # --stages TOKENS@SEQ,... (scaling/planning/stages.py), with --model
 
     def check(self) -> None:
         """Every combination error, before any work (InputError -> exit 2)."""
@@ -63,7 +65,13 @@ class BudgetOptions:
                 + (f"; got {', '.join(map(flag, forms))}" if forms else "")
             )
         form = forms[0]
-        if (form == "model") != (self.tokens is not None):
+        if self.stages is not None and form != "model":
+            raise InputError("--stages prices a given model in stages: it goes with --model (and --device)")
+        if self.stages is not None:
+            total = sum(t for t, _ in parse_stages(self.stages))
+            if self.tokens is not None and abs(self.tokens - total) > 1e-9 * total:
+                raise InputError(f"--tokens {self.tokens:g} differs from the stages' {total:g} tokens: give one")
+        elif (form == "model") != (self.tokens is not None):
             raise InputError("--model CONFIG.yaml and --tokens D go together (price a given model trained on D tokens)")
         if form == "model" and not self.device:
             raise InputError("--model needs --device (the device it is priced and laid out on)")
@@ -236,15 +244,36 @@ def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
 
 def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dict:
     """`--model CONFIG --tokens D`: price and lay out a given model, no fit."""
-    plan = priced_model_plan(opts.model, opts.tokens, make_plan_kw.get("vocab_size"))
+    stages = parse_stages(opts.stages) if opts.stages else None
+    tokens = sum(t for t, _ in stages) if stages else opts.tokens
+    plan = priced_model_plan(opts.model, tokens, make_plan_kw.get("vocab_size"))
     plan["ci"] = ci
     precision = opts.precision or "bf16"
     mfu = costs.resolve_mfu(opts.mfu, opts.device, precision, opts.runs)
     hw = costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
     _memory(plan, hw, opts)
     _layout(plan, hw, opts, mfu_from_model=True)
+    if stages:
+        _stages(plan, hw, opts, stages)
     plan["cost"] = costs.cost_block(plan, hw, ci=ci)
     return _clean(plan)
+
+
+def _stages(plan: dict, hw, opts: BudgetOptions, stages: list) -> None:
+    """Price the run per stage; the run's compute and the cost's MFU become the stages' sums."""
+    given = hw.mfu.value if hw.mfu.source.startswith("given") else None
+    priced = stage_sections(plan, hw, stages, opts, given)
+    flops = sum(s["hardware_flops"] for s in priced)
+    hours = sum(s["device_hours"] for s in priced)
+    plan["stages"] = priced
+    plan["compute"] = flops
+    run = plan["run"]
+    run["compute"]["trainer_flops"] = flops
+    run["flops_per_token"] = flops / run["tokens"]
+    run["stages"] = [f"{s['tokens']:g}@{s['seq_len']}" for s in priced]
+    if given is None:
+        m = flops / (hours * 3600.0 * hw.peak)
+        hw.mfu = costs.MFU(m, f"the stages' FLOP-weighted MFU {m:.3f} (each predicted by the step-time model)")
 
 
 def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> None:

@@ -3,8 +3,10 @@ gradient accumulation, activation_checkpointing and pipeline interleaving for a 
 exactly, and keep the fastest by the step-time model (scaling/planning/perf_model.py) among those whose
 memory (models/layout_memory.py) fits the device with headroom. Torch-free.
 
-Searched: tp over powers of two up to --devices-per-node dividing the heads; pp over the divisors of
-devices / tp up to the layers; dp = devices / (tp pp), which must divide the global batch in sequences
+Searched: tp over powers of two up to --devices-per-node dividing the heads; cp (context parallel, ring
+attention) over powers of two keeping chunks of at least 8,192 tokens, for sequences of 16,384 and more;
+pp over the divisors of devices / (tp cp) up to the layers; dp = devices / (tp cp pp), which must divide
+the global batch in sequences
 (the batch is never rounded: a split that does not divide it is rejected, "batch"); ep_size over the
 powers of two dividing dp and the experts (MoE only); zero_stage 0-3 (0-1 with pp > 1, as Megatron's
 distributed optimizer and DeepSpeed's pipeline engine allow); micro_batch_size over the divisors of the
@@ -27,6 +29,7 @@ from scaling.core.errors import InputError
 from scaling.planning.perf_model import CALIBRATION, Calibration, _Block, calibration_dict, machine, step_time
 
 MAX_MICRO_BATCH = 64
+LONG_CONTEXT_CHUNK = 8192  # context parallel is searched for sequences of at least 2 x this, in chunks >= it
 CHECKPOINT_CHOICES = (("none", None), ("selective", None), ("every_k", 4), ("every_k", 2), ("full", None))
 INTERLEAVE = (1, 2, 4, 8)
 _TYPES = {f.name: f.type for f in fields(ParallelLayout)}
@@ -75,20 +78,30 @@ def _divisors(n: int) -> list[int]:
 def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict, batch_rejects: list):
     L, heads = cfg.n_layers, cfg.n_heads
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= dpn and heads % t == 0]
-    for tp in tps:
-        if world % tp:
+    s = cfg.seq_len
+    if "cp" in fixed:
+        cps = [fixed["cp"]]
+    else:  # context parallelism only for long sequences (Llama 3 used it from 128K; Megatron needs s % 2cp == 0)
+        cps = [1] + (
+            [c for c in (2, 4, 8, 16, 32) if s // c >= LONG_CONTEXT_CHUNK and s % (2 * c) == 0]
+            if s >= 2 * LONG_CONTEXT_CHUNK
+            else []
+        )
+    for tp, cp in ((t, c) for t in tps for c in cps):
+        if world % (tp * cp):
             continue
-        pps = [fixed["pp"]] if "pp" in fixed else [p for p in _divisors(world // tp) if p <= L]
+        mp = tp * cp
+        pps = [fixed["pp"]] if "pp" in fixed else [p for p in _divisors(world // mp) if p <= L]
         for pp in pps:
-            if (world // tp) % pp:
+            if (world // mp) % pp:
                 continue
-            dp = world // (tp * pp)
+            dp = world // (mp * pp)
             if "dp" in fixed and fixed["dp"] != dp:
                 continue
             if batch % dp:
                 batch_rejects.append(
                     {
-                        "layout": {"tp": tp, "pp": pp, "dp": dp},
+                        "layout": {"tp": tp, "cp": cp, "pp": pp, "dp": dp},
                         "kind": "batch",
                         "reason": f"batch: dp={dp} does not divide the global batch of {batch} sequences",
                     }
@@ -140,6 +153,7 @@ def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict,
                             for v in vs:
                                 yield ParallelLayout(
                                     tp=tp,
+                                    cp=cp,
                                     pp=pp,
                                     dp=dp,
                                     ep_size=ep,

@@ -131,11 +131,11 @@ class _Block:
         return 2 * m * n * k / (self.mach.peak * self.cal.gemm_efficiency * g)
 
     @lru_cache(maxsize=4096)  # noqa: B019 (one instance per search)
-    def forward(self, tp: int, mb: int, sp: bool, moe_layer: bool, ep: int = 1) -> dict:
+    def forward(self, tp: int, mb: int, sp: bool, moe_layer: bool, ep: int = 1, cp: int = 1) -> dict:
         cfg, mach, cal = self.cfg, self.mach, self.cal
         h, s, f = cfg.d_model, cfg.seq_len, cfg.ffn_dim
         kv = cfg.kv_heads * cfg.head_dim
-        T = mb * s
+        T = mb * s / cp  # context parallel: this rank's queries (against all s keys in attention)
         mm = self.gemm(T, (h + 2 * kv) / tp, h) + self.gemm(T, h, h / tp)
         elem = 2 * (10 * h / (tp if sp and tp > 1 else 1) + (2 * (h + kv) + 3 * f) / tp)
         if moe_layer and cfg.moe is not None:
@@ -158,9 +158,9 @@ class _Block:
         return {"matmul": mm, "attention": attn, "elementwise": elem_t, "launch": KERNELS_PER_BLOCK * cal.launch_s}
 
     @lru_cache(maxsize=1024)  # noqa: B019
-    def head(self, tp: int, mb: int) -> float:
+    def head(self, tp: int, mb: int, cp: int = 1) -> float:
         cfg = self.cfg
-        T = mb * cfg.seq_len
+        T = mb * cfg.seq_len / cp
         return self.gemm(T, cfg.vocab_size / tp, cfg.d_model) + 12 * T * cfg.vocab_size / tp / self.mach.hbm
 
 
@@ -182,19 +182,21 @@ def step_time(
     blocks = math.ceil(L / pp)
     n_moe = len(cfg.moe.moe_layers(L)) if cfg.moe is not None else 0
     moe_blocks = min(blocks, math.ceil(n_moe / pp))
-    T = lay.micro_batch_size * cfg.seq_len
-    dense_f = block.forward(tp, lay.micro_batch_size, sp, False)
-    moe_f = block.forward(tp, lay.micro_batch_size, sp, True, lay.ep_size) if moe_blocks else dense_f
+    cp = lay.cp
+    T = lay.micro_batch_size * cfg.seq_len / cp
+    dense_f = block.forward(tp, lay.micro_batch_size, sp, False, 1, cp)
+    moe_f = block.forward(tp, lay.micro_batch_size, sp, True, lay.ep_size, cp) if moe_blocks else dense_f
     per_block = lambda d: d["matmul"] + d["attention"] + d["elementwise"] + d["launch"]  # noqa: E731
     fwd = (blocks - moe_blocks) * per_block(dense_f) + moe_blocks * per_block(moe_f)
-    fwd += block.head(tp, lay.micro_batch_size) / pp
+    head = block.head(tp, lay.micro_batch_size, cp) / pp
+    fwd += head
     compute = 3 * fwd
     ck = lay.activation_checkpointing
     if ck == "full":
-        recompute = fwd - block.head(tp, lay.micro_batch_size) / pp
+        recompute = fwd - head
     elif ck == "every_k":
         n_ck = len(range(0, blocks, lay.activation_checkpointing_k or 1))
-        recompute = (fwd - block.head(tp, lay.micro_batch_size) / pp) * n_ck / blocks
+        recompute = (fwd - head) * n_ck / blocks
     elif ck == "selective":
         recompute = blocks * dense_f["attention"]
     else:
@@ -202,6 +204,11 @@ def step_time(
     tp_bw = _group_bw(mach, tp, 1)
     ar = _ring("all_reduce", 2 * T * cfg.d_model, tp, tp_bw, cal)
     tp_comm = blocks * ar * (4 + (2 if ck == "full" else 0))
+    cp_comm = 0.0
+    if cp > 1:  # ring attention passes K and V (forward) and their gradients (backward) around the cp ranks
+        kv = 2 * 2 * lay.micro_batch_size * cfg.seq_len * cfg.kv_heads * cfg.head_dim / tp
+        ring = 3 * _ring("all_gather", kv, cp, _group_bw(mach, cp, tp), cal)
+        cp_comm = blocks * _exposed(ring, 3 * dense_f["attention"], cal)
     ep_comm = 0.0
     if moe_blocks and lay.ep_size > 1:
         mo = cfg.moe
@@ -210,36 +217,37 @@ def step_time(
             "all_to_all", 2 * T * mo.top_k * (mo.capacity_factor or 1.0) * cfg.d_model / tp, lay.ep_size, ep_bw, cal
         )
         ep_comm = moe_blocks * 4 * a2a
-    pp_bw = mach.nvlink if tp * lay.dp * pp <= mach.devices_per_node else mach.network
+    pp_bw = mach.nvlink if lay.world <= mach.devices_per_node else mach.network
     p2p = (
         0.0 if pp == 1 else 2 * v * (2 * T * cfg.d_model / (tp if sp and tp > 1 else 1)) / (pp_bw * cal.comm_efficiency)
     )
     dense_p, expert_p = _stage_params(cfg, lay)
-    dp_bw = _group_bw(mach, lay.dp, tp)
-    ep_dp = max(1, lay.dp // lay.ep_size)
+    dp_n = lay.dp * cp  # gradients are reduced over data x context parallel ranks
+    dp_bw = _group_bw(mach, dp_n, tp)
+    ep_dp = max(1, dp_n // lay.ep_size)
     ep_dp_bw = _group_bw(mach, ep_dp, tp * lay.ep_size)
     zero3 = 0.0
     micro_compute = compute + recompute
     if lay.zero_stage == 3:
-        gathers = _ring("all_gather", 2 * 2 * dense_p, lay.dp, dp_bw, cal) + _ring(
-            "reduce_scatter", 2 * dense_p, lay.dp, dp_bw, cal
+        gathers = _ring("all_gather", 2 * 2 * dense_p, dp_n, dp_bw, cal) + _ring(
+            "reduce_scatter", 2 * dense_p, dp_n, dp_bw, cal
         )
         gathers += _ring("all_gather", 2 * 2 * expert_p, ep_dp, ep_dp_bw, cal) + _ring(
             "reduce_scatter", 2 * expert_p, ep_dp, ep_dp_bw, cal
         )
         zero3 = _exposed(gathers, micro_compute, cal)
-    t_micro = micro_compute + tp_comm + ep_comm + p2p + zero3
+    t_micro = micro_compute + tp_comm + cp_comm + ep_comm + p2p + zero3
     bubble = (pp - 1) / v * t_micro
     pipeline = m * t_micro + bubble
     dp_comm = 0.0
     if lay.zero_stage < 3:
         kind = "all_reduce" if lay.zero_stage == 0 else "reduce_scatter"
-        sync = _ring(kind, 2 * dense_p, lay.dp, dp_bw, cal) + _ring(kind, 2 * expert_p, ep_dp, ep_dp_bw, cal)
+        sync = _ring(kind, 2 * dense_p, dp_n, dp_bw, cal) + _ring(kind, 2 * expert_p, ep_dp, ep_dp_bw, cal)
         if lay.zero_stage >= 1:
-            sync += _ring("all_gather", 2 * dense_p, lay.dp, dp_bw, cal)
+            sync += _ring("all_gather", 2 * dense_p, dp_n, dp_bw, cal)
             sync += _ring("all_gather", 2 * expert_p, ep_dp, ep_dp_bw, cal)
         dp_comm = _exposed(sync, t_micro, cal)
-    local = dense_p / (lay.dp if lay.zero_stage >= 1 else 1) + expert_p / (ep_dp if lay.zero_stage >= 1 else 1)
+    local = dense_p / (dp_n if lay.zero_stage >= 1 else 1) + expert_p / (ep_dp if lay.zero_stage >= 1 else 1)
     optimizer = OPTIMIZER_BYTES_PER_PARAM * local / mach.hbm
     step = pipeline + dp_comm + optimizer
     tokens = lay.global_batch_size * cfg.seq_len
@@ -273,6 +281,7 @@ def step_time(
             "compute": m * compute,
             "recompute": m * recompute,
             "tp_comm": m * tp_comm,
+            "cp_comm_exposed": m * cp_comm,
             "ep_comm": m * ep_comm,
             "pp_p2p": m * p2p,
             "zero3_comm_exposed": m * zero3,

@@ -9,6 +9,7 @@ from scaling.planning.inference import format_inference
 from scaling.planning.layout import format_memory
 from scaling.planning.layout_search import format_layout
 from scaling.planning.run_model import describe_run_model
+from scaling.planning.stages import format_stages
 
 
 def format_plan(plan: dict) -> str:
@@ -70,6 +71,8 @@ def format_sections(plan: dict) -> list[str]:
         lines += format_memory(plan["memory"])
     if plan.get("layout"):
         lines += format_layout({**plan["layout"], "performance": plan.get("performance")})
+    if plan.get("stages"):
+        lines += format_stages(plan["stages"])
     if plan.get("inference"):
         lines += format_inference(plan["inference"])
     if plan.get("cost"):

@@ -24,11 +24,12 @@ LLAMA31_405B = {
 BATCH = str(16 * 2**20)
 
 
-def plan(tmp_path, *args):
+def plan(tmp_path, *args, tokens="15.6e12"):
     (tmp_path / "llama405.yaml").write_text(yaml.safe_dump({"model": LLAMA31_405B}))
     res = scalelab(
-        "plan", "--model", "llama405.yaml", "--tokens", "15.6e12", "--device", "h100-sxm", "--num-devices", "16384",
-        "--global-batch-tokens", BATCH, "--runs", str(tmp_path / "no-runs"), *args, cwd=tmp_path,
+        "plan", "--model", "llama405.yaml", *(["--tokens", tokens] if tokens else []), "--device", "h100-sxm",
+        "--num-devices", "16384", "--global-batch-tokens", BATCH, "--runs", str(tmp_path / "no-runs"), *args,
+        cwd=tmp_path,
     )  # fmt: skip
     return res
 
@@ -95,3 +96,19 @@ def test_fp8_is_priced_at_the_fp8_peak_and_never_emitted(tmp_path):
     assert 1.2 < bf16["performance"]["step_time_s"] / fp8["performance"]["step_time_s"] < 2.0
     bad = plan(tmp_path, "--precision", "fp8", "--emit-config", "run.yaml")
     assert bad.returncode == 2 and "the trainer has no fp8" in bad.stderr and not (tmp_path / "run.yaml").exists()
+
+
+def test_a_run_in_stages_is_priced_per_stage_with_context_parallel_for_long_sequences(tmp_path):
+    res = plan(tmp_path, "--stages", "15.6e12@8192,0.8e12@131072", "--json", tokens=None)
+    assert res.returncode == 0, res.stdout + res.stderr
+    p = json.loads(res.stdout)
+    s1, s2 = p["stages"]
+    assert (s1["seq_len"], s2["seq_len"]) == (8192, 131072) and p["run"]["tokens"] == pytest.approx(16.4e12)
+    assert s2["flops_per_token"] > 2 * s1["flops_per_token"]  # attention at 128K
+    assert "cp=" in s2["layout"] and "cp=" not in s1["layout"]  # a 16M-token batch is 128 sequences of 128K
+    assert p["cost"]["device_hours"] == pytest.approx(s1["device_hours"] + s2["device_hours"])
+    assert p["cost"]["hardware_flops"] == pytest.approx(s1["hardware_flops"] + s2["hardware_flops"])
+    bad = plan(tmp_path, "--stages", "1e12@abc", tokens=None)
+    assert bad.returncode == 2 and "--stages '1e12@abc': write TOKENS@SEQ_LEN" in bad.stderr
+    bad = plan(tmp_path, "--stages", "15.6e12@8192,0.8e12@131072")  # --tokens 15.6e12 is not their sum
+    assert bad.returncode == 2 and "differs from the stages' 1.64e+13 tokens" in bad.stderr

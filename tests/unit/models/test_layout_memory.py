@@ -109,3 +109,14 @@ def test_fp8_keeps_matmul_inputs_in_one_byte_and_adds_a_weight_copy():
     assert saved == pytest.approx(2048 * (2 * h / 8 + (h + ff) / 8))
     trainer = layout_memory(LLAMA2_7B, ParallelLayout(dp=8), "fp8")
     assert trainer["engine"].startswith("Megatron")  # the trainer has no fp8
+
+
+def test_context_parallel_splits_each_sequence():
+    long = ModelConfig(d_model=4096, n_layers=32, n_heads=32, d_ff=11008, vocab_size=32000, seq_len=131072)
+    one = activation_bytes(long, ParallelLayout(tp=8, dp=1))
+    cp8 = activation_bytes(long, ParallelLayout(tp=8, cp=8, dp=1))
+    assert cp8["first_stage"] == pytest.approx(one["first_stage"] / 8)
+    z = state_bytes(long, ParallelLayout(tp=8, cp=8, dp=2, zero_stage=1))
+    assert z["optimizer"] == pytest.approx(state_bytes(long, ParallelLayout(tp=8, dp=16, zero_stage=1))["optimizer"])
+    assert ParallelLayout(tp=8, cp=8, pp=2, dp=2).world == 256
+    assert "multiple of 2 x cp" in check_layout(long.model_copy(update={"seq_len": 1000}), ParallelLayout(cp=8))
