@@ -22,7 +22,7 @@ from scaling.planning.cost import resolve_mfu
 from scaling.planning.devices import peak_flops
 from scaling.planning.inference import choose_preset, inference_block
 from scaling.planning.layout import layout_block, priced_model_plan
-from scaling.planning.layout_plan import fixed_keys, layout_sections
+from scaling.planning.layout_plan import fixed_keys, layout_sections, trainer_memory
 from scaling.planning.plan import make_plan
 from scaling.planning.run_model import model_presets
 from scaling.planning.stages import parse_stages, stage_sections
@@ -299,6 +299,9 @@ def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> Non
         )
         return
     plan["performance"] = perf
+    mem = trainer_memory(plan, plan["layout"], hw.precision)
+    if mem is not None:  # a layout the trainer runs: --emit-config and train --dry-run take it
+        plan["memory"] = mem
     measured = hw.mfu.source.startswith("measured") or hw.mfu.source.startswith("given")
     if mfu_from_model and not measured:
         m = perf["mfu"]

@@ -37,6 +37,44 @@ def target_batch(plan: dict, seq_len: int, tokens: float | None) -> tuple[int, s
     return seqs, source
 
 
+def trainer_memory(plan: dict, layout: dict, precision: str) -> dict | None:
+    """The plan's `memory` section for a searched layout the trainer runs (data parallel, ZeRO, its
+    checkpointing; AdamW), so that --emit-config and `train --dry-run` use it: models/memory.py's estimate
+    with the layout's keys and its exact global batch. None when the layout needs what the trainer lacks."""
+    from models.memory import estimate_memory  # deferred: pydantic (a fast --help)
+
+    settings = (plan.get("recipe") or {}).get("settings") or {}
+    if not layout.get("fits") or not layout.get("trainer_runs") or settings.get("optim.name") not in (None, "adamw"):
+        return None
+    c = layout["chosen"]
+    run = plan["run"]
+    cfg = model_config(run["model"], plan.get("vocab_size"), run.get("seq_len"))
+    mem_precision = {"tf32": "fp32", "fp8": "bf16"}.get(precision, precision)
+    est = estimate_memory(
+        cfg,
+        micro_batch_size=c["micro_batch_size"],
+        zero_stage=c["zero_stage"],
+        world_size=c["dp"],
+        precision=mem_precision,
+        activation_checkpointing=c["activation_checkpointing"],
+        activation_checkpointing_k=c["activation_checkpointing_k"]
+        if c["activation_checkpointing"] == "every_k"
+        else None,
+        gradient_accumulation_steps=c["gradient_accumulation_steps"],
+        device_memory_bytes=layout["memory"]["device_memory_bytes"],
+    )
+    out = est.to_dict()
+    out.update(
+        nodes=layout["nodes"] or 1,
+        devices_per_node=layout["devices_per_node"] if layout["nodes"] else c["dp"],
+        reason=None,
+        global_batch_size=layout["global_batch_size"],
+        global_batch_tokens=layout["global_batch_tokens"],
+        global_batch_source=layout["global_batch_source"] + ", the searched layout (met exactly)",
+    )
+    return out
+
+
 def fixed_keys(layout: str | None, micro_batch_size: int | None) -> dict:
     fixed = parse_layout(layout)
     if micro_batch_size is not None:
