@@ -178,6 +178,7 @@ def build_plan(
             hw, budget_usd=opts.budget_usd, device_hours=opts.device_hours, days=opts.days
         )
         plan = costs.plan_for_budget(plan_at, hw, hours)
+        plan = _budget_at_predicted_mfu(plan, plan_at, hw, hours, opts)
         budget = {
             "form": next(f for f in ("budget_usd", "device_hours", "days") if getattr(opts, f) is not None),
             "text": text,
@@ -276,6 +277,46 @@ def _stages(plan: dict, hw, opts: BudgetOptions, stages: list) -> None:
         hw.mfu = costs.MFU(m, f"the stages' FLOP-weighted MFU {m:.3f} (each predicted by the step-time model)")
 
 
+def _predicted_mfu(perf: dict, describe: str) -> costs.MFU:
+    m = perf["mfu"]
+    return costs.MFU(
+        m,
+        f"predicted {m:.3f} by the step-time model for the searched layout ({describe}); "
+        "+-20% interval: the model's calibration error (docs/model-design.md)",
+        m * np.linspace(0.8, 1.2, 201),
+    )
+
+
+def _measured(hw) -> bool:
+    return hw.mfu.source.startswith("measured") or hw.mfu.source.startswith("given")
+
+
+def _budget_at_predicted_mfu(plan: dict, plan_at, hw, hours: float, opts: BudgetOptions, rounds: int = 3) -> dict:
+    """A budget form with --mfu auto and no finished runs: the MFU that buys the compute is the step-time
+    model's for the run the budget buys, found by a few fixed-point rounds (budget -> run -> MFU -> budget)."""
+    if _measured(hw):
+        return plan
+    for _ in range(rounds):
+        got = layout_sections(
+            plan,
+            hw.device,
+            hw.num_devices,
+            hw.precision,
+            devices_per_node=opts.devices_per_node,
+            layout=opts.layout,
+            micro_batch_size=opts.micro_batch_size,
+            global_batch_tokens=opts.global_batch_tokens,
+        )
+        if not got or got[1] is None:
+            return plan
+        m = got[1]["mfu"]
+        if abs(m - hw.mfu.value) <= 1e-3 * m:
+            break
+        hw.mfu = _predicted_mfu(got[1], got[0]["describe"])
+        plan = costs.plan_for_budget(plan_at, hw, hours)
+    return plan
+
+
 def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> None:
     """The searched layout and its predicted performance (scaling.planning.layout_plan); with --mfu auto
     and no finished runs on the device, the cost takes the predicted MFU (not for the budget forms,
@@ -302,15 +343,8 @@ def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> Non
     mem = trainer_memory(plan, plan["layout"], hw.precision)
     if mem is not None:  # a layout the trainer runs: --emit-config and train --dry-run take it
         plan["memory"] = mem
-    measured = hw.mfu.source.startswith("measured") or hw.mfu.source.startswith("given")
-    if mfu_from_model and not measured:
-        m = perf["mfu"]
-        hw.mfu = costs.MFU(
-            m,
-            f"predicted {m:.3f} by the step-time model for the searched layout ({plan['layout']['describe']}); "
-            "+-20% interval: the model's calibration error (docs/model-design.md)",
-            m * np.linspace(0.8, 1.2, 201),
-        )
+    if mfu_from_model and not _measured(hw):
+        hw.mfu = _predicted_mfu(perf, plan["layout"]["describe"])
 
 
 def plan_to_emit(plan: dict) -> dict:

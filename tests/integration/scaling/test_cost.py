@@ -90,13 +90,20 @@ def test_inverse_budget_forms_turn_into_compute(tree_fit_json, form, hours):
     assert plan["N_opt"] > 0 and "loss" in plan["run"]
 
 
-def test_budget_with_a_default_mfu_has_compute_and_loss_intervals(tree_fit_json, tmp_path):
+def test_budget_without_runs_takes_the_predicted_mfu_with_compute_and_loss_intervals(tree_fit_json, tmp_path):
     plan = plan_json(tree_fit_json, "--device", "h100-sxm", "--device-hours", "1", "--runs", str(tmp_path))
     c = plan["cost"]
-    assert c["mfu"] == DEFAULT_MFU and "default 0.40" in c["mfu_source"]
+    # no finished runs: the step-time model's MFU for the run the budget buys (a tiny model: far from peak)
+    assert c["mfu_source"].startswith("predicted") and c["mfu"] == pytest.approx(plan["performance"]["mfu"], rel=0.05)
+    assert c["mfu"] < 0.2
     lo, hi = c["compute_interval"]
-    assert lo < plan["compute"] < hi and hi / lo == pytest.approx(0.495 / 0.305, rel=0.05)
+    assert lo < plan["compute"] < hi and hi / lo == pytest.approx(1.2 / 0.8, rel=0.05)  # the model's +-20%
     assert c["loss_at_optimum_interval"][0] < plan["loss_at_optimum"] < c["loss_at_optimum_interval"][1]
+    # a device the step-time model cannot price (no link bandwidths): the stated default
+    tpu = plan_json(tree_fit_json, "--device", "tpu-v4", "--device-hours", "1", "--runs", str(tmp_path))["cost"]
+    assert tpu["mfu"] == DEFAULT_MFU and "default 0.40" in tpu["mfu_source"]
+    lo, hi = tpu["compute_interval"]
+    assert hi / lo == pytest.approx(0.495 / 0.305, rel=0.05)
 
 
 def test_inference_plan_cost_carries_the_bootstrap(tree_fit_json):
