@@ -11,8 +11,8 @@ under trainer_flops; 1 and said when the plan has no preset to price).
 MFU: `--mfu X` as given; `--mfu auto` is the median whole-run MFU of the largest finished runs
 on that device and precision in the run registry (their spread is the MFU interval), else
 DEFAULT_MFU with its stated range; scaling/planning/budget.py then replaces that default with the
-step-time model's prediction for the planned run where it can lay the run out. Intervals combine the fit's bootstrap (N, D, loss, FLOPs
-where they vary) with MFU draws. Torch-free.
+step-time model's prediction for the planned run where it can lay the run out. Intervals combine the
+fit's bootstrap (N, D, loss, FLOPs where they vary) with MFU draws. Torch-free.
 """
 
 from __future__ import annotations
