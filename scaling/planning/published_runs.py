@@ -41,11 +41,20 @@ class PublishedRun:
     batch_tokens: float | None = None  # its global batch
     cluster_note: str = ""  # where those two come from
     accounting: dict | None = None  # model_counts options (mla, mtp_depth) for what the trainer does not build
+    stages: tuple[tuple[float, int], ...] = ()  # (tokens, seq_len) priced one by one; their tokens sum to `tokens`
+
+    def parts(self) -> list[tuple[float, ModelConfig]]:
+        """(tokens, model at that stage's sequence length) per stage; the whole run when it has no stages."""
+        if not self.stages:
+            return [(self.tokens, self.model)]
+        return [(t, self.model.model_copy(update={"seq_len": s})) for t, s in self.stages]
 
     def fpt(self) -> float:
+        """FLOPs per token (token-weighted over the stages)."""
         if self.flops_per_token is not None:
             return self.flops_per_token
-        return model_counts(self.model, **(self.accounting or {})).flops_per_token
+        total = sum(t * model_counts(m, **(self.accounting or {})).flops_per_token for t, m in self.parts())
+        return total / self.tokens
 
     def params(self) -> float | None:
         return model_counts(self.model, **(self.accounting or {})).total if self.model is not None else None
@@ -93,6 +102,9 @@ RUNS = (
         num_devices=16384,
         batch_tokens=16 * 2**20,
         cluster_note="16,384 GPUs, 16M-token batch (Llama 3 paper, Table 4)",
+        stages=((14.8e12, 8192), (0.8e12, 131072)),
+        note="priced in two stages: 14.8T tokens at 8K, then the ~800B-token long-context stages (Sec. 3.4.2) "
+        "all at 128K (an upper bound: the paper grows the context in six steps)",
     ),
     PublishedRun(
         "Llama 3 8B",
@@ -149,12 +161,13 @@ RUNS = (
     PublishedRun(
         "DeepSeek-V3",
         "MoE 671B total, 37B active per token, 61 layers, d 7168, seq 4096",
-        14.8e12,
+        14.8e12 + 2 * 1000 * 1920 * 32768,
         "h800",
         "H800",
         2.788e6,
-        "DeepSeek-V3 technical report, arXiv:2412.19437 (14.8T tokens, 2.788M H800 GPU-hours for the full training, "
-        "37B activated parameters)",
+        "DeepSeek-V3 technical report, arXiv:2412.19437 (14.8T tokens, 2.788M H800 GPU-hours for the full training: "
+        "2.664M pre-training, 0.119M context extension, 0.005M post-training; 37B activated parameters; Sec. 4.3: "
+        "1,000 steps at 32K with batch 1,920 and 1,000 at 128K with batch 480)",
         ModelConfig(
             d_model=7168,
             n_layers=61,
@@ -165,11 +178,12 @@ RUNS = (
             moe=MoEConfig(num_experts=256, top_k=8, d_ff=2048, num_shared_experts=1, first_dense_layers=3),
         ),
         accounting={"mla": MLA(1536, 512, 128, 64, 128), "mtp_depth": 1},
+        stages=((14.8e12, 4096), (1000 * 1920 * 32768, 32768), (1000 * 480 * 131072, 131072)),
         note="counted with MLA (q/kv ranks 1536/512, heads of 128 + 64 rope for scores, 128 for values) and one "
         "MTP module (models/accounting.py options; config.json's shape: 3 dense layers of d_ff 18432, 58 MoE "
         "layers of 256 experts of 2048 + 1 shared, top 8); 671B parameters + 11.6B for MTP, 37.6B active; "
-        "trained in FP8, the MFU is against the bf16 peak; the reported hours include context extension and "
-        "post-training (0.18M of the 2.788M)",
+        "trained in FP8, the MFU is against the bf16 peak; priced in three stages (4K pre-training, the 32K and "
+        "128K extensions); the reported hours include post-training (0.005M)",
     ),
 )
 
@@ -178,15 +192,19 @@ def predicted(run: PublishedRun) -> dict | None:
     """The step-time model's MFU and device-hours for the run on its cluster (searched layout), or None."""
     if run.model is None or not run.num_devices or not run.batch_tokens or run.device not in NETWORK_BYTES_PER_S:
         return None
-    seqs = round(run.batch_tokens / run.model.seq_len)
-    got = search(run.model, num_devices=run.num_devices, global_batch_size=seqs, device=run.device, keep_rejected=0)
-    if not got.get("fits"):
-        return None
-    perf = got["performance"]
+    hours, layouts = 0.0, []
+    for tokens, model in run.parts():
+        seqs = round(run.batch_tokens / model.seq_len)
+        got = search(model, num_devices=run.num_devices, global_batch_size=seqs, device=run.device, keep_rejected=0)
+        if not got.get("fits"):
+            return None
+        hours += tokens / got["performance"]["tokens_per_s"] / 3600.0 * run.num_devices
+        layouts.append(got["describe"])
+    peak = DEVICES[run.device]["bf16"]
     return {
-        "mfu": perf["mfu"],
-        "device_hours": run.tokens / perf["tokens_per_s"] / 3600.0 * run.num_devices,
-        "layout": got["describe"],
+        "mfu": run.fpt() * run.tokens / (hours * 3600.0 * peak),
+        "device_hours": hours,
+        "layout": "; ".join(layouts),
     }
 
 
