@@ -86,3 +86,14 @@ def test_parse_layout_names_the_bad_key():
     ):
         with pytest.raises(InputError, match=msg):
             parse_layout(text)
+
+
+def test_the_stored_constants_are_the_fit_of_the_calibration_rows():
+    from dataclasses import asdict
+
+    from scaling.planning.calibration import fit
+    from scaling.planning.perf_model import CALIBRATION
+
+    refit = asdict(fit())
+    for key, value in asdict(CALIBRATION).items():
+        assert refit[key] == pytest.approx(value, rel=0.02), key
