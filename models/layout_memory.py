@@ -57,6 +57,7 @@ LAYOUT_KEYS = (
 )
 TRAINER_ENGINE = "scalelab trainer (DeepSpeed data parallel + ZeRO; models/memory.py)"
 MEGATRON_ENGINE = "Megatron-style TP/PP/SP engine (the trainer does not run TP or PP)"
+EP_ENGINE = "scalelab trainer with expert parallelism (DeepSpeed MoE; its memory as models/layout_memory.py counts it)"
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,7 @@ def layout_memory(
         parts["other"] = int(GPU_CONTEXT_BYTES + GPU_FRAGMENTATION * act)
         parts["total"] = sum(parts.values())
         out = {
-            "engine": TRAINER_ENGINE if lay.trainer_runs and precision != "fp8" else MEGATRON_ENGINE,
+            "engine": EP_ENGINE if lay.trainer_runs and precision != "fp8" else MEGATRON_ENGINE,
             "per_device_bytes": parts,
             "in_flight_micro_batches": acts["in_flight_micro_batches"],
             "expert_param_bytes": int(states["expert_params"]),

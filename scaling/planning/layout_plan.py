@@ -47,6 +47,8 @@ def trainer_memory(plan: dict, layout: dict, precision: str) -> dict | None:
     if not layout.get("fits") or not layout.get("trainer_runs") or settings.get("optim.name") not in (None, "adamw"):
         return None
     c = layout["chosen"]
+    if c["ep_size"] > 1:  # models/memory.py has no expert parallelism: the plan keeps its data-parallel layout
+        return None
     run = plan["run"]
     cfg = model_config(run["model"], plan.get("vocab_size"), run.get("seq_len"))
     mem_precision = {"tf32": "fp32", "fp8": "bf16"}.get(precision, precision)
