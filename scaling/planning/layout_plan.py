@@ -120,6 +120,8 @@ def layout_sections(
         devices_per_node=per,
         fixed=fixed,
     )
+    if found.get("layout_error"):
+        raise InputError(found["layout_error"])
     found["global_batch_source"] = source
     perf = found.pop("performance", None)
     if perf is None:

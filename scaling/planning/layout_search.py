@@ -225,7 +225,7 @@ def search(
     if not fits:
         out["fits"] = False
         if over:
-            _, lay, mem, perf = over[0]
+            _, lay, mem, perf = min(over, key=lambda r: r[2]["per_device_bytes"]["total"])
             need = mem["per_device_bytes"]["total"] / GIB
             usable = (1 - mem["headroom"]) * (mem_bytes or 0) / GIB
             out["reason"] = (
@@ -241,6 +241,17 @@ def search(
             out["reason"] = "no layout matches " + (
                 f"--layout {fixed}: {problems[0]}" if problems else f"--layout {fixed}"
             )
+        if fixed and not searched:  # the --layout given cannot be laid out at all: bad input, not a plan
+            spec = ",".join(f"{k}={v}" for k, v in fixed.items())
+            if problems:
+                out["layout_error"] = f"--layout {spec}: {problems[0]}"
+            elif batch_rejects:
+                out["layout_error"] = f"--layout {spec}: {batch_rejects[0]['reason']}"
+            else:
+                out["layout_error"] = (
+                    f"--layout {spec}: no split of the {num_devices} devices matches it (tp x cp x pp must divide "
+                    "them; dp is what is left)"
+                )
         out["rejected"] = _rejected(over, [], batch_rejects, None, keep_rejected, mem_bytes)
         return out
     best_t, lay, mem, perf = fits[0]

@@ -112,3 +112,17 @@ def test_a_run_in_stages_is_priced_per_stage_with_context_parallel_for_long_sequ
     assert bad.returncode == 2 and "--stages '1e12@abc': write TOKENS@SEQ_LEN" in bad.stderr
     bad = plan(tmp_path, "--stages", "15.6e12@8192,0.8e12@131072")  # --tokens 15.6e12 is not their sum
     assert bad.returncode == 2 and "differs from the stages' 1.64e+13 tokens" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "layout, said",
+    [
+        ("ep_size=2", "--layout ep_size=2: ep_size=2 needs an MoE model"),
+        ("tp=3", "--layout tp=3: no split of the 16384 devices matches it"),
+        ("tp=8,pp=16,dp=64", "--layout tp=8,pp=16,dp=64: no split of the 16384 devices matches it"),
+        ("tp=1,pp=1", "--layout tp=1,pp=1: batch: dp=16384 does not divide the global batch of 2048 sequences"),
+    ],
+)
+def test_a_layout_that_cannot_exist_exits_2_naming_it(tmp_path, layout, said):
+    res = plan(tmp_path, "--layout", layout)
+    assert res.returncode == 2 and said in res.stderr, res.stderr
