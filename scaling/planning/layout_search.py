@@ -14,7 +14,9 @@ per-replica batch up to 64; activation_checkpointing none, selective (with tp or
 full; pp_interleave 1, 2, 4, 8 chunks per device (with pp > 1, when the micro-batches are a multiple of
 pp). `--layout key=value,...` fixes any of these (LAYOUT_KEYS). The result names the chosen layout and
 the best few rejected ones with the reason: "memory" (faster but over the device's memory), "slower"
-(fits, slower: by which component) and "batch".
+(fits, slower: by which component), "batch" and "trainer" (faster, not run by the trainer). A layout the
+trainer runs (data parallel, ZeRO, its checkpointing) is preferred when it is at most 2% slower than the
+fastest (`choice` says which rule chose).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from scaling.planning.perf_model import CALIBRATION, Calibration, _Block, calibr
 
 MAX_MICRO_BATCH = 64
 LONG_CONTEXT_CHUNK = 8192  # context parallel is searched for sequences of at least 2 x this, in chunks >= it
+TRAINER_PREFERENCE = 0.02  # a layout the trainer runs is chosen when at most this much slower than the fastest
 CHECKPOINT_CHOICES = (("none", None), ("selective", None), ("every_k", 4), ("every_k", 2), ("full", None))
 INTERLEAVE = (1, 2, 4, 8)
 _TYPES = {f.name: f.type for f in fields(ParallelLayout)}
@@ -254,6 +257,18 @@ def search(
                 )
         out["rejected"] = _rejected(over, [], batch_rejects, None, keep_rejected, mem_bytes)
         return out
+    # a layout the trainer runs wins when it is within TRAINER_PREFERENCE of the fastest: the run can then be
+    # emitted and dry-run as planned
+    runnable = next((r for r in fits if r[1].trainer_runs and precision != "fp8"), None)
+    if runnable is not None and runnable is not fits[0] and runnable[0] <= (1 + TRAINER_PREFERENCE) * fits[0][0]:
+        fits.remove(runnable)
+        fits.insert(0, runnable)
+        out["choice"] = (
+            f"the fastest layout the trainer runs, within {TRAINER_PREFERENCE:.0%} of the fastest "
+            f"({fits[1][0]:.4g} s per step)"
+        )
+    else:
+        out["choice"] = "the fastest layout that fits"
     best_t, lay, mem, perf = fits[0]
     out.update(
         fits=True,
@@ -286,13 +301,19 @@ def _rejected(over, slower, batch_rejects, best_perf, keep, mem_bytes) -> list[d
         )
     if best_perf is not None:
         for t, lay, _, perf in slower[:keep]:
+            faster = t < best_perf["step_time_s"]
             out.append(
                 {
                     "layout": lay.to_dict(),
                     "describe": lay.describe(),
-                    "kind": "slower",
+                    "kind": "trainer" if faster else "slower",
                     "step_time_s": t,
-                    "reason": _slower_reason(perf, best_perf),
+                    "reason": (
+                        f"trainer: {t:.4g} s per step, {1 - t / best_perf['step_time_s']:.1%} faster, but the "
+                        "trainer does not run it (a layout it runs within 2% is preferred)"
+                    )
+                    if faster
+                    else _slower_reason(perf, best_perf),
                 }
             )
     out += batch_rejects[: min(keep, 2)]
@@ -309,7 +330,8 @@ def format_layout(block: dict) -> list[str]:
         mem = block["memory"]
         lines.append(
             f"layout (searched over {block['searched']:,} for a global batch of {block['global_batch_size']:,} "
-            f"sequences = {block['global_batch_tokens']:,} tokens, met exactly): {block['describe']}"
+            f"sequences = {block['global_batch_tokens']:,} tokens, met exactly; {block.get('choice')}): "
+            f"{block['describe']}"
         )
         lines.append(
             f"  engine: {block['engine']}; memory {b['total'] / GIB:.1f} GiB of "
