@@ -47,7 +47,8 @@
   recomputes one block at a time in backward. The output layer: the loss keeps fp32 log-softmax
   of the logits, and the first steps of backward hold it with two more fp32 (S × vocab) buffers:
   12·S·V bytes at the peak (before any block's backward has freed anything). MoE layers keep the
-  router logits and top_k expert copies of the FFN activations (an estimate, not measured).
+  router logits and top_k expert copies of the FFN activations (an estimate, not measured); an MoE
+  model's dense layers (first_dense_layers, every_k_layers) keep the dense FFN's.
 
 - **other**: ZeRO's gradient reduce bucket (stage 1 fp32/fp16 and 2: reduce_bucket_size elements of
   the reduction dtype, DeepSpeed's 5e8 on GPU, pretrain/engine/ds_config.py's CPU_BUCKET on CPU; stage 3:
@@ -162,13 +163,16 @@ def _act_mode(precision: str, engine_stage: int) -> str:
     return "autocast" if engine_stage == 0 and precision == "bf16" else "half"
 
 
-def layer_activation_bytes(cfg: ModelConfig, tokens: int, mode: str, device: str = "cuda") -> int:
-    """Bytes one block keeps for backward over `tokens` tokens (micro-batch x seq_len)."""
+def layer_activation_bytes(
+    cfg: ModelConfig, tokens: int, mode: str, device: str = "cuda", moe_layer: bool | None = None
+) -> int:
+    """Bytes one block keeps for backward over `tokens` tokens (micro-batch x seq_len); `moe_layer` False
+    counts an MoE model's dense block (its first_dense_layers / every_k_layers gaps), None any MoE block."""
     h, a, f = cfg.d_model, cfg.n_heads, cfg.ffn_dim
     kv = cfg.kv_heads * cfg.head_dim
     if mode == "fp32" and device == "cuda" and kv < h:
         kv = h  # fp32 CUDA SDPA takes no grouped K/V heads: they are expanded (models/layers.py native_gqa)
-    moe = getattr(cfg, "moe", None)
+    moe = getattr(cfg, "moe", None) if moe_layer is not False else None
     if moe is not None:  # top_k expert copies of the FFN activations and the router's logits, per token
         f = (moe.top_k + moe.num_shared_experts) * (moe.d_ff or cfg.ffn_dim)
     if mode == "fp32":
@@ -193,18 +197,25 @@ def activation_bytes(
 ) -> int:
     """Peak activation bytes of one micro-batch's forward/backward (see the module docstring)."""
     tokens = micro_batch_size * cfg.seq_len
-    block = layer_activation_bytes(cfg, tokens, mode, device)
     h, L = cfg.d_model, cfg.n_layers
+    moe = getattr(cfg, "moe", None)
+    dense_block = layer_activation_bytes(cfg, tokens, mode, device, moe_layer=False)
+    moe_block = layer_activation_bytes(cfg, tokens, mode, device) if moe is not None else dense_block
+    blocks = [moe_block if moe is not None and moe.is_moe_layer(i) else dense_block for i in range(L)]
     residual = 2 if mode == "half" else 4
     norm = ({"fp32": 12 * h, "half": 8 * h, "autocast": 10 * h}[mode] + 4) * tokens  # the final norm
     logits = LOGIT_BUFFERS * 4 * cfg.vocab_size * tokens
-    checkpointed = {"none": 0, "full": L}.get(checkpointing)
-    if checkpointed is None:
+    if checkpointing == "none":
+        checkpointed = set()
+    elif checkpointing == "full":
+        checkpointed = set(range(L))
+    else:
         if not k or k < 1:
             raise ValueError("activation_checkpointing every_k needs k >= 1")
-        checkpointed = len(range(0, L, k))
-    kept = (L - checkpointed) * block + checkpointed * residual * h * tokens
-    recompute = block if checkpointed else 0  # one checkpointed block is rebuilt at a time in backward
+        checkpointed = set(range(0, L, k))
+    kept = sum(b for i, b in enumerate(blocks) if i not in checkpointed) + len(checkpointed) * residual * h * tokens
+    # one checkpointed block is rebuilt at a time in backward
+    recompute = max((blocks[i] for i in checkpointed), default=0)
     return kept + norm + max(logits, recompute)
 
 

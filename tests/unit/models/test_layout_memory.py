@@ -120,3 +120,19 @@ def test_context_parallel_splits_each_sequence():
     assert z["optimizer"] == pytest.approx(state_bytes(long, ParallelLayout(tp=8, dp=16, zero_stage=1))["optimizer"])
     assert ParallelLayout(tp=8, cp=8, pp=2, dp=2).world == 256
     assert "multiple of 2 x cp" in check_layout(long.model_copy(update={"seq_len": 1000}), ParallelLayout(cp=8))
+
+
+def test_an_moe_models_dense_layers_keep_the_dense_width():
+    from models.memory import activation_bytes as trainer_activations
+    from models.memory import layer_activation_bytes
+
+    moe = MoEConfig(num_experts=16, top_k=4, d_ff=1024, first_dense_layers=2)
+    cfg = ModelConfig(d_model=1024, n_layers=8, n_heads=8, d_ff=4096, vocab_size=32000, seq_len=1024, moe=moe)
+    tokens = 1024
+    dense = layer_activation_bytes(cfg, tokens, "half", moe_layer=False)
+    routed = layer_activation_bytes(cfg, tokens, "half")
+    assert dense == layer_activation_bytes(cfg.model_copy(update={"moe": None}), tokens, "half")
+    assert routed != dense
+    got = trainer_activations(cfg, 1, "half")
+    none = trainer_activations(cfg.model_copy(update={"moe": None}), 1, "half")
+    assert got - none == 6 * (routed - dense)  # only the 6 MoE layers are wider
