@@ -5,9 +5,7 @@ Heavy imports happen inside the commands. Exit codes: 0 ok, 1 fit failed, 2 bad 
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 from scaling.cli.fit_command import run_fit
 from scaling.cli.options import fail
@@ -154,9 +152,8 @@ def plan_moe(args, fits) -> int:
     except InputError as exc:
         return fail(str(exc), 2)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(plan, indent=2) + "\n")
-    print(json.dumps(plan, indent=2) if args.json else format_moe_plan(plan))
+        plan.save(args.out)
+    print(plan.to_json() if args.json else format_moe_plan(plan))
     if args.emit_config:
         print(f"wrote {args.emit_config}", file=sys.stderr)
     return 0

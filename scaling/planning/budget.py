@@ -5,7 +5,7 @@ The budget forms (one of them): `--compute C` (FLOPs in the fit's convention), `
 price: scaling.planning.cost), or `--target-loss L --inference-tokens T` (the inference-aware model
 reaching L: scaling.planning.inference). `--compute C --inference-tokens T` reads C as the total
 training + inference budget. With inference tokens the plan is made for the inference-aware
-model's training FLOPs. The plan dict gains `cost` (with --device) and `inference`.
+model's training FLOPs. The plan (scaling.planning.record.PlanRecord) gains `cost` (with --device) and `inference`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from scaling.planning.devices import peak_flops
 from scaling.planning.inference import choose_preset, inference_block
 from scaling.planning.layout import layout_block, priced_model_plan
 from scaling.planning.plan import make_plan
+from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import model_presets
 
 
@@ -109,7 +110,7 @@ class BudgetOptions:
 
 def build_plan(
     fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 0.95, *, accuracy=None, task_loss=None
-) -> dict:
+) -> PlanRecord:
     """The plan for the budget in `opts`, with its `cost` and `inference` sections, and with an
     accuracy fit (and a task-loss fit) the planned run's predicted accuracy per task
     (`accuracy`, `accuracy_basis`: scaling.planning.accuracy_chain)."""
@@ -200,7 +201,7 @@ def build_plan(
             plan["warnings"] += [f"{name} fit: {w}" for w in (rec or {}).get("warnings") or []]
         plan["warnings"] += block["warnings"]
 
-    return _clean(plan)
+    return PlanRecord(_clean(plan))
 
 
 def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
@@ -215,7 +216,7 @@ def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
         )
 
 
-def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dict:
+def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> PlanRecord:
     """`--model CONFIG --tokens D`: price and lay out a given model, no fit."""
     plan = priced_model_plan(opts.model, opts.tokens, make_plan_kw.get("vocab_size"))
     plan["ci"] = ci
@@ -224,14 +225,14 @@ def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dic
     hw = costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
     _memory(plan, hw, opts)
     plan["cost"] = costs.cost_block(plan, hw, ci=ci)
-    return _clean(plan)
+    return PlanRecord(_clean(plan))
 
 
-def plan_to_emit(plan: dict) -> dict:
+def plan_to_emit(plan: PlanRecord) -> PlanRecord:
     """The plan whose run `--emit-config` writes: the inference-aware preset when there is one
     (trained with the fits' recipe: no batch-lr values are evaluated for it)."""
     run = (plan.get("inference") or {}).get("run")
     if not run:
         return plan
     keep = ("preset", "N", "seq_len", "tokens", "loss", "loss_interval")
-    return {**plan, "run": {k: run[k] for k in keep}}
+    return PlanRecord({**plan, "run": {k: run[k] for k in keep}})

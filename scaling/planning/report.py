@@ -7,10 +7,11 @@ from scaling.planning.accuracy_chain import format_accuracy
 from scaling.planning.cost import format_cost
 from scaling.planning.inference import format_inference
 from scaling.planning.layout import format_memory
+from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import describe_run_model
 
 
-def format_plan(plan: dict) -> str:
+def format_plan(plan: PlanRecord) -> str:
     def iv(v):
         return f"  [{v[0]:.4g}, {v[1]:.4g}]" if v else ""
 
@@ -63,7 +64,7 @@ def format_plan(plan: dict) -> str:
     return "\n".join(lines)
 
 
-def format_sections(plan: dict) -> list[str]:
+def format_sections(plan: PlanRecord) -> list[str]:
     lines = []
     if plan.get("memory"):
         lines += format_memory(plan["memory"])
