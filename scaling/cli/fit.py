@@ -33,7 +33,7 @@ def register(subparsers) -> None:
     fit = subparsers.add_parser(
         "fit", help="fit a scaling law to runs or a table", description="Fit scaling laws; writes a JSON fit record."
     )
-    fsub = fit.add_subparsers(dest="law", metavar="LAW")
+    fsub = fit.add_subparsers(dest="family", metavar="LAW")  # not `law`: chinchilla's and moe's --law set that
     fsub.required = True
     for family in families():
         add_family(fsub, family)

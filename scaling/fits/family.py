@@ -9,8 +9,9 @@
     register(FAMILY)
 
 `flags` are the command's arguments in the order `--help` lists them; each names the typed option
-it sets (`dest`, by default the flag's name) and `options_from(Options, args)` builds a law's typed
-options (a dataclass) from the parsed arguments, field by field. `check` refuses bad combinations
+it sets (`dest`, by default the flag's name): a field of the family's typed `options` (a dataclass,
+built from the parsed arguments by `options_from(Options, args)`) or one of the command's own
+(DATA, --out, --plot, --col, --json, --by, --baseline: `CLI_FIELDS`). `check` refuses bad combinations
 before any work (its message is printed as `error: ...`, exit 2); `load` reads DATA (default: the
 path as given) and `fit(args, data)` returns the fit record; `summary` is the text printed without
 --json (default: the record's own `summary()`); `plot(rec, data, path)` draws --plot once the record
@@ -73,12 +74,14 @@ class LawFamily:
     flags: tuple[Flag, ...]
     fit: Callable[[argparse.Namespace, Any], Any]  # (args, data) -> FitRecord; raises InputError / FitError
     description: str | None = None
+    options: type | None = None  # the typed options (a dataclass) its flags set, field by field
     check: Callable[[argparse.Namespace], str | None] | None = None  # a problem with the options, or None
     load: Callable[[argparse.Namespace], Any] | None = None  # (args) -> data (default: args.data)
     summary: Callable[[Any], str] | None = None  # (record) -> the printed text
     plot: Callable[[Any, Any, str], None] | None = None  # (record, data, path): --plot, after the save
 
 
+CLI_FIELDS = frozenset({"data", "out", "plot", "col", "json", "by", "baseline"})
 FAMILIES: dict[str, LawFamily] = {}
 
 

@@ -154,6 +154,9 @@ def by_problem(args: argparse.Namespace) -> str | None:
 
 
 # ---------------------------------------------------------------- the loss laws' shared steps
+TABLE_FIELDS = frozenset({"n_kind", "curves"})  # the flags load_table reads (not every law's options)
+
+
 def load_table(args: argparse.Namespace):
     """DATA as the loss laws' canonical table (scaling.data.inputs.load; --curves: every metrics point)."""
     from scaling.data import inputs  # deferred: numpy, pandas (a fast --help)

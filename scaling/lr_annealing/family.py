@@ -5,9 +5,25 @@ because lr_annealing sits above fits in scaling's layers."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict, dataclass
 
 from scaling.fits import flags as F
-from scaling.fits.family import Flag, LawFamily, register
+from scaling.fits.family import Flag, LawFamily, options_from, register
+
+
+@dataclass(frozen=True)
+class LrAnnealingOptions:
+    """fit_lr_annealing's choices (scaling.lr_annealing.fit: what each means); lam: a number or 'auto'."""
+
+    metric: str = "loss"
+    lam: float | str = 0.999
+    warmup: str = "peak"
+    skip_fraction: float = 0.0
+    bootstrap: int = 0
+    seed: int = 0
+    ci: float = 0.95
+    holdout: str | None = None
+    holdout_fraction: float = 0.2
 
 
 def _lambda(text: str):
@@ -24,19 +40,8 @@ def fit(args, data):
     from scaling.lr_annealing.curves import TABLE_ROLES  # deferred: numpy (a fast --help)
     from scaling.lr_annealing.fit import fit_lr_annealing  # deferred: numpy (a fast --help)
 
-    return fit_lr_annealing(
-        data,
-        metric=args.metric,
-        lam=args.lam,
-        warmup=args.warmup,
-        skip_fraction=args.skip_fraction,
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-        ci=args.ci,
-        holdout=args.holdout,
-        holdout_fraction=args.holdout_fraction,
-        columns=parse_columns(args.col, TABLE_ROLES),
-    )
+    columns = parse_columns(args.col, TABLE_ROLES)
+    return fit_lr_annealing(data, **asdict(options_from(LrAnnealingOptions, args)), columns=columns)
 
 
 FAMILY = register(
@@ -99,6 +104,7 @@ FAMILY = register(
             Flag("--ci", type=float, default=0.95),
             F.json_flag(),
         ),
+        options=LrAnnealingOptions,
         fit=fit,
     )
 )

@@ -4,8 +4,25 @@ sits above fits in scaling's layers."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from scaling.fits import flags as F
-from scaling.fits.family import Flag, LawFamily, register
+from scaling.fits.family import Flag, LawFamily, options_from, register
+
+
+@dataclass(frozen=True)
+class MoeOptions:
+    """fit_moe's choices (scaling.moe.fit: what each means); law: krajewski or clark."""
+
+    law: str = "krajewski"
+    holdout: str | None = None
+    holdout_fraction: float = 0.1
+    bootstrap: int = 0
+    seed: int = 0
+    ci: float = 0.95
+    top_k: int = 32
+    delta: float = 1e-3
+    at_compute: list[float] | None = None
 
 
 def fit(args, data):
@@ -13,19 +30,7 @@ def fit(args, data):
     from scaling.data.moe_inputs import ROLES  # deferred: numpy (a fast --help)
     from scaling.moe.fit import fit_moe  # deferred: numpy (a fast --help)
 
-    return fit_moe(
-        data,
-        law=args.moe_law,
-        columns=parse_columns(args.col, ROLES),
-        holdout=args.holdout,
-        holdout_fraction=args.holdout_fraction,
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-        ci=args.ci,
-        top_k=args.top_k,
-        delta=args.delta,
-        at_compute=args.compute,
-    )
+    return fit_moe(data, columns=parse_columns(args.col, ROLES), **asdict(options_from(MoeOptions, args)))
 
 
 def summary(rec) -> str:
@@ -58,7 +63,7 @@ FAMILY = register(
             F.data_flag("CSV/Parquet table (N, D, G, E, loss) or a run-directory tree (dense and MoE runs)"),
             Flag(
                 "--law",
-                dest="moe_law",
+                dest="law",
                 choices=["krajewski", "clark"],
                 default="krajewski",
                 help="krajewski: L = c + (g/G^gamma + a)/N^alpha + b/D^beta "
@@ -93,6 +98,7 @@ FAMILY = register(
             ),
             Flag(
                 "--compute",
+                dest="at_compute",
                 type=F.positive_float,
                 action="append",
                 metavar="C",
@@ -101,6 +107,7 @@ FAMILY = register(
             F.out_flag(),
             F.json_flag(),
         ),
+        options=MoeOptions,
         fit=fit,
         summary=summary,
     )

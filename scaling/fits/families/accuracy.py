@@ -3,26 +3,31 @@ scaling.fits.accuracy)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from scaling.fits import flags as F
-from scaling.fits.family import Flag, LawFamily, register
+from scaling.fits.family import Flag, LawFamily, options_from, register
+
+
+@dataclass(frozen=True)
+class AccuracyOptions:
+    """fit_accuracy's choices (scaling.fits.accuracy: what each means)."""
+
+    bootstrap: int = 0
+    seed: int = 0
+    ci: float = 0.95
+    chance: float | None = None
+    loss_metric: str = "bpb"
+    acc_metric: str = "acc"
+    steps: str = "last"
+    tasks: str | None = None
 
 
 def fit(args, data):
     from scaling.data.columns import parse_columns  # deferred: with the fit
     from scaling.fits.accuracy import ROLES, fit_accuracy  # deferred: numpy, scipy, pandas (a fast --help)
 
-    return fit_accuracy(
-        data,
-        columns=parse_columns(args.col, ROLES),
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-        ci=args.ci,
-        chance=args.chance,
-        loss_metric=args.loss_metric,
-        acc_metric=args.acc_metric,
-        steps=args.steps,
-        tasks=args.tasks,
-    )
+    return fit_accuracy(data, columns=parse_columns(args.col, ROLES), **asdict(options_from(AccuracyOptions, args)))
 
 
 def summary(rec) -> str:
@@ -55,6 +60,7 @@ FAMILY = register(
             Flag("--ci", type=float, default=0.95),
             F.json_flag(),
         ),
+        options=AccuracyOptions,
         fit=fit,
         summary=summary,
     )

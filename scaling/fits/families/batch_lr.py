@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from scaling.fits import flags as F
-from scaling.fits.family import Flag, LawFamily, register
+from scaling.fits.family import Flag, LawFamily, options_from, register
+from scaling.fits.options import FitOptions
+
+
+@dataclass(frozen=True)
+class BatchLrOptions(FitOptions):
+    """fit_batch_lr's choices (scaling.fits.batch_lr: what each means)."""
+
+    form: str = "compute"
+    near_optimal_tol: float = 0.0025
+    optimum: str = "best"
+    budget_tol: float = 0.05
+    compute_kind: str | None = None
 
 
 def fit(args, ds):
-    kw = dict(
-        seed=args.seed,
-        ci=args.ci,
-        form=args.form,
-        near_optimal_tol=args.near_optimal_tol,
-        optimum=args.optimum,
-        bootstrap=args.bootstrap,
-        budget_tol=args.budget_tol,
-        holdout=args.holdout,
-        compute_kind=args.compute_kind,
-    )
+    kw = asdict(options_from(BatchLrOptions, args))
     if args.by is None:
         from scaling.fits.batch_lr import fit_batch_lr  # deferred: numpy (a fast --help)
 
@@ -65,6 +69,7 @@ FAMILY = register(
             F.compute_kind(),
             *F.by(baseline=False),
         ),
+        options=BatchLrOptions,
         check=F.by_problem,
         load=F.load_table,
         fit=fit,

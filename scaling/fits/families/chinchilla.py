@@ -149,6 +149,7 @@ FAMILY = register(
         name="chinchilla",
         help="L(N,D) = E + A/N^alpha + B/D^beta (approach 3) or the compute-optimal frontier (1, 2)",
         flags=FLAGS,
+        options=ChinchillaOptions,
         check=check,
         load=F.load_table,
         fit=fit,

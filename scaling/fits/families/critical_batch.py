@@ -3,23 +3,27 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from scaling.fits import flags as F
-from scaling.fits.family import Flag, LawFamily, register
+from scaling.fits.family import Flag, LawFamily, options_from, register
+from scaling.fits.options import FitOptions
+
+
+@dataclass(frozen=True)
+class CriticalBatchOptions(FitOptions):
+    """fit_critical_batch's choices: the target losses read from curves (None: 3 per model), the
+    curve (loss | val_loss) and its smoothing (None: the metric's default)."""
+
+    target_loss: list[float] | None = None
+    metric: str = "loss"
+    smooth: float | None = None
 
 
 def fit(args, ds):
     from scaling.fits.critical_batch import fit_critical_batch  # deferred: numpy (a fast --help)
 
-    return fit_critical_batch(
-        ds,
-        seed=args.seed,
-        ci=args.ci,
-        bootstrap=args.bootstrap,
-        target_loss=args.target_loss,
-        metric=args.metric,
-        smooth=args.smooth,
-        holdout=args.holdout,
-    )
+    return fit_critical_batch(ds, **asdict(options_from(CriticalBatchOptions, args)))
 
 
 FAMILY = register(
@@ -55,6 +59,7 @@ FAMILY = register(
                 help="predict the largest-compute model's B_crit from the laws fitted on the other models",
             ),
         ),
+        options=CriticalBatchOptions,
         load=F.load_table,
         fit=fit,
         summary=F.loss_law_summary,

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 from scaling.fits import flags as F
-from scaling.fits.family import Flag, LawFamily, register
+from scaling.fits.family import Flag, LawFamily, options_from, register
+from scaling.fits.options import FitOptions
+
+
+@dataclass(frozen=True)
+class TaskLossOptions(FitOptions):
+    """fit_task_loss's choices (scaling.fits.task_loss: what each means)."""
+
+    tasks: str | None = None
+    loss_metric: str = "bpb"
+    steps: str = "last"
+    n_kind: str = "total"
+    compute_kind: str | None = None
+    holdout_fraction: float = 0.1
 
 
 def fit(args, data):
@@ -11,20 +26,8 @@ def fit(args, data):
     from scaling.data.columns import parse_columns  # deferred: with the fit
     from scaling.fits.task_loss import fit_task_loss  # deferred: numpy, scipy, pandas (a fast --help)
 
-    return fit_task_loss(
-        data,
-        columns=parse_columns(args.col, (*inputs.ROLES, "task")),
-        tasks=args.tasks,
-        loss_metric=args.loss_metric,
-        steps=args.steps,
-        n_kind=args.n_kind,
-        compute_kind=args.compute_kind,
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-        ci=args.ci,
-        holdout=args.holdout,
-        holdout_fraction=args.holdout_fraction,
-    )
+    columns = parse_columns(args.col, (*inputs.ROLES, "task"))
+    return fit_task_loss(data, columns=columns, **asdict(options_from(TaskLossOptions, args)))
 
 
 def summary(rec) -> str:
@@ -53,6 +56,7 @@ FAMILY = register(
             ),
             F.compute_kind(),
         ),
+        options=TaskLossOptions,
         fit=fit,
         summary=summary,
     )

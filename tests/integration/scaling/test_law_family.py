@@ -13,7 +13,7 @@ import pytest
 
 from scaling.fits import flags as F
 from scaling.fits.chinchilla.options import ChinchillaOptions
-from scaling.fits.family import Flag, LawFamily, register, unregister
+from scaling.fits.family import CLI_FIELDS, Flag, LawFamily, register, unregister
 from scaling.fits.record import FitRecord, make_record
 from tests.helpers import scalelab
 
@@ -88,10 +88,18 @@ def test_a_second_family_of_a_taken_name_is_refused(toy):
         register(dataclasses.replace(TOY, help="another"))
 
 
-def test_chinchilla_flags_are_its_typed_options():
-    from scaling.fits.families.chinchilla import FAMILY
+def test_every_built_in_family_s_flags_are_its_typed_options():
+    from scaling.cli.fit import BUILTIN, families
 
-    cli_only = {"data", "out", "plot", "col", "json", "by", "baseline"}
-    options = {f.name for f in dataclasses.fields(ChinchillaOptions)}
-    assert {f.field for f in FAMILY.flags} - cli_only <= options
-    assert {f.field for f in FAMILY.flags if f.name == "--compute"} == {"at_compute"}
+    assert [f.name for f in families()] == list(BUILTIN)
+    for family in families():
+        options = {f.name for f in dataclasses.fields(family.options)}
+        flagged = (
+            {f.field for f in family.flags} - CLI_FIELDS - (F.TABLE_FIELDS if family.load is F.load_table else set())
+        )
+        assert flagged <= options, family.name  # every flag sets a typed option
+        library_only = {"columns", "n_kind", "curves", "n_bins", "delta", "bootstrap_top_k"}
+        assert options - flagged <= library_only, family.name
+    chinchilla = next(f for f in families() if f.name == "chinchilla")
+    assert chinchilla.options is ChinchillaOptions
+    assert {f.field for f in chinchilla.flags if f.name == "--compute"} == {"at_compute"}
