@@ -124,6 +124,10 @@ class TypedRecord(MutableMapping):
     def __copy__(self: R) -> R:
         return type(self).from_dict(self.to_dict())
 
+    def copy(self: R) -> R:
+        """A shallow copy of the same type and version (as `dict.copy`)."""
+        return self.__copy__()
+
     # ------------------------------------------------------------------ JSON form
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the keys in the order given (`schema_version` last unless given in place)."""

@@ -61,6 +61,8 @@ def test_a_plan_keeps_the_keys_it_does_not_know_where_they_were():
     plan["layout"] = {"tp": 2}  # a section a newer planner adds: set by key, written back
     del plan["verdict"]
     assert json.loads(plan.to_json())["layout"] == {"tp": 2} and "verdict" not in plan.to_dict()
+    copy = plan.copy()
+    assert type(copy) is PlanRecord and copy == plan and copy.schema_version == plan.schema_version
     plan.N_opt = 5.0  # a typed field set by attribute is a key too
     assert plan["N_opt"] == 5.0 and json.loads(plan.to_json())["N_opt"] == 5.0
 
