@@ -10,6 +10,8 @@ trainer and the sweeps used to keep by hand are read off the schema (`keys_with`
   section's comparison (the vocabulary filled in from the tokenizer, a preset's name, how prepared
   data is sharded).
 - PATH: a folder, compared as the folder it names (a symlink or a relative path is the same one).
+- SweepAxis(label): a key sweeps vary, named in run names by `label` and its value (`lr3e-3`; an
+  empty label: the value alone) (launch.sweep.naming).
 
 A role on a section field applies to every key under it. The roles are pydantic field metadata only:
 they change no validation, no JSON schema and no generated config reference.
@@ -35,6 +37,11 @@ BOOKKEEPING = Role("bookkeeping")
 PATH = Role("path")
 
 
+@dataclass(frozen=True)
+class SweepAxis:
+    label: str
+
+
 def _submodels(annotation) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
@@ -43,17 +50,27 @@ def _submodels(annotation) -> list[type[BaseModel]]:
     return []
 
 
-def roles(model: type[BaseModel], prefix: str = "") -> dict[str, frozenset[Role]]:
-    """Every dotted key (sections included) of `model` that declares a role -> its roles."""
-    out: dict[str, frozenset[Role]] = {}
+def declared(model: type[BaseModel], kind: type, prefix: str = "") -> dict[str, list]:
+    """Every dotted key (sections included) of `model` whose field metadata holds `kind` objects -> them."""
+    out: dict[str, list] = {}
     for name, field in model.model_fields.items():
         key = prefix + name
-        declared = frozenset(m for m in field.metadata if isinstance(m, Role))
-        if declared:
-            out[key] = declared
+        found = [m for m in field.metadata if isinstance(m, kind)]
+        if found:
+            out[key] = found
         for sub in _submodels(field.annotation):
-            out.update(roles(sub, key + "."))
+            out.update(declared(sub, kind, key + "."))
     return out
+
+
+def roles(model: type[BaseModel]) -> dict[str, frozenset[Role]]:
+    """Every dotted key (sections included) of `model` that declares a role -> its roles."""
+    return {k: frozenset(v) for k, v in declared(model, Role).items()}
+
+
+def axis_labels(model: type[BaseModel]) -> dict[str, str]:
+    """Every dotted key of `model` declared a sweep axis -> its label in run names."""
+    return {k: v[0].label for k, v in declared(model, SweepAxis).items()}
 
 
 def keys_with(model: type[BaseModel], role: Role) -> frozenset[str]:

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from base.roles import BOOKKEEPING
+from base.roles import BOOKKEEPING, SweepAxis
 from base.strict import StrictModel
 from models.moe.config import MoEConfig
 
@@ -17,8 +17,8 @@ class ModelConfig(StrictModel):
     preset: Annotated[str | None, BOOKKEEPING] = Field(
         None, description="name of the configs/models/ preset this came from"
     )
-    d_model: int = Field(gt=0, description="hidden size")
-    n_layers: int = Field(gt=0, description="number of transformer blocks")
+    d_model: Annotated[int, SweepAxis("d_model")] = Field(gt=0, description="hidden size")
+    n_layers: Annotated[int, SweepAxis("L")] = Field(gt=0, description="number of transformer blocks")
     n_heads: int = Field(gt=0, description="attention heads; must divide d_model")
     n_kv_heads: int | None = Field(
         None, gt=0, description="key/value heads for GQA; must divide n_heads (default n_heads)"
@@ -29,7 +29,7 @@ class ModelConfig(StrictModel):
     vocab_size: Annotated[int | None, BOOKKEEPING] = Field(
         None, gt=0, description="vocabulary size (default: the prepared data's tokenizer)"
     )
-    seq_len: int = Field(256, gt=0, description="context length in tokens")
+    seq_len: Annotated[int, SweepAxis("T")] = Field(256, gt=0, description="context length in tokens")
     tie_embeddings: bool = Field(False, description="share input embedding and output projection")
     rope_theta: float = Field(10000.0, gt=0, description="RoPE base frequency")
     norm_eps: float = Field(1e-5, gt=0, description="RMSNorm epsilon")

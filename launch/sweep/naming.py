@@ -17,23 +17,6 @@ import math
 import re
 from typing import Any
 
-# Short prefixes for common axes; other keys use their last segment.
-ALIASES = {
-    "optim.lr": "lr",
-    "train.tokens": "d",
-    "train.steps": "steps",
-    "train.global_batch_size": "b",
-    "train.micro_batch_size": "mb",
-    "train.seed": "s",
-    "optim.weight_decay": "wd",
-    "schedule.name": "",
-    "optim.name": "",  # adamw-..., muon-...
-    "model.seq_len": "T",
-    "model.moe.num_experts": "e",
-    "model.moe.top_k": "k",
-    "model.d_model": "d_model",
-    "model.n_layers": "L",
-}
 _SI = [(1e12, "t"), (1e9, "g"), (1e6, "m"), (1e3, "k")]
 
 
@@ -72,7 +55,7 @@ def model_label(value: Any) -> str:
         parts = [str(value["preset"])] if "preset" in value else []
         for k in ("d_model", "n_layers"):
             if k in value:
-                parts.append(f"{ALIASES.get('model.' + k, k)}{value[k]}")
+                parts.append(f"{aliases().get('model.' + k, k)}{value[k]}")
         moe = value.get("moe")
         if isinstance(moe, dict):
             parts.append(f"e{moe.get('num_experts', 8)}k{moe.get('top_k', 2)}")
@@ -92,7 +75,7 @@ def axis_label(key: str, value: Any) -> str:
         return model_label(value)
     if key == "model.moe":
         return "dense" if value is None else model_label({"moe": value if isinstance(value, dict) else {}})
-    prefix = ALIASES.get(key, key.rsplit(".", 1)[-1])
+    prefix = aliases().get(key, key.rsplit(".", 1)[-1])
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         text = fmt_num(value)
     elif value is None:
@@ -110,6 +93,14 @@ def sanitize(name: str) -> str:
 
 def short_hash(obj: Any, n: int = 10) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def aliases() -> dict[str, str]:
+    """Short prefixes of the common axes in run names (`lr3e-3`, `d1m`; "": the value alone), declared
+    on the schema's fields (SweepAxis, base/roles.py); other keys use their last segment."""
+    from pretrain.config.roles import sweep_axis_labels  # deferred: imports pydantic and the schema
+
+    return sweep_axis_labels()
 
 
 def bookkeeping() -> tuple[str, ...]:

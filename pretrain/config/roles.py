@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from base.roles import BOOKKEEPING, BRANCH, PATH, RESUMABLE, covered, keys_with
+from base.roles import BOOKKEEPING, BRANCH, PATH, RESUMABLE, axis_labels, covered, keys_with
 from pretrain.config.schema import TrainConfig
 
 
@@ -32,6 +32,12 @@ def bookkeeping_keys() -> frozenset[str]:
 def path_keys() -> frozenset[str]:
     """Keys naming a folder: compared as the folder they name."""
     return keys_with(TrainConfig, PATH)
+
+
+@lru_cache(maxsize=1)
+def sweep_axis_labels() -> dict[str, str]:
+    """Keys sweeps vary -> their label in run names (`optim.lr` -> `lr`, `train.tokens` -> `d`)."""
+    return axis_labels(TrainConfig)
 
 
 def must_match_on_branch(key: str) -> bool:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from base.roles import BOOKKEEPING, BRANCH, RESUMABLE
+from base.roles import BOOKKEEPING, BRANCH, RESUMABLE, SweepAxis
 from base.strict import StrictModel
 from models.config import ModelConfig
 from pretrain.checkpoint.evaluators import section_type
@@ -19,8 +19,10 @@ EvalSection = section_type()
 
 
 class OptimConfig(StrictModel):
-    lr: float = Field(3e-4, gt=0, description="peak learning rate (AdamW; with muon, both halves)")
-    weight_decay: float = Field(
+    lr: Annotated[float, SweepAxis("lr")] = Field(
+        3e-4, gt=0, description="peak learning rate (AdamW; with muon, both halves)"
+    )
+    weight_decay: Annotated[float, SweepAxis("wd")] = Field(
         0.1,
         ge=0,
         description="decoupled weight decay (AdamW and Muon halves); "
@@ -30,7 +32,7 @@ class OptimConfig(StrictModel):
     beta2: float = Field(0.95, ge=0, lt=1, description="AdamW beta2")
     eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     grad_clip: float = Field(1.0, ge=0, description="global gradient-norm clipping (0 disables)")
-    name: Literal["adamw", "muon"] = Field(
+    name: Annotated[Literal["adamw", "muon"], SweepAxis("")] = Field(
         "adamw",
         description="optimizer: adamw, or muon (Muon on the blocks' 2-D weight matrices and per-expert "
         "matrices, AdamW on embeddings, output head, norms, biases and routers; see docs/optimizers.md)",
@@ -53,7 +55,9 @@ class OptimConfig(StrictModel):
 
 
 class ScheduleConfig(StrictModel):
-    name: Literal["cosine", "linear", "constant", "wsd"] = Field("cosine", description="lr schedule after warmup")
+    name: Annotated[Literal["cosine", "linear", "constant", "wsd"], SweepAxis("")] = Field(
+        "cosine", description="lr schedule after warmup"
+    )
     warmup_steps: int | None = Field(None, ge=0, description="linear warmup steps (overrides warmup_fraction)")
     warmup_fraction: float = Field(0.05, ge=0, lt=1, description="warmup as a fraction of total steps")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="final lr as a fraction of the peak (cosine, linear, wsd)")
@@ -68,13 +72,21 @@ class ScheduleConfig(StrictModel):
 
 
 class LoopConfig(StrictModel):
-    tokens: int | None = Field(None, gt=0, description="training length in tokens (rounded up to whole steps)")
-    steps: int | None = Field(None, gt=0, description="training length in optimizer steps (instead of tokens)")
-    micro_batch_size: int = Field(16, gt=0, description="sequences per rank per forward/backward")
-    global_batch_size: Annotated[int, BRANCH] = Field(
+    tokens: Annotated[int | None, SweepAxis("d")] = Field(
+        None, gt=0, description="training length in tokens (rounded up to whole steps)"
+    )
+    steps: Annotated[int | None, SweepAxis("steps")] = Field(
+        None, gt=0, description="training length in optimizer steps (instead of tokens)"
+    )
+    micro_batch_size: Annotated[int, SweepAxis("mb")] = Field(
+        16, gt=0, description="sequences per rank per forward/backward"
+    )
+    global_batch_size: Annotated[int, BRANCH, SweepAxis("b")] = Field(
         16, gt=0, description="sequences per optimizer step, over all ranks and accumulation steps"
     )
-    seed: Annotated[int, BRANCH] = Field(0, description="seed for init, data order and dropout-free sampling")
+    seed: Annotated[int, BRANCH, SweepAxis("s")] = Field(
+        0, description="seed for init, data order and dropout-free sampling"
+    )
     log_every_steps: Annotated[int, RESUMABLE] = Field(
         10, gt=0, description="steps between metrics.jsonl / W&B records"
     )

@@ -8,7 +8,14 @@ import pytest
 
 from base.roles import RESUMABLE, covered, keys_with
 from pretrain.config.loader import parse_key_value, parse_override
-from pretrain.config.roles import bookkeeping_keys, branch_keys, changed, path_keys, resumable_keys
+from pretrain.config.roles import (
+    bookkeeping_keys,
+    branch_keys,
+    changed,
+    path_keys,
+    resumable_keys,
+    sweep_axis_labels,
+)
 from pretrain.config.schema import TrainConfig
 from pretrain.errors import ConfigError
 
@@ -30,6 +37,13 @@ BRANCH_AT_DDC73A7 = {
     "deepspeed.zero_stage",
 }
 IGNORED_ON_BRANCH_AT_DDC73A7 = {"data.workers", "data.shard_tokens", "model.vocab_size", "model.preset"}
+# launch/sweep/naming.py's hand-kept ALIASES at ddc73a7 (run names: lr3e-3, d1m, ...).
+ALIASES_AT_DDC73A7 = {
+    "optim.lr": "lr", "train.tokens": "d", "train.steps": "steps", "train.global_batch_size": "b",
+    "train.micro_batch_size": "mb", "train.seed": "s", "optim.weight_decay": "wd", "schedule.name": "",
+    "optim.name": "", "model.seq_len": "T", "model.moe.num_experts": "e", "model.moe.top_k": "k",
+    "model.d_model": "d_model", "model.n_layers": "L",
+}  # fmt: skip
 
 
 def test_the_role_lists_read_off_the_schema_are_the_hand_kept_ones():
@@ -38,6 +52,15 @@ def test_the_role_lists_read_off_the_schema_are_the_hand_kept_ones():
     assert {k for k in bookkeeping_keys() if covered(k, branch_keys())} == IGNORED_ON_BRANCH_AT_DDC73A7
     assert path_keys() == {"data.out_dir"}
     assert keys_with(TrainConfig, RESUMABLE) == resumable_keys()
+    assert sweep_axis_labels() == ALIASES_AT_DDC73A7
+
+
+def test_run_names_use_the_schema_s_axis_labels():
+    from launch.sweep.naming import axis_label, model_label
+
+    assert axis_label("optim.lr", 0.003) == "lr3e-3" and axis_label("train.tokens", 1e6) == "d1m"
+    assert axis_label("optim.name", "muon") == "muon" and axis_label("optim.beta2", 0.99) == "beta20.99"
+    assert model_label({"d_model": 64, "n_layers": 2, "moe": {"num_experts": 4, "top_k": 1}}) == "d_model64-L2-e4k1"
 
 
 def test_a_role_on_a_section_covers_its_keys_and_only_them():
