@@ -15,6 +15,7 @@ import math
 import re
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import plotly
@@ -62,7 +63,7 @@ def _clean(o, scrub=None):
         return o if math.isfinite(o) else None
     if isinstance(o, str):
         return scrub(o) if scrub else o
-    if isinstance(o, dict):
+    if isinstance(o, Mapping):  # a dict, or a typed record (FitRecord, PlanRecord): its JSON object
         return {k: _clean(v, scrub) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
         return [_clean(v, scrub) for v in o]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from base.roles import BOOKKEEPING, SweepAxis
 from base.strict import StrictModel
 from models.moe.config import MoEConfig
 
@@ -13,9 +14,11 @@ from models.moe.config import MoEConfig
 class ModelConfig(StrictModel):
     """Decoder-only transformer (Llama layout: RMSNorm, RoPE, SwiGLU, optional GQA)."""
 
-    preset: str | None = Field(None, description="name of the configs/models/ preset this came from")
-    d_model: int = Field(gt=0, description="hidden size")
-    n_layers: int = Field(gt=0, description="number of transformer blocks")
+    preset: Annotated[str | None, BOOKKEEPING] = Field(
+        None, description="name of the configs/models/ preset this came from"
+    )
+    d_model: Annotated[int, SweepAxis("d_model")] = Field(gt=0, description="hidden size")
+    n_layers: Annotated[int, SweepAxis("L")] = Field(gt=0, description="number of transformer blocks")
     n_heads: int = Field(gt=0, description="attention heads; must divide d_model")
     n_kv_heads: int | None = Field(
         None, gt=0, description="key/value heads for GQA; must divide n_heads (default n_heads)"
@@ -23,8 +26,10 @@ class ModelConfig(StrictModel):
     d_ff: int | None = Field(
         None, gt=0, description="SwiGLU hidden size (default 8/3*d_model rounded up to a multiple of 32)"
     )
-    vocab_size: int | None = Field(None, gt=0, description="vocabulary size (default: the prepared data's tokenizer)")
-    seq_len: int = Field(256, gt=0, description="context length in tokens")
+    vocab_size: Annotated[int | None, BOOKKEEPING] = Field(
+        None, gt=0, description="vocabulary size (default: the prepared data's tokenizer)"
+    )
+    seq_len: Annotated[int, SweepAxis("T")] = Field(256, gt=0, description="context length in tokens")
     tie_embeddings: bool = Field(False, description="share input embedding and output projection")
     rope_theta: float = Field(10000.0, gt=0, description="RoPE base frequency")
     norm_eps: float = Field(1e-5, gt=0, description="RMSNorm epsilon")

@@ -23,30 +23,8 @@ from rundir.files import atomic_write_text
 from rundir.layout import RunDir
 from rundir.summary import read_summary
 
-# Keys that may change between attempts of one run without changing what it computes.
-RESUMABLE_KEYS = {
-    "wandb",
-    "train.log_every_steps",
-    "train.eval_every_steps",
-    "train.checkpoint_every_steps",
-    "train.keep_checkpoints",
-    "train.threads",
-    "train.deterministic",
-    "train.device_peak_flops",
-    "extras",
-    "name",
-    "eval",
-    "train.max_epochs_warn",
-    "data.workers",
-    "data.tasks",  # how the preparation is cut: the same tokens
-    "data.shard_tokens",
-    "train.nonfinite_grad",
-    "train.max_skipped_steps",
-    "train.checkpoint_at_steps",
-    "train.activation_checkpointing",
-    "train.activation_checkpointing_k",  # same losses, other memory
-    "deepspeed.zero_init",
-}  # how the model is built; a resume loads the weights
+# Keys that may change between attempts of one run without changing what it computes: the schema's
+# RESUMABLE fields (pretrain.config.roles.resumable_keys; base/roles.py).
 # Data keys that only change how the tokenizer is trained: a run may resume across them when the
 # prepared tokenizer came out identical (same sha256), since then the token stream is too.
 TOKENIZER_SAMPLE_KEYS = {"data.tokenizer.sample_chars", "data.tokenizer.train_max_chars"}
@@ -97,17 +75,6 @@ def register(sub) -> None:
     cp.set_defaults(func=cmd_config)
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def _normalised(cfg: dict) -> dict:
     """Re-validate a stored config so keys added to the schema later read as their defaults."""
 
@@ -122,14 +89,12 @@ def _normalised(cfg: dict) -> dict:
 
 
 def config_differences(old: dict, new: dict) -> list[str]:
-    a, b = _flatten(_normalised(old)), _flatten(new)
-    diffs = []
-    for k in sorted(set(a) | set(b)):
-        if any(k == r or k.startswith(r + ".") for r in RESUMABLE_KEYS):
-            continue
-        if a.get(k) != b.get(k):
-            diffs.append(f"{k}: {a.get(k)!r} -> {b.get(k)!r}")
-    return diffs
+    """What a resume may not change: every key that differs, but the schema's RESUMABLE ones."""
+    from base.roles import covered  # deferred: imports pydantic (a fast scalelab --help)
+    from pretrain.config.roles import changed, resumable_keys  # deferred: imports pydantic (a fast --help)
+
+    keep = lambda k: not covered(k, resumable_keys())  # noqa: E731
+    return [f"{k}: {a!r} -> {b!r}" for k, a, b in changed(_normalised(old), new, keep)]
 
 
 def cmd_train(args) -> int:

@@ -40,6 +40,7 @@ _EXPORTS = {
     "emit_config": "scaling.planning.emit",
     "to_train_config": "scaling.planning.emit",
     "FitRecord": "scaling.fits.record",
+    "PlanRecord": "scaling.planning.record",
     "load_data": ("scaling.data.inputs", "load"),
     "read_run_dirs": "scaling.data.inputs",
     "plot_fit": "scaling.fits.plots",

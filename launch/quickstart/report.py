@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rundir.layout import RunDir
 from rundir.read import find_run_dirs
+from scaling.planning.record import PlanRecord
 
 
 def _fmt(v, spec=".4g") -> str:
@@ -93,7 +94,7 @@ def _fit_section(path: Path, title: str) -> str:
     return text
 
 
-def _reach(plan: dict, a3: Path) -> str:
+def _reach(plan: PlanRecord, a3: Path) -> str:
     """How far the plan extrapolates: beyond the largest IsoFLOP budget and beyond the largest run
     (the sweep's anchors reach further than its budgets)."""
     factor = plan.get("extrapolation_factor") or 1.0
@@ -149,7 +150,7 @@ def write_report(
     iso_table, _ = _runs_table(iso_runs)
     bslr_table, _ = _runs_table(bslr_runs)
     plan_table, _ = _runs_table(plan_run.parent)
-    plan = json.loads((out / "plan" / "plan.json").read_text())
+    plan = PlanRecord.load(out / "plan" / "plan.json")
     c = comparison
     conv = c.get("conventions") or plan.get("conventions") or {}
     parts = [

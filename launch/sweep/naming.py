@@ -3,8 +3,8 @@
 A name is built from the run's own value on every axis, never from positions in the expansion
 or from how many values another axis has, so adding a budget, a seed or a second value to a
 one-value axis never renames existing runs. The id is a hash of the resolved config minus
-bookkeeping keys (the trainer's RESUMABLE_KEYS: W&B, logging and checkpoint cadence, in-loop
-evaluation, ...), so it changes only when what a run computes changes. Only values that differ
+bookkeeping keys (the schema's RESUMABLE keys, pretrain.config.roles: W&B, logging and checkpoint
+cadence, in-loop evaluation, names, ...), so it changes only when what a run computes changes. Only values that differ
 from the schema's defaults are hashed (`exclude_defaults`), so a new config key added later
 never renumbers runs.
 """
@@ -17,28 +17,6 @@ import math
 import re
 from typing import Any
 
-from pretrain.cli import RESUMABLE_KEYS
-
-# Short prefixes for common axes; other keys use their last segment.
-ALIASES = {
-    "optim.lr": "lr",
-    "train.tokens": "d",
-    "train.steps": "steps",
-    "train.global_batch_size": "b",
-    "train.micro_batch_size": "mb",
-    "train.seed": "s",
-    "optim.weight_decay": "wd",
-    "schedule.name": "",
-    "optim.name": "",  # adamw-..., muon-...
-    "model.seq_len": "T",
-    "model.moe.num_experts": "e",
-    "model.moe.top_k": "k",
-    "model.d_model": "d_model",
-    "model.n_layers": "L",
-}
-# Keys that do not change what a run computes: exactly those a run may change between attempts
-# (the trainer's list), so a run the sweep calls the same is one the trainer resumes.
-BOOKKEEPING = tuple(sorted(RESUMABLE_KEYS | {"name", "extras"}))
 _SI = [(1e12, "t"), (1e9, "g"), (1e6, "m"), (1e3, "k")]
 
 
@@ -77,7 +55,7 @@ def model_label(value: Any) -> str:
         parts = [str(value["preset"])] if "preset" in value else []
         for k in ("d_model", "n_layers"):
             if k in value:
-                parts.append(f"{ALIASES.get('model.' + k, k)}{value[k]}")
+                parts.append(f"{aliases().get('model.' + k, k)}{value[k]}")
         moe = value.get("moe")
         if isinstance(moe, dict):
             parts.append(f"e{moe.get('num_experts', 8)}k{moe.get('top_k', 2)}")
@@ -97,7 +75,7 @@ def axis_label(key: str, value: Any) -> str:
         return model_label(value)
     if key == "model.moe":
         return "dense" if value is None else model_label({"moe": value if isinstance(value, dict) else {}})
-    prefix = ALIASES.get(key, key.rsplit(".", 1)[-1])
+    prefix = aliases().get(key, key.rsplit(".", 1)[-1])
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         text = fmt_num(value)
     elif value is None:
@@ -117,11 +95,27 @@ def short_hash(obj: Any, n: int = 10) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
+def aliases() -> dict[str, str]:
+    """Short prefixes of the common axes in run names (`lr3e-3`, `d1m`; "": the value alone), declared
+    on the schema's fields (SweepAxis, base/roles.py); other keys use their last segment."""
+    from pretrain.config.roles import sweep_axis_labels  # deferred: imports pydantic and the schema
+
+    return sweep_axis_labels()
+
+
+def bookkeeping() -> tuple[str, ...]:
+    """Keys that do not change what a run computes: exactly those a run may change between attempts
+    (the schema's RESUMABLE keys), so a run the sweep calls the same is one the trainer resumes."""
+    from pretrain.config.roles import resumable_keys  # deferred: imports pydantic and the schema
+
+    return tuple(sorted(resumable_keys()))
+
+
 def config_id(cfg) -> str:
     """Hash of what a run computes: the validated TrainConfig's non-default values, minus
     bookkeeping keys (validation makes types canonical: 1e6 and 1000000 tokens hash alike)."""
     exclude: dict = {}
-    for key in BOOKKEEPING:  # nested {field: {sub: True}} at any depth (data.tokenizer.x too)
+    for key in bookkeeping():  # nested {field: {sub: True}} at any depth (data.tokenizer.x too)
         node, parts = exclude, key.split(".")
         for part in parts[:-1]:
             if node.get(part) is True:

@@ -19,12 +19,11 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from base.strict import StrictModel
 from launch.executors import slurm_fields
-from pretrain.config.loader import PROJECT_ROOT, apply_overrides, read_yaml
+from pretrain.config.loader import PROJECT_ROOT, apply_overrides, parse_key_value, read_yaml
 from pretrain.errors import ConfigError
 
 Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds", "moe", "wsd"]
@@ -392,13 +391,7 @@ class SweepSpec(StrictModel):
     @classmethod
     def _set_list(cls, v: Any) -> Any:
         if isinstance(v, list):  # ["k=v", ...]
-            out = {}
-            for item in v:
-                if not isinstance(item, str) or "=" not in item:
-                    raise ValueError(f"entries must look like key.sub=value, got {item!r}")
-                k, raw = item.split("=", 1)
-                out[k] = yaml.safe_load(raw)
-            return out
+            return dict(parse_key_value(item, "entry") for item in v)
         return v
 
     @model_validator(mode="after")
@@ -481,11 +474,9 @@ def edit_spec(data: dict, overrides: list[str]) -> dict:
     (set.data.name), so under `set` and `axes` only the first segment nests."""
 
     for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"spec override '{item}' must look like key=value")
-        key, raw = item.split("=", 1)
+        key, value = parse_key_value(item, "spec override")
+        raw = item.split("=", 1)[1]
         head, _, rest = key.partition(".")
-        value = yaml.safe_load(raw) if raw else ""
         if head in ("set", "axes") and rest:
             data.setdefault(head, {})
             data[head] = dict(data[head] or {})

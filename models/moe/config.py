@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from base.roles import SweepAxis
 from base.strict import StrictModel
 
 RouterName = Literal["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"]
@@ -15,8 +16,8 @@ ROUTER_NAMES: tuple[str, ...] = RouterName.__args__
 class MoEConfig(StrictModel):
     """Which FFN layers become MoE layers and how tokens are routed to experts."""
 
-    num_experts: int = Field(8, ge=1, description="routed experts per MoE layer")
-    top_k: int = Field(
+    num_experts: Annotated[int, SweepAxis("e")] = Field(8, ge=1, description="routed experts per MoE layer")
+    top_k: Annotated[int, SweepAxis("k")] = Field(
         2, ge=1, description="experts per token (token-choice routers); expert_choice: average experts per token"
     )
     d_ff: int | None = Field(

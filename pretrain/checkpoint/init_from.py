@@ -15,20 +15,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from pretrain.config.roles import changed, must_match_on_branch, path_keys
 from pretrain.config.schema import TrainConfig
 from pretrain.errors import ConfigError
 from rundir.checkpoints import CheckpointError, resolve_checkpoint
 from rundir.config import read_config
 from rundir.schedules import lr_at, warmup_steps
-
-# Sections and keys a branch must share with its parent (train.micro_batch_size may differ: it
-# splits the same global batch, e.g. on another number of ranks).
-SAME_SECTIONS = ("model", "data", "optim")
-SAME_KEYS = ("train.global_batch_size", "train.seed", "precision", "deepspeed.zero_stage")
-# Keys that do not change the trajectory (how prepared data is written, not what it holds; the
-# vocabulary is filled in from the tokenizer, which the data section already fixes).
-IGNORED = {"data.workers", "data.shard_tokens", "model.vocab_size", "model.preset"}
-PATHS = {"data.out_dir"}  # compared as the folders they name
 
 
 def resolve(init_from: str) -> tuple[Path, Path, int]:
@@ -41,30 +33,17 @@ def resolve(init_from: str) -> tuple[Path, Path, int]:
         raise ConfigError(f"invalid configuration:\n  train.init_from: {exc}") from None
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(_flat(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def differences(parent, child, step: int) -> list[str]:
     """Why `child` (a TrainConfig) cannot continue `parent` (a TrainConfig) from its step `step`:
-    one line per problem, each starting with the key to change. Empty: it can."""
+    one line per problem, each starting with the key to change. Empty: it can. The keys compared are
+    the schema's BRANCH ones less its BOOKKEEPING ones (pretrain.config.roles; train.micro_batch_size
+    may differ: it splits the same global batch, e.g. on another number of ranks)."""
 
-    a, b = _flat(parent.model_dump(mode="json")), _flat(child.model_dump(mode="json"))
     out = []
-    for key in sorted(set(a) | set(b)):
-        shared = key.split(".")[0] in SAME_SECTIONS or key in SAME_KEYS
-        if not shared or key in IGNORED or a.get(key) == b.get(key):
-            continue
-        if key in PATHS and a.get(key) and b.get(key) and os.path.realpath(a[key]) == os.path.realpath(b[key]):
+    for key, a, b in changed(parent.model_dump(mode="json"), child.model_dump(mode="json"), must_match_on_branch):
+        if key in path_keys() and a and b and os.path.realpath(a) == os.path.realpath(b):
             continue  # the same folder by another name (a symlink, a relative path)
-        out.append(f"{key}: {b.get(key)!r} here, {a.get(key)!r} in the parent (a branch continues its parent's run)")
+        out.append(f"{key}: {b!r} here, {a!r} in the parent (a branch continues its parent's run)")
     length = "train.steps" if child.train.steps is not None else "train.tokens"
     total_p, total_c = parent.total_steps(), child.total_steps()
     if step < 1:

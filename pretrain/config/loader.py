@@ -75,16 +75,24 @@ def resolve_section(section: str, value: Any) -> Any:
     return value
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
-    if "=" not in item:
-        raise ConfigError(f"override '{item}' must look like key.sub=value")
+def parse_key_value(item: Any, what: str = "override") -> tuple[str, Any]:
+    """The one reader of `key.sub=value` (train and data overrides, a sweep's `set:` list and its
+    `--set` edits): the key as written, the value as YAML (`a=` is the empty string; text that is
+    not YAML stays text). ConfigError (a ValueError) naming the item when it is no key=value."""
+    if not isinstance(item, str) or "=" not in item:
+        raise ConfigError(f"{what} {item!r} must look like key.sub=value")
     key, raw = item.split("=", 1)
     if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"override '{item}': empty key")
+        raise ConfigError(f"{what} {item!r}: empty key")
     try:
         value = yaml.safe_load(raw) if raw != "" else ""
     except yaml.YAMLError:
         value = raw
+    return key, value
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    key, value = parse_key_value(item)
     return key.split("."), value
 
 

@@ -4,10 +4,11 @@ generated from these descriptions (`scalelab config reference`)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from base.roles import BOOKKEEPING, BRANCH, RESUMABLE, SweepAxis
 from base.strict import StrictModel
 from models.config import ModelConfig
 from pretrain.checkpoint.evaluators import section_type
@@ -18,8 +19,10 @@ EvalSection = section_type()
 
 
 class OptimConfig(StrictModel):
-    lr: float = Field(3e-4, gt=0, description="peak learning rate (AdamW; with muon, both halves)")
-    weight_decay: float = Field(
+    lr: Annotated[float, SweepAxis("lr")] = Field(
+        3e-4, gt=0, description="peak learning rate (AdamW; with muon, both halves)"
+    )
+    weight_decay: Annotated[float, SweepAxis("wd")] = Field(
         0.1,
         ge=0,
         description="decoupled weight decay (AdamW and Muon halves); "
@@ -29,7 +32,7 @@ class OptimConfig(StrictModel):
     beta2: float = Field(0.95, ge=0, lt=1, description="AdamW beta2")
     eps: float = Field(1e-8, gt=0, description="AdamW epsilon")
     grad_clip: float = Field(1.0, ge=0, description="global gradient-norm clipping (0 disables)")
-    name: Literal["adamw", "muon"] = Field(
+    name: Annotated[Literal["adamw", "muon"], SweepAxis("")] = Field(
         "adamw",
         description="optimizer: adamw, or muon (Muon on the blocks' 2-D weight matrices and per-expert "
         "matrices, AdamW on embeddings, output head, norms, biases and routers; see docs/optimizers.md)",
@@ -52,7 +55,9 @@ class OptimConfig(StrictModel):
 
 
 class ScheduleConfig(StrictModel):
-    name: Literal["cosine", "linear", "constant", "wsd"] = Field("cosine", description="lr schedule after warmup")
+    name: Annotated[Literal["cosine", "linear", "constant", "wsd"], SweepAxis("")] = Field(
+        "cosine", description="lr schedule after warmup"
+    )
     warmup_steps: int | None = Field(None, ge=0, description="linear warmup steps (overrides warmup_fraction)")
     warmup_fraction: float = Field(0.05, ge=0, lt=1, description="warmup as a fraction of total steps")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="final lr as a fraction of the peak (cosine, linear, wsd)")
@@ -67,18 +72,32 @@ class ScheduleConfig(StrictModel):
 
 
 class LoopConfig(StrictModel):
-    tokens: int | None = Field(None, gt=0, description="training length in tokens (rounded up to whole steps)")
-    steps: int | None = Field(None, gt=0, description="training length in optimizer steps (instead of tokens)")
-    micro_batch_size: int = Field(16, gt=0, description="sequences per rank per forward/backward")
-    global_batch_size: int = Field(
+    tokens: Annotated[int | None, SweepAxis("d")] = Field(
+        None, gt=0, description="training length in tokens (rounded up to whole steps)"
+    )
+    steps: Annotated[int | None, SweepAxis("steps")] = Field(
+        None, gt=0, description="training length in optimizer steps (instead of tokens)"
+    )
+    micro_batch_size: Annotated[int, SweepAxis("mb")] = Field(
+        16, gt=0, description="sequences per rank per forward/backward"
+    )
+    global_batch_size: Annotated[int, BRANCH, SweepAxis("b")] = Field(
         16, gt=0, description="sequences per optimizer step, over all ranks and accumulation steps"
     )
-    seed: int = Field(0, description="seed for init, data order and dropout-free sampling")
-    log_every_steps: int = Field(10, gt=0, description="steps between metrics.jsonl / W&B records")
-    eval_every_steps: int = Field(100, ge=0, description="steps between held-out evaluations (0: only at the end)")
+    seed: Annotated[int, BRANCH, SweepAxis("s")] = Field(
+        0, description="seed for init, data order and dropout-free sampling"
+    )
+    log_every_steps: Annotated[int, RESUMABLE] = Field(
+        10, gt=0, description="steps between metrics.jsonl / W&B records"
+    )
+    eval_every_steps: Annotated[int, RESUMABLE] = Field(
+        100, ge=0, description="steps between held-out evaluations (0: only at the end)"
+    )
     eval_tokens: int = Field(65_536, gt=0, description="held-out tokens per evaluation (deterministic windows)")
-    checkpoint_every_steps: int = Field(200, ge=0, description="steps between checkpoints (0: only at the end)")
-    keep_checkpoints: int = Field(2, gt=0, description="number of most recent checkpoints kept")
+    checkpoint_every_steps: Annotated[int, RESUMABLE] = Field(
+        200, ge=0, description="steps between checkpoints (0: only at the end)"
+    )
+    keep_checkpoints: Annotated[int, RESUMABLE] = Field(2, gt=0, description="number of most recent checkpoints kept")
     compile: bool = Field(
         False,
         description="compile the model with torch.compile through DeepSpeed's engine.compile() "
@@ -89,23 +108,27 @@ class LoopConfig(StrictModel):
         description="train.compile's torch.compile backend: inductor (generated kernels; needs a C++ compiler "
         "on CPU, Triton on CUDA), aot_eager or eager (no code generation: to tell a compiler problem from a model one)",
     )
-    activation_checkpointing: Literal["none", "full", "every_k"] = Field(
+    activation_checkpointing: Annotated[Literal["none", "full", "every_k"], RESUMABLE] = Field(
         "none",
         description="recompute block activations in backward instead of keeping them (dense and MoE blocks; "
         "same losses, less memory, ~1 more forward of compute): "
         "none, full (every block) or every_k (blocks 0, k, 2k, ...)",
     )
-    activation_checkpointing_k: int | None = Field(None, description="every_k: checkpoint every k-th block (k >= 1)")
+    activation_checkpointing_k: Annotated[int | None, RESUMABLE] = Field(
+        None, description="every_k: checkpoint every k-th block (k >= 1)"
+    )
     tf32: bool = Field(
         True,
         description="CUDA only: TF32 tensor cores for fp32 matmuls and convolutions (MFU is then "
         "measured against the device's TF32 peak); no effect on CPU",
     )
-    device_peak_flops: float | None = Field(None, gt=0, description="override the per-device peak FLOP/s used for MFU")
-    threads: int | None = Field(
+    device_peak_flops: Annotated[float | None, RESUMABLE] = Field(
+        None, gt=0, description="override the per-device peak FLOP/s used for MFU"
+    )
+    threads: Annotated[int | None, RESUMABLE] = Field(
         None, gt=0, description="torch CPU threads per rank (default: allotted cores / local ranks)"
     )
-    deterministic: bool = Field(
+    deterministic: Annotated[bool, RESUMABLE] = Field(
         True,
         description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic "
         "algorithms (see docs/reliability.md for the cost); false: let the libraries choose",
@@ -119,15 +142,15 @@ class LoopConfig(StrictModel):
     noise_scale_batches: int = Field(
         4, ge=2, description="micro-batches per noise-scale measurement (B_big = this x micro-batch tokens)"
     )
-    nonfinite_grad: Literal["skip", "stop"] = Field(
+    nonfinite_grad: Annotated[Literal["skip", "stop"], RESUMABLE] = Field(
         "skip",
         description="a step whose global gradient norm is inf/NaN: skip its update (counted "
         "as skipped_steps) or stop the run (exit 1, last good checkpoint kept)",
     )
-    max_skipped_steps: int = Field(
+    max_skipped_steps: Annotated[int, RESUMABLE] = Field(
         10, ge=0, description="nonfinite_grad skip: stop the run (exit 1) once more than this many steps were skipped"
     )
-    max_epochs_warn: float | None = Field(
+    max_epochs_warn: Annotated[float | None, RESUMABLE] = Field(
         4.0,
         gt=0,
         description="warn at start when the planned tokens exceed this many passes over the "
@@ -141,7 +164,7 @@ class LoopConfig(StrictModel):
         "batch, seed, precision and ZeRO stage must equal the parent's, and the lr on every step up to N. "
         "Ignored once this run has checkpoints of its own (it resumes from them)",
     )
-    checkpoint_at_steps: list[int] = Field(
+    checkpoint_at_steps: Annotated[list[int], RESUMABLE] = Field(
         default_factory=list,
         description="also checkpoint after these steps (e.g. the branch points of a WSD study); "
         "these checkpoints are never pruned by keep_checkpoints",
@@ -198,8 +221,8 @@ class LoopConfig(StrictModel):
 
 
 class DeepSpeedSection(StrictModel):
-    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage 0-3")
-    zero_init: bool = Field(
+    zero_stage: Annotated[Literal[0, 1, 2, 3], BRANCH] = Field(0, description="ZeRO stage 0-3")
+    zero_init: Annotated[bool, RESUMABLE] = Field(
         True,
         description="ZeRO-3 only: build the model inside deepspeed.zero.Init, so each rank allocates only its "
         "partition of every parameter as it is created (a model larger than one rank's memory can be built; the same "
@@ -222,19 +245,23 @@ class WandbConfig(StrictModel):
 
 
 class TrainConfig(StrictModel):
-    name: str = Field("run", description="run name; default run directory is runs/<name>")
-    model: ModelConfig
-    data: DataConfig
-    optim: OptimConfig = Field(default_factory=OptimConfig)
+    name: Annotated[str, RESUMABLE, BOOKKEEPING] = Field(
+        "run", description="run name; default run directory is runs/<name>"
+    )
+    model: Annotated[ModelConfig, BRANCH]
+    data: Annotated[DataConfig, BRANCH]
+    optim: Annotated[OptimConfig, BRANCH] = Field(default_factory=OptimConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     train: LoopConfig
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
-    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="fp32 on CPU; bf16 (or fp16) on GPUs")
-    wandb: WandbConfig = Field(default_factory=WandbConfig)
-    eval: EvalSection | None = Field(
+    precision: Annotated[Literal["fp32", "bf16", "fp16"], BRANCH] = Field(
+        "fp32", description="fp32 on CPU; bf16 (or fp16) on GPUs"
+    )
+    wandb: Annotated[WandbConfig, RESUMABLE] = Field(default_factory=WandbConfig)
+    eval: Annotated[EvalSection | None, RESUMABLE] = Field(
         None, description="in-loop lm-eval evaluation at checkpoints (evals/inloop.py); null: none"
     )
-    extras: dict[str, Any] = Field(
+    extras: Annotated[dict[str, Any], RESUMABLE, BOOKKEEPING] = Field(
         default_factory=dict, description="free-form metadata (sweep axes, notes); copied to W&B config"
     )
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from base.roles import BOOKKEEPING, PATH, RESUMABLE
 from base.strict import StrictModel
 
 DEFAULT_DELIMITER = "<|endoftext|>"
@@ -108,19 +109,19 @@ class DataConfig(StrictModel):
         "paragraph breaks; null: never cut (a document runs to the next delimiter or the end of the file)",
     )
     seed: int = Field(0, description="seed of the document-level split and of the tokenizer's training sample")
-    out_dir: str | None = Field(
+    out_dir: Annotated[str | None, PATH] = Field(
         None, description="output folder (default data/<name>, relative to the working directory)"
     )
-    shard_tokens: int = Field(
+    shard_tokens: Annotated[int, RESUMABLE, BOOKKEEPING] = Field(
         1_000_000_000, gt=0, description="start a new .bin shard past this many tokens (cut at document boundaries)"
     )
-    workers: int | None = Field(
+    workers: Annotated[int | None, RESUMABLE, BOOKKEEPING] = Field(
         None,
         ge=1,
         description="tokenizer processes when encoding (default: the CPU cores available; "
         "1: in this process); small corpora are always encoded in-process",
     )
-    tasks: int = Field(
+    tasks: Annotated[int, RESUMABLE] = Field(
         1,
         ge=1,
         description="cut the preparation into this many tasks (by file, and within a file by JSONL/plain-text "

@@ -3,11 +3,11 @@ names (light copies: no numpy at `scalelab --help`), output checks and the one-l
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-COMPUTE_KINDS = ("6ND_total", "6ND_nonembed", "trainer_flops")  # scaling.core.conventions (light: no numpy at --help)
+from scaling.fits.flags import COMPUTE_KINDS, positive_float  # noqa: F401  (the law families' argument types)
+
 DEVICE_NAMES = (
     "a100-40gb",
     "a100-80gb",
@@ -21,16 +21,6 @@ DEVICE_NAMES = (
     "h800",
     "tpu-v4",
 )  # scaling.planning.devices.DEVICES
-
-
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
-    return v
 
 
 def fail(msg: str, code: int) -> int:

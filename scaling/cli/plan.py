@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -251,9 +250,8 @@ def cmd_plan(args) -> int:
     except InputError as exc:
         return fail(str(exc), 2)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(plan, indent=2) + "\n")
-    print(json.dumps(plan, indent=2) if args.json else format_plan(plan))
+        plan.save(args.out)
+    print(plan.to_json() if args.json else format_plan(plan))
     if args.emit_config:
         print(
             f"wrote {args.emit_config}" + (f" and {plan['emitted_sweep']}" if plan.get("emitted_sweep") else ""),

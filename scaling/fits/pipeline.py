@@ -24,31 +24,9 @@ import numpy as np
 
 from scaling.core import bootstrap as bs
 from scaling.core.bootstrap import interval  # noqa: F401  (re-exported: the one interval helper)
-from scaling.core.errors import InputError
 from scaling.data import inputs
+from scaling.fits.options import HOLDOUT_RULES, FitOptions  # noqa: F401  (pipeline.FitOptions: the shared options)
 from scaling.fits.record import FitRecord, _clean, make_record
-
-HOLDOUT_RULES = ("largest",)
-
-
-@dataclass(frozen=True)
-class FitOptions:
-    """The settings every fit shares (stored in the record's `settings` by each fitter)."""
-
-    bootstrap: int = 0
-    seed: int = 0
-    ci: float = 0.95
-    holdout: str | None = None
-
-    def check(self) -> FitOptions:
-        """Refuse bad shared options before any work, naming the option and what is allowed."""
-        if self.holdout is not None and self.holdout not in HOLDOUT_RULES:
-            raise InputError(f"--holdout must be 'largest' (got {self.holdout!r})")
-        if self.bootstrap < 0:
-            raise InputError(f"--bootstrap must be >= 0 (got {self.bootstrap})")
-        if not 0 < self.ci < 1:
-            raise InputError(f"--ci must be between 0 and 1 (got {self.ci})")
-        return self
 
 
 def load(data, columns: dict[str, str] | None = None, n_kind: str = "total") -> inputs.Dataset:

@@ -1,5 +1,8 @@
 """The fit record: one JSON document per fit, read by `plan`, the dashboard and notebooks.
 
+A typed, versioned record (scaling.core.typed_record, RunSummary's pattern): the keys every law
+writes are fields, a law's own keys (`models`, `derived`, `tasks`, `compare`, ...) are kept in
+`other`, and dict access (`rec["params"]`, `.get`, `in`) still works for the notebooks for a release.
 Keys: law, approach, params, intervals (name -> [lo, hi]), objective, n_points, warnings,
 data_sha256, plus settings, diagnostics, n_kind, columns, source, and (when bootstrapped)
 bootstrap.samples so that consumers can propagate uncertainty to any derived quantity.
@@ -12,14 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from scaling.core.errors import InputError
+from scaling.core.typed_record import TypedRecord
 from scaling.laws.registry import from_record
 
+# 1: the first versioned records (ddc73a7 wrote them as a dict); the typed record reads and writes the same keys.
 SCHEMA_VERSION = 1
 
 
@@ -35,7 +42,7 @@ def data_sha256(df, columns) -> str:
 
 def _clean(obj: Any) -> Any:
     """Make numpy scalars/arrays JSON-safe; NaN/inf become None (strict JSON)."""
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):  # a dict or a typed record (its JSON object)
         return {str(k): _clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
@@ -52,25 +59,38 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-class FitRecord(dict):
-    """A dict (JSON-ready) with helpers. Same content from the CLI and the Python API."""
+@dataclass(init=False, eq=False, repr=False)
+class FitRecord(TypedRecord):
+    """A fit's record, the same from the CLI and the Python API. `FitRecord(d)` and `FitRecord.load(path)`
+    build one from the JSON object; `rec.law()` is the law object (the key `law`, the law's name, is
+    the attribute `law_name`)."""
 
+    SCHEMA_VERSION = SCHEMA_VERSION
     REQUIRED = ("law", "approach", "params", "intervals", "objective", "n_points", "warnings", "data_sha256")
 
-    @property
-    def params(self) -> dict:
-        return self["params"]
+    law_name: str | None = field(default=None, metadata={"key": "law"})  # chinchilla | kaplan | batch-lr | ...
+    approach: int | None = None  # chinchilla's 1, 2 or 3; None for the other laws
+    params: dict[str, Any] = field(default_factory=dict)  # name -> point estimate (None: not identified)
+    intervals: dict[str, Any] = field(default_factory=dict)  # name -> [lo, hi] at settings.ci
+    objective: float | None = None
+    n_points: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    data_sha256: str | None = None  # of the fitted table (`data_sha256`)
+    n_kind: str | None = None  # total | non_embedding | active
+    conventions: dict[str, Any] | None = None  # {n_kind, n_source, compute, ...} (scaling.core.conventions)
+    source: str | None = None  # the table or run tree fitted
+    columns: dict[str, Any] | None = None  # role -> column of a table
+    settings: dict[str, Any] | None = None  # the fit's options as used
+    data_range: dict[str, Any] | None = None  # quantity -> [min, max] of the fitted points
+    diagnostics: dict[str, Any] | None = None
+    bootstrap: dict[str, Any] | None = None  # {n, seed, ci, samples: name -> draws, failed, ...}
+    holdout: dict[str, Any] | None = None  # scaling.fits.pipeline.holdout_report
+    recipe: dict[str, Any] | None = None  # the fitted runs' training recipe (scaling.data.recipe)
+    data: dict[str, Any] | None = None  # the fitted runs' data set ({unique_tokens, ...})
+    by: str | None = None  # --by KEY: one law per value (scaling.fits.by)
 
-    @property
-    def intervals(self) -> dict:
-        return self["intervals"]
-
-    @property
-    def warnings(self) -> list:
-        return self["warnings"]
-
-    def to_json(self) -> str:
-        return json.dumps(_clean(dict(self)), indent=2, allow_nan=False)
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(_clean(self.to_dict()), indent=indent, allow_nan=False)
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
@@ -89,10 +109,12 @@ class FitRecord(dict):
             data = json.loads(p.read_text())
         except json.JSONDecodeError as exc:
             raise InputError(f"{p}: not a JSON fit record ({exc})") from None
+        if not isinstance(data, dict):
+            raise InputError(f"{p}: not a fit record (not a JSON object)")
         missing = [k for k in ("law", "params") if k not in data]
         if missing:
             raise InputError(f"{p}: not a fit record (missing {', '.join(missing)})")
-        return cls(data)
+        return cls.from_dict(data)
 
     def law(self):
         """The law object (with `predict`) for this record's point estimate."""
@@ -153,8 +175,7 @@ class FitRecord(dict):
 def make_record(**fields) -> FitRecord:
     """Build a FitRecord, cleaning values and checking the required keys are present."""
     rec = FitRecord(_clean(fields))
-    rec.setdefault("schema_version", SCHEMA_VERSION)
-    missing = [k for k in FitRecord.REQUIRED if k not in rec]
+    missing = rec.missing()
     if missing:  # programming error, not user error
         raise KeyError(f"fit record lacks {missing}")
     return rec

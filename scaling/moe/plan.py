@@ -25,6 +25,7 @@ from scaling.fits.record import FitRecord, _clean
 from scaling.moe import optimum as opt
 from scaling.moe.prediction import bootstrap_law
 from scaling.moe.run import choose_run
+from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import describe_run_model
 
 
@@ -37,7 +38,7 @@ def make_moe_plan(
     vocab_size: int | None = None,
     presets_only: bool = False,
     shape_rule: str | None = None,
-) -> dict:
+) -> PlanRecord:
     if rec.get("law") != "moe":
         raise InputError(f"an MoE plan needs a `scalelab fit moe` record (got a {rec.get('law')} record)")
     if not (compute > 0 and np.isfinite(compute)):
@@ -90,7 +91,7 @@ def make_moe_plan(
     if run:
         out["run"] = run
     out["warnings"] = warnings
-    return _clean(out)
+    return PlanRecord(_clean(out))
 
 
 def _shape(rec, G: float, warnings) -> dict:
@@ -234,7 +235,7 @@ def _intervals(target: dict, draws: dict, ci: float) -> None:
             target[f"{k}_interval"] = iv
 
 
-def format_moe_plan(plan: dict) -> str:
+def format_moe_plan(plan: PlanRecord) -> str:
     def iv(v):
         return f"  [{v[0]:.4g}, {v[1]:.4g}]" if v else ""
 

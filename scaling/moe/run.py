@@ -26,6 +26,7 @@ from models.design import DEFAULT_RULE, design
 from scaling.core.errors import InputError
 from scaling.moe.prediction import predict_run_loss
 from scaling.planning.emit import to_train_config
+from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import configs_dir, default_vocab_size, recipe_vocab, run_label
 
 
@@ -56,7 +57,7 @@ def designed(raw_moe: dict, N_opt: float, G: float, vocab: int, seq_len: int | N
 
 def choose_run(
     rec,
-    plan: dict,
+    plan: PlanRecord,
     vocab_size: int | None,
     ci: float,
     warnings: list[str],
@@ -191,7 +192,7 @@ def choose_run(
     return run
 
 
-def to_moe_train_config(plan: dict, micro_batch_size: int = 16, base: dict | None = None) -> dict:
+def to_moe_train_config(plan: PlanRecord, micro_batch_size: int = 16, base: dict | None = None) -> dict:
     """The plan's MoE run as a train config: `scaling.planning.emit.to_train_config` plus `model.moe`."""
     run = plan.get("run")
     if not run:
@@ -219,7 +220,7 @@ def to_moe_train_config(plan: dict, micro_batch_size: int = 16, base: dict | Non
     return cfg
 
 
-def emit_moe_config(plan: dict, path: str | Path, *, micro_batch_size: int = 16) -> Path:
+def emit_moe_config(plan: PlanRecord, path: str | Path, *, micro_batch_size: int = 16) -> Path:
     """Write the plan's MoE run as a train config (YAML), like `scaling.planning.emit.emit_config`."""
     cfg = to_moe_train_config(plan, micro_batch_size=micro_batch_size)
     out = Path(path)

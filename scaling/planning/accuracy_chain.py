@@ -24,6 +24,7 @@ from scaling.fits.accuracy import SigmoidAccuracy
 from scaling.fits.record import FitRecord
 from scaling.fits.task_loss import task_record
 from scaling.laws.prediction import loss_draws
+from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import run_label
 
 SIGMOID = ("a", "b", "k", "L0")
@@ -176,7 +177,7 @@ def through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
     return out
 
 
-def plan_block(plan: dict, acc_rec, task_loss=None, chinchilla=None, ci: float = 0.95) -> dict:
+def plan_block(plan: PlanRecord, acc_rec, task_loss=None, chinchilla=None, ci: float = 0.95) -> dict:
     """The plan's `accuracy` section and warnings for the run it trains (the inference-aware run
     when there is one, else the chosen preset, else N_opt, D_opt)."""
     run = (plan.get("inference") or {}).get("run") or plan.get("run")

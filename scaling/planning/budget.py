@@ -5,7 +5,7 @@ The budget forms (one of them): `--compute C` (FLOPs in the fit's convention), `
 price: scaling.planning.cost), or `--target-loss L --inference-tokens T` (the inference-aware model
 reaching L: scaling.planning.inference). `--compute C --inference-tokens T` reads C as the total
 training + inference budget. With inference tokens the plan is made for the inference-aware
-model's training FLOPs. The plan dict gains `cost` (with --device) and `inference`.
+model's training FLOPs. The plan (scaling.planning.record.PlanRecord) gains `cost` (with --device) and `inference`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from scaling.planning.inference import choose_preset, inference_block
 from scaling.planning.layout import layout_block, priced_model_plan
 from scaling.planning.layout_plan import fixed_keys, layout_sections, trainer_memory
 from scaling.planning.plan import make_plan
+from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import model_presets
 from scaling.planning.stages import parse_stages, stage_sections
 
@@ -135,7 +136,7 @@ class BudgetOptions:
 
 def build_plan(
     fits: list, opts: BudgetOptions, make_plan_kw: dict, ci: float = 0.95, *, accuracy=None, task_loss=None
-) -> dict:
+) -> PlanRecord:
     """The plan for the budget in `opts`, with its `cost` and `inference` sections, and with an
     accuracy fit (and a task-loss fit) the planned run's predicted accuracy per task
     (`accuracy`, `accuracy_basis`: scaling.planning.accuracy_chain)."""
@@ -228,7 +229,7 @@ def build_plan(
             plan["warnings"] += [f"{name} fit: {w}" for w in (rec or {}).get("warnings") or []]
         plan["warnings"] += block["warnings"]
 
-    return _clean(plan)
+    return PlanRecord(_clean(plan))
 
 
 def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
@@ -243,7 +244,7 @@ def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
         )
 
 
-def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dict:
+def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> PlanRecord:
     """`--model CONFIG --tokens D`: price and lay out a given model, no fit."""
     stages = parse_stages(opts.stages) if opts.stages else None
     tokens = sum(t for t, _ in stages) if stages else opts.tokens
@@ -257,7 +258,7 @@ def _given_model_plan(opts: BudgetOptions, make_plan_kw: dict, ci: float) -> dic
     if stages:
         _stages(plan, hw, opts, stages)
     plan["cost"] = costs.cost_block(plan, hw, ci=ci)
-    return _clean(plan)
+    return PlanRecord(_clean(plan))
 
 
 def _stages(plan: dict, hw, opts: BudgetOptions, stages: list) -> None:
@@ -347,11 +348,11 @@ def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> Non
         hw.mfu = _predicted_mfu(perf, plan["layout"]["describe"])
 
 
-def plan_to_emit(plan: dict) -> dict:
+def plan_to_emit(plan: PlanRecord) -> PlanRecord:
     """The plan whose run `--emit-config` writes: the inference-aware preset when there is one
     (trained with the fits' recipe: no batch-lr values are evaluated for it)."""
     run = (plan.get("inference") or {}).get("run")
     if not run:
         return plan
     keep = ("preset", "N", "seq_len", "tokens", "loss", "loss_interval")
-    return {**plan, "run": {k: run[k] for k in keep}}
+    return PlanRecord({**plan, "run": {k: run[k] for k in keep}})

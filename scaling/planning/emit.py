@@ -9,9 +9,10 @@ from pathlib import Path
 import yaml
 
 from scaling.core.errors import InputError
+from scaling.planning.record import PlanRecord
 
 
-def run_name(plan: dict) -> str:
+def run_name(plan: PlanRecord) -> str:
     """The planned run's name (and its train config's `name`): plan-<preset or rule-size>-C<compute>."""
     from scaling.planning.run_model import run_label  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
@@ -19,7 +20,7 @@ def run_name(plan: dict) -> str:
 
 
 def to_train_config(
-    plan: dict,
+    plan: PlanRecord,
     base: dict | None = None,
     micro_batch_size: int = 16,
     *,
@@ -119,7 +120,12 @@ def _parametrization(st: dict) -> dict:
 
 
 def emit_config(
-    plan: dict, path: str | Path, *, micro_batch_size: int = 16, data: str | dict | None = None, name: str | None = None
+    plan: PlanRecord,
+    path: str | Path,
+    *,
+    micro_batch_size: int = 16,
+    data: str | dict | None = None,
+    name: str | None = None,
 ) -> Path:
     """Write `to_train_config(plan, ...)` as a YAML train config, with a header saying where it came
     from; with a laid-out plan (--device) also `<stem>.sweep.yaml`, a one-run sweep spec with the
@@ -144,7 +150,7 @@ def sweep_spec_path(config: Path) -> Path:
     return config.with_name(config.stem + ".sweep.yaml")
 
 
-def sweep_spec(plan: dict, config: Path, name: str) -> dict:
+def sweep_spec(plan: PlanRecord, config: Path, name: str) -> dict:
     """The planned run as a one-run sweep (kind seeds, its train.seed) on Slurm with the plan's layout."""
     mem = plan["memory"]
     return {
@@ -165,7 +171,7 @@ def sweep_spec(plan: dict, config: Path, name: str) -> dict:
     }
 
 
-def _sweep_header(plan: dict) -> str:
+def _sweep_header(plan: PlanRecord) -> str:
     cost = plan.get("cost") or {}
     days = f", about {cost['days']:.3g} days at MFU {cost['mfu']:.2g}" if cost.get("days") else ""
     return (

@@ -29,6 +29,7 @@ from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw
 from scaling.laws.loss import ChinchillaLaw, DataConstrainedLaw, FrontierLaw
 from scaling.laws.prediction import data_constrained, predict_loss
 from scaling.laws.registry import from_record
+from scaling.planning.record import PlanRecord
 
 EPOCHS_WARN = 4.0
 
@@ -59,7 +60,7 @@ def make_plan(
     unique_tokens: float | None = None,
     presets_only: bool = False,
     shape_rule: str | None = None,
-) -> dict:
+) -> PlanRecord:
     """Recommendation for compute C (in the Chinchilla record's convention) from the given fits.
     A data-constrained law allocates C for `unique_tokens` unique training tokens (default: the
     fitted runs' data set, when they share one): few unique tokens shrink N_opt."""
@@ -201,7 +202,7 @@ def make_plan(
                     f"{out['B_crit_tokens']:.3g}: diminishing returns per token"
                 )
     out["warnings"] = warnings
-    return _clean(out)
+    return PlanRecord(_clean(out))
 
 
 def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):

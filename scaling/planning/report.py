@@ -8,11 +8,12 @@ from scaling.planning.cost import format_cost
 from scaling.planning.inference import format_inference
 from scaling.planning.layout import format_memory
 from scaling.planning.layout_search import format_layout
+from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import describe_run_model
 from scaling.planning.stages import format_stages
 
 
-def format_plan(plan: dict) -> str:
+def format_plan(plan: PlanRecord) -> str:
     def iv(v):
         return f"  [{v[0]:.4g}, {v[1]:.4g}]" if v else ""
 
@@ -65,7 +66,7 @@ def format_plan(plan: dict) -> str:
     return "\n".join(lines)
 
 
-def format_sections(plan: dict) -> list[str]:
+def format_sections(plan: PlanRecord) -> list[str]:
     lines = []
     if plan.get("memory"):
         lines += format_memory(plan["memory"])

@@ -11,7 +11,6 @@ dropping the K highest-loss points is here.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,10 +37,9 @@ from scaling.core.selection import drop_highest, group_by_tolerance, holdout_by_
 from scaling.data import inputs
 from scaling.data.recipe import read_recipe, recipe_warning
 from scaling.fits import pipeline
-from scaling.fits.chinchilla.data_constrained import TERMS, fit_data_constrained
+from scaling.fits.chinchilla.data_constrained import fit_data_constrained
 from scaling.fits.chinchilla.huber_fit import BOUNDS, THETA, Objective, fit_theta, paper_grid, theta_to_params
 from scaling.fits.chinchilla.isoflop import (
-    FRONTIER_WEIGHTS,
     MIN_SIZES,
     approach1,
     approach2,
@@ -49,6 +47,7 @@ from scaling.fits.chinchilla.isoflop import (
     note_text,
 )
 from scaling.fits.chinchilla.mle import MLE_BOOTSTRAP_METHOD, fit_theta_mle, refit_mle, sigma_warnings
+from scaling.fits.chinchilla.options import ChinchillaOptions
 from scaling.fits.record import WEIGHTS_TEXT, FitRecord, _clean, data_sha256
 from scaling.laws.allocation import allocate, optimal, search_range
 from scaling.laws.loss import ChinchillaLaw, FrontierLaw
@@ -58,139 +57,35 @@ EPOCHS_WARN = 4.0  # Muennighoff et al. 2023: up to ~4 epochs of repeated data a
 IDENTIFIED_RATIO = 2.0  # a 95% interval wider than this factor means the runs do not pin the parameter down
 
 
-@dataclass(frozen=True)
-class ChinchillaOptions(pipeline.FitOptions):
-    """fit_chinchilla's choices, checked before any work; `settings` is what the record stores of them
-    (each approach adds its own: delta, grid, method, ...)."""
-
-    approach: int = 3
-    objective: str = "huber"
-    law: str = "chinchilla"
-    grid: str = "fast"
-    drop_highest: int = 0
-    holdout_fraction: float = 0.1
-    max_embedding_fraction: float | None = None
-    frontier_weights: str | None = None  # approach 2: 'ols' (None: the default) or 'inverse-variance'
-    terms: str | None = None  # data-constrained law: 'data+params' (None: the default) or 'data'
-
-    def check(self) -> ChinchillaOptions:
-        if self.approach not in (1, 2, 3):
-            raise InputError(f"--approach must be 1, 2 or 3 (got {self.approach})")
-        if self.objective not in ("huber", "mle"):
-            raise InputError(f"--objective must be 'huber' or 'mle' (got {self.objective!r})")
-        if self.law not in ("chinchilla", "data-constrained"):
-            raise InputError(f"--law must be 'chinchilla' or 'data-constrained' (got {self.law!r})")
-        if self.approach != 3 and (self.objective != "huber" or self.law != "chinchilla"):
-            opt = f"--objective {self.objective}" if self.objective != "huber" else f"--law {self.law}"
-            raise InputError(f"{opt} applies to approach 3 only (got --approach {self.approach})")
-        if self.grid not in ("fast", "full"):
-            raise InputError(f"grid must be 'fast' or 'full' (got {self.grid!r})")
-        if self.frontier_weights is not None:
-            if self.frontier_weights not in FRONTIER_WEIGHTS:
-                raise InputError(
-                    f"--frontier-weights must be one of {', '.join(FRONTIER_WEIGHTS)} (got {self.frontier_weights!r})"
-                )
-            if self.approach != 2:
-                raise InputError(f"--frontier-weights applies to approach 2 only (got --approach {self.approach})")
-        if self.terms is not None:
-            if self.terms not in TERMS:
-                raise InputError(f"--terms must be one of {', '.join(TERMS)} (got {self.terms!r})")
-            if self.law != "data-constrained":
-                raise InputError("--terms applies to --law data-constrained only")
-        super().check()
-        return self
-
-    def settings(self, curves: bool) -> dict:
-        return {
-            "approach": self.approach,
-            "drop_highest": self.drop_highest,
-            "bootstrap": self.bootstrap,
-            "seed": self.seed,
-            "ci": self.ci,
-            "holdout": self.holdout,
-            "holdout_fraction": self.holdout_fraction if self.holdout else None,
-            "curves": bool(curves),
-            "max_embedding_fraction": self.max_embedding_fraction,
-        }
-
-
 @blas_single_thread
-def fit_chinchilla(
-    data,
-    *,
-    approach: int = 3,
-    drop_highest_k: int = 0,
-    bootstrap: int = 0,
-    holdout: str | None = None,
-    holdout_fraction: float = 0.1,
-    seed: int = 0,
-    columns: dict[str, str] | None = None,
-    n_kind: str = "total",
-    compute_kind: str | None = None,
-    grid: str = "fast",
-    top_k: int = 32,
-    bootstrap_top_k: int = 2,
-    delta: float = 1e-3,
-    ci: float = 0.95,
-    budget_tol: float = 0.15,
-    n_bins: int = 20,
-    at_compute: list[float] | None = None,
-    curves: bool | None = None,
-    objective: str = "huber",
-    law: str = "chinchilla",
-    max_embedding_fraction: float | None = None,
-    frontier_weights: str | None = None,
-    terms: str | None = None,
-) -> FitRecord:
+def fit_chinchilla(data, options: ChinchillaOptions | None = None, /, **kw) -> FitRecord:
     """Fit the Chinchilla law (approach 3) or frontier (approaches 1, 2) to `data`.
 
     data: DataFrame / CSV / Parquet path / run-directory tree with N, D (or flops), loss.
-    n_kind / compute_kind: the conventions (scaling.core.conventions); compute_kind defaults to the one
-    the runs' IsoFLOP sweep used, else 6 N D with the same N.
-    grid: 'fast' (vectorised grid ranking, L-BFGS-B from the best `top_k`) or 'full' (all 4500).
-    holdout: None or 'largest' (fit on the smaller-compute runs, report the error on the largest).
-    at_compute: also report the optimum at these budgets (in the record's convention).
-    objective (approach 3): 'huber' (summed Huber, default) or 'mle' (Huber-density likelihood, free sigma).
-    law (approach 3): 'chinchilla' or 'data-constrained' (Muennighoff et al. 2023; needs column U).
-    max_embedding_fraction: leave out runs whose embeddings exceed this fraction of their parameters.
-    frontier_weights (approach 2): 'ols' (default: the published procedure) or 'inverse-variance'.
-    terms (data-constrained law): 'data+params' (default: the paper's complete law, R_D_star and
-    R_N_star fitted) or 'data' (the data term only, N' = N).
+    options: a ChinchillaOptions (scaling/fits/chinchilla/options.py: every choice, documented there);
+    keyword arguments replace its fields (`fit_chinchilla(df, approach=2, bootstrap=200)`; the old
+    name `drop_highest_k` is `drop_highest`). The options are checked before any work and not changed.
     """
-    opts = ChinchillaOptions(
-        bootstrap=bootstrap,
-        seed=seed,
-        ci=ci,
-        holdout=holdout,
-        approach=approach,
-        objective=objective,
-        law=law,
-        grid=grid,
-        drop_highest=drop_highest_k,
-        holdout_fraction=holdout_fraction,
-        max_embedding_fraction=max_embedding_fraction,
-        frontier_weights=frontier_weights,
-        terms=terms,
-    ).check()
-    ds = pipeline.load(data, columns, n_kind)
-    check_kinds(ds.n_kind, compute_kind)
-    min_pts = {1: 3, 2: 6, 3: 6}[approach]
-    roles = ("N", "D", "loss", "U") if law == "data-constrained" else ("N", "D", "loss")
-    min_pts += law == "data-constrained"
+    o = ChinchillaOptions.of(options, **kw).check()
+    ds = pipeline.load(data, o.columns, o.n_kind)
+    check_kinds(ds.n_kind, o.compute_kind)
+    min_pts = {1: 3, 2: 6, 3: 6}[o.approach]
+    roles = ("N", "D", "loss", "U") if o.law == "data-constrained" else ("N", "D", "loss")
+    min_pts += o.law == "data-constrained"
     inputs.validate(
         ds,
         roles,
         min_points=min_pts,
-        law="chinchilla --law data-constrained" if law == "data-constrained" else f"chinchilla approach {approach}",
+        law="chinchilla --law data-constrained" if o.law == "data-constrained" else f"chinchilla approach {o.approach}",
     )
-    df, dropped = drop_embedding_dominated(ds.df, max_embedding_fraction)
-    df = drop_highest(df, drop_highest_k)
+    df, dropped = drop_embedding_dominated(ds.df, o.max_embedding_fraction)
+    df = drop_highest(df, o.drop_highest)
     if len(df) < min_pts:
         raise InputError(
-            f"chinchilla approach {approach}: too few points after --drop-highest: {len(df)} (need {min_pts})"
+            f"chinchilla approach {o.approach}: too few points after --drop-highest: {len(df)} (need {min_pts})"
         )
     warnings = list(ds.warnings) + ([dropped] if dropped else [])
-    compute_kind = _resolve_compute(df, ds.n_kind, compute_kind, warnings)
+    compute_kind = _resolve_compute(df, ds.n_kind, o.compute_kind, warnings)
     C_all = compute_column(df, compute_kind, ds.n_kind)
     warnings.extend(w for w in (embedding_warning(df), _repetition_warning(df)) if w)
     recipe = read_recipe(df["path"]) if "path" in df.columns else None
@@ -198,78 +93,78 @@ def fit_chinchilla(
         warnings.append(recipe_warning(recipe))
     held = held_C = None
     C = C_all
-    if holdout == "largest":
-        df, held, C, held_C, rule = holdout_by_compute(df, C_all, holdout_fraction, budget_tol)
+    if o.holdout == "largest":
+        df, held, C, held_C, rule = holdout_by_compute(df, C_all, o.holdout_fraction, o.budget_tol)
         if len(df) < min_pts:
             raise InputError(f"--holdout largest leaves {len(df)} points to fit (need {min_pts})")
-    if approach == 2:
+    if o.approach == 2:
         df, C = _budget_members(df, C, warnings)
         if len(df) < min_pts:
             raise InputError(f"chinchilla approach 2: too few runs with an IsoFLOP budget: {len(df)} (need {min_pts})")
     N, D = df["N"].to_numpy(float), df["D"].to_numpy(float)
+    curves = o.curves
     if curves is None:  # several rows per run: points of training curves (bootstrap resamples runs)
         curves = "run" in df.columns and df["run"].nunique() < len(df)
     cost = TokenCost.from_runs(N, C, D, compute_kind, ds.n_kind)
     conventions = {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source, "token_cost": cost.to_dict()}
     t0 = time.perf_counter()
-    settings = opts.settings(curves)
-    if law == "data-constrained":
+    if o.law == "data-constrained":
         body = fit_data_constrained(
             df,
             C,
             warnings,
-            objective=objective,
-            grid=grid,
-            top_k=top_k,
-            bootstrap=bootstrap,
-            boot_top_k=bootstrap_top_k,
-            seed=seed,
-            delta=delta,
-            ci=ci,
-            compute=at_compute,
-            terms=terms or "data+params",
+            objective=o.objective,
+            grid=o.grid,
+            top_k=o.top_k,
+            bootstrap=o.bootstrap,
+            boot_top_k=o.bootstrap_top_k,
+            seed=o.seed,
+            delta=o.delta,
+            ci=o.ci,
+            compute=o.at_compute,
+            terms=o.terms or "data+params",
             cost=cost,
             unique=(_data_info(df) or {}).get("unique_tokens"),
         )
-    elif approach == 3:
+    elif o.approach == 3:
         body = _approach3(
             df,
             C,
             cost,
             warnings,
             curves=curves,
-            grid=grid,
-            top_k=top_k,
-            bootstrap=bootstrap,
-            boot_top_k=bootstrap_top_k,
-            seed=seed,
-            delta=delta,
-            ci=ci,
-            at_compute=at_compute,
-            objective=objective,
+            grid=o.grid,
+            top_k=o.top_k,
+            bootstrap=o.bootstrap,
+            boot_top_k=o.bootstrap_top_k,
+            seed=o.seed,
+            delta=o.delta,
+            ci=o.ci,
+            at_compute=o.at_compute,
+            objective=o.objective,
         )
     else:
         body = _frontier(
             df,
             C,
             warnings,
-            approach=approach,
-            bootstrap=bootstrap,
-            seed=seed,
-            ci=ci,
-            budget_tol=budget_tol,
-            n_bins=n_bins,
-            at_compute=at_compute,
+            approach=o.approach,
+            bootstrap=o.bootstrap,
+            seed=o.seed,
+            ci=o.ci,
+            budget_tol=o.budget_tol,
+            n_bins=o.n_bins,
+            at_compute=o.at_compute,
             curves=curves,
-            weights=frontier_weights or "ols",
+            weights=o.frontier_weights or "ols",
         )
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
-    settings.update(body.pop("settings"))
+    settings = o.settings(curves) | body.pop("settings")
     rec = pipeline.record(
         law="chinchilla",
-        approach=approach,
+        approach=o.approach,
         n_points=len(df),
-        data_sha256=data_sha256(df, ["N", "D", "loss"] + (["U"] if law == "data-constrained" else [])),
+        data_sha256=data_sha256(df, ["N", "D", "loss"] + (["U"] if o.law == "data-constrained" else [])),
         n_kind=ds.n_kind,
         conventions=conventions,
         source=ds.source,

@@ -42,10 +42,10 @@ from scaling.fits import pipeline
 from scaling.fits.chinchilla.huber_fit import BOUNDS as CH_BOUNDS
 from scaling.fits.chinchilla.huber_fit import PAPER_GRID, theta_to_params
 from scaling.fits.chinchilla.mle import GRID_STARTS, sigma_warnings
+from scaling.fits.chinchilla.options import TERMS
 from scaling.laws.allocation import allocate, optimal, search_range
 from scaling.laws.loss import DataConstrainedLaw
 
-TERMS = ("data+params", "data")  # --terms: the complete law (R_D_star and R_N_star) or the data term only
 # r = log R_D*, s = log R_N*
 THETA = {"data": ("a", "b", "e", "alpha", "beta", "r"), "data+params": ("a", "b", "e", "alpha", "beta", "r", "s")}
 BOUNDS = {

@@ -19,9 +19,9 @@ import numpy as np
 from scaling.core.errors import FitError
 from scaling.core.regression import ols
 from scaling.core.selection import group_by_tolerance
+from scaling.fits.chinchilla.options import FRONTIER_WEIGHTS  # noqa: F401  (approach 2's weightings)
 
 MIN_SIZES = 5  # fewer sizes per budget leave the parabola (3 coefficients) barely constrained
-FRONTIER_WEIGHTS = ("ols", "inverse-variance")
 
 
 def _vertex_gradient(c2: float, c1: float) -> np.ndarray:
