@@ -44,7 +44,13 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 for p in "${left[@]}"; do kill -9 "$p" 2>/dev/null; done
-# the keeper (cluster_up.sh) has reaped them by now; it goes last
+# the keeper (cluster_up.sh) reaps them (every 0.2 s): wait until it has, then stop it
+for _ in $(seq 1 30); do
+  unreaped=""
+  for p in "${pids[@]}"; do [ -e "/proc/$p" ] && unreaped=1; done
+  [ -z "$unreaped" ] && break
+  sleep 0.1
+done
 keeper=$(from_files "$STATE/run/keeper.pid")
 if [ -n "$keeper" ] && running "$keeper"; then
   kill "$keeper" 2>/dev/null

@@ -38,36 +38,56 @@ die() { log "error: $*"; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, mounts, daemons); CI runs as root"
 [ "$(nproc)" -ge 2 ] || die "needs 2 CPUs (one per node), found $(nproc)"
 
-# Everything below runs under a keeper: a child subreaper that outlives this script and reaps the
-# daemons when they stop (where PID 1 does not reap orphans, they would linger as <defunct>
-# slurmd/munged). Without a keeper alive, start one running this script (MN_INNER=1) and report
-# its output; with one alive (the cluster is up), run directly: there is little left to start.
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Everything below runs under a keeper: a subreaper that outlives this script, runs this script's
+# body (MN_INNER=1) when started and again on each SIGUSR1, and reaps the daemons when they stop
+# (where PID 1 does not reap orphans they would linger as <defunct> slurmd/munged). A second
+# bring-up (a test restarting a killed slurmd) asks the live keeper, so its daemons are reaped too.
+alive() {  # pidfile: its process runs (a zombie, killed but not reaped yet, does not count)
+  local st
+  [ -f "$1" ] && st=$(awk '{print $3}' "/proc/$(cat "$1")/stat" 2>/dev/null) && [ -n "$st" ] && [ "$st" != Z ]
+}
 if [ -z "${MN_INNER:-}" ]; then
   mkdir -p "$STATE/run" "$STATE/log"
-  alive "$STATE/run/keeper.pid" && MN_INNER=1 exec bash "$0" "$@"
   rm -f "$STATE/run/up.status"
-  MN_INNER=1 setsid python3 -c '
-import ctypes, os, signal, subprocess, sys
+  if alive "$STATE/run/keeper.pid"; then
+    keeper=$(cat "$STATE/run/keeper.pid")
+    kill -USR1 "$keeper"
+  else
+    MN_INNER=1 setsid python3 -c '
+import ctypes, os, signal, subprocess, sys, time
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-def reap(*_):
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0: return
-        except ChildProcessError: return
-rc = subprocess.call(sys.argv[2:])
-open(sys.argv[1], "w").write(str(rc))
-if rc: sys.exit(rc)
-signal.signal(signal.SIGCHLD, reap)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-reap()
-while True: signal.pause()
-' "$STATE/run/up.status" bash "$0" "$@" </dev/null >"$STATE/log/up.log" 2>&1 &
-  echo $! >"$STATE/run/keeper.pid"
-  while [ ! -s "$STATE/run/up.status" ] && kill -0 "$!" 2>/dev/null; do sleep 0.2; done
+def reap():
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+def stop(*_):
+    reap()
+    sys.exit(0)
+asked = [1]
+signal.signal(signal.SIGUSR1, lambda *_: asked.append(1))
+signal.signal(signal.SIGTERM, stop)
+while True:
+    if asked:
+        asked.clear()
+        with open(sys.argv[2], "w") as log:
+            rc = subprocess.call(sys.argv[3:], stdout=log, stderr=subprocess.STDOUT)
+        open(sys.argv[1] + ".tmp", "w").write(str(rc))
+        os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    reap()
+    time.sleep(0.2)
+' "$STATE/run/up.status" "$STATE/log/up.log" bash "$0" "$@" </dev/null >/dev/null 2>&1 &
+    keeper=$!
+    echo "$keeper" >"$STATE/run/keeper.pid"
+  fi
+  while [ ! -s "$STATE/run/up.status" ] && kill -0 "$keeper" 2>/dev/null; do sleep 0.2; done
   rc=$(cat "$STATE/run/up.status" 2>/dev/null || echo 1)
   grep -v '^SLURM_CONF=' "$STATE/log/up.log" >&2
-  [ "$rc" = 0 ] || { rm -f "$STATE/run/keeper.pid"; exit "$rc"; }
+  if [ "$rc" != 0 ]; then
+    echo "cluster_up: failed (exit $rc); .ci/cluster_down.sh removes what was started" >&2
+    exit "$rc"
+  fi
   grep '^SLURM_CONF=' "$STATE/log/up.log" | tail -n1
   exit 0
 fi

@@ -2,7 +2,9 @@
 
 Runs execute one after another, each over all hosts of the hostfile (the DeepSpeed launcher
 reaches the other nodes through pdsh/ssh, or `launcher: openmpi` etc.). The run directory must
-be on a filesystem every node sees. Locks, skipping and train.log work as for the other executors.
+be on a filesystem every node sees. The variables the ranks need (SCALELAB_*, HF_*, WANDB_*,
+OMP_*, PATH, ...) reach the other hosts through `<run_dir>/.deepspeed_env` (DS_ENV_FILE).
+Locks, skipping and train.log work as for the other executors.
 Data sets the runs need are prepared first, once each, on this host (`launch.sweep.data_jobs`).
 
 Ctrl-C / SIGTERM asks the running training to checkpoint and stop (SIGTERM to its process group;
@@ -75,6 +77,34 @@ def command(ds, run_dir: Path, python_module: str = "pretrain.cli") -> list[str]
         "--run-dir",
         str(Path(run_dir).resolve()),
     ]
+
+
+# What the ranks on the other hosts need from this environment. The DeepSpeed launcher forwards only
+# PYTHON*/MLFLOW*/MV2*/UCX* (plus a `.deepspeed_env` file) through pdsh/ssh: without these a remote
+# rank would go online for the Hub, lose W&B's mode and the data root, or take another thread count.
+FORWARD_PREFIXES = ("SCALELAB_", "HF_", "WANDB_", "OMP_", "MKL_", "TORCH_", "NCCL_", "GLOO_", "TOKENIZERS_")
+FORWARD_NAMES = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME")
+ENV_FILE = ".deepspeed_env"
+
+
+def write_env_file(run_dir: Path, environ: dict | None = None) -> Path:
+    """`<run_dir>/.deepspeed_env` (KEY=VALUE lines, DeepSpeed's format): the forwarded variables, then
+    the user's own ~/.deepspeed_env and ./.deepspeed_env lines (theirs win), since DS_ENV_FILE, which
+    points the launcher at this file, replaces the name it looks for in those places."""
+    environ = dict(os.environ if environ is None else environ)
+    lines = {}
+    for k, v in sorted(environ.items()):
+        if (k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES)) and not any(c in v for c in '\n"$`\\'):
+            lines[k] = v
+    for own in (Path.home() / ENV_FILE, Path.cwd() / ENV_FILE):
+        if own.is_file():
+            for line in own.read_text().splitlines():
+                k, sep, v = line.partition("=")
+                if sep and k.strip():
+                    lines[k.strip()] = v
+    path = Path(run_dir) / ENV_FILE
+    path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+    return path
 
 
 def group_alive(pgid: int) -> bool:
@@ -175,9 +205,8 @@ class DeepSpeedExecutor:
                     out.write(f"start  {r.name} -> {run_dir / TRAIN_LOG}\n")
                     out.flush()
                     before = summary_stamp(run_dir)
-                    (proc,), log = start_trainers(
-                        run_dir, lock, [(argv, dict(os.environ))], "deepspeed: " + " ".join(argv)
-                    )
+                    env = {**os.environ, "DS_ENV_FILE": str(write_env_file(run_dir).resolve())}
+                    (proc,), log = start_trainers(run_dir, lock, [(argv, env)], "deepspeed: " + " ".join(argv))
                     state["proc"] = proc
                     code = proc.wait()
                     # The launcher may be gone while its ranks still train (and checkpoint): hold on.

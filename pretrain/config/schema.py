@@ -105,6 +105,13 @@ class LoopConfig(StrictModel):
     threads: int | None = Field(
         None, gt=0, description="torch CPU threads per rank (default: allotted cores / local ranks)"
     )
+    dist_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds a collective (all-reduce, barrier, ...) may wait for a peer before the rank "
+        "fails; null: torch's default (30 min). A dead or cut-off node otherwise holds the other nodes' "
+        "ranks that long; set it above the longest checkpoint save",
+    )
     deterministic: bool = Field(
         True,
         description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic "

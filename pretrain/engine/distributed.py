@@ -8,6 +8,7 @@ import os
 import socket
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import NoReturn
 
 import torch
@@ -48,7 +49,16 @@ def cores_per_rank(local_world: int) -> int:
     return max(1, cores // local_world)
 
 
-def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
+def env_local_world_size(world: int) -> int:
+    """Ranks on this node: torchrun and our srun shim set LOCAL_WORLD_SIZE, the DeepSpeed launcher
+    LOCAL_SIZE; neither (one process, or a launcher that sets neither): all ranks are local."""
+    for key in ("LOCAL_WORLD_SIZE", "LOCAL_SIZE"):
+        if os.environ.get(key):
+            return int(os.environ[key])
+    return world
+
+
+def setup(threads: int | None, deterministic: bool = True, timeout_s: float | None = None) -> DistInfo:
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("LOCAL_RANK", "0")
@@ -56,7 +66,7 @@ def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    local_world = env_local_world_size(world)
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
@@ -72,10 +82,38 @@ def setup(threads: int | None, deterministic: bool = True) -> DistInfo:
     configure()  # no JIT build of DeepSpeed's CPU comm op, and no endless wait on a build lock
     import deepspeed  # deferred: imports deepspeed
 
-    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", verbose=False)
+    kw = {"timeout": timedelta(seconds=timeout_s)} if timeout_s else {}  # else torch's default (30 min)
+    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", verbose=False, **kw)
     global _group_world
     _group_world = world
     return DistInfo(rank, world, local_rank, local_world, device)
+
+
+def rank_map(info: DistInfo) -> list[dict]:
+    """Where each rank runs, gathered from all ranks (a collective: every rank calls it): global and
+    local rank, host name and the address it resolves to (what gloo binds), pid, threads, CPUs."""
+    import torch.distributed as dist  # deferred: imports torch
+
+    host = socket.gethostname()
+    try:
+        addr = socket.gethostbyname(host)
+    except OSError:
+        addr = None
+    me = {
+        "rank": info.rank,
+        "local_rank": info.local_rank,
+        "local_world_size": info.local_world_size,
+        "host": host,
+        "addr": addr,
+        "pid": os.getpid(),
+        "threads": torch.get_num_threads(),
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
+    if info.world_size == 1 or not dist.is_initialized():
+        return [me]
+    out: list = [None] * info.world_size
+    dist.all_gather_object(out, me)
+    return out
 
 
 def teardown(info: DistInfo, clean: bool) -> None:

@@ -1,4 +1,4 @@
-"""CI fails when Slurm, Chromium or the two-node cluster could not be started; a developer's run skips with the reason."""
+"""CI fails when Slurm, Chromium or the two-node cluster could not be started; a developer skips them."""
 
 from __future__ import annotations
 
