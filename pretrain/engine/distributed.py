@@ -23,6 +23,7 @@ class DistInfo:
     local_rank: int
     local_world_size: int
     device: torch.device
+    ranks: list | None = None  # where every rank runs (`rank_map`), once gathered
 
     @property
     def is_main(self) -> bool:
@@ -110,10 +111,27 @@ def rank_map(info: DistInfo) -> list[dict]:
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
     if info.world_size == 1 or not dist.is_initialized():
-        return [me]
+        info.ranks = [me]
+        return info.ranks
     out: list = [None] * info.world_size
     dist.all_gather_object(out, me)
+    info.ranks = out
     return out
+
+
+def name_peers(text: str, info: DistInfo) -> str:
+    """A failed collective names its peer by address (gloo: "Read error [10.0.0.2]:port"): add which
+    ranks and host that is, in front, so a lost node is named where the failure is recorded."""
+    by_addr: dict[str, list] = {}
+    for r in info.ranks or []:
+        if r.get("addr") and r["rank"] != info.rank:
+            by_addr.setdefault(r["addr"], []).append(r)
+    found = [
+        f"rank{'s' if len(rs) > 1 else ''} {', '.join(str(r['rank']) for r in rs)} on {rs[0]['host']} ({addr})"
+        for addr, rs in by_addr.items()
+        if f"[{addr}]" in text
+    ]
+    return f"lost peer {'; '.join(found)}: {text}" if found else text  # first: `sweep status` shows one line
 
 
 def teardown(info: DistInfo, clean: bool) -> None:
