@@ -214,7 +214,7 @@ def _train(args) -> int:
 
 
 def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
-    from pretrain.engine.distributed import barrier, rank_map  # deferred: imports torch
+    from pretrain.engine.distributed import apply_timeout, barrier, rank_map  # deferred: imports torch
 
     ranks = rank_map(dist)
     prepared = _prepare_data(cfg, dist)
@@ -242,6 +242,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
 
     trainer = Trainer(cfg, run_dir, dist, prepared, progress=not args.no_progress)
     trainer.build()
+    apply_timeout(cfg.train.dist_timeout_s)  # the groups DeepSpeed made while building, too
     return trainer.train()
 
 

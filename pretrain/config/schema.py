@@ -109,8 +109,8 @@ class LoopConfig(StrictModel):
         None,
         gt=0,
         description="seconds a collective (all-reduce, barrier, ...) may wait for a peer before the rank "
-        "fails; null: torch's default (30 min). A dead or cut-off node otherwise holds the other nodes' "
-        "ranks that long; set it above the longest checkpoint save",
+        "fails, on every process group (DeepSpeed's included); null: torch's default (30 min). A frozen or "
+        "cut-off node otherwise holds the other nodes' ranks that long; set it above the longest checkpoint save",
     )
     deterministic: bool = Field(
         True,

@@ -90,6 +90,28 @@ def setup(threads: int | None, deterministic: bool = True, timeout_s: float | No
     return DistInfo(rank, world, local_rank, local_world, device)
 
 
+def apply_timeout(timeout_s: float | None) -> int:
+    """`train.dist_timeout_s` on every process group of this rank, the ones DeepSpeed made included
+    (data-parallel, expert-parallel, ...): torch gives a group made by `new_group` the backend's
+    default (30 min), not the world group's timeout. Call once the engine is built. Returns how
+    many groups were set."""
+    if not timeout_s:
+        return 0
+    import torch.distributed as dist  # deferred: imports torch
+    from torch.distributed import distributed_c10d as c10d  # deferred: imports torch
+
+    if not dist.is_initialized():
+        return 0
+    n = 0
+    for group in list(c10d._world.pg_map):
+        try:
+            c10d._set_pg_timeout(timedelta(seconds=timeout_s), group)
+            n += 1
+        except (ValueError, RuntimeError, AssertionError):  # a group this backend cannot re-time
+            continue
+    return n
+
+
 def rank_map(info: DistInfo) -> list[dict]:
     """Where each rank runs, gathered from all ranks (a collective: every rank calls it): global and
     local rank, host name and the address it resolves to (what gloo binds), pid, threads, CPUs."""

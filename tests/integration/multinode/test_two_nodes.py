@@ -293,6 +293,41 @@ def test_preempted_then_node_lost_resumes_exactly_on_two_nodes(nodes, mn_work):
     assert metrics_steps(run_dir) == list(range(5, 81, 5))  # rows up to the checkpoint kept, none twice
 
 
+def test_a_frozen_node_ends_its_peer_within_dist_timeout(nodes, mn_work):
+    """Node2's rank stops (SIGSTOP: no closed connection, as when a node freezes or is cut off): node1's
+    rank fails once `train.dist_timeout_s` passes, on DeepSpeed's own groups too, instead of torch's 30 min."""
+    work = mn_work / "freeze"
+    base = base_config(work, steps=100000, log_every_steps=20, checkpoint_every_steps=100000, dist_timeout_s=8)
+    run_dir = work / "run"
+    env = {**os.environ, **nodes.env, "MASTER_ADDR": "node1", "MASTER_PORT": str(free_port())}
+    srun = subprocess.Popen(
+        ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", sys.executable, "-m"]
+        + ["launch.run.worker", "--rank-shim", "--", "-m", "pretrain.cli", str(base), "--run-dir", str(run_dir)],
+        env=env,
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    ranks: dict = {}
+    try:
+        _wait(lambda: (run_dir / "metrics.jsonl").is_file() and metrics_steps(run_dir), "training", 180)
+        ranks = {r["rank"]: r for r in json.loads((run_dir / "ranks.json").read_text())["ranks"]}
+        os.kill(ranks[1]["pid"], signal.SIGSTOP)
+        t0 = time.time()
+        _wait(lambda: not _alive(ranks[0]["pid"]), "node1's rank to time out", 60)
+        ended_s = time.time() - t0
+    finally:
+        for r in ranks.values():
+            if _alive(r["pid"]):
+                os.kill(r["pid"], signal.SIGKILL)
+        out, _ = srun.communicate(timeout=60)
+    print(f"[multinode] frozen node2: node1's rank ended {ended_s:.1f}s later (train.dist_timeout_s=8)")
+    assert 8 <= ended_s < 8 + 15, out[-3000:]
+    s = summary(run_dir)
+    assert s["status"] == "failed" and "Timed out waiting 8000ms" in s["error"], s.get("error")
+
+
 def test_data_prepare_runs_its_tasks_on_both_nodes(nodes, mn_work):
     """`scalelab data prepare --executor slurm --tasks 4`: tasks on node1 and node2 (their manifests say
     which), and the same per-split sha256 as one task."""
