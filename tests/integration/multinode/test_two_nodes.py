@@ -46,7 +46,7 @@ def mn_work(nodes):
     probe = nodes.run("node2", ["ls", str(d)])
     assert probe.returncode == 0, f"node2 does not see {d}: {probe.stderr} (is SHARED bound by cluster_up.sh?)"
     yield d
-    os.environ.get("MN_KEEP") or shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def base_config(work: Path, **train) -> Path:
