@@ -183,6 +183,30 @@ def test_hostfile_executor_runs_the_dense_run_over_two_hosts(trained, nodes, mn_
     assert losses(d) == losses(trained["runs"]["dense"])
 
 
+def test_slurm_with_the_deepspeed_launcher_runs_the_dense_run_over_two_nodes(trained, nodes, mn_work):
+    """`executor.slurm.launcher: deepspeed`: one DeepSpeed launcher in the job, which reaches node2
+    over ssh with a hostfile built from SLURM_JOB_NODELIST (the variables ranks need go along)."""
+    spec = yaml.safe_load(trained["spec"].read_text())
+    spec.update(
+        name="mndsl",
+        runs_dir=str(mn_work / "runs-dsl"),
+        axes={"model.moe": [None], "deepspeed.zero_stage": [3], "wandb.mode": ["disabled"]},
+    )
+    spec["executor"]["slurm"].update(launcher="deepspeed", master_port=free_port())
+    path = write_spec(mn_work, spec)
+    env = {**nodes.env, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    r = scalelab("sweep", "launch", path, "--executor", "slurm", cwd=mn_work, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = wait_states(path, {"done", "failed"}, timeout=300, env=nodes.env)
+    d = mn_work / "runs-dsl" / rows[0]["name"]
+    assert rows[0]["state"] == "done", (d / "train.log").read_text()[-3000:]
+    assert (d / "hostfile").read_text() == "node1 slots=1\nnode2 slots=1\n"
+    ranks = json.loads((d / "ranks.json").read_text())["ranks"]
+    assert [(x["host"], x["local_world_size"], x["threads"]) for x in ranks] == [("node1", 1, 1), ("node2", 1, 1)]
+    assert "HF_HUB_OFFLINE=1" in (d / ".deepspeed_env").read_text().splitlines()
+    assert losses(d) == losses(trained["runs"]["dense"])
+
+
 def _complete(run_dir: Path, above: int = 0) -> int | None:
     steps = [int(p.parent.name[5:]) for p in (run_dir / "checkpoints").glob("step_*/COMPLETE")]
     steps = [s for s in steps if s > above]

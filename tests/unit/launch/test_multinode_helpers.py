@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from launch.executors.deepspeed_multinode import write_env_file
+from launch.run.ds_env import write_env_file
 from pretrain.engine.distributed import DistInfo, env_local_world_size, name_peers
 
 
