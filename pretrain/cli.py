@@ -20,7 +20,7 @@ from pretrain.errors import ConfigError, DataError
 from rundir.accelerators import MEMORY_BYTES
 from rundir.checkpoints import has_checkpoint
 from rundir.files import atomic_write_text
-from rundir.layout import RunDir
+from rundir.layout import RANKS, RunDir
 from rundir.summary import read_summary
 
 # Keys that may change between attempts of one run without changing what it computes: the schema's
@@ -169,7 +169,7 @@ def _train(args) -> int:
 
     from pretrain.engine.distributed import setup, teardown  # deferred: imports torch
 
-    dist = setup(cfg.train.threads, cfg.train.deterministic)
+    dist = setup(cfg.train.threads, cfg.train.deterministic, cfg.train.dist_timeout_s)
     rc = 1
     try:
         rc = _train_in_group(cfg, args, rd, run_dir, dist)
@@ -179,8 +179,9 @@ def _train(args) -> int:
 
 
 def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
-    from pretrain.engine.distributed import barrier  # deferred: imports torch
+    from pretrain.engine.distributed import apply_timeout, barrier, rank_map  # deferred: imports torch
 
+    ranks = rank_map(dist)
     prepared = _prepare_data(cfg, dist)
     cfg = _with_vocab(cfg, prepared.vocab_size)
     if rd.config.exists():
@@ -198,6 +199,7 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_resolved_config(cfg, run_dir)
         _copy_tokenizer(prepared, run_dir)
+        _write_ranks(run_dir, ranks)
         print(f"run directory: {run_dir}", flush=True)
     barrier(dist)
 
@@ -205,7 +207,19 @@ def _train_in_group(cfg, args, rd, run_dir: Path, dist) -> int:
 
     trainer = Trainer(cfg, run_dir, dist, prepared, progress=not args.no_progress)
     trainer.build()
+    apply_timeout(cfg.train.dist_timeout_s)  # the groups DeepSpeed made while building, too
     return trainer.train()
+
+
+def _write_ranks(run_dir: Path, ranks: list[dict]) -> None:
+    """ranks.json: where this attempt's ranks run (rank -> host, address, pid, threads); one line per
+    host in the log when there is more than one host."""
+    atomic_write_text(run_dir / RANKS, json.dumps({"world_size": len(ranks), "ranks": ranks}, indent=2) + "\n")
+    hosts = sorted({r["host"] for r in ranks})
+    if len(hosts) > 1:
+        for h in hosts:
+            on = [r for r in ranks if r["host"] == h]
+            print(f"ranks on {h} ({on[0]['addr']}): {', '.join(str(r['rank']) for r in on)}", flush=True)
 
 
 def _copy_tokenizer(prepared, run_dir: Path) -> None:

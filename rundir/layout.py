@@ -10,6 +10,7 @@ runs/<sweep>/<run>/
   checkpoints/universal/ conversions for another world size (derived, pruned)
   evals/<step>.json      evaluation results (evals)
   tokenizer.json, tokenizer_meta.json   the run's tokenizer (trainer, at start)
+  ranks.json             where the last attempt's ranks ran: rank -> host, address, threads (trainer)
   wandb/, wandb_id       the W&B run and its id (trainer)
   .lock                  flock lock, one JSON line naming the holder (launch)
   train.log              every attempt's output (launch)
@@ -37,6 +38,7 @@ WANDB_ID = "wandb_id"
 LOCK = ".lock"
 TRAIN_LOG = "train.log"
 REQUEUES = "requeues.jsonl"
+RANKS = "ranks.json"
 
 # A folder holding any of these is a run directory; its subfolders are its own.
 MARKERS = (CONFIG, SUMMARY, METRICS, LAUNCH_CONFIG)

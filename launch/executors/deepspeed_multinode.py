@@ -2,7 +2,9 @@
 
 Runs execute one after another, each over all hosts of the hostfile (the DeepSpeed launcher
 reaches the other nodes through pdsh/ssh, or `launcher: openmpi` etc.). The run directory must
-be on a filesystem every node sees. Locks, skipping and train.log work as for the other executors.
+be on a filesystem every node sees. The variables the ranks need (SCALELAB_*, HF_*, WANDB_*,
+OMP_*, PATH, ...) reach the other hosts through `<run_dir>/.deepspeed_env` (DS_ENV_FILE).
+Locks, skipping and train.log work as for the other executors.
 Data sets the runs need are prepared first, once each, on this host (`launch.sweep.data_jobs`).
 
 Ctrl-C / SIGTERM asks the running training to checkpoint and stop (SIGTERM to its process group;
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 from launch.executors.slurm import sweep_meta_dir
+from launch.run.ds_env import write_env_file
 from launch.run.worker import EXIT_OK, EXIT_STOPPED, claim, start_or_skip, start_trainers, write_launch_config
 from launch.sweep import depends
 from launch.sweep.data_jobs import data_jobs, run_locally
@@ -175,9 +178,8 @@ class DeepSpeedExecutor:
                     out.write(f"start  {r.name} -> {run_dir / TRAIN_LOG}\n")
                     out.flush()
                     before = summary_stamp(run_dir)
-                    (proc,), log = start_trainers(
-                        run_dir, lock, [(argv, dict(os.environ))], "deepspeed: " + " ".join(argv)
-                    )
+                    env = {**os.environ, "DS_ENV_FILE": str(write_env_file(run_dir).resolve())}
+                    (proc,), log = start_trainers(run_dir, lock, [(argv, env)], "deepspeed: " + " ".join(argv))
                     state["proc"] = proc
                     code = proc.wait()
                     # The launcher may be gone while its ranks still train (and checkpoint): hold on.

@@ -122,25 +122,31 @@ def render_data_script(spec, job, config_path: Path, python: str | None = None) 
 
 
 def render_check_script(spec, python: str | None = None) -> str:
-    """The node check (launch/sweep/node_check.py): one task where the array's tasks will run, first."""
+    """The node check (launch/sweep/node_check.py), first, where the array's tasks will run: one task,
+    or with `nodes > 1` one per node of an allocation as large as a run's (`srun`), each printing its line."""
     s = spec.executor.slurm
     meta = sweep_meta_dir(spec.runs_root().resolve())
     d = [
         option("job-name", f"{spec.name}-check"),
         option("output", f"{meta}/slurm-check-%j.out"),
         option("chdir", Path.cwd()),
-        "--nodes=1",
-        "--ntasks=1",
+        f"--nodes={s.nodes}",
+        f"--ntasks={s.nodes}" if s.nodes > 1 else "--ntasks=1",
     ] + _common_directives(s)
+    if s.nodes > 1:
+        d.append("--ntasks-per-node=1")
     if s.gpus_per_node:
         d.append(f"--gpus-per-node={s.gpus_per_node}")
     if s.cpus_per_task:
         d.append(f"--cpus-per-task={s.cpus_per_task}")
     d += [directive(extra) for extra in s.extra]
     argv = [python or job_python(s), "-m", "launch.sweep.node_check", "--gpus", str(s.gpus_per_node)]
+    if s.nodes > 1:  # every node of the allocation; srun fails when any node's check does
+        argv = ["srun", f"--nodes={s.nodes}", f"--ntasks={s.nodes}", "--ntasks-per-node=1", *argv]
+    what = f"each of {s.nodes} compute nodes" if s.nodes > 1 else "a compute node"
     lines = [
         "#!/bin/bash",
-        f"# scalelab sweep {spec.name}: check a compute node (torch, DeepSpeed, GPUs) before the array",
+        f"# scalelab sweep {spec.name}: check {what} (torch, DeepSpeed, GPUs) before the array",
     ]
     lines += [f"#SBATCH {x}" for x in d] + _env_lines(s) + s.setup
     lines += ["exec " + " ".join(shlex.quote(a) for a in argv), ""]

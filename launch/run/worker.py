@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from launch.run.ds_env import write_env_file
 from launch.run.locks import RunLock, slurm_task
 from launch.sweep.status import run_status
 from rundir.files import atomic_write_text
@@ -229,7 +230,7 @@ def rank_commands(
             "pretrain.cli",
             *rest,
         ]
-        return [(argv, {})]
+        return [(argv, {"DS_ENV_FILE": str(write_env_file(run_dir).resolve())})]  # what remote ranks need
     raise ValueError(f"unknown rank mode {mode}")
 
 

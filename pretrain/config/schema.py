@@ -128,6 +128,13 @@ class LoopConfig(StrictModel):
     threads: Annotated[int | None, RESUMABLE] = Field(
         None, gt=0, description="torch CPU threads per rank (default: allotted cores / local ranks)"
     )
+    dist_timeout_s: Annotated[float | None, RESUMABLE] = Field(
+        None,
+        gt=0,
+        description="seconds a collective (all-reduce, barrier, ...) may wait for a peer before the rank "
+        "fails, on every process group (DeepSpeed's included); null: torch's default (30 min). A frozen or "
+        "cut-off node otherwise holds the other nodes' ranks that long; set it above the longest checkpoint save",
+    )
     deterministic: Annotated[bool, RESUMABLE] = Field(
         True,
         description="bitwise-reproducible runs and resumes: fixed OpenMP/MKL thread teams, torch deterministic "

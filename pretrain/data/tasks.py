@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -263,6 +264,7 @@ def run_task(work: Path, phase: str, task_id: int, workers: int | None = None) -
         "inputs": task["inputs"],
         **body,
         "seconds": round(time.perf_counter() - t0, 3),
+        "host": socket.gethostname(),  # which node ran it (a Slurm array spreads tasks over nodes)
         "fingerprint": pass_fingerprint(task, phase, work),
         "done": True,
     }

@@ -23,7 +23,7 @@ from pretrain.config.schema import TrainConfig
 from pretrain.console import Progress
 from pretrain.data.feed import TrainFeed
 from pretrain.data.sampler import micro_batch_start
-from pretrain.engine.distributed import DistInfo
+from pretrain.engine.distributed import DistInfo, name_peers
 from pretrain.engine.prefetch import Prefetcher
 from pretrain.engine.recorder import MetricRecorder
 from pretrain.engine.train_module import DeepSpeedTrainModule, StepOutput
@@ -116,6 +116,7 @@ class Trainer:
         except BaseException as exc:  # OOM, I/O errors...: recorded as failed, the last checkpoint kept
             known = isinstance(exc, TrainingFailed)
             self.status, self.error = "failed", str(exc) if known else f"{type(exc).__name__}: {exc}"
+            self.error = name_peers(self.error, self.dist)  # a lost node: which one
             if known:
                 self.log(f"error: {exc}")
             self._call("on_error", exc)

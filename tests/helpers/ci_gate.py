@@ -1,7 +1,7 @@
-"""Skip or fail when a test's external service (Slurm, Chromium) is missing.
+"""Skip or fail when a test's external service (Slurm, Chromium, the two-node cluster) is missing.
 
 A developer's `make test` skips such tests with the reason shown (-ra). CI (`.ci/run`) sets
-SCALELAB_REQUIRE=slurm,browser after starting them: there a missing service fails its tests, so a
+SCALELAB_REQUIRE=slurm,browser,multinode after starting them: there a missing service fails its tests, so a
 broken set-up can never pass as a green run of skipped tests. SCALELAB_REQUIRE=all requires every
 service."""
 
@@ -12,7 +12,7 @@ import os
 import pytest
 
 ENV = "SCALELAB_REQUIRE"
-FEATURES = ("slurm", "browser")
+FEATURES = ("slurm", "browser", "multinode")
 
 
 def required(feature: str) -> bool:

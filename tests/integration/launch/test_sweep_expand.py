@@ -21,7 +21,7 @@ def test_cli_plan_table_and_bad_spec_exit_2(base, work):
 
 
 def test_slurm_script_dry_run(base, work):
-    from launch.executors.slurm import render_script
+    from launch.executors.slurm import render_check_script, render_script
 
     spec = spec_of(
         base,
@@ -67,6 +67,8 @@ def test_slurm_script_dry_run(base, work):
     multi = spec_of(base, kind="seeds", seeds=[0], executor={"slurm": {"nodes": 4, "gpus_per_node": 8}})
     text = render_script(multi, [work / "r0"], work / "m.txt")
     assert "--mode srun" in text and "#SBATCH --nodes=4" in text and "#SBATCH --ntasks-per-node=8" in text
+    check = render_check_script(multi)  # the node check runs on each node of a run's allocation
+    assert "#SBATCH --nodes=4" in check and "exec srun --nodes=4 --ntasks=4 --ntasks-per-node=1 " in check
     ds = spec_of(
         base, kind="seeds", seeds=[0], executor={"slurm": {"nodes": 2, "gpus_per_node": 8, "launcher": "deepspeed"}}
     )

@@ -1,4 +1,4 @@
-"""CI fails when Slurm or Chromium could not be started; a developer's run skips with the reason."""
+"""CI fails when Slurm, Chromium or the two-node cluster could not be started; a developer skips them."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def test_only_the_required_service_fails(monkeypatch):
         unavailable("slurm", "no sinfo")
 
 
-def test_ci_script_requires_both_services():
+def test_ci_script_requires_every_service():
     text = (REPO / ".ci/run").read_text()
-    assert "SCALELAB_REQUIRE=${SCALELAB_REQUIRE:-slurm,browser}" in text
+    assert "SCALELAB_REQUIRE=${SCALELAB_REQUIRE:-slurm,browser,multinode}" in text
+    # the two-node cluster is brought up, its conf handed to the tests, and torn down on exit
+    assert "bash .ci/cluster_up.sh" in text and "SCALELAB_MULTINODE_CONF" in text
+    assert "bash .ci/cluster_down.sh" in text.split("trap", 2)[-1]

@@ -27,6 +27,8 @@ RESUMABLE_AT_DDC73A7 = {
     "train.max_skipped_steps", "train.checkpoint_at_steps", "train.activation_checkpointing",
     "train.activation_checkpointing_k", "deepspeed.zero_init",
 }  # fmt: skip
+# Added since: the collective timeout (a setting of the cluster, not of the run).
+RESUMABLE_ADDED = {"train.dist_timeout_s"}
 BRANCH_AT_DDC73A7 = {
     "model",
     "data",
@@ -47,7 +49,7 @@ ALIASES_AT_DDC73A7 = {
 
 
 def test_the_role_lists_read_off_the_schema_are_the_hand_kept_ones():
-    assert resumable_keys() == RESUMABLE_AT_DDC73A7
+    assert resumable_keys() == RESUMABLE_AT_DDC73A7 | RESUMABLE_ADDED
     assert branch_keys() == BRANCH_AT_DDC73A7
     assert {k for k in bookkeeping_keys() if covered(k, branch_keys())} == IGNORED_ON_BRANCH_AT_DDC73A7
     assert path_keys() == {"data.out_dir"}
