@@ -67,6 +67,7 @@ class HeldOutEval:
         # window) as padding whose loss is masked out; totals count real tokens only.
         pad = mine[0] if mine else [self.rows[0]]
         total = torch.zeros(len(self.parts), 2, dtype=torch.float64, device=device)  # (sum of losses, tokens) per part
+        routed = torch.zeros(2, dtype=torch.float64, device=device)  # MoE: (assignments run, token-layer pairs)
         for j in range(self.forwards(world)):
             real = j < len(mine)
             batch = mine[j] if real else pad
@@ -83,8 +84,13 @@ class HeldOutEval:
             if real:
                 total[part, 0] += out.loss.double() * y.numel()
                 total[part, 1] += y.numel()
+                for s in out.router_stats:
+                    routed[0] += s.get("routed", 0)
+                    routed[1] += s.get("tokens", 0)
         if world > 1 and dist.is_initialized():
             dist.all_reduce(total)
+            if out.router_stats:  # every rank has the same layers: the collective is matched
+                dist.all_reduce(routed)
         if was_training:
             model.train()
         nats, count = total[:, 0].sum().item(), total[:, 1].sum().item()
@@ -96,6 +102,8 @@ class HeldOutEval:
                 nats / math.log(2) / sum(total[p, 1].item() * part.bytes_per_token for p, part in enumerate(self.parts))
             )
         res = {"val_loss": loss, "val_bpb": bpb}
+        if routed[1].item() > 0:  # realised experts per token at evaluation (variable-k routers; thresholds frozen)
+            res["val_active_experts"] = routed[0].item() / routed[1].item()
         for p, part in enumerate(self.parts):
             if part.label is not None and total[p, 1].item() > 0:
                 loss = total[p, 0].item() / total[p, 1].item()
