@@ -7,9 +7,14 @@ each is weighted by its sigmoid score s_e (renormalised only if `renormalize` is
 number of experts per token varies: a token whose scores stand out for several experts runs
 several, an unremarkable one runs few.
 
-The controller is a stochastic quantile tracker (Robbins-Monro): after each optimizer step,
-tau_e += rate * (share_e / (top_k / E) - 1), share_e the fraction of the step's tokens (all
-micro-batches, all data-parallel ranks) that ran expert e. Its fixed point is share_e = top_k / E
+The controller is a stochastic quantile tracker (Robbins-Monro) in units of each expert's logit
+spread: after each optimizer step, tau_e += rate * sd_e * (share_e / (top_k / E) - 1), share_e
+the fraction of the step's tokens (all micro-batches, all data-parallel ranks) that ran expert e
+and sd_e the standard deviation of its logits over those tokens (so `threshold_update_rate` is
+dimensionless: the logit scale grows during training). After the first step the thresholds are
+calibrated at once to the Gaussian (1 - top_k / E) quantile of each expert's logits,
+mean_e + sd_e * ndtri(1 - top_k / E): in the exploration (docs/moe.md) thresholds started at 0
+left a tiny model at k ~ 1 for a hundred steps. Its fixed point is share_e = top_k / E
 for every expert, so at equilibrium the load is balanced exactly and the mean experts per token
 is top_k: the same active FLOPs as top-k routing, with no auxiliary loss in the gradient and no
 bias that distorts the choice (the threshold sets how many tokens an expert takes, never which
@@ -24,6 +29,8 @@ experts (positive correlation between per-token k and per-token loss), which the
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from models.checkpointing import recomputing
@@ -34,8 +41,11 @@ class SigmoidThresholdRouter(Router):
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
         self.register_buffer("threshold", torch.zeros(cfg.num_experts, dtype=torch.float32))
-        # per expert the tokens that ran it, then the tokens, since the last optimizer step
-        self.register_buffer("step_load", torch.zeros(cfg.num_experts + 1, dtype=torch.float64), persistent=False)
+        self.register_buffer("calibrated", torch.zeros((), dtype=torch.bool))  # thresholds set from logit statistics
+        # since the last optimizer step: per expert the tokens that ran it, the tokens, and per
+        # expert the sum and the sum of squares of its logits
+        e = cfg.num_experts
+        self.register_buffer("step_load", torch.zeros(3 * e + 1, dtype=torch.float64), persistent=False)
 
     def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:
         cfg = self.cfg
@@ -51,8 +61,11 @@ class SigmoidThresholdRouter(Router):
         token_idx, expert_idx, weight = mask_assignments(active, gate)
         requested = active.sum(0)
         if self.training and not recomputing():
-            self.step_load[:-1] += requested
-            self.step_load[-1] += logits.shape[0]
+            e, lg = self.num_experts, logits.detach().double()
+            self.step_load[:e] += requested
+            self.step_load[e] += logits.shape[0]
+            self.step_load[e + 1 : 2 * e + 1] += lg.sum(0)
+            self.step_load[2 * e + 1 :] += (lg * lg).sum(0)
         z = router_z_loss(logits)
         return Routing(
             token_idx=token_idx,
@@ -71,9 +84,18 @@ class SigmoidThresholdRouter(Router):
         return self.step_load
 
     def end_step(self, counts: torch.Tensor) -> None:
-        tokens = counts[-1]
+        e = self.num_experts
+        tokens = counts[e]
         if tokens > 0:
-            share = counts[:-1] / tokens
-            target = self.top_k / self.num_experts
-            self.threshold += (self.cfg.threshold_update_rate * (share / target - 1)).to(self.threshold.dtype)
+            share = counts[:e] / tokens
+            mean = counts[e + 1 : 2 * e + 1] / tokens
+            sd = (counts[2 * e + 1 :] / tokens - mean * mean).clamp_min(0).sqrt()
+            target = self.top_k / e
+            if not self.calibrated:
+                z = torch.special.ndtri(torch.tensor(1 - target, dtype=torch.float64)) if target < 1 else -math.inf
+                self.threshold.copy_((mean + sd * z).to(self.threshold.dtype))
+                self.calibrated.fill_(True)
+            else:
+                step = self.cfg.threshold_update_rate * sd * (share / target - 1)
+                self.threshold += step.to(self.threshold.dtype)
         self.step_load.zero_()

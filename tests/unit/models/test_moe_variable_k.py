@@ -43,7 +43,7 @@ def test_block_shapes_and_assignments(name):
 def test_sigmoid_threshold_controller_holds_mean_k_and_balances():
     """Fixed router, skewed synthetic stream: after the controller settles, the mean experts per
     token over 100 steps is top_k within 2%, and no expert is far from its k/E share."""
-    r = router(d=16, num_experts=8, top_k=2, router="sigmoid_threshold", threshold_update_rate=0.05)
+    r = router(d=16, num_experts=8, top_k=2, router="sigmoid_threshold")
     gen = torch.Generator().manual_seed(1)
     skew = torch.linspace(1.0, -1.0, 16)
     ks, loads = [], torch.zeros(8)
