@@ -66,7 +66,7 @@ TUNE_ARMS = {
     **{f"aux_free_bias-rate{r:g}": {"router": "aux_free_bias", "bias_update_rate": r} for r in (0.001, 0.003, 0.01)},
     **{
         f"sigmoid_threshold-rate{r:g}": {"router": "sigmoid_threshold", "threshold_update_rate": r}
-        for r in (0.02, 0.05, 0.1)
+        for r in (0.05, 0.2, 0.5)
     },
     "relu_l1": {"router": "relu_l1"},
 }
@@ -90,7 +90,7 @@ def arms_for(stage: str, tuned: dict[str, dict] | None) -> dict[str, tuple[dict,
     default = {
         "softmax_topk": {"router": "softmax_topk", "aux_loss_coef": 0.01},
         "aux_free_bias": {"router": "aux_free_bias", "bias_update_rate": 0.001},
-        "sigmoid_threshold": {"router": "sigmoid_threshold", "threshold_update_rate": 0.05},
+        "sigmoid_threshold": {"router": "sigmoid_threshold", "threshold_update_rate": 0.2},
     }
     out = {f: (tuned.get(f, default[f]), FINAL_SEEDS) for f in FINAL_FAMILIES}
     out["token_hash"] = ({"router": "token_hash"}, FEW_SEEDS)

@@ -88,11 +88,11 @@ class MoEConfig(StrictModel):
     )
     l1_coef_init: float = Field(1e-8, gt=0, description="relu_l1: initial L1 coefficient (ReMoE's lambda_0)")
     threshold_update_rate: float = Field(
-        0.05,
+        0.2,
         gt=0,
-        description="sigmoid_threshold: after each optimizer step each expert's logit threshold moves by rate x "
-        "the sd of its logits x (load share / (top_k / num_experts) - 1); after the first step the thresholds "
-        "are calibrated to the Gaussian quantile of the logits",
+        description="sigmoid_threshold: after each optimizer step each expert's threshold on its token-centred logit "
+        "moves by rate x the sd of those logits x (load share / (top_k / num_experts) - 1); after the first step "
+        "the thresholds are calibrated to their Gaussian quantile",
     )
     threshold_min_experts: int = Field(
         1,

@@ -1,26 +1,29 @@
 """Sigmoid scores with a per-expert threshold held by a load controller (scalelab's own router).
 
-A token runs expert e when its margin logit_e - tau_e is positive, tau_e the expert's threshold,
-and always the `threshold_min_experts` experts of highest margin (margins, not scores: the
-thresholds then steer the forced picks too, so no expert's forced load can exceed its budget);
-each is weighted by its sigmoid score s_e (renormalised only if `renormalize` is set). So the
-number of experts per token varies: a token whose scores stand out for several experts runs
-several, an unremarkable one runs few.
+A token runs expert e when its margin c_e - tau_e is positive, where c_e = logit_e - mean_j logit_j
+is the logit centred over the token's experts and tau_e the expert's threshold; it always runs the
+`threshold_min_experts` experts of highest margin (margins, not scores: the thresholds then steer
+the forced picks too, so no expert's forced load can exceed its budget). Each is weighted by its
+sigmoid score s_e = sigmoid(logit_e) (renormalised only if `renormalize` is set). So the number
+of experts per token varies: a token whose scores stand out for several experts runs several, an
+unremarkable one runs few. Centring is per token (causal, batch-independent) and removes the
+drift common to all experts: in the exploration (docs/moe.md) every expert's mean logit fell by
+~0.15 per step early in training (the language-model loss first turns the untrained experts
+down), 1-2 logit sd per step, which thresholds on raw logits could not follow (k stayed at 1.0
+for 40-50 steps at every controller rate tried).
 
-The controller is a stochastic quantile tracker (Robbins-Monro) in units of each expert's logit
-spread: after each optimizer step, tau_e += rate * sd_e * (share_e / (top_k / E) - 1), share_e
-the fraction of the step's tokens (all micro-batches, all data-parallel ranks) that ran expert e
-and sd_e the standard deviation of its logits over those tokens (so `threshold_update_rate` is
-dimensionless: the logit scale grows during training). After the first step the thresholds are
-calibrated at once to the Gaussian (1 - top_k / E) quantile of each expert's logits,
-mean_e + sd_e * ndtri(1 - top_k / E): in the exploration (docs/moe.md) thresholds started at 0
-left a tiny model at k ~ 1 for a hundred steps. Its fixed point is share_e = top_k / E
-for every expert, so at equilibrium the load is balanced exactly and the mean experts per token
-is top_k: the same active FLOPs as top-k routing, with no auxiliary loss in the gradient and no
-bias that distorts the choice (the threshold sets how many tokens an expert takes, never which
-expert a token prefers among those above threshold). Thresholds are persistent buffers (resume
-is exact); evaluation uses them frozen, so each token's routing depends on its own scores only
-(causal, batch-independent).
+The controller is a stochastic quantile tracker (Robbins-Monro) in units of each expert's spread:
+after each optimizer step, tau_e += rate * sd_e * (share_e / (top_k / E) - 1), share_e the
+fraction of the step's tokens (all micro-batches, all data-parallel ranks) that ran expert e and
+sd_e the standard deviation of its centred logits over those tokens (`threshold_update_rate` is
+dimensionless). After the first step the thresholds are calibrated to the Gaussian
+(1 - top_k / E) quantile of each expert's centred logits, mean_e + sd_e * ndtri(1 - top_k / E).
+Its fixed point is share_e = top_k / E for every expert, so at equilibrium the load is balanced
+exactly and the mean experts per token is top_k: the same active FLOPs as top-k routing, with no
+auxiliary loss in the gradient and no bias that distorts the choice (the threshold sets how many
+tokens an expert takes, never which expert a token prefers among those above threshold).
+Thresholds are persistent buffers (resume is exact); evaluation uses them frozen, so each
+token's routing depends on its own scores only (causal, batch-independent).
 
 Claim (docs/moe.md, "Our router"): at equal realised training FLOPs it beats softmax_topk with a
 tuned aux loss and aux_free_bias; the mechanism predicts that tokens with higher loss run more
@@ -43,14 +46,15 @@ class SigmoidThresholdRouter(Router):
         self.register_buffer("threshold", torch.zeros(cfg.num_experts, dtype=torch.float32))
         self.register_buffer("calibrated", torch.zeros((), dtype=torch.bool))  # thresholds set from logit statistics
         # since the last optimizer step: per expert the tokens that ran it, the tokens, and per
-        # expert the sum and the sum of squares of its logits
+        # expert the sum and the sum of squares of its centred logits
         e = cfg.num_experts
         self.register_buffer("step_load", torch.zeros(3 * e + 1, dtype=torch.float64), persistent=False)
 
     def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:
         cfg = self.cfg
         scores = logits.sigmoid()
-        margin = logits.detach() - self.threshold
+        centred = logits.detach() - logits.detach().mean(-1, keepdim=True)
+        margin = centred - self.threshold
         active = margin > 0
         if cfg.threshold_min_experts:
             top = margin.topk(cfg.threshold_min_experts, dim=-1).indices
@@ -61,7 +65,7 @@ class SigmoidThresholdRouter(Router):
         token_idx, expert_idx, weight = mask_assignments(active, gate)
         requested = active.sum(0)
         if self.training and not recomputing():
-            e, lg = self.num_experts, logits.detach().double()
+            e, lg = self.num_experts, centred.double()
             self.step_load[:e] += requested
             self.step_load[e] += logits.shape[0]
             self.step_load[e + 1 : 2 * e + 1] += lg.sum(0)
