@@ -7,6 +7,9 @@ run stops; the step's update is never applied), a non-finite global gradient nor
 where we measure the norm: the update is skipped) and a stop request (SIGTERM/SIGUSR1 on some
 rank). Every rank runs every micro-batch's backward whatever its loss, so no rank is left waiting
 in another's gradient all-reduce.
+
+Post-step hooks (`add_post_step_hook`) run on every rank after each optimizer step (also a skipped
+one), before any callback: the MoE router controllers (pretrain/engine/moe_controllers.py).
 """
 
 from __future__ import annotations

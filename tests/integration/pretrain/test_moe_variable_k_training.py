@@ -53,6 +53,8 @@ def test_sigmoid_threshold_trains_and_resumes_exactly(tiny_data, tmp_path):
     assert s["flops_realised"] == pytest.approx(last["flops_realised"])
     assert s["moe"]["active_experts"] == pytest.approx(last["moe/active_experts_run"])
     assert s["moe"]["val_active_experts"] == pytest.approx(last["val_active_experts"])
+    per_layer = [last[f"val_active_experts/layer{i}"] for i in (0, 1)]
+    assert last["val_active_experts"] == pytest.approx(sum(per_layer) / 2)
     # realised FLOPs = config FLOPs + the experts run beyond (or short of) top_k, at 18 d d_ff per assignment
     per_assignment = 6 * 3 * 48 * 64  # n50k: d_model 48
     tokens = s["tokens"] * 2  # two MoE layers
