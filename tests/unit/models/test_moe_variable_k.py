@@ -241,3 +241,24 @@ def test_eval_loss_per_token_is_the_same_at_batch_1_and_batch_n(name):
             ]
         )
     assert torch.allclose(batch, one, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sigmoid_threshold", "relu_l1", "token_hash"])
+def test_heldout_eval_loss_is_the_same_at_eval_batch_1_and_4(name):
+    """The trainer's validation loss (pretrain.evaluation.HeldOutEval) of a variable-k router does not
+    depend on the evaluation batch size, and reports the realised experts per token per layer."""
+    import numpy as np
+
+    from pretrain.evaluation import HeldOutEval
+
+    model = tiny_gpt(name)
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(3):
+        model(torch.randint(0, 64, (4, 16), generator=gen))
+        update_router_controllers(model)
+    tokens = np.random.default_rng(0).integers(0, 64, 8 * 17 + 1)
+    one = HeldOutEval(tokens, 16, 8 * 16, 1.0, 1).run(model, torch.device("cpu"))
+    four = HeldOutEval(tokens, 16, 8 * 16, 1.0, 4).run(model, torch.device("cpu"))
+    assert one["val_loss"] == pytest.approx(four["val_loss"], rel=1e-6)
+    assert one["val_active_experts"] == pytest.approx(four["val_active_experts"])
+    assert set(four) >= {"val_active_experts/layer0", "val_active_experts/layer1"}
