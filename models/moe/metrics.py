@@ -169,11 +169,13 @@ def summarize(router_stats: list[dict]) -> dict[str, float]:
 
 
 def console_summary(metrics: dict) -> str:
-    """One short line, e.g. `moe imb 1.21/1.48 drop 0.8% ent 1.93 aux 1.012 z 0.41`."""
+    """One short line, e.g. `moe imb 1.21/1.48 drop 0.8% k 1.98 ent 1.93 aux 1.012 z 0.41`."""
     if "moe/imbalance" not in metrics:
         return ""
     parts = [f"moe imb {metrics['moe/imbalance']:.2f}/{metrics.get('moe/max_imbalance', float('nan')):.2f}"]
     parts.append(f"drop {100 * metrics.get('moe/dropped_frac', 0.0):.1f}%")
+    if "moe/active_experts" in metrics:  # realised experts per token (variable-k routers, capacity drops)
+        parts.append(f"k {metrics['moe/active_experts']:.2f}")
     if "moe/entropy" in metrics:
         parts.append(f"ent {metrics['moe/entropy']:.2f}")
     if "moe/aux_loss" in metrics:
