@@ -14,6 +14,13 @@ at the first seed plus the dense model at every seed, then every seed of the `--
 study at other sizes) train the dense model and the best router at their first seed, for the
 size trend of the compute ratio.
 
+`--paired` runs the router study's second protocol instead (docs/moe.md, "The router study"):
+paired seeds, a tuned baseline, equal realised FLOPs, intervals and a stated power:
+
+    python benchmarks/moe_routers.py --paired --size n100k --stage tune      # the grids, 2 seeds
+    python benchmarks/moe_routers.py --paired --size n200k --stage final --tuned PATH/tune.json
+    python benchmarks/moe_routers.py --paired --size n200k --stage final --plan-only   # budget, MDE
+
 FLOPs: models/accounting.py's training FLOPs per token, 6 x active matmul parameters (output
 projection and router included; top_k routed experts, expert_choice k x capacity factor) + 12 x
 layers x d_model x seq_len for attention, times tokens; nominal: assignments dropped beyond
@@ -290,6 +297,11 @@ def print_table(res: dict) -> None:
 
 
 def main() -> None:
+    if "--paired" in sys.argv:
+        from moe_router_protocol import main as paired_main  # the paired-seed protocol (benchmarks/)
+
+        paired_main([a for a in sys.argv[1:] if a != "--paired"])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spec", default=DEFAULT_SPEC)
     ap.add_argument(

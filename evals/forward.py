@@ -26,7 +26,7 @@ def hidden_states(model, input_ids: torch.Tensor, kv_caches: list | None = None)
     cos, sin = cos.to(emb.weight.dtype), sin.to(emb.weight.dtype)
     x = emb(input_ids)
     for i, layer in enumerate(model.model.layers):
-        x, _ = layer(x, cos, sin, kv_caches[i] if kv_caches else None)
+        x, _ = layer(x, cos, sin, kv_caches[i] if kv_caches else None, input_ids)
     return model.model.norm(x)
 
 
@@ -80,6 +80,7 @@ def backbone(
             v = v.repeat_interleave(a.n_heads // a.n_kv, dim=1)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, scale=a.scale)
         x = x + a.o_proj(y.transpose(1, 2).reshape(b, t, -1))
-        m = layer.mlp(layer.post_attention_layernorm(x))
+        h = layer.post_attention_layernorm(x)
+        m = layer.mlp(h, ids) if getattr(layer, "routes_by_token", False) else layer.mlp(h)
         x = x + (m[0] if isinstance(m, tuple) else m)
     return model.model.norm(x), kv

@@ -48,10 +48,12 @@ class Block(nn.Module):
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = build_ffn(cfg, layer_idx)
+        self.routes_by_token = getattr(self.mlp, "routes_by_token", False)  # token_hash: the MoE layer takes the ids
 
-    def forward(self, x, cos, sin, kv_cache=None):
+    def forward(self, x, cos, sin, kv_cache=None, token_ids=None):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache)
-        h, aux = self.mlp(self.post_attention_layernorm(x))  # aux: MoE router losses/stats, or None
+        h = self.post_attention_layernorm(x)
+        h, aux = self.mlp(h, token_ids) if self.routes_by_token else self.mlp(h)  # aux: MoE losses/stats, or None
         return x + h, aux
 
 
@@ -113,9 +115,9 @@ class GPT(nn.Module):
         recompute = self.checkpoint_layers if self.training and torch.is_grad_enabled() and not kv_caches else ()
         for i, layer in enumerate(self.model.layers):
             if i in recompute:
-                x, aux = checkpointed(layer, x, cos, sin)
+                x, aux = checkpointed(layer, x, cos, sin, None, input_ids)
             else:
-                x, aux = layer(x, cos, sin, kv_caches[i] if kv_caches else None)
+                x, aux = layer(x, cos, sin, kv_caches[i] if kv_caches else None, input_ids)
             if aux is not None:
                 aux_losses.append(aux.loss)
                 stats.append(aux.stats | {"layer": i})

@@ -67,6 +67,7 @@ class HeldOutEval:
         # window) as padding whose loss is masked out; totals count real tokens only.
         pad = mine[0] if mine else [self.rows[0]]
         total = torch.zeros(len(self.parts), 2, dtype=torch.float64, device=device)  # (sum of losses, tokens) per part
+        routed: dict[int, torch.Tensor] = {}  # MoE, per layer: (assignments run, tokens)
         for j in range(self.forwards(world)):
             real = j < len(mine)
             batch = mine[j] if real else pad
@@ -83,8 +84,19 @@ class HeldOutEval:
             if real:
                 total[part, 0] += out.loss.double() * y.numel()
                 total[part, 1] += y.numel()
+                for s in out.router_stats:
+                    acc = routed.setdefault(s["layer"], torch.zeros(2, dtype=torch.float64, device=device))
+                    acc[0] += s.get("routed", 0)
+                    acc[1] += s.get("tokens", 0)
+        layers = sorted(routed)
+        flat = torch.stack([routed[i] for i in layers]) if layers else None
         if world > 1 and dist.is_initialized():
             dist.all_reduce(total)
+            if out.router_stats:  # every rank ran the same forwards over the same layers: the collective is matched
+                if flat is None:  # a rank whose windows were all padding counted nothing
+                    flat = torch.zeros(len(out.router_stats), 2, dtype=torch.float64, device=device)
+                    layers = [s["layer"] for s in out.router_stats]
+                dist.all_reduce(flat)
         if was_training:
             model.train()
         nats, count = total[:, 0].sum().item(), total[:, 1].sum().item()
@@ -96,6 +108,13 @@ class HeldOutEval:
                 nats / math.log(2) / sum(total[p, 1].item() * part.bytes_per_token for p, part in enumerate(self.parts))
             )
         res = {"val_loss": loss, "val_bpb": bpb}
+        if flat is not None and flat[:, 1].sum().item() > 0:
+            # realised experts per token at evaluation (variable-k routers; controllers frozen): mean over
+            # MoE layers, and per layer
+            per = (flat[:, 0] / flat[:, 1].clamp_min(1)).tolist()
+            res["val_active_experts"] = sum(per) / len(per)
+            for i, v in zip(layers, per):
+                res[f"val_active_experts/layer{i}"] = v
         for p, part in enumerate(self.parts):
             if part.label is not None and total[p, 1].item() > 0:
                 loss = total[p, 0].item() / total[p, 1].item()

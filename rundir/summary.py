@@ -61,6 +61,9 @@ class RunSummary:
     unique_tokens: int | None = None
     sources: dict[str, Any] = field(default_factory=dict)  # SOURCE_PREFIXES keys, flattened when written
     moe: dict | None = None  # MoE runs only: models.moe.accounting.moe_summary (written only when set)
+    # MoE runs only (written only when set): training FLOPs of the experts the routers actually ran
+    # (pretrain/callbacks/moe.py); `flops` stays the config count (models/accounting.py)
+    flops_realised: float | None = None
     # Branches only (train.init_from), written only when set: {run: the parent's run directory,
     # step: the branch point}, and the tokens and FLOPs of the parent's prefix (steps 1..step), which
     # `tokens` and `flops` include but this run did not compute.
@@ -83,12 +86,14 @@ class RunSummary:
         """The JSON object as written: known keys in order, mixture keys after `unique_tokens`."""
         d = asdict(self)
         sources, other, error, version = d.pop("sources"), d.pop("other"), d.pop("error"), d.pop("schema_version")
-        moe, optimizer = d.pop("moe"), d.pop("optimizer")
+        moe, optimizer, realised = d.pop("moe"), d.pop("optimizer"), d.pop("flops_realised")
         parametrization = {k: d.pop(k) for k in ("parametrization", "mup")}
         lineage = {k: d.pop(k) for k in ("init_from", "shared_tokens", "shared_flops")}
         d.update(sources)
         if moe is not None:
             d["moe"] = moe
+        if realised is not None:
+            d["flops_realised"] = realised
         if lineage["init_from"] is not None:
             d.update(lineage)
         if optimizer is not None:

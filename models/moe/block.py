@@ -48,12 +48,18 @@ class MoEFeedForward(nn.Module):
         self.shared_mlp = SwiGLU(d_model, d_ff * moe.num_shared_experts) if moe.num_shared_experts else None
         # All experts local; pretrain.engine.expert_parallel swaps in an AllToAllDispatcher.
         self.dispatcher = LocalDispatcher(moe.num_experts)
+        self.routes_by_token = moe.router == "token_hash"  # models.gpt.Block passes the token ids
+        self.record_routing = False  # keep the last forward's assignments (models.moe.stability)
+        self.last_routing: tuple[torch.Tensor, torch.Tensor, int] | None = None
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, MoEAux]:
+    def forward(self, x: torch.Tensor, token_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, MoEAux]:
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
-        routing = self.router.route(flat, seq_len=shape[-2] if x.dim() == 3 else flat.shape[0])
+        ids = token_ids.reshape(-1) if token_ids is not None else None
+        routing = self.router.route(flat, seq_len=shape[-2] if x.dim() == 3 else flat.shape[0], token_ids=ids)
         routing = self.limit_capacity(routing)
+        if self.record_routing:
+            self.last_routing = (routing.token_idx.detach(), routing.expert_idx.detach(), flat.shape[0])
         rows, counts, ctx = self.dispatcher.dispatch(flat, routing)
         y = self.dispatcher.combine(self.experts(rows, counts), ctx)
         if self.shared_mlp is not None:
@@ -77,13 +83,17 @@ class MoEFeedForward(nn.Module):
         probs = r.probs.detach()
         entropy = -(probs * probs.clamp_min(1e-20).log()).sum(-1).mean()
         dropped = torch.as_tensor(r.dropped, dtype=torch.float32) / max(1, r.dropped_of)
+        t = probs.shape[0]
+        per_token = torch.bincount(r.token_idx, minlength=t)  # experts each token ran (after capacity)
         return {
             "router": self.moe_cfg.router,
             "load": r.requested.detach().float(),
             "dropped_frac": dropped,
             "dropped": r.dropped,  # counts, so that a step's micro-batches and ranks sum exactly
             "dropped_of": r.dropped_of,
-            "tokens": probs.shape[0],
+            "tokens": t,
+            "routed": r.token_idx.numel(),  # assignments the experts ran: realised active experts x tokens
+            "k_hist": torch.bincount(per_token, minlength=self.num_experts + 1)[: self.num_experts + 1].float(),
             "entropy": entropy,
             **r.stats,
         }

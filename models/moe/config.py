@@ -9,7 +9,9 @@ from pydantic import Field, model_validator
 from base.roles import SweepAxis
 from base.strict import StrictModel
 
-RouterName = Literal["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"]
+RouterName = Literal[
+    "softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn", "relu_l1", "token_hash", "sigmoid_threshold"
+]
 ROUTER_NAMES: tuple[str, ...] = RouterName.__args__
 
 
@@ -73,6 +75,32 @@ class MoEConfig(StrictModel):
     seq_aux_loss_coef: float = Field(
         0.0, ge=0, description="aux_free_bias: sequence-level balance loss coefficient (DeepSeek-V3 used 1e-4)"
     )
+    aux_loss_scope: Literal["micro_batch", "sequence", "global_batch"] = Field(
+        "micro_batch",
+        description="softmax_topk: the tokens over which the balance loss counts expert loads: each micro-batch, "
+        "each sequence, or the global batch (loads summed over the step's micro-batches so far and over "
+        "data-parallel ranks before the loss is formed)",
+    )
+    l1_target_rate: float = Field(
+        1.2,
+        gt=1,
+        description="relu_l1: after each optimizer step the L1 coefficient is multiplied by this when the mean "
+        "active experts per token exceed top_k, divided by it when below (ReMoE's alpha)",
+    )
+    l1_coef_init: float = Field(1e-8, gt=0, description="relu_l1: initial L1 coefficient (ReMoE's lambda_0)")
+    threshold_update_rate: float = Field(
+        0.2,
+        gt=0,
+        description="sigmoid_threshold: after each optimizer step each expert's threshold on its token-centred logit "
+        "moves by rate x the sd of those logits x (load share / (top_k / num_experts) - 1); after the first step "
+        "the thresholds are calibrated to their Gaussian quantile",
+    )
+    threshold_min_experts: int = Field(
+        1,
+        ge=0,
+        description="sigmoid_threshold: every token runs at least this many experts (its highest scores), "
+        "above-threshold experts come on top; the controller counts them all",
+    )
     sinkhorn_iters: int = Field(8, ge=1, description="sinkhorn: normalisation iterations for the balanced assignment")
     ep_size: int = Field(
         1,
@@ -90,6 +118,16 @@ class MoEConfig(StrictModel):
     def _check(self) -> MoEConfig:
         if self.top_k > self.num_experts:
             raise ValueError(f"model.moe.top_k={self.top_k} must be <= model.moe.num_experts={self.num_experts}")
+        if self.router == "sigmoid_threshold" and self.threshold_min_experts > self.top_k:
+            raise ValueError(
+                f"model.moe.threshold_min_experts={self.threshold_min_experts} must be <= model.moe.top_k="
+                f"{self.top_k} (the controller holds the mean at top_k)"
+            )
+        if self.aux_loss_scope != "micro_batch" and self.router != "softmax_topk":
+            raise ValueError(
+                f"model.moe.aux_loss_scope={self.aux_loss_scope} applies to router softmax_topk only "
+                f"(router is {self.router}; aux_free_bias has seq_aux_loss_coef)"
+            )
         if self.num_experts % self.ep_size:
             raise ValueError(f"model.moe.ep_size={self.ep_size} must divide model.moe.num_experts={self.num_experts}")
         return self

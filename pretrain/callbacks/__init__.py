@@ -46,9 +46,9 @@ def default_callbacks(trainer) -> list[Callback]:
 
         out.append(NoiseScale(module, feed.sampler))
     if getattr(cfg.model, "moe", None) is not None:
-        from pretrain.callbacks.moe import MoERouterMetrics  # deferred: imports torch
+        from pretrain.callbacks.moe import MoERouterMetrics, RoutingStability  # deferred: imports torch
 
-        out.append(MoERouterMetrics(module))
+        out += [MoERouterMetrics(module), RoutingStability(module, feed.val_parts)]
     if cfg.eval is not None:
         from pretrain.callbacks.inloop_eval import CheckpointEvaluation  # deferred: imports torch
 

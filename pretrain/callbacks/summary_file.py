@@ -21,11 +21,14 @@ class SummaryFileWriter(Callback):
         self.module, self.counts, self.feed, self.speed = module, counts, feed, speed
         self.final_loss = self.mfu = None
         self.last_val: dict = {}  # the last held-out evaluation's values
+        self.realised: dict = {}  # MoE: realised training FLOPs and experts per token so far
 
     def log_metrics(self, step: int, rec: dict) -> None:
         self.final_loss, self.mfu = rec.get("loss"), rec.get("mfu")
         if "val_loss" in rec:
-            self.last_val = {k: v for k, v in rec.items() if k.startswith(("val_loss", "val_bpb"))}
+            self.last_val = {k: v for k, v in rec.items() if k.startswith(("val_loss", "val_bpb", "val_active"))}
+        if "flops_realised" in rec:  # MoE: what the routers actually ran (pretrain/callbacks/moe.py)
+            self.realised = {k: rec[k] for k in ("flops_realised", "moe/active_experts_run") if k in rec}
 
     def post_train(self) -> None:
         s = self._write()
@@ -90,6 +93,11 @@ class SummaryFileWriter(Callback):
         out.update(self.feed.summary(step * tps, step * cfg.train.global_batch_size))
         if cfg.model.moe is not None:  # the MoE shape the MoE scaling laws read (scaling/data/moe_inputs.py)
             out["moe"] = moe_summary(cfg.model, cfg.model.vocab_size)
+            # Realised compute: the experts the routers ran (variable-k routers, capacity drops), beside
+            # the config-only `flops` (models/accounting.py, what the planner uses).
+            out["flops_realised"] = self.realised.get("flops_realised")
+            out["moe"]["active_experts"] = self.realised.get("moe/active_experts_run")
+            out["moe"]["val_active_experts"] = self.last_val.get("val_active_experts")
         shapes = base_shapes(cfg.model)
         out["parametrization"] = shapes.pop("parametrization")
         if shapes:  # mup: the base shapes a transfer is relative to
@@ -105,11 +113,12 @@ class SummaryFileWriter(Callback):
         return out
 
     def state_dict(self) -> dict:
-        return {"final_loss": self.final_loss, "mfu": self.mfu, "last_val": self.last_val}
+        return {"final_loss": self.final_loss, "mfu": self.mfu, "last_val": self.last_val, "realised": self.realised}
 
     def load_state_dict(self, state: dict) -> None:
         self.final_loss, self.mfu = state.get("final_loss"), state.get("mfu")
         self.last_val = dict(state.get("last_val") or {})
+        self.realised = dict(state.get("realised") or {})
 
 
 def _f(x) -> str:

@@ -7,6 +7,9 @@ run stops; the step's update is never applied), a non-finite global gradient nor
 where we measure the norm: the update is skipped) and a stop request (SIGTERM/SIGUSR1 on some
 rank). Every rank runs every micro-batch's backward whatever its loss, so no rank is left waiting
 in another's gradient all-reduce.
+
+Post-step hooks (`add_post_step_hook`) run on every rank after each optimizer step (also a skipped
+one), before any callback: the MoE router controllers (pretrain/engine/moe_controllers.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pretrain.optim.adamw import param_groups
 from rundir.schedules import lr_at
 
 LossHook = Callable[[int, int, torch.Tensor], torch.Tensor]  # (step, micro, loss) -> loss, e.g. a test's fault
+PostStepHook = Callable[[int, "StepOutput"], None]  # (step, out) after the optimizer step, e.g. router controllers
 
 
 @dataclass
@@ -55,6 +59,7 @@ class DeepSpeedTrainModule:
         self.gas = grad_accum_steps(cfg, dist.world_size)
         self.skipped_steps = 0  # steps whose update was skipped for a non-finite gradient norm
         self._loss_hooks: list[LossHook] = []
+        self._post_step_hooks: list[PostStepHook] = []
 
     def build(self) -> None:
         import deepspeed  # deferred: imports deepspeed
@@ -107,6 +112,15 @@ class DeepSpeedTrainModule:
         # parameters (fp32, or bf16 autocast: pretrain/engine/ds_config.py), where it clips without
         # keeping the norm: measure it ourselves there.
         self.own_grad_norm = engine_stage == 0 and cfg.precision != "fp16"
+        if getattr(cfg.model, "moe", None) is not None:
+            from pretrain.engine.moe_controllers import attach_router_controllers  # deferred: imports torch
+
+            attach_router_controllers(self)
+
+    def add_post_step_hook(self, fn: PostStepHook) -> None:
+        """`fn(step, out)` runs on every rank after each optimizer step (also a skipped one), before
+        any callback sees the step: state that the step's forwards counted (router controllers)."""
+        self._post_step_hooks.append(fn)
 
     def add_loss_hook(self, fn: LossHook) -> None:
         """`fn(step, micro, loss)` may replace each micro-batch's loss before backward (tests' faults)."""
@@ -163,7 +177,10 @@ class DeepSpeedTrainModule:
         if skipped:
             self._on_skipped(step)
         grad_norm = norm if self.own_grad_norm else self.engine.get_global_grad_norm()
-        return StepOutput(loss_sum, aux_sum, stats, grad_norm, lr, skipped, stop, timer.result())
+        out = StepOutput(loss_sum, aux_sum, stats, grad_norm, lr, skipped, stop, timer.result())
+        for hook in self._post_step_hooks:
+            hook(step, out)
+        return out
 
     def _agree(self, checked: torch.Tensor, norm: torch.Tensor | None, stop: bool) -> tuple[bool, bool, bool]:
         """(non-finite loss, non-finite gradient norm, stop) on any rank: the step's one collective

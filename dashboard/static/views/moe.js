@@ -1,5 +1,6 @@
 // MoE view: loss vs compute for dense and MoE runs with a `fit moe` law; router comparison across MoE
-// runs; per run, expert load heatmaps per layer, imbalance, dropped tokens.
+// runs; per run, expert load heatmaps per layer, imbalance (step and micro-batch), dropped tokens, load entropy,
+// dead experts, realised experts per token and their distribution, routing change (figures from dashboard/views/moe_router.py).
 import { el, fmt, getJSON, plot, downloadLink, setStatus } from "../ui.js";
 
 function paramsTable(rec, flags) {

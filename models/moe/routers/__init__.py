@@ -8,14 +8,20 @@ from models.moe.config import MoEConfig
 from models.moe.routers.aux_free_bias import AuxFreeBiasRouter
 from models.moe.routers.base import Router, Routing
 from models.moe.routers.expert_choice import ExpertChoiceRouter
+from models.moe.routers.relu_l1 import ReluL1Router
+from models.moe.routers.sigmoid_threshold import SigmoidThresholdRouter
 from models.moe.routers.sinkhorn import SinkhornRouter
 from models.moe.routers.softmax_topk import SoftmaxTopKRouter
+from models.moe.routers.token_hash import TokenHashRouter
 
 ROUTERS: dict[str, type[Router]] = {
     "softmax_topk": SoftmaxTopKRouter,
     "aux_free_bias": AuxFreeBiasRouter,
     "expert_choice": ExpertChoiceRouter,
     "sinkhorn": SinkhornRouter,
+    "relu_l1": ReluL1Router,
+    "token_hash": TokenHashRouter,
+    "sigmoid_threshold": SigmoidThresholdRouter,
 }
 
 

@@ -3,7 +3,7 @@
 Affinities s = sigmoid(logits) (or softmax). Experts are *selected* by top-k of s + b, where b
 is a per-expert bias that never touches the gate weights (weights are s of the selected experts,
 renormalised by default for sigmoid). The router counts its assignments in `step_load` during
-training forwards; after each optimizer step `models.moe.balance.update_expert_biases` applies
+training forwards; after each optimizer step `models.moe.balance.update_router_controllers` applies
 b += rate * sign(mean_load - load) to every such layer at once (one all-reduce for all layers).
 An optional sequence-level balance loss (DeepSeek-V3 eq. 17-20) can be added.
 """
@@ -70,3 +70,17 @@ class AuxFreeBiasRouter(Router):
             num_tokens=logits.shape[0],
             dropped_of=expert_idx.numel(),
         )
+
+    def step_counts(self) -> torch.Tensor:
+        return self.step_load
+
+    def end_step(self, counts: torch.Tensor) -> None:
+        sign_update(self.score_bias, counts.to(self.step_load.dtype), self.cfg.bias_update_rate)
+        self.step_load.zero_()
+
+
+def sign_update(bias: torch.Tensor, load: torch.Tensor, rate: float) -> None:
+    """b += rate * sign(mean_load - load), in place: overloaded experts become less attractive.
+    A layer that counted nothing (no training forward since the last update) keeps its bias."""
+    if load.sum() > 0:
+        bias += rate * torch.sign(load.mean() - load)

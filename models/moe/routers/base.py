@@ -91,6 +91,23 @@ def switch_balance_loss(probs: torch.Tensor, top_idx: torch.Tensor, num_experts:
     return num_experts * (f * p).sum()
 
 
+def sequence_switch_loss(probs: torch.Tensor, top_idx: torch.Tensor, num_experts: int, seq_len: int) -> torch.Tensor:
+    """The Switch balance loss formed per sequence and averaged over sequences (1 at balance)."""
+    t, k = top_idx.shape
+    n_seq = t // seq_len
+    p = probs.view(n_seq, seq_len, num_experts).mean(1)  # (S, E)
+    onehot = torch.zeros(n_seq, seq_len * k, num_experts, device=probs.device, dtype=probs.dtype)
+    onehot.scatter_(2, top_idx.reshape(n_seq, seq_len * k, 1), 1.0)
+    f = onehot.sum(1) / (k * seq_len)  # (S, E)
+    return num_experts * (f * p).sum(-1).mean()
+
+
+def mask_assignments(active: torch.Tensor, gate: torch.Tensor):
+    """Variable-k routing: every (token, expert) where `active` (T, E) is true, token-major; weights from `gate`."""
+    token_idx, expert_idx = active.nonzero(as_tuple=True)
+    return token_idx, expert_idx, gate[token_idx, expert_idx]
+
+
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
     """ST-MoE z-loss: mean over tokens of logsumexp(logits)^2 (keeps router logits small)."""
     return torch.logsumexp(logits, dim=-1).pow(2).mean()
@@ -119,9 +136,21 @@ class Router(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             return F.linear(x.float(), self.weight.float())
 
-    def route(self, x: torch.Tensor, seq_len: int) -> Routing:
-        """The assignments for the (T, d_model) input x; seq_len splits T into sequences."""
+    def route(self, x: torch.Tensor, seq_len: int, token_ids: torch.Tensor | None = None) -> Routing:
+        """The assignments for the (T, d_model) input x; seq_len splits T into sequences; token_ids
+        (T,) are the input tokens (used by token_hash only)."""
         return self.assign(self(x), seq_len)
+
+    # Controllers (aux_free_bias, relu_l1, sigmoid_threshold, softmax_topk's global_batch scope)
+    # count during training forwards and update after each optimizer step:
+    # `models.moe.balance.update_router_controllers` sums every router's `step_counts()` over the
+    # data-parallel ranks in one all-reduce and hands each router its part in `end_step`.
+    def step_counts(self) -> torch.Tensor | None:
+        """Counts since the last optimizer step that the controller needs summed over ranks (None: none)."""
+        return None
+
+    def end_step(self, counts: torch.Tensor | None) -> None:
+        """After the optimizer step: update the controller from the rank-summed `counts`, reset them."""
 
     def assign(self, logits: torch.Tensor, seq_len: int) -> Routing:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -275,7 +275,7 @@ def test_moe_view(page, server, demo):
     _open(page, server, "moe", "#moe-load_layer0 .heatmaplayer, #moe-load_layer0 .hm")
     assert page.eval_on_selector("#moe-load_layer0", "d => d.data[0].type") == "heatmap"
     assert page.eval_on_selector("#moe-load_layer0", "d => d.data[0].z.length") == 8  # experts
-    for fid in ("imbalance", "dropped_frac"):
+    for fid in ("imbalance", "dropped_frac", "imbalance_micro", "load_entropy", "active_experts", "k_distribution"):
         assert _traces(page, f"moe-{fid}") >= 1
     moe_runs = [r for r in demo["ids"] if r.startswith("tiny-moe/")]
     assert _traces(page, "moe-compare_imbalance") == len(moe_runs)  # one trace per router/run

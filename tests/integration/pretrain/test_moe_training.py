@@ -193,10 +193,22 @@ def test_expert_parallel_two_ranks_matches_ep1_and_resumes_exactly(tiny_data, tm
     ]
 
 
-ROUTER_CASES = ["softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn"]  # all four: one launch trains them
+# every router, and softmax_topk's global-batch balance scope (its loads summed over the 2 ranks in
+# the forward): one launch trains them all
+ROUTER_CASES = [
+    "softmax_topk",
+    "aux_free_bias",
+    "expert_choice",
+    "sinkhorn",
+    "relu_l1",
+    "token_hash",
+    "sigmoid_threshold",
+    "softmax_topk+global_batch",
+]
 
 
-def zero3_overrides(data: Path, router: str) -> list[str]:
+def zero3_overrides(data: Path, case: str) -> list[str]:
+    router, _, scope = case.partition("+")
     return tiny_overrides(
         data,
         **(
@@ -211,6 +223,7 @@ def zero3_overrides(data: Path, router: str) -> list[str]:
                 "model.moe.router": router,
                 "model.moe.bias_update_rate": 0.01,
             }
+            | ({"model.moe.aux_loss_scope": scope} if scope else {})
         ),
     )
 

@@ -130,3 +130,32 @@ def test_runs_table_shows_epochs(tmp_path):
     assert TABLE_COLUMNS.index("epochs") == TABLE_COLUMNS.index("tokens") + 1
     js = (Path(__file__).resolve().parents[3] / "dashboard/static/views/runs.js").read_text()
     assert '{ key: "epochs", label: "epochs"' in js
+
+
+def test_moe_view_shows_router_health():
+    """The router-health metrics of the study (k distribution, routing change, per-micro-batch
+    imbalance, load entropy, dead experts, realised k) become figures of the MoE view."""
+    recs = [
+        {
+            "step": s,
+            "moe/layer0/load/expert0": 0.5,
+            "moe/layer0/load/expert1": 0.5,
+            "moe/layer0/imbalance_micro": 1.3,
+            "moe/layer0/load_entropy": 0.99,
+            "moe/layer0/dead_experts": 0.0,
+            "moe/layer0/active_experts": 1.9,
+            "moe/active_experts": 1.9,
+            "moe/k_frac/k0": 0.0,
+            "moe/k_frac/k1": 0.3,
+            "moe/k_frac/k2": 0.7,
+            **({"moe/routing_change": 0.25} if s == 2 else {}),
+        }
+        for s in (1, 2)
+    ]
+    figs = {f["id"]: f for f in moe_view.figures(recs)}
+    assert {"imbalance_micro", "load_entropy", "dead_experts", "active_experts"} <= set(figs)
+    k = figs["k_distribution"]["data"]
+    assert [t["name"] for t in k] == ["1 experts", "2 experts"] and k[1]["y"] == [0.7, 0.7]
+    assert figs["routing_change"]["data"][0]["x"] == [2] and figs["routing_change"]["data"][0]["y"] == [0.25]
+    cmp = moe_view.compare([({"id": "r", "router": "sigmoid_threshold"}, recs)])
+    assert {f["id"] for f in cmp} >= {"compare_active_experts", "compare_routing_change"}
