@@ -202,9 +202,19 @@ def versions() -> dict:
     return out
 
 
-def commit() -> str | None:
-    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    return res.stdout.strip() or None if res.returncode == 0 else None
+def commit(wheels: Path) -> str | None:
+    """The checkout's commit; where it has no .git (a copied working tree), the one gpu_wheels/ was made at."""
+    try:
+        res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        if res.returncode == 0 and res.stdout.strip():
+            return res.stdout.strip()
+    except OSError:
+        pass
+    manifest = wheels / "MANIFEST.json"
+    if manifest.exists():
+        made = json.loads(manifest.read_text()).get("commit")
+        return f"{made} (gpu_wheels/MANIFEST.json)" if made else None
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,7 +354,7 @@ class Check:
         xml = self.work / "cuda-tests.xml"
         cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
         if self.cuda and importlib.util.find_spec("xdist") is not None:
-            cmd += ["-n", "4"]  # tiny trainings side by side on the one GPU; the node has the cores
+            cmd += ["-n", "6"]  # tiny trainings side by side on the one GPU; the node has the cores
         cmd += ["--junitxml", str(xml), *CUDA_TEST_FILES]
         env = {"SCALELAB_PREPARED_DATA": str(self.data)}  # the node has no corpus: the tests train on this
         if self.args.data_root:
@@ -627,10 +637,9 @@ def part_matmul(_args: dict) -> dict:
 
 
 def part_plain_loop(args: dict) -> dict:
-    """The model of the trainer's run in a plain PyTorch loop: fp32 weights, bf16 autocast on CUDA,
-    fused AdamW, the same micro-batch and data; tokens/s after warm-up, peak memory."""
-    import contextlib
-
+    """The model of the trainer's run in a plain PyTorch loop: on CUDA bf16 weights and fused AdamW
+    (the trainer's ZeRO-1 bf16 runs the same bf16 forward and backward, plus an fp32 master step),
+    the same micro-batch, sequence and data; tokens/s after warm-up, peak memory."""
     import torch
 
     from models.accounting import model_counts
@@ -644,28 +653,28 @@ def part_plain_loop(args: dict) -> dict:
     data = open_mixture(cfg.data, prepare_missing=False).components[0].data
     mcfg = cfg.model.model_copy(update={"vocab_size": data.vocab_size})
     cuda = torch.cuda.is_available()
+    if not cuda:
+        torch.set_num_threads(1)  # as the toy trainer runs (train.threads=1)
     dev = torch.device("cuda" if cuda else "cpu")
+    dtype = torch.bfloat16 if cuda and cfg.precision == "bf16" else torch.float32
     torch.manual_seed(0)
-    model = GPT(mcfg).to(dev)
+    model = GPT(mcfg).to(dev, dtype)
     opt = torch.optim.AdamW(param_groups(model, cfg.optim), lr=cfg.optim.lr, **({"fused": True} if cuda else {}))
     sampler = WindowSampler(data.split_tokens("train"), mcfg.seq_len, 0)
     bs = cfg.train.micro_batch_size
-    warm, measured = (3, 10) if cuda else (1, 2)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda and cfg.precision == "bf16" else contextlib.nullcontext()
+    warm, measured = (3, 10) if cuda else (1, 3)
     for step in range(warm + measured):
         if step == warm:
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
         x, y = sampler.batch(step * bs, bs)
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        with amp:
-            loss = model(x, targets=y, logits=False).loss
+        loss = model(x.to(dev, non_blocking=True), targets=y.to(dev, non_blocking=True), logits=False).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
-    loss.item()
+    final = float(loss)
     if cuda:
         torch.cuda.synchronize()
     tps = measured * bs * mcfg.seq_len / (time.perf_counter() - t0)
@@ -674,10 +683,10 @@ def part_plain_loop(args: dict) -> dict:
         "tokens_per_s": tps,
         "micro_batch": bs,
         "seq_len": mcfg.seq_len,
-        "precision": "bf16 autocast, fp32 weights" if cuda and cfg.precision == "bf16" else "fp32",
+        "precision": str(dtype).removeprefix("torch."),
         "flops_per_token": model_counts(mcfg).flops_per_token,
         "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
-        "final_loss": float(loss),
+        "final_loss": final,
     }
 
 
@@ -817,7 +826,7 @@ def main(argv=None) -> int:
         "device": device,
         "cuda": cuda,
         "toy": not cuda,
-        "commit": commit(),
+        "commit": commit(wheels),
         "versions": versions(),
         "install": install,
         "data": str(data),

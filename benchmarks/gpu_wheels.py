@@ -224,7 +224,9 @@ def main(argv=None) -> int:
     evals = eval_data(out)
     wheels = sorted(p.name for p in out.glob("*.whl"))
     meta = json.loads((data / "meta.json").read_text())
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     manifest = {
+        "commit": head.stdout.strip() or None,  # the checkout the folder was made in (the node may have no .git)
         "python_version": args.python_version,
         "distributions": dists,
         "wheels": wheels,

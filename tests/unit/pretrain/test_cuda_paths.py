@@ -63,7 +63,7 @@ def test_bf16_autocast_at_zero0_tracks_fp32(base, tmp_path):
     bf16 = train(base, tmp_path / "bf16", precision="bf16")
     assert [r["step"] for r in bf16] == [r["step"] for r in fp32]
     for a, b in zip(fp32, bf16, strict=True):
-        assert math.isfinite(b["loss"]) and b["loss"] == pytest.approx(a["loss"], abs=2e-2), a["step"]
+        assert math.isfinite(b["loss"]) and b["loss"] == pytest.approx(a["loss"], rel=1e-2), a["step"]
     summary = json.loads((tmp_path / "bf16" / "summary.json").read_text())
     assert summary["peak_source"].startswith("table:") and summary["peak_source"].endswith(":bf16")
 
@@ -96,7 +96,7 @@ def test_torch_compile_through_deepspeed_trains_like_eager(base, tmp_path):
     eager = train(base, tmp_path / "eager", precision="bf16")
     compiled = train(base, tmp_path / "compiled", precision="bf16", **{"train.compile": True})
     for a, b in zip(eager, compiled, strict=True):
-        assert b["loss"] == pytest.approx(a["loss"], abs=3e-2), a["step"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-2), a["step"]
 
 
 def test_prefetch_pins_host_batches_and_copies_them_to_the_gpu():
@@ -135,7 +135,7 @@ def test_zero3_partitioned_init_draws_from_the_cuda_generator(base, tmp_path):
     """Under ZeRO-3 with zero_init the parameters are created on the GPU: the same seed gives the
     same weights in every ZeRO-3 run (and they train), not the CPU-built ones (docstring of
     pretrain/engine/zero_init.py)."""
-    over = {"deepspeed.zero_stage": 3, "precision": "bf16", "train.steps": 2, "train.checkpoint_every_steps": 2}
+    over = {"deepspeed.zero_stage": 3, "precision": "bf16", "train.steps": 2}
     a = train(base, tmp_path / "a", **over)
     b = train(base, tmp_path / "b", **over)
     cpu_built = train(base, tmp_path / "c", **over, **{"deepspeed.zero_init": False})
