@@ -40,7 +40,7 @@ def test_toy_check_runs_every_tier_and_writes_one_json(tiny_data, tmp_path):
     assert tp["tokens_per_s"] > 0 and tp["seq_len"] == 128 and tp["memory"]["estimate_device"] == "cpu"
     assert tp["memory"]["measured_gib"] > 0 and tp["memory"]["met"] is None  # goals are GPU goals
     assert t2["plain_loop"]["tokens_per_s"] > 0 and t2["plain_loop"]["trainer_over_plain"] > 0
-    assert t3["compile"]["backend"] == "aot_eager" and t3["compile"]["speedup"] > 0
+    assert t3["compile"]["backend"] == "eager" and t3["compile"]["speedup"] > 0
     assert t3["moe"]["status"] == "ok" and t3["muon"]["status"] == "ok"
     ev = t3["eval_adapter"]["by_dtype"]
     assert ev["float32"]["requests"] > 0 and ev["float32"]["met"]  # our adapter = lm-eval's hf to 1e-4
