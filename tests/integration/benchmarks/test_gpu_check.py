@@ -49,6 +49,21 @@ def test_toy_check_runs_every_tier_and_writes_one_json(tiny_data, tmp_path):
     assert not list(out.iterdir())[1:]  # only gpu_check.json: the run directories are elsewhere and removed
 
 
+def test_time_guard_stops_cleanly_and_keeps_the_json(tiny_data, tmp_path):
+    """A budget far too short: what runs out of time is killed (timeout) or never started (skipped),
+    the check exits 1 soon after the budget, and the JSON says so."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(CHECK), "--out", str(out), "--only", "1", "--budget-s", "6"]
+    cmd += ["--data", str(tiny_data), "--wheels", str(tmp_path / "none")]
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    data = json.loads((out / "gpu_check.json").read_text())
+    parts = data["tiers"]["1"]["parts"]
+    assert list(parts) == ["cuda_tests", "train_zero3"]
+    assert {p["status"] for p in parts.values()} <= {"ok", "timeout", "skipped"}
+    assert data["status"] in ("timeout", "skipped") and data["wall_s"] < 6 + 20
+
+
 def test_bad_tier_exits_2_before_any_work(tmp_path):
     res = subprocess.run(
         [sys.executable, str(CHECK), "--out", str(tmp_path / "o"), "--only", "4"],
