@@ -868,7 +868,7 @@ def main(argv=None) -> int:
             limit = args.budget_s if len(only) == 1 else limit * slack + saved
             guard.begin_tier(limit)
             t0 = time.monotonic()
-            print(f"tier {tier} (<= {limit}s): {title}", flush=True)
+            print(f"tier {tier} (<= {limit:.0f}s): {title}", flush=True)
             getattr(check, f"tier{tier}")()
             rec.tier_done(tier, time.monotonic() - t0)
             saved = max(0.0, limit - (time.monotonic() - t0))
