@@ -16,7 +16,7 @@ LINT := $(BIN)/lint-imports || status=$$?; \
 	$(BIN)/ruff check . || status=$$?; \
 	$(BIN)/ruff format --check . || status=$$?;
 
-.PHONY: setup quickstart test test-fast test-repeat lint docs notebooks clean
+.PHONY: setup quickstart test test-fast test-repeat lint docs notebooks gpu-wheels clean
 
 setup: $(VENV)/.installed
 
@@ -66,6 +66,13 @@ docs: setup
 NB ?=
 notebooks: setup
 	MPLBACKEND=Agg HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONPATH=$(CURDIR) $(BIN)/python notebooks/execute.py $(NB)
+
+# What an air-gapped GPU node's image lacks (DeepSpeed with ops unbuilt, pydantic, lm-eval, ...) as wheels for
+# its Python, plus a small prepared gutenberg100 set, in gpu_wheels/ (ignored; < 64 MiB with the tree): carry it
+# and run benchmarks/gpu_check.py there (docs/benchmarks.md, "The GPU check"). Needs the package index.
+GPU_PYTHON ?= 3.12
+gpu-wheels: setup
+	$(BIN)/python benchmarks/gpu_wheels.py --out gpu_wheels --python-version $(GPU_PYTHON)
 
 clean:
 	rm -rf $(VENV) runs data fits quickstart

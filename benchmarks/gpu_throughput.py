@@ -79,6 +79,10 @@ def parse_args(argv=None):
         help="extra config override for every run (e.g. train.compile=true, train.activation_checkpointing=full)",
     )
     ap.add_argument("--data-dir", help="prepared data folder (data.out_dir); default data/<name> in the checkout")
+    ap.add_argument(
+        "--config",
+        help="base train config (default configs/train/gpt-125m.yaml on GPU, configs/train/tiny.yaml on CPU)",
+    )
     ap.add_argument("--work", help="folder for the run directories (default: a temporary folder, removed)")
     ap.add_argument("--out", help="write the results as JSON here")
     return ap.parse_args(argv)
@@ -160,7 +164,7 @@ def read_result(run_dir: Path) -> dict:
 def run_one(model: str, zero: int, args, cuda: bool, gpus: int, work: Path) -> dict:
     over = overrides(model, zero, args, cuda, gpus)
     run_dir = work / f"{model}-zero{zero}"
-    base = str(REPO / ("configs/train/gpt-125m.yaml" if cuda else "configs/train/tiny.yaml"))
+    base = args.config or str(REPO / ("configs/train/gpt-125m.yaml" if cuda else "configs/train/tiny.yaml"))
     cmd = command(base, over, args.set, run_dir, gpus)
     t0 = time.time()
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})

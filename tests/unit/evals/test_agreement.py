@@ -1,11 +1,13 @@
 """Our adapter equals lm-eval's reference `hf` model on the exported checkpoint (same tasks,
-same limits, local task data): every metric to 1e-4."""
+same limits, local task data): every metric to 1e-4, on the CPU and (`cuda` mark, skipped without
+CUDA; benchmarks/gpu_check.py runs it on a GPU node) with both models on the GPU."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+import torch
 
 from evals import tasks as T
 from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_run_dir
@@ -13,8 +15,15 @@ from tests.helpers import tiny_model, tiny_model_config, tiny_tokenizer, write_r
 TASKS = ["blimp_anaphor_number_agreement", "lambada_openai", "piqa", "winogrande", "arc_easy", "tinyshakespeare_bpb"]
 
 
+CUDA = pytest.param(
+    "cuda",
+    marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
+)
+
+
 @pytest.mark.skipif(not T.data_root().exists(), reason="bundled eval data not found (SCALELAB_DATA_ROOT)")
-def test_adapter_agrees_with_lm_eval_hf(tmp_path):
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_adapter_agrees_with_lm_eval_hf(device, tmp_path):
     import lm_eval
 
     from evals.adapter import ScalelabLM
@@ -28,9 +37,9 @@ def test_adapter_agrees_with_lm_eval_hf(tmp_path):
     try:
         tm = resolved.task_manager()
         kw = dict(tasks=TASKS, task_manager=tm, limit=6, bootstrap_iters=0, log_samples=False, verbosity="ERROR")
-        ours = lm_eval.simple_evaluate(model=ScalelabLM(path=str(rd), device="cpu", batch_size=4), **kw)["results"]
+        ours = lm_eval.simple_evaluate(model=ScalelabLM(path=str(rd), device=device, batch_size=4), **kw)["results"]
         ref = lm_eval.simple_evaluate(
-            model="hf", model_args=f"pretrained={tmp_path / 'hf'},dtype=float32", device="cpu", batch_size=4, **kw
+            model="hf", model_args=f"pretrained={tmp_path / 'hf'},dtype=float32", device=device, batch_size=4, **kw
         )["results"]
     finally:
         resolved.cleanup()
