@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from base.cli import ArgumentParser
 from pretrain.engine.extensions import ExtensionLockTimeout
 from pretrain.errors import ConfigError, DataError
 from rundir.accelerators import MEMORY_BYTES
@@ -349,7 +350,7 @@ def cmd_config(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pretrain.cli", description="scalelab train (launcher entry point)")
+    p = ArgumentParser(prog="python -m pretrain.cli", description="scalelab train (launcher entry point)")
     add_train_args(p)
     return cmd_train(p.parse_args(argv))
 

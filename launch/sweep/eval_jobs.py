@@ -19,7 +19,6 @@ missing eval data), before any model is loaded.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -31,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from base.cli import ArgumentParser
 from evals.tasks import EvalError, resolve_tasks
 from pretrain.errors import ConfigError
 from rundir.layout import LOCK, RunDir
@@ -353,7 +353,7 @@ def worker(argv: list[str] | None = None) -> int:
     """Evaluate the given runs in this process; a failing run is reported and the others go on."""
     from evals.run_eval import evaluate_run  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
-    ap = argparse.ArgumentParser(prog="python -m launch.sweep.eval_jobs")
+    ap = ArgumentParser(prog="python -m launch.sweep.eval_jobs")
     ap.add_argument("runs", nargs="*")
     ap.add_argument("--manifest")
     ap.add_argument("--index", type=int)
