@@ -65,7 +65,7 @@ docs: setup
 # under notebooks/.studies). One notebook: make notebooks NB=3_batch_size_and_lr
 NB ?=
 notebooks: setup
-	MPLBACKEND=Agg HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONPATH=$(CURDIR) $(BIN)/python notebooks/execute.py $(NB)
+	MPLBACKEND=Agg HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python notebooks/execute.py $(NB)
 
 clean:
 	rm -rf $(VENV) runs data fits quickstart
