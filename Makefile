@@ -9,7 +9,8 @@ PYTEST := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -n $(TEST_WORKERS
 # the nav) into a failure. Never add --quiet: MkDocs 1.6 then counts no warnings and passes a broken link.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
 # The static checks, as a recipe fragment: each runs even when one before it failed, and a failure sets $$status.
-# lint-imports: the package layers; .ci/import_cycles.py: no import cycle between modules (JS included);
+# lint-imports: the package layers; .ci/import_cycles.py: no import cycle between modules (JS included) nor between
+# subpackages (but those its allow-list names, with why);
 # ruff: the lint rules and the formatting of pyproject.toml's [tool.ruff].
 LINT := $(BIN)/lint-imports || status=$$?; \
 	$(BIN)/python .ci/import_cycles.py || status=$$?; \
