@@ -11,11 +11,12 @@ MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
 # The static checks, as a recipe fragment: each runs even when one before it failed, and a failure sets $$status.
 # lint-imports: the package layers; .ci/import_cycles.py: no import cycle between modules (JS included) nor between
 # subpackages (but those its allow-list names, with why);
-# ruff: the lint rules and the formatting of pyproject.toml's [tool.ruff].
+# ruff: the lint rules and the formatting of pyproject.toml's [tool.ruff]; mypy: the static types ([tool.mypy]).
 LINT := $(BIN)/lint-imports || status=$$?; \
 	$(BIN)/python .ci/import_cycles.py || status=$$?; \
 	$(BIN)/ruff check . || status=$$?; \
-	$(BIN)/ruff format --check . || status=$$?;
+	$(BIN)/ruff format --check . || status=$$?; \
+	$(BIN)/mypy || status=$$?;
 
 .PHONY: setup quickstart test test-fast test-repeat lint docs notebooks clean
 

@@ -145,7 +145,7 @@ def _points(spec: SweepSpec, b: ConfigBuilder) -> tuple[list, list[str]]:
 
 def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     iso = spec.isoflop
-
+    assert iso is not None  # the spec's validator: kind isoflop has an isoflop section
     for what, vals in (("budgets", iso.budgets), ("models", iso.models)):
         if not vals:
             raise ConfigError(f"sweep spec: isoflop.{what}: empty axis")
@@ -157,9 +157,9 @@ def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     for m in iso.models:
         label = model_label(m)
         _, cfg = b.resolve([("model", m)], label)
-        c = model_counts(cfg.model, vocab_for(cfg))
-        fpt = flops_per_token(c, iso.compute)
-        models.append((m, label, fpt, cfg, c.total))
+        counts = model_counts(cfg.model, vocab_for(cfg))
+        fpt = flops_per_token(counts, iso.compute)
+        models.append((m, label, fpt, cfg, counts.total))
     out, skipped = [], []
     for c in sorted(iso.budgets):
         kept = 0
@@ -272,15 +272,19 @@ def _budget_hparams(law, budget: float, cfg) -> tuple[list, dict]:
 
 def _batch_lr(spec: SweepSpec, b: ConfigBuilder):
     bl = spec.batch_lr
-
+    assert bl is not None  # the spec's validator: kind batch_lr has a batch_lr section
     models = bl.models if bl.models else [None]
     out = []
     for m in models:
         label = model_label(m) if m is not None else ""
         centre = bl.per_model.get(label) or bl.centre or {}
-        batches = bl.batch_sizes or [_need(centre, "batch_size", label) * f for f in (bl.batch_factors or [1.0])]
+        sizes = (
+            [float(x) for x in bl.batch_sizes]
+            if bl.batch_sizes
+            else [_need(centre, "batch_size", label) * f for f in (bl.batch_factors or [1.0])]
+        )
         lrs = bl.lrs or [_need(centre, "lr", label) * f for f in (bl.lr_factors or [1.0])]
-        batches = [int(round(x)) for x in batches]
+        batches = [int(round(x)) for x in sizes]
         if not batches or not lrs:
             raise ConfigError("sweep spec: batch_lr: empty axis (batch sizes or lrs)")
         if any(x < 1 for x in batches):
@@ -412,10 +416,10 @@ def adopt_existing(p: Plan) -> list[tuple[str, str]]:
             by_id.setdefault(rid, d)
     adopted = []
     for r in missing:
-        d = by_id.pop(r.id, None)
-        if d is not None:
-            adopted.append((r.name, d.name))
-            _rename(r, d.name, d)
+        found = by_id.pop(r.id) if r.id in by_id else None
+        if found is not None:
+            adopted.append((r.name, found.name))
+            _rename(r, found.name, found)
     return adopted
 
 
