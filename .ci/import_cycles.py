@@ -192,13 +192,6 @@ SUBPACKAGE_CYCLES_ALLOWED: dict[frozenset[str], str] = {
         "and MFU into their callbacks and has a callbacks config build the callbacks outside the loop, which "
         "leaves engine -> callbacks as the only direction"
     ),
-    frozenset({"launch.sweep", "launch.executors", "launch.run"}): (
-        "sweep/ holds both what a sweep is (spec, expansion, status, data jobs) and the commands that dispatch it to "
-        "executors (cli, cancel, eval_jobs, preflight), while executors use sweep's depends, data_jobs and "
-        "node_check and the worker (run/) reads sweep.status. The fix moves those commands above executors "
-        "(launch/commands/) and spec's Slurm fields below them; it renames modules that running Slurm scripts "
-        "name (python -m launch.sweep.eval_jobs) while launch/executors/ is being changed for multi-node runs"
-    ),
 }
 
 

@@ -21,7 +21,7 @@ SUBSYSTEMS = [
     "scaling.cli",
     "scaling.cli.design",
     "launch.commands.predict_curve",
-    "launch.sweep.cli",
+    "launch.commands.sweep",
     "launch.commands.runs",
     "evals.cli",
     "dashboard.cli",

@@ -23,7 +23,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from base.strict import StrictModel
-from launch.executors import slurm_fields
+from launch.sweep import slurm_fields
 from pretrain.config.loader import PROJECT_ROOT, apply_overrides, read_yaml
 from pretrain.errors import ConfigError
 
