@@ -51,7 +51,9 @@ class PlannedRun:
 
 
 @dataclass
-class Plan:
+class SweepExpansion:
+    """A sweep spec expanded into its named runs (`scalelab sweep plan` prints it; not the planner's `plan`)."""
+
     spec: SweepSpec
     runs: list[PlannedRun]
     skipped: list[str]  # human-readable notes (e.g. isoflop pairs below min_steps)
@@ -64,7 +66,7 @@ class Plan:
         return {r.name: r for r in self.runs}
 
 
-def expand(spec: SweepSpec) -> Plan:
+def expand(spec: SweepSpec) -> SweepExpansion:
     b = ConfigBuilder(spec)
     points, skipped = _points(spec, b)
     if spec.axes and spec.kind not in ("grid", "zip"):
@@ -89,7 +91,7 @@ def expand(spec: SweepSpec) -> Plan:
         runs.append(run)
     if not runs:
         raise ConfigError("sweep spec expands to no runs")
-    return Plan(spec, runs, skipped)
+    return SweepExpansion(spec, runs, skipped)
 
 
 def _cross(spec: SweepSpec, points: list) -> list:
@@ -372,7 +374,7 @@ def _throughput(spec: SweepSpec) -> float:
     return 2e10  # fp32 on a couple of busy CPU cores
 
 
-def plan(path: str | Path, overrides: list[str] | None = None) -> Plan:
+def plan(path: str | Path, overrides: list[str] | None = None) -> SweepExpansion:
 
     p = expand(load_spec(path, overrides))
     adopt_existing(p)
@@ -392,7 +394,7 @@ def load_plan(args):
     return p
 
 
-def adopt_existing(p: Plan) -> list[tuple[str, str]]:
+def adopt_existing(p: SweepExpansion) -> list[tuple[str, str]]:
     """Runs whose directory is missing take over an existing directory of the same run under another name.
 
     Names once left out one-value grid axes (so giving such an axis a second value renamed every
