@@ -98,9 +98,15 @@ class ParamSplit:
     largest_tensor: int  # the largest single tensor
 
 
+def _vocab(cfg: ModelConfig) -> int:
+    if cfg.vocab_size is None:
+        raise ValueError("model.vocab_size must be resolved before the memory estimate")
+    return cfg.vocab_size
+
+
 def param_split(cfg: ModelConfig) -> ParamSplit:
     c = model_counts(cfg)
-    d, v, L = cfg.d_model, cfg.vocab_size, cfg.n_layers
+    d, v, L = cfg.d_model, _vocab(cfg), cfg.n_layers
     norms = 2 * d * L + d
     embed = v * d
     moe = getattr(cfg, "moe", None)
@@ -197,7 +203,7 @@ def activation_bytes(
     h, L = cfg.d_model, cfg.n_layers
     residual = 2 if mode == "half" else 4
     norm = ({"fp32": 12 * h, "half": 8 * h, "autocast": 10 * h}[mode] + 4) * tokens  # the final norm
-    logits = LOGIT_BUFFERS * 4 * cfg.vocab_size * tokens
+    logits = LOGIT_BUFFERS * 4 * _vocab(cfg) * tokens
     checkpointed = {"none": 0, "full": L}.get(checkpointing)
     if checkpointed is None:
         if not k or k < 1:
