@@ -327,15 +327,19 @@ class MainJob:
                 batch_lr_skipped=self.batch_lr_skipped,
                 transfer=self.transfer_result,
             )
+        self.announce(report, study["line"], comparison, fits)
+        return 0
+
+    def announce(self, report: Path, study_line: str, comparison: dict, fits: Path) -> None:
+        """The closing lines: where the report is, the study, predicted vs measured, the dashboard command."""
         print(f"\nreport: {report}")
-        print(study["line"])
+        print(study_line)
         print(
             f"predicted loss {comparison['predicted']:.4f} (95% prediction interval "
             f"{comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
             f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}"
         )
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
-        return 0
 
     def skip_note(self) -> str:
         """Why stage 2 does not run, for the log and the report."""
