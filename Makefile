@@ -9,12 +9,14 @@ PYTEST := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/pytest -n $(TEST_WORKERS
 # the nav) into a failure. Never add --quiet: MkDocs 1.6 then counts no warnings and passes a broken link.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
 # The static checks, as a recipe fragment: each runs even when one before it failed, and a failure sets $$status.
-# lint-imports: the package layers; .ci/import_cycles.py: no import cycle between modules (JS included);
-# ruff: the lint rules and the formatting of pyproject.toml's [tool.ruff].
+# lint-imports: the package layers; .ci/import_cycles.py: no import cycle between modules (JS included) nor between
+# subpackages (but those its allow-list names, with why);
+# ruff: the lint rules and the formatting of pyproject.toml's [tool.ruff]; mypy: the static types ([tool.mypy]).
 LINT := $(BIN)/lint-imports || status=$$?; \
 	$(BIN)/python .ci/import_cycles.py || status=$$?; \
 	$(BIN)/ruff check . || status=$$?; \
-	$(BIN)/ruff format --check . || status=$$?;
+	$(BIN)/ruff format --check . || status=$$?; \
+	$(BIN)/mypy || status=$$?;
 
 .PHONY: setup quickstart test test-fast test-repeat lint docs notebooks gpu-wheels clean
 
@@ -65,7 +67,7 @@ docs: setup
 # under notebooks/.studies). One notebook: make notebooks NB=3_batch_size_and_lr
 NB ?=
 notebooks: setup
-	MPLBACKEND=Agg HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONPATH=$(CURDIR) $(BIN)/python notebooks/execute.py $(NB)
+	MPLBACKEND=Agg HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python notebooks/execute.py $(NB)
 
 # What an air-gapped GPU node's image lacks (DeepSpeed with ops unbuilt, pydantic, lm-eval, ...) as wheels for
 # its Python, plus a small prepared gutenberg100 set, in gpu_wheels/ (ignored; < 64 MiB with the tree): carry it

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from base.ports import free_port  # noqa: E402
 from tests.helpers.data import SHARED, prepared_data  # noqa: E402  (the repository's packages, from any directory)
 
 CONF = Path(os.environ.get("SCALELAB_MULTINODE_CONF") or "/var/tmp/scalelab-multinode/slurm.conf")
@@ -158,12 +158,6 @@ def measure(run_dir: Path) -> dict:
         "grad_mb": summary["params"] * 4 / 1e6,
         "final_loss": summary["final_loss"],
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from base.ports import free_port
 from models.config import ModelConfig
 from models.gpt import GPT
 from pretrain.config.schema import OptimConfig
@@ -94,12 +94,6 @@ def two_rank_worker(rank: int, port: int, args, out) -> None:
     if rank == 0:
         out.update(res)
     dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:

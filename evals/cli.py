@@ -6,9 +6,9 @@ tokenizer mismatch) - reported before any model is loaded.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from base.cli import ArgumentParser
 from evals.export import export_checkpoint
 from evals.tasks import EvalError
 from rundir.checkpoints import CheckpointError
@@ -96,7 +96,7 @@ def cmd_export_hf(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m evals.cli")
+    p = ArgumentParser(prog="python -m evals.cli")
     register(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(argv)
     return int(args.func(args) or 0)

@@ -27,6 +27,7 @@ from evals import results as res
 from evals.config import EvalSection
 from evals.run_eval import FAULT_ENV, evaluate_run, resolve_suite
 from evals.tasks import resolve_tasks
+from rundir.layout import RunDir
 
 
 class LmEvalEvaluator:
@@ -41,7 +42,7 @@ class LmEvalEvaluator:
     def done(self, section: EvalSection, run_dir: Path, step: int) -> bool:
         """Results of this suite at this step, none failed (a resumed run saves its final checkpoint again)."""
         try:
-            doc = json.loads((Path(run_dir) / "evals" / f"{step}.json").read_text())
+            doc = json.loads(RunDir(run_dir).eval_file(step).read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return False
         return (section.suite or "custom") in doc.get("suites", []) and not doc.get("failed")
@@ -95,7 +96,7 @@ class LmEvalEvaluator:
                 tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
                 raise RuntimeError(f"evaluation process exited with code {proc.returncode}: {' | '.join(tail)}")
         step = int(ckpt.name.removeprefix("step_"))
-        return json.loads((run_dir / "evals" / f"{step}.json").read_text())
+        return json.loads(RunDir(run_dir).eval_file(step).read_text())
 
     def _record(self, section: EvalSection, job, doc: dict | None, error: str | None, dt: float) -> None:
 

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from base.cli import ArgumentParser
 from base.errors import UserError
 
 # (module, attribute) pairs; imported lazily so `scalelab fit` never pays for torch.
@@ -20,7 +21,7 @@ SUBSYSTEMS = [
     "scaling.cli",
     "scaling.cli.design",
     "launch.commands.predict_curve",
-    "launch.sweep.cli",
+    "launch.commands.sweep",
     "launch.commands.runs",
     "evals.cli",
     "dashboard.cli",
@@ -29,7 +30,8 @@ SUBSYSTEMS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # options and positionals in any order, in every subcommand (their parsers inherit the class)
+    parser = ArgumentParser(
         prog="scalelab",
         description="LLM pretraining and scaling-law research platform.",
     )

@@ -81,11 +81,14 @@ def find_source(
         return Source("runs", root, None, f"your run tree {root}")
     qs = quickstart_dir()
     if quickstart is not None and want in ("auto", "quickstart"):
-        root = qs / "runs" / quickstart if quickstart else None
+        qs_root = qs / "runs" / quickstart if quickstart else None
         fits = qs / "fits"
-        if (root is None and fits.is_dir()) or (root is not None and _has_done_runs(root)):
+        if (qs_root is None and fits.is_dir()) or (qs_root is not None and _has_done_runs(qs_root)):
             return Source(
-                "quickstart", root, fits if fits.is_dir() else None, f"the main job's output {_shown(root or fits)}"
+                "quickstart",
+                qs_root,
+                fits if fits.is_dir() else None,
+                f"the main job's output {_shown(qs_root or fits)}",
             )
     if want == "quickstart" and quickstart is not None:
         raise FileNotFoundError(f"SCALELAB_NB_SOURCE=quickstart: no main-job output under {qs} (run `make quickstart`)")

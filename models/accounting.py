@@ -152,11 +152,12 @@ def _ffn_counts(cfg: ModelConfig) -> tuple[int, int]:
 def moe_layer_counts(cfg: ModelConfig) -> tuple[int, int]:
     """(total, active) parameters of one MoE FFN layer."""
     moe = cfg.moe
+    assert moe is not None, "an MoE model's counts need its moe section"
     d, f = cfg.d_model, moe.d_ff or cfg.ffn_dim
     expert = 3 * d * f
     router = d * moe.num_experts
     shared = moe.num_shared_experts * expert
-    k = moe.top_k
+    k: float = moe.top_k
     if moe.router == "expert_choice":
         k = k * (moe.capacity_factor or 1.0)
     return moe.num_experts * expert + shared + router, int(round(k * expert)) + shared + router
@@ -166,6 +167,7 @@ def moe_ffn_counts(cfg: ModelConfig) -> tuple[int, int]:
     """(total, active) FFN parameters over all layers, MoE and dense."""
     total = active = 0
     moe_total, moe_active = moe_layer_counts(cfg)
+    assert cfg.moe is not None  # moe_layer_counts checked it
     for i in range(cfg.n_layers):
         if cfg.moe.is_moe_layer(i):
             total, active = total + moe_total, active + moe_active

@@ -60,12 +60,16 @@ class Block(nn.Module):
 class Backbone(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        assert cfg.vocab_size is not None, "GPT checks that the vocabulary size is resolved"
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
 
 
 class GPT(nn.Module):
+    rope_cos: torch.Tensor  # buffers (register_buffer): the rotary tables for the training context
+    rope_sin: torch.Tensor
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         if cfg.vocab_size is None:

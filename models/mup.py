@@ -31,13 +31,19 @@ def is_mup(cfg: ModelConfig) -> bool:
     return cfg.parametrization == "mup"
 
 
+def _base_width(cfg: ModelConfig) -> int:
+    if cfg.mup_base_width is None:  # ModelConfig requires it under mup; a config built around the check lacks it
+        raise ValueError("model.mup_base_width is required with model.parametrization: mup")
+    return cfg.mup_base_width
+
+
 def width_mult(cfg: ModelConfig) -> float:
     """m = d_model / mup_base_width under mup; 1 under sp."""
-    return cfg.d_model / cfg.mup_base_width if is_mup(cfg) else 1.0
+    return cfg.d_model / _base_width(cfg) if is_mup(cfg) else 1.0
 
 
 def base_head_dim(cfg: ModelConfig) -> int:
-    return cfg.mup_base_head_dim or max(1, cfg.mup_base_width // cfg.n_heads)
+    return cfg.mup_base_head_dim or max(1, _base_width(cfg) // cfg.n_heads)
 
 
 def attention_scale(cfg: ModelConfig) -> float:

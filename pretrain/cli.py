@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from base.cli import ArgumentParser
 from pretrain.engine.extensions import ExtensionLockTimeout
 from pretrain.errors import ConfigError, DataError
 from rundir.accelerators import MEMORY_BYTES
@@ -225,9 +226,10 @@ def _write_ranks(run_dir: Path, ranks: list[dict]) -> None:
 def _copy_tokenizer(prepared, run_dir: Path) -> None:
     """Make the run directory self-contained for evaluation and export."""
 
-    tmp = run_dir / "tokenizer.json.tmp"  # written whole or not at all: a stop may come at any moment
+    rd = RunDir(run_dir)
+    tmp = rd.tokenizer.with_name(rd.tokenizer.name + ".tmp")  # written whole or not at all: a stop may come any time
     shutil.copyfile(prepared.tokenizer_path, tmp)
-    os.replace(tmp, run_dir / "tokenizer.json")
+    os.replace(tmp, rd.tokenizer)
     meta = {
         "vocab_size": prepared.vocab_size,
         "eot_id": prepared.eot_id,
@@ -237,14 +239,14 @@ def _copy_tokenizer(prepared, run_dir: Path) -> None:
     }
     if prepared.meta.get("mixture"):
         meta["mixture"] = prepared.meta["mixture"]
-    atomic_write_text(run_dir / "tokenizer_meta.json", json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(rd.tokenizer_meta, json.dumps(meta, indent=2) + "\n")
 
 
 def _same_tokenizer(run_dir: Path, prepared) -> bool:
     """The run directory's tokenizer (from its first attempt) is the prepared data's, byte for byte."""
 
     try:
-        old = json.loads((run_dir / "tokenizer_meta.json").read_text())["tokenizer"]["sha256"]
+        old = json.loads(RunDir(run_dir).tokenizer_meta.read_text())["tokenizer"]["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return old == (prepared.meta.get("tokenizer") or {}).get("sha256")
@@ -328,7 +330,7 @@ def cmd_config(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pretrain.cli", description="scalelab train (launcher entry point)")
+    p = ArgumentParser(prog="python -m pretrain.cli", description="scalelab train (launcher entry point)")
     add_train_args(p)
     return cmd_train(p.parse_args(argv))
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from pretrain.config.schema import WandbConfig
+from rundir.layout import RunDir
 
 
 class WandbLogger:
@@ -27,7 +28,7 @@ class WandbLogger:
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb  # deferred: imports wandb
 
-        id_file = run_dir / "wandb_id"
+        id_file = RunDir(run_dir).wandb_id
         if resume and id_file.exists():
             run_id = id_file.read_text().strip()
         else:

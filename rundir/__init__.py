@@ -9,9 +9,11 @@ dashboard share (docs/ARCHITECTURE.md). Modules:
   checkpoints  which `checkpoints/step_<N>` count, which one a path means
   lock         the lock holder record and the non-blocking probe
   read         run directories -> states (`run_status`) and registry rows (`load_runs`)
+  write        a run directory from parts, without training (tests, the dashboard demo, synthetic data)
   config, tokenizer   a run's model section and its own tokenizer
   schedules    the lr a run's schedule section implies at every step
-  devices      accelerator peak FLOP/s by device and precision (cost projections and MFU)
+  dotted       dotted keys (`optim.name`) read from nested dicts that were never validated
+  accelerators accelerator peak FLOP/s and memory by device and precision (cost projections, MFU, dry runs)
   weights      the trained model itself (torch; only evaluation and export import it)
 Everything but `weights` is torch-free, so the dashboard and the scaling-law fitter use it.
 """

@@ -41,7 +41,8 @@ def proc_stat(pid: int) -> list[str] | None:
 def proc_start_ticks(pid: int) -> int | None:
     """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); None if gone/unknown."""
     try:
-        return int(proc_stat(pid)[19])
+        fields = proc_stat(pid)
+        return int(fields[19]) if fields is not None else None
     except (TypeError, IndexError, ValueError):
         return None
 

@@ -50,7 +50,7 @@ def _step(line: str) -> int:
 
 def read_metrics(path: Path) -> list[dict]:
     """Every record of a metrics.jsonl (a missing file is empty; torn lines are dropped)."""
-    out = []
+    out: list[dict] = []
     try:
         text = Path(path).read_text()
     except (FileNotFoundError, NotADirectoryError):
@@ -91,7 +91,9 @@ class MetricsTail:
     over when the file is truncated or replaced (a resume rewrites it)."""
 
     def __init__(self, path: Path):
-        self.path, self.offset, self.ino, self.records, self.bad_lines = path, 0, None, [], 0
+        self.path, self.offset, self.bad_lines = path, 0, 0
+        self.ino: int | None = None
+        self.records: list[dict] = []
 
     def read(self) -> list[dict]:
         try:

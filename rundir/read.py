@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -42,6 +42,9 @@ from rundir.layout import CHECKPOINTS, CONFIG, LAUNCH_CONFIG, MARKERS, METRICS, 
 from rundir.lock import holder_if_locked
 from rundir.metrics import last_record
 from rundir.summary import SOURCE_PREFIXES, read_summary
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STATES = ("pending", "queued", "running", "partial", "preempted", "failed", "done", "stale")
 _RUN_ID = re.compile(r"^\s*run_id:\s*'?([0-9a-f]+)'?\s*$", re.M)
@@ -282,7 +285,7 @@ def compute_totals(rows: list[dict]) -> tuple[float, float]:
     return separate - shared, separate
 
 
-def load_runs(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:  # noqa: F821
+def load_runs(root: str | Path) -> tuple[pd.DataFrame, list[dict]]:
     """All runs under `root` as a DataFrame (one row per run) plus the problems found."""
     import pandas as pd  # deferred: imports pandas
 

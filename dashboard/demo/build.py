@@ -24,13 +24,14 @@ from pathlib import Path
 
 import scaling.synthetic.runs as syn
 from dashboard.demo import data as demo_data
-from rundir.layout import CONFIG, SUMMARY, RunDir
+from rundir.layout import RunDir
+from rundir.write import write_run
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [("n50k-lr3e-3", "n50k", 3e-3), ("n50k-lr1e-2", "n50k", 1e-2), ("n100k-lr3e-3", "n100k", 3e-3)]
-BROKEN = {
-    "tiny-sweep/broken-summary": {SUMMARY: '{"status": "done", "tokens": '},
-    "tiny-sweep/torn-config": {CONFIG: "model: [unclosed\n  : - x", SUMMARY: "[1, 2]"},
+BROKEN = {  # rundir.write.write_run's parts, written as they are
+    "tiny-sweep/broken-summary": {"summary": '{"status": "done", "tokens": '},
+    "tiny-sweep/torn-config": {"config": "model: [unclosed\n  : - x", "summary": "[1, 2]"},
 }
 
 
@@ -187,11 +188,8 @@ def make(
         if fits:
             made["fit_ids"] = _fits(fdir, log, runner)
     if broken:
-        for rid, files in BROKEN.items():
-            d = runs / rid
-            d.mkdir(parents=True, exist_ok=True)
-            for fn, text in files.items():
-                (d / fn).write_text(text)
+        for rid, parts in BROKEN.items():
+            write_run(runs / rid, **parts)
             made["broken"].append(rid)
     return made
 

@@ -19,7 +19,6 @@ by `scalelab sweep launch` for the Curves view; its losses are measured, not dra
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,6 +26,7 @@ import numpy as np
 import yaml
 
 from rundir.schedules import lr_at
+from rundir.write import write_run
 from scaling.fits.accuracy import SigmoidAccuracy
 from scaling.laws.loss import ChinchillaLaw
 from scaling.laws.lr_annealing import AnnealingLaw
@@ -87,8 +87,6 @@ def chain_runs(root: Path, noise: float = 0.01, acc_noise: float = 0.01, seed: i
     rng = np.random.default_rng(seed)
     for N in np.geomspace(2e5, 3e6, 5):
         for D in np.geomspace(2e6, 5e7, 4):
-            run = Path(root) / f"n{N:.3g}-d{D:.3g}"
-            (run / "evals").mkdir(parents=True, exist_ok=True)
             results = []
             for task, law in CHAIN_LOSS.items():
                 (sig, chance) = CHAIN_ACC[task]
@@ -99,20 +97,17 @@ def chain_runs(root: Path, noise: float = 0.01, acc_noise: float = 0.01, seed: i
                     {"task": task, "metric": "gold_bpb", "value": bpb, "n": 1000, "chance": chance},
                     {"task": task, "metric": "gold_nats", "value": 0.9 * bpb, "n": 1000, "chance": chance},
                 ]
-            (run / "summary.json").write_text(
-                json.dumps(
-                    {
-                        "status": "done",
-                        "params": float(N),
-                        "tokens": float(D),
-                        "steps": 100,
-                        "flops_per_token": 6 * float(N),
-                        "final_val_loss": 1.5 + 400 / N**0.34 + 2000 / D**0.37,
-                    }
-                )
-            )
-            (run / "evals" / "100.json").write_text(
-                json.dumps({"step": 100, "tokens": float(D), "results": results, "failed": []})
+            write_run(
+                Path(root) / f"n{N:.3g}-d{D:.3g}",
+                summary={
+                    "status": "done",
+                    "params": float(N),
+                    "tokens": float(D),
+                    "steps": 100,
+                    "flops_per_token": 6 * float(N),
+                    "final_val_loss": 1.5 + 400 / N**0.34 + 2000 / D**0.37,
+                },
+                evals={100: {"step": 100, "tokens": float(D), "results": results, "failed": []}},
             )
     return Path(root)
 

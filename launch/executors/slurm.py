@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 
 from base.errors import UserError
-from launch.executors.slurm_fields import directive, no_control, option
 from launch.run.worker import start_or_skip, write_launch_config
 from launch.sweep import depends
 from launch.sweep.data_jobs import data_jobs, prepare_argv, reads_the_hub, write_config
 from launch.sweep.node_check import PREFIX_FAILED
+from launch.sweep.slurm_fields import directive, no_control, option
 from pretrain.errors import ConfigError
 from rundir.lock import is_locked
 

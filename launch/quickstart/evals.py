@@ -8,11 +8,11 @@ reported and the others go on (exit 1 if any failed).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+from base.cli import ArgumentParser
 from rundir.layout import RunDir
 
 
@@ -28,7 +28,7 @@ def already_done(run: Path, suite: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     from evals.run_eval import evaluate_run  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
-    ap = argparse.ArgumentParser(prog="python -m launch.quickstart.evals")
+    ap = ArgumentParser(prog="python -m launch.quickstart.evals")
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--suite", default="tiny")
     ap.add_argument("--limit", type=float, default=None)

@@ -15,8 +15,9 @@
 7. report.md (with the plots) and the command that opens the dashboard.
 
 Every step is the ordinary `scalelab` command a user would type, run as a subprocess, and every
-step is idempotent: sweeps skip finished runs, evaluations and fits are skipped when their
-outputs are newer than their inputs, so a rerun finishes in seconds.
+step is idempotent: sweeps skip finished runs, evaluations skip evaluated checkpoints, and the fits
+and the plan are `Step`s (launch.quickstart.steps: command, inputs, outputs) that rerun only when a
+hash of their command line and their inputs' contents changes, so a rerun finishes in seconds.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import yaml
 
 from launch.quickstart.evals import already_done
 from launch.quickstart.report import write_report
+from launch.quickstart.steps import Step
 from launch.quickstart.study import isoflop_study
 from launch.quickstart.transfer import (
     choose,
@@ -111,14 +113,6 @@ def _children_cpu() -> float:
     """User + system CPU seconds of every finished (waited-for) subprocess so far."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-def _newer(output: Path, inputs: list[Path]) -> bool:
-    """True when `output` exists and is at least as new as every input (make-style)."""
-    if not output.exists():
-        return False
-    t = output.stat().st_mtime
-    return all(p.stat().st_mtime <= t for p in inputs if p.exists())
 
 
 def _batch_lr_law(path: Path) -> str | None:
@@ -333,15 +327,19 @@ class MainJob:
                 batch_lr_skipped=self.batch_lr_skipped,
                 transfer=self.transfer_result,
             )
+        self.announce(report, study["line"], comparison, fits)
+        return 0
+
+    def announce(self, report: Path, study_line: str, comparison: dict, fits: Path) -> None:
+        """The closing lines: where the report is, the study, predicted vs measured, the dashboard command."""
         print(f"\nreport: {report}")
-        print(study["line"])
+        print(study_line)
         print(
             f"predicted loss {comparison['predicted']:.4f} (95% prediction interval "
             f"{comparison['interval'][0]:.4f}-{comparison['interval'][1]:.4f})"
             f" vs measured {comparison['measured']:.4f}: relative error {comparison['rel_error']:+.2%}"
         )
         print(f"open the dashboard:  scalelab dashboard --runs {self.out / 'runs'} --fits {fits}")
-        return 0
 
     def skip_note(self) -> str:
         """Why stage 2 does not run, for the log and the report."""
@@ -450,21 +448,17 @@ class MainJob:
 
     def fit(self, args: list, stem: Path, runs: Path, required: bool = True) -> None:
         out = stem.with_suffix(".json")
-        inputs = [RunDir(p).summary for p in self.done_runs(runs)]
-        stamp = stem.with_suffix(".inputs")  # the runs the record was fitted on: a removed run refits too
-        listing = "\n".join(map(str, inputs)) + "\n"
-        if _newer(out, inputs) and stamp.exists() and stamp.read_text() == listing:
-            print(f"{out.name}: up to date")
-            return
         conv = ["--n-kind", self.cfg.fit.n_kind] + (
             ["--compute-kind", self.cfg.fit.compute_kind] if self.cfg.fit.compute_kind else []
         )
-        code = self.scalelab(
-            "fit", *args, *conv, "--out", out, "--plot", stem.with_suffix(".png"), allow_fail=not required
+        step = Step.of(
+            out.name,
+            ["fit", *args, *conv, "--out", out, "--plot", stem.with_suffix(".png")],
+            inputs=[RunDir(p).summary for p in self.done_runs(runs)],  # a run added, removed or changed refits
+            outputs=[out],
         )
-        if code == 0:
-            stamp.write_text(listing)
-        else:
+        code = step.run(self.scalelab, allow_fail=not required)
+        if code not in (None, 0):
             print(f"warning: the {args[0]} fit failed; the plan goes on without it")
 
     def plan_and_train(self, fits: Path, iso_runs: Path, threads: int | None = None) -> Path:
@@ -485,8 +479,9 @@ class MainJob:
         fit_args = ["--fit", a3]
         if self.cfg.plan.hparams_from_fit and _batch_lr_law(fits / "batch-lr.json") is None:
             fit_args += ["--fit", fits / "batch-lr.json"]
-        if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
-            self.scalelab(
+        Step.of(
+            "plan",
+            [
                 "plan",
                 *fit_args,
                 "--compute",
@@ -495,7 +490,10 @@ class MainJob:
                 emitted,
                 "--out",
                 plan_dir / "plan.json",
-            )
+            ],
+            inputs=[a3, fits / "batch-lr.json"],  # the batch-lr record even when unused: a new law may now be used
+            outputs=[plan_dir / "plan.json", emitted],
+        ).run(self.scalelab)
         # `scalelab plan --emit-config` wrote the config by scaling.planning.emit.to_train_config, which names it so
         run_dir = (
             self.out

@@ -14,7 +14,6 @@ no ssh) or the DeepSpeed launcher with a hostfile built from SLURM_JOB_NODELIST.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from base.cli import ArgumentParser
 from launch.run.ds_env import write_env_file
 from launch.run.locks import RunLock, slurm_task
 from launch.sweep.status import run_status
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--rank-shim"]:
         rank_shim(argv[2:] if argv[1:2] == ["--"] else argv[1:])
-    p = argparse.ArgumentParser(prog="python -m launch.run.worker", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="python -m launch.run.worker", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", nargs="?")
     p.add_argument("--manifest", help="file with one run directory per line (Slurm array)")
     p.add_argument("--index", type=int, help="line of the manifest (SLURM_ARRAY_TASK_ID)")

@@ -17,7 +17,6 @@ import json
 import shlex
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,43 +127,6 @@ def run_locally(jobs: list[DataJob], meta_dir: Path, say) -> dict[str, str]:
         else:
             say(f"prepared data '{job.name}'")
     return blocked
-
-
-def progress_lines(runs: list, now: float | None = None) -> list[str]:
-    """One line per data set of `runs` being prepared in tasks right now: pass, tasks done/total, MB/s, ETA.
-
-    Read from the progress file the running `scalelab data prepare` keeps in its work folder
-    (launch.executors.data_tasks); nothing is hashed or resolved, so `sweep status` stays fast."""
-    from launch.executors.data_tasks import (  # deferred: imports numpy, pydantic, tokenizers (a fast --help)
-        PROGRESS_FILE,
-        fmt_seconds,
-    )
-    from pretrain.data.prepare import output_dir  # deferred: imports numpy, pydantic, tokenizers
-    from pretrain.data.tasks import read_json, work_dir  # deferred: imports numpy, pydantic, tokenizers
-
-    now = time.time() if now is None else now
-    lines, seen = [], set()
-    for r in runs:
-        try:
-            sets = _data_sets(r.cfg.data)
-        except DataError:
-            continue
-        for dcfg in sets:
-            out = output_dir(dcfg)
-            if out in seen:
-                continue
-            seen.add(out)
-            p = read_json(work_dir(out) / PROGRESS_FILE)
-            if not p or p.get("finished"):
-                continue
-            name = "pass 1 (sample)" if p["pass"] == "sample" else "pass 2 (encode)"
-            eta = fmt_seconds(p.get("eta_s"))
-            age = now - p.get("at", now)
-            stale = f" (last update {fmt_seconds(age)} ago)" if age > 120 else ""
-            mb = f"{p['mb']:,.1f}/{p['mb_total']:,.1f} MB"
-            rate = f"{p['mb_s']:.2f} MB/s, ETA {eta}{stale}"
-            lines.append(f"data '{dcfg.name}': {name} {p['done']}/{p['total']} tasks done, {mb}, {rate}")
-    return lines
 
 
 def is_local_path(name: str | None) -> bool:

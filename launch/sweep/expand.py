@@ -51,7 +51,9 @@ class PlannedRun:
 
 
 @dataclass
-class Plan:
+class SweepExpansion:
+    """A sweep spec expanded into its named runs (`scalelab sweep plan` prints it; not the planner's `plan`)."""
+
     spec: SweepSpec
     runs: list[PlannedRun]
     skipped: list[str]  # human-readable notes (e.g. isoflop pairs below min_steps)
@@ -64,7 +66,7 @@ class Plan:
         return {r.name: r for r in self.runs}
 
 
-def expand(spec: SweepSpec) -> Plan:
+def expand(spec: SweepSpec) -> SweepExpansion:
     b = ConfigBuilder(spec)
     points, skipped = _points(spec, b)
     if spec.axes and spec.kind not in ("grid", "zip"):
@@ -89,7 +91,7 @@ def expand(spec: SweepSpec) -> Plan:
         runs.append(run)
     if not runs:
         raise ConfigError("sweep spec expands to no runs")
-    return Plan(spec, runs, skipped)
+    return SweepExpansion(spec, runs, skipped)
 
 
 def _cross(spec: SweepSpec, points: list) -> list:
@@ -145,7 +147,7 @@ def _points(spec: SweepSpec, b: ConfigBuilder) -> tuple[list, list[str]]:
 
 def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     iso = spec.isoflop
-
+    assert iso is not None  # the spec's validator: kind isoflop has an isoflop section
     for what, vals in (("budgets", iso.budgets), ("models", iso.models)):
         if not vals:
             raise ConfigError(f"sweep spec: isoflop.{what}: empty axis")
@@ -157,9 +159,9 @@ def _isoflop(spec: SweepSpec, b: ConfigBuilder):
     for m in iso.models:
         label = model_label(m)
         _, cfg = b.resolve([("model", m)], label)
-        c = model_counts(cfg.model, vocab_for(cfg))
-        fpt = flops_per_token(c, iso.compute)
-        models.append((m, label, fpt, cfg, c.total))
+        counts = model_counts(cfg.model, vocab_for(cfg))
+        fpt = flops_per_token(counts, iso.compute)
+        models.append((m, label, fpt, cfg, counts.total))
     out, skipped = [], []
     for c in sorted(iso.budgets):
         kept = 0
@@ -272,15 +274,19 @@ def _budget_hparams(law, budget: float, cfg) -> tuple[list, dict]:
 
 def _batch_lr(spec: SweepSpec, b: ConfigBuilder):
     bl = spec.batch_lr
-
+    assert bl is not None  # the spec's validator: kind batch_lr has a batch_lr section
     models = bl.models if bl.models else [None]
     out = []
     for m in models:
         label = model_label(m) if m is not None else ""
         centre = bl.per_model.get(label) or bl.centre or {}
-        batches = bl.batch_sizes or [_need(centre, "batch_size", label) * f for f in (bl.batch_factors or [1.0])]
+        sizes = (
+            [float(x) for x in bl.batch_sizes]
+            if bl.batch_sizes
+            else [_need(centre, "batch_size", label) * f for f in (bl.batch_factors or [1.0])]
+        )
         lrs = bl.lrs or [_need(centre, "lr", label) * f for f in (bl.lr_factors or [1.0])]
-        batches = [int(round(x)) for x in batches]
+        batches = [int(round(x)) for x in sizes]
         if not batches or not lrs:
             raise ConfigError("sweep spec: batch_lr: empty axis (batch sizes or lrs)")
         if any(x < 1 for x in batches):
@@ -368,7 +374,7 @@ def _throughput(spec: SweepSpec) -> float:
     return 2e10  # fp32 on a couple of busy CPU cores
 
 
-def plan(path: str | Path, overrides: list[str] | None = None) -> Plan:
+def plan(path: str | Path, overrides: list[str] | None = None) -> SweepExpansion:
 
     p = expand(load_spec(path, overrides))
     adopt_existing(p)
@@ -388,7 +394,7 @@ def load_plan(args):
     return p
 
 
-def adopt_existing(p: Plan) -> list[tuple[str, str]]:
+def adopt_existing(p: SweepExpansion) -> list[tuple[str, str]]:
     """Runs whose directory is missing take over an existing directory of the same run under another name.
 
     Names once left out one-value grid axes (so giving such an axis a second value renamed every
@@ -412,10 +418,10 @@ def adopt_existing(p: Plan) -> list[tuple[str, str]]:
             by_id.setdefault(rid, d)
     adopted = []
     for r in missing:
-        d = by_id.pop(r.id, None)
-        if d is not None:
-            adopted.append((r.name, d.name))
-            _rename(r, d.name, d)
+        found = by_id.pop(r.id) if r.id in by_id else None
+        if found is not None:
+            adopted.append((r.name, found.name))
+            _rename(r, found.name, found)
     return adopted
 
 

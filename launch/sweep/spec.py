@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from base.strict import StrictModel
-from launch.executors import slurm_fields
+from launch.sweep import slurm_fields
 from pretrain.config.loader import PROJECT_ROOT, apply_overrides, parse_key_value, read_yaml
 from pretrain.errors import ConfigError
 

@@ -17,6 +17,7 @@ from pretrain.checkpoint import store as checkpoint
 from pretrain.checkpoint.init_from import differences, parent_config, resolve
 from pretrain.engine.distributed import all_reduce_max, barrier
 from pretrain.errors import TrainingFailed
+from rundir.layout import RunDir
 
 
 class Checkpointer(Callback):
@@ -55,7 +56,7 @@ class Checkpointer(Callback):
         d, info = self.module.dist, self.info
         parent, _, seen = resolve(info.config.train.init_from)
         step = int(all_reduce_max(float(seen), d))
-        path = parent / "checkpoints" / f"step_{step}"
+        path = RunDir(parent).checkpoint(step)
         problems = differences(parent_config(parent), info.config, step)
         if problems:
             raise TrainingFailed(f"train.init_from: cannot branch from {path}: " + "; ".join(problems))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from datetime import timedelta
@@ -13,6 +12,7 @@ from typing import NoReturn
 
 import torch
 
+from base.ports import free_port
 from pretrain.engine.extensions import configure
 
 
@@ -31,12 +31,6 @@ class DistInfo:
 
 
 _group_world = 0  # world size of the process group this process set up (0: none)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env_world_size() -> int:
@@ -64,7 +58,7 @@ def setup(threads: int | None, deterministic: bool = True, timeout_s: float | No
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     local_world = env_local_world_size(world)

@@ -51,9 +51,9 @@ def resolve_columns(
         if role in mapping:
             continue
         for alias in (role.lower(),) + tuple(aliases.get(role, ())):
-            col = lower.get(alias)
-            if col is not None and col not in used:
-                mapping[role] = col
-                used.add(col)
+            found = lower.get(alias)
+            if found is not None and found not in used:
+                mapping[role] = found
+                used.add(found)
                 break
     return mapping

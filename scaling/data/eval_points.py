@@ -73,7 +73,8 @@ def read_eval_points(
 
     metric = check_options(loss_metric, acc_metric, steps)
     runs, warnings = read_run_dirs(root, n_kind=n_kind)
-    rows, no_evals, lacking, found = [], [], {}, set()
+    rows, no_evals, found = [], [], set()
+    lacking: dict[str, int] = {}
     for run in runs.to_dict("records"):
         files = _eval_files(Path(run["path"]) if run.get("path") else Path(root) / run["run"])
         if not files:

@@ -124,13 +124,13 @@ def _canonical(
             raise InputError(f"column '{col}' ({role}) has non-numeric values, e.g. {raw[col][bad].iloc[0]!r}")
     lower = {str(c).strip().lower(): c for c in raw.columns}
     for extra in PASSTHROUGH:
-        col = lower.get(extra)
-        if col is None or extra in df.columns:
+        extra_col = lower.get(extra)
+        if extra_col is None or extra in df.columns:
             continue
         df[extra] = (
-            raw[col].astype(str)
+            raw[extra_col].astype(str)
             if extra in ("run", "sweep", "path", "isoflop_compute")
-            else pd.to_numeric(raw[col], errors="coerce")
+            else pd.to_numeric(raw[extra_col], errors="coerce")
         )
     if "D" not in df.columns and "flops" in df.columns and "N" in df.columns:
         df["D"] = df["flops"] / (6.0 * df["N"])
@@ -196,7 +196,8 @@ def read_run_dirs(root: str | Path, n_kind: str = "total"):
     root = Path(root)
     table, problems = load_runs(root)
     warnings = [f"run {os.path.relpath(p['path'], root)}: {p['problem']}" for p in problems]
-    rows, skipped = [], {}
+    rows: list[dict] = []
+    skipped: dict[str, int] = {}
     for rec in table.to_dict("records"):
         rel = os.path.relpath(rec.get("path", rec.get("run", "?")), root)
         status = rec.get("status")

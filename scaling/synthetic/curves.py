@@ -15,14 +15,12 @@ noise, and, optionally, a `grad_noise_scale` equal to the true B_crit at the cur
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from rundir.layout import CONFIG, METRICS, SUMMARY
+from rundir.write import write_run
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,6 @@ def write_curve_runs(
             total = int(steps) if steps else max(20, int(np.ceil(tokens_per_param * n / b)))
             every = log_every or max(1, total // 200)
             run = root / sweep / f"n{n:.3g}-b{int(b)}"
-            run.mkdir(parents=True, exist_ok=True)
             rec_steps = np.arange(every, total + 1, every)
             if rec_steps[-1] != total:
                 rec_steps = np.append(rec_steps, total)
@@ -111,13 +108,13 @@ def write_curve_runs(
                 * noise_scale_ratio
                 * np.exp(0.05 * rng.standard_normal(probes.size))
             )
-            with open(run / METRICS, "w") as fh:
-                for s, v in zip(rec_steps, loss):
-                    rec = {"step": int(s), "tokens": float(s * b), "loss": float(v), "lr": lr}
-                    k = int(np.searchsorted(probes, s, side="right"))  # the trainer logs its latest probe
-                    if k:
-                        rec["grad_noise_scale"] = float(measured[k - 1])
-                    fh.write(json.dumps(rec) + "\n")
+            records = []
+            for s, v in zip(rec_steps, loss):
+                rec = {"step": int(s), "tokens": float(s * b), "loss": float(v), "lr": lr}
+                k = int(np.searchsorted(probes, s, side="right"))  # the trainer logs its latest probe
+                if k:
+                    rec["grad_noise_scale"] = float(measured[k - 1])
+                records.append(rec)
             gbs = max(1, int(round(b / seq_len)))
             cfg = {
                 "name": run.name,
@@ -126,7 +123,6 @@ def write_curve_runs(
                 "schedule": {"name": schedule},
                 "train": {"steps": total, "global_batch_size": gbs, "noise_scale_every_steps": noise_scale_every},
             }
-            (run / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
             summary = {
                 "status": "done",
                 "steps": total,
@@ -140,5 +136,5 @@ def write_curve_runs(
                 "final_loss": float(loss[-1]),
                 "wall_s": 1.0,
             }
-            (run / SUMMARY).write_text(json.dumps(summary))
+            write_run(run, config=cfg, summary=summary, metrics=records)
     return root

@@ -7,13 +7,11 @@ scalelab run directories (config.yaml + summary.json), the contract the trainer 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from rundir.layout import CONFIG, METRICS, SUMMARY
+from rundir.write import write_run
 from scaling.laws.hparams import STEP_LAW_2025, ComputeHParamLaw, StepsExamplesLaw
 from scaling.laws.loss import ChinchillaLaw, DataConstrainedLaw
 
@@ -169,7 +167,6 @@ def write_run_tree(
     sdir = root / sweep
     for i, r in enumerate(df.to_dict("records")):
         run = sdir / f"run{i:03d}"
-        run.mkdir(parents=True, exist_ok=True)
         bt = float(r.get("batch_tokens", seq_len * 16))
         gbs = max(1, int(round(bt / seq_len)))
         cfg = {
@@ -178,7 +175,6 @@ def write_run_tree(
             "optim": {"lr": float(r.get("lr", 3e-3)), **({"name": optim} if optim else {})},
             "train": {"tokens": int(r["D"]), "global_batch_size": gbs, "micro_batch_size": 1},
         }
-        (run / CONFIG).write_text(yaml.safe_dump(cfg, sort_keys=False))
         n = float(r["N"])
         summary = {
             "status": "done",
@@ -195,27 +191,17 @@ def write_run_tree(
             "final_val_loss": float(r["loss"]),
             "wall_s": 1.0,
         }
-        (run / SUMMARY).write_text(json.dumps(summary))
         # a training curve consistent with the final loss: the true law at the tokens seen so far
         ratio = float(r["loss"]) / float(TRUE_CHINCHILLA.predict(n, float(r["D"])))
-        with open(run / METRICS, "w") as fh:
-            for k in range(1, 21):
-                t = float(r["D"]) * k / 20
-                fh.write(
-                    json.dumps({"step": k, "tokens": t, "loss": float(TRUE_CHINCHILLA.predict(n, t)) * ratio}) + "\n"
-                )
+        curve = [
+            {"step": k, "tokens": t, "loss": float(TRUE_CHINCHILLA.predict(n, t)) * ratio}
+            for k, t in ((k, float(r["D"]) * k / 20) for k in range(1, 21))
+        ]
+        write_run(run, config=cfg, summary=summary, metrics=curve)
     if extra_broken:
-        bad = sdir / "failed-run"
-        bad.mkdir(exist_ok=True)
-        (bad / CONFIG).write_text("name: failed-run\n")
-        (bad / SUMMARY).write_text(json.dumps({"status": "failed", "final_loss": None}))
-        half = sdir / "half-written"
-        half.mkdir(exist_ok=True)
-        (half / CONFIG).write_text("name: half-written\n")
-        (half / METRICS).write_text('{"step": 1, "loss": 9.0}\n')
-        broken = sdir / "broken-summary"
-        broken.mkdir(exist_ok=True)
-        (broken / SUMMARY).write_text('{"status": "done", "tokens": ')
+        write_run(sdir / "failed-run", config="name: failed-run\n", summary={"status": "failed", "final_loss": None})
+        write_run(sdir / "half-written", config="name: half-written\n", metrics='{"step": 1, "loss": 9.0}\n')
+        write_run(sdir / "broken-summary", summary='{"status": "done", "tokens": ')
     return root
 
 

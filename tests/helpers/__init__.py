@@ -4,11 +4,11 @@ runs in one launch (ranks), the trainer with a recording callback (trainer), CI'
 (ci_gate), a notebook executed in a fresh kernel (notebooks). Fixtures and collection hooks are in
 tests/conftest.py."""
 
+from base.ports import free_port
 from tests.helpers.cli import (
     REPO,
     SCALELAB,
     children,
-    free_port,
     holders,
     kill_after_step,
     run_cli,

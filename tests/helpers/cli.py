@@ -48,15 +48,6 @@ def run_cli(
     return scalelab(*args, cwd=cwd, env=env, timeout=timeout, process=process)
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on now: tests run side by side (pytest-xdist, --count)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def spawn(cmd: list[str], cwd: Path, env: dict | None = None, unset=()) -> subprocess.Popen:
     """A command running in its own session (stdout+stderr captured), for tests that kill it."""
     return subprocess.Popen(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rundir.layout import RunDir
 from tests.helpers.runs import write_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,13 +87,9 @@ def write_run_dir(path: Path, model, tokenizer, step: int = 10, wandb_mode: str 
     data["model"] = model.cfg.model_dump(mode="json")
     data["wandb"]["mode"] = wandb_mode
     data["train"]["micro_batch_size"] = data["train"]["global_batch_size"] = 2
-    path = write_run(path, config=TrainConfig.model_validate(data).model_dump(mode="json"))
-    tokenizer.save(str(path / "tokenizer.json"))
+    rd = RunDir(write_run(path, config=TrainConfig.model_validate(data).model_dump(mode="json"), checkpoint=step))
+    tokenizer.save(str(rd.tokenizer))
     meta = {"vocab_size": tokenizer.get_vocab_size(), "eot_id": tokenizer.token_to_id(EOT)}
-    (path / "tokenizer_meta.json").write_text(json.dumps(meta))
-    ck = path / "checkpoints" / f"step_{step}"
-    ck.mkdir(parents=True, exist_ok=True)
-    torch.save({"module": model.state_dict()}, ck / "mp_rank_00_model_states.pt")
-    (ck / "COMPLETE").write_text(json.dumps({"step": step}) + "\n")
-    (path / "checkpoints" / "latest").write_text(f"step_{step}\n")
-    return path
+    rd.tokenizer_meta.write_text(json.dumps(meta))
+    torch.save({"module": model.state_dict()}, rd.checkpoint(step) / "mp_rank_00_model_states.pt")
+    return rd.path

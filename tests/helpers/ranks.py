@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from base.ports import free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TWO_RANK_GROUPS: dict[str, Callable[[Path], list[dict]]] = {}
@@ -69,26 +71,18 @@ def train_groups(data: Path, root: Path) -> dict[str, dict]:
     return out
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(jobs: list[dict], cwd: Path, timeout: int = 900) -> list[subprocess.CompletedProcess]:
     """Run `jobs` on two ranks; per job, a CompletedProcess whose returncode is the worst rank's and
     whose stdout/stderr are rank 0's followed by rank 1's (what the deepspeed launcher would print)."""
     cwd = Path(cwd)
     cwd.mkdir(parents=True, exist_ok=True)
-    jobs = [{**j, "env": {"MASTER_PORT": str(_free_port()), **(j.get("env") or {})}} for j in jobs]
+    jobs = [{**j, "env": {"MASTER_PORT": str(free_port()), **(j.get("env") or {})}} for j in jobs]
     spec = cwd / f".two_ranks_{os.getpid()}_{len(list(cwd.glob('.two_ranks_*.json')))}.json"  # one per launch
     spec.write_text(json.dumps({"cwd": str(cwd), "jobs": jobs}))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     launcher = Path(sys.executable).parent / "deepspeed"
     p = subprocess.run(
-        [str(launcher), "--num_gpus", "2", "--master_port", str(_free_port()), str(HERE / "ranks.py"), str(spec)],
+        [str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), str(HERE / "ranks.py"), str(spec)],
         cwd=cwd,
         env=env,
         capture_output=True,

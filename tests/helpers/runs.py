@@ -1,12 +1,13 @@
 """Run directories from a test's side: reading what the trainer wrote, and writing run directories
-without training (synthetic runs, a synthetic IsoFLOP tree drawn from a known law)."""
+without training (`write_run`, which is `rundir.write.write_run`; synthetic runs, a synthetic IsoFLOP tree
+drawn from a known law)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import yaml
+from rundir.write import write_run  # the one writer of stand-in runs (tests, demo, synthetic data)
 
 
 def metrics(run: Path) -> list[dict]:
@@ -28,31 +29,6 @@ def complete_checkpoint(run_dir: Path, min_step: int = 1) -> int | None:
     steps = [int(p.parent.name[5:]) for p in (Path(run_dir) / "checkpoints").glob("step_*/COMPLETE")]
     steps = [s for s in steps if s >= min_step]
     return max(steps) if steps else None
-
-
-def write_run(path: Path, *, config=None, summary=None, metrics=None, checkpoint: int | None = None) -> Path:
-    """A run directory from parts, as the trainer would leave it: `config` (a dict, written as YAML,
-    or text), `summary` (a dict or `RunSummary`, or text), `metrics` (records, one JSON line each,
-    or text), `checkpoint` (a step: an empty `checkpoints/step_N` marked COMPLETE). Text is written
-    as it is, so tests can write torn or malformed files."""
-    from rundir.summary import RunSummary
-
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    if config is not None:
-        (path / "config.yaml").write_text(config if isinstance(config, str) else yaml.safe_dump(config))
-    if metrics is not None:
-        (path / "metrics.jsonl").write_text(
-            metrics if isinstance(metrics, str) else "".join(json.dumps(r) + "\n" for r in metrics)
-        )
-    if checkpoint is not None:
-        (path / "checkpoints" / f"step_{checkpoint}").mkdir(parents=True, exist_ok=True)
-        (path / "checkpoints" / f"step_{checkpoint}" / "COMPLETE").write_text("{}")
-    if summary is not None:
-        if isinstance(summary, RunSummary):
-            summary = summary.to_dict()
-        (path / "summary.json").write_text(summary if isinstance(summary, str) else json.dumps(summary))
-    return path
 
 
 def small_run(root: Path, rid: str, n: int = 3, finished: bool = True) -> Path:

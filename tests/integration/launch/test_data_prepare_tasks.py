@@ -153,7 +153,7 @@ def test_a_mixture_prepares_its_components_in_tasks(tmp_path):
 
 
 def test_sweep_status_line_reads_the_progress_file(tmp_path):
-    from launch.sweep.data_jobs import progress_lines
+    from launch.commands.sweep import progress_lines
     from pretrain.data.config import DataConfig
 
     dcfg = DataConfig.model_validate({"name": "big", "sources": ["x.txt"], "out_dir": str(tmp_path / "big")})

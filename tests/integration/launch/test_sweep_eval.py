@@ -55,7 +55,7 @@ def test_sweep_eval_local_idempotent_and_slurm_script(sweep):
         "#SBATCH --array=0-0",
         "#SBATCH --partition=p",
         "#SBATCH --gpus-per-node=1",
-        "-m launch.sweep.eval_jobs --manifest",
+        "-m launch.commands.sweep_eval --manifest",
         "--index $SLURM_ARRAY_TASK_ID",
         "--tasks tinyshakespeare_bpb",
     ):

@@ -5,8 +5,8 @@ the run and the keys, and nothing is queued or written. No training here: fast."
 
 from __future__ import annotations
 
+from launch.commands.preflight import check_presets, wandb_credentials
 from launch.sweep.expand import plan
-from launch.sweep.preflight import check_presets, wandb_credentials
 from pretrain.config.loader import resolve_section
 from tests.helpers import REPO, scalelab, write_base, write_spec
 

@@ -12,7 +12,7 @@ from tests.helpers import write_base, write_spec
 def test_preflight_of_1000_runs_is_fast(work):
     import time
 
-    from launch.sweep.preflight import preflight
+    from launch.commands.preflight import preflight
 
     base = write_base(work / "base", work / "data")
     spec = write_spec(

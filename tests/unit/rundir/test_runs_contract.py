@@ -157,3 +157,25 @@ def test_run_dir_writes_the_trainers_dict_at_the_current_version(tmp_path):
         and back["error"] == "boom"
         and list(back)[:3] == ["status", "name", "steps"]
     )
+
+
+def test_the_stand_in_writer_leaves_what_the_readers_read(tmp_path):
+    """rundir.write.write_run, the one writer of stand-in runs (tests, demo, synthetic data): a finished run
+    with a checkpoint and an evaluation reads as done, with its checkpoint named by `latest` and its results."""
+    from rundir.checkpoints import resolve_checkpoint
+    from rundir.read import run_status
+    from rundir.write import write_run as write
+
+    run = write(
+        tmp_path / "r",
+        config={"name": "r", "model": {"d_model": 8}},
+        summary={"status": "done", "steps": 3, "final_loss": 4.5},
+        metrics=[{"step": s, "loss": 5.0 - s / 10} for s in range(1, 4)],
+        checkpoint=3,
+        evals={3: {"step": 3, "results": [{"task": "t", "metric": "acc", "value": 0.5}], "failed": []}},
+    )
+    assert run_status(run).state == "done"
+    assert resolve_checkpoint(run)[1:] == ((run / "checkpoints" / "step_3").resolve(), 3)
+    assert (run / "checkpoints" / "latest").read_text() == "step_3\n"
+    assert json.loads((run / "evals" / "3.json").read_text())["results"][0]["value"] == 0.5
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3]

@@ -1,4 +1,5 @@
-"""The router study's figures, read from run directories (`benchmarks/moe_routers.py` prints them).
+"""The router study's figures, read from run directories (`benchmarks/moe_routers.py` prints them,
+notebooks/4_moe.ipynb and 5_loss_curves.ipynb draw them): pure Python over metrics.jsonl records.
 
 Every figure comes from a run's `summary.json` and `metrics.jsonl` (no re-evaluation):
 - compute to reach a loss: the training FLOPs (`flops` of the records carrying `val_loss`, i.e.
@@ -13,20 +14,24 @@ Every figure comes from a run's `summary.json` and `metrics.jsonl` (no re-evalua
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
 from pathlib import Path
 
+from rundir.layout import RunDir
+from rundir.metrics import read_metrics
+from rundir.summary import read_summary
+
 _LOAD = re.compile(r"^moe/layer(\d+)/load/expert(\d+)$")
 
 
 def read_run(run_dir: Path) -> tuple[dict, list[dict]]:
-    """(summary, metric records) of a finished run."""
-    summary = json.loads((run_dir / "summary.json").read_text())
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return summary, records
+    """(summary, metric records) of a finished run; a run without a readable summary.json is an error."""
+    summary = read_summary(run_dir, strict=True)
+    if summary is None:
+        raise FileNotFoundError(f"{RunDir(run_dir).summary}: the run has not finished")
+    return summary, read_metrics(RunDir(run_dir).metrics)
 
 
 def val_curve(records: list[dict]) -> list[tuple[float, int, float]]:

@@ -7,7 +7,7 @@ left alone. Results land where `scalelab eval` puts them (`RUN/evals/<step>.json
 `eval/<task>/<metric>`), written by `evals.run_eval.evaluate_run`.
 
 Executors, as for training:
-- local: `--workers N` processes, each `python -m launch.sweep.eval_jobs RUN [RUN ...]` over its share
+- local: `--workers N` processes, each `python -m launch.commands.sweep_eval RUN [RUN ...]` over its share
   of the runs (lm-eval, torch and the task data are loaded once per process), cores split evenly;
 - slurm: one job array, one task per run (`--manifest M --index $SLURM_ARRAY_TASK_ID`), with the
   spec's partition/account/qos/time/mem/cpus/extra/setup and one GPU when the runs have GPUs;
@@ -19,7 +19,6 @@ missing eval data), before any model is loaded.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -31,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from base.cli import ArgumentParser
 from evals.tasks import EvalError, resolve_tasks
 from pretrain.errors import ConfigError
 from rundir.layout import LOCK, RunDir
@@ -128,7 +128,7 @@ def run_local(run_dirs: list[Path], req: Request, workers: int, python: str | No
         argv = [
             python or sys.executable,
             "-m",
-            "launch.sweep.eval_jobs",
+            "launch.commands.sweep_eval",
             *map(str, share),
             *Request(**{**req.__dict__, "threads": threads}).argv(),
         ]
@@ -170,7 +170,7 @@ def render_script(spec, run_dirs: list[Path], manifest: Path, req: Request, pyth
     argv = [
         python or job_python(s),
         "-m",
-        "launch.sweep.eval_jobs",
+        "launch.commands.sweep_eval",
         "--manifest",
         str(manifest),
         "--index",
@@ -324,7 +324,7 @@ def cmd_sweep_eval(args) -> int:
         return submit_slurm(p.spec, run_dirs, req, suite, args.dry_run)
     if args.dry_run:
         for d in run_dirs:
-            print(f"{d.name}: python -m launch.sweep.eval_jobs {d} {' '.join(req.argv())}")
+            print(f"{d.name}: python -m launch.commands.sweep_eval {d} {' '.join(req.argv())}")
         return 0
     t0 = time.time()
     code = run_local(run_dirs, req, args.workers or p.spec.executor.local.workers)
@@ -353,7 +353,7 @@ def worker(argv: list[str] | None = None) -> int:
     """Evaluate the given runs in this process; a failing run is reported and the others go on."""
     from evals.run_eval import evaluate_run  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
-    ap = argparse.ArgumentParser(prog="python -m launch.sweep.eval_jobs")
+    ap = ArgumentParser(prog="python -m launch.commands.sweep_eval")
     ap.add_argument("runs", nargs="*")
     ap.add_argument("--manifest")
     ap.add_argument("--index", type=int)

@@ -1,6 +1,6 @@
 """`scalelab sweep plan|launch|status|cancel|eval`.
 
-`sweep eval` lives in `launch.sweep.eval_jobs`.
+`sweep eval` lives in `launch.commands.sweep_eval`.
 Exit codes: 0 ok, 1 a run failed (or Slurm refused), 2 bad input, 3 stopped by a signal.
 """
 
@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 from launch.console_tables import human, render
-from pretrain.errors import ConfigError
+from pretrain.errors import ConfigError, DataError
 
 
 def register(sub) -> None:
-    from launch.sweep import eval_jobs  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.commands import sweep_eval as eval_jobs  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     p = sub.add_parser(
         "sweep",
@@ -114,12 +114,12 @@ PLAN_COLUMNS = [
 @_wrap
 def cmd_plan(args) -> int:
 
-    from launch.sweep.epochs import run_epochs  # deferred: imports numpy/pydantic (a fast scalelab --help)
-    from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
-    from launch.sweep.preflight import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.commands.preflight import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
         configured_executors,
         preflight,
     )
+    from launch.sweep.epochs import run_epochs  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     p = load_plan(args)
     preflight(p, args.executor or configured_executors(p.spec), args.allow_repeats)
@@ -160,6 +160,7 @@ def cmd_plan(args) -> int:
 @_wrap
 def cmd_launch(args) -> int:
 
+    from launch.commands.preflight import preflight  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from launch.executors.deepspeed_multinode import (
         DeepSpeedExecutor,  # deferred: imports numpy/pydantic (a fast scalelab --help)
     )
@@ -173,7 +174,6 @@ def cmd_launch(args) -> int:
     from launch.run.worker import start_or_skip  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from launch.sweep.data_jobs import data_jobs, describe  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
-    from launch.sweep.preflight import preflight  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     p = load_plan(args)
     spec = p.spec
@@ -295,7 +295,6 @@ def cmd_status(args) -> int:
         node_check_failure,
         queued_jobs,
     )
-    from launch.sweep.data_jobs import progress_lines  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from launch.sweep.status import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
         compute_line,
@@ -335,8 +334,46 @@ def cmd_status(args) -> int:
 @_wrap
 def cmd_cancel(args) -> int:
 
-    from launch.sweep.cancel import cancel_sweep  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from launch.commands.sweep_cancel import cancel_sweep  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from launch.sweep.expand import load_plan  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     p = load_plan(args)
     return cancel_sweep(p, [r.name for r in p.runs] if args.only else None)
+
+
+def progress_lines(runs: list, now: float | None = None) -> list[str]:
+    """One line per data set of `runs` being prepared in tasks right now: pass, tasks done/total, MB/s, ETA.
+
+    Read from the progress file the running `scalelab data prepare` keeps in its work folder
+    (launch.executors.data_tasks); nothing is hashed or resolved, so `sweep status` stays fast."""
+    from launch.executors.data_tasks import (  # deferred: imports numpy, pydantic, tokenizers (a fast --help)
+        PROGRESS_FILE,
+        fmt_seconds,
+    )
+    from launch.sweep.data_jobs import _data_sets  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.data.prepare import output_dir  # deferred: imports numpy, pydantic, tokenizers
+    from pretrain.data.tasks import read_json, work_dir  # deferred: imports numpy, pydantic, tokenizers
+
+    now = time.time() if now is None else now
+    lines, seen = [], set()
+    for r in runs:
+        try:
+            sets = _data_sets(r.cfg.data)
+        except DataError:  # a data section that does not resolve: sweep status names it elsewhere
+            continue
+        for dcfg in sets:
+            out = output_dir(dcfg)
+            if out in seen:
+                continue
+            seen.add(out)
+            p = read_json(work_dir(out) / PROGRESS_FILE)
+            if not p or p.get("finished"):
+                continue
+            name = "pass 1 (sample)" if p["pass"] == "sample" else "pass 2 (encode)"
+            eta = fmt_seconds(p.get("eta_s"))
+            age = now - p.get("at", now)
+            stale = f" (last update {fmt_seconds(age)} ago)" if age > 120 else ""
+            mb = f"{p['mb']:,.1f}/{p['mb_total']:,.1f} MB"
+            rate = f"{p['mb_s']:.2f} MB/s, ETA {eta}{stale}"
+            lines.append(f"data '{dcfg.name}': {name} {p['done']}/{p['total']} tasks done, {mb}, {rate}")
+    return lines
