@@ -15,10 +15,12 @@ for m = gradient-accumulation micro-batches per step, pp stages and v interleave
   memory-bound element-wise work (norms, residuals, RoPE, SwiGLU, the loss) at the HBM bandwidth.
   Backward is twice the forward. Recomputation: full reruns each block's forward, every_k one block in
   k, selective the attention core (Korthikanti et al. 2022).
-- **TP**: two all-reduces per block forward and two backward (with sequence parallelism the same
-  volume as all-gather + reduce-scatter) of b s h 16-bit values, inside the node's NVLink domain
-  (--devices-per-node) when tp fits it, not overlapped. **EP**: four all-to-alls per MoE block of the
-  routed token copies, over NVLink when ep_size x tp fits a node, else the network.
+- **TP**: two all-reduces of b s h 16-bit values per block forward, two backward and two more per
+  block whose forward is recomputed (full, every_k; selective recomputes the attention core alone, with
+  no communication); with sequence parallelism all-gather + reduce-scatter, the same volume. Inside the
+  node's NVLink domain (--devices-per-node) when tp fits it, not overlapped.
+- **EP**: four all-to-alls per MoE block of the routed token copies, over NVLink when ep_size x tp fits
+  a node, else the network.
 - **DP**: gradients reduce-scattered (all-reduced at ZeRO-0) and weights all-gathered once per step
   over the network (inside a node when the whole group is), hidden behind one micro-batch's work by
   the fraction `overlap`; ZeRO-3 gathers the weights in forward and backward and reduces gradients
@@ -61,7 +63,7 @@ class Calibration:
 # refits and checks these.
 # attention_efficiency sits at its bound: on the non-causal FLOPs counted, causal kernels at half the peak.
 CALIBRATION = Calibration(
-    gemm_efficiency=0.756, gemm_half_dim=17.7, attention_efficiency=1.0, overlap=0.134, memory_traffic=4.49
+    gemm_efficiency=0.764, gemm_half_dim=27.8, attention_efficiency=1.0, overlap=0.12, memory_traffic=4.5
 )
 KERNELS_PER_BLOCK = 14
 OPTIMIZER_BYTES_PER_PARAM = 30
@@ -164,6 +166,11 @@ class _Block:
         return self.gemm(T, cfg.vocab_size / tp, cfg.d_model) + 12 * T * cfg.vocab_size / tp / self.mach.hbm
 
 
+def n_ck_blocks(blocks: int, lay: ParallelLayout) -> int:
+    """Blocks of a stage whose forward every_k recomputes (0, k, 2k, ...; models/checkpointing.py)."""
+    return len(range(0, blocks, lay.activation_checkpointing_k or 1))
+
+
 def _stage_params(cfg: ModelConfig, lay: ParallelLayout) -> tuple[float, float]:
     from models.layout_memory import stage_params
 
@@ -195,15 +202,16 @@ def step_time(
     if ck == "full":
         recompute = fwd - head
     elif ck == "every_k":
-        n_ck = len(range(0, blocks, lay.activation_checkpointing_k or 1))
-        recompute = (fwd - head) * n_ck / blocks
+        recompute = (fwd - head) * n_ck_blocks(blocks, lay) / blocks
     elif ck == "selective":
         recompute = blocks * dense_f["attention"]
     else:
         recompute = 0.0
     tp_bw = _group_bw(mach, tp, 1)
     ar = _ring("all_reduce", 2 * T * cfg.d_model, tp, tp_bw, cal)
-    tp_comm = blocks * ar * (4 + (2 if ck == "full" else 0))
+    # two all-reduces forward, two backward, and two more for each block whose forward is recomputed
+    recomputed_blocks = blocks if ck == "full" else (n_ck_blocks(blocks, lay) if ck == "every_k" else 0)
+    tp_comm = ar * (4 * blocks + 2 * recomputed_blocks)
     cp_comm = 0.0
     if cp > 1:  # ring attention passes K and V (forward) and their gradients (backward) around the cp ranks
         kv = 2 * 2 * lay.micro_batch_size * cfg.seq_len * cfg.kv_heads * cfg.head_dim / tp

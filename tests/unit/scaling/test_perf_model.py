@@ -97,3 +97,19 @@ def test_the_stored_constants_are_the_fit_of_the_calibration_rows():
     refit = asdict(fit())
     for key, value in asdict(CALIBRATION).items():
         assert refit[key] == pytest.approx(value, rel=0.02), key
+
+
+def test_recomputed_blocks_repeat_their_tensor_parallel_all_reduces():
+    # Megatron: 2 all-reduces per block forward + 2 backward; a block whose forward is recomputed runs its
+    # 2 forward all-reduces again (full: every block; every_k: blocks 0, k, 2k, ...); selective: none
+    h100 = machine("h100-sxm", "bf16", 8)
+    kw = dict(tp=8, pp=4, dp=2, micro_batch_size=1, gradient_accumulation_steps=8)
+    tp = {
+        ck: step_time(LLAMA2_7B, ParallelLayout(**kw, activation_checkpointing=ck, activation_checkpointing_k=k), h100)[
+            "breakdown_s"
+        ]["tp_comm"]
+        for ck, k in (("none", None), ("selective", None), ("every_k", 2), ("full", None))
+    }
+    assert tp["selective"] == pytest.approx(tp["none"])
+    assert tp["full"] == pytest.approx(tp["none"] * 6 / 4)
+    assert tp["every_k"] == pytest.approx(tp["none"] * (4 * 8 + 2 * 4) / (4 * 8))  # 8 blocks a stage, 4 recomputed
