@@ -170,6 +170,14 @@ def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict,
                                 )
 
 
+def nearest_batches(batch: int, dps: list[int]) -> list[int]:
+    """The global batches (sequences) nearest `batch` below and above that one of the data-parallel sizes
+    `dps` divides: what to ask for when no split meets `batch` exactly."""
+    below = [batch // d * d for d in dps if batch // d >= 1]
+    above = [-(-batch // d) * d for d in dps]
+    return sorted({b for b in (max(below, default=0), min(above, default=0)) if b > 0})
+
+
 def _slower_reason(perf: dict, best: dict) -> str:
     diff = {k: perf["breakdown_s"][k] - best["breakdown_s"][k] for k in perf["breakdown_s"]}
     worst = sorted(((v, k) for k, v in diff.items() if v > 0), reverse=True)[:2]
@@ -196,7 +204,7 @@ def search(
     fixed = dict(fixed or {})
     mem_bytes = MEMORY_BYTES.get(device)
     mach = machine(device, precision, devices_per_node)
-    mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp8": "fp8"}.get(precision, "bf16")
+    mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "fp8": "fp8"}.get(precision, "bf16")
     block = _Block(cfg, mach, calibration)
     batch_rejects: list = []
     fits, over = [], []
@@ -240,6 +248,12 @@ def search(
                 f"no split of {num_devices} devices has a data-parallel size dividing the global batch of "
                 f"{global_batch_size} sequences" + (" with the --layout given" if fixed else "")
             )
+            near = nearest_batches(global_batch_size, [r["layout"]["dp"] for r in batch_rejects])
+            if near:
+                out["nearest_global_batch_sizes"] = near
+                out["reason"] += "; the nearest batches a split meets: " + " or ".join(
+                    f"{b:,} sequences ({b * cfg.seq_len:,} tokens)" for b in near
+                )
         else:
             out["reason"] = "no layout matches " + (
                 f"--layout {fixed}: {problems[0]}" if problems else f"--layout {fixed}"
@@ -355,4 +369,4 @@ def format_layout(block: dict) -> list[str]:
     return lines
 
 
-__all__ = ["format_layout", "parse_layout", "search"]
+__all__ = ["format_layout", "nearest_batches", "parse_layout", "search"]
