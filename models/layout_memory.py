@@ -130,6 +130,11 @@ def check_layout(cfg: ModelConfig, lay: ParallelLayout) -> str | None:
         )
     if lay.pp > cfg.n_layers:
         return f"pp={lay.pp} exceeds the {cfg.n_layers} layers"
+    if lay.pp > 1 and lay.zero_stage > 1:
+        return (
+            f"zero_stage={lay.zero_stage} with pp={lay.pp}: pipeline parallelism runs ZeRO 0-1 (Megatron's distributed "
+            "optimizer, DeepSpeed's pipeline engine): stages 2-3 shard the gradients every micro-batch accumulates"
+        )
     if lay.pp_interleave > 1 and (lay.pp == 1 or math.ceil(cfg.n_layers / lay.pp) < lay.pp_interleave):
         return f"pp_interleave={lay.pp_interleave} needs pp > 1 and at least that many layers per stage"
     moe = cfg.moe

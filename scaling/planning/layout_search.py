@@ -78,7 +78,9 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict, batch_rejects: list):
+def _candidates(
+    cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict, batch_rejects: list, split_rejects: list
+):
     L, heads = cfg.n_layers, cfg.n_heads
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= dpn and heads % t == 0]
     s = cfg.seq_len
@@ -114,7 +116,13 @@ def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict,
             if "micro_batch_size" in fixed:
                 mbs = [fixed["micro_batch_size"]]
             elif "gradient_accumulation_steps" in fixed:
-                mbs = [per // fixed["gradient_accumulation_steps"]]
+                g = fixed["gradient_accumulation_steps"]
+                mbs = [per // g] if per % g == 0 else []
+                if per % g:
+                    split_rejects.append(
+                        f"gradient_accumulation_steps={g} does not divide the {per} sequences per data-parallel "
+                        f"rank (the global batch of {batch} over dp={dp} at tp={tp}, cp={cp}, pp={pp})"
+                    )
             else:
                 mbs = [m for m in _divisors(per) if m <= MAX_MICRO_BATCH]
             moe = cfg.moe
@@ -140,9 +148,17 @@ def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict,
             sp = fixed.get("sequence_parallel", True)
             for mb in mbs:
                 if mb < 1 or per % mb:
+                    split_rejects.append(
+                        f"micro_batch_size={mb} does not divide the {per} sequences per data-parallel rank "
+                        f"(the global batch of {batch} over dp={dp} at tp={tp}, cp={cp}, pp={pp})"
+                    )
                     continue
                 gas = per // mb
                 if "gradient_accumulation_steps" in fixed and fixed["gradient_accumulation_steps"] != gas:
+                    split_rejects.append(
+                        f"gradient_accumulation_steps={fixed['gradient_accumulation_steps']}: dp={dp} (tp={tp}, "
+                        f"cp={cp}, pp={pp}) with micro_batch_size={mb} makes {gas} for the global batch of {batch}"
+                    )
                     continue
                 if "pp_interleave" in fixed:
                     vs = [fixed["pp_interleave"]]
@@ -207,10 +223,11 @@ def search(
     mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "fp8": "fp8"}.get(precision, "bf16")
     block = _Block(cfg, mach, calibration)
     batch_rejects: list = []
+    split_rejects: list[str] = []  # a fixed micro-batch / accumulation that no split's per-rank batch allows
     fits, over = [], []
     searched = 0
     problems: list[str] = []
-    for lay in _candidates(cfg, num_devices, global_batch_size, devices_per_node, fixed, batch_rejects):
+    for lay in _candidates(cfg, num_devices, global_batch_size, devices_per_node, fixed, batch_rejects, split_rejects):
         problem = check_layout(cfg, lay)
         if problem:
             problems.append(problem)
@@ -264,6 +281,8 @@ def search(
                 out["layout_error"] = f"--layout {spec}: {problems[0]}"
             elif batch_rejects:
                 out["layout_error"] = f"--layout {spec}: {batch_rejects[0]['reason']}"
+            elif split_rejects:
+                out["layout_error"] = f"--layout {spec}: {split_rejects[0]}"
             else:
                 out["layout_error"] = (
                     f"--layout {spec}: no split of the {num_devices} devices matches it (tp x cp x pp must divide "

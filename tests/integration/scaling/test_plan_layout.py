@@ -121,6 +121,12 @@ def test_a_run_in_stages_is_priced_per_stage_with_context_parallel_for_long_sequ
         ("tp=3", "--layout tp=3: no split of the 16384 devices matches it"),
         ("tp=8,pp=16,dp=64", "--layout tp=8,pp=16,dp=64: no split of the 16384 devices matches it"),
         ("tp=1,pp=1", "--layout tp=1,pp=1: batch: dp=16384 does not divide the global batch of 2048 sequences"),
+        ("tp=8,pp=16,zero_stage=3", "zero_stage=3 with pp=16: pipeline parallelism runs ZeRO 0-1"),
+        (
+            "tp=8,pp=16,micro_batch_size=3",
+            "micro_batch_size=3 does not divide the 16 sequences per data-parallel rank (the global batch of 2048 "
+            "over dp=128",
+        ),
     ],
 )
 def test_a_layout_that_cannot_exist_exits_2_naming_it(tmp_path, layout, said):
