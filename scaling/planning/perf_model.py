@@ -24,7 +24,8 @@ for m = gradient-accumulation micro-batches per step, pp stages and v interleave
 - **DP**: gradients reduce-scattered (all-reduced at ZeRO-0) and weights all-gathered once per step
   over the network (inside a node when the whole group is), hidden behind one micro-batch's work by
   the fraction `overlap`; ZeRO-3 gathers the weights in forward and backward and reduces gradients
-  every micro-batch, hidden behind that micro-batch's compute by the same fraction.
+  every micro-batch, hidden behind that micro-batch's compute by the same fraction; ZeRO-2 reduce-scatters
+  every micro-batch's gradients (its shards cannot accumulate the full gradient), hidden the same way.
 - **optimizer**: 30 bytes of HBM traffic per local parameter (fp32 master, moments, gradient, weight).
 
 Collectives are ring-style: all-reduce 2 (n - 1) / n x bytes / bandwidth, the others (n - 1) / n, at
@@ -255,9 +256,15 @@ def step_time(
             sync += _ring("all_gather", 2 * dense_p, dp_n, dp_bw, cal)
             sync += _ring("all_gather", 2 * expert_p, ep_dp, ep_dp_bw, cal)
         dp_comm = _exposed(sync, t_micro, cal)
+    zero2 = 0.0
+    if lay.zero_stage == 2 and m > 1:  # sharded gradients cannot accumulate locally: every micro-batch reduces
+        rs = _ring("reduce_scatter", 2 * dense_p, dp_n, dp_bw, cal) + _ring(
+            "reduce_scatter", 2 * expert_p, ep_dp, ep_dp_bw, cal
+        )
+        zero2 = (m - 1) * _exposed(rs, micro_compute, cal)  # the last one is in the step's sync above
     local = dense_p / (dp_n if lay.zero_stage >= 1 else 1) + expert_p / (ep_dp if lay.zero_stage >= 1 else 1)
     optimizer = OPTIMIZER_BYTES_PER_PARAM * local / mach.hbm
-    step = pipeline + dp_comm + optimizer
+    step = pipeline + dp_comm + zero2 + optimizer
     tokens = lay.global_batch_size * cfg.seq_len
     counts = model_counts(cfg)
     head_fpt = 6.0 * cfg.vocab_size * cfg.d_model
@@ -293,6 +300,7 @@ def step_time(
             "ep_comm": m * ep_comm,
             "pp_p2p": m * p2p,
             "zero3_comm_exposed": m * zero3,
+            "zero2_comm_exposed": zero2,
             "pp_bubble": bubble,
             "dp_comm_exposed": dp_comm,
             "optimizer": optimizer,

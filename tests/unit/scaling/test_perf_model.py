@@ -113,3 +113,15 @@ def test_recomputed_blocks_repeat_their_tensor_parallel_all_reduces():
     assert tp["selective"] == pytest.approx(tp["none"])
     assert tp["full"] == pytest.approx(tp["none"] * 6 / 4)
     assert tp["every_k"] == pytest.approx(tp["none"] * (4 * 8 + 2 * 4) / (4 * 8))  # 8 blocks a stage, 4 recomputed
+
+
+def test_zero2_reduces_every_micro_batch_zero1_once_per_step():
+    # ZeRO-2 keeps only its shard of the gradients, so each micro-batch's gradients are reduce-scattered as they
+    # are made; ZeRO-1 accumulates the full gradient and reduces once per step (DeepSpeed, Megatron)
+    a100 = machine("a100-40gb", "bf16", 8)
+    kw = dict(dp=64, micro_batch_size=1, gradient_accumulation_steps=8)
+    z1 = step_time(LLAMA2_7B, ParallelLayout(**kw, zero_stage=1), a100)
+    z2 = step_time(LLAMA2_7B, ParallelLayout(**kw, zero_stage=2), a100)
+    assert z2["breakdown_s"]["zero2_comm_exposed"] > 0 and z2["step_time_s"] > z1["step_time_s"]
+    one = step_time(LLAMA2_7B, ParallelLayout(dp=64, micro_batch_size=8, zero_stage=2), a100)
+    assert one["breakdown_s"]["zero2_comm_exposed"] == 0  # one micro-batch: the step's reduce-scatter alone
