@@ -9,8 +9,10 @@ prints. Every other layout is priced as a Megatron-style engine (Shoeybi et al. 
 - **model states** per device: the heaviest pipeline stage's parameters, ceil(L/pp) blocks (and the
   embedding on the first stage, the output head and final norm on the last; both when pp = 1), matmul
   weights split over tp (vocab-parallel embedding and head), expert weights over ep_size x tp. Mixed
-  precision keeps, per parameter, 2 bytes of bf16/fp16 weights, 4 of fp32 gradients (Megatron's
-  main_grad) and 12 of optimizer state (fp32 master, Adam's two moments); fp32 training 4 + 4 + 8.
+  precision keeps, per parameter, 2 bytes of bf16 weights, 4 of fp32 gradients (Megatron's
+  main_grad) and 12 of optimizer state (fp32 master, Adam's two moments); fp32 training 4 + 4 + 8;
+  fp16 2 + 2 + 16 (fp16 gradients, fp32 main gradients and master weights, moments): Megatron's
+  distributed-optimizer table, 18 / 16 / 20 bytes, 6 + 12/d, 8 + 8/d and 4 + 16/d with ZeRO-1 over d ranks.
   ZeRO shards over the data-parallel group: stage 1 the optimizer state (Megatron's distributed
   optimizer), 2 also the gradients, 3 also the weights (plus a gather buffer of two layers' weights);
   expert states over the expert-data-parallel group dp / ep_size.
@@ -128,6 +130,11 @@ def check_layout(cfg: ModelConfig, lay: ParallelLayout) -> str | None:
         )
     if lay.pp > cfg.n_layers:
         return f"pp={lay.pp} exceeds the {cfg.n_layers} layers"
+    if lay.pp > 1 and lay.zero_stage > 1:
+        return (
+            f"zero_stage={lay.zero_stage} with pp={lay.pp}: pipeline parallelism runs ZeRO 0-1 (Megatron's distributed "
+            "optimizer, DeepSpeed's pipeline engine): stages 2-3 shard the gradients every micro-batch accumulates"
+        )
     if lay.pp_interleave > 1 and (lay.pp == 1 or math.ceil(cfg.n_layers / lay.pp) < lay.pp_interleave):
         return f"pp_interleave={lay.pp_interleave} needs pp > 1 and at least that many layers per stage"
     moe = cfg.moe
@@ -255,7 +262,7 @@ def state_bytes(cfg: ModelConfig, lay: ParallelLayout, precision: str = "bf16") 
     """{params, grads, optimizer, expert_params} bytes per device (module docstring)."""
     p = stage_params(cfg, lay)
     # fp8 (Transformer Engine): bf16 weights plus their fp8 copy; gradients and optimizer states unchanged
-    w, g, o = {"fp32": (4, 4, 8), "fp8": (3, 4, 12)}.get(precision, (2, 4, 12))
+    w, g, o = {"fp32": (4, 4, 8), "fp16": (2, 2, 16), "fp8": (3, 4, 12)}.get(precision, (2, 4, 12))
     z = lay.zero_stage
     out = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
     dp = lay.dp * lay.cp  # the distributed optimizer shards over data x context parallel ranks

@@ -234,7 +234,14 @@ def build_plan(
 
 def _memory(plan: dict, hw, opts: BudgetOptions) -> None:
     """The planned run's memory and layout on the plan's devices (scaling.planning.layout)."""
-    mem = layout_block(plan, hw.device, hw.num_devices, hw.precision, devices_per_node=opts.devices_per_node)
+    mem = layout_block(
+        plan,
+        hw.device,
+        hw.num_devices,
+        hw.precision,
+        devices_per_node=opts.devices_per_node,
+        global_batch_tokens=opts.global_batch_tokens,
+    )
     if mem is None:
         return
     plan["memory"] = mem
@@ -292,12 +299,12 @@ def _measured(hw) -> bool:
     return hw.mfu.source.startswith("measured") or hw.mfu.source.startswith("given")
 
 
-def _budget_at_predicted_mfu(plan: dict, plan_at, hw, hours: float, opts: BudgetOptions, rounds: int = 3) -> dict:
+def _budget_at_predicted_mfu(plan: dict, plan_at, hw, hours: float, opts: BudgetOptions, rounds: int = 8) -> dict:
     """A budget form with --mfu auto and no finished runs: the MFU that buys the compute is the step-time
     model's for the run the budget buys, found by a few fixed-point rounds (budget -> run -> MFU -> budget)."""
     if _measured(hw):
         return plan
-    for _ in range(rounds):
+    for _ in range(rounds):  # a small model's MFU moves with its size: about 5 rounds to 0.1%
         got = layout_sections(
             plan,
             hw.device,
@@ -315,6 +322,11 @@ def _budget_at_predicted_mfu(plan: dict, plan_at, hw, hours: float, opts: Budget
             break
         hw.mfu = _predicted_mfu(got[1], got[0]["describe"])
         plan = costs.plan_for_budget(plan_at, hw, hours)
+    else:
+        plan.setdefault("warnings", []).append(
+            f"the budget's MFU ({hw.mfu.value:.3f}) and the step-time model's for the run it buys did not agree "
+            f"within 0.1% after {rounds} rounds"
+        )
     return plan
 
 

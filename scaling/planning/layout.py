@@ -40,11 +40,14 @@ def nodes_for(num_devices: int, devices_per_node: int | None) -> tuple[int, int]
     return num_devices // per, per
 
 
-def batch_sequences(plan: dict, seq_len: int, world: int) -> tuple[int, str]:
-    """The global batch in sequences (a multiple of `world`) and where it came from."""
+def batch_sequences(plan: dict, seq_len: int, world: int, tokens: float | None = None) -> tuple[int, str]:
+    """The global batch in sequences (a multiple of `world`) and where it came from (`tokens`:
+    --global-batch-tokens, the same target as the layout search's)."""
     run = plan.get("run") or {}
     settings = (plan.get("recipe") or {}).get("settings") or {}
-    if run.get("batch_tokens"):
+    if tokens:
+        source = "--global-batch-tokens"
+    elif run.get("batch_tokens"):
         tokens, source = float(run["batch_tokens"]), "the batch-lr fit at this run"
     elif settings.get("train.global_batch_size"):
         tokens = float(settings["train.global_batch_size"]) * seq_len
@@ -69,6 +72,7 @@ def layout_block(
     *,
     devices_per_node: int | None = None,
     optimizer: str | None = None,
+    global_batch_tokens: float | None = None,
 ) -> dict | None:
     """The plan's `memory` section for its run on `num_devices` x `device` (None without a run)."""
     run = plan.get("run")
@@ -76,7 +80,7 @@ def layout_block(
         return None
     cfg = model_config(run["model"], plan.get("vocab_size"), run.get("seq_len"))
     nodes, per = nodes_for(num_devices, devices_per_node)
-    seqs, source = batch_sequences(plan, cfg.seq_len, num_devices)
+    seqs, source = batch_sequences(plan, cfg.seq_len, num_devices, global_batch_tokens)
     optimizer = optimizer or ((plan.get("recipe") or {}).get("settings") or {}).get("optim.name") or "adamw"
     mem = MEMORY_BYTES.get(device)
     if mem is None:

@@ -122,6 +122,9 @@ def layout_sections(
     )
     if found.get("layout_error"):
         raise InputError(found["layout_error"])
+    if global_batch_tokens and not found.get("searched") and found.get("nearest_global_batch_sizes"):
+        # the batch the user asked for cannot be met on these devices: say which can, before any pricing
+        raise InputError(f"{source}: {found['reason']}")
     found["global_batch_source"] = source
     perf = found.pop("performance", None)
     if perf is None:

@@ -78,7 +78,9 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict, batch_rejects: list):
+def _candidates(
+    cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict, batch_rejects: list, split_rejects: list
+):
     L, heads = cfg.n_layers, cfg.n_heads
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= dpn and heads % t == 0]
     s = cfg.seq_len
@@ -114,7 +116,13 @@ def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict,
             if "micro_batch_size" in fixed:
                 mbs = [fixed["micro_batch_size"]]
             elif "gradient_accumulation_steps" in fixed:
-                mbs = [per // fixed["gradient_accumulation_steps"]]
+                g = fixed["gradient_accumulation_steps"]
+                mbs = [per // g] if per % g == 0 else []
+                if per % g:
+                    split_rejects.append(
+                        f"gradient_accumulation_steps={g} does not divide the {per} sequences per data-parallel "
+                        f"rank (the global batch of {batch} over dp={dp} at tp={tp}, cp={cp}, pp={pp})"
+                    )
             else:
                 mbs = [m for m in _divisors(per) if m <= MAX_MICRO_BATCH]
             moe = cfg.moe
@@ -140,9 +148,17 @@ def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict,
             sp = fixed.get("sequence_parallel", True)
             for mb in mbs:
                 if mb < 1 or per % mb:
+                    split_rejects.append(
+                        f"micro_batch_size={mb} does not divide the {per} sequences per data-parallel rank "
+                        f"(the global batch of {batch} over dp={dp} at tp={tp}, cp={cp}, pp={pp})"
+                    )
                     continue
                 gas = per // mb
                 if "gradient_accumulation_steps" in fixed and fixed["gradient_accumulation_steps"] != gas:
+                    split_rejects.append(
+                        f"gradient_accumulation_steps={fixed['gradient_accumulation_steps']}: dp={dp} (tp={tp}, "
+                        f"cp={cp}, pp={pp}) with micro_batch_size={mb} makes {gas} for the global batch of {batch}"
+                    )
                     continue
                 if "pp_interleave" in fixed:
                     vs = [fixed["pp_interleave"]]
@@ -168,6 +184,14 @@ def _candidates(cfg: ModelConfig, world: int, batch: int, dpn: int, fixed: dict,
                                     sequence_parallel=sp,
                                     pp_interleave=v,
                                 )
+
+
+def nearest_batches(batch: int, dps: list[int]) -> list[int]:
+    """The global batches (sequences) nearest `batch` below and above that one of the data-parallel sizes
+    `dps` divides: what to ask for when no split meets `batch` exactly."""
+    below = [batch // d * d for d in dps if batch // d >= 1]
+    above = [-(-batch // d) * d for d in dps]
+    return sorted({b for b in (max(below, default=0), min(above, default=0)) if b > 0})
 
 
 def _slower_reason(perf: dict, best: dict) -> str:
@@ -196,13 +220,14 @@ def search(
     fixed = dict(fixed or {})
     mem_bytes = MEMORY_BYTES.get(device)
     mach = machine(device, precision, devices_per_node)
-    mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp8": "fp8"}.get(precision, "bf16")
+    mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "fp8": "fp8"}.get(precision, "bf16")
     block = _Block(cfg, mach, calibration)
     batch_rejects: list = []
+    split_rejects: list[str] = []  # a fixed micro-batch / accumulation that no split's per-rank batch allows
     fits, over = [], []
     searched = 0
     problems: list[str] = []
-    for lay in _candidates(cfg, num_devices, global_batch_size, devices_per_node, fixed, batch_rejects):
+    for lay in _candidates(cfg, num_devices, global_batch_size, devices_per_node, fixed, batch_rejects, split_rejects):
         problem = check_layout(cfg, lay)
         if problem:
             problems.append(problem)
@@ -240,6 +265,12 @@ def search(
                 f"no split of {num_devices} devices has a data-parallel size dividing the global batch of "
                 f"{global_batch_size} sequences" + (" with the --layout given" if fixed else "")
             )
+            near = nearest_batches(global_batch_size, [r["layout"]["dp"] for r in batch_rejects])
+            if near:
+                out["nearest_global_batch_sizes"] = near
+                out["reason"] += "; the nearest batches a split meets: " + " or ".join(
+                    f"{b:,} sequences ({b * cfg.seq_len:,} tokens)" for b in near
+                )
         else:
             out["reason"] = "no layout matches " + (
                 f"--layout {fixed}: {problems[0]}" if problems else f"--layout {fixed}"
@@ -250,6 +281,8 @@ def search(
                 out["layout_error"] = f"--layout {spec}: {problems[0]}"
             elif batch_rejects:
                 out["layout_error"] = f"--layout {spec}: {batch_rejects[0]['reason']}"
+            elif split_rejects:
+                out["layout_error"] = f"--layout {spec}: {split_rejects[0]}"
             else:
                 out["layout_error"] = (
                     f"--layout {spec}: no split of the {num_devices} devices matches it (tp x cp x pp must divide "
@@ -355,4 +388,4 @@ def format_layout(block: dict) -> list[str]:
     return lines
 
 
-__all__ = ["format_layout", "parse_layout", "search"]
+__all__ = ["format_layout", "nearest_batches", "parse_layout", "search"]

@@ -15,14 +15,17 @@ for m = gradient-accumulation micro-batches per step, pp stages and v interleave
   memory-bound element-wise work (norms, residuals, RoPE, SwiGLU, the loss) at the HBM bandwidth.
   Backward is twice the forward. Recomputation: full reruns each block's forward, every_k one block in
   k, selective the attention core (Korthikanti et al. 2022).
-- **TP**: two all-reduces per block forward and two backward (with sequence parallelism the same
-  volume as all-gather + reduce-scatter) of b s h 16-bit values, inside the node's NVLink domain
-  (--devices-per-node) when tp fits it, not overlapped. **EP**: four all-to-alls per MoE block of the
-  routed token copies, over NVLink when ep_size x tp fits a node, else the network.
+- **TP**: two all-reduces of b s h 16-bit values per block forward, two backward and two more per
+  block whose forward is recomputed (full, every_k; selective recomputes the attention core alone, with
+  no communication); with sequence parallelism all-gather + reduce-scatter, the same volume. Inside the
+  node's NVLink domain (--devices-per-node) when tp fits it, not overlapped.
+- **EP**: four all-to-alls per MoE block of the routed token copies, over NVLink when ep_size x tp fits
+  a node, else the network.
 - **DP**: gradients reduce-scattered (all-reduced at ZeRO-0) and weights all-gathered once per step
   over the network (inside a node when the whole group is), hidden behind one micro-batch's work by
   the fraction `overlap`; ZeRO-3 gathers the weights in forward and backward and reduces gradients
-  every micro-batch, hidden behind that micro-batch's compute by the same fraction.
+  every micro-batch, hidden behind that micro-batch's compute by the same fraction; ZeRO-2 reduce-scatters
+  every micro-batch's gradients (its shards cannot accumulate the full gradient), hidden the same way.
 - **optimizer**: 30 bytes of HBM traffic per local parameter (fp32 master, moments, gradient, weight).
 
 Collectives are ring-style: all-reduce 2 (n - 1) / n x bytes / bandwidth, the others (n - 1) / n, at
@@ -61,7 +64,7 @@ class Calibration:
 # refits and checks these.
 # attention_efficiency sits at its bound: on the non-causal FLOPs counted, causal kernels at half the peak.
 CALIBRATION = Calibration(
-    gemm_efficiency=0.756, gemm_half_dim=17.7, attention_efficiency=1.0, overlap=0.134, memory_traffic=4.49
+    gemm_efficiency=0.764, gemm_half_dim=27.8, attention_efficiency=1.0, overlap=0.12, memory_traffic=4.5
 )
 KERNELS_PER_BLOCK = 14
 OPTIMIZER_BYTES_PER_PARAM = 30
@@ -164,6 +167,11 @@ class _Block:
         return self.gemm(T, cfg.vocab_size / tp, cfg.d_model) + 12 * T * cfg.vocab_size / tp / self.mach.hbm
 
 
+def n_ck_blocks(blocks: int, lay: ParallelLayout) -> int:
+    """Blocks of a stage whose forward every_k recomputes (0, k, 2k, ...; models/checkpointing.py)."""
+    return len(range(0, blocks, lay.activation_checkpointing_k or 1))
+
+
 def _stage_params(cfg: ModelConfig, lay: ParallelLayout) -> tuple[float, float]:
     from models.layout_memory import stage_params
 
@@ -195,15 +203,16 @@ def step_time(
     if ck == "full":
         recompute = fwd - head
     elif ck == "every_k":
-        n_ck = len(range(0, blocks, lay.activation_checkpointing_k or 1))
-        recompute = (fwd - head) * n_ck / blocks
+        recompute = (fwd - head) * n_ck_blocks(blocks, lay) / blocks
     elif ck == "selective":
         recompute = blocks * dense_f["attention"]
     else:
         recompute = 0.0
     tp_bw = _group_bw(mach, tp, 1)
     ar = _ring("all_reduce", 2 * T * cfg.d_model, tp, tp_bw, cal)
-    tp_comm = blocks * ar * (4 + (2 if ck == "full" else 0))
+    # two all-reduces forward, two backward, and two more for each block whose forward is recomputed
+    recomputed_blocks = blocks if ck == "full" else (n_ck_blocks(blocks, lay) if ck == "every_k" else 0)
+    tp_comm = ar * (4 * blocks + 2 * recomputed_blocks)
     cp_comm = 0.0
     if cp > 1:  # ring attention passes K and V (forward) and their gradients (backward) around the cp ranks
         kv = 2 * 2 * lay.micro_batch_size * cfg.seq_len * cfg.kv_heads * cfg.head_dim / tp
@@ -247,9 +256,15 @@ def step_time(
             sync += _ring("all_gather", 2 * dense_p, dp_n, dp_bw, cal)
             sync += _ring("all_gather", 2 * expert_p, ep_dp, ep_dp_bw, cal)
         dp_comm = _exposed(sync, t_micro, cal)
+    zero2 = 0.0
+    if lay.zero_stage == 2 and m > 1:  # sharded gradients cannot accumulate locally: every micro-batch reduces
+        rs = _ring("reduce_scatter", 2 * dense_p, dp_n, dp_bw, cal) + _ring(
+            "reduce_scatter", 2 * expert_p, ep_dp, ep_dp_bw, cal
+        )
+        zero2 = (m - 1) * _exposed(rs, micro_compute, cal)  # the last one is in the step's sync above
     local = dense_p / (dp_n if lay.zero_stage >= 1 else 1) + expert_p / (ep_dp if lay.zero_stage >= 1 else 1)
     optimizer = OPTIMIZER_BYTES_PER_PARAM * local / mach.hbm
-    step = pipeline + dp_comm + optimizer
+    step = pipeline + dp_comm + zero2 + optimizer
     tokens = lay.global_batch_size * cfg.seq_len
     counts = model_counts(cfg)
     head_fpt = 6.0 * cfg.vocab_size * cfg.d_model
@@ -285,6 +300,7 @@ def step_time(
             "ep_comm": m * ep_comm,
             "pp_p2p": m * p2p,
             "zero3_comm_exposed": m * zero3,
+            "zero2_comm_exposed": zero2,
             "pp_bubble": bubble,
             "dp_comm_exposed": dp_comm,
             "optimizer": optimizer,

@@ -93,8 +93,10 @@ def test_inverse_budget_forms_turn_into_compute(tree_fit_json, form, hours):
 def test_budget_without_runs_takes_the_predicted_mfu_with_compute_and_loss_intervals(tree_fit_json, tmp_path):
     plan = plan_json(tree_fit_json, "--device", "h100-sxm", "--device-hours", "1", "--runs", str(tmp_path))
     c = plan["cost"]
-    # no finished runs: the step-time model's MFU for the run the budget buys (a tiny model: far from peak)
-    assert c["mfu_source"].startswith("predicted") and c["mfu"] == pytest.approx(plan["performance"]["mfu"], rel=0.05)
+    # no finished runs: the step-time model's MFU for the run the budget buys (a tiny model: far from peak),
+    # the fixed point reached (the MFU that bought the compute is the one predicted for what it bought)
+    assert c["mfu_source"].startswith("predicted")
+    assert c["mfu"] == pytest.approx(plan["performance"]["mfu"], rel=0.01)
     assert c["mfu"] < 0.2
     lo, hi = c["compute_interval"]
     assert lo < plan["compute"] < hi and hi / lo == pytest.approx(1.2 / 0.8, rel=0.05)  # the model's +-20%

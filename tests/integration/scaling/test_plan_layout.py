@@ -121,8 +121,30 @@ def test_a_run_in_stages_is_priced_per_stage_with_context_parallel_for_long_sequ
         ("tp=3", "--layout tp=3: no split of the 16384 devices matches it"),
         ("tp=8,pp=16,dp=64", "--layout tp=8,pp=16,dp=64: no split of the 16384 devices matches it"),
         ("tp=1,pp=1", "--layout tp=1,pp=1: batch: dp=16384 does not divide the global batch of 2048 sequences"),
+        ("tp=8,pp=16,zero_stage=3", "zero_stage=3 with pp=16: pipeline parallelism runs ZeRO 0-1"),
+        (
+            "tp=8,pp=16,micro_batch_size=3",
+            "micro_batch_size=3 does not divide the 16 sequences per data-parallel rank (the global batch of 2048 "
+            "over dp=128",
+        ),
     ],
 )
 def test_a_layout_that_cannot_exist_exits_2_naming_it(tmp_path, layout, said):
     res = plan(tmp_path, "--layout", layout)
     assert res.returncode == 2 and said in res.stderr, res.stderr
+
+
+def test_a_global_batch_no_split_meets_exits_2_with_the_nearest_ones_and_every_section_takes_it(tmp_path):
+    # "16M tokens" typed as 16e6 is 1,953 sequences of 8,192: odd, so no data-parallel size of 16,384
+    # devices divides it; the plan says which batches a split meets instead of pricing at a guessed MFU
+    (tmp_path / "llama405.yaml").write_text(yaml.safe_dump({"model": LLAMA31_405B}))
+    res = scalelab(
+        "plan", "--model", "llama405.yaml", "--tokens", "15.6e12", "--device", "h100-sxm", "--num-devices", "16384",
+        "--global-batch-tokens", "16e6", "--runs", str(tmp_path / "no-runs"), cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--global-batch-tokens (1.6e+07 tokens as 1953 whole sequences of 8192)" in res.stderr
+    assert "nearest batches a split meets: 1,952 sequences (15,990,784 tokens) or 1,984 sequences" in res.stderr
+    # the trainer's data-parallel section starts from the same batch (rounded up to the devices), not 4M tokens
+    p = json.loads(plan(tmp_path, "--layout", "tp=8,pp=16", "--json").stdout)
+    assert p["memory"]["global_batch_source"].startswith("--global-batch-tokens, 2048 sequences rounded up to 16384")

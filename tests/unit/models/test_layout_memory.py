@@ -14,6 +14,7 @@ from models.layout_memory import (
     korthikanti_layer_bytes,
     layer_bytes,
     layout_memory,
+    stage_params,
     state_bytes,
 )
 from models.memory import estimate_memory
@@ -136,3 +137,15 @@ def test_an_moe_models_dense_layers_keep_the_dense_width():
     got = trainer_activations(cfg, 1, "half")
     none = trainer_activations(cfg.model_copy(update={"moe": None}), 1, "half")
     assert got - none == 6 * (routed - dense)  # only the 6 MoE layers are wider
+
+
+@pytest.mark.parametrize(
+    "precision, whole, fixed, sharded", [("bf16", 18, 6, 12), ("fp32", 16, 8, 8), ("fp16", 20, 4, 16)]
+)
+def test_model_state_bytes_per_parameter_are_megatrons_distributed_optimizer_table(precision, whole, fixed, sharded):
+    # Megatron-Core's distributed-optimizer guide: bytes per parameter without it, and fixed + sharded / d with it
+    P = stage_params(LLAMA2_7B, ParallelLayout(dp=8))["dense"]
+    for z, d in ((0, 8), (1, 8), (1, 64)):
+        got = state_bytes(LLAMA2_7B, ParallelLayout(dp=d, zero_stage=z), precision)
+        per = (got["params"] + got["grads"] + got["optimizer"]) / P
+        assert per == pytest.approx(whole if z == 0 else fixed + sharded / d)

@@ -97,3 +97,31 @@ def test_the_stored_constants_are_the_fit_of_the_calibration_rows():
     refit = asdict(fit())
     for key, value in asdict(CALIBRATION).items():
         assert refit[key] == pytest.approx(value, rel=0.02), key
+
+
+def test_recomputed_blocks_repeat_their_tensor_parallel_all_reduces():
+    # Megatron: 2 all-reduces per block forward + 2 backward; a block whose forward is recomputed runs its
+    # 2 forward all-reduces again (full: every block; every_k: blocks 0, k, 2k, ...); selective: none
+    h100 = machine("h100-sxm", "bf16", 8)
+    kw = dict(tp=8, pp=4, dp=2, micro_batch_size=1, gradient_accumulation_steps=8)
+    tp = {
+        ck: step_time(LLAMA2_7B, ParallelLayout(**kw, activation_checkpointing=ck, activation_checkpointing_k=k), h100)[
+            "breakdown_s"
+        ]["tp_comm"]
+        for ck, k in (("none", None), ("selective", None), ("every_k", 2), ("full", None))
+    }
+    assert tp["selective"] == pytest.approx(tp["none"])
+    assert tp["full"] == pytest.approx(tp["none"] * 6 / 4)
+    assert tp["every_k"] == pytest.approx(tp["none"] * (4 * 8 + 2 * 4) / (4 * 8))  # 8 blocks a stage, 4 recomputed
+
+
+def test_zero2_reduces_every_micro_batch_zero1_once_per_step():
+    # ZeRO-2 keeps only its shard of the gradients, so each micro-batch's gradients are reduce-scattered as they
+    # are made; ZeRO-1 accumulates the full gradient and reduces once per step (DeepSpeed, Megatron)
+    a100 = machine("a100-40gb", "bf16", 8)
+    kw = dict(dp=64, micro_batch_size=1, gradient_accumulation_steps=8)
+    z1 = step_time(LLAMA2_7B, ParallelLayout(**kw, zero_stage=1), a100)
+    z2 = step_time(LLAMA2_7B, ParallelLayout(**kw, zero_stage=2), a100)
+    assert z2["breakdown_s"]["zero2_comm_exposed"] > 0 and z2["step_time_s"] > z1["step_time_s"]
+    one = step_time(LLAMA2_7B, ParallelLayout(dp=64, micro_batch_size=8, zero_stage=2), a100)
+    assert one["breakdown_s"]["zero2_comm_exposed"] == 0  # one micro-batch: the step's reduce-scatter alone
