@@ -19,6 +19,7 @@ SUBSYSTEMS = [
     "pretrain.cli",
     "scaling.cli",
     "scaling.cli.design",
+    "scaling.cli.study",
     "launch.commands.predict_curve",
     "launch.sweep.cli",
     "launch.commands.runs",

@@ -485,6 +485,8 @@ class MainJob:
         fit_args = ["--fit", a3]
         if self.cfg.plan.hparams_from_fit and _batch_lr_law(fits / "batch-lr.json") is None:
             fit_args += ["--fit", fits / "batch-lr.json"]
+        if (fits / "chinchilla-a2.json").exists():  # the verdict compares the approaches' exponents
+            fit_args += ["--fit", fits / "chinchilla-a2.json"]
         if not _newer(plan_dir / "plan.json", [a3, fits / "batch-lr.json"]) or not emitted.exists():
             self.scalelab(
                 "plan",
@@ -493,6 +495,7 @@ class MainJob:
                 f"{compute:.6g}",
                 "--emit-config",
                 emitted,
+                "--force",  # the run is the honest test of the law whatever its verdict; the report states the verdict
                 "--out",
                 plan_dir / "plan.json",
             )
