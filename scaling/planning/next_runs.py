@@ -27,7 +27,8 @@ from scaling.planning.information import greedy
 from scaling.planning.plan import EPOCHS_WARN, designed_candidate, make_plan
 
 DRAWS = 64
-FAMILY_SIZES = 12
+FAMILY_SIZES = 16
+BELOW_FITTED = 4.0  # the family grid starts this factor below the smallest fitted size (small runs are cheap)
 TOKENS_PER_PARAM = (2.0, 500.0)
 TOKENS_PER_PARAM_STEPS = 10
 MIN_BOOTSTRAP = 10
@@ -138,11 +139,12 @@ def residual_sigma(rec) -> float:
 
 # ---------------------------------------------------------------- candidates
 def family_candidates(ch, plan: dict, budget: float, cost: TokenCost, conv: dict) -> list[dict]:
-    """Runs on the study's own model family (the plan's shape rule): FAMILY_SIZES models from the
-    smallest fitted size to what the budget or the target's N_opt interval reaches, each at tokens per
-    parameter spaced evenly in log over TOKENS_PER_PARAM, every run affordable within `budget`."""
+    """Runs on the study's own model family (the plan's shape rule): FAMILY_SIZES models from
+    BELOW_FITTED below the smallest fitted size to what the budget or the target's N_opt interval
+    reaches, each at tokens per parameter spaced evenly in log over TOKENS_PER_PARAM, every run
+    affordable within `budget`."""
     rng = ch.get("data_range") or {}
-    n_lo = float((rng.get("N") or [plan["N_opt"]])[0])
+    n_lo = float((rng.get("N") or [plan["N_opt"]])[0]) / BELOW_FITTED
     reach = max((plan.get("N_opt_interval") or [0, plan["N_opt"]])[1], plan["N_opt"]) * 2.0
     n_hi = min(reach, float(np.sqrt(budget / (6.0 * TOKENS_PER_PARAM[0]))))
     n_hi = max(n_hi, n_lo * 2.0)
