@@ -18,7 +18,7 @@ the largest runs (C >= 2.5e21); the candidates are the rest. With the same FLOP 
 IsoFLOP), and at random (several seeds); refit on the start plus the picks and report the mean
 absolute relative error of the predicted loss at the test runs.
 
-    .venv/bin/python benchmarks/next_runs.py synthetic [--seeds 4] [--rounds 5] [--bootstrap 50] [--plot F.png]
+    .venv/bin/python benchmarks/next_runs.py synthetic [--seeds 4] [--rounds 5] [--bootstrap 50] [--plot F.png] [--json F]
     .venv/bin/python benchmarks/next_runs.py epoch [--budget 3e21] [--random 5] [--bootstrap 100]
 """
 
@@ -79,6 +79,10 @@ def grid_candidates(budget: float) -> list[dict]:
 
 
 def synthetic(args) -> dict:
+    if args.replot:  # redraw the figure from a --json of an earlier run
+        d = json.loads(Path(args.replot).read_text())
+        _plot(d["curves"], args.plot, 100 * START_BUDGETS[-1])
+        return d
     truth, C = TRUE_CHINCHILLA, 100 * START_BUDGETS[-1]
     ladder = [START_BUDGETS[-1] * 2 ** (k + 1) for k in range(args.rounds)]
     curves = {"isoflop": [], "design": []}
@@ -136,6 +140,7 @@ def _flops_to_reach(rows: list[dict], log_span: float) -> float:
 
 def _plot(curves, path, C):
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -170,6 +175,9 @@ def _plot(curves, path, C):
         title=f"loss at the optimum at {C:.0e} FLOPs",
     )
     for a in axes:
+        a.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ticks = [2e19, 5e19, 1e20, 2e20, 5e20]
+        a.set_xticks(ticks, [f"{t:.0e}".replace("+", "") for t in ticks])
         a.legend()
         a.grid(alpha=0.3)
     fig.tight_layout()
@@ -260,6 +268,7 @@ def main(argv=None) -> int:
     s.add_argument("--noise", type=float, default=0.01, help="sd of the log-loss noise per run")
     s.add_argument("--target-span", type=float, default=1.5, help="N_opt interval hi/lo to reach")
     s.add_argument("--plot")
+    s.add_argument("--replot", metavar="JSON", help="only redraw --plot from the --json of an earlier run")
     e = sub.add_parser("epoch")
     e.add_argument("--budget", type=float, default=3e21)
     e.add_argument("--test-from", type=float, default=2.5e21)
