@@ -18,7 +18,7 @@ the largest runs (C >= 2.5e21); the candidates are the rest. With the same FLOP 
 IsoFLOP), and at random (several seeds); refit on the start plus the picks and report the mean
 absolute relative error of the predicted loss at the test runs.
 
-    .venv/bin/python benchmarks/next_runs.py synthetic [--seeds 4] [--rounds 5] [--bootstrap 50] [--plot F.png] [--json F]
+    .venv/bin/python benchmarks/next_runs.py synthetic [--seeds 4] [--rounds 5] [--bootstrap 50] [--plot F] [--json F]
     .venv/bin/python benchmarks/next_runs.py epoch [--budget 3e21] [--random 5] [--bootstrap 100]
 """
 
