@@ -223,7 +223,7 @@ def cmd_plan(args) -> int:
         if args.emit_config and not identified(plan) and not args.force:
             raise InputError(
                 f"--emit-config: the law is not identified at {plan['compute']:.3g} FLOPs ("
-                + "; ".join(plan["verdict"]["reasons"])
+                + "; ".join(plan["verdict"]["reasons"] + (plan["verdict"].get("batch_lr") or {}).get("reasons", []))
                 + "): a config for this run would train a guess. `scalelab study next` proposes the runs that "
                 "would identify it; --force emits it anyway"
             )

@@ -68,6 +68,13 @@ def register(subparsers) -> None:
         help="write the proposed runs as a sweep spec (kind zip) and "
         "NEXT.base.yaml, its base train config: scalelab sweep plan/launch NEXT.yaml",
     )
+    n.add_argument(
+        "--law",
+        choices=("chinchilla", "batch-lr"),
+        default="chinchilla",
+        help="chinchilla (default): runs for N_opt and the loss; batch-lr: the compute groups and lr x batch grid "
+        "that identify a batch/LR law's exponents (FIT.json: a `fit batch-lr` record)",
+    )
     n.add_argument("--ci", type=float, default=0.95)
     n.add_argument("--json", action="store_true", help="print the proposal as JSON")
     n.set_defaults(func=cmd_next)
@@ -87,6 +94,8 @@ def cmd_next(args) -> int:
         return fail(f"--ci must be between 0 and 1 (got {args.ci})", 2)
     try:
         fits = [FitRecord.load(f) for f in args.fit_files]
+        if args.law == "batch-lr":
+            return _next_batch_lr(args, fits)
         ch = next((f for f in fits if f["law"] == "chinchilla" and f.get("approach") == 3), None)
         if ch is None:
             raise InputError(
@@ -115,4 +124,24 @@ def cmd_next(args) -> int:
                 + (" and " + str(Path(path).with_name(Path(path).stem + ".base.yaml")) if path == args.sweep else ""),
                 file=sys.stderr,
             )
+    return 0
+
+
+def _next_batch_lr(args, fits) -> int:
+    from scaling.core.errors import InputError  # deferred: a fast --help
+    from scaling.planning.next_batch_lr import format_batch_lr, propose_batch_lr
+
+    if args.candidates or args.out or args.sweep:
+        raise InputError(
+            "--law batch-lr proposes compute groups: --candidates, --out and --sweep are for --law chinchilla"
+        )
+    hp = [f for f in fits if f["law"] == "batch-lr"]
+    if len(hp) != 1:
+        raise InputError("study next --law batch-lr takes one `scalelab fit batch-lr` record")
+    rng = (hp[0].get("data_range") or {}).get("C")
+    if args.multiplier and not rng:
+        raise InputError("the batch-lr record states no compute range: give --compute")
+    target = args.compute if args.compute else args.multiplier * rng[1]
+    p = propose_batch_lr(hp[0], target, budget=args.budget_flops, max_groups=args.max_runs)
+    print(json.dumps(p, indent=2) if args.json else format_batch_lr(p))
     return 0

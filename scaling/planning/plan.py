@@ -204,7 +204,9 @@ def make_plan(
                     f"{out['B_crit_tokens']:.3g}: diminishing returns per token"
                 )
     out["warnings"] = warnings
-    out["verdict"] = make_verdict(out, ch, cross, max_span=identified_span, edge_fraction=no_optimum)
+    out["verdict"] = make_verdict(
+        out, ch, cross, max_span=identified_span, edge_fraction=no_optimum, batch_lr=hp[-1] if hp else None
+    )
     return _clean(out)
 
 

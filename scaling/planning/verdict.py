@@ -16,7 +16,9 @@ far beyond the runs is a separate question, answered here from the fit's own boo
 IDENTIFIED_SPAN = 4x, `scalelab plan --identified-span`), when more than 1 - ci of the bootstrap
 laws have no interior optimum at the budget (their N_opt ran off the search range, so the interval
 printed from the rest understates the spread), or when the approaches disagree. Without bootstrap
-samples the verdict is "unchecked". The warnings that explain a verdict (identification, bounds,
+samples the verdict is "unchecked". A batch-lr record the plan uses gets its own (`batch_lr`): not
+identified with fewer than 3 compute groups, an lr or batch interval at the run wider than the same
+span, or an exponent whose interval contains 0. The warnings that explain a verdict (identification, bounds,
 extrapolation, frontier budgets) are grouped under it; `scalelab plan --emit-config` refuses a
 not-identified plan unless --force.
 """
@@ -113,10 +115,46 @@ def check_span(max_span: float) -> float:
     return float(max_span)
 
 
-def make_verdict(plan: dict, ch, others: list, *, max_span: float = IDENTIFIED_SPAN, edge_fraction=None) -> dict:
+def batch_lr_verdict(h, plan: dict, max_span: float) -> dict:
+    """The batch/LR law's verdict at the planned run: not identified when it has no exponents (fewer
+    than 3 compute groups: two optima determine a line exactly), when its lr or batch interval at the
+    run spans more than `max_span`, or when an exponent's interval contains 0."""
+    ci = plan.get("ci", 0.95)
+    reasons: list[str] = []
+    st = h.get("settings") or {}
+    n_groups = (h.get("diagnostics") or {}).get("n_groups")
+    out: dict = {"n_groups": n_groups}
+    if st.get("exponents") not in (None, "fitted"):
+        reasons.append(f"batch-lr law {st['exponents']}")
+    target = plan.get("run") if plan.get("run") and "lr" in plan["run"] else plan
+    for key, name in (("lr", "lr"), ("batch_tokens", "batch")):
+        iv = target.get(f"{key}_interval")
+        if iv and iv[0] > 0:
+            out[f"{key}_interval"], out[f"{key}_span"] = iv, iv[1] / iv[0]
+            if iv[1] / iv[0] > max_span:
+                reasons.append(
+                    f"the {name}'s {ci:.0%} interval [{iv[0]:.3g}, {iv[1]:.3g}] at the run spans {iv[1] / iv[0]:.3g}x "
+                    f"(more than {max_span:g}x)"
+                )
+    for k, iv in (h.get("intervals") or {}).items():
+        if "exp" in k and iv and iv[0] is not None and iv[1] is not None and iv[0] <= 0 <= iv[1]:
+            reasons.append(f"{k}'s interval [{iv[0]:.3g}, {iv[1]:.3g}] contains 0: its sign is not measured")
+    if not reasons and not out.get("lr_interval"):
+        out["status"] = UNCHECKED
+        reasons.append("no bootstrap samples: the law's uncertainty at the run is unknown (fit with --bootstrap N)")
+    else:
+        out["status"] = NOT_IDENTIFIED if reasons else IDENTIFIED
+    out["reasons"] = reasons
+    return out
+
+
+def make_verdict(
+    plan: dict, ch, others: list, *, max_span: float = IDENTIFIED_SPAN, edge_fraction=None, batch_lr=None
+) -> dict:
     """The verdict block of `plan` (a make_plan dict) for the chinchilla record `ch` it planned from;
     `others`: further chinchilla records of other approaches (compared on the exponent);
-    `edge_fraction`: the share of bootstrap laws with no interior optimum at the budget."""
+    `edge_fraction`: the share of bootstrap laws with no interior optimum at the budget;
+    `batch_lr`: the batch-lr record the plan took lr and batch from (its own verdict, `batch_lr`)."""
     max_span = check_span(max_span)
     ci = plan.get("ci", 0.95)
     out: dict = {"max_span": max_span}
@@ -162,13 +200,20 @@ def make_verdict(plan: dict, ch, others: list, *, max_span: float = IDENTIFIED_S
         out["status"] = NOT_IDENTIFIED if reasons else IDENTIFIED
     out["reasons"] = reasons
     out["warnings"] = [w for w in plan.get("warnings") or [] if _EXPLAINS.search(w)]
-    if not cmp and others == [] and ch.get("approach") == 3:
+    if not cmp and ch.get("approach") == 3:
         out["note"] = "approach 2 not given: the exponent was not cross-checked (plan A3.json A2.json)"
+    if batch_lr is not None:
+        out["batch_lr"] = batch_lr_verdict(batch_lr, plan, max_span)
     return out
 
 
 def identified(plan: dict) -> bool:
-    return (plan.get("verdict") or {}).get("status") != NOT_IDENTIFIED
+    """False when the law (or the batch-lr law whose lr and batch the run takes) is not identified."""
+    v = plan.get("verdict") or {}
+    used = bool((plan.get("run") or plan).get("lr"))
+    return v.get("status") != NOT_IDENTIFIED and not (
+        used and (v.get("batch_lr") or {}).get("status") == NOT_IDENTIFIED
+    )
 
 
 def format_verdict(v: dict, ci: float = 0.95) -> list[str]:
@@ -205,6 +250,13 @@ def format_verdict(v: dict, ci: float = 0.95) -> list[str]:
         lines.append(f"  {v['note']}")
     lines += [f"  because: {r}" for r in v.get("reasons") or [] if v["status"] != IDENTIFIED]
     lines += [f"  - {w}" for w in v.get("warnings") or []]
+    hp = v.get("batch_lr")
+    if hp:
+        lines.append(
+            f"  batch-lr law: {hp['status']}"
+            + (f" ({hp['n_groups']} compute groups)" if hp.get("n_groups") is not None else "")
+            + "".join(f"; {r}" for r in hp.get("reasons") or [])
+        )
     if v["status"] == NOT_IDENTIFIED:
         lines.append("  next: `scalelab study next` proposes the runs that would identify it")
     return lines

@@ -144,3 +144,40 @@ def test_the_plan_view_marks_the_budgets_the_law_cannot_answer(fits):
     grouped = {w for r in rows for w in r["verdict_warnings"]}
     assert grouped and not grouped & set(warnings)
     assert "verdict" in CSV_COLUMNS
+
+
+def test_the_batch_lr_law_gets_its_own_verdict(fits):
+    """Exponents need 3 or more compute groups: with 2 the law is not identified and says why; with 3
+    its lr and batch intervals at the planned run are judged by the same span."""
+    from scaling.fits.batch_lr import fit_batch_lr
+    from scaling.synthetic.runs import batch_lr_sweep
+
+    a3, *_ = fits
+    two = fit_batch_lr(batch_lr_sweep(budgets=(1e17, 1e18)))
+    v = make_plan([a3, two], 1e19, vocab_size=4096)["verdict"]
+    assert v["batch_lr"]["status"] == "not identified at this budget"
+    assert any("exponents need 3 or more" in r for r in v["batch_lr"]["reasons"])
+    three = fit_batch_lr(batch_lr_sweep(budgets=(1e17, 1e18, 1e19)), bootstrap=30)
+    plan = make_plan([a3, three], 1e19, vocab_size=4096)
+    hp = plan["verdict"]["batch_lr"]
+    assert hp["n_groups"] == 3 and hp["lr_interval"] == plan["run"]["lr_interval"]
+    assert hp["status"] == ("identified" if not hp["reasons"] else "not identified at this budget")
+
+
+def test_study_next_proposes_the_compute_groups_a_batch_lr_law_needs(tmp_path):
+    """Two groups cannot carry exponents: `study next --law batch-lr` adds groups within the budget,
+    at the ends of the affordable compute range (extrapolating a line: Elfving), each a lr x batch grid."""
+    from scaling.fits.batch_lr import fit_batch_lr
+    from scaling.synthetic.runs import batch_lr_sweep
+
+    rec = fit_batch_lr(batch_lr_sweep(budgets=(1e17, 1e18)))
+    path = rec.save(tmp_path / "hp.json")
+    r = scalelab("study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "3e20", "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["groups_today"] == 2 and len(p["groups"]) >= 1 and p["spent_flops"] <= 3e20
+    Cs = [g["C"] for g in p["groups"]]
+    assert max(Cs) * 15 <= 3e20 and max(Cs) > 1e18 and p["width_ratio"] < 1.0
+    assert all(len(g["lrs"]) * len(g["batch_tokens"]) == g["runs"] for g in p["groups"])
+    r = scalelab("study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "1e17")
+    assert r.returncode == 2 and "buys no group" in r.stderr
