@@ -39,10 +39,40 @@ from scaling.core.bootstrap import interval  # noqa: E402
 from scaling.fits.chinchilla.approaches import fit_chinchilla  # noqa: E402
 from scaling.laws.loss import ChinchillaLaw  # noqa: E402
 from scaling.planning.next_runs import propose  # noqa: E402
-from scaling.synthetic.runs import TRUE_CHINCHILLA, chinchilla_table  # noqa: E402
+from scaling.synthetic.runs import TRUE_CHINCHILLA, TRUE_DATA_CONSTRAINED, chinchilla_table  # noqa: E402
 
 START_BUDGETS = (1e17, 3e17, 1e18)
 SIZES = 9
+
+
+def widths_dc(rec, C: float, truth, unique: float) -> dict:
+    """widths() for a data-constrained law: the optimum at C when every run draws from `unique` tokens."""
+    from functools import partial
+
+    from scaling.core.conventions import TokenCost
+    from scaling.laws.allocation import allocate
+    from scaling.laws.loss import DataConstrainedLaw
+
+    keys = ("E", "A", "B", "alpha", "beta", "R_D_star")
+    s = {k: np.asarray(rec["bootstrap"]["samples"][k], dtype=float) for k in keys}
+    cost, rng = TokenCost("6ND_total", "total"), (1e5, 1e13)
+    with np.errstate(all="ignore"):
+        n_s, d_s = allocate(
+            partial(DataConstrainedLaw(**{k: v[:, None] for k, v in s.items()}).predict, U=unique), C, cost, rng
+        )
+        l_s = DataConstrainedLaw(**s).predict(n_s, d_s, U=unique)
+        law = rec.law()
+        n, d = (float(v) for v in allocate(partial(law.predict, U=unique), C, cost, rng))
+        tn, td = (float(v) for v in allocate(partial(truth.predict, U=unique), C, cost, rng))
+    ni, li = interval(n_s, 0.95), interval(l_s, 0.95)
+    return {
+        "N_width": float(np.log(ni[1] / ni[0])) if ni else float("inf"),
+        "loss_width": float(li[1] - li[0]) if li else float("inf"),
+        "N_opt": n,
+        "N_error": n / tn - 1,
+        "loss_error": float(law.predict(n, d, U=unique) / truth.predict(tn, td, U=unique) - 1),
+        "no_optimum": float(np.mean(~np.isfinite(n_s))),
+    }
 
 
 def widths(rec, C: float, truth: ChinchillaLaw | None = None) -> dict:
@@ -63,10 +93,15 @@ def widths(rec, C: float, truth: ChinchillaLaw | None = None) -> dict:
     return out
 
 
-def draw(truth, N, D, noise, rng) -> pd.DataFrame:
+def draw(truth, N, D, noise, rng, unique=None) -> pd.DataFrame:
+    """Runs drawn from the truth; with `unique`, every run draws from that many unique tokens (U = min(D, unique))."""
     N, D = np.asarray(N, float), np.asarray(D, float)
-    loss = truth.predict(N, D) * np.exp(noise * rng.standard_normal(N.size))
-    return pd.DataFrame({"N": N, "D": D, "flops": 6 * N * D, "loss": loss})
+    if unique is None:
+        loss = truth.predict(N, D) * np.exp(noise * rng.standard_normal(N.size))
+        return pd.DataFrame({"N": N, "D": D, "flops": 6 * N * D, "loss": loss})
+    U = np.minimum(D, unique)
+    loss = truth.predict(N, D, U=U) * np.exp(noise * rng.standard_normal(N.size))
+    return pd.DataFrame({"N": N, "D": D, "U": U, "flops": 6 * N * D, "loss": loss})
 
 
 def grid_candidates(budget: float) -> list[dict]:
@@ -78,34 +113,48 @@ def grid_candidates(budget: float) -> list[dict]:
     return out
 
 
+def _fit(df, args, seed):
+    if args.law == "data-constrained":
+        return fit_chinchilla(df, law="data-constrained", terms="data", bootstrap=args.bootstrap, top_k=8, seed=seed)
+    return fit_chinchilla(df, bootstrap=args.bootstrap, top_k=8, seed=seed)
+
+
 def synthetic(args) -> dict:
     if args.replot:  # redraw the figure from a --json of an earlier run
         d = json.loads(Path(args.replot).read_text())
         _plot(d["curves"], args.plot, 100 * START_BUDGETS[-1])
         return d
-    truth, C = TRUE_CHINCHILLA, 100 * START_BUDGETS[-1]
+    dc = args.law == "data-constrained"
+    truth, C = (TRUE_DATA_CONSTRAINED if dc else TRUE_CHINCHILLA), 100 * START_BUDGETS[-1]
+    U = args.unique if dc else None
+
+    def measure(rec):
+        return widths_dc(rec, C, truth, U) if dc else widths(rec, C, truth)
+
     ladder = [START_BUDGETS[-1] * 2 ** (k + 1) for k in range(args.rounds)]
     curves = {"isoflop": [], "design": []}
     for seed in range(args.seeds):
         start = chinchilla_table(truth, budgets=START_BUDGETS, n_per_budget=SIZES, noise=args.noise, seed=seed)
+        if dc:  # the same design, every run drawing from the corpus's `unique` tokens
+            start = draw(truth, start.N, start.D, args.noise, np.random.default_rng(seed), U)
         start_flops = float(start.flops.sum())
         for rule in curves:
             rng = np.random.default_rng(1000 + seed)
             df, spent, rows = start.copy(), 0.0, []
-            rec = fit_chinchilla(df, bootstrap=args.bootstrap, top_k=8, seed=seed)
-            rows.append({"spent": 0.0, **widths(rec, C, truth)})
+            rec = _fit(df, args, seed)
+            rows.append({"spent": 0.0, **measure(rec)})
             for b in ladder:
                 if rule == "isoflop":
                     n_opt, _ = truth.compute_optimal(b)
                     N = n_opt * np.geomspace(1 / 8, 8, SIZES)
-                    new = draw(truth, N, b / (6 * N), args.noise, rng)
+                    new = draw(truth, N, b / (6 * N), args.noise, rng, U)
                 else:
                     p = propose([rec], C, budget=SIZES * b, max_runs=SIZES, candidates=grid_candidates(SIZES * b))
-                    new = draw(truth, [r["N"] for r in p.rows], [r["D"] for r in p.rows], args.noise, rng)
+                    new = draw(truth, [r["N"] for r in p.rows], [r["D"] for r in p.rows], args.noise, rng, U)
                 spent += float(new.flops.sum())
                 df = pd.concat([df, new], ignore_index=True)
-                rec = fit_chinchilla(df, bootstrap=args.bootstrap, top_k=8, seed=seed)
-                rows.append({"spent": spent, **widths(rec, C, truth)})
+                rec = _fit(df, args, seed)
+                rows.append({"spent": spent, **measure(rec)})
                 print(
                     f"seed {seed} {rule:8s} spent {spent:9.3g} ({spent / start_flops:6.3g}x the start) "
                     f"N_opt width x{np.exp(rows[-1]['N_width']):6.3f}  loss width {rows[-1]['loss_width']:.4f}  "
@@ -268,6 +317,13 @@ def main(argv=None) -> int:
     s.add_argument("--noise", type=float, default=0.01, help="sd of the log-loss noise per run")
     s.add_argument("--target-span", type=float, default=1.5, help="N_opt interval hi/lo to reach")
     s.add_argument("--plot")
+    s.add_argument(
+        "--law",
+        choices=("chinchilla", "data-constrained"),
+        default="chinchilla",
+        help="the truth: Chinchilla, or Muennighoff et al.'s data-constrained law with --unique tokens",
+    )
+    s.add_argument("--unique", type=float, default=3e9, help="data-constrained: the corpus's unique tokens")
     s.add_argument("--replot", metavar="JSON", help="only redraw --plot from the --json of an earlier run")
     e = sub.add_parser("epoch")
     e.add_argument("--budget", type=float, default=3e21)
