@@ -34,8 +34,8 @@ def register(subparsers) -> None:
         "fit_files",
         nargs="+",
         metavar="FIT.json",
-        help="a chinchilla approach-3 fit record with "
-        "--bootstrap (an approach-2 record beside it cross-checks the verdict's exponent)",
+        help="a chinchilla approach-3 fit record with --bootstrap (an approach-2 record beside it cross-checks "
+        "the verdict's exponent), or a run tree or table (fitted here: approach 3 with --bootstrap)",
     )
     target = n.add_mutually_exclusive_group(required=True)
     target.add_argument(
@@ -75,6 +75,19 @@ def register(subparsers) -> None:
         help="chinchilla (default): runs for N_opt and the loss; batch-lr: the compute groups and lr x batch grid "
         "that identify a batch/LR law's exponents (FIT.json: a `fit batch-lr` record)",
     )
+    n.add_argument(
+        "--bootstrap",
+        type=int,
+        default=100,
+        metavar="B",
+        help="given runs (a run tree or table) instead of a record: the approach-3 fit's resamples (default 100)",
+    )
+    n.add_argument(
+        "--n-kind",
+        choices=("total", "non_embedding"),
+        default="total",
+        help="given runs: which parameter count N is (as fit chinchilla --n-kind)",
+    )
     n.add_argument("--ci", type=float, default=0.95)
     n.add_argument("--json", action="store_true", help="print the proposal as JSON")
     n.set_defaults(func=cmd_next)
@@ -82,7 +95,6 @@ def register(subparsers) -> None:
 
 def cmd_next(args) -> int:
     from scaling.core.errors import InputError  # deferred: a fast --help
-    from scaling.fits.record import FitRecord  # deferred: imports numpy/pydantic
     from scaling.planning import next_runs  # deferred: imports scipy
     from scaling.planning.plan import budget
 
@@ -93,7 +105,7 @@ def cmd_next(args) -> int:
     if not 0 < args.ci < 1:
         return fail(f"--ci must be between 0 and 1 (got {args.ci})", 2)
     try:
-        fits = [FitRecord.load(f) for f in args.fit_files]
+        fits = [_record(f, args) for f in args.fit_files]
         if args.law == "batch-lr":
             return _next_batch_lr(args, fits)
         ch = next((f for f in fits if f["law"] == "chinchilla" and f.get("approach") == 3), None)
@@ -145,3 +157,20 @@ def _next_batch_lr(args, fits) -> int:
     p = propose_batch_lr(hp[0], target, budget=args.budget_flops, max_groups=args.max_runs)
     print(json.dumps(p, indent=2) if args.json else format_batch_lr(p))
     return 0
+
+
+def _record(path: str, args):
+    """A fit record, or runs (a directory or a table) fitted here by approach 3 with a bootstrap."""
+    from scaling.fits.record import FitRecord  # deferred: imports numpy/pydantic
+
+    p = Path(path)
+    if p.suffix == ".json" and p.is_file():
+        return FitRecord.load(p)
+    from scaling.fits.chinchilla.approaches import fit_chinchilla  # deferred: imports scipy
+
+    if args.bootstrap < 10:
+        from scaling.core.errors import InputError
+
+        raise InputError(f"--bootstrap must be >= 10 to design from runs (got {args.bootstrap})")
+    print(f"fitting approach 3 on {path} (--bootstrap {args.bootstrap}) ...", file=sys.stderr)
+    return fit_chinchilla(p, bootstrap=args.bootstrap, n_kind=args.n_kind, seed=0)

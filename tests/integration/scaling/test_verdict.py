@@ -181,3 +181,14 @@ def test_study_next_proposes_the_compute_groups_a_batch_lr_law_needs(tmp_path):
     assert all(len(g["lrs"]) * len(g["batch_tokens"]) == g["runs"] for g in p["groups"])
     r = scalelab("study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "1e17")
     assert r.returncode == 2 and "buys no group" in r.stderr
+
+
+def test_study_next_fits_runs_given_instead_of_a_record(tmp_path):
+    table = tmp_path / "runs.csv"
+    chinchilla_table(budgets=(1e17, 3e17, 1e18), noise=0.01).to_csv(table, index=False)
+    args = ["study", "next", table, "--compute", "1e21", "--budget-flops", "1e19", "--json"]
+    r = scalelab(*args, "--bootstrap", "20")
+    assert r.returncode == 0, r.stderr
+    assert "fitting approach 3" in r.stderr and json.loads(r.stdout)["runs"]
+    r = scalelab(*args, "--bootstrap", "5")
+    assert r.returncode == 2 and "--bootstrap must be >= 10" in r.stderr
