@@ -192,3 +192,25 @@ def test_study_next_fits_runs_given_instead_of_a_record(tmp_path):
     assert "fitting approach 3" in r.stderr and json.loads(r.stdout)["runs"]
     r = scalelab(*args, "--bootstrap", "5")
     assert r.returncode == 2 and "--bootstrap must be >= 10" in r.stderr
+
+
+def test_the_main_jobs_next_sweep_is_refitted_and_replanned(tmp_path):
+    """launch.quickstart.next_sweep (plan.next_sweep): approach 3 refitted on the IsoFLOP runs and the
+    next sweep's with the first fit's settings, the verdicts at 10x and 1000x before and after, in the report."""
+    from launch.quickstart.next_sweep import _before_after, refit_and_replan
+    from tests.helpers import write_isoflop_tree
+
+    iso = write_isoflop_tree(tmp_path / "iso", budgets=(1e13, 4e13), noise=0.004)
+    nxt = write_isoflop_tree(tmp_path / "next", budgets=(1.6e14,), noise=0.004, seed=1)
+    fits = tmp_path / "fits"
+    fits.mkdir()
+    fit_chinchilla(iso, n_kind="non_embedding", top_k=8, bootstrap=20).save(fits / "chinchilla-a3.json")
+    (tmp_path / "plan").mkdir()
+    d = refit_and_replan(tmp_path, fits, iso, nxt)
+    after = FitRecord.load(fits / "chinchilla-a3-next.json")
+    assert d["n_points_after"] == after["n_points"] > d["n_points_before"]
+    assert after["settings"]["bootstrap"] == 20 and after["conventions"]["n_kind"] == "non_embedding"
+    assert [b["multiplier"] for b in d["budgets"]] == [10.0, 1000.0]
+    assert json.loads((tmp_path / "plan" / "next-replan.json").read_text()) == d
+    table = "\n".join(_before_after(d))
+    assert table.count("| before |") == 2 and table.count("| after |") == 2
