@@ -20,6 +20,7 @@ SUBSYSTEMS = [
     "pretrain.cli",
     "scaling.cli",
     "scaling.cli.design",
+    "scaling.cli.study",
     "launch.commands.predict_curve",
     "launch.commands.sweep",
     "launch.commands.runs",

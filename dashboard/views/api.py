@@ -238,7 +238,8 @@ class Views:
         with self._lock:
             got = self._plans.get(key)
         if got is None:
-            got = dict(zip(("rows", "warnings", "cost"), plan_view.plan_rows(FitRecord(rec), Cs, hw, q["ci"])))
+            others = [FitRecord(r) for r in self._cross_check(items, fid, rec)]
+            got = dict(zip(("rows", "warnings", "cost"), plan_view.plan_rows(FitRecord(rec), Cs, hw, q["ci"], others)))
             with self._lock:
                 if len(self._plans) > 32:
                     self._plans.clear()
@@ -267,6 +268,19 @@ class Views:
             conventions=(rec.get("conventions") or {}).get("compute"),
         )
         return out
+
+    def _cross_check(self, items: list[dict], fid: str, rec: dict) -> list[dict]:
+        """With an approach-3 record: the approach-2 record fitted on the same runs (its `source`), whose
+        compute-optimal exponent the plan's verdict compares (none when there is none or several)."""
+        if rec.get("approach") != 3 or not rec.get("source"):
+            return []
+        same = []
+        for f in items:
+            if f["id"] != fid and f.get("approach") == 2:
+                other = self.fits.record(f["id"])
+                if other.get("source") == rec["source"]:
+                    same.append(other)
+        return same if len(same) == 1 else []
 
     def moe_points(self) -> list[dict]:
         """The MoE view's runs: registry rows with the MoE runs' shape (granularity)."""

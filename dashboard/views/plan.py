@@ -20,6 +20,7 @@ from dashboard.views.plotting import PALETTE, band, error_y, fig
 from scaling.core.errors import InputError
 from scaling.planning.plan import make_plan
 from scaling.planning.run_model import run_label
+from scaling.planning.verdict import NOT_IDENTIFIED
 
 MAX_POINTS = 40
 DEFAULT_POINTS = 13
@@ -61,16 +62,25 @@ def hardware(opts, runs_root):
     return costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
 
 
-def plan_rows(rec, Cs: list[float], hw, ci: float) -> tuple[list[dict], list[str], dict | None]:
-    """One row per budget: the plan's run, predicted loss and cost; the plans' warnings; the first cost block."""
+def plan_rows(rec, Cs: list[float], hw, ci: float, others=()) -> tuple[list[dict], list[str], dict | None]:
+    """One row per budget: the plan's verdict, run, predicted loss and cost; the plans' warnings that
+    no verdict groups; the first cost block. `others`: records of other approaches on the same runs,
+    compared with `rec` on the compute-optimal exponent (as `scalelab plan A3.json A2.json`)."""
     from scaling.planning.cost import cost_block  # deferred: imports scipy
 
     rows, warnings, first_cost = [], [], None
     for C in Cs:
-        plan = make_plan([rec], C, ci=ci)
+        plan = make_plan([rec, *others], C, ci=ci)
         run = plan.get("run") or {}
+        v = plan.get("verdict") or {}
         row = {
             "compute": C,
+            "verdict": v.get("status"),
+            "identified": v.get("status") != NOT_IDENTIFIED,
+            "verdict_reasons": v.get("reasons") or [],
+            "verdict_warnings": v.get("warnings") or [],
+            "N_opt_lo": (plan.get("N_opt_interval") or [None, None])[0],
+            "N_opt_hi": (plan.get("N_opt_interval") or [None, None])[1],
             "N_opt": plan["N_opt"],
             "D_opt": plan["D_opt"],
             "loss_at_optimum": plan.get("loss_at_optimum"),
@@ -91,7 +101,8 @@ def plan_rows(rec, Cs: list[float], hw, ci: float) -> tuple[list[dict], list[str
                 row.update({k: cost.get(k), f"{k}_lo": iv[0], f"{k}_hi": iv[1]})
             row["hardware_flops"] = cost["hardware_flops"]
         rows.append(row)
-        warnings += [w for w in plan.get("warnings") or [] if w not in warnings]
+        grouped = set(v.get("warnings") or [])
+        warnings += [w for w in plan.get("warnings") or [] if w not in warnings and w not in grouped]
     mark_pareto(
         rows, "usd" if hw is not None and hw.usd_per_device_hour else "device_hours" if hw is not None else "compute"
     )
@@ -200,6 +211,7 @@ def figures(rows: list[dict], x: str, ci: float) -> list[dict]:
 
 CSV_COLUMNS = [
     "compute",
+    "verdict",
     "model",
     "preset",
     "shape_rule",
@@ -210,6 +222,8 @@ CSV_COLUMNS = [
     "loss_hi",
     "loss_at_optimum",
     "N_opt",
+    "N_opt_lo",
+    "N_opt_hi",
     "D_opt",
     "device_hours",
     "device_hours_lo",

@@ -140,6 +140,12 @@ class PlanStep(StrictModel):
     threads: int | None = Field(
         None, ge=1, description="torch threads of the plan's run (default: one per core left after the evaluations)"
     )
+    next_sweep: bool = Field(
+        False,
+        description="train the runs `scalelab study next` proposes for 10x the largest IsoFLOP budget (within the "
+        "IsoFLOP sweep's own FLOPs), refit approach 3 on the IsoFLOP runs and them, and re-plan: the report shows "
+        "the verdict at 10x and 1000x before and after",
+    )
 
 
 class QuickstartConfig(StrictModel):

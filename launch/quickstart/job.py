@@ -310,9 +310,12 @@ class MainJob:
             self.wait_evaluation(self.start_evaluation([plan_run]))
             comparison = self.compare(fits / "chinchilla-a3.json", plan_run)
 
+        study = isoflop_study(iso_runs, self.cfg.isoflop, self.cumulative.get(iso_step), self.cpu.get(iso_step))
+        if self.cfg.plan.next_sweep:
+            with self.step("6b. the proposed next sweep, refit and re-plan"):
+                self.next_sweep(fits, iso_runs, study)
         self.record_time("total", time.perf_counter() - t0, _children_cpu() - cpu0)
         with self.step("7. report"):
-            study = isoflop_study(iso_runs, self.cfg.isoflop, self.cumulative.get(iso_step), self.cpu.get(iso_step))
             report = write_report(
                 self.out,
                 iso_runs,
@@ -461,6 +464,23 @@ class MainJob:
         if code not in (None, 0):
             print(f"warning: the {args[0]} fit failed; the plan goes on without it")
 
+    def next_sweep(self, fits: Path, iso_runs: Path, study: dict) -> None:
+        """Train the runs `scalelab study next` proposes (plan/next.yaml, launch.quickstart.next_sweep),
+        refit approach 3 on the IsoFLOP runs and them, and re-plan (plan/next-replan.json)."""
+        from launch.quickstart.next_sweep import propose_next, refit_and_replan
+
+        got = propose_next(self.out, fits, study)
+        if isinstance(got, str):
+            print(f"warning: plan.next_sweep: {got}")
+            return
+        runs = self.out / "runs" / "next"
+        self.scalelab(
+            "sweep", "launch", got[1], "--executor", "local", "--workers", self.cfg.workers, "--set", f"runs_dir={runs}"
+        )
+        d = refit_and_replan(self.out, fits, iso_runs, runs)
+        for b in d["budgets"]:
+            print(f"{b['multiplier']:g}x: verdict {b['before']['status']} -> {b['after']['status']}")
+
     def plan_and_train(self, fits: Path, iso_runs: Path, threads: int | None = None) -> Path:
         """Plan for `compute_multiplier` x the largest IsoFLOP budget (in the fit's own compute
         convention), then train the emitted config as it is: it carries the sweep runs' recipe
@@ -479,6 +499,8 @@ class MainJob:
         fit_args = ["--fit", a3]
         if self.cfg.plan.hparams_from_fit and _batch_lr_law(fits / "batch-lr.json") is None:
             fit_args += ["--fit", fits / "batch-lr.json"]
+        if (fits / "chinchilla-a2.json").exists():  # the verdict compares the approaches' exponents
+            fit_args += ["--fit", fits / "chinchilla-a2.json"]
         Step.of(
             "plan",
             [
@@ -488,10 +510,12 @@ class MainJob:
                 f"{compute:.6g}",
                 "--emit-config",
                 emitted,
+                "--force",  # the run is the honest test of the law whatever its verdict; the report states the verdict
                 "--out",
                 plan_dir / "plan.json",
             ],
-            inputs=[a3, fits / "batch-lr.json"],  # the batch-lr record even when unused: a new law may now be used
+            # the batch-lr record even when unused: a new law may now be used; approach 2's: the verdict reads it
+            inputs=[a3, fits / "batch-lr.json", fits / "chinchilla-a2.json"],
             outputs=[plan_dir / "plan.json", emitted],
         ).run(self.scalelab)
         # `scalelab plan --emit-config` wrote the config by scaling.planning.emit.to_train_config, which names it so

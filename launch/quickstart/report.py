@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from launch.quickstart.next_sweep import next_sweep_section
 from rundir.layout import RunDir
 from rundir.read import find_run_dirs
 from scaling.planning.record import PlanRecord
@@ -220,6 +221,7 @@ def write_report(
         plan_table,
         "\n## Dashboard\n",
         f"```\nscalelab dashboard --runs {out / 'runs'} --fits {fits}\n```\n",
+        *next_sweep_section(out, fits, study),
     ]
     path = out / "report.md"
     path.write_text("\n".join(parts) + "\n")

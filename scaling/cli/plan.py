@@ -25,7 +25,8 @@ def register(subparsers) -> None:
         action="append",
         default=[],
         metavar="F.json",
-        help="fit record (chinchilla required; batch-lr, critical-batch optional; or one moe record); repeatable",
+        help="fit record (chinchilla required, approach 3 plans and an approach 1 or 2 record beside it cross-checks "
+        "its exponent in the verdict; batch-lr, critical-batch optional; or one moe record); repeatable",
     )
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument(
@@ -137,6 +138,19 @@ def register(subparsers) -> None:
         "out.sweep.yaml: the run as a one-run Slurm sweep with the plan's layout)",
     )
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="emit the config even when the plan's verdict is 'not identified at this budget'",
+    )
+    p.add_argument(
+        "--identified-span",
+        type=positive_float,
+        default=4.0,
+        metavar="F",
+        help="the verdict: the law is identified at the budget only when N_opt's bootstrap interval spans at most "
+        "this factor (default 4) and the approaches given agree on the exponent",
+    )
+    p.add_argument(
         "--micro-batch-size",
         type=int,
         default=None,
@@ -183,6 +197,7 @@ def cmd_plan(args) -> int:
         sweep_spec_path,
     )
     from scaling.planning.report import format_plan  # deferred: imports scipy
+    from scaling.planning.verdict import identified  # deferred: imports numpy (a fast --help)
 
     problem = check_outputs(args)
     if problem:
@@ -234,12 +249,19 @@ def cmd_plan(args) -> int:
         }
         kw = {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind, "unique_tokens": args.unique_tokens}
         if not args.model:
-            kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule)
+            kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule, identified_span=args.identified_span)
         plan = build_plan(fits, opts, kw, ci=args.ci, **chain)
         if args.emit_config and args.precision == "fp8":
             raise InputError(
                 "--emit-config with --precision fp8: the trainer has no fp8 (Transformer Engine) path; price the "
                 "fp8 run without --emit-config, or emit the bf16 plan"
+            )
+        if args.emit_config and not identified(plan) and not args.force:
+            raise InputError(
+                f"--emit-config: the law is not identified at {plan['compute']:.3g} FLOPs ("
+                + "; ".join(plan["verdict"]["reasons"] + (plan["verdict"].get("batch_lr") or {}).get("reasons", []))
+                + "): a config for this run would train a guess. `scalelab study next` proposes the runs that "
+                "would identify it; --force emits it anyway"
             )
         if args.emit_config:
             emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size or 16)

@@ -146,7 +146,9 @@ def build_plan(
     for f in fits:
         if f["law"] in ("accuracy", "task-loss"):
             raise InputError(f"a {f['law']} fit is not an allocation law: give it with --{f['law']} instead of --fit")
-    chin = next((f for f in fits if f["law"] == "chinchilla"), None)
+    chin = next((f for f in fits if f["law"] == "chinchilla" and f.get("approach") == 3), None) or next(
+        (f for f in fits if f["law"] == "chinchilla"), None
+    )  # with approach 2 beside it, approach 3 plans
     if accuracy is not None:
         check(accuracy, task_loss, chin)  # fits that do not chain: exit 2 before any work
     elif task_loss is not None:

@@ -30,6 +30,7 @@ from scaling.laws.loss import ChinchillaLaw, DataConstrainedLaw, FrontierLaw
 from scaling.laws.prediction import data_constrained, predict_loss
 from scaling.laws.registry import from_record
 from scaling.planning.record import PlanRecord
+from scaling.planning.verdict import IDENTIFIED_SPAN, make_verdict
 
 EPOCHS_WARN = 4.0
 
@@ -60,10 +61,13 @@ def make_plan(
     unique_tokens: float | None = None,
     presets_only: bool = False,
     shape_rule: str | None = None,
+    identified_span: float = IDENTIFIED_SPAN,
 ) -> PlanRecord:
     """Recommendation for compute C (in the Chinchilla record's convention) from the given fits.
     A data-constrained law allocates C for `unique_tokens` unique training tokens (default: the
-    fitted runs' data set, when they share one): few unique tokens shrink N_opt."""
+    fitted runs' data set, when they share one): few unique tokens shrink N_opt.
+    Several chinchilla records of different approaches: the approach-3 one plans, the others are
+    compared with it on the compute-optimal exponent (the plan's `verdict`, scaling.planning.verdict)."""
     from scaling.planning.run_model import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
         default_vocab_size,
         recipe_vocab,
@@ -76,8 +80,7 @@ def make_plan(
         raise InputError(
             "plan needs a chinchilla fit record (--fit F.json from `scalelab fit chinchilla`) for N_opt and D_opt"
         )
-    if len(alloc) > 1:
-        raise InputError("plan takes one chinchilla fit record; got " + str(len(alloc)))
+    alloc, cross = _planning_record(alloc)
     ch = alloc[0]
     hp = [f for f in fits if f["law"] == "batch-lr"]
     cb = [f for f in fits if f["law"] == "critical-batch"]
@@ -132,7 +135,7 @@ def make_plan(
         warnings.append(f"approach {ch.get('approach')} fit: no loss prediction (only approach 3 predicts loss)")
     out["N_opt"], out["D_opt"] = n_opt, d_opt
     out["n_kind"] = conv["n_kind"]
-    _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique)
+    no_optimum = _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique)
     if rng.get("C"):
         factor = C / rng["C"][1]
         out["extrapolation_factor"] = factor
@@ -202,7 +205,24 @@ def make_plan(
                     f"{out['B_crit_tokens']:.3g}: diminishing returns per token"
                 )
     out["warnings"] = warnings
+    out["verdict"] = make_verdict(
+        out, ch, cross, max_span=identified_span, edge_fraction=no_optimum, batch_lr=hp[-1] if hp else None
+    )
     return PlanRecord(_clean(out))
+
+
+def _planning_record(alloc: list) -> tuple[list, list]:
+    """([the record to plan from], [the other approaches' records, compared on the exponent])."""
+    if len(alloc) == 1:
+        return alloc, []
+    approaches = [f.get("approach") for f in alloc]
+    if approaches.count(3) != 1 or len(set(approaches)) != len(approaches):
+        raise InputError(
+            "plan takes one chinchilla fit record, or one per approach with exactly one approach 3 (which plans; "
+            f"the others cross-check its exponent); got approaches {approaches}"
+        )
+    main = next(f for f in alloc if f.get("approach") == 3)
+    return [main], [f for f in alloc if f is not main]
 
 
 def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
@@ -230,10 +250,15 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
     if s:
         out["N_opt_interval"] = interval(n_s, ci)
         out["D_opt_interval"] = interval(d_s, ci)
-    else:
-        warnings.append(
-            "chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)"
-        )
+        if ch.get("approach") == 3:  # the loss at each draw's own optimum (the verdict's loss interval)
+            flat = (DataConstrainedLaw if unique else ChinchillaLaw)(**s)
+            with np.errstate(all="ignore"):
+                ls = flat.predict(n_s, d_s, U=unique) if unique else flat.predict(n_s, d_s)
+            out["loss_at_optimum_interval"] = interval(ls, ci)
+        fitted = np.all([np.isfinite(v) for v in s.values()], axis=0)
+        return float(np.mean(~np.isfinite(np.asarray(n_s)[fitted]))) if fitted.any() else None
+    warnings.append("chinchilla fit has no bootstrap samples: no intervals for N_opt/D_opt (fit with --bootstrap N)")
+    return None
 
 
 def designed_candidate(ch, n_opt, conv, vocab, seq_len, rule, warnings) -> dict:

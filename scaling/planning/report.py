@@ -11,6 +11,7 @@ from scaling.planning.layout_search import format_layout
 from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import describe_run_model
 from scaling.planning.stages import format_stages
+from scaling.planning.verdict import format_verdict
 
 
 def format_plan(plan: PlanRecord) -> str:
@@ -22,6 +23,9 @@ def format_plan(plan: PlanRecord) -> str:
         f"compute: {plan['compute']:.4g} FLOPs ({conv.get('compute', '?')}; N = "
         f"{conv.get('n_kind', plan.get('n_kind'))} parameters; {plan.get('ci', 0.95):.0%} intervals)"
     ]
+    verdict = plan.get("verdict")
+    if verdict:
+        lines += format_verdict(verdict, plan.get("ci", 0.95))
     if "N_opt" in plan:
         lines.append(f"N_opt: {plan['N_opt']:.4g} parameters ({plan['n_kind']}){iv(plan.get('N_opt_interval'))}")
         lines.append(
@@ -61,8 +65,10 @@ def format_plan(plan: PlanRecord) -> str:
     if "B_crit_tokens" in plan:
         lines.append(f"critical batch: {plan['B_crit_tokens']:.4g} tokens")
     lines += format_sections(plan)
+    grouped = set((verdict or {}).get("warnings") or [])
     for w in plan.get("warnings", []):
-        lines.append(f"warning: {w}")
+        if w not in grouped:
+            lines.append(f"warning: {w}")
     return "\n".join(lines)
 
 

@@ -14,13 +14,27 @@ const INPUTS = [  // [flag name, label, attributes]
   ["points", "points", { type: "number", min: 2, max: 40, value: 13, size: 4 }],
 ];
 const COLS = [
-  { key: "compute", label: "C (FLOPs)" }, { key: "model", label: "model", text: true }, { key: "N", label: "N" }, { key: "tokens", label: "D (tokens)" },
+  { key: "compute", label: "C (FLOPs)" },
+  { key: "verdict", label: "verdict", text: true, render: r => r.verdict == null ? "" : el("span", { class: r.identified ? "muted verdict" : "error verdict", title: [...(r.verdict_reasons || []), ...(r.verdict_warnings || [])].join("\n") }, r.identified ? r.verdict : "✗ " + r.verdict) },
+  { key: "N_opt", label: "N_opt [interval]", render: r => r.N_opt == null ? "" : fmt(r.N_opt) + (r.N_opt_lo != null ? ` [${fmt(r.N_opt_lo)}, ${fmt(r.N_opt_hi)}]` : "") },
+  { key: "model", label: "model", text: true }, { key: "N", label: "N" }, { key: "tokens", label: "D (tokens)" },
   { key: "loss", label: "predicted loss", render: r => r.loss == null ? "—" : fmt(r.loss) + (r.loss_lo != null ? ` [${fmt(r.loss_lo)}, ${fmt(r.loss_hi)}]` : "") },
   { key: "device_hours", label: "device-hours", render: r => r.device_hours == null ? "" : fmt(r.device_hours) + (r.device_hours_lo != null ? ` [${fmt(r.device_hours_lo)}, ${fmt(r.device_hours_hi)}]` : "") },
   { key: "days", label: "days" },
   { key: "usd", label: "USD", render: r => r.usd == null ? "" : fmt(r.usd) + (r.usd_lo != null ? ` [${fmt(r.usd_lo)}, ${fmt(r.usd_hi)}]` : "") },
   { key: "tokens_per_s", label: "tokens/s needed" }, { key: "pareto", label: "Pareto", render: r => r.pareto ? "✓" : "" },
 ];
+
+// The budgets the law cannot answer for (scaling.planning.verdict), first, with the reasons and the
+// warnings that explain them grouped once (they repeat from budget to budget).
+function verdictSummary(rows) {
+  const bad = (rows || []).filter(r => r.identified === false);
+  if (!bad.length) return rows?.length ? el("p", { class: "muted", id: "plan-verdict" }, `verdict: identified at all ${rows.length} budgets`) : "";
+  const why = [...new Set(bad.flatMap(r => [...r.verdict_reasons.map(x => x.replace(/\[[^\]]*\]|[\d.e+]+x/g, "…")), ...r.verdict_warnings]))];
+  return el("div", { class: "error flag", id: "plan-verdict" },
+    el("strong", {}, `not identified at ${bad.length} of ${rows.length} budgets`), ` (from C = ${fmt(Math.min(...bad.map(r => r.compute)))}): the law cannot answer there; \`scalelab study next\` proposes the runs that would let it.`,
+    el("ul", {}, why.map(w => el("li", {}, w))));
+}
 
 export default {
   async render(root, params) {
@@ -76,7 +90,8 @@ export default {
           (a.usd_per_device_hour ? `$${a.usd_per_device_hour}/device-hour` : "no price (usd-per-device-hour)")) :
           el("p", { class: "muted", id: "plan-assumptions" }, "No device: budgets in FLOPs only (pick a device to price them, as scalelab plan --device does)."),
         el("p", { class: "muted" }, `compute in the fit's convention (${d.conventions ?? "?"}); every row is what \`scalelab plan FIT --compute C\` prints with these inputs`),
-        d.warnings?.length ? el("details", { id: "plan-warnings" }, el("summary", { class: "error" }, `warnings of the plans (${d.warnings.length})`),
+        verdictSummary(d.rows),
+        d.warnings?.length ? el("details", { id: "plan-warnings" }, el("summary", { class: "error" }, `other warnings of the plans (${d.warnings.length})`),
           el("ul", {}, d.warnings.map(w => el("li", {}, w)))) : "");
       plots.replaceChildren(...d.figures.map(f => el("div", { class: "plot", id: "plan-" + f.id })));
       for (const f of d.figures) plot("plan-" + f.id, f.data, f.layout, `${(d.fit || "plan").replace(/\.json$/, "")}-${f.id}`);

@@ -342,6 +342,10 @@ def test_plan_view_cost_against_loss_and_pareto(page, server, demo):
     ]
     assert page.eval_on_selector("#plan-plan_cost_loss", "d => d.layout.xaxis.title.text") == "cost (USD)"
     assert page.locator("#plan-table tbody tr").count() == 13
+    # each budget's verdict marks its row, and the summary above the table counts the marked ones
+    marked = page.locator("#plan-table td[data-key=verdict] .error").count()
+    summary = page.inner_text("#plan-verdict")
+    assert (f"not identified at {marked} of 13 budgets" in summary) if marked else ("identified at all 13" in summary)
     assert (
         page.input_value("#plan-device") == "h100-sxm"
         and page.input_value("#plan-precision") == "bf16"

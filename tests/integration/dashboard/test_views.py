@@ -192,6 +192,9 @@ def test_plan_rows_are_what_scalelab_plan_prints(served):
             and row["loss"] == pytest.approx(plan["run"]["loss"])
         )
         assert [row["loss_lo"], row["loss_hi"]] == pytest.approx(plan["run"]["loss_interval"])
+        # the budget's verdict (scaling.planning.verdict) marks the row: the CLI's, with its reasons
+        assert row["verdict"] == plan["verdict"]["status"] and row["verdict_reasons"] == plan["verdict"]["reasons"]
+        assert row["identified"] == (plan["verdict"]["status"] != "not identified at this budget")
         for k in ("usd", "device_hours", "days", "tokens_per_s"):
             assert row[k] == pytest.approx(plan["cost"][k]), k
     losses = [r["loss"] for r in sorted(d["rows"], key=lambda r: r["usd"])]
@@ -203,7 +206,7 @@ def test_plan_rows_are_what_scalelab_plan_prints(served):
     front = _trace(fig, "Pareto front")
     assert front["y"] == [r["loss"] for r in sorted(d["rows"], key=lambda r: r["usd"]) if r["pareto"]]
     csv = c.get("/api/plan.csv?" + q).text.splitlines()
-    assert csv[0].startswith("compute,model,preset,shape_rule,N,tokens,loss,loss_lo,loss_hi") and len(csv) == 4
+    assert csv[0].startswith("compute,verdict,model,preset,shape_rule,N,tokens,loss,loss_lo,loss_hi") and len(csv) == 4
 
 
 def test_plan_defaults_and_bad_inputs(served):

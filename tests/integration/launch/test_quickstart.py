@@ -94,6 +94,10 @@ def test_plan_was_trained_and_compared(study):
     assert a2["n_points"] == 9 and any("left out 1 run(s) without an IsoFLOP budget" in w for w in a2["warnings"])
     assert json.loads((out / "fits" / "chinchilla-a3.json").read_text())["n_points"] == 10
     assert json.loads((out / "timings.json").read_text())["cumulative_cpu_seconds"]["3. IsoFLOP sweep"] > 0
+    # the plan states its verdict first; the report ends with the next sweep for 10x and its CPU cost
+    assert plan["verdict"]["status"] in ("identified", "not identified at this budget")
+    assert "verdict: " in report and report.index("verdict: ") < report.index("N_opt: ")
+    assert "## What to run next" in report and "CPU-minutes" in report and (out / "plan" / "next.yaml").exists()
 
 
 def test_rerun_reuses_everything(study):

@@ -1,0 +1,407 @@
+"""`scalelab study next`: the runs that would most shrink a Chinchilla law's uncertainty at a target
+budget, per FLOP (scaling.planning.information's greedy design), as rows and as a sweep spec.
+
+Targets: log N_opt and log L_opt (the loss at the optimum) at the target compute, both under the
+closed-form optimum of the law (6 N D of the law's N, the budget converted at the plan's optimum):
+the quantities the plan's verdict judges. The state of knowledge is the fit's bootstrap covariance of
+θ = (log A, log B, log E, α, β): the record carries its resamples, not its runs, and the
+resamples already say which directions the runs pin down (a parameter that ran to its bound, a
+non-identified exponent). A new run at (N, D) adds the Fisher information of one observation of
+log L with the fit's residual scatter σ. Gradients are taken at up to DRAWS bootstrap laws and the
+criterion averaged over them (a law whose point estimate is not identified would otherwise design for
+one arbitrary optimum). Predicted intervals after the runs keep today's bootstrap interval's centre
+(the point estimate, in log) and shrink its log half-widths by the design's width ratio: a
+linearised forecast, not a refit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from scaling.core.conventions import TokenCost, conventions_of
+from scaling.core.errors import InputError
+from scaling.planning.information import greedy
+from scaling.planning.plan import EPOCHS_WARN, designed_candidate, make_plan
+
+DRAWS = 64
+FAMILY_SIZES = 16
+BELOW_FITTED = 4.0  # the family grid starts this factor below the smallest fitted size (small runs are cheap)
+TOKENS_PER_PARAM = (2.0, 500.0)
+TOKENS_PER_PARAM_STEPS = 10
+MIN_BOOTSTRAP = 10
+
+
+@dataclass
+class Proposal:
+    """The chosen runs (`rows`: N, D, flops, tokens_per_param, model and the menu's row), their cost,
+    today's intervals at the target and the forecast after them, and what the reader has to know."""
+
+    target: float
+    budget: float
+    rows: list[dict]
+    spent: float
+    today: dict
+    after: dict
+    steps: list[float]
+    candidates: int
+    conventions: dict
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "target_compute": self.target,
+            "budget_flops": self.budget,
+            "spent_flops": self.spent,
+            "n_candidates": self.candidates,
+            "conventions": self.conventions,
+            "runs": [{k: v for k, v in r.items() if k != "row"} for r in self.rows],
+            "today": self.today,
+            "after": self.after,
+            "criterion_steps": self.steps,
+            "criterion": "mean over bootstrap laws of Var(log N_opt)/today + Var(log L_opt)/today at the target "
+            "(Fisher update of the bootstrap covariance; greedy per FLOP)",
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------- the law in θ = (log A, log B, log E, α, β)
+def theta_draws(rec) -> np.ndarray:
+    """The record's finite bootstrap laws as rows of θ."""
+    s = (rec.get("bootstrap") or {}).get("samples") or {}
+    keys = ("A", "B", "E", "alpha", "beta")
+    if not all(k in s for k in keys):
+        raise InputError(
+            "study next needs the fit's bootstrap samples (fit chinchilla --approach 3 --bootstrap 100): "
+            "they are its state of knowledge"
+        )
+    n = min(len(s[k]) for k in keys)
+    arr = np.array([[np.nan if v is None else v for v in s[k][:n]] for k in keys], dtype=float).T
+    with np.errstate(all="ignore"):
+        th = np.column_stack([np.log(arr[:, 0]), np.log(arr[:, 1]), np.log(arr[:, 2]), arr[:, 3], arr[:, 4]])
+    th = th[np.all(np.isfinite(th), axis=1)]
+    if len(th) < MIN_BOOTSTRAP:
+        raise InputError(f"study next: the fit has {len(th)} usable bootstrap laws (need >= {MIN_BOOTSTRAP})")
+    return th
+
+
+def theta_of(params: dict) -> np.ndarray:
+    return np.array(
+        [np.log(params["A"]), np.log(params["B"]), np.log(params["E"]), params["alpha"], params["beta"]], dtype=float
+    )
+
+
+def log_loss_grad(th: np.ndarray, N, D) -> np.ndarray:
+    """∂ log L(N, D) / ∂θ: th (S, 5), N, D (M,) -> (S, M, 5) (softmax weights of the log-sum-exp)."""
+    lN, lD = np.log(np.asarray(N, float))[None, :], np.log(np.asarray(D, float))[None, :]
+    shape = (th.shape[0], lN.shape[1])
+    t = np.stack(
+        [th[:, :1] - th[:, 3:4] * lN, th[:, 1:2] - th[:, 4:5] * lD, np.broadcast_to(th[:, 2:3], shape)], axis=-1
+    )
+    w = np.exp(t - t.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    return np.stack([w[..., 0], w[..., 1], w[..., 2], -w[..., 0] * lN, -w[..., 1] * lD], axis=-1)
+
+
+def targets(th: np.ndarray, C6: float) -> np.ndarray:
+    """(log N_opt, log L_opt) at compute C6 = 6 N D (closed form): th (S, 5) -> (S, 2)."""
+    la, lb, le, al, be = th.T
+    with np.errstate(all="ignore"):
+        logG = (np.log(al) + la - np.log(be) - lb) / (al + be)
+        x = np.log(C6 / 6.0)
+        lN = logG + be / (al + be) * x
+        lD = al / (al + be) * x - logG
+        lL = np.logaddexp(np.logaddexp(la - al * lN, lb - be * lD), le)
+    return np.column_stack([lN, lL])
+
+
+def target_grad(th: np.ndarray, C6: float, h: float = 1e-5) -> np.ndarray:
+    """∂(log N_opt, log L_opt)/∂θ by central differences: (S, 2, 5)."""
+    out = np.empty((th.shape[0], 2, th.shape[1]))
+    for k in range(th.shape[1]):
+        e = np.zeros(th.shape[1])
+        e[k] = h
+        out[:, :, k] = (targets(th + e, C6) - targets(th - e, C6)) / (2 * h)
+    return out
+
+
+def residual_sigma(rec) -> float:
+    d = rec.get("diagnostics") or {}
+    r = d.get("residuals_log")
+    if r:
+        return float(np.sqrt(np.mean(np.square(r))))
+    if d.get("residual_log_rms"):
+        return float(d["residual_log_rms"])
+    raise InputError("study next: the fit record states no residual scatter (diagnostics.residuals_log)")
+
+
+# ---------------------------------------------------------------- candidates
+def family_candidates(ch, plan: dict, budget: float, cost: TokenCost, conv: dict) -> list[dict]:
+    """Runs on the study's own model family (the plan's shape rule): FAMILY_SIZES models from
+    BELOW_FITTED below the smallest fitted size to what the budget or the target's N_opt interval
+    reaches, each at tokens per parameter spaced evenly in log over TOKENS_PER_PARAM, every run
+    affordable within `budget`."""
+    rng = ch.get("data_range") or {}
+    n_lo = float((rng.get("N") or [plan["N_opt"]])[0]) / BELOW_FITTED
+    reach = max((plan.get("N_opt_interval") or [0, plan["N_opt"]])[1], plan["N_opt"]) * 2.0
+    n_hi = min(reach, float(np.sqrt(budget / (6.0 * TOKENS_PER_PARAM[0]))))
+    n_hi = max(n_hi, n_lo * 2.0)
+    recipe = ch.get("recipe") or {}
+    seq_len = (recipe.get("settings") or {}).get("model.seq_len")
+    seen, out = set(), []
+    for n in np.geomspace(n_lo, n_hi, FAMILY_SIZES):
+        try:
+            m = designed_candidate(ch, float(n), conv, plan["vocab_size"], seq_len, None, [])
+        except InputError:
+            continue
+        N = float(m["non_embedding"] if conv["n_kind"] == "non_embedding" else m["total"])
+        if round(N) in seen:
+            continue
+        seen.add(round(N))
+        for r in np.geomspace(*TOKENS_PER_PARAM, TOKENS_PER_PARAM_STEPS):
+            D = float(round(r * N))
+            if float(cost(N)) * D <= budget:
+                out.append({"N": N, "D": D, "model": m["model"], "shape_rule": m["shape_rule"]})
+    return out
+
+
+def table_candidates(path: str, conv: dict) -> tuple[list[dict], object]:
+    """The rows of a csv/json menu: N (or the record's parameter column) and D (or tokens) per row."""
+    import pandas as pd  # deferred: pandas is slow to import
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"--candidates {path}: no such file")
+    if p.suffix == ".json":
+        df = pd.read_json(p)
+    elif p.suffix in (".csv", ".tsv"):
+        df = pd.read_csv(p, sep="\t" if p.suffix == ".tsv" else ",")
+    else:
+        raise InputError(f"--candidates {path}: a .csv, .tsv or .json table (got {p.suffix or 'no suffix'})")
+    n_col = next(
+        (c for c in ("N", "non_embedding_params" if conv["n_kind"] == "non_embedding" else "params") if c in df), None
+    )
+    d_col = next((c for c in ("D", "tokens") if c in df), None)
+    if n_col is None or d_col is None:
+        raise InputError(
+            f"--candidates {path}: needs a column N (or "
+            f"{'non_embedding_params' if conv['n_kind'] == 'non_embedding' else 'params'}) and a column D (or tokens) "
+            f"in the fit's conventions; found {', '.join(map(str, df.columns))}"
+        )
+    N, D = df[n_col].to_numpy(float), df[d_col].to_numpy(float)
+    bad = ~(np.isfinite(N) & np.isfinite(D) & (N > 0) & (D > 0))
+    if bad.any():
+        raise InputError(f"--candidates {path}: row {int(np.argmax(bad))} has no positive {n_col} and {d_col}")
+    rows = [{"N": float(n), "D": float(d), "row": i} for i, (n, d) in enumerate(zip(N, D))]
+    return rows, df
+
+
+def write_rows(path: str, table, rows: list[int], out: str | Path) -> Path:
+    """The chosen rows of the menu as they are: a csv/tsv menu's own text fields (no number reformatted),
+    a json menu's records through pandas."""
+    import csv  # deferred
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    p = Path(path)
+    if p.suffix in (".csv", ".tsv"):
+        sep = "\t" if p.suffix == ".tsv" else ","
+        with p.open(newline="") as f:
+            reader = csv.reader(f, delimiter=sep)
+            header = next(reader)
+            body = [r for r in reader if r]
+        with out.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows(body[i] for i in rows)
+    else:
+        table.iloc[rows].to_csv(out, index=False)
+    return out
+
+
+# ---------------------------------------------------------------- the proposal
+def propose(
+    fits: list,
+    target: float,
+    *,
+    budget: float,
+    max_runs: int = 8,
+    candidates: list[dict] | None = None,
+    ci: float = 0.95,
+) -> Proposal:
+    """The next runs for `target` FLOPs from the fit records (one chinchilla approach-3 record;
+    others as `scalelab plan` takes them), within `budget` FLOPs and `max_runs` runs;
+    `candidates`: a menu (table_candidates), else the model family's grid."""
+    if not (budget > 0 and np.isfinite(budget)):
+        raise InputError(f"--budget-flops must be a positive number of FLOPs (got {budget})")
+    if max_runs < 1:
+        raise InputError(f"--max-runs must be >= 1 (got {max_runs})")
+    ch = next((f for f in fits if f["law"] == "chinchilla" and f.get("approach") == 3), None)
+    if ch is None:
+        raise InputError(
+            "study next designs for a Chinchilla approach-3 law: give its fit record "
+            "(scalelab fit chinchilla --approach 3 --bootstrap 100)"
+        )
+    notes = []
+    if (ch.get("settings") or {}).get("law") == "data-constrained":
+        notes.append("a data-constrained law: the design uses its Chinchilla core (fresh data)")
+    plan = make_plan(fits, target, ci=ci)
+    conv = conventions_of(ch)
+    cost = TokenCost.from_record(ch) if ch.get("conventions") else TokenCost(conv["compute"], conv["n_kind"])
+    th_all = theta_draws(ch)
+    cov0 = np.cov(th_all.T)
+    idx = np.unique(np.linspace(0, len(th_all) - 1, min(DRAWS, len(th_all))).round().astype(int))
+    th = th_all[idx]
+    # the budget as 6 N D of the law's N (the closed-form optimum's convention), at the plan's optimum
+    C6 = target * 6.0 * plan["N_opt"] / float(cost(plan["N_opt"]))
+    cands = candidates if candidates is not None else family_candidates(ch, plan, budget, cost, conv)
+    unique = (ch.get("data") or {}).get("unique_tokens")
+    if unique:  # a run repeating the fits' data more than EPOCHS_WARN times measures memorisation
+        many = [c for c in cands if c["D"] > EPOCHS_WARN * unique]
+        if many:
+            cands = [c for c in cands if c["D"] <= EPOCHS_WARN * unique]
+            notes.append(
+                f"left out {len(many)} candidate(s) with more than {EPOCHS_WARN:g} epochs of the fitted runs' "
+                f"{unique:.3g} unique tokens"
+            )
+    if not cands:
+        raise InputError(f"study next: no candidate run fits within --budget-flops {budget:.3g}")
+    N = np.array([c["N"] for c in cands])
+    D = np.array([c["D"] for c in cands])
+    flops = cost(N) * D
+    F = log_loss_grad(th, N, D)
+    G = target_grad(th, C6)
+    d = greedy(cov0, F, G, flops, sigma=residual_sigma(ch), budget=budget, max_runs=max_runs)
+    if not d.chosen:
+        raise InputError(
+            f"study next: no candidate within --budget-flops {budget:.3g} adds information at {target:.3g} FLOPs"
+        )
+    ratio = d.width_ratio()
+    v = plan.get("verdict") or {}
+    today = {
+        "N_opt": plan["N_opt"],
+        "N_opt_interval": plan.get("N_opt_interval"),
+        "loss": plan.get("loss_at_optimum"),
+        "loss_interval": plan.get("loss_at_optimum_interval"),
+        "verdict": v.get("status"),
+    }
+    after = {
+        "N_opt_interval": _shrink(plan["N_opt"], plan.get("N_opt_interval"), ratio[0]),
+        "loss_interval": _shrink(plan.get("loss_at_optimum"), plan.get("loss_at_optimum_interval"), ratio[1]),
+        "width_ratio": {"N_opt": float(ratio[0]), "loss": float(ratio[1])},
+    }
+    iv = after["N_opt_interval"]
+    span = v.get("max_span", 4.0)
+    if iv:
+        after["N_opt_span"] = iv[1] / iv[0]
+        after["identified"] = bool(after["N_opt_span"] <= span)
+    rows = []
+    for m in d.chosen:
+        c = cands[m]
+        rows.append({**c, "flops": float(flops[m]), "tokens_per_param": c["D"] / c["N"], "n_kind": conv["n_kind"]})
+    return Proposal(
+        target=target,
+        budget=budget,
+        rows=rows,
+        spent=d.spent,
+        today=today,
+        after=after,
+        steps=d.steps,
+        candidates=len(cands),
+        conventions={"compute": conv["compute"], "n_kind": conv["n_kind"]},
+        notes=notes,
+    )
+
+
+def _shrink(point, iv, ratio: float):
+    """Today's interval with its log half-widths around the point scaled by `ratio`."""
+    if not iv or point is None or not point > 0 or not (iv[0] > 0 and iv[1] > 0):
+        return None
+    return [float(point * (iv[0] / point) ** ratio), float(point * (iv[1] / point) ** ratio)]
+
+
+def format_proposal(p: Proposal) -> str:
+    def iv(x):
+        return f"[{x[0]:.4g}, {x[1]:.4g}]" if x else "–"
+
+    conv = p.conventions
+    lines = [
+        f"target: {p.target:.4g} FLOPs ({conv['compute']}; N = {conv['n_kind']} parameters); "
+        f"verdict today: {p.today.get('verdict')}",
+        f"proposed {len(p.rows)} runs, {p.spent:.4g} FLOPs of the {p.budget:.4g} budget "
+        f"(chosen from {p.candidates} candidates, most interval shrinkage per FLOP first):",
+        f"  {'N':>10} {'D':>10} {'D/N':>7} {'FLOPs':>10}  model",
+    ]
+    for r in p.rows:
+        model = r.get("model") or {}
+        shape = f"d_model {model['d_model']}, {model['n_layers']} layers" if model.get("d_model") else ""
+        where = f"row {r['row']}" if r.get("row") is not None else ""
+        lines.append(
+            f"  {r['N']:>10.4g} {r['D']:>10.4g} {r['tokens_per_param']:>7.3g} {r['flops']:>10.4g}  {shape or where}"
+        )
+    a = p.after
+    lines += [
+        "interval at the target            today                       after the proposed runs (forecast)",
+        f"  N_opt {p.today['N_opt']:<12.4g}            {iv(p.today.get('N_opt_interval')):<27} "
+        f"{iv(a.get('N_opt_interval'))}  (width x{a['width_ratio']['N_opt']:.2f})",
+    ]
+    if p.today.get("loss") is not None:
+        lines.append(
+            f"  loss at the optimum {p.today['loss']:<8.4g}  {iv(p.today.get('loss_interval')):<27} "
+            f"{iv(a.get('loss_interval'))}  (width x{a['width_ratio']['loss']:.2f})"
+        )
+    if "identified" in a:
+        lines.append(
+            f"  N_opt's interval would span {a['N_opt_span']:.3g}x: "
+            + ("identified" if a["identified"] else "still not identified (raise --budget-flops or --max-runs)")
+        )
+    lines.append(
+        "forecast: Fisher update of the fit's bootstrap covariance, averaged over its bootstrap laws; "
+        "refit after the runs to measure it"
+    )
+    lines += [f"note: {n}" for n in p.notes]
+    return "\n".join(lines)
+
+
+def sweep_files(p: Proposal, fits: list, spec_path: str | Path, name: str | None = None) -> tuple[Path, Path]:
+    """The proposed runs as a sweep (kind zip over model and train.tokens) and its base train config
+    (the fits' recipe: `scaling.planning.emit.to_train_config` of the target's plan), side by side."""
+    import yaml  # deferred
+
+    from scaling.planning.emit import to_train_config
+
+    if any(not r.get("model") for r in p.rows):
+        raise InputError(
+            "--sweep: the chosen menu rows name no model shape; use the default candidates "
+            "(the study's family) or train the rows of --out as they are"
+        )
+    spec_path = Path(spec_path)
+    name = name or spec_path.stem
+    base_path = spec_path.with_name(spec_path.stem + ".base.yaml")
+    plan = make_plan(fits, p.target, ci=0.95)
+    cfg = to_train_config(plan, name=name)
+    keep = ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "vocab_size", "tie_embeddings")
+    seq_len = cfg["model"].get("seq_len")
+    models = [{k: r["model"][k] for k in keep if r["model"].get(k) is not None} | {"seq_len": seq_len} for r in p.rows]
+    spec = {
+        "name": name,
+        "description": f"scalelab study next: {len(p.rows)} runs ({p.spent:.3g} FLOPs) for the law at "
+        f"{p.target:.3g} FLOPs",
+        "base": base_path.name,
+        "kind": "zip",
+        "axes": {"model": models, "train.tokens": [int(round(r["D"])) for r in p.rows]},
+    }
+    spec_path.parent.mkdir(parents=True, exist_ok=True)
+    base_path.write_text(
+        "# Written by `scalelab study next`: the base train config of the proposed runs (the recipe of the runs\n"
+        "# the law was fitted on); the sweep beside it sets each run's model and tokens.\n"
+        + yaml.safe_dump(cfg, sort_keys=False)
+    )
+    spec_path.write_text(
+        "# Written by `scalelab study next`: the runs that most shrink the law's intervals at the target per FLOP.\n"
+        f"#   scalelab sweep plan {spec_path.name}; scalelab sweep launch {spec_path.name}\n"
+        + yaml.safe_dump(spec, sort_keys=False)
+    )
+    return spec_path, base_path
