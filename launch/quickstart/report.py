@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rundir.layout import RunDir
 from rundir.read import find_run_dirs
+from scaling.fits.record import FitRecord
 from scaling.planning.record import PlanRecord
 
 
@@ -98,7 +99,7 @@ def _reach(plan: PlanRecord, a3: Path) -> str:
     """How far the plan extrapolates: beyond the largest IsoFLOP budget and beyond the largest run
     (the sweep's anchors reach further than its budgets)."""
     factor = plan.get("extrapolation_factor") or 1.0
-    rng = (json.loads(a3.read_text()).get("data_range") or {}) if a3.exists() else {}
+    rng = (FitRecord.load(a3).data_range or {}) if a3.exists() else {}
     if not rng.get("C_budgets"):
         return f"{factor:.3g}x the largest fitted budget"
     return (
