@@ -7,7 +7,6 @@ from pathlib import Path
 
 from rundir.layout import RunDir
 from rundir.read import find_run_dirs
-from scaling.fits.record import FitRecord
 from scaling.planning.record import PlanRecord
 
 
@@ -98,6 +97,8 @@ def _fit_section(path: Path, title: str) -> str:
 def _reach(plan: PlanRecord, a3: Path) -> str:
     """How far the plan extrapolates: beyond the largest IsoFLOP budget and beyond the largest run
     (the sweep's anchors reach further than its budgets)."""
+    from scaling.fits.record import FitRecord  # deferred: imports numpy (a fast scalelab --help)
+
     factor = plan.get("extrapolation_factor") or 1.0
     rng = (FitRecord.load(a3).data_range or {}) if a3.exists() else {}
     if not rng.get("C_budgets"):
