@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 # the repository's own package, from any working directory
 from scaling.core.selection import holdout_by_compute  # noqa: E402
 from scaling.data.inputs import load as load_runs  # noqa: E402
+from scaling.fits.record import FitRecord  # noqa: E402
 
 SCALELAB = [sys.executable, "-m", "launch.cli"]
 SPEC = ROOT / "configs/sweeps/data-constrained-tiny.yaml"
@@ -89,7 +90,7 @@ def analyse(work: Path, name: str, df, bootstrap: int) -> None:
         sh(["fit", "chinchilla", train_csv, *law, "--bootstrap", bootstrap, "--out", fit], work)
         secs = time.perf_counter() - t
         pred = json.loads(sh(["predict", fit, held_csv, "--json"], work).stdout)
-        results[label] = (json.loads(fit.read_text()), pred, secs)
+        results[label] = (FitRecord.load(fit), pred, secs)
     for r in results["complete (data + params)"][1]["rows"]:
         epochs = r["D"] / min(r["U"], r["D"])
         print(

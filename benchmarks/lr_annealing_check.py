@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from scaling.fits.record import FitRecord
+
 ROOT = Path(__file__).resolve().parents[1]
 SCALELAB = [sys.executable, "-m", "launch.cli"]
 
@@ -155,7 +157,7 @@ def main() -> None:
                     str(fit),
                 ]
             )
-            rec = json.loads(fit.read_text())
+            rec = FitRecord.load(fit)
             pred = json.loads(
                 sh(["predict-curve", str(fit), cfg, "--json", "--out", str(work / f"cosine-{metric}-{lam}.csv")]).stdout
             )

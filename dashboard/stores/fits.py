@@ -21,6 +21,7 @@ from dashboard.security import UnknownId, contained, escaping_links, resolve_kno
 from dashboard.stores import fit_data
 from dashboard.stores.fit_checks import not_identified
 from rundir.layout import CONFIG, EVALS, MARKERS, METRICS, SUMMARY
+from scaling.core.errors import InputError
 from scaling.fits.record import FitRecord
 
 # the files the scaling readers open in a run tree (rglob: symlinked directories are not descended)
@@ -75,7 +76,10 @@ class FitStore:
             return None, f"not valid JSON ({exc})"
         if not isinstance(rec, dict) or "law" not in rec or not isinstance(rec.get("params"), dict):
             return None, "not a fit record (needs 'law' and 'params')"
-        return FitRecord.from_dict(rec), None
+        try:
+            return FitRecord.from_dict(rec), None
+        except InputError as exc:  # a newer schema_version: listed as a problem, the others still served
+            return None, str(exc)
 
     def listing(self) -> tuple[list[dict], list[dict]]:
         """([{id, law, approach, n_points, n_warnings, not_identified, by}], [{id, problem}])

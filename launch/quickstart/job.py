@@ -54,6 +54,7 @@ from rundir.layout import RunDir
 from rundir.read import find_run_dirs
 from rundir.summary import read_summary
 from scaling.planning.emit import run_name
+from scaling.planning.record import PlanRecord
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # launch/quickstart/job.py
 
@@ -524,7 +525,7 @@ class MainJob:
             / "runs"
             / "plan"
             / (
-                run_name(json.loads((plan_dir / "plan.json").read_text()))
+                run_name(PlanRecord.load(plan_dir / "plan.json"))
                 + ("-wsd" if self.wsd else "")
                 + (f"-{self.cfg.transfer.parametrization}" if self.transfer else "")
             )

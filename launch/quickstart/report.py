@@ -98,8 +98,10 @@ def _fit_section(path: Path, title: str) -> str:
 def _reach(plan: PlanRecord, a3: Path) -> str:
     """How far the plan extrapolates: beyond the largest IsoFLOP budget and beyond the largest run
     (the sweep's anchors reach further than its budgets)."""
+    from scaling.fits.record import FitRecord  # deferred: imports numpy (a fast scalelab --help)
+
     factor = plan.get("extrapolation_factor") or 1.0
-    rng = (json.loads(a3.read_text()).get("data_range") or {}) if a3.exists() else {}
+    rng = (FitRecord.load(a3).data_range or {}) if a3.exists() else {}
     if not rng.get("C_budgets"):
         return f"{factor:.3g}x the largest fitted budget"
     return (

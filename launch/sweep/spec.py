@@ -475,14 +475,13 @@ def edit_spec(data: dict, overrides: list[str]) -> dict:
 
     for item in overrides:
         key, value = parse_key_value(item, "spec override")
-        raw = item.split("=", 1)[1]
         head, _, rest = key.partition(".")
         if head in ("set", "axes") and rest:
             data.setdefault(head, {})
             data[head] = dict(data[head] or {})
             data[head][rest] = value
         else:
-            data = apply_overrides(data, [f"{key}={raw}"])
+            data = apply_overrides(data, [item])
     return data
 
 

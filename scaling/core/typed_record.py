@@ -10,8 +10,15 @@ dicts, for one release; new code reads the attributes.
 
 A key is present when it was given (a None value included); an absent known key reads as the field's
 default through its attribute and raises KeyError through `rec["key"]`, as a dict would. Keys keep the
-order they were given in, so a record written from a loaded file is the file again (a new record's
-`schema_version` comes last).
+order they were given in, so a record written from a loaded file is the file again, byte for byte: a
+new record's `schema_version` comes last, and a file without one (version 0) is written back without
+one (its `schema_version` attribute reads 0, `"schema_version" in rec` is False).
+
+A file of a newer `schema_version` than this code knows is refused (InputError, naming both versions):
+a version is bumped only when a known key changes meaning (a key added needs no bump: an older reader
+keeps it in `other`), so an older reader cannot read a newer file correctly. `save` writes atomically
+(rundir.files.atomic_write_text, as RunSummary's `write`): a reader such as the dashboard never sees
+half a file, and a failed write leaves the old file as it was.
 """
 
 from __future__ import annotations
@@ -19,7 +26,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator, Mapping, MutableMapping
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
+
+from rundir.files import atomic_write_text
+from scaling.core.errors import InputError
 
 R = TypeVar("R", bound="TypedRecord")
 _MISSING = dataclasses.MISSING
@@ -38,6 +49,7 @@ class TypedRecord(MutableMapping):
     def __init__(self, data: Mapping[str, Any] | None = None, /, **kw: Any) -> None:
         """`Record(d)` and `Record(key=value, ...)`, as `dict(...)`; the current schema version unless given."""
         object.__setattr__(self, "_order", {})
+        object.__setattr__(self, "_unversioned", False)  # read from a file without schema_version
         for f in dataclasses.fields(self):
             if f.default is not _MISSING:
                 object.__setattr__(self, f.name, f.default)
@@ -70,13 +82,15 @@ class TypedRecord(MutableMapping):
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
+        if name == "schema_version":
+            object.__setattr__(self, "_unversioned", False)
         key = next((k for k, a in self._attrs().items() if a == name), None)
         if key is not None:
             self._order[key] = None
 
     # ------------------------------------------------------------------ dict access
     def __getitem__(self, key: str) -> Any:
-        if key == "schema_version":
+        if key == "schema_version" and not self._unversioned:
             return self.schema_version
         if key in self._order:
             attr = self._attrs().get(key)
@@ -87,6 +101,7 @@ class TypedRecord(MutableMapping):
         attr = self._attrs().get(key)
         if key == "schema_version":
             object.__setattr__(self, "schema_version", value)
+            object.__setattr__(self, "_unversioned", False)
         elif attr:
             object.__setattr__(self, attr, value)
         else:
@@ -109,20 +124,23 @@ class TypedRecord(MutableMapping):
 
     def __iter__(self) -> Iterator[str]:
         yield from list(self._order)
-        if "schema_version" not in self._order:
+        if "schema_version" not in self._order and not self._unversioned:
             yield "schema_version"
 
     def __len__(self) -> int:
-        return len(self._order) + ("schema_version" not in self._order)
+        return len(self._order) + ("schema_version" not in self._order and not self._unversioned)
 
     def __contains__(self, key: object) -> bool:
-        return key == "schema_version" or key in self._order
+        return (key == "schema_version" and not self._unversioned) or key in self._order
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.to_dict()!r})"
 
     def __copy__(self: R) -> R:
-        return type(self).from_dict(self.to_dict())
+        copy = type(self)(self.to_dict())
+        object.__setattr__(copy, "schema_version", self.schema_version)
+        object.__setattr__(copy, "_unversioned", self._unversioned)  # a version-0 file's record stays so
+        return copy
 
     def copy(self: R) -> R:
         """A shallow copy of the same type and version (as `dict.copy`)."""
@@ -136,12 +154,28 @@ class TypedRecord(MutableMapping):
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
+    def save(self: R, path: str | Path) -> Path:
+        """Write `to_json()` atomically (a temporary file renamed over `path`), its folder made if needed."""
+        p = Path(path)
+        atomic_write_text(p, self.to_json() + "\n")
+        return p
+
     @classmethod
     def from_dict(cls: type[R], d: Mapping[str, Any]) -> R:
-        """Tolerant of older files: unknown keys kept in `other`, no `schema_version` means 0."""
+        """Tolerant of older files: unknown keys kept in `other`, no `schema_version` means 0 (and is
+        written back without one). A newer or malformed `schema_version` is an InputError."""
+        version = d.get("schema_version", 0)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InputError(f"schema_version must be a whole number >= 0 (got {version!r})")
+        if version > cls.SCHEMA_VERSION:
+            raise InputError(
+                f"schema_version {version} is newer than this scalelab reads ({cls.__name__} "
+                f"{cls.SCHEMA_VERSION}): read it with the scalelab that wrote it, or upgrade"
+            )
         rec = cls(d)
         if "schema_version" not in d:
             object.__setattr__(rec, "schema_version", 0)
+            object.__setattr__(rec, "_unversioned", True)
         return rec
 
     def missing(self) -> list[str]:

@@ -82,14 +82,28 @@ class LawFamily:
 
 
 CLI_FIELDS = frozenset({"data", "out", "plot", "col", "json", "by", "baseline"})
+TABLE_FIELDS = frozenset({"n_kind", "curves"})  # read with DATA by flags.load_table, not a law's options
 FAMILIES: dict[str, LawFamily] = {}
 
 
 def register(family: LawFamily) -> LawFamily:
-    """Make `family` a `scalelab fit` subcommand (once: a second family of the same name is refused)."""
+    """Make `family` a `scalelab fit` subcommand (once: a second family of the same name is refused).
+    A flag nothing reads is refused here, when the family is written, not found by a user whose option
+    is silently ignored: --plot without a `plot`, or a flag that sets no field of the typed `options`."""
     known = FAMILIES.get(family.name)
     if known is not None and known is not family:
         raise ValueError(f"a law family named {family.name!r} is registered already")
+    fields = {f.field: f.name for f in family.flags}
+    if "plot" in fields and family.plot is None:
+        raise ValueError(f"law family {family.name!r}: --plot but no plot function to draw it")
+    if family.options is not None:
+        known_fields = {f.name for f in dataclasses.fields(family.options)} | CLI_FIELDS | TABLE_FIELDS
+        for field, flag in fields.items():
+            if field not in known_fields:
+                raise ValueError(
+                    f"law family {family.name!r}: {flag} sets {field!r}, which "
+                    f"{family.options.__name__} has no field for"
+                )
     FAMILIES[family.name] = family
     return family
 

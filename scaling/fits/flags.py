@@ -154,7 +154,7 @@ def by_problem(args: argparse.Namespace) -> str | None:
 
 
 # ---------------------------------------------------------------- the loss laws' shared steps
-TABLE_FIELDS = frozenset({"n_kind", "curves"})  # the flags load_table reads (not every law's options)
+# TABLE_FIELDS (scaling.fits.family): the flags load_table reads, not every law's options
 
 
 def load_table(args: argparse.Namespace):

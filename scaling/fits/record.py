@@ -92,14 +92,6 @@ class FitRecord(TypedRecord):
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(_clean(self.to_dict()), indent=indent, allow_nan=False)
 
-    def save(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(self.to_json() + "\n")
-        tmp.replace(p)
-        return p
-
     @classmethod
     def load(cls, path: str | Path) -> FitRecord:
         p = Path(path)
@@ -114,7 +106,10 @@ class FitRecord(TypedRecord):
         missing = [k for k in ("law", "params") if k not in data]
         if missing:
             raise InputError(f"{p}: not a fit record (missing {', '.join(missing)})")
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except InputError as exc:
+            raise InputError(f"{p}: {exc}") from None
 
     def law(self):
         """The law object (with `predict`) for this record's point estimate."""
@@ -175,6 +170,8 @@ class FitRecord(TypedRecord):
 def make_record(**fields) -> FitRecord:
     """Build a FitRecord, cleaning values and checking the required keys are present."""
     rec = FitRecord(_clean(fields))
+    # where ddc73a7's records had it: after the keys given here, before the sections a fitter adds later
+    rec["schema_version"] = fields.get("schema_version", SCHEMA_VERSION)
     missing = rec.missing()
     if missing:  # programming error, not user error
         raise KeyError(f"fit record lacks {missing}")

@@ -5,7 +5,8 @@ A typed, versioned record (scaling.core.typed_record, RunSummary's pattern). `ma
 dict and returns `PlanRecord(d)`; the sections that extend it (cost, memory, inference, accuracy, ...)
 are set by key as before. A key this version does not name is kept in `other` and written back
 where it was, so a section added by a newer planner survives a read by this one. Plans written
-before `schema_version` existed (ddc73a7 and earlier) read as version 0: same keys.
+before `schema_version` existed (ddc73a7 and earlier) read as version 0: same keys, written back
+without a version; a plan of a newer version is refused (scaling.core.typed_record says why).
 """
 
 from __future__ import annotations
@@ -72,10 +73,7 @@ class PlanRecord(TypedRecord):
             raise InputError(f"{p}: not a JSON plan ({exc})") from None
         if not isinstance(data, dict) or "compute" not in data:
             raise InputError(f"{p}: not a plan (no compute)")
-        return cls.from_dict(data)
-
-    def save(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(self.to_json() + "\n")
-        return p
+        try:
+            return cls.from_dict(data)
+        except InputError as exc:
+            raise InputError(f"{p}: {exc}") from None

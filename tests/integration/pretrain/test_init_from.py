@@ -197,3 +197,20 @@ def test_branch_on_another_world_size_converts_into_its_own_folder(parent):
     assert sorted(mine) == [5, 6, 7, 8]
     for step in mine:
         assert mine[step]["loss"] == pytest.approx(theirs[step]["loss"], rel=1e-5, abs=1e-6)
+
+
+def test_a_resume_and_a_branch_that_change_a_fixed_key_fail_with_ddc73a7_s_messages(parent):
+    """The key roles moved from hand-kept lists into the schema (pretrain/config/roles.py): a resume still
+    names each non-resumable key it changes (and only those), a branch each key it must share, in the
+    words ddc73a7 printed."""
+    cwd = parent.parent
+    resumable = {"train.log_every_steps": 3, "train.threads": 2, "wandb.project": "elsewhere", "data.workers": 2}
+    res = train(cwd, "parent", **{**WSD, **resumable, "optim.lr": 0.01, "optim.beta2": 0.9})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert (
+        "parent holds a run with a different configuration; use another --run-dir or delete it:\n"
+        "  optim.beta2: 0.95 -> 0.9\n  optim.lr: 0.003 -> 0.01\n"
+    ) in res.stderr, res.stderr
+    res = train(cwd, "bad", **{**WSD, "train.init_from": "parent/checkpoints/step_12", "optim.lr": 0.01})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "optim.lr: 0.01 here, 0.003 in the parent (a branch continues its parent's run)" in res.stderr

@@ -1,28 +1,55 @@
-"""A law is one object registered once: a toy law family written in this one file becomes
-`scalelab fit toy`, listed by `scalelab fit --help`, its flags generated from its own, and its record
-saved and printed like every other law's. The built-in families' flags name their typed options."""
+"""A law is one object registered once: a toy law family written in this one file, by the recipe of
+docs/ARCHITECTURE.md ("A law", step 3 with its typed options: a FitOptions dataclass, `options_from`,
+`check`, `fit`, `summary`, `plot`), becomes `scalelab fit toy`, listed by `scalelab fit --help`, its
+flags generated from its own, and its record saved and printed like every other law's. The built-in
+families' flags name their typed options."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from scaling.core.errors import InputError
 from scaling.fits import flags as F
 from scaling.fits.chinchilla.options import ChinchillaOptions
-from scaling.fits.family import CLI_FIELDS, Flag, LawFamily, register, unregister
-from scaling.fits.record import FitRecord, make_record
+from scaling.fits.family import CLI_FIELDS, TABLE_FIELDS, Flag, LawFamily, options_from, register, unregister
+from scaling.fits.options import FitOptions
+from scaling.fits.record import FitRecord, data_sha256, make_record
 from tests.helpers import scalelab
 
 
+@dataclass(frozen=True)
+class ToyOptions(FitOptions):
+    """The toy's typed options (the recipe's step 2: a frozen dataclass extending FitOptions)."""
+
+    form: str = "loglog"
+
+    def check(self) -> ToyOptions:
+        super().check()
+        if self.form != "loglog":
+            raise InputError(f"--form {self.form} is not written yet (allowed: loglog)")
+        return self
+
+
+def check_toy(args) -> str | None:
+    """Bad options refused before DATA is read (the family's `check`)."""
+    try:
+        options_from(ToyOptions, args).check()
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
 def fit_toy(args, data) -> FitRecord:
-    """y = a x^b by least squares in log space (form loglog) or in y (form linear, on log x)."""
+    """y = a x^b by least squares in log space, on the typed options."""
+    opts = options_from(ToyOptions, args)
     df = pd.read_csv(data)
-    x, y = np.log(df["x"].to_numpy(float)), df["y"].to_numpy(float)
-    b, log_a = np.polyfit(x, np.log(y), 1) if args.form == "loglog" else (np.nan, np.nan)
+    b, log_a = np.polyfit(np.log(df["x"].to_numpy(float)), np.log(df["y"].to_numpy(float)), 1)
     return make_record(
         law="toy",
         approach=None,
@@ -31,9 +58,22 @@ def fit_toy(args, data) -> FitRecord:
         objective=None,
         n_points=len(df),
         warnings=[],
-        data_sha256=None,
-        settings={"form": args.form},
+        data_sha256=data_sha256(df, ["x", "y"]),
+        settings=dataclasses.asdict(opts),
     )
+
+
+def plot_toy(rec, data, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df = pd.read_csv(data)
+    fig, ax = plt.subplots()
+    ax.loglog(df["x"], df["y"], "o", df["x"], rec.params["a"] * df["x"] ** rec.params["b"], "-")
+    fig.savefig(path)
+    plt.close(fig)
 
 
 TOY = LawFamily(
@@ -42,11 +82,16 @@ TOY = LawFamily(
     flags=(
         F.data_flag("CSV with columns x, y"),
         F.out_flag(),
+        Flag("--plot", metavar="F.png", help="draw the points and the fitted line here"),
         Flag("--form", choices=["loglog", "linear"], default="loglog", help="how the law is fitted (default loglog)"),
+        Flag("--ci", type=float, default=0.95, help="interval level (default 0.95)"),
         F.json_flag(),
     ),
-    check=lambda args: None if args.form == "loglog" else "--form linear is not written yet",
+    options=ToyOptions,
+    check=check_toy,
     fit=fit_toy,
+    summary=lambda rec: f"toy: y = {rec.params['a']:.4g} x^{rec.params['b']:.4g}",
+    plot=plot_toy,
 )
 
 
@@ -67,14 +112,19 @@ def test_a_toy_law_in_one_file_is_a_fit_subcommand(toy, tmp_path):
     x = np.geomspace(1, 1e4, 20)
     pd.DataFrame({"x": x, "y": 3.0 * x**0.5}).to_csv(tmp_path / "t.csv", index=False)
     out = tmp_path / "toy.json"
-    r = scalelab("fit", "toy", tmp_path / "t.csv", "--out", out, "--json")
+    r = scalelab("fit", "toy", tmp_path / "t.csv", "--out", out, "--json", "--plot", tmp_path / "line.png")
     assert r.returncode == 0, r.stderr
     rec = FitRecord.load(out)
     assert rec.law_name == "toy" and rec.params["a"] == pytest.approx(3.0) and rec.params["b"] == pytest.approx(0.5)
-    assert json.loads(r.stdout) == rec.to_dict()
+    assert rec.settings == {"bootstrap": 0, "seed": 0, "ci": 0.95, "holdout": None, "form": "loglog"}  # typed options
+    assert json.loads(r.stdout) == rec.to_dict() and (tmp_path / "line.png").read_bytes()[:4] == b"\x89PNG"
+    r = scalelab("fit", "toy", tmp_path / "t.csv")  # the family's summary
+    assert r.returncode == 0 and r.stdout.strip() == "toy: y = 3 x^0.5"
 
-    r = scalelab("fit", "toy", tmp_path / "t.csv", "--form", "linear")  # the family's check: exit 2, named
-    assert r.returncode == 2 and "--form linear is not written yet" in r.stderr
+    r = scalelab("fit", "toy", tmp_path / "t.csv", "--form", "linear")  # the options' check: exit 2, named
+    assert r.returncode == 2 and "--form linear is not written yet (allowed: loglog)" in r.stderr
+    r = scalelab("fit", "toy", tmp_path / "t.csv", "--ci", "1.5")  # FitOptions' shared check
+    assert r.returncode == 2 and "--ci must be between 0 and 1 (got 1.5)" in r.stderr
     r = scalelab("fit", "toy", tmp_path / "t.csv", "--form", "cubic")  # argparse's choices
     assert r.returncode == 2 and "invalid choice: 'cubic'" in r.stderr
 
@@ -88,6 +138,14 @@ def test_a_second_family_of_a_taken_name_is_refused(toy):
         register(dataclasses.replace(TOY, help="another"))
 
 
+def test_a_family_whose_flags_its_options_or_plot_do_not_take_is_refused():
+    with pytest.raises(ValueError, match="'toy': --plot but no plot"):
+        register(dataclasses.replace(TOY, plot=None))
+    with pytest.raises(ValueError, match=r"'toy': --size sets 'size', which ToyOptions has no field for"):
+        register(dataclasses.replace(TOY, flags=(*TOY.flags, Flag("--size", type=int))))
+    assert "toy" not in scalelab("fit", "--help").stdout
+
+
 def test_every_built_in_family_s_flags_are_its_typed_options():
     from scaling.cli.fit import BUILTIN, families
 
@@ -95,7 +153,7 @@ def test_every_built_in_family_s_flags_are_its_typed_options():
     for family in families():
         options = {f.name for f in dataclasses.fields(family.options)}
         flagged = (
-            {f.field for f in family.flags} - CLI_FIELDS - (F.TABLE_FIELDS if family.load is F.load_table else set())
+            {f.field for f in family.flags} - CLI_FIELDS - (TABLE_FIELDS if family.load is F.load_table else set())
         )
         assert flagged <= options, family.name  # every flag sets a typed option
         library_only = {"columns", "n_kind", "curves", "n_bins", "delta", "bootstrap_top_k"}

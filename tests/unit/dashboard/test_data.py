@@ -120,6 +120,17 @@ def test_fit_store_lists_bad_records_and_refuses_unknown(tmp_path):
         store.record("../good.json")
 
 
+def test_a_fit_record_of_a_newer_schema_version_is_a_problem_not_a_crash(tmp_path):
+    from dashboard.stores.fits import FitStore
+
+    (tmp_path / "good.json").write_text(json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "schema_version": 1}))
+    (tmp_path / "newer.json").write_text(json.dumps({"law": "kaplan", "params": {"Nc": 1.0}, "schema_version": 99}))
+    items, problems = FitStore(tmp_path).listing()
+    assert [i["id"] for i in items] == ["good.json"]
+    assert problems == [{"id": "newer.json", "problem": problems[0]["problem"]}]
+    assert "schema_version 99 is newer than this scalelab reads" in problems[0]["problem"]
+
+
 def test_runs_table_shows_epochs(tmp_path):
     from dashboard.stores.runs import TABLE_COLUMNS
 
