@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from datetime import timedelta
