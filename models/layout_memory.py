@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from models.accounting import attention_params
 from models.config import ModelConfig
-from models.memory import GIB, GPU_CONTEXT_BYTES, GPU_FRAGMENTATION, HEADROOM, estimate_memory
+from models.memory import GIB, GPU_CONTEXT_BYTES, GPU_FRAGMENTATION, HEADROOM, estimate_memory, resolved_vocab
 
 CHECKPOINTING = ("none", "selective", "every_k", "full")
 LAYOUT_KEYS = (
@@ -177,8 +178,8 @@ def layer_bytes(
     kv = cfg.kv_heads * cfg.head_dim
     f = cfg.ffn_dim
     replicated = 4 * h + 2 * h + 2 * h + (2 * h if dropout else 0)  # 2 norm inputs, QKV and MLP inputs, masks
-    split = 2 * h + 4 * kv + 2 * h  # Q, K and V, the attention output (the output projection's input)
-    mlp = 4 * f if gelu else 8 * f  # GeLU: its input and output; SwiGLU: gate, up, SiLU(gate), product
+    split: float = 2 * h + 4 * kv + 2 * h  # Q, K and V, the attention output (the output projection's input)
+    mlp: float = 4 * f if gelu else 8 * f  # GeLU: its input and output; SwiGLU: gate, up, SiLU(gate), product
     if moe_layer and cfg.moe is not None:
         m = cfg.moe
         width = m.d_ff or cfg.ffn_dim
@@ -227,10 +228,10 @@ def activation_bytes(cfg: ModelConfig, lay: ParallelLayout, fp8: bool = False) -
         rebuilt = max(dense_b, moe_b)
     else:
         kept, rebuilt = full_stage, 0.0
-    in_flight = min(lay.pp, lay.gradient_accumulation_steps)
+    in_flight: float = min(lay.pp, lay.gradient_accumulation_steps)
     if lay.pp > 1 and lay.pp_interleave > 1:
         in_flight *= 1 + (lay.pp - 1) / (lay.pp * lay.pp_interleave)
-    logits = 3 * 4 * cfg.vocab_size / t * tokens  # fp32 log-softmax and two backward buffers (models/memory.py)
+    logits = 3 * 4 * resolved_vocab(cfg) / t * tokens  # fp32 log-softmax and two backward buffers (models/memory.py)
     first = kept * in_flight + rebuilt + (logits if lay.pp == 1 else 0)
     last = kept + rebuilt + logits
     return {"first_stage": first, "last_stage": last, "in_flight_micro_batches": in_flight}
@@ -239,7 +240,7 @@ def activation_bytes(cfg: ModelConfig, lay: ParallelLayout, fp8: bool = False) -
 # ---------------------------------------------------------------- model states
 def stage_params(cfg: ModelConfig, lay: ParallelLayout) -> dict:
     """Parameters on one device of the heaviest stage: {dense, expert, largest_layer} (tp/ep applied)."""
-    h, V = cfg.d_model, cfg.vocab_size
+    h, V = cfg.d_model, resolved_vocab(cfg)
     blocks, moe_blocks = _stage_layers(cfg, lay.pp)
     attn = attention_params(cfg) / lay.tp + 2 * h
     dense_ffn = 3 * h * cfg.ffn_dim / lay.tp
@@ -299,7 +300,7 @@ def layout_memory(
             device_memory_bytes=device_memory_bytes,
         )
         parts = dict(est.per_device_bytes)
-        out = {"engine": TRAINER_ENGINE, "per_device_bytes": parts, "in_flight_micro_batches": 1}
+        out: dict[str, Any] = {"engine": TRAINER_ENGINE, "per_device_bytes": parts, "in_flight_micro_batches": 1}
     else:
         states = state_bytes(cfg, lay, precision)
         acts = activation_bytes(cfg, lay, fp8=precision == "fp8")

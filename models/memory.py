@@ -99,7 +99,8 @@ class ParamSplit:
     largest_tensor: int  # the largest single tensor
 
 
-def _vocab(cfg: ModelConfig) -> int:
+def resolved_vocab(cfg: ModelConfig) -> int:
+    """cfg.vocab_size, which a config takes from the prepared data: an error while it is unresolved."""
     if cfg.vocab_size is None:
         raise ValueError("model.vocab_size must be resolved before the memory estimate")
     return cfg.vocab_size
@@ -107,7 +108,7 @@ def _vocab(cfg: ModelConfig) -> int:
 
 def param_split(cfg: ModelConfig) -> ParamSplit:
     c = model_counts(cfg)
-    d, v, L = cfg.d_model, _vocab(cfg), cfg.n_layers
+    d, v, L = cfg.d_model, resolved_vocab(cfg), cfg.n_layers
     norms = 2 * d * L + d
     embed = v * d
     moe = getattr(cfg, "moe", None)
@@ -210,7 +211,7 @@ def activation_bytes(
     blocks = [moe_block if moe is not None and moe.is_moe_layer(i) else dense_block for i in range(L)]
     residual = 2 if mode == "half" else 4
     norm = ({"fp32": 12 * h, "half": 8 * h, "autocast": 10 * h}[mode] + 4) * tokens  # the final norm
-    logits = LOGIT_BUFFERS * 4 * _vocab(cfg) * tokens
+    logits = LOGIT_BUFFERS * 4 * resolved_vocab(cfg) * tokens
     if checkpointing == "none":
         checkpointed = set()
     elif checkpointing == "full":

@@ -31,6 +31,8 @@ def expert_sets(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
         model.train(was_training)
     out = []
     for b in blocks:
+        if b.last_routing is None:
+            raise RuntimeError("an MoE block did not run on the probe tokens: no routing to compare")
         tok, exp, n = b.last_routing
         b.last_routing = None
         sets = torch.zeros(n, b.num_experts, dtype=torch.bool, device=tok.device)

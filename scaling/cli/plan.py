@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 from scaling.cli.moe import plan_moe
 from scaling.cli.options import COMPUTE_KINDS, DEVICE_NAMES, check_outputs, fail, positive_float
@@ -282,7 +284,7 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _emit_layout_table(plan: dict, config: Path) -> None:
+def _emit_layout_table(plan: MutableMapping[str, Any], config: Path) -> None:
     """Beside an emitted config: when the searched layout needs TP, PP or selective recomputation, which the
     trainer does not run, `<stem>.layout.txt` holds that layout's table and the plan says so."""
     from scaling.planning.layout_search import format_layout  # deferred: a fast --help

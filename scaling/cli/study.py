@@ -151,9 +151,12 @@ def _next_batch_lr(args, fits) -> int:
     if len(hp) != 1:
         raise InputError("study next --law batch-lr takes one `scalelab fit batch-lr` record")
     rng = (hp[0].get("data_range") or {}).get("C")
-    if args.multiplier and not rng:
+    if args.compute:  # --compute and --multiplier are exclusive, one required
+        target = args.compute
+    elif rng:
+        target = args.multiplier * rng[1]
+    else:
         raise InputError("the batch-lr record states no compute range: give --compute")
-    target = args.compute if args.compute else args.multiplier * rng[1]
     p = propose_batch_lr(hp[0], target, budget=args.budget_flops, max_groups=args.max_runs)
     print(json.dumps(p, indent=2) if args.json else format_batch_lr(p))
     return 0

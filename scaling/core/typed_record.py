@@ -36,15 +36,20 @@ R = TypeVar("R", bound="TypedRecord")
 _MISSING = dataclasses.MISSING
 
 
-class TypedRecord(MutableMapping):
+class TypedRecord(MutableMapping[str, Any]):
     """Subclasses are `@dataclasses.dataclass(init=False, eq=False)` with their known keys as fields
     (a field's `metadata={"key": ...}` names a JSON key that is not a valid or free attribute name)."""
 
     SCHEMA_VERSION: ClassVar[int] = 1
     REQUIRED: ClassVar[tuple[str, ...]] = ()  # keys a record cannot lack (checked by `check`)
+    # declarations only (no class attributes): @dataclass sets the fields on each subclass, _attrs the cache
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+    _attrs_cache: ClassVar[dict[str, str]]
 
     schema_version: int
     other: dict[str, Any]  # keys this version does not know, kept as they are
+    _order: dict[str, None]  # the keys given, in order (an insertion-ordered set)
+    _unversioned: bool  # read from a file without schema_version
 
     def __init__(self, data: Mapping[str, Any] | None = None, /, **kw: Any) -> None:
         """`Record(d)` and `Record(key=value, ...)`, as `dict(...)`; the current schema version unless given."""
@@ -73,7 +78,7 @@ class TypedRecord(MutableMapping):
                 for f in dataclasses.fields(cls)
                 if f.name not in ("schema_version", "other")
             }
-            cls._attrs_cache = cached  # type: ignore[attr-defined]
+            cls._attrs_cache = cached
         return cached
 
     @classmethod
@@ -119,7 +124,7 @@ class TypedRecord(MutableMapping):
             del self.other[key]
             return
         f = next(f for f in dataclasses.fields(self) if f.name == attr)
-        default = f.default_factory() if f.default_factory is not _MISSING else f.default  # type: ignore[misc]
+        default = f.default_factory() if f.default_factory is not _MISSING else f.default
         object.__setattr__(self, attr, None if default is _MISSING else default)
 
     def __iter__(self) -> Iterator[str]:

@@ -96,7 +96,9 @@ def greedy(
     before = target_variance(cov, G)
     base = np.where(before > 0, before, np.nan)
     free = np.isfinite(cost) & (cost > 0)
-    chosen, steps, spent = [], [], 0.0
+    chosen: list[int] = []
+    steps: list[float] = []
+    spent = 0.0
     while len(chosen) < max_runs:
         ok = free & (spent + cost <= budget * (1 + 1e-9))
         if not ok.any():

@@ -224,7 +224,8 @@ def search(
     block = _Block(cfg, mach, calibration)
     batch_rejects: list = []
     split_rejects: list[str] = []  # a fixed micro-batch / accumulation that no split's per-rank batch allows
-    fits, over = [], []
+    fits: list[tuple[float, ParallelLayout, dict, dict]] = []  # (step seconds, layout, memory, performance)
+    over: list[tuple[float, ParallelLayout, dict, dict]] = []
     searched = 0
     problems: list[str] = []
     for lay in _candidates(cfg, num_devices, global_batch_size, devices_per_node, fixed, batch_rejects, split_rejects):

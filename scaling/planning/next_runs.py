@@ -16,8 +16,10 @@ linearised forecast, not a refit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -138,7 +140,7 @@ def residual_sigma(rec) -> float:
 
 
 # ---------------------------------------------------------------- candidates
-def family_candidates(ch, plan: dict, budget: float, cost: TokenCost, conv: dict) -> list[dict]:
+def family_candidates(ch, plan: Mapping[str, Any], budget: float, cost: TokenCost, conv: dict) -> list[dict]:
     """Runs on the study's own model family (the plan's shape rule): FAMILY_SIZES models from
     BELOW_FITTED below the smallest fitted size to what the budget or the target's N_opt interval
     reaches, each at tokens per parameter spaced evenly in log over TOKENS_PER_PARAM, every run

@@ -44,6 +44,7 @@ from functools import lru_cache
 from models.accounting import model_counts
 from models.config import ModelConfig
 from models.layout_memory import ParallelLayout
+from models.memory import resolved_vocab
 from rundir.accelerators import HBM_BYTES_PER_S, NETWORK_BYTES_PER_S, NVLINK_BYTES_PER_S
 from scaling.core.errors import InputError
 from scaling.planning.devices import peak_flops
@@ -163,8 +164,8 @@ class _Block:
     @lru_cache(maxsize=1024)  # noqa: B019
     def head(self, tp: int, mb: int, cp: int = 1) -> float:
         cfg = self.cfg
-        T = mb * cfg.seq_len / cp
-        return self.gemm(T, cfg.vocab_size / tp, cfg.d_model) + 12 * T * cfg.vocab_size / tp / self.mach.hbm
+        T, V = mb * cfg.seq_len / cp, resolved_vocab(cfg)
+        return self.gemm(T, V / tp, cfg.d_model) + 12 * T * V / tp / self.mach.hbm
 
 
 def n_ck_blocks(blocks: int, lay: ParallelLayout) -> int:
@@ -219,8 +220,8 @@ def step_time(
         ring = 3 * _ring("all_gather", kv, cp, _group_bw(mach, cp, tp), cal)
         cp_comm = blocks * _exposed(ring, 3 * dense_f["attention"], cal)
     ep_comm = 0.0
-    if moe_blocks and lay.ep_size > 1:
-        mo = cfg.moe
+    mo = cfg.moe
+    if moe_blocks and lay.ep_size > 1 and mo is not None:  # moe_blocks > 0 only for an MoE model
         ep_bw = _group_bw(mach, lay.ep_size, tp)
         a2a = _ring(
             "all_to_all", 2 * T * mo.top_k * (mo.capacity_factor or 1.0) * cfg.d_model / tp, lay.ep_size, ep_bw, cal
@@ -267,7 +268,7 @@ def step_time(
     step = pipeline + dp_comm + zero2 + optimizer
     tokens = lay.global_batch_size * cfg.seq_len
     counts = model_counts(cfg)
-    head_fpt = 6.0 * cfg.vocab_size * cfg.d_model
+    head_fpt = 6.0 * resolved_vocab(cfg) * cfg.d_model
     if ck == "full":
         extra = (counts.flops_per_token - head_fpt) / 3
     elif ck == "every_k":

@@ -7,6 +7,8 @@ lists them; the run's tokens, compute and cost are their sums (its MFU the FLOP-
 
 from __future__ import annotations
 
+from typing import Any
+
 from scaling.core.errors import InputError
 from scaling.planning.layout_plan import layout_sections
 
@@ -43,7 +45,7 @@ def stage_sections(plan: dict, hw, stages: list[tuple[float, int]], opts, mfu_gi
         staged = {**plan, "run": {**run, "seq_len": seq, "tokens": tokens, "batch_tokens": batch}}
         cfg = model_config(run["model"], plan.get("vocab_size"), seq)
         fpt = model_counts(cfg).flops_per_token
-        entry = {
+        entry: dict[str, Any] = {
             "stage": i + 1,
             "tokens": tokens,
             "seq_len": seq,
@@ -64,7 +66,7 @@ def stage_sections(plan: dict, hw, stages: list[tuple[float, int]], opts, mfu_gi
         if layout is not None:
             entry["layout"] = layout.get("describe") or layout.get("reason")
             entry["layout_fits"] = bool(layout.get("fits"))
-        mfu = mfu_given if mfu_given is not None else (perf or {}).get("mfu")
+        mfu: float | None = mfu_given if mfu_given is not None else (perf or {}).get("mfu")
         if mfu is None:
             raise InputError(
                 f"--stages: stage {i + 1} ({tokens:.3g} tokens at {seq}) has no layout that fits "

@@ -26,6 +26,8 @@ not-identified plan unless --force.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -63,11 +65,11 @@ def exponent_draws(rec) -> tuple[float | None, np.ndarray | None]:
             with np.errstate(all="ignore"):
                 return a, be / (al + be)
         return a, None
-    a = p.get("a")
-    if a is None:
+    fitted = p.get("a")
+    if fitted is None:
         return None, None
     draws = np.asarray([np.nan if v is None else v for v in s["a"]], dtype=float) if "a" in s else None
-    return float(a), draws
+    return float(fitted), draws
 
 
 def compare_exponents(main, others: list, ci: float, seed: int = 0) -> dict | None:
@@ -126,7 +128,7 @@ def batch_lr_verdict(h, plan: dict, max_span: float) -> dict:
     out: dict = {"n_groups": n_groups}
     if st.get("exponents") not in (None, "fitted"):
         reasons.append(f"batch-lr law {st['exponents']}")
-    target = plan.get("run") if plan.get("run") and "lr" in plan["run"] else plan
+    target = plan["run"] if plan.get("run") and "lr" in plan["run"] else plan
     for key, name in (("lr", "lr"), ("batch_tokens", "batch")):
         iv = target.get(f"{key}_interval")
         if iv and iv[0] > 0:
@@ -207,7 +209,7 @@ def make_verdict(
     return out
 
 
-def identified(plan: dict) -> bool:
+def identified(plan: Mapping[str, Any]) -> bool:
     """False when the law (or the batch-lr law whose lr and batch the run takes) is not identified."""
     v = plan.get("verdict") or {}
     used = bool((plan.get("run") or plan).get("lr"))

@@ -21,6 +21,9 @@ from models.moe.routers.base import Router, Routing, mask_assignments, router_z_
 
 
 class ReluL1Router(Router):
+    l1_coef: torch.Tensor  # buffers (register_buffer), declared for the type checker
+    step_active: torch.Tensor
+
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
         self.register_buffer("l1_coef", torch.tensor(cfg.l1_coef_init, dtype=torch.float64))
@@ -55,8 +58,8 @@ class ReluL1Router(Router):
     def step_counts(self) -> torch.Tensor:
         return self.step_active
 
-    def end_step(self, counts: torch.Tensor) -> None:
-        active, tokens = counts.double().tolist()
+    def end_step(self, counts: torch.Tensor | None) -> None:
+        active, tokens = counts.double().tolist() if counts is not None else (0.0, 0.0)
         if tokens > 0:
             mean_k = active / tokens
             if mean_k > self.top_k:

@@ -41,6 +41,10 @@ from models.moe.routers.base import Router, Routing, mask_assignments, router_z_
 
 
 class SigmoidThresholdRouter(Router):
+    threshold: torch.Tensor  # buffers (register_buffer), declared for the type checker
+    calibrated: torch.Tensor
+    step_load: torch.Tensor
+
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
         self.register_buffer("threshold", torch.zeros(cfg.num_experts, dtype=torch.float32))
@@ -87,10 +91,10 @@ class SigmoidThresholdRouter(Router):
     def step_counts(self) -> torch.Tensor:
         return self.step_load
 
-    def end_step(self, counts: torch.Tensor) -> None:
+    def end_step(self, counts: torch.Tensor | None) -> None:
         e = self.num_experts
-        tokens = counts[e]
-        if tokens > 0:
+        if counts is not None and counts[e] > 0:
+            tokens = counts[e]
             share = counts[:e] / tokens
             mean = counts[e + 1 : 2 * e + 1] / tokens
             sd = (counts[2 * e + 1 :] / tokens - mean * mean).clamp_min(0).sqrt()

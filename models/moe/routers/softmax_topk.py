@@ -17,6 +17,8 @@ loss per micro-batch (nothing is counted, no collective).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from models.checkpointing import recomputing
@@ -31,6 +33,9 @@ from models.moe.routers.base import (
 
 
 class SoftmaxTopKRouter(Router):
+    count_reducer: Callable[[torch.Tensor], torch.Tensor] | None
+    global_load: torch.Tensor  # a buffer (register_buffer), declared for the type checker
+
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
         self.count_reducer = None  # global_batch: sums a count vector over data-parallel ranks (set by the trainer)
@@ -75,5 +80,5 @@ class SoftmaxTopKRouter(Router):
     def step_counts(self) -> torch.Tensor | None:
         return None  # the loads were summed over ranks as they were counted
 
-    def end_step(self, counts) -> None:
+    def end_step(self, counts: torch.Tensor | None) -> None:
         self.global_load.zero_()
