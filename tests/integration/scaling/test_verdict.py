@@ -46,7 +46,7 @@ def test_the_verdict_states_the_intervals_and_fails_far_out(fits):
 
 def test_approaches_that_disagree_make_the_law_not_identified(fits):
     a3, a2, *_ = fits
-    off = FitRecord(json.loads(json.dumps(a2)))
+    off = FitRecord(json.loads(json.dumps(a2.to_dict())))
     off["params"]["a"] += 0.3  # approach 2 now says N_opt grows as C^0.83
     off["bootstrap"]["samples"]["a"] = [x + 0.3 for x in off["bootstrap"]["samples"]["a"]]
     v = make_plan([a3, off], 1e19, vocab_size=4096)["verdict"]
