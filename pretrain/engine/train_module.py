@@ -27,8 +27,8 @@ from models.gpt import GPT
 from pretrain.config.schema import TrainConfig
 from pretrain.engine.distributed import DistInfo
 from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
-from pretrain.engine.mfu import set_tf32
 from pretrain.engine.step_timer import StepTimer
+from pretrain.engine.tf32 import set_tf32
 from pretrain.engine.zero_init import describe_shares, partitioned
 from pretrain.errors import TrainingFailed
 from rundir.schedules import lr_at
@@ -65,7 +65,8 @@ class DeepSpeedTrainModule:
         import deepspeed  # deferred: imports deepspeed
 
         cfg = self.cfg
-        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/engine/mfu.py)
+        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak
+        # (pretrain/callbacks/speed_monitor.py)
         self.tf32 = set_tf32(self.dist.device, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
         ds_config = build_ds_config(cfg, self.dist.world_size, self.dist.device.type == "cuda")

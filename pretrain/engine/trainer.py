@@ -16,11 +16,11 @@ from pathlib import Path
 
 from models.accounting import model_counts
 from pretrain.callbacks import Callback, StepInfo, default_callbacks
+from pretrain.callbacks.console import Progress
 from pretrain.callbacks.signals import Signals
 from pretrain.checkpoint import store as checkpoint
 from pretrain.config.loader import dump_config
 from pretrain.config.schema import TrainConfig
-from pretrain.console import Progress
 from pretrain.data.feed import TrainFeed
 from pretrain.data.sampler import micro_batch_start
 from pretrain.engine.distributed import DistInfo, name_peers
