@@ -45,7 +45,7 @@ class Checkpointer(Callback):
                 self._begin_branch()
             return
         self.trainer.load_state_dict(client)
-        step = self.trainer.info.step
+        step = self.info.step
         info.log(f"resumed from checkpoint step_{step} ({step}/{info.total_steps} steps done)")
 
     def _begin_branch(self) -> None:
@@ -79,14 +79,14 @@ class Checkpointer(Callback):
             or info.step in t.checkpoint_at_steps
         )
         # the last step and a stop are saved once, by post_train
-        if due and info.step < info.total_steps and not self.trainer.stopping:
+        if due and info.step < info.total_steps and not self.trainer.state.stopping:
             self.save()
 
     def post_train(self) -> None:
         self.save()
         if self.trainer.status == "preempted":
             self.info.log(
-                f"received {self.trainer.stop_reason or 'stop signal'}: checkpoint step_{self.info.step} saved; "
+                f"received {self.trainer.state.stop_reason or 'stop signal'}: checkpoint step_{self.info.step} saved; "
                 "rerun the same command to resume"
             )
 

@@ -80,7 +80,7 @@ class SpeedMonitor(Callback):
         self._t0: float | None = None
 
     def _start(self) -> None:
-        self._t0, self._paused0, self._steps = time.perf_counter(), self.trainer.paused_s, 0
+        self._t0, self._paused0, self._steps = time.perf_counter(), self.trainer.state.paused_s, 0
 
     def pre_step(self) -> None:
         if self._t0 is None:  # the first window starts at the first step, after every callback's set-up
@@ -91,7 +91,7 @@ class SpeedMonitor(Callback):
         info = self.info
         if not info.log_step:
             return
-        elapsed = max(1e-9, time.perf_counter() - self._t0 - (self.trainer.paused_s - self._paused0))
+        elapsed = max(1e-9, time.perf_counter() - self._t0 - (self.trainer.state.paused_s - self._paused0))
         tok_s = self._steps * self.tokens_per_step / elapsed
         record = self.trainer.record_metric
         record("tokens_per_s", tok_s, reduce="none")
