@@ -186,12 +186,6 @@ SUBPACKAGE_CYCLES_ALLOWED: dict[frozenset[str], str] = {
         "key roles as field metadata replacing init_from's lists, one KEY=VALUE parser, pretrain/data split in two); "
         "breaking the cycle belongs with that work, not beside it"
     ),
-    frozenset({"pretrain.callbacks", "pretrain.engine"}): (
-        "the trainer (engine.trainer) builds its callbacks (callbacks.default_callbacks, callbacks.signals) while "
-        "callbacks read engine.distributed, engine.noise_scale and engine.mfu. Issue #46's goal 3 moves noise-scale "
-        "and MFU into their callbacks and has a callbacks config build the callbacks outside the loop, which "
-        "leaves engine -> callbacks as the only direction"
-    ),
 }
 
 

@@ -632,7 +632,7 @@ def part_matmul(_args: dict) -> dict:
     import torch
 
     if not torch.cuda.is_available():
-        from pretrain.engine.mfu import measure_cpu_peak
+        from pretrain.callbacks.speed_monitor import measure_cpu_peak
 
         return {"flops": measure_cpu_peak(), "dtype": "float32", "n": 1024, "device": "cpu"}
     n, reps = 8192, 10

@@ -3,7 +3,8 @@
 Each (model, ZeRO stage) is one `scalelab train` run (pretrain.cli; through the deepspeed launcher
 for --gpus > 1), so it measures what users get. Figures are read back from the run's metrics.jsonl
 and summary.json: tokens/s and MFU averaged over the log windows after the first (warm-up), MFU
-against the detected device's peak at the precision used (rundir/accelerators.py via pretrain/engine/mfu.py),
+against the detected device's peak at the precision used (rundir/accelerators.py via
+pretrain/callbacks/speed_monitor.py),
 peak memory the largest `mem/max_allocated_gb` (torch.cuda.max_memory_allocated) of the run, and
 `time/comm_s` (DeepSpeed's collectives on a log step). A run that fails (e.g. out of memory) is
 reported as failed and the others go on.

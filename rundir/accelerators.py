@@ -4,7 +4,7 @@ Vendors print tensor-core figures "with sparsity" (2:4 structured sparsity doubl
 runs dense, so every figure here is the dense one (half the starred datasheet number). `fp32` is
 plain (non-tensor-core) FP32; `tf32` is the FP32-input tensor-core path where the device has one.
 Shared by the cost projection (scaling/planning/devices.py, scaling/planning/cost.py) and the trainer's MFU
-(pretrain/engine/mfu.py), so both measure against the same peaks; torch-free.
+(pretrain/callbacks/speed_monitor.py), so both measure against the same peaks; torch-free.
 
 Sources (vendor datasheets; dense = sparse / 2 where the sheet only gives sparse):
 - a100-40gb, a100-80gb: NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5 TF, TF32 156 TF,

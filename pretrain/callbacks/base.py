@@ -22,10 +22,11 @@ outside training with `with self.trainer.paused("eval"):`. State that must survi
 through `state_dict`/`load_state_dict`: the checkpoint keeps it in its client state under `name`.
 
 The trainer's side of the contract (pretrain/engine/trainer.py), all a callback should touch: `info`,
-`record_metric`, `paused`, `request_stop(reason)`, `state` (step, wall_s, eval_s), `paused_s`,
-`stopping`/`stop_reason`, and at the end `status`, `error`, `summary`; for the checkpointer
-`state_dict()`, `load_state_dict(client)` and `checkpoint_saved(path)`. Objects a callback works
-on (the train module, the data feed) are given to it when it is made (pretrain/callbacks/__init__.py).
+`record_metric`, `paused`, `request_stop(reason)`, `state` (step, wall_s, eval_s, paused_s, stopping,
+stop_reason, lineage), and at the end `status`, `error`, `summary`; for the checkpointer
+`state_dict()`, `load_state_dict(client)`, `begin_branch(...)` and `checkpoint_saved(path)`. Objects a
+callback works on (the train module, the data feed) are given to it when it is built
+(pretrain/callbacks/config.py: `RunParts`).
 """
 
 from __future__ import annotations

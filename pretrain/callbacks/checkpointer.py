@@ -15,7 +15,6 @@ from pathlib import Path
 from pretrain.callbacks.base import Callback
 from pretrain.checkpoint import store as checkpoint
 from pretrain.checkpoint.init_from import differences, parent_config, resolve
-from pretrain.engine.distributed import all_reduce_max, barrier
 from pretrain.errors import TrainingFailed
 from rundir.layout import RunDir
 
@@ -27,7 +26,7 @@ class Checkpointer(Callback):
         self.module = module
 
     def _agree(self, ok: bool) -> bool:
-        return all_reduce_max(0.0 if ok else 1.0, self.module.dist) == 0
+        return self.module.dist.all_reduce_max(0.0 if ok else 1.0) == 0
 
     def pre_train(self) -> None:
         """Load the newest loadable checkpoint (raises CheckpointLoadError when none of several loads)."""
@@ -45,7 +44,7 @@ class Checkpointer(Callback):
                 self._begin_branch()
             return
         self.trainer.load_state_dict(client)
-        step = self.trainer.info.step
+        step = self.info.step
         info.log(f"resumed from checkpoint step_{step} ({step}/{info.total_steps} steps done)")
 
     def _begin_branch(self) -> None:
@@ -55,7 +54,7 @@ class Checkpointer(Callback):
 
         d, info = self.module.dist, self.info
         parent, _, seen = resolve(info.config.train.init_from)
-        step = int(all_reduce_max(float(seen), d))
+        step = int(d.all_reduce_max(float(seen)))
         path = RunDir(parent).checkpoint(step)
         problems = differences(parent_config(parent), info.config, step)
         if problems:
@@ -79,20 +78,20 @@ class Checkpointer(Callback):
             or info.step in t.checkpoint_at_steps
         )
         # the last step and a stop are saved once, by post_train
-        if due and info.step < info.total_steps and not self.trainer.stopping:
+        if due and info.step < info.total_steps and not self.trainer.state.stopping:
             self.save()
 
     def post_train(self) -> None:
         self.save()
         if self.trainer.status == "preempted":
             self.info.log(
-                f"received {self.trainer.stop_reason or 'stop signal'}: checkpoint step_{self.info.step} saved; "
+                f"received {self.trainer.state.stop_reason or 'stop signal'}: checkpoint step_{self.info.step} saved; "
                 "rerun the same command to resume"
             )
 
     def save(self) -> Path:
         info, d = self.info, self.module.dist
-        if all_reduce_max(0.0 if checkpoint.weights_finite(self.module.model) else 1.0, d) > 0:
+        if d.all_reduce_max(0.0 if checkpoint.weights_finite(self.module.model) else 1.0) > 0:
             raise TrainingFailed(
                 f"non-finite weights at step {info.step}; not saved. The "
                 f"last good checkpoint is kept in {info.run_dir.checkpoints}"
@@ -106,7 +105,7 @@ class Checkpointer(Callback):
                 client,
                 info.config.train.keep_checkpoints,
                 d.is_main,
-                lambda: barrier(d),
+                d.barrier,
                 world_size=d.world_size,
                 agree=self._agree,
                 pinned=info.config.train.checkpoint_at_steps,

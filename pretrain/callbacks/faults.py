@@ -15,6 +15,7 @@ module's loss hook, so the training loop itself has no test branches.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from pretrain.callbacks.base import Callback
 
@@ -30,6 +31,16 @@ def _int(env, key: str) -> int | None:
     return int(raw) if raw not in (None, "") else None
 
 
+def faults_from_env(env: Mapping[str, str] = os.environ) -> dict[str, int | None] | None:
+    """FaultInjection's settings from the environment, or None when no fault is asked for."""
+    faults = {
+        "nan_step": _int(env, NAN_STEP),
+        "nan_micro": _int(env, NAN_MICRO),
+        "inf_grad_step": _int(env, INF_GRAD_STEP),
+    }
+    return faults if faults["nan_step"] is not None or faults["inf_grad_step"] is not None else None
+
+
 class FaultInjection(Callback):
     priority = 95
 
@@ -38,15 +49,6 @@ class FaultInjection(Callback):
     ):
         self.module = module
         self.nan_step, self.nan_micro, self.inf_grad_step = nan_step, nan_micro, inf_grad_step
-
-    @classmethod
-    def from_env(cls, module, env=os.environ) -> FaultInjection | None:
-        faults = {
-            "nan_step": _int(env, NAN_STEP),
-            "nan_micro": _int(env, NAN_MICRO),
-            "inf_grad_step": _int(env, INF_GRAD_STEP),
-        }
-        return cls(module, **faults) if faults["nan_step"] is not None or faults["inf_grad_step"] is not None else None
 
     def pre_train(self) -> None:
         self.module.add_loss_hook(self._hook)

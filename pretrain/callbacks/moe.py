@@ -29,8 +29,8 @@ class MoERouterMetrics(Callback):
     name = "moe_router"  # keeps the realised-compute counts in checkpoints
     priority = 80  # right after the optimizer step, before any probe or evaluation
 
-    def __init__(self, module):
-        self.module = module
+    def __init__(self, module, flops_per_token: float):
+        self.module, self.flops_per_token = module, flops_per_token  # config-only FLOPs (models/accounting.py)
         cfg = module.cfg.model
         moe = cfg.moe
         self.flops_per_assignment = 6.0 * 3 * cfg.d_model * expert_d_ff(cfg)
@@ -66,7 +66,7 @@ class MoERouterMetrics(Callback):
         if self.pairs <= 0:
             return {}
         step, tps = self.info.step, self.info.config.tokens_per_step()
-        nominal = step * tps * self.trainer.counts.flops_per_token
+        nominal = step * tps * self.flops_per_token
         extra = self.flops_per_assignment * (self.routed - self.k_nominal * self.pairs)
         return {"flops_realised": nominal + extra, "moe/active_experts_run": self.routed / self.pairs}
 

@@ -55,7 +55,7 @@ class SummaryFileWriter(Callback):
         info, c, state = self.info, self.counts, self.trainer.state
         cfg, step, tps = info.config, state.step, info.config.tokens_per_step()
         train_wall = max(1e-9, state.wall_s - state.eval_s)
-        lineage = self.trainer.lineage  # a branch: the steps up to lineage["step"] were its parent's work
+        lineage = state.lineage  # a branch: the steps up to lineage["step"] were its parent's work
         own = step - (lineage["step"] if lineage else 0)
         out = {
             "status": status,

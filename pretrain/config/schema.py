@@ -53,6 +53,13 @@ class OptimConfig(StrictModel):
         "layers): optim.lr is then the lr of a model of this width, so one lr serves a ladder of sizes",
     )
 
+    def build(self, model, lr: float, **kwargs):
+        """(the torch optimizer for `model` at peak lr `lr`, its summary.json record): AdamW, or Muon with
+        its AdamW half. Keyword arguments: pretrain/optim/build.py's `build_optimizer`."""
+        from pretrain.optim.build import build_optimizer  # deferred: imports torch
+
+        return build_optimizer(self, model, lr, **kwargs)
+
 
 class ScheduleConfig(StrictModel):
     name: Annotated[Literal["cosine", "linear", "constant", "wsd"], SweepAxis("")] = Field(

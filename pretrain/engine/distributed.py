@@ -30,6 +30,13 @@ class DistInfo:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    # the collectives callbacks use, on the object they are given (they import nothing from the engine)
+    def barrier(self) -> None:
+        barrier(self)
+
+    def all_reduce_max(self, value: float) -> float:
+        return all_reduce_max(value, self)
+
 
 _group_world = 0  # world size of the process group this process set up (0: none)
 

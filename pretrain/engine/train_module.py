@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -26,11 +27,10 @@ from models.gpt import GPT
 from pretrain.config.schema import TrainConfig
 from pretrain.engine.distributed import DistInfo
 from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
-from pretrain.engine.mfu import set_tf32
 from pretrain.engine.step_timer import StepTimer
+from pretrain.engine.tf32 import set_tf32
 from pretrain.engine.zero_init import describe_shares, partitioned
 from pretrain.errors import TrainingFailed
-from pretrain.optim.adamw import param_groups
 from rundir.schedules import lr_at
 
 LossHook = Callable[[int, int, torch.Tensor], torch.Tensor]  # (step, micro, loss) -> loss, e.g. a test's fault
@@ -65,7 +65,8 @@ class DeepSpeedTrainModule:
         import deepspeed  # deferred: imports deepspeed
 
         cfg = self.cfg
-        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak (pretrain/engine/mfu.py)
+        # before the first matmul; whether fp32 matmuls run in TF32 decides the MFU peak
+        # (pretrain/callbacks/speed_monitor.py)
         self.tf32 = set_tf32(self.dist.device, cfg.train.tf32)
         torch.manual_seed(cfg.train.seed)
         ds_config = build_ds_config(cfg, self.dist.world_size, self.dist.device.type == "cuda")
@@ -76,26 +77,21 @@ class DeepSpeedTrainModule:
         if cfg.deepspeed.zero_stage == 3 and cfg.deepspeed.zero_init:
             self.log(describe_shares(model, self.dist.world_size, self.dist.device))
         model.set_activation_checkpointing(cfg.train.checkpoint_every())  # torch.utils.checkpoint, non-reentrant
-        if cfg.optim.name == "muon":  # ep_size 1 (config): experts stay whole on every rank
-            from pretrain.optim.muon_build import build_muon, split_text  # deferred: imports torch
+        prepare = None
+        if getattr(cfg.model, "moe", None) is not None:
+            from pretrain.engine.expert_parallel import prepare_moe  # deferred: imports deepspeed, torch
 
-            opt, self.optimizer_record = build_muon(
-                model, cfg.optim, cfg.peak_lr(), cfg.deepspeed.zero_stage, self.dist.rank, self.dist.world_size
-            )
-        else:
-            groups = param_groups(model, cfg.optim)
-            if getattr(cfg.model, "moe", None) is not None:
-                from pretrain.engine.expert_parallel import prepare_moe  # deferred: imports deepspeed, torch
-
-                groups = prepare_moe(model, cfg.model.moe, self.dist.world_size, groups)
-            # fused kernels on GPU; multi-tensor (foreach) updates on CPU, much faster than the per-tensor loop
-            fused = {"fused": True} if self.dist.device.type == "cuda" else {"foreach": True}
-            opt = torch.optim.AdamW(
-                groups, lr=cfg.peak_lr(), betas=(cfg.optim.beta1, cfg.optim.beta2), eps=cfg.optim.eps, **fused
-            )
-            self.optimizer_record = adamw_record(groups)
-        if cfg.optim.name == "muon":
-            self.log(split_text(self.optimizer_record))
+            prepare = partial(prepare_moe, model, cfg.model.moe, self.dist.world_size)
+        opt, self.optimizer_record = cfg.optim.build(
+            model,
+            cfg.peak_lr(),
+            device=self.dist.device,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            zero_stage=cfg.deepspeed.zero_stage,
+            prepare_groups=prepare,
+            log=self.log,
+        )
         self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config)
         # Each group's lr multiplier (mup: pretrain/optim/adamw.py), taken from the config's groups before any
         # checkpoint is loaded; `train_batch` applies them to the schedule's lr every step.
@@ -244,18 +240,6 @@ def _no_update(optimizer):
         yield
     finally:
         del optimizer.step
-
-
-def adamw_record(groups: list[dict]) -> dict:
-    """summary.json's `optimizer` for optim.name adamw (pretrain/optim/muon_build.py writes muon's)."""
-    ps = [p for g in groups for p in g["params"]]
-    return {
-        "name": "adamw",
-        "muon_tensors": 0,
-        "muon_params": 0,
-        "adamw_tensors": len(ps),
-        "adamw_params": sum(getattr(p, "ds_numel", p.numel()) for p in ps),
-    }  # ZeRO-3 Init: full size
 
 
 def _total_norm(model) -> torch.Tensor:

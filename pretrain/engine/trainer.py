@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.accounting import model_counts
-from pretrain.callbacks import Callback, StepInfo, default_callbacks
+from pretrain.callbacks import Callback, CallbacksConfig, RunParts, StepInfo
+from pretrain.callbacks.console import Progress
 from pretrain.callbacks.signals import Signals
 from pretrain.checkpoint import store as checkpoint
 from pretrain.config.loader import dump_config
 from pretrain.config.schema import TrainConfig
-from pretrain.console import Progress
 from pretrain.data.feed import TrainFeed
 from pretrain.data.sampler import micro_batch_start
 from pretrain.engine.distributed import DistInfo, name_peers
@@ -41,6 +41,10 @@ class TrainState:
     step: int = 0  # optimizer steps done
     wall_s: float = 0.0  # training wall time, over every attempt
     eval_s: float = 0.0  # of which evaluation (held-out, in-loop, probes): not training throughput
+    paused_s: float = 0.0  # seconds outside training this attempt (checkpoints, evaluation)
+    stop_reason: str | None = None  # a stop asked on this rank (e.g. "SIGTERM")
+    stopping: bool = False  # the ranks agreed to stop after the current step
+    lineage: dict | None = None  # a branch's {run, step}: the run and step it started from (train.init_from)
 
 
 class Trainer:
@@ -53,6 +57,7 @@ class Trainer:
         callbacks=(),
         progress: bool = True,
         messages: bool = True,
+        callbacks_config: CallbacksConfig | None = None,
     ):
         self.cfg, self.dist, self.prepared = cfg, dist, prepared
         self.rd = RunDir(run_dir)
@@ -63,14 +68,11 @@ class Trainer:
         self.module = DeepSpeedTrainModule(cfg, dist, self.rd.checkpoints, self.log)
         self.recorder = MetricRecorder(dist.device, dist.world_size)
         self.signals = Signals()  # installed now: a signal during the build is not lost
-        self.extra_callbacks: list[Callback] = list(callbacks)
+        # which callbacks the run has (pretrain/callbacks/config.py); `callbacks`: more, given by the caller
+        self.callbacks_config = callbacks_config or CallbacksConfig.from_config(cfg, extra=callbacks)
         self.callbacks: list[Callback] = []
         self.status, self.error, self.summary = "done", None, None
-        self.stop_reason: str | None = None  # a stop asked on this rank (e.g. "SIGTERM")
-        self.stopping = False  # the ranks agreed to stop after the current step
         self.resumed = False
-        self.lineage: dict | None = None  # a branch's {run, step}: the run and step it started from (train.init_from)
-        self.paused_s = 0.0  # seconds outside training this attempt (checkpoints, evaluation)
         self._set_step(0)
 
     def log(self, text: str) -> None:
@@ -84,7 +86,8 @@ class Trainer:
         # the next micro-batch is read (and pinned, on CUDA) while this one runs (pretrain/engine/prefetch.py)
         self.prefetch = Prefetcher(self._micro_batch, self.module.gas, self.total_steps, self.dist.device)
         # stable sort: callbacks of equal priority keep the order they were given in
-        self.callbacks = sorted(default_callbacks(self) + self.extra_callbacks, key=lambda cb: -cb.priority)
+        parts = RunParts(self.module, self.feed, self.counts, self.console, self.signals)
+        self.callbacks = sorted(self.callbacks_config.build(parts), key=lambda cb: -cb.priority)
         for cb in self.callbacks:
             cb.attach(self)
 
@@ -94,15 +97,18 @@ class Trainer:
             self._call("pre_train")  # the checkpointer resumes (or starts a branch from its parent) first
             self._warn_repetition()
             started, wall_before = time.perf_counter(), self.state.wall_s
-            while self.state.step < self.total_steps and not self.stopping:
+            while self.state.step < self.total_steps and not self.state.stopping:
                 self._set_step(self.state.step + 1)
                 self._call("pre_step")
                 out = self.module.train_batch(
-                    self.state.step, self.prefetch.get, stop=self.stop_reason is not None, timed=self.info.log_step
+                    self.state.step,
+                    self.prefetch.get,
+                    stop=self.state.stop_reason is not None,
+                    timed=self.info.log_step,
                 )
                 self.state.step += 1
                 self.state.wall_s = wall_before + (time.perf_counter() - started)
-                self.stopping = out.stop
+                self.state.stopping = out.stop
                 self._record_step(out)
                 self._call("post_train_batch", out)
                 if self.info.log_step:
@@ -183,13 +189,13 @@ class Trainer:
             yield
         finally:
             dt = time.perf_counter() - t0
-            self.paused_s += dt
+            self.state.paused_s += dt
             if kind == "eval":
                 self.state.eval_s += dt
 
     def request_stop(self, reason: str) -> None:
         """Stop after the current step once the ranks agree (checkpoint, `status: preempted`, exit 3)."""
-        self.stop_reason = reason
+        self.state.stop_reason = reason
 
     def checkpoint_saved(self, path: Path) -> None:
         self._call("post_checkpoint_saved", path)
@@ -225,14 +231,14 @@ class Trainer:
             "skipped_steps": self.module.skipped_steps,
             "rng": checkpoint.rng_state(),
             "callbacks": {k: v for k, v in states.items() if v is not None},
-            "init_from": self.lineage,
+            "init_from": s.lineage,
         }
 
     def load_state_dict(self, client: dict) -> None:
         s = self.state
         s.step, s.wall_s, s.eval_s = client["step"], client.get("wall_s", 0.0), client.get("eval_s", 0.0)
         self.module.skipped_steps = client.get("skipped_steps", 0)
-        self.lineage = client.get("init_from")
+        s.lineage = client.get("init_from")
         checkpoint.set_rng_state(client["rng"])
         states = dict(client.get("callbacks") or {})
         for old, new in LEGACY_STATE.items():
@@ -252,7 +258,7 @@ class Trainer:
         count this run's own work), and the lineage is kept in every later checkpoint."""
         self.load_state_dict(client)
         self.state.wall_s = self.state.eval_s = 0.0
-        self.lineage = {"run": str(Path(parent).resolve()), "step": int(step)}
+        self.state.lineage = {"run": str(Path(parent).resolve()), "step": int(step)}
 
 
 def write_resolved_config(cfg: TrainConfig, run_dir: Path) -> None:

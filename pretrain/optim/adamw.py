@@ -9,10 +9,14 @@ Microsoft's `mup` package (MuAdamW with its default decoupled_wd=False)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import nn
 
 from models.mup import adam_lr_mult, is_mup, param_kind
-from pretrain.config.schema import OptimConfig
+
+if TYPE_CHECKING:
+    from pretrain.config.schema import OptimConfig
 
 
 def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
@@ -48,3 +52,15 @@ def scaled_group(params: list, name: str, weight_decay: float, lr_mult: float) -
 def param_shape(p) -> tuple[int, ...]:
     """A parameter's full shape, also when ZeRO-3 holds only a partition of it (`ds_shape`)."""
     return tuple(getattr(p, "ds_shape", None) or p.shape)
+
+
+def adamw_record(groups: list[dict]) -> dict:
+    """summary.json's `optimizer` for optim.name adamw (pretrain/optim/muon_build.py writes muon's)."""
+    ps = [p for g in groups for p in g["params"]]
+    return {
+        "name": "adamw",
+        "muon_tensors": 0,
+        "muon_params": 0,
+        "adamw_tensors": len(ps),
+        "adamw_params": sum(getattr(p, "ds_numel", p.numel()) for p in ps),
+    }  # ZeRO-3 Init: full size

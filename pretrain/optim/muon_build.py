@@ -13,11 +13,15 @@ a group with AdamW's 1/width ratio; weight decay is divided by the multiplier, a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import nn
 
 from models.mup import adam_lr_mult, is_mup, muon_lr_mult, param_kind
-from pretrain.config.schema import OptimConfig
 from pretrain.optim.adamw import scaled_group
+
+if TYPE_CHECKING:
+    from pretrain.config.schema import OptimConfig
 
 
 def is_muon_param(name: str, p) -> bool:

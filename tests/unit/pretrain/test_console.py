@@ -1,11 +1,11 @@
-"""The console progress line (pretrain/console.py, through rich): plain lines with exactly the
+"""The console progress line (pretrain/callbacks/console.py, through rich): plain lines with exactly the
 record's text when the output is not a terminal (log files, pipes), a live line on a terminal."""
 
 from __future__ import annotations
 
 import io
 
-from pretrain.console import Progress
+from pretrain.callbacks.console import Progress
 
 REC = {"step": 3, "loss": 6.25, "lr": 3e-3, "tokens_per_s": 2610.4, "mfu": 0.127, "eta_s": 65}
 MOE = "moe imb 1.21/1.48 drop 0.8% ent 1.93 aux 1.012 z 0.41 |b| 0.0123"  # makes the line longer than 80 columns

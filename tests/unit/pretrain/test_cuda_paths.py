@@ -145,7 +145,7 @@ def test_zero3_partitioned_init_draws_from_the_cuda_generator(base, tmp_path):
 
 
 def test_mfu_peak_is_the_tables_and_a_bf16_matmul_reaches_most_of_it():
-    from pretrain.engine.mfu import device_peak
+    from pretrain.callbacks.speed_monitor import device_peak
 
     dev = torch.device("cuda", 0)
     peak, source = device_peak(dev, "bf16")

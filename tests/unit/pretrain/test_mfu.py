@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pretrain.engine.mfu import device_peak, gpu_peak, matmul_precision, set_tf32
+from pretrain.callbacks.speed_monitor import device_peak, gpu_peak, matmul_precision
+from pretrain.engine.tf32 import set_tf32
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pretrain.engine.noise_scale import GradNoiseProbe
+from pretrain.callbacks.noise_scale import GradNoiseProbe
 
 
 class Quadratic(torch.nn.Module):
