@@ -36,7 +36,8 @@ log() { echo "cluster_up: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, mounts, daemons); CI runs as root"
-[ "$(nproc)" -ge 2 ] || die "needs 2 CPUs (one per node), found $(nproc)"
+# --all: plain nproc honours OMP_NUM_THREADS, which a test process that ran a trainer has set to 1
+[ "$(nproc --all)" -ge 2 ] || die "needs 2 CPUs (one per node), found $(nproc --all)"
 
 # Everything below runs under a keeper: a subreaper that outlives this script, runs this script's
 # body (MN_INNER=1) when started and again on each SIGUSR1, and reaps the daemons when they stop
