@@ -301,22 +301,27 @@ def _measured(hw) -> bool:
     return hw.mfu.source.startswith("measured") or hw.mfu.source.startswith("given")
 
 
+def _layout_sections(plan: dict, hw, opts: BudgetOptions):
+    """scaling.planning.layout_plan.layout_sections with the device and the user's --layout options."""
+    return layout_sections(
+        plan,
+        hw.device,
+        hw.num_devices,
+        hw.precision,
+        devices_per_node=opts.devices_per_node,
+        layout=opts.layout,
+        micro_batch_size=opts.micro_batch_size,
+        global_batch_tokens=opts.global_batch_tokens,
+    )
+
+
 def _budget_at_predicted_mfu(plan: dict, plan_at, hw, hours: float, opts: BudgetOptions, rounds: int = 8) -> dict:
     """A budget form with --mfu auto and no finished runs: the MFU that buys the compute is the step-time
     model's for the run the budget buys, found by a few fixed-point rounds (budget -> run -> MFU -> budget)."""
     if _measured(hw):
         return plan
     for _ in range(rounds):  # a small model's MFU moves with its size: about 5 rounds to 0.1%
-        got = layout_sections(
-            plan,
-            hw.device,
-            hw.num_devices,
-            hw.precision,
-            devices_per_node=opts.devices_per_node,
-            layout=opts.layout,
-            micro_batch_size=opts.micro_batch_size,
-            global_batch_tokens=opts.global_batch_tokens,
-        )
+        got = _layout_sections(plan, hw, opts)
         if not got or got[1] is None:
             return plan
         m = got[1]["mfu"]
@@ -336,16 +341,7 @@ def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> Non
     """The searched layout and its predicted performance (scaling.planning.layout_plan); with --mfu auto
     and no finished runs on the device, the cost takes the predicted MFU (not for the budget forms,
     whose compute the MFU already bought)."""
-    got = layout_sections(
-        plan,
-        hw.device,
-        hw.num_devices,
-        hw.precision,
-        devices_per_node=opts.devices_per_node,
-        layout=opts.layout,
-        micro_batch_size=opts.micro_batch_size,
-        global_batch_tokens=opts.global_batch_tokens,
-    )
+    got = _layout_sections(plan, hw, opts)
     if got is None:
         return
     plan["layout"], perf = got
