@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 
+from models.accounting import MLA
 from models.config import ModelConfig
 from models.layout_memory import CHECKPOINTING, GIB, LAYOUT_KEYS, ParallelLayout, check_layout, layout_memory
 from rundir.accelerators import MEMORY_BYTES
@@ -213,15 +214,19 @@ def search(
     calibration: Calibration = CALIBRATION,
     keep_rejected: int = 3,
     memory_check: bool = True,
+    mla: MLA | None = None,
+    mtp_depth: int = 0,
 ) -> dict:
     """The fastest layout that fits (module docstring) and the best few rejected ones.
     memory_check=False (a published run's stated layout) keeps the fastest even when our memory
-    estimate says it does not fit."""
+    estimate says it does not fit. `mla`/`mtp_depth`: models/accounting.py's multi-head latent attention
+    and multi-token prediction, priced in memory and step time (the trainer builds neither)."""
     fixed = dict(fixed or {})
     mem_bytes = MEMORY_BYTES.get(device)
     mach = machine(device, precision, devices_per_node)
     mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "fp8": "fp8"}.get(precision, "bf16")
-    block = _Block(cfg, mach, calibration)
+    block = _Block(cfg, mach, calibration, mla, mtp_depth)
+    builds = mla is None and not mtp_depth  # the trainer builds the architecture
     batch_rejects: list = []
     split_rejects: list[str] = []  # a fixed micro-batch / accumulation that no split's per-rank batch allows
     fits: list[tuple[float, ParallelLayout, dict, dict]] = []  # (step seconds, layout, memory, performance)
@@ -234,7 +239,7 @@ def search(
             problems.append(problem)
             continue
         searched += 1
-        mem = layout_memory(cfg, lay, mem_precision, mem_bytes)
+        mem = layout_memory(cfg, lay, mem_precision, mem_bytes, mla=mla, mtp_depth=mtp_depth)
         perf = step_time(cfg, lay, mach, calibration, block)
         (fits if (mem["fits"] or not memory_check) else over).append((perf["step_time_s"], lay, mem, perf))
     fits.sort(key=lambda r: r[0])
@@ -293,7 +298,7 @@ def search(
         return out
     # a layout the trainer runs wins when it is within TRAINER_PREFERENCE of the fastest: the run can then be
     # emitted and dry-run as planned
-    runnable = next((r for r in fits if r[1].trainer_runs and precision != "fp8"), None)
+    runnable = next((r for r in fits if r[1].trainer_runs and precision != "fp8" and builds), None)
     if runnable is not None and runnable is not fits[0] and runnable[0] <= (1 + TRAINER_PREFERENCE) * fits[0][0]:
         fits.remove(runnable)
         fits.insert(0, runnable)
@@ -309,7 +314,7 @@ def search(
         chosen=lay.to_dict(),
         describe=lay.describe(),
         engine=mem["engine"],
-        trainer_runs=lay.trainer_runs and precision != "fp8",
+        trainer_runs=lay.trainer_runs and precision != "fp8" and builds,
         memory=mem,
         performance=perf,
         rejected=_rejected(over, fits[1:], batch_rejects, perf, keep_rejected, mem_bytes),
@@ -374,7 +379,9 @@ def format_layout(block: dict) -> list[str]:
             f"other {b['other'] / GIB:.1f})"
         )
         if not block.get("trainer_runs"):
-            lines.append("  the trainer does not run TP/PP, selective recomputation or fp8: this layout prices the run")
+            lines.append(
+                "  the trainer does not run TP/PP, selective recomputation, fp8, MLA or MTP: this layout prices the run"
+            )
         p = block["performance"]
         bd = ", ".join(f"{k} {v:.3g}" for k, v in p["breakdown_s"].items() if v > 0)
         lines.append(

@@ -41,7 +41,7 @@ import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from models.accounting import model_counts
+from models.accounting import MLA, model_counts
 from models.config import ModelConfig
 from models.layout_memory import ParallelLayout
 from models.memory import resolved_vocab
@@ -126,8 +126,8 @@ def _exposed(comm: float, window: float, cal: Calibration) -> float:
 class _Block:
     """Forward times of one block and of the head for (cfg, tp, micro-batch) on a machine, cached."""
 
-    def __init__(self, cfg: ModelConfig, mach: Machine, cal: Calibration):
-        self.cfg, self.mach, self.cal = cfg, mach, cal
+    def __init__(self, cfg: ModelConfig, mach: Machine, cal: Calibration, mla: MLA | None = None, mtp_depth: int = 0):
+        self.cfg, self.mach, self.cal, self.mla, self.mtp_depth = cfg, mach, cal, mla, mtp_depth
 
     def gemm(self, m: float, n: float, k: float) -> float:
         x0 = self.cal.gemm_half_dim
@@ -140,8 +140,22 @@ class _Block:
         h, s, f = cfg.d_model, cfg.seq_len, cfg.ffn_dim
         kv = cfg.kv_heads * cfg.head_dim
         T = mb * s / cp  # context parallel: this rank's queries (against all s keys in attention)
-        mm = self.gemm(T, (h + 2 * kv) / tp, h) + self.gemm(T, h, h / tp)
-        elem = 2 * (10 * h / (tp if sp and tp > 1 else 1) + (2 * (h + kv) + 3 * f) / tp)
+        la = self.mla
+        if la is None:
+            mm = self.gemm(T, (h + 2 * kv) / tp, h) + self.gemm(T, h, h / tp)
+            attn_w = 2 * (h + kv)  # element-wise widths of Q, K, V and the attention output
+            core = 4 * T * s * h / tp  # the accounting's 12 s h per token and layer, forward
+        else:  # MLA: the down projections to the latents replicated on the tp ranks, the up ones split by heads
+            a, qk, v = cfg.n_heads, la.qk_nope_head_dim + la.qk_rope_head_dim, la.v_head_dim
+            if la.q_lora_rank:
+                mm = self.gemm(T, la.q_lora_rank, h) + self.gemm(T, a * qk / tp, la.q_lora_rank)
+            else:
+                mm = self.gemm(T, a * qk / tp, h)
+            mm += self.gemm(T, la.kv_lora_rank + la.qk_rope_head_dim, h)
+            mm += self.gemm(T, a * (la.qk_nope_head_dim + v) / tp, la.kv_lora_rank) + self.gemm(T, h, a * v / tp)
+            attn_w = a * (2 * qk + 2 * v)
+            core = 2 * T * s * a * (qk + v) / tp  # MLA.flops_per_token's convention, forward
+        elem = 2 * (10 * h / (tp if sp and tp > 1 else 1) + (attn_w + 3 * f) / tp)
         if moe_layer and cfg.moe is not None:
             m = cfg.moe
             w = m.d_ff or f
@@ -154,10 +168,10 @@ class _Block:
                 ns = m.num_shared_experts
                 mm += self.gemm(T, 2 * w * ns / tp, h) + self.gemm(T, h, w * ns / tp)
             mm += self.gemm(T, m.num_experts, h)
-            elem = 2 * (10 * h / (tp if sp and tp > 1 else 1) + (2 * (h + kv) + 3 * w * m.top_k) / tp)
+            elem = 2 * (10 * h / (tp if sp and tp > 1 else 1) + (attn_w + 3 * w * m.top_k) / tp)
         else:
             mm += self.gemm(T, 2 * f / tp, h) + self.gemm(T, h, f / tp)
-        attn = 4 * T * s * h / tp / ((mach.attention_peak or mach.peak) * cal.attention_efficiency)
+        attn = core / ((mach.attention_peak or mach.peak) * cal.attention_efficiency)
         elem_t = cal.memory_traffic * elem * T / mach.hbm
         return {"matmul": mm, "attention": attn, "elementwise": elem_t, "launch": KERNELS_PER_BLOCK * cal.launch_s}
 
@@ -173,18 +187,27 @@ def n_ck_blocks(blocks: int, lay: ParallelLayout) -> int:
     return len(range(0, blocks, lay.activation_checkpointing_k or 1))
 
 
-def _stage_params(cfg: ModelConfig, lay: ParallelLayout) -> tuple[float, float]:
+def _stage_params(cfg: ModelConfig, lay: ParallelLayout, mla: MLA | None, mtp_depth: int) -> tuple[float, float]:
     from models.layout_memory import stage_params
 
-    p = stage_params(cfg, lay)
+    p = stage_params(cfg, lay, mla, mtp_depth)
     return p["dense"], p["expert"]
 
 
 def step_time(
-    cfg: ModelConfig, lay: ParallelLayout, mach: Machine, cal: Calibration = CALIBRATION, block: _Block | None = None
+    cfg: ModelConfig,
+    lay: ParallelLayout,
+    mach: Machine,
+    cal: Calibration = CALIBRATION,
+    block: _Block | None = None,
+    *,
+    mla: MLA | None = None,
+    mtp_depth: int = 0,
 ) -> dict:
-    """Predicted seconds per optimizer step of `lay` and where they go (module docstring)."""
-    block = block or _Block(cfg, mach, cal)
+    """Predicted seconds per optimizer step of `lay` and where they go (module docstring). `mla` and
+    `mtp_depth` are models/accounting.py's options (a given `block` carries its own)."""
+    block = block or _Block(cfg, mach, cal, mla, mtp_depth)
+    mla, mtp_depth = block.mla, block.mtp_depth
     tp, pp, v, m = lay.tp, lay.pp, max(1, lay.pp_interleave), lay.gradient_accumulation_steps
     sp = lay.sequence_parallel
     L = cfg.n_layers
@@ -198,6 +221,14 @@ def step_time(
     per_block = lambda d: d["matmul"] + d["attention"] + d["elementwise"] + d["launch"]  # noqa: E731
     fwd = (blocks - moe_blocks) * per_block(dense_f) + moe_blocks * per_block(moe_f)
     head = block.head(tp, lay.micro_batch_size, cp) / pp
+    if mtp_depth:  # each MTP module: a block like the last, its 2d x d projection and one more head pass
+        last = moe_f if (cfg.moe is not None and cfg.moe.is_moe_layer(L - 1)) else dense_f
+        mtp = (
+            per_block(last)
+            + block.gemm(T, cfg.d_model / tp, 2 * cfg.d_model)
+            + block.head(tp, lay.micro_batch_size, cp)
+        )
+        head += mtp_depth * mtp / pp  # spread over the stages like the head (DeepSeek-V3 puts it on the last)
     fwd += head
     compute = 3 * fwd
     ck = lay.activation_checkpointing
@@ -231,7 +262,7 @@ def step_time(
     p2p = (
         0.0 if pp == 1 else 2 * v * (2 * T * cfg.d_model / (tp if sp and tp > 1 else 1)) / (pp_bw * cal.comm_efficiency)
     )
-    dense_p, expert_p = _stage_params(cfg, lay)
+    dense_p, expert_p = _stage_params(cfg, lay, mla, mtp_depth)
     dp_n = lay.dp * cp  # gradients are reduced over data x context parallel ranks
     dp_bw = _group_bw(mach, dp_n, tp)
     ep_dp = max(1, dp_n // lay.ep_size)
@@ -267,8 +298,8 @@ def step_time(
     optimizer = OPTIMIZER_BYTES_PER_PARAM * local / mach.hbm
     step = pipeline + dp_comm + zero2 + optimizer
     tokens = lay.global_batch_size * cfg.seq_len
-    counts = model_counts(cfg)
-    head_fpt = 6.0 * resolved_vocab(cfg) * cfg.d_model
+    counts = model_counts(cfg, mla=mla, mtp_depth=mtp_depth)
+    head_fpt = 6.0 * resolved_vocab(cfg) * cfg.d_model * (1 + mtp_depth)
     if ck == "full":
         extra = (counts.flops_per_token - head_fpt) / 3
     elif ck == "every_k":
@@ -279,7 +310,11 @@ def step_time(
             / blocks
         )
     elif ck == "selective":
-        extra = 4.0 * L * cfg.d_model * cfg.seq_len
+        extra = (
+            4.0 * L * cfg.d_model * cfg.seq_len
+            if mla is None
+            else mla.flops_per_token(cfg.n_heads, cfg.seq_len) / 3 * L
+        )
     else:
         extra = 0.0
     world = lay.world

@@ -23,6 +23,14 @@ from rundir.accelerators import DEVICES, NETWORK_BYTES_PER_S
 from scaling.planning.layout_search import search
 
 STATED_MFU = 0.40  # the cost projection's stated default (scaling/planning/cost.py)
+# Llama 3 8B / 70B: the only published cluster size is Meta's launch post (ai.meta.com/blog/meta-llama-3, 18 April
+# 2024: "our largest Llama 3 models" ran at over 400 TFLOPS per GPU on 16K GPUs at once, on two 24K-GPU clusters);
+# the batch is the Llama 3 paper's for 405B (Table 4: 16M tokens), the only Llama 3 batch published
+LLAMA3_CLUSTER = (
+    "16,384 GPUs (Meta's Llama 3 launch post: 16K GPUs at once for its largest models) and a 16M-token batch "
+    "(Llama 3 paper's, for 405B): neither published for this model"
+)
+_PREDICTED: dict[str, dict | None] = {}  # by run name: a MoE's three stage searches take seconds
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,8 @@ class PublishedRun:
     cluster_note: str = ""  # where those two come from
     accounting: dict | None = None  # model_counts options (mla, mtp_depth) for what the trainer does not build
     stages: tuple[tuple[float, int], ...] = ()  # (tokens, seq_len) priced one by one; their tokens sum to `tokens`
+    precision: str = "bf16"  # the GEMMs' precision the step-time model prices (fp8: the device's fp8 peak)
+    layouts: tuple[dict, ...] = ()  # --layout keys the source fixes, per stage (one dict: every stage)
 
     def parts(self) -> list[tuple[float, ModelConfig]]:
         """(tokens, model at that stage's sequence length) per stage; the whole run when it has no stages."""
@@ -115,9 +125,9 @@ RUNS = (
         1.3e6,
         "Llama 3 model card (Meta, 2024: 15T+ tokens, 1.3M H100-80GB GPU-hours for 8B); shape from its config.json",
         ModelConfig(d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336, vocab_size=128256, seq_len=8192),
-        num_devices=2048,
-        batch_tokens=4 * 2**20,
-        cluster_note="2,048 GPUs and a 4M-token batch assumed (not published)",
+        num_devices=16384,
+        batch_tokens=16 * 2**20,
+        cluster_note=LLAMA3_CLUSTER,
     ),
     PublishedRun(
         "Llama 3 70B",
@@ -128,9 +138,9 @@ RUNS = (
         6.4e6,
         "Llama 3 model card (Meta, 2024: 15T+ tokens, 6.4M H100-80GB GPU-hours for 70B); shape from its config.json",
         ModelConfig(d_model=8192, n_layers=80, n_heads=64, n_kv_heads=8, d_ff=28672, vocab_size=128256, seq_len=8192),
-        num_devices=8192,
+        num_devices=16384,
         batch_tokens=16 * 2**20,
-        cluster_note="8,192 GPUs and a 16M-token batch assumed (not published)",
+        cluster_note=LLAMA3_CLUSTER,
     ),
     PublishedRun(
         "TinyLlama 1.1B",
@@ -179,6 +189,13 @@ RUNS = (
         ),
         accounting={"mla": MLA(1536, 512, 128, 64, 128), "mtp_depth": 1},
         stages=((14.8e12, 4096), (1000 * 1920 * 32768, 32768), (1000 * 480 * 131072, 131072)),
+        num_devices=2048,
+        batch_tokens=15360 * 4096,
+        precision="fp8",
+        layouts=({"tp": 1, "pp": 16, "ep_size": 64, "zero_stage": 1}, {"zero_stage": 1}),
+        cluster_note="2,048 H800s, 15,360 x 4K-token batch (1,920 x 32K, 480 x 128K: the same tokens); pre-training "
+        "laid out as published (no TP, PP 16, EP 64, ZeRO-1), the extensions searched at ZeRO-1 (their layout "
+        "is not published); fp8 GEMMs (Sec. 3.1-3.3, 4.2)",
         note="counted with MLA (q/kv ranks 1536/512, heads of 128 + 64 rope for scores, 128 for values) and one "
         "MTP module (models/accounting.py options; config.json's shape: 3 dense layers of d_ff 18432, 58 MoE "
         "layers of 256 experts of 2048 + 1 shared, top 8); 671B parameters + 11.6B for MTP, 37.6B active; "
@@ -190,12 +207,28 @@ RUNS = (
 
 def predicted(run: PublishedRun) -> dict | None:
     """The step-time model's MFU and device-hours for the run on its cluster (searched layout), or None."""
+    if run.name not in _PREDICTED:
+        _PREDICTED[run.name] = _predicted(run)
+    return _PREDICTED[run.name]
+
+
+def _predicted(run: PublishedRun) -> dict | None:
     if run.model is None or not run.num_devices or not run.batch_tokens or run.device not in NETWORK_BYTES_PER_S:
         return None
     hours, layouts = 0.0, []
-    for tokens, model in run.parts():
+    for i, (tokens, model) in enumerate(run.parts()):
         seqs = round(run.batch_tokens / model.seq_len)
-        got = search(model, num_devices=run.num_devices, global_batch_size=seqs, device=run.device, keep_rejected=0)
+        fixed = run.layouts[min(i, len(run.layouts) - 1)] if run.layouts else None
+        got = search(
+            model,
+            num_devices=run.num_devices,
+            global_batch_size=seqs,
+            device=run.device,
+            precision=run.precision,
+            fixed=fixed,
+            keep_rejected=0,
+            **(run.accounting or {}),
+        )
         if not got.get("fits"):
             return None
         hours += tokens / got["performance"]["tokens_per_s"] / 3600.0 * run.num_devices
@@ -251,10 +284,43 @@ def table_markdown(mfu: float = STATED_MFU) -> str:
     return "\n".join(lines)
 
 
+def cluster_grid(names=("Llama 3 8B", "Llama 3 70B"), devices=(2048, 8192, 16384), batches_m=(4, 8, 16)) -> str:
+    """The step-time model's MFU and predicted / reported hours for runs whose cluster and batch are not
+    published, over the clusters and batches they may have used (docs/model-design.md's sensitivity table)."""
+    lines = [
+        "| run | GPUs | batch (tokens) | searched layout | predicted MFU | predicted / reported hours |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in (r for r in RUNS if r.name in names):
+        for n in devices:
+            for b in batches_m:
+                got = search(
+                    run.model,
+                    num_devices=n,
+                    global_batch_size=round(b * 2**20 / run.model.seq_len),
+                    device=run.device,
+                    keep_rejected=0,
+                )
+                if not got.get("fits"):
+                    lines.append(f"| {run.name} | {n:,} | {b}M | does not fit | – | – |")
+                    continue
+                perf = got["performance"]
+                hours = run.tokens / perf["tokens_per_s"] / 3600.0 * n
+                ratio = hours / run.reported_device_hours if run.reported_device_hours else float("nan")
+                lines.append(f"| {run.name} | {n:,} | {b}M | {got['describe']} | {perf['mfu']:.2f} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="Published training runs priced by scalelab's cost model.")
     ap.add_argument("--mfu", type=float, default=STATED_MFU, help=f"the stated MFU (default {STATED_MFU})")
+    ap.add_argument(
+        "--cluster-grid", action="store_true", help="Llama 3 8B and 70B over clusters and batches (not published)"
+    )
     args = ap.parse_args()
+    if args.cluster_grid:
+        print(cluster_grid())
+        return 0
     print(table_markdown(args.mfu))
     for run in RUNS:
         print(f"- {run.name}: {run.source}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from models.pricing import implied_mfu, price
-from scaling.planning.published_runs import RUNS, row, table_markdown
+from scaling.planning.published_runs import RUNS, cluster_grid, row, table_markdown
 
 
 def test_price_is_flops_over_peak_times_mfu():
@@ -44,4 +44,16 @@ def test_published_runs_are_priced_without_an_mfu():
     assert llama["device_hours"] == pytest.approx(30.84e6, rel=0.2)  # the model card's hours, no MFU given
     assert llama["mfu"] == pytest.approx(0.41, rel=0.2) and "tp=8" in llama["layout"]
     assert rows["TinyLlama 1.1B"]["predicted"]["device_hours"] == pytest.approx(3456, rel=0.2)
-    assert rows["DeepSeek-V3"]["predicted"] is None  # MLA, fp8 and DualPipe: not modelled
+    v3 = rows["DeepSeek-V3"]["predicted"]  # MLA and MTP in the step time, fp8 GEMMs, the published layout
+    assert v3["device_hours"] == pytest.approx(2.788e6, rel=0.2) and "pp=16" in v3["layout"]
+    assert v3["layout"].count(";") == 2  # priced per stage: 4K, 32K, 128K
+    l70 = rows["Llama 3 70B"]["predicted"]  # on the 16K GPUs of Meta's launch post, at 405B's 16M-token batch
+    assert l70["device_hours"] == pytest.approx(6.4e6, rel=0.2)
+
+
+def test_small_models_on_large_clusters_lose_mfu():
+    """Why Llama 3 8B's card hours imply an MFU of 0.19: the same batch on more GPUs leaves each a smaller
+    share, and TP, PP and DP communication and the bubble take the step (docs/model-design.md)."""
+    grid = cluster_grid(names=("Llama 3 8B",), devices=(2048, 16384), batches_m=(16,))
+    mfus = [float(line.split("|")[5]) for line in grid.splitlines()[2:]]
+    assert mfus[0] > 0.45 and mfus[1] < 0.35
