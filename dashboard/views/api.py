@@ -239,7 +239,9 @@ class Views:
             got = self._plans.get(key)
         if got is None:
             others = [FitRecord(r) for r in self._cross_check(items, fid, rec)]
-            got = dict(zip(("rows", "warnings", "cost"), plan_view.plan_rows(FitRecord(rec), Cs, hw, q["ci"], others)))
+            got = dict(
+                zip(("rows", "warnings", "cost"), plan_view.plan_rows(FitRecord(rec), Cs, hw, q["ci"], others, opts))
+            )
             with self._lock:
                 if len(self._plans) > 32:
                     self._plans.clear()

@@ -2,8 +2,9 @@
 
 Each budget is planned exactly as `scalelab plan FIT --compute C --device ...` plans it (the same
 calls: scaling.planning.plan.make_plan, then scaling.planning.cost.cost_block on the hardware resolved once by
-scaling.planning.cost.resolve_mfu; nothing is re-derived here), so a row of the table is what the CLI
-prints for that budget. The Pareto front keeps the planned runs no cheaper run beats on
+scaling.planning.cost.resolve_mfu, the searched layout and, with mfu auto and no finished runs on the device,
+the step-time model's MFU for that budget's run: scaling.planning.budget.price_layout; nothing is re-derived
+here), so a row of the table is what the CLI prints for that budget. The Pareto front keeps the planned runs no cheaper run beats on
 predicted loss (planned models are designed at N_opt within 2% of it; with presets a bigger budget can buy a run that
 is not better).
 Inputs carry `scalelab plan`'s flag names and defaults: device (none), precision (bf16),
@@ -12,6 +13,7 @@ num-devices (1), mfu (auto), usd-per-device-hour (none), ci (0.95).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -62,11 +64,14 @@ def hardware(opts, runs_root):
     return costs.Hardware(opts.device, precision, opts.num_devices or 1, mfu, opts.usd_per_device_hour)
 
 
-def plan_rows(rec, Cs: list[float], hw, ci: float, others=()) -> tuple[list[dict], list[str], dict | None]:
+def plan_rows(rec, Cs: list[float], hw, ci: float, others=(), opts=None) -> tuple[list[dict], list[str], dict | None]:
     """One row per budget: the plan's verdict, run, predicted loss and cost; the plans' warnings that
     no verdict groups; the first cost block. `others`: records of other approaches on the same runs,
-    compared with `rec` on the compute-optimal exponent (as `scalelab plan A3.json A2.json`)."""
-    from scaling.planning.cost import cost_block  # deferred: imports scipy
+    compared with `rec` on the compute-optimal exponent (as `scalelab plan A3.json A2.json`). With `opts`
+    (the BudgetOptions) each budget's run is laid out and, with mfu auto and no finished runs on the device,
+    priced at the step-time model's MFU for it, as the CLI prices it (scaling.planning.budget.price_layout)."""
+    from scaling.planning.budget import price_layout  # deferred: imports scipy
+    from scaling.planning.cost import cost_block
 
     rows, warnings, first_cost = [], [], None
     for C in Cs:
@@ -94,7 +99,12 @@ def plan_rows(rec, Cs: list[float], hw, ci: float, others=()) -> tuple[list[dict
             "loss_hi": (run.get("loss_interval") or [None, None])[1],
         }
         if hw is not None:
-            cost = cost_block(plan, hw, ci=ci)
+            row_hw = dataclasses.replace(hw)  # the predicted MFU is this budget's run's
+            if opts is not None and run:
+                price_layout(plan, row_hw, opts)
+            cost = cost_block(plan, row_hw, ci=ci)
+            row["mfu"], row["mfu_source"] = cost.get("mfu"), cost.get("mfu_source")
+            row["layout"] = (plan.get("layout") or {}).get("describe")
             first_cost = first_cost or cost
             for k in ("device_hours", "days", "usd", "tokens_per_s"):
                 iv = cost.get(f"{k}_interval") or [None, None]
@@ -235,6 +245,8 @@ CSV_COLUMNS = [
     "usd_lo",
     "usd_hi",
     "tokens_per_s",
+    "mfu",
+    "layout",
     "hardware_flops",
     "pareto",
 ]

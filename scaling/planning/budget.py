@@ -287,12 +287,13 @@ def _stages(plan: dict, hw, opts: BudgetOptions, stages: list) -> None:
         hw.mfu = costs.MFU(m, f"the stages' FLOP-weighted MFU {m:.3f} (each predicted by the step-time model)")
 
 
-def _predicted_mfu(perf: dict, describe: str) -> costs.MFU:
+def _predicted_mfu(perf: dict, describe: str, why: str = "") -> costs.MFU:
     m = perf["mfu"]
     return costs.MFU(
         m,
         f"predicted {m:.3f} by the step-time model for the searched layout ({describe}); "
-        "+-20% interval: the model's calibration error (docs/model-design.md)",
+        "+-20% interval: the model's calibration error (docs/model-design.md)"
+        + (f"; no measurement: {why}" if why else ""),
         m * np.linspace(0.8, 1.2, 201),
     )
 
@@ -355,7 +356,15 @@ def _layout(plan: dict, hw, opts: BudgetOptions, *, mfu_from_model: bool) -> Non
     if mem is not None:  # a layout the trainer runs: --emit-config and train --dry-run take it
         plan["memory"] = mem
     if mfu_from_model and not _measured(hw):
-        hw.mfu = _predicted_mfu(perf, plan["layout"]["describe"])
+        why = hw.mfu.source.partition("no measurement: ")[2]  # why auto found no finished runs to take it from
+        hw.mfu = _predicted_mfu(perf, plan["layout"]["describe"], why)
+
+
+def price_layout(plan: dict, hw, opts: BudgetOptions) -> None:
+    """What `scalelab plan FIT --compute C --device ...` adds to a plan before pricing it: the searched
+    layout, its predicted performance, and (with --mfu auto and no finished runs) the step-time model's MFU
+    in `hw` (the dashboard's Plan view prices each budget through this)."""
+    _layout(plan, hw, opts, mfu_from_model=True)
 
 
 def plan_to_emit(plan: PlanRecord) -> PlanRecord:

@@ -22,6 +22,7 @@ const COLS = [
   { key: "device_hours", label: "device-hours", render: r => r.device_hours == null ? "" : fmt(r.device_hours) + (r.device_hours_lo != null ? ` [${fmt(r.device_hours_lo)}, ${fmt(r.device_hours_hi)}]` : "") },
   { key: "days", label: "days" },
   { key: "usd", label: "USD", render: r => r.usd == null ? "" : fmt(r.usd) + (r.usd_lo != null ? ` [${fmt(r.usd_lo)}, ${fmt(r.usd_hi)}]` : "") },
+  { key: "mfu", label: "MFU", render: r => r.mfu == null ? "" : el("span", { title: [r.mfu_source, r.layout].filter(Boolean).join("\n") }, fmt(r.mfu)) },
   { key: "tokens_per_s", label: "tokens/s needed" }, { key: "pareto", label: "Pareto", render: r => r.pareto ? "✓" : "" },
 ];
 
@@ -86,6 +87,7 @@ export default {
         flags.length ? el("div", { class: "error flag", id: "plan-flag" }, el("strong", {}, "not identified: "), flags.join("; "),
           el("p", {}, "A law that is not identified cannot plan: nothing is drawn.")) : "",
         a ? el("p", { id: "plan-assumptions" }, `${a.device} × ${a.num_devices}, ${a.precision} dense peak ${fmt(a.peak_flops / 1e12)} TFLOP/s (${a.peak_source}); ` +
+          (d.rows.some(r => r.mfu != null && r.mfu !== a.mfu) ? "MFU per budget (the table's MFU column), first " : "") +
           `MFU ${fmt(a.mfu)}${a.mfu_interval ? ` [${fmt(a.mfu_interval[0])}, ${fmt(a.mfu_interval[1])}]` : ""} (${a.mfu_source}); ` +
           (a.usd_per_device_hour ? `$${a.usd_per_device_hour}/device-hour` : "no price (usd-per-device-hour)")) :
           el("p", { class: "muted", id: "plan-assumptions" }, "No device: budgets in FLOPs only (pick a device to price them, as scalelab plan --device does)."),

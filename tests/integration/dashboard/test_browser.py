@@ -351,7 +351,16 @@ def test_plan_view_cost_against_loss_and_pareto(page, server, demo):
         and page.input_value("#plan-precision") == "bf16"
         and page.input_value("#plan-mfu") == ""
     )
-    assert "h100-sxm × 1" in page.inner_text("#plan-assumptions") and "MFU 0.4" in page.inner_text("#plan-assumptions")
+    # mfu auto with no finished runs on the device: each budget's run is priced at the step-time model's MFU for
+    # its searched layout, as `scalelab plan FIT --compute C --device h100-sxm` prices it, and says so
+    text = page.inner_text("#plan-assumptions")
+    assert "h100-sxm × 1" in text and "predicted" in text and "by the step-time model" in text, text
+    mfus = [float(t) for t in page.locator("#plan-table td[data-key=mfu]").all_inner_texts()]
+    assert len(mfus) == 13 and all(0.05 < m < 0.8 for m in mfus) and len(set(mfus)) > 1, mfus
+    assert "step-time model" in page.get_attribute("#plan-table tbody tr:first-child td[data-key=mfu] span", "title")
+    page.fill("#plan-mfu", "0.4")  # a given MFU overrides the model, as --mfu does
+    page.dispatch_event("#plan-mfu", "change")
+    page.wait_for_function("() => document.getElementById('plan-assumptions').innerText.includes('MFU 0.4 ')")
     days = lambda: float(page.inner_text("#plan-table tbody tr:first-child td[data-key=days]"))  # noqa: E731
     one = days()
     page.fill("#plan-num-devices", "8")

@@ -217,12 +217,16 @@ def test_plan_defaults_and_bad_inputs(served):
     assert "usd" not in d["rows"][0] and [f["id"] for f in d["figures"]] == ["plan_cost_loss"]
     d = c.get(
         "/api/plan?fit=ch.json&device=a100-80gb&points=2"
-    ).json()  # mfu auto: no run on that device here, the stated default
-    assert (
-        d["x"] == "device_hours"
-        and d["assumptions"]["mfu"] == 0.4
-        and d["assumptions"]["mfu_interval"] == pytest.approx([0.305, 0.495])
-    )
+    ).json()  # mfu auto, no run on that device here: each budget's run at the step-time model's MFU, as the CLI
+    assert d["x"] == "device_hours" and d["assumptions"]["mfu"] == d["rows"][0]["mfu"] != 0.4
+    assert "by the step-time model for the searched layout" in d["assumptions"]["mfu_source"]
+    lo, hi = d["assumptions"]["mfu_interval"]  # the model's +-20% calibration error, at the 95% level
+    assert 0.8 * d["rows"][0]["mfu"] <= lo < d["rows"][0]["mfu"] < hi <= 1.2 * d["rows"][0]["mfu"]
+    for row in d["rows"]:
+        _, out = cli("plan", served["fits"] / "ch.json", "--compute", repr(row["compute"]), "--device", "a100-80gb",
+                     "--runs", served["runs"], "--json")  # fmt: skip
+        cost = json.loads(out)["cost"]
+        assert row["mfu"] == pytest.approx(cost["mfu"]) and row["device_hours"] == pytest.approx(cost["device_hours"])
     assert d["rows"][0]["device_hours_lo"] < d["rows"][0]["device_hours"] < d["rows"][0]["device_hours_hi"]
     assert (
         "none of the 4 finished runs under . ran on a100-80gb" in d["assumptions"]["mfu_source"]
