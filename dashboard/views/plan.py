@@ -5,8 +5,8 @@ calls: scaling.planning.plan.make_plan, then scaling.planning.cost.cost_block on
 scaling.planning.cost.resolve_mfu, the searched layout and, with mfu auto and no finished runs on the device,
 the step-time model's MFU for that budget's run: scaling.planning.budget.price_layout; nothing is re-derived
 here), so a row of the table is what the CLI prints for that budget. The Pareto front keeps the planned
-runs no cheaper run beats on predicted loss (planned models are designed at N_opt within 2% of it; with presets a bigger budget can buy a run that
-is not better).
+runs no cheaper run beats on predicted loss (planned models are designed at N_opt within 2% of it; with
+presets a bigger budget can buy a run that is not better).
 Inputs carry `scalelab plan`'s flag names and defaults: device (none), precision (bf16),
 num-devices (1), mfu (auto), usd-per-device-hour (none), ci (0.95).
 """
