@@ -1,6 +1,7 @@
 """The planner's layout search at cluster scale, 16,384 H100s, nothing fixed (issue: the search for 16,384
 GPUs under 5 s on the 2-core machine): Llama 3.1 405B at a 16M-token batch (8K and 128K sequences, the
-latter searching context parallelism), an 8B dense model at 128M tokens, a 64-expert MoE at 16M tokens.
+latter searching context parallelism), an 8B dense model at 128M tokens, a 64-expert MoE at 16M tokens,
+and DeepSeek-V3's shape (MLA, one MTP module, 256 experts) at its 15,360 x 4K batch on H800s in fp8.
 
     python benchmarks/layout_search.py [--repeats 3]
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from models.accounting import MLA
 from models.config import ModelConfig
 from models.moe.config import MoEConfig
 from scaling.planning.layout_search import search
@@ -36,7 +38,20 @@ CASES = (
         ),
         4096,
     ),
+    (
+        "DeepSeek-V3 (MLA, MTP), 4K, fp8 on H800",
+        ModelConfig(
+            d_model=7168, n_layers=61, n_heads=128, d_ff=18432, vocab_size=129280, seq_len=4096,
+            moe=MoEConfig(num_experts=256, top_k=8, d_ff=2048, num_shared_experts=1, first_dense_layers=3),
+        ),
+        15360,
+    ),
 )  # fmt: skip
+OPTIONS = {  # per case: the device and models/accounting.py's options (default: h100-sxm in bf16)
+    "DeepSeek-V3 (MLA, MTP), 4K, fp8 on H800": {
+        "device": "h800", "precision": "fp8", "mla": MLA(1536, 512, 128, 64, 128), "mtp_depth": 1,
+    },
+}  # fmt: skip
 
 
 def reference() -> float:
@@ -58,7 +73,8 @@ def main() -> int:
         best, got = float("inf"), None
         for _ in range(args.repeats):
             t = time.perf_counter()
-            got = search(cfg, num_devices=16384, global_batch_size=batch, device="h100-sxm", devices_per_node=8)
+            opts = {"device": "h100-sxm", **OPTIONS.get(name, {})}
+            got = search(cfg, num_devices=16384, global_batch_size=batch, devices_per_node=8, **opts)
             best = min(best, time.perf_counter() - t)
         worst = max(worst, best)
         print(

@@ -165,12 +165,8 @@ def moe_layer_counts(cfg: ModelConfig) -> tuple[int, int]:
 
 def moe_ffn_counts(cfg: ModelConfig) -> tuple[int, int]:
     """(total, active) FFN parameters over all layers, MoE and dense."""
-    total = active = 0
     moe_total, moe_active = moe_layer_counts(cfg)
     assert cfg.moe is not None  # moe_layer_counts checked it
-    for i in range(cfg.n_layers):
-        if cfg.moe.is_moe_layer(i):
-            total, active = total + moe_total, active + moe_active
-        else:
-            total, active = total + dense_ffn_params(cfg), active + dense_ffn_params(cfg)
-    return total, active
+    n_moe = cfg.moe.n_moe_layers(cfg.n_layers)
+    dense = (cfg.n_layers - n_moe) * dense_ffn_params(cfg)
+    return n_moe * moe_total + dense, n_moe * moe_active + dense

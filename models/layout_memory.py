@@ -208,7 +208,7 @@ def _stage_layers(cfg: ModelConfig, pp: int) -> tuple[int, int]:
     """(blocks, MoE blocks) on the heaviest pipeline stage."""
     L = cfg.n_layers
     per = math.ceil(L / pp)
-    moe_layers = len(cfg.moe.moe_layers(L)) if cfg.moe is not None else 0
+    moe_layers = cfg.moe.n_moe_layers(L) if cfg.moe is not None else 0
     return per, min(per, math.ceil(moe_layers / pp))
 
 

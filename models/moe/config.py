@@ -138,3 +138,7 @@ class MoEConfig(StrictModel):
 
     def moe_layers(self, n_layers: int) -> list[int]:
         return [i for i in range(n_layers) if self.is_moe_layer(i)]
+
+    def n_moe_layers(self, n_layers: int) -> int:
+        """len(moe_layers(n_layers)) without building the list (the layout search asks it per layout)."""
+        return max(0, n_layers - self.first_dense_layers) // self.every_k_layers

@@ -128,6 +128,7 @@ class _Block:
 
     def __init__(self, cfg: ModelConfig, mach: Machine, cal: Calibration, mla: MLA | None = None, mtp_depth: int = 0):
         self.cfg, self.mach, self.cal, self.mla, self.mtp_depth = cfg, mach, cal, mla, mtp_depth
+        self.counts = model_counts(cfg, mla=mla, mtp_depth=mtp_depth)  # the same for every layout searched
 
     def gemm(self, m: float, n: float, k: float) -> float:
         x0 = self.cal.gemm_half_dim
@@ -212,7 +213,7 @@ def step_time(
     sp = lay.sequence_parallel
     L = cfg.n_layers
     blocks = math.ceil(L / pp)
-    n_moe = len(cfg.moe.moe_layers(L)) if cfg.moe is not None else 0
+    n_moe = cfg.moe.n_moe_layers(L) if cfg.moe is not None else 0
     moe_blocks = min(blocks, math.ceil(n_moe / pp))
     cp = lay.cp
     T = lay.micro_batch_size * cfg.seq_len / cp
@@ -298,7 +299,7 @@ def step_time(
     optimizer = OPTIMIZER_BYTES_PER_PARAM * local / mach.hbm
     step = pipeline + dp_comm + zero2 + optimizer
     tokens = lay.global_batch_size * cfg.seq_len
-    counts = model_counts(cfg, mla=mla, mtp_depth=mtp_depth)
+    counts = block.counts
     head_fpt = 6.0 * resolved_vocab(cfg) * cfg.d_model * (1 + mtp_depth)
     if ck == "full":
         extra = (counts.flops_per_token - head_fpt) / 3
