@@ -77,3 +77,13 @@ def test_moe_summary_shape_and_counts():
     dense = moe_summary(ModelConfig(d_model=64, n_layers=4, n_heads=4, vocab_size=512))
     assert (dense["experts"], dense["top_k"], dense["granularity"], dense["moe_layers"]) == (1, 1, 1.0, 0)
     assert dense["active_non_embedding_params"] == dense["non_embedding_params"]
+
+
+def test_the_moe_layer_count_in_closed_form_matches_the_layer_list():
+    from models.moe.config import MoEConfig
+
+    for first in (0, 1, 3):
+        for k in (1, 2, 3):
+            moe = MoEConfig(num_experts=8, top_k=2, first_dense_layers=first, every_k_layers=k)
+            for layers in (0, 1, 2, 5, 61):
+                assert moe.n_moe_layers(layers) == len(moe.moe_layers(layers)), (first, k, layers)
