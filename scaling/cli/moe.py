@@ -1,5 +1,5 @@
 """The MoE branch of `scalelab plan` (called by plan.py; `scalelab fit moe` is the MoE law family,
-scaling/moe/family.py).
+scaling/fits/moe/family.py).
 
 Heavy imports happen inside the commands. Exit codes: 0 ok, 1 fit failed, 2 bad input.
 """

@@ -42,10 +42,11 @@ LOSS_TEXT = {
 
 @dataclass(frozen=True)
 class SigmoidAccuracy:
-    a: float
-    b: float
-    k: float
-    L0: float
+    # floats, or arrays of bootstrap draws (one curve per element: scaling.fits.accuracy_prediction)
+    a: float | np.ndarray
+    b: float | np.ndarray
+    k: float | np.ndarray
+    L0: float | np.ndarray
 
     def predict(self, L):
         L = np.asarray(L, dtype=float)

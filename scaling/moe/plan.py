@@ -2,7 +2,7 @@
 
 C is in the record's convention (6 N D, N = active non-embedding parameters). Krajewski: the
 compute-optimal (N, D) at each granularity the data's range holds (powers of two and the fitted
-values; scaling.moe.optimum), the best of them, E = the runs' expansion rate x G experts with
+values; scaling.fits.moe.optimum), the best of them, E = the runs' expansion rate x G experts with
 top_k = the runs' top-k per unit of G x G (the active FFN the runs had), and next to it the dense
 optimum (G = 1, E = 1, same law), the loss gain and the dense-compute multiplier. Clark: the
 runs' tokens are kept (the law has no data term), N = C / (6 D), the best expert count in range.
@@ -21,9 +21,9 @@ import numpy as np
 from scaling.core.bootstrap import interval
 from scaling.core.diagnostics import EXTRAPOLATION_WARN_FACTOR
 from scaling.core.errors import InputError
+from scaling.fits.moe import optimum as opt
+from scaling.fits.moe.prediction import bootstrap_law
 from scaling.fits.record import FitRecord, _clean
-from scaling.moe import optimum as opt
-from scaling.moe.prediction import bootstrap_law
 from scaling.moe.run import choose_run
 from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import describe_run_model

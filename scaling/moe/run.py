@@ -24,7 +24,7 @@ from models.accounting import model_counts
 from models.config import ModelConfig
 from models.design import DEFAULT_RULE, design
 from scaling.core.errors import InputError
-from scaling.moe.prediction import predict_run_loss
+from scaling.fits.moe.prediction import predict_run_loss
 from scaling.planning.emit import to_train_config
 from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import configs_dir, default_vocab_size, recipe_vocab, run_label

@@ -2,10 +2,10 @@
 
     L(s) = L0 + A * S1^(-alpha) - C * S2     (areas and conventions: scaling/laws/lr_annealing.py)
 
-Fitted to every point of every curve at once (inputs: scaling/lr_annealing/curves.py) by the summed
-Huber(1e-3) log residuals and multi-start L-BFGS-B (scaling/lr_annealing/objective.py), through the
+Fitted to every point of every curve at once (inputs: scaling/fits/lr_annealing/curves.py) by the summed
+Huber(1e-3) log residuals and multi-start L-BFGS-B (scaling/fits/lr_annealing/objective.py), through the
 shared pipeline: options -> load -> fit -> bootstrap (whole curves resampled) -> holdout -> record.
-The record (scaling/lr_annealing/record.py) predicts any schedule's curve
+The record (scaling/fits/lr_annealing/record.py) predicts any schedule's curve
 (`scaling.laws.lr_annealing.predict_curve`, `scalelab predict-curve`).
 """
 
@@ -22,11 +22,9 @@ from scaling.core.diagnostics import at_bound, huber_diagnostics
 from scaling.core.errors import FitError, InputError
 from scaling.core.huber import DELTA
 from scaling.fits import pipeline
-from scaling.fits.record import FitRecord
-from scaling.laws.lr_annealing import LAMBDA, PARAMS, WARMUP_RULES, AnnealingLaw
-from scaling.lr_annealing import objective as lf
-from scaling.lr_annealing.curves import Curve, load_curves
-from scaling.lr_annealing.record import (
+from scaling.fits.lr_annealing import objective as lf
+from scaling.fits.lr_annealing.curves import Curve, load_curves
+from scaling.fits.lr_annealing.record import (
     LrAnnealingRecord,
     curve_rows,
     data_hash,
@@ -34,6 +32,8 @@ from scaling.lr_annealing.record import (
     holdout_report,
     warmup_text,
 )
+from scaling.fits.record import FitRecord
+from scaling.laws.lr_annealing import LAMBDA, PARAMS, WARMUP_RULES, AnnealingLaw
 
 HOLDOUT_RULES = ("last-run", "tail")
 # --lambda auto: the decay factors tried (memories 1/(1 - lambda) of 1 to 2,000 steps, and none)
