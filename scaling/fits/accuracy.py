@@ -289,7 +289,7 @@ def summary(rec) -> str:
     st = rec.get("settings") or {}
     lines = [
         f"law: accuracy  {rec['form']}",
-        f"L = {LOSS_TEXT.get(st.get('loss_metric'), st.get('loss_metric') or 'the loss column')}, "
+        f"L = {LOSS_TEXT.get(metric, metric) if (metric := st.get('loss_metric')) else 'the loss column'}, "
         f"accuracy = {st.get('acc_metric') or 'acc'}"
         + (
             f" ({st['steps']} evaluated step of each run)"

@@ -30,7 +30,7 @@ class Prediction:
     """The rows (a DataFrame: inputs, then per quantity predicted/lo/hi/measured/rel_error/inside,
     then extrapolation_factor), the summary per quantity, and what the reader has to know."""
 
-    df: object
+    df: pd.DataFrame
     quantities: list[str]
     summary: dict
     conventions: dict
