@@ -8,11 +8,11 @@ plan.
 Subpackages, bottom to top; each imports only those below it (pyproject.toml's import contracts):
 
     core                           errors, bootstrap, conventions, objectives, optimiser, run selection
-    data | laws                    tables and run directories read | the law classes and predictions
+    data | laws                    tables and run directories read (the router study's too) | the law classes
     fits                           the law families: fitters (MoE and lr annealing too), their shared pipeline,
                                    the fit record, what each family predicts
-    planning                       fit records -> the run for a budget (cost, layout, ...); predict
-    moe | synthetic                MoE plans and the router study | synthetic data
+    planning                       fit records -> the run for a budget (cost, layout, ..., MoE's); predict
+    synthetic                      synthetic data with a known truth
     cli                            the `scalelab fit | predict | plan | model design` commands
 
 Exports are imported lazily so that `import scaling.cli` (done by `scalelab --help`) stays cheap.
@@ -30,7 +30,7 @@ _EXPORTS = {
     "fit_batch_lr_by": "scaling.fits.by.compare",
     "fit_critical_batch": "scaling.fits.critical_batch",
     "fit_moe": "scaling.fits.moe.fit",
-    "make_moe_plan": "scaling.moe.plan",
+    "make_moe_plan": "scaling.planning.moe_plan",
     "KrajewskiLaw": "scaling.laws.moe",
     "ClarkLaw": "scaling.laws.moe",
     "fit_lr_annealing": "scaling.fits.lr_annealing.fit",

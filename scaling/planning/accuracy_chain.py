@@ -104,8 +104,10 @@ def predict_chain(
                 )
                 continue
             ld = loss_draws(task_record(task_loss, key), N_task_loss or N, D, seed)
-        else:
+        elif shared is not None:  # basis validation-loss: one law's draws for every task
             ld = shared
+        else:
+            raise InputError(f"accuracy chain: unknown basis {basis!r}")
         tasks[label] = through_sigmoid(r, ld, ci, seed)
         lo_hi = r.get("loss_range")
         if lo_hi and not lo_hi[0] <= ld["point"] <= lo_hi[1]:

@@ -148,6 +148,8 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
     N, D, G, L = (df[c].to_numpy(float) for c in ("N", "D", "G", "loss"))
     warnings.extend(_in_krajewski_names(w) for w in identification_warnings(N, D))
     granular = distinct(G) >= 2
+    names: tuple[str, ...]
+    obj: mo.KrajewskiObjective | ch.Objective
     if granular:
         res = mo.fit_krajewski(N, D, G, L, top_k=top_k, delta=delta)
         params, names, bounds = mo.krajewski_params(res.x), mo.THETA, mo.BOUNDS
