@@ -5,7 +5,7 @@ trainer and the sweeps used to keep by hand are read off the schema (`keys_with`
 - RESUMABLE: may change between attempts of one run without changing what it computes (logging,
   checkpoint cadence, threads, W&B, names): a resume accepts a new value (pretrain.cli).
 - BRANCH: a branch (`train.init_from`) must match its parent here; on a section, every key in it
-  (pretrain.checkpoint.init_from).
+  (pretrain.config.init_from).
 - BOOKKEEPING: how a run is written or labelled, not what it computes: exempt from a BRANCH
   section's comparison (the vocabulary filled in from the tokenizer, a preset's name, how prepared
   data is sharded).

@@ -661,7 +661,7 @@ def part_plain_loop(args: dict) -> dict:
     from models.gpt import GPT
     from pretrain.config.loader import load_train_config
     from pretrain.data.mixture import open_mixture
-    from pretrain.data.sampler import WindowSampler
+    from pretrain.feed.sampler import WindowSampler
     from pretrain.optim.adamw import param_groups
 
     cfg = load_train_config(args["base"], args["overrides"])

@@ -27,7 +27,7 @@ layers x d_model x seq_len for attention, times tokens; nominal: assignments dro
 capacity are still counted. "compute to reach dense": the FLOPs at which an MoE run's validation
 curve first reaches the dense model's final validation loss (mean over its seeds), interpolated
 between evaluations, over the dense run's FLOPs. Router metrics are means over all log records
-(one micro-batch each) and per quarter of training; see scaling/moe/router_stats.py.
+(one micro-batch each) and per quarter of training; see scaling/data/router_stats.py.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from launch.sweep.expand import plan as plan_sweep  # noqa: E402
 from launch.sweep.naming import axis_label  # noqa: E402
-from scaling.moe import router_stats as st  # noqa: E402
+from scaling.data import router_stats as st  # noqa: E402
 
 TARGET = 0.7  # the issue's bar: MoE reaches the dense final loss with <= 0.7x its training FLOPs
 DEFAULT_SPEC = "configs/sweeps/moe-vs-dense-n200k.yaml"

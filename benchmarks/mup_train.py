@@ -79,10 +79,10 @@ def train(
 def corpus(vocab_size: int = 512, seq_len: int = 64, seed: int = 0):
     """(train sampler, val sampler, vocab size) over the bundled corpus prepared with a `vocab_size` BPE
     (data/v<vocab>/, reused once prepared; read from $SCALELAB_DATA_ROOT or ../shared/data)."""
-    from pretrain.config.loader import load_data_config
-    from pretrain.data.feed import TrainFeed
+    from pretrain.data.load import load_data_config
     from pretrain.data.prepare import prepare
-    from pretrain.data.sampler import WindowSampler
+    from pretrain.feed.sampler import WindowSampler
+    from pretrain.feed.train_feed import TrainFeed
 
     cfg = load_data_config(
         REPO / "configs/data/default.yaml",

@@ -26,9 +26,9 @@ from models.accounting import model_counts
 from models.gpt import GPT
 from pretrain.callbacks.speed_monitor import measure_cpu_peak
 from pretrain.config.loader import validate_train
-from pretrain.data.sampler import WindowSampler
 from pretrain.engine.distributed import setup
 from pretrain.engine.trainer import Trainer
+from pretrain.feed.sampler import WindowSampler
 from pretrain.optim.adamw import param_groups
 from rundir.schedules import lr_at
 

@@ -140,7 +140,7 @@ def _cmd_dry_run(args) -> int:
 
 
 def _train(args) -> int:
-    from pretrain.checkpoint.init_from import check  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.config.init_from import check  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from pretrain.config.loader import load_train_config  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from pretrain.engine.compiling import check_compile  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from pretrain.engine.distributed import env_world_size  # deferred: imports torch

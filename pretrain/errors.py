@@ -1,10 +1,8 @@
 """Errors the user can fix. The CLI turns them into a message and exit code 2."""
 
-from base.errors import UserError
+from base.errors import ConfigError, UserError
 
-
-class ConfigError(UserError, ValueError):
-    """A configuration key or value is wrong; raised before any work starts."""
+__all__ = ["ConfigError", "DataError", "TasksFailed", "TrainingFailed"]  # ConfigError: base's, raised by every loader
 
 
 class DataError(UserError, RuntimeError):

@@ -8,10 +8,11 @@ plan.
 Subpackages, bottom to top; each imports only those below it (pyproject.toml's import contracts):
 
     core                           errors, bootstrap, conventions, objectives, optimiser, run selection
-    data | laws                    tables and run directories read | the law classes and predictions
-    fits                           the fitters, their shared pipeline and the fit record
-    planning                       fit records -> the run for a budget (cost, layout, ...); predict
-    moe | lr_annealing | synthetic MoE fits and plans | the annealing law's fit | synthetic data
+    data | laws                    tables and run directories read (the router study's too) | the law classes
+    fits                           the law families: fitters (MoE and lr annealing too), their shared pipeline,
+                                   the fit record, what each family predicts
+    planning                       fit records -> the run for a budget (cost, layout, ..., MoE's); predict
+    synthetic                      synthetic data with a known truth
     cli                            the `scalelab fit | predict | plan | model design` commands
 
 Exports are imported lazily so that `import scaling.cli` (done by `scalelab --help`) stays cheap.
@@ -28,11 +29,11 @@ _EXPORTS = {
     "fit_chinchilla_by": "scaling.fits.by.compare",
     "fit_batch_lr_by": "scaling.fits.by.compare",
     "fit_critical_batch": "scaling.fits.critical_batch",
-    "fit_moe": "scaling.moe.fit",
-    "make_moe_plan": "scaling.moe.plan",
+    "fit_moe": "scaling.fits.moe.fit",
+    "make_moe_plan": "scaling.planning.moe_plan",
     "KrajewskiLaw": "scaling.laws.moe",
     "ClarkLaw": "scaling.laws.moe",
-    "fit_lr_annealing": "scaling.lr_annealing.fit",
+    "fit_lr_annealing": "scaling.fits.lr_annealing.fit",
     "predict_curve": "scaling.laws.lr_annealing",
     "AnnealingLaw": "scaling.laws.lr_annealing",
     "predict": "scaling.planning.predict",

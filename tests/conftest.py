@@ -86,7 +86,7 @@ def tiny_data(tmp_path_factory) -> Path:
     """The default corpus prepared once with a 512-token BPE (shared by every training test)."""
     if data_root() is None:
         pytest.skip("bundled corpus not found (set SCALELAB_DATA_ROOT)")
-    from pretrain.config.loader import load_data_config
+    from pretrain.data.load import load_data_config
     from pretrain.data.prepare import prepare
 
     out = tmp_path_factory.mktemp("data") / "tiny512"

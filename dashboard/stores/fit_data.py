@@ -6,7 +6,7 @@
   task-loss:    scaling.data.eval_points.read_eval_points (run tree) / scaling.fits.task_loss.table_points
                 -> task, N, D, loss, acc, flops
   accuracy:     scaling.fits.accuracy.load_runs (run tree) / load_table -> task, loss, acc, chance
-  lr-annealing: scaling.lr_annealing.curves.load_curves -> {run, lr, lo, hi, loss} per curve
+  lr-annealing: scaling.fits.lr_annealing.curves.load_curves -> {run, lr, lo, hi, loss} per curve
 with the reading options the record states (settings, columns, n_kind). `path` has already been
 confined to the served roots (dashboard.stores.fits). Torch-free.
 """
@@ -19,8 +19,8 @@ from scaling.data.eval_points import LOSS_METRICS, read_eval_points
 from scaling.data.inputs import load
 from scaling.data.moe_inputs import load_moe
 from scaling.fits import accuracy
+from scaling.fits.lr_annealing.curves import load_curves
 from scaling.fits.task_loss import table_points
-from scaling.lr_annealing.curves import load_curves
 
 CANONICAL = ("N", "D", "loss", "flops", "lr", "batch_tokens", "steps", "run")
 MOE = ("N", "D", "G", "E", "top_k", "loss", "flops", "router", "run", "expansion")

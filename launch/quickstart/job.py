@@ -221,7 +221,7 @@ class MainJob:
 
     def data_config(self):
 
-        from pretrain.config.loader import load_data_config  # deferred: imports pydantic (a fast scalelab --help)
+        from pretrain.data.load import load_data_config  # deferred: imports pydantic (a fast scalelab --help)
 
         return load_data_config(PROJECT_ROOT / self.cfg.data.config, self.cfg.data.overrides)
 

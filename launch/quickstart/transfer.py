@@ -29,8 +29,8 @@ HEADER = (
 
 def _isoflop_data(spec_path: Path, overrides: list[str]) -> dict:
 
+    from base.config_files import read_yaml  # deferred: imports pydantic (a fast scalelab --help)
     from launch.sweep.spec import edit_spec, resolve_path  # deferred: imports numpy/pydantic (a fast scalelab --help)
-    from pretrain.config.loader import read_yaml  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     data = edit_spec(read_yaml(spec_path), list(overrides))
     if data.get("kind") != "isoflop" or not isinstance(data.get("isoflop"), dict):
@@ -119,9 +119,9 @@ def write_spec(data: dict, out_dir: Path, src: Path, what: str) -> Path:
 
 def planned_configs(path: Path, overrides: list[str] = ()) -> list:
     """The validated train configs of a spec's runs (for the μP depth/batch check across sweeps)."""
+    from base.config_files import read_yaml  # deferred: imports pydantic (a fast scalelab --help)
     from launch.sweep.expand import expand  # deferred: imports torch
     from launch.sweep.spec import edit_spec, parse_spec  # deferred: imports numpy/pydantic (a fast scalelab --help)
-    from pretrain.config.loader import read_yaml  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     return [r.cfg for r in expand(parse_spec(edit_spec(read_yaml(path), list(overrides)), path)).runs]
 

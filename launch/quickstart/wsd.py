@@ -25,8 +25,8 @@ def wsd_spec_from_isoflop(spec_path: Path, overrides: list[str], opts) -> dict:
     """The kind-`wsd` spec (a mapping) equivalent to an IsoFLOP spec; `opts` is the main job's
     `isoflop.wsd` section (cooldown, decay_shape, budgets: null keeps the spec's)."""
 
+    from base.config_files import read_yaml  # deferred: imports pydantic (a fast scalelab --help)
     from launch.sweep.spec import edit_spec, resolve_path  # deferred: imports numpy/pydantic (a fast scalelab --help)
-    from pretrain.config.loader import read_yaml  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     data = edit_spec(read_yaml(spec_path), list(overrides))
     if data.get("kind") != "isoflop" or not isinstance(data.get("isoflop"), dict):

@@ -15,7 +15,7 @@ the cooldowns). Per model:
 Every run's end is cooled down, so each is one (N, D, loss) point (`axes.end_point`: true; the
 stable run is the full-length point, so fraction 1 adds no run).
 
-Each branch is checked against its stable run here (`pretrain.checkpoint.init_from.differences`: the same
+Each branch is checked against its stable run here (`pretrain.config.init_from.differences`: the same
 lr on every step up to N), so a sweep that could not branch exits 2 at `sweep plan`.
 
 With `budgets` instead of `fractions` the sweep is an IsoFLOP study from branches: per model, the
@@ -32,7 +32,7 @@ import math
 from launch.sweep.naming import fmt_num, fmt_sci, model_label
 from launch.sweep.resolve import flops_per_token, vocab_for
 from models.accounting import model_counts
-from pretrain.checkpoint.init_from import differences
+from pretrain.config.init_from import differences
 from pretrain.errors import ConfigError
 from rundir.layout import CHECKPOINTS, checkpoint_tag
 

@@ -21,9 +21,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from base.config_files import PROJECT_ROOT, parse_key_value, read_yaml
 from base.strict import StrictModel
 from launch.sweep import slurm_fields
-from pretrain.config.loader import PROJECT_ROOT, apply_overrides, parse_key_value, read_yaml
+from pretrain.config.loader import apply_overrides
 from pretrain.errors import ConfigError
 
 Kind = Literal["grid", "zip", "isoflop", "batch_lr", "seeds", "moe", "wsd"]

@@ -11,6 +11,8 @@ k*capacity_factor). Dense layers count 3*d*ffn_dim. Training FLOPs per token fol
 
 from __future__ import annotations
 
+from typing import Any
+
 from models.accounting import model_counts
 from models.config import ModelConfig
 
@@ -26,7 +28,7 @@ def moe_summary(cfg: ModelConfig, vocab_size: int | None = None) -> dict:
     """
     c = model_counts(cfg, vocab_size)
     dense_d_ff = cfg.ffn_dim
-    out = {
+    out: dict[str, Any] = {
         "params": c.total,
         "active_params": c.active,
         "embedding_params": c.embedding,

@@ -44,8 +44,8 @@ def update_router_controllers(model: nn.Module, group=None) -> int:
             dist.all_reduce(flat, group=group)
         for (r, c), summed in zip(counted, flat.split([c.numel() for _, c in counted])):
             r.end_step(summed.view(c.shape))
-    for r, c in parts:
-        if c is None:
+    for r, counts in parts:
+        if counts is None:
             r.end_step(None)
     return len(counted)
 

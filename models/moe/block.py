@@ -33,6 +33,8 @@ class MoEAux:
 
 
 def expert_d_ff(cfg: ModelConfig) -> int:
+    if cfg.moe is None:
+        raise ValueError("expert_d_ff: the model config has no moe section")
     return cfg.moe.d_ff or cfg.ffn_dim
 
 

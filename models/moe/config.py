@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -12,7 +12,7 @@ from base.strict import StrictModel
 RouterName = Literal[
     "softmax_topk", "aux_free_bias", "expert_choice", "sinkhorn", "relu_l1", "token_hash", "sigmoid_threshold"
 ]
-ROUTER_NAMES: tuple[str, ...] = RouterName.__args__
+ROUTER_NAMES: tuple[str, ...] = get_args(RouterName)
 
 
 class MoEConfig(StrictModel):

@@ -106,6 +106,8 @@ class AllToAllDispatcher(LocalDispatcher):
         return got[ctx.regroup], recv.sum(0), ctx
 
     def combine(self, out: torch.Tensor, ctx: DispatchContext) -> torch.Tensor:
+        if ctx.regroup is None or ctx.send_splits is None or ctx.recv_splits is None:
+            raise RuntimeError("combine: the context is not from this dispatcher's dispatch (no splits)")
         back = torch.empty_like(out).index_copy_(0, ctx.regroup, out)  # undo the regrouping
         mine = all_to_all(back, ctx.send_splits, ctx.recv_splits, self.group)
         return super().combine(mine, ctx)

@@ -94,7 +94,8 @@ def pack(t: Totals) -> torch.Tensor:
 
 
 def unpack(flat: torch.Tensor, like: Totals) -> Totals:
-    out, at = {}, 0
+    out: Totals = {}
+    at = 0
     for i in sorted(like):
         out[i] = {}
         for k, v in like[i].items():
@@ -112,15 +113,19 @@ def summarize_totals(t: Totals) -> dict[str, float]:
     hist: list[float] = []
     at = 0
     for i in sorted(t):
-        row = {}
-        for k, v in t[i].items():
-            n = v.numel()
-            row[k] = flat[at : at + n] if k in ("load", "k_hist") else flat[at]
+        row: dict[str, float] = {}  # scalar totals
+        per_expert: dict[str, list[float]] = {}  # load and k_hist: one value per expert (or k)
+        for k, total_t in t[i].items():
+            n = total_t.numel()
+            if k in ("load", "k_hist"):
+                per_expert[k] = flat[at : at + n]
+            else:
+                row[k] = flat[at]
             at += n
-        total = max(1.0, sum(row["load"]))
-        frac = [x / total for x in row["load"]]
-        for j, v in enumerate(frac):
-            out[f"moe/layer{i}/load/expert{j}"] = v
+        total = max(1.0, sum(per_expert["load"]))
+        frac = [x / total for x in per_expert["load"]]
+        for j, share in enumerate(frac):
+            out[f"moe/layer{i}/load/expert{j}"] = share
         mean = sum(frac) / len(frac)
         std = math.sqrt(sum((x - mean) ** 2 for x in frac) / len(frac))
         batches = max(1.0, row["batches"])
@@ -137,18 +142,18 @@ def summarize_totals(t: Totals) -> dict[str, float]:
         layer |= {k: row[k] / batches for k in _BATCH_MEANS if k in row}
         if "routed" in row:
             layer["active_experts"] = row["routed"] / tokens
-        if "k_hist" in row:
-            hist = [a + b for a, b in zip(hist, row["k_hist"])] if hist else list(row["k_hist"])
-        for k, v in layer.items():
-            out[f"moe/layer{i}/{k}"] = v
-            per_key.setdefault(k, []).append(v)
+        if "k_hist" in per_expert:
+            hist = [a + b for a, b in zip(hist, per_expert["k_hist"])] if hist else list(per_expert["k_hist"])
+        for k, value in layer.items():
+            out[f"moe/layer{i}/{k}"] = value
+            per_key.setdefault(k, []).append(value)
     for k, vs in per_key.items():
         out[f"moe/{k}"] = sum(vs) if k == "dead_experts" else sum(vs) / len(vs)
     if "imbalance" in per_key:
         out["moe/max_imbalance"] = max(per_key["imbalance"])
     if hist and sum(hist) > 0:
-        n = sum(hist)
-        fr = [h / n for h in hist]
+        seen = sum(hist)
+        fr = [h / seen for h in hist]
         for j, v in enumerate(fr):
             out[f"moe/k_frac/k{j}"] = v
         mk = sum(j * v for j, v in enumerate(fr))

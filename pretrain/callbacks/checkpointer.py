@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pretrain.callbacks.base import Callback
 from pretrain.checkpoint import store as checkpoint
-from pretrain.checkpoint.init_from import differences, parent_config, resolve
+from pretrain.config.init_from import differences, parent_config, resolve
 from pretrain.errors import TrainingFailed
 from rundir.layout import RunDir
 
@@ -50,7 +50,7 @@ class Checkpointer(Callback):
     def _begin_branch(self) -> None:
         """Load the parent's checkpoint. Every rank resolves `init_from`; a run directory's newest
         checkpoint may move on while the parent trains, so the ranks agree on the newest step seen
-        and that step is checked again (pretrain/checkpoint/init_from.py) before it is loaded."""
+        and that step is checked again (pretrain/config/init_from.py) before it is loaded."""
 
         d, info = self.module.dist, self.info
         parent, _, seen = resolve(info.config.train.init_from)

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from pretrain.callbacks.console import Progress
     from pretrain.callbacks.signals import Signals
     from pretrain.config.schema import TrainConfig
-    from pretrain.data.feed import TrainFeed
     from pretrain.engine.train_module import DeepSpeedTrainModule
+    from pretrain.feed.train_feed import TrainFeed
 
 
 @dataclass(frozen=True)

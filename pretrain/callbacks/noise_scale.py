@@ -30,7 +30,7 @@ import math
 import torch
 
 from pretrain.callbacks.base import Callback
-from pretrain.data.sampler import micro_batch_start
+from pretrain.feed.sampler import micro_batch_start
 
 LOGGED = ("grad_noise_scale", "grad_noise_scale_raw")
 

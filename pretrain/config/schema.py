@@ -324,6 +324,8 @@ class TrainConfig(StrictModel):
     def total_steps(self) -> int:
         if self.train.steps is not None:
             return self.train.steps
+        if self.train.tokens is None:  # LoopConfig's check asks for one of the two
+            raise ValueError("train.steps or train.tokens must be set")
         per_step = self.train.global_batch_size * self.model.seq_len
         return max(1, math.ceil(self.train.tokens / per_step))
 

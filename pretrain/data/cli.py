@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _config_path(ref: str) -> Path:
-    from pretrain.config.loader import configs_dir  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from base.config_files import configs_dir  # deferred: imports pydantic (a fast scalelab --help)
 
     path = Path(ref)
     if path.exists() or ref.endswith((".yaml", ".yml")):
@@ -47,7 +47,7 @@ def _config_path(ref: str) -> Path:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from pretrain.config.loader import load_data_config  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.data.load import load_data_config  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from pretrain.data.prepare import prepare  # deferred: imports tokenizers
 
     # `scalelab data prepare --executor/--tasks` (launch.commands.data) passes the function that runs in tasks

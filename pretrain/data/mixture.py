@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pretrain.config.loader import PROJECT_ROOT, configs_dir, load_data_config
+from base.config_files import PROJECT_ROOT, configs_dir
 from pretrain.data.config import DataConfig
+from pretrain.data.load import load_data_config
 from pretrain.data.prepared import META_FILE, PreparedData, load_prepared
 from pretrain.errors import DataError
 

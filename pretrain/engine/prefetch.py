@@ -2,7 +2,7 @@
 
 The order the train module asks for micro-batches is fixed: (step, 0), (step, 1), ...,
 (step, gas - 1), (step + 1, 0), ... While the device runs one micro-batch, a worker thread reads
-the next one's windows from the memory-mapped shards (pretrain/data/sampler.py) and, on CUDA, copies
+the next one's windows from the memory-mapped shards (pretrain/feed/sampler.py) and, on CUDA, copies
 them into page-locked (pinned) host memory, from which `to(device, non_blocking=True)` is a DMA
 transfer that does not block the host: it queues ahead of the forward on the same stream (torch's
 pinned-memory allocator keeps the host buffer until the copy is done).

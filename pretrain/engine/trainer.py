@@ -21,13 +21,13 @@ from pretrain.callbacks.signals import Signals
 from pretrain.checkpoint import store as checkpoint
 from pretrain.config.loader import dump_config
 from pretrain.config.schema import TrainConfig
-from pretrain.data.feed import TrainFeed
-from pretrain.data.sampler import micro_batch_start
 from pretrain.engine.distributed import DistInfo, name_peers
 from pretrain.engine.prefetch import Prefetcher
 from pretrain.engine.recorder import MetricRecorder
 from pretrain.engine.train_module import DeepSpeedTrainModule, StepOutput
 from pretrain.errors import TrainingFailed
+from pretrain.feed.sampler import micro_batch_start
+from pretrain.feed.train_feed import TrainFeed
 from rundir.files import atomic_write_text
 from rundir.layout import RunDir
 
@@ -81,7 +81,7 @@ class Trainer:
 
     def build(self) -> None:
         self.module.build()
-        # Windows are read straight from the memory-mapped shards (data/feed.py): nothing is loaded whole.
+        # Windows are read straight from the memory-mapped shards (feed/train_feed.py): nothing is loaded whole.
         self.feed = TrainFeed(self.prepared, self.cfg.model.seq_len, self.cfg.train.seed)
         # the next micro-batch is read (and pinned, on CUDA) while this one runs (pretrain/engine/prefetch.py)
         self.prefetch = Prefetcher(self._micro_batch, self.module.gas, self.total_steps, self.dist.device)

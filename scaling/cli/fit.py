@@ -1,8 +1,8 @@
 """`scalelab fit <law>`: one subcommand per law family (scaling.fits.family.LawFamily), its flags
 generated from the family's; registered by scaling/cli/__init__.py.
 
-The built-in families are imported here in `BUILTIN` order (the order `scalelab fit --help` lists them);
-a family registered anywhere else (a plug-in, a test's toy law) follows them. Family modules are light:
+The families are scaling.fits.families' (the built-in ones in `BUILTIN` order, the order `scalelab fit --help`
+lists them; a family registered anywhere else, a plug-in or a test's toy law, follows them). Family modules are light:
 their fits (numpy, scipy, pandas, matplotlib) are imported when the command runs, so `scalelab --help`
 stays fast. Exit codes: 0 ok, 1 fit failed, 2 bad input (scaling.cli.fit_command.run_fit).
 """
@@ -13,20 +13,8 @@ import argparse
 
 from scaling.cli.fit_command import run_fit
 from scaling.cli.options import fail
-from scaling.fits.families import accuracy, batch_lr, chinchilla, critical_batch, kaplan, task_loss
-from scaling.fits.family import FAMILIES, LawFamily
-from scaling.lr_annealing import family as lr_annealing
-from scaling.moe import family as moe
-
-BUILTIN = tuple(
-    m.FAMILY.name for m in (chinchilla, kaplan, batch_lr, critical_batch, lr_annealing, accuracy, moe, task_loss)
-)
-
-
-def families() -> list[LawFamily]:
-    """Every registered family: the built-in ones in BUILTIN order, then the others as registered."""
-    rank = {name: i for i, name in enumerate(BUILTIN)}
-    return sorted(FAMILIES.values(), key=lambda f: rank.get(f.name, len(rank)))
+from scaling.fits.families import families
+from scaling.fits.family import LawFamily
 
 
 def register(subparsers) -> None:

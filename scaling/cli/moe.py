@@ -1,5 +1,5 @@
 """The MoE branch of `scalelab plan` (called by plan.py; `scalelab fit moe` is the MoE law family,
-scaling/moe/family.py).
+scaling/fits/moe/family.py).
 
 Heavy imports happen inside the commands. Exit codes: 0 ok, 1 fit failed, 2 bad input.
 """
@@ -16,8 +16,8 @@ def plan_moe(args, fits) -> int:
     """`scalelab plan` with an MoE fit record: --compute only (the device and inference forms are the dense plan's)."""
     # deferred: numpy, scipy, pandas (a fast --help)
 
-    from scaling.moe.plan import format_moe_plan, make_moe_plan  # deferred: numpy (a fast --help)
-    from scaling.moe.run import emit_moe_config  # deferred: numpy (a fast --help)
+    from scaling.planning.moe_plan import format_moe_plan, make_moe_plan  # deferred: numpy (a fast --help)
+    from scaling.planning.moe_run import emit_moe_config  # deferred: numpy (a fast --help)
 
     try:
         if len(fits) != 1:

@@ -92,9 +92,9 @@ def _canonical(raw, mapping: dict[str, str], desc: str, warnings: list[str], n_s
             raise InputError(f"column '{col}' ({role}) has non-numeric values, e.g. {raw[col][bad].iloc[0]!r}")
     lower = {str(c).strip().lower(): c for c in raw.columns}
     for extra in PASSTHROUGH:
-        col = lower.get(extra)
-        if col is not None and extra not in df.columns:
-            df[extra] = raw[col].astype(str) if extra in TEXT else pd.to_numeric(raw[col], errors="coerce")
+        found = lower.get(extra)
+        if found is not None and extra not in df.columns:
+            df[extra] = raw[found].astype(str) if extra in TEXT else pd.to_numeric(raw[found], errors="coerce")
     return inputs.Dataset(
         df=df.reset_index(drop=True),
         source=desc,

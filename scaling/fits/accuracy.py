@@ -42,10 +42,11 @@ LOSS_TEXT = {
 
 @dataclass(frozen=True)
 class SigmoidAccuracy:
-    a: float
-    b: float
-    k: float
-    L0: float
+    # floats, or arrays of bootstrap draws (one curve per element: scaling.fits.accuracy_prediction)
+    a: float | np.ndarray
+    b: float | np.ndarray
+    k: float | np.ndarray
+    L0: float | np.ndarray
 
     def predict(self, L):
         L = np.asarray(L, dtype=float)
@@ -288,7 +289,7 @@ def summary(rec) -> str:
     st = rec.get("settings") or {}
     lines = [
         f"law: accuracy  {rec['form']}",
-        f"L = {LOSS_TEXT.get(st.get('loss_metric'), st.get('loss_metric') or 'the loss column')}, "
+        f"L = {LOSS_TEXT.get(metric, metric) if (metric := st.get('loss_metric')) else 'the loss column'}, "
         f"accuracy = {st.get('acc_metric') or 'acc'}"
         + (
             f" ({st['steps']} evaluated step of each run)"

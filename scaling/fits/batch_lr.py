@@ -23,6 +23,7 @@ settings.exponents saying why) and `plan` and the sweeps' `isoflop.hparams_fit` 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from scaling.core.selection import distinct, group_by_tolerance
 from scaling.data import inputs
 from scaling.fits import pipeline
 from scaling.fits.record import FitRecord, _clean, data_sha256
+from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw
 from scaling.laws.registry import from_record
 
 MIN_GROUPS = 3  # exponents need three or more groups (optima): two determine a line exactly
@@ -75,12 +77,12 @@ def _quadratic_optimum(llr, lb, loss):
 
 def select_points(logN, logD, logC, llr, lb, loss, groups, tol: float, optimum: str):
     """Per-group optimum and the regression points. Returns (points dict of arrays, group rows)."""
-    pts = {k: [] for k in ("logN", "logD", "logC", "llr", "lb", "group")}
+    pts: dict[str, list[float]] = {k: [] for k in ("logN", "logD", "logC", "llr", "lb", "group")}
     rows = []
     for g in np.unique(groups):
         m = np.flatnonzero(groups == g)
         j = m[np.argmin(loss[m])]
-        row = {
+        row: dict[str, Any] = {
             "group": int(g),
             "N": float(np.exp(logN[m].mean())),
             "D": float(np.exp(logD[m].mean())),
@@ -214,7 +216,7 @@ def fit_batch_lr(
     llr, lb, loss = np.log(df.lr.to_numpy(float)), np.log(df.batch_tokens.to_numpy(float)), df.loss.to_numpy(float)
     pts, rows = select_points(logN, logD, logC, llr, lb, loss, groups, near_optimal_tol, optimum)
     n_groups = len(rows)
-    common = {
+    common: dict[str, Any] = {
         "n_points": len(df),
         "data_sha256": data_sha256(df, ["N", "D", "loss", "lr", "batch_tokens"]),
         "n_kind": ds.n_kind,
@@ -336,6 +338,8 @@ def _holdout_report(params, held, form, tol, optimum) -> dict:
     )
     r = rows[0]
     law = from_record({"law": "batch-lr", "params": _clean(params), "settings": {"form": form}})
+    if not isinstance(law, ComputeHParamLaw | NDHParamLaw):
+        raise TypeError(f"a batch-lr record's law is {type(law).__name__}, not an hparam law")
     lr_p, bt_p = law.predict(C=r["C"]) if form == "compute" else law.predict(N=r["N"], D=r["D"])
     lr_p, bt_p = float(np.asarray(lr_p)), float(np.asarray(bt_p))
     return pipeline.holdout_report(

@@ -15,12 +15,16 @@ built from the parsed arguments by `options_from(Options, args)`) or one of the 
 before any work (its message is printed as `error: ...`, exit 2); `load` reads DATA (default: the
 path as given) and `fit(args, data)` returns the fit record; `summary` is the text printed without
 --json (default: the record's own `summary()`); `plot(rec, data, path)` draws --plot once the record
-is saved. The prediction of a record is its law object (`scaling.laws.registry.from_record`, which
-the record's `law` names). scaling/cli/fit.py turns a family into its subcommand (`add_family`).
+is saved. `predict(rec, data, columns, ci, seed)` is `scalelab predict FIT.json DATA` (and
+`scaling.predict`) for the family's records: a `scaling.fits.prediction.Prediction` of the record at DATA's
+rows (scaling/fits/loss_prediction.py gives the loss laws' shared steps); a family without one is refused
+by name. A record's law object is `scaling.laws.registry.from_record`, which the record's `law` names.
+scaling/cli/fit.py turns a family into its subcommand (`add_family`).
 
 This module is light (no numpy): `scalelab --help` imports every family, and a family imports its
-fit inside `fit`. The built-in families are imported by scaling/cli/fit.py in `BUILTIN` order;
-any other registered family follows them (a test's toy law, a plug-in).
+fit (and its prediction) inside `fit` (`predict`). The built-in families are registered by importing
+scaling.fits.families, in its `BUILTIN` order; any other registered family follows them (a test's toy
+law, a plug-in).
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class LawFamily:
     load: Callable[[argparse.Namespace], Any] | None = None  # (args) -> data (default: args.data)
     summary: Callable[[Any], str] | None = None  # (record) -> the printed text
     plot: Callable[[Any, Any, str], None] | None = None  # (record, data, path): --plot, after the save
+    # (record, data, --col items, ci, seed) -> Prediction: `scalelab predict`; None: its records predict nothing
+    predict: Callable[[Any, Any, list[str] | None, float, int], Any] | None = None
 
 
 CLI_FIELDS = frozenset({"data", "out", "plot", "col", "json", "by", "baseline"})

@@ -121,7 +121,7 @@ def fit_kaplan(
     inputs.validate(ds, need, min_points=min_pts, law=f"kaplan ({form})")
     df = drop_highest(ds.df, drop_highest_k)
     warnings = list(ds.warnings)
-    held, rule = None, None
+    held, rule = None, ""
     if holdout and form == "nd":  # by compute, like the other fits: what a study extrapolates to
         df, held, _, _, rule = holdout_by_compute(
             df, compute_column(df, default_compute(ds.n_kind), ds.n_kind), holdout_fraction
@@ -133,7 +133,7 @@ def fit_kaplan(
         raise InputError(f"kaplan ({form}): too few points to fit: {len(df)} (need {min_pts})")
     col = lambda c: df[c].to_numpy(float) if c in need else None  # noqa: E731
     N, D, L = col("N"), col("D"), df["loss"].to_numpy(float)
-    if form == "nd":
+    if N is not None and D is not None:  # form nd
         warnings.extend(identification_warnings(N, D))
     t0 = time.perf_counter()
     res, obj = _fit(form, N, D, L, delta, top_k)
@@ -165,7 +165,9 @@ def fit_kaplan(
             "residuals_log": [float(r) for r in resid],
         }
     )
-    data_range = {k: [float(df[k].min()), float(df[k].max())] for k in ("N", "D", "loss") if k in need}
+    data_range: dict[str, list[float]] = {
+        k: [float(df[k].min()), float(df[k].max())] for k in ("N", "D", "loss") if k in need
+    }
     if form == "nd":
         C = compute_column(df, default_compute(ds.n_kind), ds.n_kind)
         data_range["C"] = [float(C.min()), float(C.max())]

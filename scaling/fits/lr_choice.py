@@ -13,6 +13,7 @@ Then the best grid point is chosen, with a warning that says why (and which way 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def choose_lr(lrs: list[float], losses: list[float | None]) -> dict:
     shown = ", ".join(f"{x:.3g}" for x in sorted(lost))
     notes = [f"left out {len(lost)} lr(s) without a finite loss ({shown})"] if lost else []
     best_lr, best_loss = min(pts, key=lambda p: p[1])
-    out = {"best_lr": best_lr, "best_loss": best_loss, "vertex_lr": None, "coef": None, "fit_lrs": None}
+    out: dict[str, Any] = {"best_lr": best_lr, "best_loss": best_loss, "vertex_lr": None, "coef": None, "fit_lrs": None}
     if len(pts) < MIN_POINTS:
         why = f"{len(pts)} lr(s) with a finite loss: too few for a parabola (need {MIN_POINTS})"
         return out | {"lr": best_lr, "method": "best", "warning": "; ".join([*notes, why + ": the best grid point"])}

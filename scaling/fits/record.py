@@ -128,8 +128,9 @@ class FitRecord(TypedRecord):
                 + (f" ({conv['n_source']})" if conv.get("n_source") else "")
                 + (f", compute = {conv['compute']}" if conv.get("compute") else "")
             )
-        if self.get("approach") == 2:
-            lines.append(f"frontier: {WEIGHTS_TEXT[frontier_weights(self)]}")
+        weights = frontier_weights(self)
+        if weights is not None:  # approach 2
+            lines.append(f"frontier: {WEIGHTS_TEXT[weights]}")
         if self.get("objective") is not None:
             mle = (self.get("settings") or {}).get("objective") == "mle"
             lines.append(f"objective{' (negative log-likelihood)' if mle else ''}: {self['objective']:.10g}")

@@ -95,7 +95,12 @@ class AnnealingLaw:
 def law_from_record(rec) -> AnnealingLaw:
     p, st = rec["params"], rec.get("settings") or {}
     return AnnealingLaw(
-        *(float(p[k]) for k in PARAMS), lam=float(st.get("lambda", LAMBDA)), warmup=st.get("warmup", "peak")
+        float(p["L0"]),
+        float(p["A"]),
+        float(p["alpha"]),
+        float(p["C"]),
+        lam=float(st.get("lambda", LAMBDA)),
+        warmup=st.get("warmup", "peak"),
     )
 
 
@@ -119,7 +124,7 @@ class CurvePrediction:
 
     @property
     def final_interval(self) -> list[float] | None:
-        return None if self.lo is None else [float(self.lo[-1]), float(self.hi[-1])]
+        return None if self.lo is None or self.hi is None else [float(self.lo[-1]), float(self.hi[-1])]
 
     def window_mean(self, window: int) -> float:
         """Mean of the last `window` steps' losses as a trainer logs it: the weights after

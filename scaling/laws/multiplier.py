@@ -77,7 +77,7 @@ def multiplier(
     return compute_for_loss(base, L, base_cost, base_range, c_ref) / c_ref, L
 
 
-def draws(samples: dict) -> list[dict]:
+def draws(samples: dict | None) -> list[dict]:
     """Bootstrap samples {name: [values]} as one parameter dict per resample."""
     if not samples or any(k not in samples for k in CORE):
         return []

@@ -16,18 +16,14 @@ laws' uncertainty alone).
 
 from __future__ import annotations
 
-import numpy as np
-
-from scaling.core.bootstrap import interval
 from scaling.core.errors import InputError
-from scaling.fits.accuracy import SigmoidAccuracy
+from scaling.fits.accuracy_prediction import through_sigmoid
 from scaling.fits.record import FitRecord
 from scaling.fits.task_loss import task_record
 from scaling.laws.prediction import loss_draws
 from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import run_label
 
-SIGMOID = ("a", "b", "k", "L0")
 INTERVAL_KIND = (
     "prediction interval: step-1 loss draws (bootstrap laws x log residuals) through bootstrap sigmoids "
     "+ the accuracy fit's residuals"
@@ -108,8 +104,10 @@ def predict_chain(
                 )
                 continue
             ld = loss_draws(task_record(task_loss, key), N_task_loss or N, D, seed)
-        else:
+        elif shared is not None:  # basis validation-loss: one law's draws for every task
             ld = shared
+        else:
+            raise InputError(f"accuracy chain: unknown basis {basis!r}")
         tasks[label] = through_sigmoid(r, ld, ci, seed)
         lo_hi = r.get("loss_range")
         if lo_hi and not lo_hi[0] <= ld["point"] <= lo_hi[1]:
@@ -135,46 +133,6 @@ def predict_chain(
         "tasks": tasks,
         "warnings": warnings,
     }
-
-
-def through_sigmoid(r: dict, ld: dict, ci: float, seed: int) -> dict:
-    """One task's accuracy for the loss draws `ld` ({point, draws, param_draws}) through its sigmoid
-    `r` (a task's fit): {task_loss, task_loss_interval, acc, interval, parameter_interval, ...}."""
-    point = SigmoidAccuracy(**{k: r["params"][k] for k in SIGMOID})
-    L, Lp = np.asarray(ld["draws"], float), ld["param_draws"]
-    s = (r.get("bootstrap") or {}).get("samples") or {}
-    rng = np.random.default_rng(seed + 1)
-    if all(k in s for k in SIGMOID):
-        P = {k: np.asarray([np.nan if v is None else v for v in s[k]], float) for k in SIGMOID}
-        ok = np.all([np.isfinite(v) for v in P.values()], axis=0)
-        P = {k: v[ok] for k, v in P.items()}
-    else:
-        P = None
-    if not P or not P["a"].size:
-        P = {k: np.asarray([r["params"][k]]) for k in SIGMOID}
-    j = np.arange(L.size) % P["a"].size  # pair loss draws with the sigmoids in turn
-    curves = SigmoidAccuracy(*(P[k][j] for k in SIGMOID))
-    res = np.asarray(r.get("residuals") or [0.0], float)
-    if res.size > len(SIGMOID):  # residuals of a 4-parameter fit understate the scatter: scale by sqrt(n / (n - 4))
-        res = res * np.sqrt(res.size / (res.size - len(SIGMOID)))
-    draws = np.clip(curves.predict(L) + rng.choice(res, size=L.size), 0.0, 1.0)
-    out = {
-        "task_loss": ld["point"],
-        "task_loss_interval": interval(L, ci),
-        "acc": float(point.predict(ld["point"])),
-        "interval": interval(draws, ci),
-        "chance": r.get("chance"),
-        "loss_range": r.get("loss_range"),
-    }
-    if Lp is not None and Lp.size:
-        jp = np.arange(Lp.size) % P["a"].size
-        out["parameter_interval"] = interval(SigmoidAccuracy(*(P[k][jp] for k in SIGMOID)).predict(Lp), ci)
-    if not (r.get("bootstrap") or {}).get("samples"):
-        out["note"] = (
-            "the accuracy fit has no bootstrap samples: its parameter "
-            "uncertainty is not in the interval (fit with --bootstrap N)"
-        )
-    return out
 
 
 def plan_block(plan: PlanRecord, acc_rec, task_loss=None, chinchilla=None, ci: float = 0.95) -> dict:

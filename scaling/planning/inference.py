@@ -112,8 +112,10 @@ def allocate(
     if target_loss is not None:
         N, D = min_total_for_loss(law, target_loss, T, cost)
         loss = target_loss
-    else:
+    elif total is not None:
         N, D, loss = best_loss_for_total(law, total, T, cost)
+    else:
+        raise ValueError("allocate: give target_loss or total")
     if not np.isfinite(N):
         return {}
     train, infer = _flops(N, D, T, cost)

@@ -34,6 +34,9 @@ def sequence_balance_loss(scores: torch.Tensor, top_idx: torch.Tensor, num_exper
 
 
 class AuxFreeBiasRouter(Router):
+    score_bias: torch.Tensor  # buffers (register_buffer), declared for their type
+    step_load: torch.Tensor
+
     def __init__(self, cfg: MoEConfig, d_model: int):
         super().__init__(cfg, d_model)
         # Persistent: part of checkpoints so that a resumed run selects experts exactly as before.
@@ -74,8 +77,9 @@ class AuxFreeBiasRouter(Router):
     def step_counts(self) -> torch.Tensor:
         return self.step_load
 
-    def end_step(self, counts: torch.Tensor) -> None:
-        sign_update(self.score_bias, counts.to(self.step_load.dtype), self.cfg.bias_update_rate)
+    def end_step(self, counts: torch.Tensor | None) -> None:
+        if counts is not None:  # balance.py passes the step's counts summed over ranks (step_counts gives one)
+            sign_update(self.score_bias, counts.to(self.step_load.dtype), self.cfg.bias_update_rate)
         self.step_load.zero_()
 
 

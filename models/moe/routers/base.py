@@ -34,13 +34,16 @@ class Routing:
 
     def limit_capacity(self, capacity: int, num_experts: int) -> Routing:
         """Keep at most `capacity` assignments per expert, dropping the lowest-priority ones."""
-        keep = capacity_mask(self.expert_idx, self.priority, num_experts, capacity)
+        if self.priority is None:
+            raise ValueError("a routing without priorities drops nothing (its router enforces capacity itself)")
+        priority = self.priority
+        keep = capacity_mask(self.expert_idx, priority, num_experts, capacity)
         return replace(
             self,
             token_idx=self.token_idx[keep],
             expert_idx=self.expert_idx[keep],
             weight=self.weight[keep],
-            priority=self.priority[keep],
+            priority=priority[keep],
             dropped=(~keep).sum(),
         )
 

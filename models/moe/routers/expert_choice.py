@@ -32,7 +32,7 @@ class ExpertChoiceRouter(Router):
         probs = logits.softmax(-1)
         t, e = probs.shape
         z = router_z_loss(logits)
-        common = dict(probs=probs, loss=cfg.z_loss_coef * z, stats={"z_loss": z.detach()}, num_tokens=t)
+        loss, stats = cfg.z_loss_coef * z, {"z_loss": z.detach()}
         if self.causal:
             token_idx, expert_idx, weight, _ = topk_assignments(probs, probs, self.top_k, False)
             return Routing(
@@ -41,7 +41,10 @@ class ExpertChoiceRouter(Router):
                 weight=weight,
                 requested=torch.bincount(expert_idx, minlength=e),
                 dropped_of=t,
-                **common,
+                probs=probs,
+                loss=loss,
+                stats=stats,
+                num_tokens=t,
             )
         cap = min(t, capacity(cfg.capacity_factor or 1.0, t, self.top_k, e))
         weight, token_idx = probs.t().topk(cap, dim=1)  # (E, C)
@@ -56,5 +59,8 @@ class ExpertChoiceRouter(Router):
             requested=torch.full((e,), cap, device=logits.device),
             dropped=(~routed).sum(),  # tokens no expert picked: they pass through on the residual
             dropped_of=t,
-            **common,
+            probs=probs,
+            loss=loss,
+            stats=stats,
+            num_tokens=t,
         )

@@ -66,7 +66,8 @@ def group_values(ds: inputs.Dataset, data, key: str) -> tuple[np.ndarray, str]:
 def _config_values(ds: inputs.Dataset, key: str) -> np.ndarray:
     if "path" not in ds.df.columns:
         raise InputError(f"--by {key}: the runs' directories are not known, so their config.yaml cannot be read")
-    out, missing = [], []
+    out: list[str | None] = []
+    missing: list[str] = []
     for run, path in zip(ds.df.get("run", ds.df["path"]), ds.df["path"]):
         try:
             cfg = read_yaml(Path(path) / CONFIG)
@@ -104,7 +105,7 @@ def order(values: np.ndarray, baseline: str | None, default_baseline: str | None
             raise InputError(f"--baseline {baseline}: not a value of the --by key (values: {', '.join(uniq)})")
         base = baseline
     else:
-        base = default_baseline if default_baseline in uniq else uniq[0]
+        base = default_baseline if default_baseline is not None and default_baseline in uniq else uniq[0]
     return [base] + [v for v in uniq if v != base], base
 
 

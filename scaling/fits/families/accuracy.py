@@ -36,6 +36,12 @@ def summary(rec) -> str:
     return text(rec)
 
 
+def predict(rec, data, columns, ci: float, seed: int):
+    from scaling.fits.accuracy_prediction import predict_accuracy_rows  # deferred: numpy (a fast --help)
+
+    return predict_accuracy_rows(rec, data, columns, ci, seed)
+
+
 FAMILY = register(
     LawFamily(
         name="accuracy",
@@ -62,6 +68,7 @@ FAMILY = register(
         ),
         options=AccuracyOptions,
         fit=fit,
+        predict=predict,
         summary=summary,
     )
 )

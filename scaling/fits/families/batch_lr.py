@@ -31,6 +31,12 @@ def fit(args, ds):
     return fit_batch_lr_by(ds, by=args.by, **kw)
 
 
+def predict(rec, data, columns, ci: float, seed: int):
+    from scaling.fits.batch_lr_prediction import predict_batch_lr_rows  # deferred: numpy (a fast --help)
+
+    return predict_batch_lr_rows(rec, data, columns, ci, seed)
+
+
 FAMILY = register(
     LawFamily(
         name="batch-lr",
@@ -73,6 +79,7 @@ FAMILY = register(
         check=F.by_problem,
         load=F.load_table,
         fit=fit,
+        predict=predict,
         summary=F.loss_law_summary,
         plot=F.plot_table,
     )

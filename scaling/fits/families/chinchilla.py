@@ -144,6 +144,19 @@ def fit(args, ds):
     return fit_chinchilla_by(ds, by=args.by, baseline=args.baseline, **{k: getattr(opts, k) for k in BY_OPTIONS})
 
 
+def predict(rec, data, columns, ci: float, seed: int):
+    """Loss at new points of an approach-3 record, plain or data-constrained (approaches 1 and 2 are frontiers)."""
+    from scaling.core.errors import InputError  # deferred: with the prediction
+    from scaling.fits import loss_prediction as P  # deferred: numpy (a fast --help)
+
+    if rec.get("approach") != 3:
+        raise InputError(
+            f"a chinchilla approach-{rec.get('approach')} fit is a compute-optimal frontier "
+            "(N_opt, D_opt), not a loss law: predict needs an approach-3 fit"
+        )
+    return P.predict_loss_rows(rec, data, columns, ci, seed, roles=P.chinchilla_roles, model=P.chinchilla_model)
+
+
 FAMILY = register(
     LawFamily(
         name="chinchilla",
@@ -153,6 +166,7 @@ FAMILY = register(
         check=check,
         load=F.load_table,
         fit=fit,
+        predict=predict,
         summary=F.loss_law_summary,
         plot=F.plot_table,
     )

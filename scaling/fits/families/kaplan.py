@@ -23,6 +23,13 @@ def fit(args, ds):
     return fit_kaplan(ds, **asdict(options_from(KaplanOptions, args)))
 
 
+def predict(rec, data, columns, ci: float, seed: int):
+    """Loss at new points: L(N, D), L(N) or L(D) by the record's form."""
+    from scaling.fits import loss_prediction as P  # deferred: numpy (a fast --help)
+
+    return P.predict_loss_rows(rec, data, columns, ci, seed, roles=P.kaplan_roles, model=P.kaplan_model)
+
+
 FAMILY = register(
     LawFamily(
         name="kaplan",
@@ -36,6 +43,7 @@ FAMILY = register(
         options=KaplanOptions,
         load=F.load_table,
         fit=fit,
+        predict=predict,
         summary=F.loss_law_summary,
         plot=F.plot_table,
     )

@@ -36,6 +36,12 @@ def summary(rec) -> str:
     return text(rec)
 
 
+def predict(rec, data, columns, ci: float, seed: int):
+    from scaling.fits.loss_prediction import predict_task_loss_rows  # deferred: numpy (a fast --help)
+
+    return predict_task_loss_rows(rec, data, columns, ci, seed)
+
+
 FAMILY = register(
     LawFamily(
         name="task-loss",
@@ -58,6 +64,7 @@ FAMILY = register(
         ),
         options=TaskLossOptions,
         fit=fit,
+        predict=predict,
         summary=summary,
     )
 )

@@ -89,7 +89,7 @@ def test_data_prepare_takes_overrides_after_options(tmp_path):
 
 
 def test_predict_curve_takes_overrides_after_options(tmp_path):
-    from scaling.lr_annealing.fit import fit_lr_annealing
+    from scaling.fits.lr_annealing.fit import fit_lr_annealing
     from tests.unit.scaling.test_lr_annealing import PEAK, T, table
 
     fit = tmp_path / "fit.json"

@@ -145,7 +145,7 @@ def test_a_mixture_prepares_its_components_in_tasks(tmp_path):
         assert len(json.loads((tmp_path / name / "meta.json").read_text())["tasks"]) == 2
         one = scalelab("data", "prepare", c, "tasks=1", "--out", tmp_path / f"{name}1", cwd=tmp_path)
         assert one.returncode == 0 and splits(tmp_path / name) == splits(tmp_path / f"{name}1")
-    from pretrain.config.loader import load_data_config
+    from pretrain.data.load import load_data_config
     from pretrain.data.mixture import open_mixture
 
     m = open_mixture(load_data_config(mix), prepare_missing=False, log=lambda s: None)

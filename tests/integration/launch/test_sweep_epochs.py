@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from launch.sweep.epochs import unique_tokens
-from pretrain.config.loader import load_data_config
+from pretrain.data.load import load_data_config
 from tests.helpers import REPO, requires_corpus, scalelab
 
 ISO_GPU = REPO / "configs" / "sweeps" / "isoflop-125m-1.3b.yaml"

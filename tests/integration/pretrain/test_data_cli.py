@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pretrain.config.loader import PROJECT_ROOT
+from base.config_files import PROJECT_ROOT
 from tests.helpers import scalelab
 
 

@@ -13,7 +13,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-from pretrain.config.loader import PROJECT_ROOT, load_data_config
+from base.config_files import PROJECT_ROOT
+from pretrain.data.load import load_data_config
 from pretrain.data.prepare import PreparedData, load_prepared, prepare
 from pretrain.data.sources import data_root, iter_documents, resolve_sources
 from pretrain.data.split import SplitPlan, doc_hash

@@ -1,8 +1,9 @@
 """A law is one object registered once: a toy law family written in this one file, by the recipe of
 docs/ARCHITECTURE.md ("A law", step 3 with its typed options: a FitOptions dataclass, `options_from`,
-`check`, `fit`, `summary`, `plot`), becomes `scalelab fit toy`, listed by `scalelab fit --help`, its
-flags generated from its own, and its record saved and printed like every other law's. The built-in
-families' flags name their typed options."""
+`check`, `fit`, `summary`, `plot`, `predict`), becomes `scalelab fit toy`, listed by `scalelab fit --help`, its
+flags generated from its own, its record saved and printed like every other law's, and `scalelab predict`
+(and `scaling.predict`) of its record, with no other module touched. The built-in families' flags name their
+typed options, and every law `scalelab predict` takes is one whose family predicts."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def fit_toy(args, data) -> FitRecord:
         warnings=[],
         data_sha256=data_sha256(df, ["x", "y"]),
         settings=dataclasses.asdict(opts),
+        data_range={"x": [float(df["x"].min()), float(df["x"].max())]},
     )
 
 
@@ -74,6 +76,19 @@ def plot_toy(rec, data, path: str) -> None:
     ax.loglog(df["x"], df["y"], "o", df["x"], rec.params["a"] * df["x"] ** rec.params["b"], "-")
     fig.savefig(path)
     plt.close(fig)
+
+
+def predict_toy(rec, data, columns, ci: float, seed: int):
+    """y at the table's x, against its measured y where it has one (scaling.fits.prediction's columns)."""
+    from scaling.fits.prediction import add_columns, extrapolation, finish, input_columns
+
+    df = pd.read_csv(data)
+    x = df["x"].to_numpy(float)
+    pred = rec.params["a"] * x ** rec.params["b"]
+    out = input_columns(df, ("x",))
+    add_columns(out, "y", True, pred, pred, pred, df["y"].to_numpy(float) if "y" in df else None)
+    out["extrapolation_factor"] = extrapolation({"x": x}, rec.get("data_range") or {})
+    return finish(out, ["y"], {"source": str(data)}, "the fitted line (the toy has no interval)", [], ci)
 
 
 TOY = LawFamily(
@@ -92,6 +107,7 @@ TOY = LawFamily(
     fit=fit_toy,
     summary=lambda rec: f"toy: y = {rec.params['a']:.4g} x^{rec.params['b']:.4g}",
     plot=plot_toy,
+    predict=predict_toy,
 )
 
 
@@ -129,6 +145,45 @@ def test_a_toy_law_in_one_file_is_a_fit_subcommand(toy, tmp_path):
     assert r.returncode == 2 and "invalid choice: 'cubic'" in r.stderr
 
 
+def test_the_toy_law_predicts_through_its_family(toy, tmp_path):
+    x = np.geomspace(1, 1e4, 20)
+    pd.DataFrame({"x": x, "y": 3.0 * x**0.5}).to_csv(tmp_path / "t.csv", index=False)
+    assert scalelab("fit", "toy", tmp_path / "t.csv", "--out", tmp_path / "toy.json").returncode == 0
+    pd.DataFrame({"x": [100.0, 1e6], "y": [31.0, np.nan]}).to_csv(tmp_path / "new.csv", index=False)
+
+    r = scalelab("predict", tmp_path / "toy.json", tmp_path / "new.csv", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["law"] == "toy" and doc["quantities"] == ["y"]
+    first, far = doc["rows"]
+    assert first["predicted"] == pytest.approx(30.0) and first["rel_error"] == pytest.approx(30.0 / 31.0 - 1)
+    assert first["extrapolation_factor"] == 1.0 and far["extrapolation_factor"] == pytest.approx(100.0)
+    assert far["predicted"] == pytest.approx(3000.0) and far["measured"] is None
+
+    from scaling import predict  # the public API goes through the same family
+
+    pred = predict(FitRecord.load(tmp_path / "toy.json"), tmp_path / "new.csv")
+    assert pred.df["predicted"].tolist() == pytest.approx([30.0, 3000.0])
+
+
+def test_a_law_whose_family_does_not_predict_is_refused_by_name(tmp_path):
+    rec = make_record(
+        law="critical-batch",
+        approach=None,
+        params={},
+        intervals={},
+        objective=None,
+        n_points=0,
+        warnings=[],
+        data_sha256="0" * 64,
+    )
+    rec.save(tmp_path / "cb.json")
+    (tmp_path / "t.csv").write_text("N,D,loss\n1,1,1\n")
+    r = scalelab("predict", tmp_path / "cb.json", tmp_path / "t.csv")
+    assert r.returncode == 2 and "predict does not handle 'critical-batch' fits (it handles " in r.stderr
+    assert "chinchilla, kaplan, batch-lr, lr-annealing, accuracy, moe, task-loss fits)" in r.stderr
+
+
 def test_the_toy_law_is_gone_when_unregistered():
     assert "toy" not in scalelab("fit", "--help").stdout
 
@@ -147,7 +202,7 @@ def test_a_family_whose_flags_its_options_or_plot_do_not_take_is_refused():
 
 
 def test_every_built_in_family_s_flags_are_its_typed_options():
-    from scaling.cli.fit import BUILTIN, families
+    from scaling.fits.families import BUILTIN, families
 
     assert [f.name for f in families()] == list(BUILTIN)
     for family in families():

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from launch.cli import main as scalelab
-from scaling.lr_annealing.fit import fit_lr_annealing
+from scaling.fits.lr_annealing.fit import fit_lr_annealing
 from tests.helpers import REPO
 
 # shared with the unit tests

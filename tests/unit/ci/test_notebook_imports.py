@@ -20,4 +20,4 @@ def test_a_notebook_imports_only_installed_modules(name):
 def test_a_module_of_the_checkout_that_is_not_installed_is_caught():
     assert not importable_when_installed("benchmarks.moe_study_stats")  # notebooks 4 and 5 imported it
     assert not importable_when_installed("scaling.no_such_module")
-    assert importable_when_installed("scaling.moe.router_stats") and importable_when_installed("pandas")
+    assert importable_when_installed("scaling.data.router_stats") and importable_when_installed("pandas")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from base.config_files import parse_key_value, parse_override
 from base.roles import RESUMABLE, covered, keys_with
-from pretrain.config.loader import parse_key_value, parse_override
 from pretrain.config.roles import (
     bookkeeping_keys,
     branch_keys,
@@ -19,7 +19,7 @@ from pretrain.config.roles import (
 from pretrain.config.schema import TrainConfig
 from pretrain.errors import ConfigError
 
-# The lists pretrain/cli.py and pretrain/checkpoint/init_from.py kept by hand at ddc73a7.
+# The lists pretrain/cli.py and pretrain/config/init_from.py kept by hand at ddc73a7.
 RESUMABLE_AT_DDC73A7 = {
     "wandb", "train.log_every_steps", "train.eval_every_steps", "train.checkpoint_every_steps",
     "train.keep_checkpoints", "train.threads", "train.deterministic", "train.device_peak_flops", "extras", "name",

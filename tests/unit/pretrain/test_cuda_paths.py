@@ -100,8 +100,8 @@ def test_torch_compile_through_deepspeed_trains_like_eager(base, tmp_path):
 
 
 def test_prefetch_pins_host_batches_and_copies_them_to_the_gpu():
-    from pretrain.data.sampler import WindowSampler, micro_batch_start
     from pretrain.engine.prefetch import Prefetcher
+    from pretrain.feed.sampler import WindowSampler, micro_batch_start
 
     sampler = WindowSampler(np.arange(50_000, dtype=np.uint16) % 997, 16, seed=2)
     pinned = []

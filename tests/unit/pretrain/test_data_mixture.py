@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from pretrain.data.config import DataConfig
-from pretrain.data.feed import TrainFeed
 from pretrain.data.mixture import open_mixture
 from pretrain.data.prepare import prepare
-from pretrain.data.sampler import MixtureSampler, WindowSampler, mixture_quotas
 from pretrain.data.tokens import TokenStream
 from pretrain.errors import DataError
 from pretrain.evaluation import EvalPart, HeldOutEval
+from pretrain.feed.sampler import MixtureSampler, WindowSampler, mixture_quotas
+from pretrain.feed.train_feed import TrainFeed
 
 QUIET = {"log": lambda m: None}
 

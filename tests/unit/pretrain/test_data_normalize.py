@@ -89,7 +89,7 @@ def test_real_latin1_and_crlf_files_decode_cleanly(name, marker):
     ids=lambda p: p.name,
 )
 def test_shipped_data_configs_validate(path):
-    from pretrain.config.loader import load_data_config
+    from pretrain.data.load import load_data_config
 
     cfg = load_data_config(path)
     assert cfg.sources and cfg.name

@@ -10,8 +10,8 @@ import threading
 import numpy as np
 import torch
 
-from pretrain.data.sampler import WindowSampler, micro_batch_start
 from pretrain.engine.prefetch import Prefetcher
+from pretrain.feed.sampler import WindowSampler, micro_batch_start
 
 GAS, STEPS, MB = 3, 5, 4
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pretrain.config.schema import ScheduleConfig
-from pretrain.data.sampler import WindowSampler, micro_batch_start
+from pretrain.feed.sampler import WindowSampler, micro_batch_start
 from rundir.schedules import lr_at
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from rundir.schedules import lr_at
 from scaling.core.errors import InputError
+from scaling.fits.lr_annealing.fit import fit_lr_annealing
 from scaling.laws.lr_annealing import AnnealingLaw, areas, predict_curve, warmup_length
-from scaling.lr_annealing.fit import fit_lr_annealing
 
 T, PEAK = 2000, 3e-3
 

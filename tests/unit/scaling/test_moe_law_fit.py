@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from scaling.core.errors import InputError
+from scaling.fits.moe.fit import fit_moe
 from scaling.fits.record import FitRecord
 from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024, KRAJEWSKI_PARAMS
-from scaling.moe.fit import fit_moe
 from scaling.synthetic.moe import clark_table, krajewski_table
 
 

@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from models.config import ModelConfig
+from scaling.fits.moe.fit import fit_moe
 from scaling.laws.moe import CLARK_2022_SBASE, KRAJEWSKI_2024
-from scaling.moe.fit import fit_moe
-from scaling.moe.plan import make_moe_plan
+from scaling.planning.moe_plan import make_moe_plan
 from scaling.synthetic.moe import clark_table, krajewski_table
 from tests.helpers import REPO
 

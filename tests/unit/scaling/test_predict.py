@@ -11,8 +11,8 @@ import pytest
 
 from scaling import fit_batch_lr, fit_chinchilla, fit_kaplan
 from scaling.core.errors import InputError
+from scaling.fits.moe.fit import fit_moe
 from scaling.laws.loss import KAPLAN_2020_ND, MUENNIGHOFF_2023
-from scaling.moe.fit import fit_moe
 from scaling.planning.predict import predict
 from scaling.synthetic.moe import krajewski_table
 from scaling.synthetic.runs import batch_lr_sweep, chinchilla_table, data_constrained_table

@@ -1,5 +1,5 @@
 """`scalelab fit moe`: the MoE laws, Krajewski et al. 2024's L(N, D, G) and Clark et al. 2022's L(N, E)
-(scaling.moe.fit). A law family like those in scaling/fits/families/, kept beside its fit because moe
+(scaling.fits.moe.fit). A law family like those in scaling/fits/families/, kept beside its fit because moe
 sits above fits in scaling's layers."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from scaling.fits.family import Flag, LawFamily, options_from, register
 
 @dataclass(frozen=True)
 class MoeOptions:
-    """fit_moe's choices (scaling.moe.fit: what each means); law: krajewski or clark."""
+    """fit_moe's choices (scaling.fits.moe.fit: what each means); law: krajewski or clark."""
 
     law: str = "krajewski"
     holdout: str | None = None
@@ -28,7 +28,7 @@ class MoeOptions:
 def fit(args, data):
     from scaling.data.columns import parse_columns  # deferred: with the fit
     from scaling.data.moe_inputs import ROLES  # deferred: numpy (a fast --help)
-    from scaling.moe.fit import fit_moe  # deferred: numpy (a fast --help)
+    from scaling.fits.moe.fit import fit_moe  # deferred: numpy (a fast --help)
 
     return fit_moe(data, columns=parse_columns(args.col, ROLES), **asdict(options_from(MoeOptions, args)))
 
@@ -51,6 +51,14 @@ def summary(rec) -> str:
         cut = derived.get("cutoff_N")
         lines.insert(3, "experts stop helping beyond N = " + (f"{cut:.3g}" if cut else "(no cutoff: c <= 0)"))
     return "\n".join(lines)
+
+
+def predict(rec, data, columns, ci: float, seed: int):
+    """Loss at new points: Krajewski's L(N, D, G) or Clark's L(N, E), DATA read as fit_moe reads it."""
+    from scaling.fits import loss_prediction as P  # deferred: numpy (a fast --help)
+    from scaling.fits.moe import prediction as M  # deferred: numpy (a fast --help)
+
+    return P.predict_loss_rows(rec, data, columns, ci, seed, roles=M.roles, model=M.model, read=M.read, check=M.check)
 
 
 FAMILY = register(
@@ -109,6 +117,7 @@ FAMILY = register(
         ),
         options=MoeOptions,
         fit=fit,
+        predict=predict,
         summary=summary,
     )
 )

@@ -1,5 +1,5 @@
 """`scalelab fit lr-annealing`: the learning-rate annealing law over whole loss curves (Tissue et al.
-2024; scaling.lr_annealing.fit). A law family like those in scaling/fits/families/, kept beside its fit
+2024; scaling.fits.lr_annealing.fit). A law family like those in scaling/fits/families/, kept beside its fit
 because lr_annealing sits above fits in scaling's layers."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from scaling.fits.family import Flag, LawFamily, options_from, register
 
 @dataclass(frozen=True)
 class LrAnnealingOptions:
-    """fit_lr_annealing's choices (scaling.lr_annealing.fit: what each means); lam: a number or 'auto'."""
+    """fit_lr_annealing's choices (scaling.fits.lr_annealing.fit: what each means); lam: a number or 'auto'."""
 
     metric: str = "loss"
     lam: float | str = 0.999
@@ -37,11 +37,20 @@ def _lambda(text: str):
 
 def fit(args, data):
     from scaling.data.columns import parse_columns  # deferred: with the fit
-    from scaling.lr_annealing.curves import TABLE_ROLES  # deferred: numpy (a fast --help)
-    from scaling.lr_annealing.fit import fit_lr_annealing  # deferred: numpy (a fast --help)
+    from scaling.fits.lr_annealing.curves import TABLE_ROLES  # deferred: numpy (a fast --help)
+    from scaling.fits.lr_annealing.fit import fit_lr_annealing  # deferred: numpy (a fast --help)
 
     columns = parse_columns(args.col, TABLE_ROLES)
     return fit_lr_annealing(data, **asdict(options_from(LrAnnealingOptions, args)), columns=columns)
+
+
+def predict(rec, data, columns, ci: float, seed: int):
+    """The law predicts loss curves of a schedule, which `predict-curve` draws; not losses at points."""
+    from scaling.core.errors import InputError  # deferred: with the prediction
+
+    raise InputError(
+        "an lr-annealing fit predicts loss curves of a schedule: use `scalelab predict-curve FIT.json CONFIG`"
+    )
 
 
 FAMILY = register(
@@ -106,5 +115,6 @@ FAMILY = register(
         ),
         options=LrAnnealingOptions,
         fit=fit,
+        predict=predict,
     )
 )

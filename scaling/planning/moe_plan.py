@@ -2,15 +2,15 @@
 
 C is in the record's convention (6 N D, N = active non-embedding parameters). Krajewski: the
 compute-optimal (N, D) at each granularity the data's range holds (powers of two and the fitted
-values; scaling.moe.optimum), the best of them, E = the runs' expansion rate x G experts with
+values; scaling.fits.moe.optimum), the best of them, E = the runs' expansion rate x G experts with
 top_k = the runs' top-k per unit of G x G (the active FFN the runs had), and next to it the dense
 optimum (G = 1, E = 1, same law), the loss gain and the dense-compute multiplier. Clark: the
 runs' tokens are kept (the law has no data term), N = C / (6 D), the best expert count in range.
 Warnings: every fit warning, a better G or E beyond the fitted range (not taken), extrapolation.
-The run: a model designed at the optimum (scaling.moe.run.designed: a dense shape of the named rule
+The run: a model designed at the optimum (scaling.planning.moe_run.designed: a dense shape of the named rule
 made MoE with the plan's E, top_k and expert d_ff = d_ff / G, its active non-embedding count
 N_opt); with --presets-only the configs/models/ preset whose MoE version predicts the lowest loss
-at C (Krajewski; nearest N_opt for Clark). Written by `scaling.moe.run.emit_moe_config` like
+at C (Krajewski; nearest N_opt for Clark). Written by `scaling.planning.moe_run.emit_moe_config` like
 `scaling.planning.emit.emit_config`.
 """
 
@@ -21,10 +21,10 @@ import numpy as np
 from scaling.core.bootstrap import interval
 from scaling.core.diagnostics import EXTRAPOLATION_WARN_FACTOR
 from scaling.core.errors import InputError
+from scaling.fits.moe import optimum as opt
+from scaling.fits.moe.prediction import bootstrap_law
 from scaling.fits.record import FitRecord, _clean
-from scaling.moe import optimum as opt
-from scaling.moe.prediction import bootstrap_law
-from scaling.moe.run import choose_run
+from scaling.planning.moe_run import choose_run
 from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import describe_run_model
 

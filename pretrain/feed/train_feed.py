@@ -9,8 +9,8 @@ unique train tokens, and per component over its own.
 
 from __future__ import annotations
 
-from pretrain.data.sampler import MixtureSampler, WindowSampler
 from pretrain.evaluation import EvalPart
+from pretrain.feed.sampler import MixtureSampler, WindowSampler
 
 
 def _stream(data, split: str):

@@ -24,7 +24,7 @@ from models.accounting import model_counts
 from models.config import ModelConfig
 from models.design import DEFAULT_RULE, design
 from scaling.core.errors import InputError
-from scaling.moe.prediction import predict_run_loss
+from scaling.fits.moe.prediction import predict_run_loss
 from scaling.planning.emit import to_train_config
 from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import configs_dir, default_vocab_size, recipe_vocab, run_label
@@ -55,6 +55,66 @@ def designed(raw_moe: dict, N_opt: float, G: float, vocab: int, seq_len: int | N
     return d, cfg, c, moe
 
 
+def _designed(settings, E, top_k, plan, G, vocab, seq_len, shape_rule, tie, loss_at) -> dict:
+    """The run designed at N_opt (models.design's shape rule) with E experts of granularity G."""
+    moe = {**settings, "num_experts": int(E), "top_k": top_k}
+    try:
+        d, cfg, c, moe = designed(moe, plan["N_opt"], G, vocab, seq_len, shape_rule, tie)
+    except ValueError as exc:
+        raise InputError(f"cannot design an MoE model at N_opt {plan['N_opt']:.3g}: {exc}") from exc
+    n = float(c.active_non_embedding)
+    tokens = plan["compute"] / (6.0 * n)
+    model = {k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")}
+    model.update(n_kv_heads=cfg.kv_heads, d_ff=d.model.ffn_dim, moe=moe)
+    return {
+        "preset": None,
+        "shape_rule": d.rule,
+        "model": model,
+        "N": n,
+        "tokens": tokens,
+        "loss": loss_at(n, tokens),
+        "counts": c,
+        "moe": moe,
+        "seq_len": cfg.seq_len,
+        "d_ff": d.model.ffn_dim,
+    }
+
+
+def _presets(settings, E, top_k, plan, G, vocab, seq_len, loss_at) -> list[dict]:
+    """Each configs/models/ preset made MoE with E experts of granularity G (a preset whose d_ff does not
+    divide by G, or that cannot take the shape, is left out)."""
+    found = []
+    for p in sorted((configs_dir() / "models").glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+            if seq_len:
+                raw["seq_len"] = seq_len
+            dense_d_ff = ModelConfig(**raw).ffn_dim
+            if abs(dense_d_ff / G - round(dense_d_ff / G)) > 1e-9 or dense_d_ff / G < 1:
+                continue
+            moe = {**settings, "num_experts": int(E), "top_k": top_k, "d_ff": int(round(dense_d_ff / G))}
+            cfg = ModelConfig(**{**raw, "moe": moe})
+            c = model_counts(cfg, vocab)
+        except Exception:  # a preset that cannot take this shape is skipped, not fatal for planning
+            continue
+        n = float(c.active_non_embedding)
+        tokens = plan["compute"] / (6.0 * n)
+        found.append(
+            {
+                "preset": p.stem,
+                "model": {"preset": p.stem},
+                "N": n,
+                "tokens": tokens,
+                "loss": loss_at(n, tokens),
+                "counts": c,
+                "moe": moe,
+                "seq_len": cfg.seq_len,
+                "d_ff": dense_d_ff,
+            }
+        )
+    return found
+
+
 def choose_run(
     rec,
     plan: PlanRecord,
@@ -77,66 +137,15 @@ def choose_run(
     seq_len = (recipe.get("settings") or {}).get("model.seq_len")
     settings = dict(((rec.get("moe_recipe") or {}).get("moe")) or {})
     law, name = rec.law(), rec["settings"]["law"]
-    found, skipped = [], []
-    if not presets_only:
-        moe = {**settings, "num_experts": int(E), "top_k": top_k}
+
+    def loss_at(n: float, tokens: float) -> float:
+        return float(law.predict(n, E) if name == "clark" else law.predict(n, tokens, G))
+
+    if presets_only:
+        found = _presets(settings, E, top_k, plan, G, vocab, seq_len, loss_at)
+    else:
         tie = bool((recipe.get("settings") or {}).get("model.tie_embeddings"))
-        try:
-            d, cfg, c, moe = designed(moe, plan["N_opt"], G, vocab, seq_len, shape_rule, tie)
-        except ValueError as exc:
-            raise InputError(f"cannot design an MoE model at N_opt {plan['N_opt']:.3g}: {exc}") from exc
-        n = float(c.active_non_embedding)
-        tokens = plan["compute"] / (6.0 * n)
-        loss = float(law.predict(n, E) if name == "clark" else law.predict(n, tokens, G))
-        model = {
-            k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")
-        }
-        model.update(n_kv_heads=cfg.kv_heads, d_ff=d.model.ffn_dim, moe=moe)
-        found.append(
-            {
-                "preset": None,
-                "shape_rule": d.rule,
-                "model": model,
-                "N": n,
-                "tokens": tokens,
-                "loss": loss,
-                "counts": c,
-                "moe": moe,
-                "seq_len": cfg.seq_len,
-                "d_ff": d.model.ffn_dim,
-            }
-        )
-    for p in sorted((configs_dir() / "models").glob("*.yaml")) if presets_only else ():
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-            if seq_len:
-                raw["seq_len"] = seq_len
-            dense_d_ff = ModelConfig(**raw).ffn_dim
-            if abs(dense_d_ff / G - round(dense_d_ff / G)) > 1e-9 or dense_d_ff / G < 1:
-                skipped.append(p.stem)
-                continue
-            moe = {**settings, "num_experts": int(E), "top_k": top_k, "d_ff": int(round(dense_d_ff / G))}
-            cfg = ModelConfig(**{**raw, "moe": moe})
-            c = model_counts(cfg, vocab)
-        except Exception:  # a preset that cannot take this shape is skipped, not fatal for planning
-            skipped.append(p.stem)
-            continue
-        n = float(c.active_non_embedding)
-        tokens = plan["compute"] / (6.0 * n)
-        loss = float(law.predict(n, E) if name == "clark" else law.predict(n, tokens, G))
-        found.append(
-            {
-                "preset": p.stem,
-                "model": {"preset": p.stem},
-                "N": n,
-                "tokens": tokens,
-                "loss": loss,
-                "counts": c,
-                "moe": moe,
-                "seq_len": cfg.seq_len,
-                "d_ff": dense_d_ff,
-            }
-        )
+        found = [_designed(settings, E, top_k, plan, G, vocab, seq_len, shape_rule, tie, loss_at)]
     if not found:
         warnings.append(f"no configs/models/ preset can take G = {G:g} (its d_ff must divide by G): no run planned")
         return None

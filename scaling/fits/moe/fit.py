@@ -1,11 +1,11 @@
 """`scalelab fit moe`: Krajewski's L(N, D, G) or Clark's L(N, E) through the shared fit pipeline.
 
-validate -> (hold out the largest runs) -> summed-Huber fit (scaling.moe.objectives) -> bootstrap
+validate -> (hold out the largest runs) -> summed-Huber fit (scaling.fits.moe.objectives) -> bootstrap
 -> holdout error -> record. The record: law `moe`, settings.law `krajewski` | `clark`, params
 (krajewski: c, g, gamma, a, alpha, b, beta; clark: a, b, c, d; null = not identified), intervals,
 conventions {n_kind: active_non_embedding, compute: 6ND_active_nonembed}, `design` (the data's
 expert counts, granularities, expansion rate and top-k per G, which `plan` builds on), derived
-optima (scaling.moe.optimum), warnings on identification, bounds and design, and with run
+optima (scaling.fits.moe.optimum), warnings on identification, bounds and design, and with run
 directories the training recipe and the runs' common `model.moe` settings.
 """
 
@@ -26,12 +26,12 @@ from scaling.data.moe_inputs import N_KIND, check_shapes, load_moe
 from scaling.data.recipe import read_recipe, recipe_warning
 from scaling.fits import pipeline
 from scaling.fits.chinchilla import huber_fit as ch
+from scaling.fits.moe import objectives as mo
+from scaling.fits.moe.clark import fit_clark_body
+from scaling.fits.moe.design import bound_warnings, design_section, design_warnings, interval_warnings, moe_recipe
+from scaling.fits.moe.optimum import candidates, compute_multiplier, krajewski_at, krajewski_best
 from scaling.fits.record import FitRecord, _clean, data_sha256
 from scaling.laws.moe import LAWS, law_from_params, law_from_samples
-from scaling.moe import objectives as mo
-from scaling.moe.clark import fit_clark_body
-from scaling.moe.design import bound_warnings, design_section, design_warnings, interval_warnings, moe_recipe
-from scaling.moe.optimum import candidates, compute_multiplier, krajewski_at, krajewski_best
 
 COMPUTE = "6ND_active_nonembed"  # C = 6 N D, N = active non-embedding parameters
 MIN_POINTS = {"krajewski": 8, "clark": 5}
@@ -148,6 +148,8 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
     N, D, G, L = (df[c].to_numpy(float) for c in ("N", "D", "G", "loss"))
     warnings.extend(_in_krajewski_names(w) for w in identification_warnings(N, D))
     granular = distinct(G) >= 2
+    names: tuple[str, ...]
+    obj: mo.KrajewskiObjective | ch.Objective
     if granular:
         res = mo.fit_krajewski(N, D, G, L, top_k=top_k, delta=delta)
         params, names, bounds = mo.krajewski_params(res.x), mo.THETA, mo.BOUNDS

@@ -8,9 +8,9 @@ import hashlib
 import numpy as np
 
 from scaling.fits import pipeline
+from scaling.fits.lr_annealing.curves import Curve
 from scaling.fits.record import FitRecord
 from scaling.laws.lr_annealing import PARAMS, AnnealingLaw, warmup_length
-from scaling.lr_annealing.curves import Curve
 
 
 def warmup_text(rule: str) -> str:

@@ -61,8 +61,7 @@ def design_section(df) -> dict:
 
 def design_warnings(df, law: str) -> list[str]:
     out: list[str] = []
-    has_e = "E" in df.columns
-    E = df["E"].to_numpy(float) if has_e else None
+    E = df["E"].to_numpy(float) if "E" in df.columns else None
     if law == "krajewski":
         G = df["G"].to_numpy(float)
         nG = distinct(G)
@@ -80,7 +79,7 @@ def design_warnings(df, law: str) -> list[str]:
             )
         elif nG == 3:
             out.append(f"weakly identified: only 3 granularities (G = {_fmt(G)}) for g, gamma and a")
-        if not has_e:
+        if E is None:
             out.append(
                 "no E column: the runs' expert counts are unknown (a plan "
                 "cannot size experts; dense runs cannot be told apart)"
@@ -112,7 +111,7 @@ def design_warnings(df, law: str) -> list[str]:
                 )
         else:
             out.append("no D column: the record has no compute convention and `plan` cannot size the tokens")
-        if "G" in df.columns and np.any(np.abs(df["G"].to_numpy(float)[E > 1] - 1) > 1e-9):
+        if "G" in df.columns and E is not None and np.any(np.abs(df["G"].to_numpy(float)[E > 1] - 1) > 1e-9):
             out.append(
                 "Clark's law was stated for experts the size of the dense FFN (G "
                 "= 1): runs with G != 1 are fitted by their expert count E alone"

@@ -1,7 +1,7 @@
 """`fit moe --law clark`: Clark et al.'s log10 L(N, E) fitted, bootstrapped and read out.
 
 The body of the record (params, intervals, objective, diagnostics, derived, settings, bootstrap)
-for `scaling.moe.fit.fit_moe`. Parameters the design cannot identify are held at 0 and null.
+for `scaling.fits.moe.fit.fit_moe`. Parameters the design cannot identify are held at 0 and null.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from scaling.core.diagnostics import huber_diagnostics
 from scaling.core.errors import FitError, InputError
 from scaling.core.selection import distinct
 from scaling.fits import pipeline
+from scaling.fits.moe import objectives as mo
+from scaling.fits.moe.design import interval_warnings
+from scaling.fits.moe.optimum import candidates, clark_at, clark_best
 from scaling.laws.moe import law_from_params
-from scaling.moe import objectives as mo
-from scaling.moe.design import interval_warnings
-from scaling.moe.optimum import candidates, clark_at, clark_best
 
 
 def fit_clark_body(df, warnings, *, bootstrap, seed, delta, ci) -> dict:

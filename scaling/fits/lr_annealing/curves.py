@@ -203,10 +203,14 @@ def _run_curve(path: Path, name: str, metric: str, warnings: list[str]) -> Curve
         v = recs[s].get(metric)
         if metric == "loss":
             if isinstance(v, (int, float)) and np.isfinite(v) and v > 0 and s <= total:
-                lo.append(prev), hi.append(s - 1), loss.append(float(v))
+                lo.append(prev)
+                hi.append(s - 1)
+                loss.append(float(v))
             prev = s
         elif isinstance(v, (int, float)) and np.isfinite(v) and v > 0 and s <= total:
-            lo.append(s), hi.append(s), loss.append(float(v))
+            lo.append(s)
+            hi.append(s)
+            loss.append(float(v))
     if not loss:
         raise _Skip(f"metrics.jsonl has no '{metric}' records")
     info = {

@@ -2,10 +2,10 @@
 
     L(s) = L0 + A * S1^(-alpha) - C * S2     (areas and conventions: scaling/laws/lr_annealing.py)
 
-Fitted to every point of every curve at once (inputs: scaling/lr_annealing/curves.py) by the summed
-Huber(1e-3) log residuals and multi-start L-BFGS-B (scaling/lr_annealing/objective.py), through the
+Fitted to every point of every curve at once (inputs: scaling/fits/lr_annealing/curves.py) by the summed
+Huber(1e-3) log residuals and multi-start L-BFGS-B (scaling/fits/lr_annealing/objective.py), through the
 shared pipeline: options -> load -> fit -> bootstrap (whole curves resampled) -> holdout -> record.
-The record (scaling/lr_annealing/record.py) predicts any schedule's curve
+The record (scaling/fits/lr_annealing/record.py) predicts any schedule's curve
 (`scaling.laws.lr_annealing.predict_curve`, `scalelab predict-curve`).
 """
 
@@ -22,11 +22,9 @@ from scaling.core.diagnostics import at_bound, huber_diagnostics
 from scaling.core.errors import FitError, InputError
 from scaling.core.huber import DELTA
 from scaling.fits import pipeline
-from scaling.fits.record import FitRecord
-from scaling.laws.lr_annealing import LAMBDA, PARAMS, WARMUP_RULES, AnnealingLaw
-from scaling.lr_annealing import objective as lf
-from scaling.lr_annealing.curves import Curve, load_curves
-from scaling.lr_annealing.record import (
+from scaling.fits.lr_annealing import objective as lf
+from scaling.fits.lr_annealing.curves import Curve, load_curves
+from scaling.fits.lr_annealing.record import (
     LrAnnealingRecord,
     curve_rows,
     data_hash,
@@ -34,6 +32,8 @@ from scaling.lr_annealing.record import (
     holdout_report,
     warmup_text,
 )
+from scaling.fits.record import FitRecord
+from scaling.laws.lr_annealing import LAMBDA, PARAMS, WARMUP_RULES, AnnealingLaw
 
 HOLDOUT_RULES = ("last-run", "tail")
 # --lambda auto: the decay factors tried (memories 1/(1 - lambda) of 1 to 2,000 steps, and none)
@@ -136,8 +136,10 @@ def fit_lr_annealing(
     t0 = time.perf_counter()
     profile = None
     if lam == "auto":
-        lam, profile = _choose_lambda(fit_curves, warmup, delta, top_k, warnings)
-    prob = lf.Problem(fit_curves, lam, warmup, delta)
+        decay, profile = _choose_lambda(fit_curves, warmup, delta, top_k, warnings)
+    else:
+        decay = float(lam)  # AnnealingOptions.check: a number or 'auto'
+    prob = lf.Problem(fit_curves, decay, warmup, delta)
     no_anneal = prob.s2_max <= 0
     res = lf.fit(prob, top_k=top_k, fix_C_zero=no_anneal)
     params = lf.as_params(res.x)
@@ -147,12 +149,12 @@ def fit_lr_annealing(
     diagnostics["fit_seconds"] = time.perf_counter() - t0
     if profile:
         diagnostics["lambda_profile"] = profile
-    law = AnnealingLaw(**params, lam=lam, warmup=warmup)
+    law = AnnealingLaw(**params, lam=decay, warmup=warmup)
     intervals, boot = {}, None
     if bootstrap:
         intervals, boot = _bootstrap(prob, res.x, opts, warnings, no_anneal)
     settings = {
-        "lambda": lam,
+        "lambda": decay,
         "lambda_rule": _lambda_rule(profile),
         "delta": delta,
         "warmup": warmup,
@@ -169,7 +171,7 @@ def fit_lr_annealing(
         "optimizer": "L-BFGS-B, all parameters >= 0, from the best top_k of a "
         "data-scaled grid and the authors' grid, then one polish",
     }
-    conventions = {**CONVENTIONS, "lambda": lam, "warmup": warmup_text(warmup)}
+    conventions = {**CONVENTIONS, "lambda": decay, "warmup": warmup_text(warmup)}
     rec = pipeline.record(
         law="lr-annealing",
         approach=None,
@@ -188,7 +190,7 @@ def fit_lr_annealing(
         data_range=data_range(prob, fit_curves),
         curves=curve_rows(fit_curves, law, prob, resid),
         bootstrap=boot,
-        holdout=holdout_report(held, law, holdout, holdout_fraction) if held else None,
+        holdout=holdout_report(held, law, holdout, holdout_fraction) if held and holdout else None,
         cls=LrAnnealingRecord,
     )
     return rec
@@ -225,6 +227,14 @@ def _split(curves: list[Curve], rule: str | None, frac: float) -> tuple[list[Cur
 
 
 # ---------------------------------------------------------------- the decay factor
+# What a parameter stopped on a bound means, by (parameter, bound).
+BOUND_WHY: dict[tuple[str, float], str] = {
+    ("alpha", 0): "alpha = 0 makes A S1^-alpha a constant that L0 absorbs: A and L0 are not identified",
+    ("C", 0): "the annealing term is zero: the curves show no benefit of lr decay",
+    ("L0", 0): "L0 = 0 is an implausible irreducible loss: the curves are too short to pin the asymptote",
+}
+
+
 def _choose_lambda(
     curves: list[Curve], warmup: str, delta: float, top_k: int, warnings: list[str]
 ) -> tuple[float, list[dict]]:
@@ -278,11 +288,7 @@ def _param_warnings(prob, res, params: dict, no_anneal: bool) -> list[str]:
         if k == "C" and no_anneal:
             continue
         if at_bound(v, lo, hi):
-            why = {
-                ("alpha", 0): "alpha = 0 makes A S1^-alpha a constant that L0 absorbs: A and L0 are not identified",
-                ("C", 0): "the annealing term is zero: the curves show no benefit of lr decay",
-                ("L0", 0): "L0 = 0 is an implausible irreducible loss: the curves are too short to pin the asymptote",
-            }.get((k, lo if v - lo < hi - v else hi))
+            why = BOUND_WHY.get((k, lo if v - lo < hi - v else hi))
             out.append(
                 f"parameter {k} stopped on its bound ({v:.6g}; bounds [{lo:.6g}, {hi:.6g}])"
                 + (f": {why}" if why else "")
