@@ -283,9 +283,27 @@ def epoch(args) -> dict:
     out = {"start_only": score(menu.iloc[:0])}
     t0 = time.perf_counter()
     cands = [{"N": float(n), "D": float(d), "row": i} for i, (n, d) in enumerate(zip(menu.N, menu.D))]
-    p = propose([rec0], target, budget=args.budget, max_runs=args.max_runs, candidates=cands)
+    p = propose(
+        [rec0],
+        target,
+        budget=args.budget,
+        max_runs=args.max_runs,
+        candidates=cands,
+        runs=start,
+        forecast_draws=args.draws,
+    )
     out["design"] = score(menu.iloc[[r["row"] for r in p.rows]])
     out["design"]["seconds"] = time.perf_counter() - t0
+    f = p.after["forecast"]
+    out["forecast"] = {
+        "fisher": f["width_ratio_fisher"],
+        "refit": f.get("width_ratio_refit"),
+        "realised": {  # the design's refit against the start's, both with --score-bootstrap resamples
+            "N_opt": float(np.log(out["design"]["N_span"]) / np.log(out["start_only"]["N_span"])),
+            "loss": out["design"]["loss_width"] / out["start_only"]["loss_width"],
+        },
+        "seconds": f.get("seconds"),
+    }
     groups = group_by_tolerance(menu.flops.to_numpy(), 0.15)
     order = sorted(set(groups), key=lambda g: menu.flops[groups == g].median())
     chosen, spent = [], 0.0
@@ -313,6 +331,12 @@ def epoch(args) -> dict:
     }
     out["all_menu"] = score(menu)
     print(f"target of the design: {target:.3g} FLOPs (the test runs' median compute)")
+    fc = out["forecast"]
+    for k in ("N_opt", "loss"):
+        print(
+            f"  {k} width after the design's picks: realised x{fc['realised'][k]:.3f}, forecast x{fc['fisher'][k]:.3f} "
+            f"(Fisher), x{(fc['refit'] or {}).get(k, float('nan')):.3f} (refit)"
+        )
     for k in ("start_only", "design", "isoflop", "random", "all_menu"):
         v = out[k]
         print(
@@ -404,6 +428,7 @@ def main(argv=None) -> int:
     e.add_argument("--random", type=int, default=5)
     e.add_argument("--bootstrap", type=int, default=100)
     e.add_argument("--score-bootstrap", type=int, default=50, help="bootstrap of each refit, for the widths")
+    e.add_argument("--draws", type=int, default=8, help="--forecast-draws of the design's refit forecast")
     c = sub.add_parser("calibration")
     c.add_argument("--seeds", type=int, default=6)
     c.add_argument("--budget", type=float, default=1.8e19, help="FLOPs of the proposed runs (default: one ladder step)")

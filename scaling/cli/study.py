@@ -99,11 +99,11 @@ def register(subparsers) -> None:
     n.add_argument(
         "--forecast-draws",
         type=int,
-        default=8,
+        default=4,
         metavar="K",
-        help="simulated futures of the forecast after the proposed runs (default 8: each refits the law on the runs "
-        "and the proposed ones' simulated losses, and bootstraps it with 30 resamples; ~3 CPU-seconds per future "
-        "on 30 runs); 0: print the Fisher forecast only",
+        help="simulated futures of the forecast after the proposed runs (default 4: each refits the law on the runs "
+        "and the proposed ones' simulated losses with the fit's procedure, and bootstraps it with min(20, the fit's "
+        "B) resamples; 1 + 20 fits per future, seconds to minutes); 0: print the Fisher forecast only",
     )
     n.add_argument(
         "--unique-tokens",

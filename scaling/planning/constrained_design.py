@@ -10,6 +10,8 @@ closed-form Chinchilla targets' (its parabolic refinement is smooth only on that
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from scaling.core.conventions import TokenCost
@@ -54,7 +56,7 @@ def _law(th: np.ndarray, keys, col: bool):
     """The laws of the rows of th as one DataConstrainedLaw with (S, 1) (col) or (S,) parameters."""
     from scaling.laws.loss import DataConstrainedLaw  # deferred: scipy
 
-    p = {k: (np.exp(th[:, i]) if k in LOGGED else th[:, i]) for i, k in enumerate(keys)}
+    p: dict[str, Any] = {k: (np.exp(th[:, i]) if k in LOGGED else th[:, i]) for i, k in enumerate(keys)}
     return DataConstrainedLaw(**{k: v[:, None] if col else v for k, v in p.items()})
 
 
@@ -78,7 +80,9 @@ def targets(th: np.ndarray, keys, C6: float, unique: float, n_range) -> np.ndarr
     """(log N_opt, log L_opt) at compute C6 = 6 N D with `unique` unique tokens: (S, 2)."""
     law = _law(th, keys, True)
     with np.errstate(all="ignore"):
-        n, d = allocate(lambda N, D: law.predict(N, D, U=np.minimum(D, unique)), C6, TokenCost("6ND_total", "total"), n_range)
+        n, d = allocate(
+            lambda N, D: law.predict(N, D, U=np.minimum(D, unique)), C6, TokenCost("6ND_total", "total"), n_range
+        )
         loss = _law(th, keys, False).predict(n, d, U=np.minimum(d, unique))
         return np.column_stack([np.log(n), np.log(loss)])
 
@@ -88,7 +92,7 @@ def target_grad(th: np.ndarray, keys, C6: float, unique: float, n_range) -> np.n
     for k in range(th.shape[1]):
         e = np.zeros(th.shape[1])
         e[k] = STEP
-        out[:, :, k] = (
-            targets(th + e, keys, C6, unique, n_range) - targets(th - e, keys, C6, unique, n_range)
-        ) / (2 * STEP)
+        out[:, :, k] = (targets(th + e, keys, C6, unique, n_range) - targets(th - e, keys, C6, unique, n_range)) / (
+            2 * STEP
+        )
     return np.where(np.isfinite(out), out, 0.0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +129,13 @@ def preposterior(
 
 
 # ---------------------------------------------------------------- approach 3 (summed Huber on log loss)
-FORECAST_OPTIONS = {"ftol": 1e-12, "gtol": 1e-8, "maxiter": 1000, "maxfun": 4000}  # widths, not optima to machine precision
+FORECAST_OPTIONS = {
+    "ftol": 1e-12,
+    "gtol": 1e-8,
+    "maxiter": 300,
+    "maxfun": 1000,
+    "maxls": 20,
+}  # widths, not optima to machine precision
 
 
 def chinchilla_model(C6: float, delta: float, n_range, top_k: int = 8, boot_top_k: int = 2) -> Model:
@@ -179,9 +186,14 @@ def optimum_targets(th: np.ndarray, C6: float, n_range) -> np.ndarray:
     from scaling.laws.allocation import allocate
     from scaling.laws.loss import ChinchillaLaw
 
-    la, lb, le, al, be = (th[:, i : i + 1] for i in range(5))
-    law = ChinchillaLaw(E=np.exp(le), A=np.exp(la), B=np.exp(lb), alpha=al, beta=be)
+    col: dict[str, Any] = {k: v[:, None] for k, v in _params(th).items()}
+    law = ChinchillaLaw(**col)
     with np.errstate(all="ignore"):
         n, d = allocate(law.predict, C6, TokenCost("6ND_total", "total"), n_range)
-        flat = ChinchillaLaw(E=np.exp(le[:, 0]), A=np.exp(la[:, 0]), B=np.exp(lb[:, 0]), alpha=al[:, 0], beta=be[:, 0])
+        flat = ChinchillaLaw(**_params(th))
         return np.column_stack([np.log(n), np.log(flat.predict(n, d))])
+
+
+def _params(th: np.ndarray) -> dict[str, Any]:
+    """θ rows (log A, log B, log E, α, β) -> the law's parameters as (S,) arrays."""
+    return {"A": np.exp(th[:, 0]), "B": np.exp(th[:, 1]), "E": np.exp(th[:, 2]), "alpha": th[:, 3], "beta": th[:, 4]}

@@ -38,8 +38,8 @@ from scaling.planning.information import greedy
 from scaling.planning.plan import EPOCHS_WARN, designed_candidate, make_plan
 
 DRAWS = 64
-FORECAST_DRAWS = 8  # simulated futures of the refit forecast (--forecast-draws; 0: the Fisher forecast only)
-FORECAST_RESAMPLES = 30  # bootstrap resamples of each future's refit
+FORECAST_DRAWS = 4  # simulated futures of the refit forecast (--forecast-draws; 0: the Fisher forecast only)
+FORECAST_RESAMPLES = 20  # bootstrap resamples of each future's refit (at most the record's own)
 FAMILY_SIZES = 16
 BELOW_FITTED = 4.0  # the family grid starts this factor below the smallest fitted size (small runs are cheap)
 TOKENS_PER_PARAM = (2.0, 500.0)
@@ -382,7 +382,7 @@ def propose(
     N = np.array([c["N"] for c in cands])
     D = np.array([c["D"] for c in cands])
     flops = cost(N) * D
-    if dc:  # the law's own parameters and its optimum with `unique` tokens (runs draw U = min(D, unique))
+    if dc and unique:  # the law's own parameters and its optimum with `unique` tokens (runs draw U = min(D, unique))
         keys = cd.keys_of(ch)
         n_range = search_range(np.asarray((ch.get("data_range") or {}).get("N") or [plan["N_opt"]], float))
         F = cd.log_loss_grad(th, keys, N, D, unique)

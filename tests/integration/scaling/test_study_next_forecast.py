@@ -34,7 +34,7 @@ def test_study_next_prints_both_intervals_and_the_refit_forecast(study):
     assert "forecast: refit (1 simulated futures" in r.stdout and "the Fisher update that chose the runs" in r.stdout
     p = json.loads(scalelab("study", "next", rec, *ARGS, "--forecast-draws", "1", "--json").stdout)
     f = p["after"]["forecast"]
-    assert p["forecast_method"] == f["method"] == "refit" and f["futures"] == 1 and f["resamples"] == 30
+    assert p["forecast_method"] == f["method"] == "refit" and f["futures"] == 1 and f["resamples"] == 20
     assert p["after"]["width_ratio"] == f["width_ratio_refit"] != f["width_ratio_fisher"]
     assert 0 < f["width_ratio_refit"]["N_opt"] <= 1.5 and 0 < f["width_ratio_refit"]["loss"] <= 1.5
     lo, hi = p["today"]["N_opt_interval"]
