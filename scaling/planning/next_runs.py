@@ -288,13 +288,7 @@ def refit_forecast(rec, pts, N_new, D_new, C6: float, draws: int, resamples: int
     st = rec.get("settings") or {}
     # the plan's search range, over today's runs and the proposed ones
     n_range = search_range(np.concatenate([pts["N"].to_numpy(float), np.asarray(N_new, float)]))
-    model = chinchilla_model(
-        C6,
-        float(st.get("delta") or DELTA),
-        n_range,
-        min(int(st.get("top_k") or 8), 8),
-        int(st.get("bootstrap_top_k") or 2),
-    )
+    model = chinchilla_model(C6, float(st.get("delta") or DELTA), n_range)
     return preposterior(
         model,
         X_old,
