@@ -14,7 +14,8 @@ the Fisher update cannot: it is exact only for a linear model with Gaussian nois
 
 `preposterior` is the generic loop (any model with a refit and a resample refit); `chinchilla_model`
 adapts it to approach 3's Huber fit (scaling.fits.chinchilla.huber_fit) in θ = (log A, log B, log E,
-α, β), the targets being those of `scaling.planning.next_runs`.
+α, β), with N_opt and the loss at the optimum measured as the plan measures them (`optimum_targets`).
+Calibration against a known truth: benchmarks/next_runs.py calibration (docs/scaling-laws.md).
 """
 
 from __future__ import annotations
