@@ -20,6 +20,14 @@ absolute relative error of the predicted loss at the test runs.
 
     .venv/bin/python benchmarks/next_runs.py synthetic [--seeds 4] [--rounds 5] [--bootstrap 50] [--plot F] [--json F]
     .venv/bin/python benchmarks/next_runs.py epoch [--budget 3e21] [--random 5] [--bootstrap 100]
+    .venv/bin/python benchmarks/next_runs.py calibration [--seeds 6] [--budget 1.8e19] [--bootstrap 50] [--draws 8]
+
+calibration: is the forecast printed after the proposed runs right? Per seed, the same starting sweep
+and truth as `synthetic`; `study next` proposes up to 9 runs within --budget for the target 1e20 and
+forecasts the widths of N_opt's and the loss's intervals there by the Fisher update and by the refit
+(scaling.planning.forecast); then the runs are drawn from the truth, the law refitted with the same
+bootstrap, and the realised widths measured. Printed: realised / forecast width ratio per seed and
+their geometric mean and spread over seeds, for each forecast (1.0: calibrated; > 1: overconfident).
 """
 
 from __future__ import annotations
@@ -149,7 +157,15 @@ def synthetic(args) -> dict:
                     N = n_opt * np.geomspace(1 / 8, 8, SIZES)
                     new = draw(truth, N, b / (6 * N), args.noise, rng, U)
                 else:
-                    p = propose([rec], C, budget=SIZES * b, max_runs=SIZES, candidates=grid_candidates(SIZES * b))
+                    p = propose(
+                        [rec],
+                        C,
+                        budget=SIZES * b,
+                        max_runs=SIZES,
+                        candidates=grid_candidates(SIZES * b),
+                        unique_tokens=U,
+                        forecast_draws=0,  # the design's choice only: the calibration run checks its forecast
+                    )
                     new = draw(truth, [r["N"] for r in p.rows], [r["D"] for r in p.rows], args.noise, rng, U)
                 spent += float(new.flops.sum())
                 df = pd.concat([df, new], ignore_index=True)
@@ -267,9 +283,27 @@ def epoch(args) -> dict:
     out = {"start_only": score(menu.iloc[:0])}
     t0 = time.perf_counter()
     cands = [{"N": float(n), "D": float(d), "row": i} for i, (n, d) in enumerate(zip(menu.N, menu.D))]
-    p = propose([rec0], target, budget=args.budget, max_runs=args.max_runs, candidates=cands)
+    p = propose(
+        [rec0],
+        target,
+        budget=args.budget,
+        max_runs=args.max_runs,
+        candidates=cands,
+        runs=start,
+        forecast_draws=args.draws,
+    )
     out["design"] = score(menu.iloc[[r["row"] for r in p.rows]])
     out["design"]["seconds"] = time.perf_counter() - t0
+    f = p.after["forecast"]
+    out["forecast"] = {
+        "fisher": f["width_ratio_fisher"],
+        "refit": f.get("width_ratio_refit"),
+        "realised": {  # the design's refit against the start's, both with --score-bootstrap resamples
+            "N_opt": float(np.log(out["design"]["N_span"]) / np.log(out["start_only"]["N_span"])),
+            "loss": out["design"]["loss_width"] / out["start_only"]["loss_width"],
+        },
+        "seconds": f.get("seconds"),
+    }
     groups = group_by_tolerance(menu.flops.to_numpy(), 0.15)
     order = sorted(set(groups), key=lambda g: menu.flops[groups == g].median())
     chosen, spent = [], 0.0
@@ -297,6 +331,12 @@ def epoch(args) -> dict:
     }
     out["all_menu"] = score(menu)
     print(f"target of the design: {target:.3g} FLOPs (the test runs' median compute)")
+    fc = out["forecast"]
+    for k in ("N_opt", "loss"):
+        print(
+            f"  {k} width after the design's picks: realised x{fc['realised'][k]:.3f}, forecast x{fc['fisher'][k]:.3f} "
+            f"(Fisher), x{(fc['refit'] or {}).get(k, float('nan')):.3f} (refit)"
+        )
     for k in ("start_only", "design", "isoflop", "random", "all_menu"):
         v = out[k]
         print(
@@ -305,6 +345,62 @@ def epoch(args) -> dict:
             f"loss interval width {v['loss_width']:.4f}"
         )
     return out
+
+
+def calibration(args) -> dict:
+    truth, C = TRUE_CHINCHILLA, 100 * START_BUDGETS[-1]
+    rows = []
+    for seed in range(args.seeds):
+        start = chinchilla_table(truth, budgets=START_BUDGETS, n_per_budget=SIZES, noise=args.noise, seed=seed)
+        rec = fit_chinchilla(start, bootstrap=args.bootstrap, top_k=8, seed=seed)
+        w0 = widths(rec, C, truth)
+        p = propose(
+            [rec],
+            C,
+            budget=args.budget,
+            max_runs=SIZES,
+            candidates=grid_candidates(args.budget),
+            runs=start,
+            forecast_draws=args.draws,
+        )
+        f = p.after["forecast"]
+        new = draw(
+            truth, [r["N"] for r in p.rows], [r["D"] for r in p.rows], args.noise, np.random.default_rng(500 + seed)
+        )
+        rec1 = fit_chinchilla(pd.concat([start, new], ignore_index=True), bootstrap=args.bootstrap, top_k=8, seed=seed)
+        w1 = widths(rec1, C, truth)
+        row = {"seed": seed, "runs": len(p.rows), "flops": p.spent, "forecast_seconds": f.get("seconds")}
+        for k, wk in (("N_opt", "N_width"), ("loss", "loss_width")):
+            real = w1[wk] / w0[wk]
+            row[k] = {
+                "today": w0[wk],
+                "realised_ratio": real,
+                "fisher_ratio": f["width_ratio_fisher"][k],
+                "refit_ratio": f["width_ratio_refit"][k],
+            }
+        rows.append(row)
+        print(
+            f"seed {seed}: {row['runs']} runs, {row['flops']:.3g} FLOPs, forecast {row['forecast_seconds']:.0f} s; "
+            + "  ".join(
+                f"{k} width x{row[k]['realised_ratio']:.3f} realised, x{row[k]['fisher_ratio']:.3f} Fisher, "
+                f"x{row[k]['refit_ratio']:.3f} refit"
+                for k in ("N_opt", "loss")
+            ),
+            flush=True,
+        )
+    summary = {}
+    print(f"\nrealised / forecast width ratio over {args.seeds} seeds (geometric mean [min, max]; 1 = calibrated):")
+    for k in ("N_opt", "loss"):
+        for m in ("fisher", "refit"):
+            q = np.array([r[k]["realised_ratio"] / r[k][f"{m}_ratio"] for r in rows])
+            summary[f"{k}_{m}"] = {
+                "gmean": float(np.exp(np.mean(np.log(q)))),
+                "min": float(q.min()),
+                "max": float(q.max()),
+            }
+            s = summary[f"{k}_{m}"]
+            print(f"  {k:6s} {m:6s} {s['gmean']:.3g} [{s['min']:.3g}, {s['max']:.3g}]")
+    return {"rows": rows, "summary": summary}
 
 
 def main(argv=None) -> int:
@@ -332,11 +428,18 @@ def main(argv=None) -> int:
     e.add_argument("--random", type=int, default=5)
     e.add_argument("--bootstrap", type=int, default=100)
     e.add_argument("--score-bootstrap", type=int, default=50, help="bootstrap of each refit, for the widths")
-    for p in (s, e):
+    e.add_argument("--draws", type=int, default=8, help="--forecast-draws of the design's refit forecast")
+    c = sub.add_parser("calibration")
+    c.add_argument("--seeds", type=int, default=6)
+    c.add_argument("--budget", type=float, default=1.8e19, help="FLOPs of the proposed runs (default: one ladder step)")
+    c.add_argument("--bootstrap", type=int, default=50)
+    c.add_argument("--draws", type=int, default=8, help="--forecast-draws of the refit forecast")
+    c.add_argument("--noise", type=float, default=0.01)
+    for p in (s, e, c):
         p.add_argument("--json")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    out = synthetic(args) if args.what == "synthetic" else epoch(args)
+    out = {"synthetic": synthetic, "epoch": epoch, "calibration": calibration}[args.what](args)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

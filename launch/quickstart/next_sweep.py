@@ -13,6 +13,7 @@ from pathlib import Path
 TARGET_MULTIPLIER = 10.0
 FAR_MULTIPLIER = 1000.0
 MAX_RUNS = 8
+FORECAST_DRAWS = 2  # futures of the refit forecast (study next's default is 4): each costs 1 + B refits of the law
 
 
 def _records(fits: Path) -> list:
@@ -33,7 +34,11 @@ def propose_next(out: Path, fits: Path, study: dict | None):
     recs = _records(fits)
     try:
         prop = propose(
-            recs, budget(recs[0], TARGET_MULTIPLIER), budget=float(study["flops_computed"]), max_runs=MAX_RUNS
+            recs,
+            budget(recs[0], TARGET_MULTIPLIER),
+            budget=float(study["flops_computed"]),
+            max_runs=MAX_RUNS,
+            forecast_draws=FORECAST_DRAWS,
         )
         spec, _ = sweep_files(prop, recs, out / "plan" / "next.yaml", name="next")
     except InputError as exc:

@@ -28,7 +28,9 @@ def register(subparsers) -> None:
         description="Propose the next runs (model size and tokens on the study's model family, or rows of a menu) "
         "that most reduce the width of the N_opt and predicted-loss intervals at the target budget per FLOP "
         "spent: a greedy design on the Fisher information of one run, starting from the fit's bootstrap "
-        "covariance (docs/scaling-laws.md, 'What to run next').",
+        "covariance. The interval printed after the runs is a refit forecast (their losses simulated from the fit's "
+        "bootstrap laws, the law refitted and bootstrapped) when the fitted runs are at hand, else the Fisher "
+        "forecast (docs/scaling-laws.md, 'What to run next').",
     )
     n.add_argument(
         "fit_files",
@@ -88,6 +90,28 @@ def register(subparsers) -> None:
         default="total",
         help="given runs: which parameter count N is (as fit chinchilla --n-kind)",
     )
+    n.add_argument(
+        "--runs",
+        metavar="PATH",
+        help="the runs the fit record was fitted on (a table or run tree), for the refit forecast; default the "
+        "record's source",
+    )
+    n.add_argument(
+        "--forecast-draws",
+        type=int,
+        default=4,
+        metavar="K",
+        help="simulated futures of the forecast after the proposed runs (default 4: each refits the law on the runs "
+        "and the proposed ones' simulated losses with the fit's procedure, and bootstraps it with min(20, the fit's "
+        "B) resamples; 1 + 20 fits per future, seconds to minutes); 0: print the Fisher forecast only",
+    )
+    n.add_argument(
+        "--unique-tokens",
+        type=positive_float,
+        metavar="U",
+        help="a data-constrained law (fit --law data-constrained): design for its optimum with U unique tokens "
+        "(default: the fitted runs' data set, when they share one); as scalelab plan --unique-tokens",
+    )
     n.add_argument("--ci", type=float, default=0.95)
     n.add_argument("--json", action="store_true", help="print the proposal as JSON")
     n.set_defaults(func=cmd_next)
@@ -119,8 +143,19 @@ def cmd_next(args) -> int:
             from scaling.core.conventions import conventions_of
 
             cands, table = next_runs.table_candidates(args.candidates, conventions_of(ch))
+        if args.forecast_draws < 0:
+            raise InputError(f"--forecast-draws must be >= 0 (got {args.forecast_draws})")
+        given = [f for f in args.fit_files if not (f.endswith(".json") and Path(f).is_file())]
         prop = next_runs.propose(
-            fits, target, budget=args.budget_flops, max_runs=args.max_runs, candidates=cands, ci=args.ci
+            fits,
+            target,
+            budget=args.budget_flops,
+            max_runs=args.max_runs,
+            candidates=cands,
+            ci=args.ci,
+            runs=args.runs or (given[0] if given else None),
+            forecast_draws=args.forecast_draws,
+            unique_tokens=args.unique_tokens,
         )
         if args.sweep:
             next_runs.sweep_files(prop, fits, args.sweep)

@@ -9,9 +9,16 @@ resamples already say which directions the runs pin down (a parameter that ran t
 non-identified exponent). A new run at (N, D) adds the Fisher information of one observation of
 log L with the fit's residual scatter σ. Gradients are taken at up to DRAWS bootstrap laws and the
 criterion averaged over them (a law whose point estimate is not identified would otherwise design for
-one arbitrary optimum). Predicted intervals after the runs keep today's bootstrap interval's centre
-(the point estimate, in log) and shrink its log half-widths by the design's width ratio: a
-linearised forecast, not a refit.
+one arbitrary optimum). The Fisher criterion is the fast screen that picks the runs (one closed-form
+update per candidate); it is linearised and overconfident where the law is not identified.
+
+The forecast printed for the chosen runs is a refit (scaling.planning.forecast.preposterior): their
+losses simulated from the fit's bootstrap laws plus its residuals, the law refitted and bootstrapped as
+the fit is, FORECAST_DRAWS futures of FORECAST_RESAMPLES resamples. It needs the runs the record was
+fitted on (the record's source, or `runs`); without them, or for a fit it cannot repeat (MLE, training
+curves, a holdout, the data-constrained law), the Fisher forecast is printed and the notes say why.
+Predicted intervals after the runs keep today's bootstrap interval's centre (the point estimate, in
+log) and scale its log half-widths by the forecast's width ratio.
 """
 
 from __future__ import annotations
@@ -25,10 +32,14 @@ import numpy as np
 
 from scaling.core.conventions import TokenCost, conventions_of
 from scaling.core.errors import InputError
+from scaling.laws.allocation import search_range
+from scaling.planning import constrained_design as cd
 from scaling.planning.information import greedy
 from scaling.planning.plan import EPOCHS_WARN, designed_candidate, make_plan
 
 DRAWS = 64
+FORECAST_DRAWS = 4  # simulated futures of the refit forecast (--forecast-draws; 0: the Fisher forecast only)
+FORECAST_RESAMPLES = 20  # bootstrap resamples of each future's refit (at most the record's own)
 FAMILY_SIZES = 16
 BELOW_FITTED = 4.0  # the family grid starts this factor below the smallest fitted size (small runs are cheap)
 TOKENS_PER_PARAM = (2.0, 500.0)
@@ -65,6 +76,7 @@ class Proposal:
             "criterion_steps": self.steps,
             "criterion": "mean over bootstrap laws of Var(log N_opt)/today + Var(log L_opt)/today at the target "
             "(Fisher update of the bootstrap covariance; greedy per FLOP)",
+            "forecast_method": (self.after.get("forecast") or {}).get("method"),
             "notes": self.notes,
         }
 
@@ -223,6 +235,75 @@ def write_rows(path: str, table, rows: list[int], out: str | Path) -> Path:
     return out
 
 
+# ---------------------------------------------------------------- the refit forecast
+def _refit_blocker(rec) -> str | None:
+    """Why the refit forecast cannot repeat this record's fit (None: it can)."""
+    st = rec.get("settings") or {}
+    if st.get("law") == "data-constrained":
+        return "the data-constrained fit is not refitted here"
+    if st.get("objective", "huber") != "huber":
+        return f"the {st.get('objective')} objective is not refitted here"
+    if st.get("curves"):
+        return "a fit on training curves resamples whole runs, which the refit does not repeat"
+    if st.get("holdout"):
+        return "a fit with a holdout"
+    if not (rec.get("diagnostics") or {}).get("residuals_log"):
+        return "the record keeps no residuals"
+    return None
+
+
+def fitted_points(rec, runs=None):
+    """(the fitted runs' N, D, loss as a DataFrame, None), or (None, why not): `runs` or the record's
+    source, read in its conventions with its drops, checked against its data_sha256."""
+    from scaling.core.conventions import drop_embedding_dominated  # deferred: pandas
+    from scaling.core.selection import drop_highest
+    from scaling.data import inputs
+    from scaling.fits.record import data_sha256
+
+    src = runs if runs is not None else rec.get("source")
+    if src is None or (not hasattr(src, "columns") and not Path(str(src)).exists()):
+        return None, f"the fitted runs ({src or 'no source'}) are not here: give them with --runs"
+    st = rec.get("settings") or {}
+    n_kind = (rec.get("conventions") or {}).get("n_kind") or rec.get("n_kind") or "total"
+    try:
+        cols = rec.get("columns") if runs is None else None
+        df = inputs.load(src, cols or None, n_kind).df
+        df, _ = drop_embedding_dominated(df, st.get("max_embedding_fraction"))
+        df = drop_highest(df, int(st.get("drop_highest") or 0))
+    except InputError as exc:
+        return None, f"the fitted runs could not be read: {exc}"
+    if rec.get("data_sha256") and data_sha256(df, ["N", "D", "loss"]) != rec["data_sha256"]:
+        return None, f"the runs at {src} are not the ones the record was fitted on (data_sha256 differs)"
+    return df, None
+
+
+def refit_forecast(rec, pts, N_new, D_new, C6: float, draws: int, resamples: int, ci: float):
+    """scaling.planning.forecast.preposterior for approach 3: the fit's bootstrap laws as the futures'
+    truths, its residuals as their noise, its Huber delta."""
+    from scaling.fits.chinchilla.huber_fit import DELTA
+    from scaling.planning.forecast import chinchilla_model, preposterior
+
+    X_old = np.column_stack([np.log(pts["N"].to_numpy(float)), np.log(pts["D"].to_numpy(float))])
+    y_old = np.log(pts["loss"].to_numpy(float))
+    st = rec.get("settings") or {}
+    # the plan's search range, over today's runs and the proposed ones
+    n_range = search_range(np.concatenate([pts["N"].to_numpy(float), np.asarray(N_new, float)]))
+    model = chinchilla_model(C6, float(st.get("delta") or DELTA), n_range)
+    return preposterior(
+        model,
+        X_old,
+        y_old,
+        np.column_stack([np.log(N_new), np.log(D_new)]),
+        theta_draws(rec),
+        theta_of(rec["params"]),
+        -np.asarray(rec["diagnostics"]["residuals_log"], float),  # the record's residuals are fit - observed
+        futures=draws,
+        resamples=min(resamples, int(st.get("bootstrap") or resamples)),
+        ci=ci,
+        seed=int((rec.get("settings") or {}).get("seed") or 0),
+    )
+
+
 # ---------------------------------------------------------------- the proposal
 def propose(
     fits: list,
@@ -232,14 +313,25 @@ def propose(
     max_runs: int = 8,
     candidates: list[dict] | None = None,
     ci: float = 0.95,
+    runs=None,
+    forecast_draws: int = FORECAST_DRAWS,
+    forecast_resamples: int = FORECAST_RESAMPLES,
+    unique_tokens: float | None = None,
 ) -> Proposal:
     """The next runs for `target` FLOPs from the fit records (one chinchilla approach-3 record;
     others as `scalelab plan` takes them), within `budget` FLOPs and `max_runs` runs;
-    `candidates`: a menu (table_candidates), else the model family's grid."""
+    `candidates`: a menu (table_candidates), else the model family's grid. `runs`: the runs the
+    record was fitted on (a table, run tree or DataFrame; default the record's source), for the refit
+    forecast of `forecast_draws` futures (0: the Fisher forecast only). A data-constrained record
+    designs with its own law for `unique_tokens` (default: the fitted runs' data set)."""
     if not (budget > 0 and np.isfinite(budget)):
         raise InputError(f"--budget-flops must be a positive number of FLOPs (got {budget})")
     if max_runs < 1:
         raise InputError(f"--max-runs must be >= 1 (got {max_runs})")
+    if forecast_draws < 0 or (forecast_draws and forecast_resamples < 10):
+        raise InputError(
+            f"--forecast-draws must be >= 0 (got {forecast_draws}) with >= 10 resamples (got {forecast_resamples})"
+        )
     ch = next((f for f in fits if f["law"] == "chinchilla" and f.get("approach") == 3), None)
     if ch is None:
         raise InputError(
@@ -247,19 +339,30 @@ def propose(
             "(scalelab fit chinchilla --approach 3 --bootstrap 100)"
         )
     notes = []
-    if (ch.get("settings") or {}).get("law") == "data-constrained":
-        notes.append("a data-constrained law: the design uses its Chinchilla core (fresh data)")
-    plan = make_plan(fits, target, ci=ci)
+    dc = (ch.get("settings") or {}).get("law") == "data-constrained"
+    unique = (unique_tokens or (ch.get("data") or {}).get("unique_tokens")) if dc else None
+    if unique_tokens is not None and not dc:
+        raise InputError(
+            "--unique-tokens is used by a data-constrained law only (fit --law data-constrained): "
+            "this chinchilla law assumes unlimited unique data"
+        )
+    if dc and not unique:
+        raise InputError(
+            "study next: a data-constrained law designs for a number of unique tokens and the fitted runs do not "
+            "share one data set: give --unique-tokens"
+        )
+    plan = make_plan(fits, target, ci=ci, unique_tokens=unique_tokens if dc else None)
     conv = conventions_of(ch)
     cost = TokenCost.from_record(ch) if ch.get("conventions") else TokenCost(conv["compute"], conv["n_kind"])
-    th_all = theta_draws(ch)
+    th_all = cd.theta_draws(ch, MIN_BOOTSTRAP) if dc else theta_draws(ch)
     cov0 = np.cov(th_all.T)
     idx = np.unique(np.linspace(0, len(th_all) - 1, min(DRAWS, len(th_all))).round().astype(int))
     th = th_all[idx]
     # the budget as 6 N D of the law's N (the closed-form optimum's convention), at the plan's optimum
     C6 = target * 6.0 * plan["N_opt"] / float(cost(plan["N_opt"]))
     cands = candidates if candidates is not None else family_candidates(ch, plan, budget, cost, conv)
-    unique = (ch.get("data") or {}).get("unique_tokens")
+    if not dc:
+        unique = (ch.get("data") or {}).get("unique_tokens")
     if unique:  # a run repeating the fits' data more than EPOCHS_WARN times measures memorisation
         many = [c for c in cands if c["D"] > EPOCHS_WARN * unique]
         if many:
@@ -273,14 +376,42 @@ def propose(
     N = np.array([c["N"] for c in cands])
     D = np.array([c["D"] for c in cands])
     flops = cost(N) * D
-    F = log_loss_grad(th, N, D)
-    G = target_grad(th, C6)
+    if dc and unique:  # the law's own parameters and its optimum with `unique` tokens (runs draw U = min(D, unique))
+        keys = cd.keys_of(ch)
+        n_range = search_range(np.asarray((ch.get("data_range") or {}).get("N") or [plan["N_opt"]], float))
+        F = cd.log_loss_grad(th, keys, N, D, unique)
+        G = cd.target_grad(th, keys, C6, unique, n_range)
+        notes.append(f"a data-constrained law: designed for its optimum with {unique:.3g} unique tokens")
+    else:
+        F = log_loss_grad(th, N, D)
+        G = target_grad(th, C6)
     d = greedy(cov0, F, G, flops, sigma=residual_sigma(ch), budget=budget, max_runs=max_runs)
     if not d.chosen:
         raise InputError(
             f"study next: no candidate within --budget-flops {budget:.3g} adds information at {target:.3g} FLOPs"
         )
-    ratio = d.width_ratio()
+    fisher = d.width_ratio()
+    ratio, forecast = (
+        fisher,
+        {"method": "fisher", "width_ratio_fisher": {"N_opt": float(fisher[0]), "loss": float(fisher[1])}},
+    )
+    why_not = _refit_blocker(ch) if forecast_draws else "--forecast-draws 0"
+    pts = None
+    if why_not is None:
+        pts, why_not = fitted_points(ch, runs)
+    if why_not is None:
+        fc = refit_forecast(ch, pts, N[d.chosen], D[d.chosen], C6, forecast_draws, forecast_resamples, ci)
+        ratio = fc.width_ratio()
+        forecast |= {
+            "method": "refit",
+            "futures": fc.futures,
+            "resamples": fc.resamples,
+            "seconds": fc.seconds,
+            "failed_fits": fc.failed,
+            "width_ratio_refit": {"N_opt": float(ratio[0]), "loss": float(ratio[1])},
+        }
+    else:
+        notes.append(f"forecast: the Fisher update, not a refit ({why_not})")
     v = plan.get("verdict") or {}
     today = {
         "N_opt": plan["N_opt"],
@@ -293,6 +424,7 @@ def propose(
         "N_opt_interval": _shrink(plan["N_opt"], plan.get("N_opt_interval"), ratio[0]),
         "loss_interval": _shrink(plan.get("loss_at_optimum"), plan.get("loss_at_optimum_interval"), ratio[1]),
         "width_ratio": {"N_opt": float(ratio[0]), "loss": float(ratio[1])},
+        "forecast": forecast,
     }
     iv = after["N_opt_interval"]
     span = v.get("max_span", 4.0)
@@ -359,10 +491,20 @@ def format_proposal(p: Proposal) -> str:
             f"  N_opt's interval would span {a['N_opt_span']:.3g}x: "
             + ("identified" if a["identified"] else "still not identified (raise --budget-flops or --max-runs)")
         )
-    lines.append(
-        "forecast: Fisher update of the fit's bootstrap covariance, averaged over its bootstrap laws; "
-        "refit after the runs to measure it"
-    )
+    f = a.get("forecast") or {}
+    fw = f.get("width_ratio_fisher") or {}
+    if f.get("method") == "refit":
+        lines.append(
+            f"forecast: refit ({f['futures']} simulated futures: the runs' losses drawn from the fit's bootstrap laws "
+            f"plus its residuals, the law refitted and bootstrapped with {f['resamples']} resamples; "
+            f"{f['seconds']:.0f} s); the Fisher update that chose the runs forecast width "
+            f"x{fw.get('N_opt', float('nan')):.2f} (N_opt), x{fw.get('loss', float('nan')):.2f} (loss)"
+        )
+    else:
+        lines.append(
+            "forecast: Fisher update of the fit's bootstrap covariance, averaged over its bootstrap laws "
+            "(linearised: overconfident where the law is not identified); refit after the runs to measure it"
+        )
     lines += [f"note: {n}" for n in p.notes]
     return "\n".join(lines)
 

@@ -1,0 +1,82 @@
+"""`scalelab study next`'s forecast after the proposed runs: a refit (simulated losses, the law refitted
+and bootstrapped) when the fitted runs are at hand, the Fisher update otherwise, and the output says
+which; a data-constrained fit designs with its own law."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scaling.fits.chinchilla.approaches import fit_chinchilla
+from scaling.synthetic.runs import TRUE_DATA_CONSTRAINED, chinchilla_table
+from tests.helpers import scalelab
+
+ARGS = ("--compute", "1e20", "--budget-flops", "1e19", "--max-runs", "4")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    d = tmp_path_factory.mktemp("forecast")
+    table = d / "runs.csv"
+    chinchilla_table(budgets=(1e17, 3e17, 1e18), noise=0.01).to_csv(table, index=False)
+    rec = d / "a3.json"
+    fit_chinchilla(table, bootstrap=12, top_k=8).save(rec)  # the forecast: 12 resamples a future
+    return table, rec
+
+
+def test_study_next_prints_both_intervals_and_the_refit_forecast(study):
+    table, rec = study
+    r = scalelab("study", "next", rec, *ARGS, "--forecast-draws", "1")  # the record's source is the table
+    assert r.returncode == 0, r.stderr
+    assert "today" in r.stdout and "after the proposed runs (forecast)" in r.stdout
+    assert "forecast: refit (1 simulated futures" in r.stdout and "the Fisher update that chose the runs" in r.stdout
+
+
+def test_without_the_fitted_runs_it_prints_the_fisher_forecast_and_says_why(study, tmp_path):
+    table, rec = study
+    moved = tmp_path / "a3.json"
+    moved.write_text(rec.read_text().replace(str(table), str(tmp_path / "gone.csv")))
+    r = scalelab("study", "next", moved, *ARGS)
+    assert r.returncode == 0, r.stderr
+    assert "forecast: Fisher update" in r.stdout and "give them with --runs" in r.stdout
+    r = scalelab("study", "next", moved, *ARGS, "--runs", table, "--forecast-draws", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    f = p["after"]["forecast"]
+    assert p["forecast_method"] == f["method"] == "refit" and f["futures"] == 1 and f["resamples"] == 12
+    assert p["after"]["width_ratio"] == f["width_ratio_refit"] != f["width_ratio_fisher"]
+    assert 0 < f["width_ratio_refit"]["N_opt"] <= 1.5 and 0 < f["width_ratio_refit"]["loss"] <= 1.5
+    lo, hi = p["today"]["N_opt_interval"]
+    alo, ahi = p["after"]["N_opt_interval"]
+    assert lo < p["today"]["N_opt"] < hi and alo < p["today"]["N_opt"] < ahi
+    other = tmp_path / "other.csv"
+    chinchilla_table(budgets=(1e17, 3e17), noise=0.01, seed=5).to_csv(other, index=False)
+    r = scalelab("study", "next", moved, *ARGS, "--runs", other)
+    assert r.returncode == 0 and "not the ones the record was fitted on" in r.stdout
+    r = scalelab("study", "next", rec, *ARGS, "--forecast-draws", "0")
+    assert "forecast: Fisher update" in r.stdout and "--forecast-draws 0" in r.stdout
+    r = scalelab("study", "next", rec, *ARGS, "--forecast-draws", "-1")
+    assert r.returncode == 2 and "--forecast-draws must be >= 0" in r.stderr
+
+
+def test_a_data_constrained_fit_designs_with_its_own_law(tmp_path):
+    """Every run draws from 3e9 unique tokens: the design knows what repeating them costs (it scores runs
+    with R_D*), so it proposes runs beyond one epoch, and it asks for the unique tokens when the runs
+    do not state one data set."""
+    rng = np.random.default_rng(0)
+    df = chinchilla_table(TRUE_DATA_CONSTRAINED, budgets=(1e17, 3e17, 1e18), noise=0.01)
+    df["U"] = np.minimum(df.D, 3e9)
+    df["loss"] = TRUE_DATA_CONSTRAINED.predict(df.N, df.D, U=df.U) * np.exp(0.01 * rng.standard_normal(len(df)))
+    rec = tmp_path / "dc.json"
+    fit_chinchilla(df, law="data-constrained", terms="data", bootstrap=12, top_k=8).save(rec)
+    args = ("study", "next", rec, "--compute", "1e20", "--budget-flops", "1.8e19", "--max-runs", "9")
+    r = scalelab(*args)
+    assert r.returncode == 2 and "--unique-tokens" in r.stderr
+    r = scalelab(*args, "--unique-tokens", "3e9", "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert any("designed for its optimum with 3e+09 unique tokens" in n for n in p["notes"])
+    assert any(x["D"] > 3e9 for x in p["runs"])  # repeated data is informative about R_D*
+    assert p["after"]["forecast"]["method"] == "fisher"
