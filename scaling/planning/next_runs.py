@@ -495,7 +495,8 @@ def format_proposal(p: Proposal) -> str:
     fw = f.get("width_ratio_fisher") or {}
     if f.get("method") == "refit":
         lines.append(
-            f"forecast: refit ({f['futures']} simulated futures: the runs' losses drawn from the fit's bootstrap laws "
+            f"forecast: refit ({f['futures']} simulated future{'s' if f['futures'] != 1 else ''}: "
+            "the runs' losses drawn from the fit's bootstrap laws "
             f"plus its residuals, the law refitted and bootstrapped with {f['resamples']} resamples; "
             f"{f['seconds']:.0f} s); the Fisher update that chose the runs forecast width "
             f"x{fw.get('N_opt', float('nan')):.2f} (N_opt), x{fw.get('loss', float('nan')):.2f} (loss)"

@@ -31,7 +31,7 @@ def test_study_next_prints_both_intervals_and_the_refit_forecast(study):
     r = scalelab("study", "next", rec, *ARGS, "--forecast-draws", "1")  # the record's source is the table
     assert r.returncode == 0, r.stderr
     assert "today" in r.stdout and "after the proposed runs (forecast)" in r.stdout
-    assert "forecast: refit (1 simulated futures" in r.stdout and "the Fisher update that chose the runs" in r.stdout
+    assert "forecast: refit (1 simulated future:" in r.stdout and "the Fisher update that chose the runs" in r.stdout
 
 
 def test_without_the_fitted_runs_it_prints_the_fisher_forecast_and_says_why(study, tmp_path):
