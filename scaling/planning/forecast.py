@@ -41,6 +41,11 @@ class Forecast:
     resamples: int
     seconds: float
     failed: int = 0
+    # per target: the share of today's bootstrap laws, and of the simulated refits' resamples (mean over
+    # futures), where the target is undefined (nan: e.g. no optimum inside the plan's range). The widths
+    # cover only the rest, so a large share means the width forecast speaks for a minority of the laws.
+    undefined_today: np.ndarray | None = None
+    undefined_after: np.ndarray | None = None
 
     def width_ratio(self) -> np.ndarray:
         """Per target: the expected width after the runs over today's (1.0: no narrowing)."""
@@ -106,8 +111,10 @@ def preposterior(
     residuals = residuals[np.isfinite(residuals)]
     # a fit's residuals scatter less than its noise (P parameters absorb some): rescale by sqrt(n / (n - P))
     residuals = residuals * np.sqrt(len(residuals) / max(len(residuals) - len(point), 1))
-    today = today_width(model.targets(draws), resamples, ci, rng)
+    today_targets = model.targets(draws)
+    today = today_width(today_targets, resamples, ci, rng)
     after = np.full((futures, today.size), np.nan)
+    undefined = np.full((futures, today.size), np.nan)
     failed = 0
     for k in range(futures):
         th_k = draws[rng.integers(len(draws))]
@@ -125,8 +132,21 @@ def preposterior(
             except Exception:  # noqa: BLE001 - as the fit's own bootstrap: a failed resample is left out
                 failed += 1
         if len(thetas) >= max(3, resamples // 2):
-            after[k] = percentile_width(model.targets(np.array(thetas)), ci)
-    return Forecast(today, after, futures, resamples, time.perf_counter() - t0, failed)
+            targets = model.targets(np.array(thetas))
+            after[k] = percentile_width(targets, ci)
+            undefined[k] = np.mean(~np.isfinite(targets), axis=0)
+    with np.errstate(all="ignore"):
+        undefined_after = np.nanmean(undefined, axis=0)
+    return Forecast(
+        today,
+        after,
+        futures,
+        resamples,
+        time.perf_counter() - t0,
+        failed,
+        np.mean(~np.isfinite(today_targets), axis=0),
+        undefined_after,
+    )
 
 
 # ---------------------------------------------------------------- approach 3 (summed Huber on log loss)

@@ -40,6 +40,7 @@ from scaling.planning.plan import EPOCHS_WARN, designed_candidate, make_plan
 DRAWS = 64
 FORECAST_DRAWS = 4  # simulated futures of the refit forecast (--forecast-draws; 0: the Fisher forecast only)
 FORECAST_RESAMPLES = 20  # bootstrap resamples of each future's refit (at most the record's own)
+NO_OPTIMUM_NOTE = 0.10  # a share of laws without an optimum in range above which the forecast says so
 FAMILY_SIZES = 16
 BELOW_FITTED = 4.0  # the family grid starts this factor below the smallest fitted size (small runs are cheap)
 TOKENS_PER_PARAM = (2.0, 500.0)
@@ -402,6 +403,7 @@ def propose(
     if why_not is None:
         fc = refit_forecast(ch, pts, N[d.chosen], D[d.chosen], C6, forecast_draws, forecast_resamples, ci)
         ratio = fc.width_ratio()
+        share = {"today": float(fc.undefined_today[0]), "after": float(fc.undefined_after[0])}
         forecast |= {
             "method": "refit",
             "futures": fc.futures,
@@ -409,7 +411,14 @@ def propose(
             "seconds": fc.seconds,
             "failed_fits": fc.failed,
             "width_ratio_refit": {"N_opt": float(ratio[0]), "loss": float(ratio[1])},
+            "no_optimum_share": share,
         }
+        if share["today"] > NO_OPTIMUM_NOTE or share["after"] > NO_OPTIMUM_NOTE:
+            notes.append(
+                f"forecast: {share['today']:.0%} of today's bootstrap laws and {share['after']:.0%} of the "
+                "simulated refits after the runs have no optimum inside the plan's range of N: N_opt's "
+                "interval and its forecast speak only for the rest (the runs do not pin the optimum down)"
+            )
     else:
         notes.append(f"forecast: the Fisher update, not a refit ({why_not})")
     v = plan.get("verdict") or {}

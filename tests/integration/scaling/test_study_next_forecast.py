@@ -48,6 +48,7 @@ def test_without_the_fitted_runs_it_prints_the_fisher_forecast_and_says_why(stud
     assert p["forecast_method"] == f["method"] == "refit" and f["futures"] == 1 and f["resamples"] == 12
     assert p["after"]["width_ratio"] == f["width_ratio_refit"] != f["width_ratio_fisher"]
     assert 0 < f["width_ratio_refit"]["N_opt"] <= 1.5 and 0 < f["width_ratio_refit"]["loss"] <= 1.5
+    assert 0 <= f["no_optimum_share"]["today"] <= 1 and 0 <= f["no_optimum_share"]["after"] <= 1
     lo, hi = p["today"]["N_opt_interval"]
     alo, ahi = p["after"]["N_opt_interval"]
     assert lo < p["today"]["N_opt"] < hi and alo < p["today"]["N_opt"] < ahi

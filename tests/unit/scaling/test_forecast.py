@@ -82,3 +82,34 @@ def test_runs_that_carry_no_information_leave_the_width_as_it_is():
 def test_percentile_width_ignores_failed_fits():
     s = np.array([[0.0], [1.0], [np.nan], [np.inf], [2.0]])
     assert percentile_width(s, 0.5)[0] == pytest.approx(1.0)
+
+
+def test_the_forecast_counts_the_laws_whose_target_is_undefined():
+    """A target defined only where the slope exceeds 0.5 (as N_opt exists only where the law has an
+    optimum in range): the forecast reports the share of today's laws and of the refits without it,
+    and its widths cover the rest."""
+    rng = np.random.default_rng(5)
+    x_old = np.linspace(-1.0, 1.0, 20)[:, None]
+    y_old = 0.5 * x_old[:, 0] + rng.standard_normal(20)
+    point = _ols(x_old, y_old, None)
+    draws = np.array([_ols(x_old[i], y_old[i], None) for i in (rng.integers(0, 20, 20) for _ in range(200))])
+
+    def targets(th):
+        return np.where(th[:, 1] > 0.5, th[:, 0], np.nan)[:, None]
+
+    model = Model(lambda th, X: th[0] + th[1] * X[:, 0], _refit, targets)
+    f = preposterior(
+        model,
+        x_old,
+        y_old,
+        np.ones((10, 1)),
+        draws,
+        point,
+        y_old - point[0] - point[1] * x_old[:, 0],
+        futures=10,
+        resamples=50,
+        seed=4,
+    )
+    assert f.undefined_today[0] == pytest.approx(np.mean(draws[:, 1] <= 0.5))
+    assert 0 < f.undefined_today[0] < 1 and 0 <= f.undefined_after[0] <= 1
+    assert np.isfinite(f.today[0]) and np.isfinite(f.width_ratio()[0])
