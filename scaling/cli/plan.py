@@ -258,6 +258,12 @@ def cmd_plan(args) -> int:
                 "--emit-config with --precision fp8: the trainer has no fp8 (Transformer Engine) path; price the "
                 "fp8 run without --emit-config, or emit the bf16 plan"
             )
+        unbuilt = [f"model.{k}" for k in ("mla", "mtp_depth") if ((plan.get("run") or {}).get("model") or {}).get(k)]
+        if args.emit_config and unbuilt:
+            raise InputError(
+                f"--emit-config with {' and '.join(unbuilt)}: the trainer does not build multi-head latent "
+                "attention or multi-token prediction (the planner prices them); price the run without --emit-config"
+            )
         if args.emit_config and not identified(plan) and not args.force:
             raise InputError(
                 f"--emit-config: the law is not identified at {plan['compute']:.3g} FLOPs ("
