@@ -274,18 +274,32 @@ def stage_params(cfg: ModelConfig, lay: ParallelLayout) -> dict:
     return {"dense": dense, "expert": n_expert * expert, "largest_layer": largest}
 
 
+# bytes per parameter of (weights, gradients, optimizer state); fp8 (Transformer Engine): bf16 weights plus their
+# fp8 copy, gradients and optimizer states unchanged
+STATE_BYTES = {"fp32": (4, 4, 8), "fp16": (2, 2, 16), "fp8": (3, 4, 12), "bf16": (2, 4, 12)}
+
+
+def zero_sharded_bytes(n_params: float, group: int, zero_stage: int, per_param: tuple[int, int, int]) -> dict:
+    """{params, grads, optimizer} bytes of `n_params` on one of `group` data-parallel ranks (Rajbhandari et al.
+    2020, Sec. 5: stage 1 shards the optimizer state, 2 also the gradients, 3 also the weights)."""
+    w, g, o = per_param
+    return {
+        "params": w * n_params / (group if zero_stage >= 3 else 1),
+        "grads": g * n_params / (group if zero_stage >= 2 else 1),
+        "optimizer": o * n_params / (group if zero_stage >= 1 else 1),
+    }
+
+
 def state_bytes(cfg: ModelConfig, lay: ParallelLayout, precision: str = "bf16") -> dict:
     """{params, grads, optimizer, expert_params} bytes per device (module docstring)."""
     p = stage_params(cfg, lay)
-    # fp8 (Transformer Engine): bf16 weights plus their fp8 copy; gradients and optimizer states unchanged
-    w, g, o = {"fp32": (4, 4, 8), "fp16": (2, 2, 16), "fp8": (3, 4, 12)}.get(precision, (2, 4, 12))
-    z = lay.zero_stage
+    per_param = STATE_BYTES.get(precision, STATE_BYTES["bf16"])
+    w, z = per_param[0], lay.zero_stage
     out = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
     dp = lay.dp * lay.cp  # the distributed optimizer shards over data x context parallel ranks
     for n, group in ((p["dense"], dp), (p["expert"], max(1, dp // lay.ep_size))):
-        out["params"] += w * n / (group if z >= 3 else 1)
-        out["grads"] += g * n / (group if z >= 2 else 1)
-        out["optimizer"] += o * n / (group if z >= 1 else 1)
+        for k, v in zero_sharded_bytes(n, group, z, per_param).items():
+            out[k] += v
     if z == 3:
         out["params"] += 2 * w * p["largest_layer"]  # the gathered layer and the prefetched one
     out["expert_params"] = w * p["expert"] / (max(1, dp // lay.ep_size) if z >= 3 else 1)
