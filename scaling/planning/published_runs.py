@@ -313,13 +313,59 @@ def cluster_grid(names=("Llama 3 8B", "Llama 3 70B"), devices=(2048, 8192, 16384
     return "\n".join(lines)
 
 
+def at_throughput(run: PublishedRun, tflops: float) -> dict | None:
+    """The run's device-hours at a stated per-device throughput (model FLOPs per second, the accounting's
+    convention: 6N + non-causal attention) beside its reported hours and the step-time model's, or None
+    without reported hours. Two published figures for one run (e.g. a card's hours and a launch post's
+    TFLOPS per GPU) that differ by more than 1.2 / 0.8 = 1.5x cannot both be within +-20% of one prediction."""
+    if not run.reported_device_hours:
+        return None
+    hours = run.fpt() * run.tokens / (tflops * 1e12) / 3600.0
+    pred = predicted(run)
+    return {
+        "hours": hours,
+        "reported_over_these": run.reported_device_hours / hours,
+        "predicted_over_these": pred["device_hours"] / hours if pred else None,
+        "predicted_over_reported": pred["device_hours"] / run.reported_device_hours if pred else None,
+    }
+
+
+def throughput_table(tflops: float, names=("Llama 3 8B", "Llama 3 70B", "Llama 3.1 405B")) -> str:
+    """docs/model-design.md's check of the Llama 3 cards' hours against the launch post's TFLOPS per GPU."""
+    lines = [
+        f"| run | FLOPs per token | device-hours at {tflops:g} TFLOPS per device | reported | reported / those "
+        "| predicted / those | predicted / reported |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in (r for r in RUNS if r.name in names):
+        t = at_throughput(run, tflops)
+        if t is None:
+            continue
+        pv, pr = t["predicted_over_these"], t["predicted_over_reported"]
+        lines.append(
+            f"| {run.name} | {run.fpt():.4g} | {t['hours']:,.0f} | {run.reported_device_hours:,.0f} | "
+            f"{t['reported_over_these']:.2f} | {'–' if pv is None else f'{pv:.2f}'} | "
+            f"{'–' if pr is None else f'{pr:.2f}'} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="Published training runs priced by scalelab's cost model.")
     ap.add_argument("--mfu", type=float, default=STATED_MFU, help=f"the stated MFU (default {STATED_MFU})")
     ap.add_argument(
         "--cluster-grid", action="store_true", help="Llama 3 8B and 70B over clusters and batches (not published)"
     )
+    ap.add_argument(
+        "--at-tflops",
+        type=float,
+        metavar="T",
+        help="the Llama 3 runs' device-hours at T model TFLOPS per device beside their reported hours",
+    )
     args = ap.parse_args()
+    if args.at_tflops:
+        print(throughput_table(args.at_tflops))
+        return 0
     if args.cluster_grid:
         print(cluster_grid())
         return 0
