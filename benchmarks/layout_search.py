@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from models.accounting import MLA
 from models.config import ModelConfig
+from models.mla_config import MLAConfig
 from models.moe.config import MoEConfig
 from scaling.planning.layout_search import search
 
@@ -43,15 +43,16 @@ CASES = (
         ModelConfig(
             d_model=7168, n_layers=61, n_heads=128, d_ff=18432, vocab_size=129280, seq_len=4096,
             moe=MoEConfig(num_experts=256, top_k=8, d_ff=2048, num_shared_experts=1, first_dense_layers=3),
+            mla=MLAConfig(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                          v_head_dim=128),
+            mtp_depth=1,
         ),
         15360,
     ),
 )  # fmt: skip
-OPTIONS = {  # per case: the device and models/accounting.py's options (default: h100-sxm in bf16)
-    "DeepSeek-V3 (MLA, MTP), 4K, fp8 on H800": {
-        "device": "h800", "precision": "fp8", "mla": MLA(1536, 512, 128, 64, 128), "mtp_depth": 1,
-    },
-}  # fmt: skip
+OPTIONS = {  # per case: the device and precision (default: h100-sxm in bf16)
+    "DeepSeek-V3 (MLA, MTP), 4K, fp8 on H800": {"device": "h800", "precision": "fp8"},
+}
 
 
 def reference() -> float:

@@ -8,11 +8,11 @@ Conventions (stated once, used by the logger, sweeps and fits):
   included) + 12 * n_layers * d_model * seq_len for attention scores and values (PaLM/nanoGPT
   convention: the causal mask is not subtracted). Forward only is one third of that.
 
-Two options price architectures the trainer does not build (`model_counts(cfg, mla=..., mtp_depth=...)`):
-- `mla`: multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 Sec. 2.1): queries through a
-  q_lora_rank bottleneck (or one d x heads x qk projection without it), keys and values from one
-  kv_lora_rank latent plus a shared qk_rope_head_dim key, heads of qk_nope + qk_rope dims for scores and
-  v_head_dim for values, an output projection from heads x v_head_dim; its attention FLOPs are
+Two model-config keys price architectures the trainer does not build (`model.mla`, `model.mtp_depth`):
+- `mla`: multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 Sec. 2.1; models/mla_config.py):
+  queries through a q_lora_rank bottleneck (or one d x heads x qk projection without it), keys and values
+  from one kv_lora_rank latent plus a shared qk_rope_head_dim key, heads of qk_nope + qk_rope dims for
+  scores and v_head_dim for values, an output projection from heads x v_head_dim; its attention FLOPs are
   6 x seq x heads x (qk_nope + qk_rope + v_head_dim) per layer and token (the same convention).
 - `mtp_depth`: multi-token prediction (DeepSeek-V3, arXiv:2412.19437 Sec. 2.2): each of D modules adds a
   block like the last one, a 2d x d projection and two RMSNorms, sharing the embedding and output head,
@@ -21,9 +21,10 @@ Two options price architectures the trainer does not build (`model_counts(cfg, m
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from models.config import ModelConfig
+from models.mla_config import MLAConfig
 
 
 @dataclass(frozen=True)
@@ -39,32 +40,23 @@ class ModelCounts:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class MLA:
-    """Multi-head latent attention's shape (DeepSeek-V3: 1536, 512, 128, 64, 128)."""
-
-    q_lora_rank: int | None
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-    extra: dict = field(default_factory=dict)
-
-    def params(self, d: int, heads: int) -> int:
-        qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-        if self.q_lora_rank:
-            q = d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk  # down, norm, up
-        else:
-            q = d * heads * qk
-        kv = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
-        kv += self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
-        return q + kv + heads * self.v_head_dim * d
-
-    def flops_per_token(self, heads: int, seq_len: int) -> float:
-        return 6.0 * seq_len * heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
+def mla_params(mla: MLAConfig, d: int, heads: int) -> int:
+    """One latent-attention layer: q down, norm and up (or one projection), kv down (with the rope key),
+    norm and up, output."""
+    qk = mla.qk_head_dim
+    if mla.q_lora_rank:
+        q = d * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * heads * qk
+    else:
+        q = d * heads * qk
+    kv = d * (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+    kv += mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim)
+    return q + kv + heads * mla.v_head_dim * d
 
 
 def attention_params(cfg: ModelConfig) -> int:
+    """One layer's attention parameters (latent attention's when `model.mla` is set)."""
+    if cfg.mla is not None:
+        return mla_params(cfg.mla, cfg.d_model, cfg.n_heads)
     d, hd = cfg.d_model, cfg.head_dim
     return d * d + 2 * d * cfg.kv_heads * hd + d * d
 
@@ -73,63 +65,40 @@ def dense_ffn_params(cfg: ModelConfig) -> int:
     return 3 * cfg.d_model * cfg.ffn_dim
 
 
+def attention_layer_flops_per_token(cfg: ModelConfig) -> float:
+    """One layer's attention-core training FLOPs per token (scores and values, the causal mask not subtracted)."""
+    if cfg.mla is not None:
+        return 6.0 * cfg.seq_len * cfg.n_heads * (cfg.mla.qk_head_dim + cfg.mla.v_head_dim)
+    return 12.0 * cfg.d_model * cfg.seq_len
+
+
 def attention_flops_per_token(cfg: ModelConfig) -> float:
-    return 12.0 * cfg.n_layers * cfg.d_model * cfg.seq_len
+    return cfg.n_layers * attention_layer_flops_per_token(cfg)
 
 
-def model_counts(
-    cfg: ModelConfig, vocab_size: int | None = None, *, mla: MLA | None = None, mtp_depth: int = 0
-) -> ModelCounts:
-    """Counts for a model config; `vocab_size` overrides a config whose vocab is unresolved; `mla` and
-    `mtp_depth` price multi-head latent attention and multi-token prediction (module docstring)."""
-    if mla is not None or mtp_depth:
-        return _counts_with_options(cfg, vocab_size, mla, mtp_depth)
+def model_counts(cfg: ModelConfig, vocab_size: int | None = None) -> ModelCounts:
+    """Counts for a model config (`model.mla` and `model.mtp_depth` included: module docstring);
+    `vocab_size` overrides a config whose vocab is unresolved."""
     vocab = vocab_size or cfg.vocab_size
     if vocab is None:
         raise ValueError("model.vocab_size is not resolved: pass vocab_size or prepare the data first")
-    d = cfg.d_model
-    norms = 2 * d * cfg.n_layers + d
-    ffn_total, ffn_active = _ffn_counts(cfg)
-    body_total = cfg.n_layers * attention_params(cfg) + ffn_total + norms
-    body_active = cfg.n_layers * attention_params(cfg) + ffn_active + norms
-    emb = vocab * d
-    head = 0 if cfg.tie_embeddings else vocab * d
-    total = body_total + emb + head
-    active = body_active + emb + head
-    flops = 6.0 * (body_active - norms + vocab * d) + attention_flops_per_token(cfg)
-    return ModelCounts(
-        total=total,
-        non_embedding=body_total,
-        embedding=emb + head,
-        active=active,
-        active_non_embedding=body_active,
-        flops_per_token=flops,
-    )
-
-
-def _counts_with_options(cfg: ModelConfig, vocab_size: int | None, mla: MLA | None, mtp_depth: int) -> ModelCounts:
-    vocab = vocab_size or cfg.vocab_size
-    if vocab is None:
-        raise ValueError("model.vocab_size is not resolved: pass vocab_size or prepare the data first")
-    if mtp_depth < 0:
-        raise ValueError(f"mtp_depth must be >= 0 (got {mtp_depth})")
-    d, L = cfg.d_model, cfg.n_layers
-    attn = mla.params(d, cfg.n_heads) if mla is not None else attention_params(cfg)
-    attn_fpt = mla.flops_per_token(cfg.n_heads, cfg.seq_len) if mla is not None else 12.0 * d * cfg.seq_len
+    d, L, D = cfg.d_model, cfg.n_layers, cfg.mtp_depth
+    attn = attention_params(cfg)
     norms = 2 * d * L + d
     ffn_total, ffn_active = _ffn_counts(cfg)
-    if cfg.moe is not None and cfg.moe.is_moe_layer(L - 1):
-        last_total, last_active = moe_layer_counts(cfg)
-    else:
-        last_total = last_active = dense_ffn_params(cfg)
-    mtp_total = mtp_depth * (attn + last_total + 2 * d * d + 3 * d)  # block, projection, its norms + block's two
-    mtp_active = mtp_depth * (attn + last_active + 2 * d * d + 3 * d)
-    body_total = L * attn + ffn_total + norms + mtp_total
-    body_active = L * attn + ffn_active + norms + mtp_active
+    body_total = L * attn + ffn_total + norms
+    body_active = L * attn + ffn_active + norms
+    if D:  # each MTP module: a block like the last one, its 2d x d projection, its two norms + the block's two
+        if cfg.moe is not None and cfg.moe.is_moe_layer(L - 1):
+            last_total, last_active = moe_layer_counts(cfg)
+        else:
+            last_total = last_active = dense_ffn_params(cfg)
+        body_total += D * (attn + last_total + 2 * d * d + 3 * d)
+        body_active += D * (attn + last_active + 2 * d * d + 3 * d)
     emb = vocab * d
     head = 0 if cfg.tie_embeddings else vocab * d
-    matmul_active = body_active - norms - mtp_depth * 3 * d
-    flops = 6.0 * (matmul_active + (1 + mtp_depth) * vocab * d) + (L + mtp_depth) * attn_fpt
+    matmul_active = body_active - norms - D * 3 * d
+    flops = 6.0 * (matmul_active + (1 + D) * vocab * d) + (L + D) * attention_layer_flops_per_token(cfg)
     return ModelCounts(
         total=body_total + emb + head,
         non_embedding=body_total,

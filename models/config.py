@@ -1,4 +1,5 @@
-"""Typed model configuration (dense GPT; MoE fields live in `models.moe.config`)."""
+"""Typed model configuration (dense GPT; MoE fields live in `models.moe.config`, multi-head latent attention's
+in `models.mla_config`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from pydantic import Field, model_validator
 
 from base.roles import BOOKKEEPING, SweepAxis
 from base.strict import StrictModel
+from models.mla_config import MLAConfig
 from models.moe.config import MoEConfig
+
+PRICED_ONLY = "the trainer does not build it; `scalelab plan --model` prices it"
 
 
 class ModelConfig(StrictModel):
@@ -39,6 +43,18 @@ class ModelConfig(StrictModel):
     moe: MoEConfig | None = Field(
         None, description="mixture-of-experts FFNs (see models/moe/config.py); null: dense model"
     )
+    mla: MLAConfig | None = Field(
+        None,
+        description="multi-head latent attention (DeepSeek-V2/V3) instead of multi-head/GQA attention: "
+        f"{PRICED_ONLY} (parameters, FLOPs, memory, step time); null: the Llama attention the trainer builds",
+    )
+    mtp_depth: int = Field(
+        0,
+        ge=0,
+        description="multi-token prediction modules (DeepSeek-V3's MTP depth D; its num_nextn_predict_layers): "
+        f"each a block like the last one, a 2d x d projection and one more pass through the shared output head; "
+        f"{PRICED_ONLY}; 0: none",
+    )
     parametrization: Literal["sp", "mup"] = Field(
         "sp",
         description="sp: standard parametrization; mup: maximal-update parametrization (Yang et al. 2022), whose "
@@ -67,11 +83,20 @@ class ModelConfig(StrictModel):
         kv = self.n_kv_heads or self.n_heads
         if self.n_heads % kv:
             raise ValueError(f"model.n_kv_heads={kv} must divide model.n_heads={self.n_heads}")
+        if self.mla is not None and self.n_kv_heads not in (None, self.n_heads):
+            raise ValueError(
+                f"model.n_kv_heads={self.n_kv_heads} with model.mla: latent attention has no key/value heads to "
+                "group (its keys and values come from one latent per token); leave model.n_kv_heads unset"
+            )
         if self.parametrization == "mup" and self.mup_base_width is None:
             raise ValueError(
                 "model.parametrization mup needs model.mup_base_width (the width whose lr and init_std are given)"
             )
         return self
+
+    def priced_only(self) -> list[str]:
+        """The keys set to an architecture the trainer does not build (the planner prices them)."""
+        return [k for k, on in (("model.mla", self.mla is not None), ("model.mtp_depth", self.mtp_depth > 0)) if on]
 
     @property
     def head_dim(self) -> int:

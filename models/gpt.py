@@ -74,6 +74,8 @@ class GPT(nn.Module):
         super().__init__()
         if cfg.vocab_size is None:
             raise ValueError("model.vocab_size must be resolved before building the model")
+        if cfg.priced_only():  # an architecture priced by the planner, never silently built as Llama attention
+            raise ValueError(f"{' and '.join(cfg.priced_only())}: not built by this model (priced only)")
         self.cfg = cfg
         self.model = Backbone(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)

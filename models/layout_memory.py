@@ -39,7 +39,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from models.accounting import MLA, attention_params
+from models.accounting import attention_params
 from models.config import ModelConfig
 from models.memory import GIB, GPU_CONTEXT_BYTES, GPU_FRAGMENTATION, HEADROOM, estimate_memory, resolved_vocab
 
@@ -171,18 +171,18 @@ def layer_bytes(
     dropout: bool = False,
     flash: bool = True,
     fp8: bool = False,
-    mla: MLA | None = None,
 ) -> float:
     """Bytes one block keeps for backward over `tokens` (= b·s) tokens on one of t tensor-parallel ranks
-    (16-bit activations). gelu/dropout/flash=False give Korthikanti et al.'s GPT block exactly. `mla`:
+    (16-bit activations). gelu/dropout/flash=False give Korthikanti et al.'s GPT block exactly. `model.mla`:
     multi-head latent attention's Q, K, V and output widths, and its q and kv latents (replicated)."""
     h, a, s = cfg.d_model, cfg.n_heads, cfg.seq_len
     kv = cfg.kv_heads * cfg.head_dim
     f = cfg.ffn_dim
     replicated = 4 * h + 2 * h + 2 * h + (2 * h if dropout else 0)  # 2 norm inputs, QKV and MLP inputs, masks
     split: float = 2 * h + 4 * kv + 2 * h  # Q, K and V, the attention output (the output projection's input)
+    mla = cfg.mla
     if mla is not None:
-        qk, v = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+        qk, v = mla.qk_head_dim, mla.v_head_dim
         split = 2 * a * (2 * qk + 2 * v) + 2 * t * (mla.kv_lora_rank + mla.qk_rope_head_dim + (mla.q_lora_rank or 0))
     mlp: float = 4 * f if gelu else 8 * f  # GeLU: its input and output; SwiGLU: gate, up, SiLU(gate), product
     if moe_layer and cfg.moe is not None:
@@ -212,17 +212,15 @@ def _stage_layers(cfg: ModelConfig, pp: int) -> tuple[int, int]:
     return per, min(per, math.ceil(moe_layers / pp))
 
 
-def activation_bytes(
-    cfg: ModelConfig, lay: ParallelLayout, fp8: bool = False, mla: MLA | None = None, mtp_depth: int = 0
-) -> dict:
+def activation_bytes(cfg: ModelConfig, lay: ParallelLayout, fp8: bool = False) -> dict:
     """Peak activation bytes on the first and on the last pipeline stage (they differ by the in-flight
     micro-batches and the output layer)."""
     tokens = lay.micro_batch_size * cfg.seq_len // lay.cp  # context parallel: each rank's share of the sequence
     t, sp = lay.tp, lay.sequence_parallel
     blocks, moe_blocks = _stage_layers(cfg, lay.pp)
     selective = lay.activation_checkpointing == "selective"
-    dense_b = layer_bytes(cfg, tokens, t, sp, selective, fp8=fp8, mla=mla)
-    moe_b = layer_bytes(cfg, tokens, t, sp, selective, moe_layer=True, fp8=fp8, mla=mla) if moe_blocks else 0.0
+    dense_b = layer_bytes(cfg, tokens, t, sp, selective, fp8=fp8)
+    moe_b = layer_bytes(cfg, tokens, t, sp, selective, moe_layer=True, fp8=fp8) if moe_blocks else 0.0
     full_stage = (blocks - moe_blocks) * dense_b + moe_blocks * moe_b
     block_input = 2 * cfg.d_model * tokens / (t if (sp and t > 1) else 1)
     ck = lay.activation_checkpointing
@@ -241,21 +239,22 @@ def activation_bytes(
     logits = 3 * 4 * resolved_vocab(cfg) / t * tokens  # fp32 log-softmax and two backward buffers (models/memory.py)
     first = kept * in_flight + rebuilt + (logits if lay.pp == 1 else 0)
     last = kept + rebuilt + logits
-    if mtp_depth:  # each MTP module: a block like the last one (kept whole) and its own logits, on the last stage
+    if cfg.mtp_depth:  # each MTP module: a block like the last one (kept whole) and its own logits, on the last stage
         last_b = moe_b if cfg.moe is not None and cfg.moe.is_moe_layer(cfg.n_layers - 1) else dense_b
-        last += mtp_depth * (last_b + logits)
+        last += cfg.mtp_depth * (last_b + logits)
     return {"first_stage": first, "last_stage": last, "in_flight_micro_batches": in_flight}
 
 
 # ---------------------------------------------------------------- model states
-def stage_params(cfg: ModelConfig, lay: ParallelLayout, mla: MLA | None = None, mtp_depth: int = 0) -> dict:
+def stage_params(cfg: ModelConfig, lay: ParallelLayout) -> dict:
     """Parameters on one device of the heaviest stage: {dense, expert, largest_layer} (tp/ep applied).
-    `mla`: multi-head latent attention's projections (split by tp like the others); `mtp_depth`: the
-    multi-token-prediction modules (a block like the last one and a 2d x d projection each), on the last
+    `model.mla`: multi-head latent attention's projections (split by tp like the others); `model.mtp_depth`:
+    the multi-token-prediction modules (a block like the last one and a 2d x d projection each), on the last
     stage, which is then the heaviest."""
+    mtp_depth = cfg.mtp_depth
     h, V = cfg.d_model, resolved_vocab(cfg)
     blocks, moe_blocks = _stage_layers(cfg, lay.pp)
-    attn = (mla.params(h, cfg.n_heads) if mla is not None else attention_params(cfg)) / lay.tp + 2 * h
+    attn = attention_params(cfg) / lay.tp + 2 * h
     dense_ffn = 3 * h * cfg.ffn_dim / lay.tp
     expert = shared = router = 0.0
     if cfg.moe is not None:
@@ -275,20 +274,32 @@ def stage_params(cfg: ModelConfig, lay: ParallelLayout, mla: MLA | None = None, 
     return {"dense": dense, "expert": n_expert * expert, "largest_layer": largest}
 
 
-def state_bytes(
-    cfg: ModelConfig, lay: ParallelLayout, precision: str = "bf16", mla: MLA | None = None, mtp_depth: int = 0
-) -> dict:
+# bytes per parameter of (weights, gradients, optimizer state); fp8 (Transformer Engine): bf16 weights plus their
+# fp8 copy, gradients and optimizer states unchanged
+STATE_BYTES = {"fp32": (4, 4, 8), "fp16": (2, 2, 16), "fp8": (3, 4, 12), "bf16": (2, 4, 12)}
+
+
+def zero_sharded_bytes(n_params: float, group: int, zero_stage: int, per_param: tuple[int, int, int]) -> dict:
+    """{params, grads, optimizer} bytes of `n_params` on one of `group` data-parallel ranks (Rajbhandari et al.
+    2020, Sec. 5: stage 1 shards the optimizer state, 2 also the gradients, 3 also the weights)."""
+    w, g, o = per_param
+    return {
+        "params": w * n_params / (group if zero_stage >= 3 else 1),
+        "grads": g * n_params / (group if zero_stage >= 2 else 1),
+        "optimizer": o * n_params / (group if zero_stage >= 1 else 1),
+    }
+
+
+def state_bytes(cfg: ModelConfig, lay: ParallelLayout, precision: str = "bf16") -> dict:
     """{params, grads, optimizer, expert_params} bytes per device (module docstring)."""
-    p = stage_params(cfg, lay, mla, mtp_depth)
-    # fp8 (Transformer Engine): bf16 weights plus their fp8 copy; gradients and optimizer states unchanged
-    w, g, o = {"fp32": (4, 4, 8), "fp16": (2, 2, 16), "fp8": (3, 4, 12)}.get(precision, (2, 4, 12))
-    z = lay.zero_stage
+    p = stage_params(cfg, lay)
+    per_param = STATE_BYTES.get(precision, STATE_BYTES["bf16"])
+    w, z = per_param[0], lay.zero_stage
     out = {"params": 0.0, "grads": 0.0, "optimizer": 0.0}
     dp = lay.dp * lay.cp  # the distributed optimizer shards over data x context parallel ranks
     for n, group in ((p["dense"], dp), (p["expert"], max(1, dp // lay.ep_size))):
-        out["params"] += w * n / (group if z >= 3 else 1)
-        out["grads"] += g * n / (group if z >= 2 else 1)
-        out["optimizer"] += o * n / (group if z >= 1 else 1)
+        for k, v in zero_sharded_bytes(n, group, z, per_param).items():
+            out[k] += v
     if z == 3:
         out["params"] += 2 * w * p["largest_layer"]  # the gathered layer and the prefetched one
     out["expert_params"] = w * p["expert"] / (max(1, dp // lay.ep_size) if z >= 3 else 1)
@@ -301,18 +312,16 @@ def layout_memory(
     lay: ParallelLayout,
     precision: str = "bf16",
     device_memory_bytes: int | None = None,
-    *,
-    mla: MLA | None = None,
-    mtp_depth: int = 0,
 ) -> dict:
     """Per-device bytes of `lay` (the heavier of the first and last pipeline stage) and whether it fits.
-    `mla`/`mtp_depth` (models/accounting.py's options, which the trainer does not build) are priced by the
-    layout formulas, never the trainer's estimate."""
+    `model.mla`/`model.mtp_depth` (which the trainer does not build) are priced by the layout formulas,
+    never the trainer's estimate."""
+    builds = not cfg.priced_only()
     problem = check_layout(cfg, lay)
     if problem:
         raise ValueError(problem)
     ep_ok = cfg.moe is None or lay.ep_size == 1
-    if lay.trainer_runs and ep_ok and precision != "fp8" and mla is None and not mtp_depth:
+    if lay.trainer_runs and ep_ok and precision != "fp8" and builds:
         k = lay.activation_checkpointing_k if lay.activation_checkpointing == "every_k" else None
         est = estimate_memory(
             cfg,
@@ -328,8 +337,8 @@ def layout_memory(
         parts = dict(est.per_device_bytes)
         out: dict[str, Any] = {"engine": TRAINER_ENGINE, "per_device_bytes": parts, "in_flight_micro_batches": 1}
     else:
-        states = state_bytes(cfg, lay, precision, mla, mtp_depth)
-        acts = activation_bytes(cfg, lay, fp8=precision == "fp8", mla=mla, mtp_depth=mtp_depth)
+        states = state_bytes(cfg, lay, precision)
+        acts = activation_bytes(cfg, lay, fp8=precision == "fp8")
         # the first stage holds the in-flight micro-batches, the last the logits
         act = max(acts["first_stage"], acts["last_stage"]) if lay.pp > 1 else acts["first_stage"]
         parts = {k: int(v) for k, v in states.items() if k != "expert_params"}
@@ -337,9 +346,7 @@ def layout_memory(
         parts["other"] = int(GPU_CONTEXT_BYTES + GPU_FRAGMENTATION * act)
         parts["total"] = sum(parts.values())
         out = {
-            "engine": EP_ENGINE
-            if lay.trainer_runs and precision != "fp8" and mla is None and not mtp_depth
-            else MEGATRON_ENGINE,
+            "engine": EP_ENGINE if lay.trainer_runs and precision != "fp8" and builds else MEGATRON_ENGINE,
             "per_device_bytes": parts,
             "in_flight_micro_batches": acts["in_flight_micro_batches"],
             "expert_param_bytes": int(states["expert_params"]),

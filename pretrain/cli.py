@@ -141,12 +141,16 @@ def _cmd_dry_run(args) -> int:
 
 def _train(args) -> int:
     from pretrain.config.init_from import check  # deferred: imports numpy/pydantic (a fast scalelab --help)
-    from pretrain.config.loader import load_train_config  # deferred: imports numpy/pydantic (a fast scalelab --help)
+    from pretrain.config.loader import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        check_trainer_builds,
+        load_train_config,
+    )
     from pretrain.engine.compiling import check_compile  # deferred: imports numpy/pydantic (a fast scalelab --help)
     from pretrain.engine.distributed import env_world_size  # deferred: imports torch
     from pretrain.engine.ds_config import grad_accum_steps  # deferred: imports numpy/pydantic (a fast scalelab --help)
 
     cfg = load_train_config(args.config, args.overrides)
+    check_trainer_builds(cfg)
     grad_accum_steps(cfg, env_world_size())
     _check_eval(cfg)
     if cfg.train.compile:

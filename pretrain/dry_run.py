@@ -19,7 +19,7 @@ import pydantic
 
 from models.accounting import model_counts
 from models.memory import choose_layout, estimate_memory
-from pretrain.config.loader import load_train_config
+from pretrain.config.loader import check_trainer_builds, load_train_config
 from pretrain.data.mixture import planned_vocab
 from pretrain.data.prepared import META_FILE
 from pretrain.engine.ds_config import build_ds_config, engine_zero_stage, grad_accum_steps
@@ -111,6 +111,7 @@ def device_memory(device: str | None, precision: str, world_size: int) -> tuple[
 def dry_run(config: str, overrides: list[str], world_size: int | None, device: str | None) -> int:
 
     cfg = load_train_config(config, overrides)
+    check_trainer_builds(cfg)
     world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
     gas = grad_accum_steps(cfg, world)
     vocab, vocab_from = resolve_vocab(cfg)

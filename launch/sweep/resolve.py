@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from launch.sweep.spec import SweepSpec
-from pretrain.config.loader import apply_parsed, build_train_raw, validate_train
+from pretrain.config.loader import apply_parsed, build_train_raw, check_trainer_builds, validate_train
 from pretrain.data.mixture import planned_vocab
 from pretrain.errors import ConfigError
 
@@ -36,7 +36,9 @@ class ConfigBuilder:
 
         try:
             raw = apply_values(self.base_raw, list(self.spec.set.items()) + items)
-            return raw, validate_train(raw)
+            cfg = validate_train(raw)
+            check_trainer_builds(cfg)  # a sweep trains its runs: refuse what the trainer does not build
+            return raw, cfg
         except ConfigError as exc:
             raise ConfigError(f"run {label}: {exc}") from None
 

@@ -100,6 +100,18 @@ def validate_train(raw: dict[str, Any]) -> TrainConfig:
         raise ConfigError(format_validation_error(exc, TrainConfig)) from None
 
 
+def check_trainer_builds(cfg: TrainConfig) -> None:
+    """Refuse, before any work, a model the trainer does not build (`model.mla`, `model.mtp_depth`: priced by
+    `scalelab plan --model` only)."""
+    keys = cfg.model.priced_only()
+    if keys:
+        raise ConfigError(
+            f"{' and '.join(keys)}: the trainer does not build multi-head latent attention or multi-token "
+            "prediction; the planner prices them (`scalelab plan --model CONFIG --tokens D --device NAME "
+            f"--num-devices K`); remove {' and '.join(keys)} to train the rest of the model"
+        )
+
+
 def load_train_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
     return validate_train(build_train_raw(path, overrides))
 

@@ -258,6 +258,12 @@ def cmd_plan(args) -> int:
                 "--emit-config with --precision fp8: the trainer has no fp8 (Transformer Engine) path; price the "
                 "fp8 run without --emit-config, or emit the bf16 plan"
             )
+        unbuilt = [f"model.{k}" for k in ("mla", "mtp_depth") if ((plan.get("run") or {}).get("model") or {}).get(k)]
+        if args.emit_config and unbuilt:
+            raise InputError(
+                f"--emit-config with {' and '.join(unbuilt)}: the trainer does not build multi-head latent "
+                "attention or multi-token prediction (the planner prices them); price the run without --emit-config"
+            )
         if args.emit_config and not identified(plan) and not args.force:
             raise InputError(
                 f"--emit-config: the law is not identified at {plan['compute']:.3g} FLOPs ("
@@ -293,15 +299,22 @@ def _emit_layout_table(plan: MutableMapping[str, Any], config: Path) -> None:
     if not lay.get("fits") or lay.get("trainer_runs"):
         return
     path = config.with_name(config.stem + ".layout.txt")
+    mem = plan.get("memory") or {}
+    batch = ""  # the trainer's data parallelism rounds the batch up to a multiple of the devices: say so
+    if mem.get("global_batch_size") and mem["global_batch_size"] != lay.get("global_batch_size"):
+        batch = (
+            f" at a global batch of {mem['global_batch_size']:,} sequences, not the {lay['global_batch_size']:,} "
+            "this layout meets (data parallelism alone rounds it up to a multiple of the devices)"
+        )
     path.write_text(
         "The searched layout needs tensor / pipeline parallelism or selective recomputation: the trainer does "
-        "not run TP/PP, so the emitted config keeps the trainer's data-parallel layout (the plan's `memory`).\n"
+        f"not run TP/PP, so the emitted config keeps the trainer's data-parallel layout (the plan's `memory`){batch}.\n"
         + "\n".join(format_layout({**lay, "performance": plan.get("performance")}))
         + "\n"
     )
     plan["emitted_layout"] = str(path)
     plan.setdefault("warnings", []).append(
         f"the searched layout ({lay['describe']}) needs TP/PP, which the trainer does not run: {path} holds its "
-        f"table; {config} is the trainer's data-parallel layout"
-        + ("" if (plan.get("memory") or {}).get("fits") else ", which does not fit this device")
+        f"table; {config} is the trainer's data-parallel layout{batch}"
+        + ("" if mem.get("fits") else ", which does not fit this device")
     )

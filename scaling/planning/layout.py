@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from base.config_files import format_validation_error
 from models.accounting import model_counts
 from models.config import ModelConfig
 from models.memory import choose_layout
@@ -79,6 +80,13 @@ def layout_block(
     if not run or not run.get("model"):
         return None
     cfg = model_config(run["model"], plan.get("vocab_size"), run.get("seq_len"))
+    unbuilt = cfg.priced_only()
+    if unbuilt:  # the trainer's data-parallel layout prices only what the trainer builds
+        return {
+            "fits": None,
+            "reason": f"{' and '.join(unbuilt)}: the trainer does not build {'them' if len(unbuilt) > 1 else 'it'}, "
+            "so there is no trainer layout (the searched `layout` prices the run)",
+        }
     nodes, per = nodes_for(num_devices, devices_per_node)
     seqs, source = batch_sequences(plan, cfg.seq_len, num_devices, global_batch_tokens)
     optimizer = optimizer or ((plan.get("recipe") or {}).get("settings") or {}).get("optim.name") or "adamw"
@@ -158,9 +166,7 @@ def priced_model_plan(path: str, tokens: float, vocab_size: int | None) -> dict:
     try:
         cfg = model_config(model, vocab_size or model.get("vocab_size"), None)
     except ValidationError as exc:
-        raise InputError(
-            f"--model {path}: not a valid model section: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
-        ) from exc
+        raise InputError(f"--model {path}: {format_validation_error(exc, ModelConfig, 'model.')}") from exc
     c = model_counts(cfg)
     mapping = {
         k: getattr(cfg, k) for k in ("d_model", "n_layers", "n_heads", "vocab_size", "seq_len", "tie_embeddings")
@@ -168,6 +174,8 @@ def priced_model_plan(path: str, tokens: float, vocab_size: int | None) -> dict:
     mapping.update(
         n_kv_heads=cfg.kv_heads, d_ff=cfg.ffn_dim, moe=cfg.moe.model_dump(mode="json") if cfg.moe is not None else None
     )
+    if cfg.priced_only():  # priced only (the trainer does not build them): kept for the layout search
+        mapping.update(mla=cfg.mla.model_dump(mode="json") if cfg.mla else None, mtp_depth=cfg.mtp_depth)
     C = c.flops_per_token * float(tokens)
     run = {
         "preset": model.get("preset"),

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 
-from models.accounting import MLA
 from models.config import ModelConfig
 from models.layout_memory import CHECKPOINTING, GIB, LAYOUT_KEYS, ParallelLayout, check_layout, layout_memory
 from rundir.accelerators import MEMORY_BYTES
@@ -214,19 +213,17 @@ def search(
     calibration: Calibration = CALIBRATION,
     keep_rejected: int = 3,
     memory_check: bool = True,
-    mla: MLA | None = None,
-    mtp_depth: int = 0,
 ) -> dict:
     """The fastest layout that fits (module docstring) and the best few rejected ones.
     memory_check=False (a published run's stated layout) keeps the fastest even when our memory
-    estimate says it does not fit. `mla`/`mtp_depth`: models/accounting.py's multi-head latent attention
-    and multi-token prediction, priced in memory and step time (the trainer builds neither)."""
+    estimate says it does not fit. `model.mla`/`model.mtp_depth` (multi-head latent attention, multi-token
+    prediction) are priced in memory and step time; the trainer builds neither."""
     fixed = dict(fixed or {})
     mem_bytes = MEMORY_BYTES.get(device)
     mach = machine(device, precision, devices_per_node)
     mem_precision = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "fp8": "fp8"}.get(precision, "bf16")
-    block = _Block(cfg, mach, calibration, mla, mtp_depth)
-    builds = mla is None and not mtp_depth  # the trainer builds the architecture
+    block = _Block(cfg, mach, calibration)
+    builds = not cfg.priced_only()  # the trainer builds the architecture
     batch_rejects: list = []
     split_rejects: list[str] = []  # a fixed micro-batch / accumulation that no split's per-rank batch allows
     fits: list[tuple[float, ParallelLayout, dict, dict]] = []  # (step seconds, layout, memory, performance)
@@ -239,7 +236,7 @@ def search(
             problems.append(problem)
             continue
         searched += 1
-        mem = layout_memory(cfg, lay, mem_precision, mem_bytes, mla=mla, mtp_depth=mtp_depth)
+        mem = layout_memory(cfg, lay, mem_precision, mem_bytes)
         perf = step_time(cfg, lay, mach, calibration, block)
         (fits if (mem["fits"] or not memory_check) else over).append((perf["step_time_s"], lay, mem, perf))
     fits.sort(key=lambda r: r[0])

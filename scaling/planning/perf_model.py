@@ -41,7 +41,7 @@ import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from models.accounting import MLA, model_counts
+from models.accounting import attention_layer_flops_per_token, model_counts
 from models.config import ModelConfig
 from models.layout_memory import ParallelLayout
 from models.memory import resolved_vocab
@@ -126,9 +126,9 @@ def _exposed(comm: float, window: float, cal: Calibration) -> float:
 class _Block:
     """Forward times of one block and of the head for (cfg, tp, micro-batch) on a machine, cached."""
 
-    def __init__(self, cfg: ModelConfig, mach: Machine, cal: Calibration, mla: MLA | None = None, mtp_depth: int = 0):
-        self.cfg, self.mach, self.cal, self.mla, self.mtp_depth = cfg, mach, cal, mla, mtp_depth
-        self.counts = model_counts(cfg, mla=mla, mtp_depth=mtp_depth)  # the same for every layout searched
+    def __init__(self, cfg: ModelConfig, mach: Machine, cal: Calibration):
+        self.cfg, self.mach, self.cal = cfg, mach, cal
+        self.counts = model_counts(cfg)  # the same for every layout searched
 
     def gemm(self, m: float, n: float, k: float) -> float:
         x0 = self.cal.gemm_half_dim
@@ -141,13 +141,13 @@ class _Block:
         h, s, f = cfg.d_model, cfg.seq_len, cfg.ffn_dim
         kv = cfg.kv_heads * cfg.head_dim
         T = mb * s / cp  # context parallel: this rank's queries (against all s keys in attention)
-        la = self.mla
+        la = cfg.mla
         if la is None:
             mm = self.gemm(T, (h + 2 * kv) / tp, h) + self.gemm(T, h, h / tp)
             attn_w = 2 * (h + kv)  # element-wise widths of Q, K, V and the attention output
             core = 4 * T * s * h / tp  # the accounting's 12 s h per token and layer, forward
         else:  # MLA: the down projections to the latents replicated on the tp ranks, the up ones split by heads
-            a, qk, v = cfg.n_heads, la.qk_nope_head_dim + la.qk_rope_head_dim, la.v_head_dim
+            a, qk, v = cfg.n_heads, la.qk_head_dim, la.v_head_dim
             if la.q_lora_rank:
                 mm = self.gemm(T, la.q_lora_rank, h) + self.gemm(T, a * qk / tp, la.q_lora_rank)
             else:
@@ -155,7 +155,7 @@ class _Block:
             mm += self.gemm(T, la.kv_lora_rank + la.qk_rope_head_dim, h)
             mm += self.gemm(T, a * (la.qk_nope_head_dim + v) / tp, la.kv_lora_rank) + self.gemm(T, h, a * v / tp)
             attn_w = a * (2 * qk + 2 * v)
-            core = 2 * T * s * a * (qk + v) / tp  # MLA.flops_per_token's convention, forward
+            core = 2 * T * s * a * (qk + v) / tp  # the accounting's latent-attention convention, forward
         elem = 2 * (10 * h / (tp if sp and tp > 1 else 1) + (attn_w + 3 * f) / tp)
         if moe_layer and cfg.moe is not None:
             m = cfg.moe
@@ -188,10 +188,10 @@ def n_ck_blocks(blocks: int, lay: ParallelLayout) -> int:
     return len(range(0, blocks, lay.activation_checkpointing_k or 1))
 
 
-def _stage_params(cfg: ModelConfig, lay: ParallelLayout, mla: MLA | None, mtp_depth: int) -> tuple[float, float]:
+def _stage_params(cfg: ModelConfig, lay: ParallelLayout) -> tuple[float, float]:
     from models.layout_memory import stage_params
 
-    p = stage_params(cfg, lay, mla, mtp_depth)
+    p = stage_params(cfg, lay)
     return p["dense"], p["expert"]
 
 
@@ -201,14 +201,11 @@ def step_time(
     mach: Machine,
     cal: Calibration = CALIBRATION,
     block: _Block | None = None,
-    *,
-    mla: MLA | None = None,
-    mtp_depth: int = 0,
 ) -> dict:
-    """Predicted seconds per optimizer step of `lay` and where they go (module docstring). `mla` and
-    `mtp_depth` are models/accounting.py's options (a given `block` carries its own)."""
-    block = block or _Block(cfg, mach, cal, mla, mtp_depth)
-    mla, mtp_depth = block.mla, block.mtp_depth
+    """Predicted seconds per optimizer step of `lay` and where they go (module docstring); `model.mla` and
+    `model.mtp_depth` (priced, not built by the trainer) included."""
+    block = block or _Block(cfg, mach, cal)
+    mtp_depth = cfg.mtp_depth
     tp, pp, v, m = lay.tp, lay.pp, max(1, lay.pp_interleave), lay.gradient_accumulation_steps
     sp = lay.sequence_parallel
     L = cfg.n_layers
@@ -263,7 +260,7 @@ def step_time(
     p2p = (
         0.0 if pp == 1 else 2 * v * (2 * T * cfg.d_model / (tp if sp and tp > 1 else 1)) / (pp_bw * cal.comm_efficiency)
     )
-    dense_p, expert_p = _stage_params(cfg, lay, mla, mtp_depth)
+    dense_p, expert_p = _stage_params(cfg, lay)
     dp_n = lay.dp * cp  # gradients are reduced over data x context parallel ranks
     dp_bw = _group_bw(mach, dp_n, tp)
     ep_dp = max(1, dp_n // lay.ep_size)
@@ -311,11 +308,7 @@ def step_time(
             / blocks
         )
     elif ck == "selective":
-        extra = (
-            4.0 * L * cfg.d_model * cfg.seq_len
-            if mla is None
-            else mla.flops_per_token(cfg.n_heads, cfg.seq_len) / 3 * L
-        )
+        extra = attention_layer_flops_per_token(cfg) / 3 * L
     else:
         extra = 0.0
     world = lay.world

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from models.accounting import MLA, model_counts
+from models.accounting import model_counts
 from models.config import ModelConfig
+from models.mla_config import MLAConfig
 from models.moe.config import MoEConfig
 from models.pricing import implied_mfu, price
 from rundir.accelerators import DEVICES, NETWORK_BYTES_PER_S
@@ -48,7 +49,6 @@ class PublishedRun:
     num_devices: int | None = None  # the cluster the step-time model lays the run out on
     batch_tokens: float | None = None  # its global batch
     cluster_note: str = ""  # where those two come from
-    accounting: dict | None = None  # model_counts options (mla, mtp_depth) for what the trainer does not build
     stages: tuple[tuple[float, int], ...] = ()  # (tokens, seq_len) priced one by one; their tokens sum to `tokens`
     precision: str = "bf16"  # the GEMMs' precision the step-time model prices (fp8: the device's fp8 peak)
     layouts: tuple[dict, ...] = ()  # --layout keys the source fixes, per stage (one dict: every stage)
@@ -63,11 +63,11 @@ class PublishedRun:
         """FLOPs per token (token-weighted over the stages)."""
         if self.flops_per_token is not None:
             return self.flops_per_token
-        total = sum(t * model_counts(m, **(self.accounting or {})).flops_per_token for t, m in self.parts())
+        total = sum(t * model_counts(m).flops_per_token for t, m in self.parts())
         return total / self.tokens
 
     def params(self) -> float | None:
-        return model_counts(self.model, **(self.accounting or {})).total if self.model is not None else None
+        return model_counts(self.model).total if self.model is not None else None
 
 
 RUNS = (
@@ -186,8 +186,11 @@ RUNS = (
             vocab_size=129280,
             seq_len=4096,
             moe=MoEConfig(num_experts=256, top_k=8, d_ff=2048, num_shared_experts=1, first_dense_layers=3),
+            mla=MLAConfig(
+                q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128
+            ),
+            mtp_depth=1,
         ),
-        accounting={"mla": MLA(1536, 512, 128, 64, 128), "mtp_depth": 1},
         stages=((14.8e12, 4096), (1000 * 1920 * 32768, 32768), (1000 * 480 * 131072, 131072)),
         num_devices=2048,
         batch_tokens=15360 * 4096,
@@ -197,7 +200,7 @@ RUNS = (
         "laid out as published (no TP, PP 16, EP 64, ZeRO-1), the extensions searched at ZeRO-1 (their layout "
         "is not published); fp8 GEMMs (Sec. 3.1-3.3, 4.2)",
         note="counted with MLA (q/kv ranks 1536/512, heads of 128 + 64 rope for scores, 128 for values) and one "
-        "MTP module (models/accounting.py options; config.json's shape: 3 dense layers of d_ff 18432, 58 MoE "
+        "MTP module (model.mla and model.mtp_depth; config.json's shape: 3 dense layers of d_ff 18432, 58 MoE "
         "layers of 256 experts of 2048 + 1 shared, top 8); 671B parameters + 11.6B for MTP, 37.6B active; "
         "trained in FP8, the MFU is against the bf16 peak; priced in three stages (4K pre-training, the 32K and "
         "128K extensions); the reported hours include post-training (0.005M)",
@@ -227,7 +230,6 @@ def _predicted(run: PublishedRun) -> dict | None:
             precision=run.precision,
             fixed=fixed,
             keep_rejected=0,
-            **(run.accounting or {}),
         )
         if not got.get("fits"):
             return None
@@ -311,13 +313,59 @@ def cluster_grid(names=("Llama 3 8B", "Llama 3 70B"), devices=(2048, 8192, 16384
     return "\n".join(lines)
 
 
+def at_throughput(run: PublishedRun, tflops: float) -> dict | None:
+    """The run's device-hours at a stated per-device throughput (model FLOPs per second, the accounting's
+    convention: 6N + non-causal attention) beside its reported hours and the step-time model's, or None
+    without reported hours. Two published figures for one run (e.g. a card's hours and a launch post's
+    TFLOPS per GPU) that differ by more than 1.2 / 0.8 = 1.5x cannot both be within +-20% of one prediction."""
+    if not run.reported_device_hours:
+        return None
+    hours = run.fpt() * run.tokens / (tflops * 1e12) / 3600.0
+    pred = predicted(run)
+    return {
+        "hours": hours,
+        "reported_over_these": run.reported_device_hours / hours,
+        "predicted_over_these": pred["device_hours"] / hours if pred else None,
+        "predicted_over_reported": pred["device_hours"] / run.reported_device_hours if pred else None,
+    }
+
+
+def throughput_table(tflops: float, names=("Llama 3 8B", "Llama 3 70B", "Llama 3.1 405B")) -> str:
+    """docs/model-design.md's check of the Llama 3 cards' hours against the launch post's TFLOPS per GPU."""
+    lines = [
+        f"| run | FLOPs per token | device-hours at {tflops:g} TFLOPS per device | reported | reported / those "
+        "| predicted / those | predicted / reported |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in (r for r in RUNS if r.name in names):
+        t = at_throughput(run, tflops)
+        if t is None:
+            continue
+        pv, pr = t["predicted_over_these"], t["predicted_over_reported"]
+        lines.append(
+            f"| {run.name} | {run.fpt():.4g} | {t['hours']:,.0f} | {run.reported_device_hours:,.0f} | "
+            f"{t['reported_over_these']:.2f} | {'–' if pv is None else f'{pv:.2f}'} | "
+            f"{'–' if pr is None else f'{pr:.2f}'} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="Published training runs priced by scalelab's cost model.")
     ap.add_argument("--mfu", type=float, default=STATED_MFU, help=f"the stated MFU (default {STATED_MFU})")
     ap.add_argument(
         "--cluster-grid", action="store_true", help="Llama 3 8B and 70B over clusters and batches (not published)"
     )
+    ap.add_argument(
+        "--at-tflops",
+        type=float,
+        metavar="T",
+        help="the Llama 3 runs' device-hours at T model TFLOPS per device beside their reported hours",
+    )
     args = ap.parse_args()
+    if args.at_tflops:
+        print(throughput_table(args.at_tflops))
+        return 0
     if args.cluster_grid:
         print(cluster_grid())
         return 0

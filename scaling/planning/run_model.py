@@ -84,7 +84,12 @@ def describe_run_model(run: dict) -> str:
     if run.get("preset"):
         return f"preset {run['preset']}"
     m = run.get("model") or {}
-    return (
-        f"designed ({run.get('shape_rule')}): d_model {m.get('d_model')}, {m.get('n_layers')} layers, "
-        f"{m.get('n_heads')} heads ({m.get('n_kv_heads')} kv), d_ff {m.get('d_ff')}"
+    la = m.get("mla")
+    heads = (
+        f"{m.get('n_heads')} heads of latent attention (kv rank {la['kv_lora_rank']}, q rank {la['q_lora_rank']})"
+        if la
+        else f"{m.get('n_heads')} heads ({m.get('n_kv_heads')} kv)"
     )
+    mtp = f", {m['mtp_depth']} MTP module(s)" if m.get("mtp_depth") else ""
+    how = f"designed ({run['shape_rule']})" if run.get("shape_rule") else "given"
+    return f"{how}: d_model {m.get('d_model')}, {m.get('n_layers')} layers, {heads}, d_ff {m.get('d_ff')}{mtp}"

@@ -85,6 +85,9 @@ def test_emit_config_writes_the_layout_table_for_a_tp_pp_layout(tmp_path):
     assert "the trainer does not run TP/PP" in table and "tp=8, pp=16, dp=128" in table
     assert p["emitted_layout"].endswith("run.layout.txt")
     assert any("needs TP/PP, which the trainer does not run" in w for w in p["warnings"])
+    # the emitted data-parallel config cannot meet 2,048 sequences on 16,384 devices: the table and warning say so
+    assert yaml.safe_load((tmp_path / "run.yaml").read_text())["train"]["global_batch_size"] == 16384
+    assert "at a global batch of 16,384 sequences, not the 2,048 this layout meets" in table
 
 
 def test_fp8_is_priced_at_the_fp8_peak_and_never_emitted(tmp_path):

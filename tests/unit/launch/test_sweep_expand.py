@@ -188,6 +188,12 @@ def test_isoflop_anchors_run_outside_the_budgets(base):
         expand(spec_of(base, kind="isoflop", isoflop={**iso, "anchors": [{"model": "n25k", "steps": 100}]}))
 
 
+def test_a_sweep_over_what_the_trainer_does_not_build_is_refused(base):
+    """model.mla / model.mtp_depth are priced by the planner only: a sweep refuses them before launching."""
+    with pytest.raises(ConfigError, match="run .*model.mtp_depth: the trainer does not build"):
+        expand(spec_of(base, kind="grid", axes={"model.mtp_depth": [0, 1]}))
+
+
 def test_batch_lr_grid_around_centre(base):
     p = expand(
         spec_of(

@@ -88,3 +88,9 @@ def test_invalid_shapes_rejected():
         ModelConfig(d_model=50, n_layers=1, n_heads=4)
     with pytest.raises(ValueError, match="even for RoPE"):
         ModelConfig(d_model=36, n_layers=1, n_heads=4)
+
+
+def test_priced_only_architectures_are_never_built_as_llama_attention():
+    """model.mla / model.mtp_depth are counted and priced, not built: the module refuses them by name."""
+    with pytest.raises(ValueError, match="model.mtp_depth: not built"):
+        GPT(ModelConfig(d_model=32, n_layers=1, n_heads=4, vocab_size=64, mtp_depth=1))

@@ -16,6 +16,7 @@ from models.layout_memory import (
     layout_memory,
     stage_params,
     state_bytes,
+    zero_sharded_bytes,
 )
 from models.memory import estimate_memory
 from models.moe.config import MoEConfig
@@ -149,3 +150,15 @@ def test_model_state_bytes_per_parameter_are_megatrons_distributed_optimizer_tab
         got = state_bytes(LLAMA2_7B, ParallelLayout(dp=d, zero_stage=z), precision)
         per = (got["params"] + got["grads"] + got["optimizer"]) / P
         assert per == pytest.approx(whole if z == 0 else fixed + sharded / d)
+
+
+def test_zero_sharding_reproduces_the_zero_papers_worked_example():
+    """Rajbhandari et al. 2020 (ZeRO, arXiv:1910.02054), Fig. 1: a 7.5B-parameter model on 64 data-parallel
+    GPUs with mixed-precision Adam (2 + 2 + K bytes per parameter, K = 12) holds 120 GB per GPU, 31.4 GB with
+    P_os, 16.6 GB with P_os+g and 1.9 GB with P_os+g+p (their rounding; their figure leaves out ZeRO-3's
+    gather buffer, which state_bytes adds)."""
+    got = [sum(zero_sharded_bytes(7.5e9, 64, z, (2, 2, 12)).values()) / 1e9 for z in range(4)]
+    assert [round(x, 1) for x in got] == [120.0, 31.4, 16.6, 1.9]
+    z3 = state_bytes(LLAMA2_7B, ParallelLayout(dp=64, zero_stage=3))
+    P = stage_params(LLAMA2_7B, ParallelLayout(dp=64))
+    assert z3["params"] == pytest.approx(2 * P["dense"] / 64 + 2 * 2 * P["largest_layer"])

@@ -134,32 +134,33 @@ def test_mla_and_mtp_are_priced_in_step_time_and_memory():
     """DeepSeek-V3's attention and MTP module (models/accounting.py's options) reach the step-time model:
     its model FLOPs are the accounting's, MLA's latents change the attention GEMMs and activations, and
     the MTP module adds parameters and time on the pipeline's last stage."""
-    from models.accounting import MLA, model_counts
+    from models.accounting import model_counts
     from models.layout_memory import layout_memory, stage_params
+    from models.mla_config import MLAConfig
     from models.moe.config import MoEConfig
 
     moe = MoEConfig(num_experts=256, top_k=8, d_ff=2048, num_shared_experts=1, first_dense_layers=3)
     v3 = ModelConfig(d_model=7168, n_layers=61, n_heads=128, d_ff=18432, vocab_size=129280, seq_len=4096, moe=moe)
-    mla = MLA(1536, 512, 128, 64, 128)
+    mla = MLAConfig(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+    latent_cfg = v3.model_copy(update={"mla": mla})
+    both_cfg = v3.model_copy(update={"mla": mla, "mtp_depth": 1})
     lay = ParallelLayout(pp=16, dp=128, ep_size=64, zero_stage=1, gradient_accumulation_steps=120)
     mach = machine("h800", "fp8")
     plain = step_time(v3, lay, mach)
-    latent = step_time(v3, lay, mach, mla=mla)
-    both = step_time(v3, lay, mach, mla=mla, mtp_depth=1)
-    assert latent["model_flops_per_token"] == model_counts(v3, mla=mla).flops_per_token
-    assert both["model_flops_per_token"] == model_counts(v3, mla=mla, mtp_depth=1).flops_per_token
+    latent = step_time(latent_cfg, lay, mach)
+    both = step_time(both_cfg, lay, mach)
+    assert latent["model_flops_per_token"] == model_counts(latent_cfg).flops_per_token
+    assert both["model_flops_per_token"] == model_counts(both_cfg).flops_per_token
     assert latent["step_time_s"] != plain["step_time_s"] and both["step_time_s"] > latent["step_time_s"]
-    assert stage_params(v3, lay, mla, 1)["dense"] > stage_params(v3, lay, mla)["dense"]
-    acts = [layout_memory(v3, lay, "fp8", mla=m)["per_device_bytes"]["activations"] for m in (None, mla)]
+    assert stage_params(both_cfg, lay)["dense"] > stage_params(latent_cfg, lay)["dense"]
+    acts = [layout_memory(c, lay, "fp8")["per_device_bytes"]["activations"] for c in (v3, latent_cfg)]
     assert acts[0] != acts[1]
     got = search(
-        v3,
+        both_cfg,
         num_devices=2048,
         global_batch_size=15360,
         device="h800",
         precision="fp8",
         fixed={"tp": 1, "pp": 16, "ep_size": 64, "zero_stage": 1},
-        mla=mla,
-        mtp_depth=1,
     )
     assert got["fits"] and not got["trainer_runs"]  # the trainer builds neither MLA nor MTP
