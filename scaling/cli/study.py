@@ -67,8 +67,9 @@ def register(subparsers) -> None:
     n.add_argument(
         "--sweep",
         metavar="NEXT.yaml",
-        help="write the proposed runs as a sweep spec (kind zip) and "
-        "NEXT.base.yaml, its base train config: scalelab sweep plan/launch NEXT.yaml",
+        help="write the proposed runs as a sweep spec (kind zip; with --law batch-lr kind batch_lr, one model and "
+        "lr x batch grid per compute group) and NEXT.base.yaml, its base train config: scalelab sweep plan/launch "
+        "NEXT.yaml",
     )
     n.add_argument(
         "--law",
@@ -178,10 +179,8 @@ def _next_batch_lr(args, fits) -> int:
     from scaling.core.errors import InputError  # deferred: a fast --help
     from scaling.planning.next_batch_lr import format_batch_lr, propose_batch_lr
 
-    if args.candidates or args.out or args.sweep:
-        raise InputError(
-            "--law batch-lr proposes compute groups: --candidates, --out and --sweep are for --law chinchilla"
-        )
+    if args.candidates or args.out:
+        raise InputError("--law batch-lr proposes compute groups: --candidates and --out are for --law chinchilla")
     hp = [f for f in fits if f["law"] == "batch-lr"]
     if len(hp) != 1:
         raise InputError("study next --law batch-lr takes one `scalelab fit batch-lr` record")
@@ -193,7 +192,15 @@ def _next_batch_lr(args, fits) -> int:
     else:
         raise InputError("the batch-lr record states no compute range: give --compute")
     p = propose_batch_lr(hp[0], target, budget=args.budget_flops, max_groups=args.max_runs)
+    if args.sweep:  # each group's model designed on the study's family, then written as a kind batch_lr spec
+        from scaling.planning.next_batch_lr_sweep import design_groups, sweep_files
+
+        p = design_groups(p, fits)
+        spec, base = sweep_files(p, args.sweep)
+        p = {k: v for k, v in p.items() if k != "recipe"}
     print(json.dumps(p, indent=2) if args.json else format_batch_lr(p))
+    if args.sweep:
+        print(f"wrote {spec} and {base}", file=sys.stderr)
     return 0
 
 

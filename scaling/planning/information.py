@@ -86,10 +86,12 @@ def greedy(
     budget: float = np.inf,
     max_runs: int = 10,
     min_gain: float = 1e-6,
+    conflicts: np.ndarray | None = None,
 ) -> Design:
     """Pick up to `max_runs` candidates within `budget` (the sum of their `cost`), each the largest
     criterion reduction per share of what is left (`_share`: per FLOP while the budget binds) among
-    those still affordable. cov0 (P, P) or (S, P, P)."""
+    those still affordable. cov0 (P, P) or (S, P, P). `conflicts` (M, M) boolean: a chosen candidate
+    also rules out those it conflicts with (e.g. compute groups too close to be told apart)."""
     S, M, P = F.shape
     cov = np.broadcast_to(cov0, (S, P, P)).copy() if cov0.ndim == 2 else cov0.copy()
     cost = np.asarray(cost, dtype=float)
@@ -112,6 +114,8 @@ def greedy(
         chosen.append(m)
         spent += float(cost[m])
         free[m] = False
+        if conflicts is not None:
+            free &= ~conflicts[m]
         with np.errstate(all="ignore"):
             steps.append(float(np.nanmean(target_variance(cov, G) / base)))
     return Design(chosen, spent, before, target_variance(cov, G), steps)

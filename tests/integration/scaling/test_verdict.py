@@ -183,6 +183,41 @@ def test_study_next_proposes_the_compute_groups_a_batch_lr_law_needs(tmp_path):
     assert r.returncode == 2 and "buys no group" in r.stderr
 
 
+def test_study_next_writes_the_batch_lr_groups_as_a_sweep_the_launcher_expands(tmp_path):
+    """--law batch-lr --sweep: one model per proposed compute group (its tokens spend the group's compute)
+    and its lr x batch grid, as a kind batch_lr spec that `sweep plan` expands to exactly those runs."""
+    from launch.sweep.naming import fmt_num
+    from scaling.fits.batch_lr import fit_batch_lr
+    from scaling.synthetic.runs import batch_lr_sweep
+
+    path = fit_batch_lr(batch_lr_sweep(budgets=(1e17, 1e18))).save(tmp_path / "hp.json")
+    spec = tmp_path / "next.yaml"
+    args = ["study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "3e20"]
+    r = scalelab(*args, "--max-runs", "3", "--sweep", spec, "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    s = yaml.safe_load(spec.read_text())
+    assert s["kind"] == "batch_lr" and (tmp_path / "next.base.yaml").exists()
+    bl = s["batch_lr"]
+    assert len(bl["models"]) == len(p["groups"]) == 3 and len(bl["lr_factors"]) * len(bl["batch_factors"]) == 15
+    for g in p["groups"]:
+        own = bl["per_model"][g["label"]]
+        assert own["tokens"] == int(g["D"]) and g["N"] * g["D"] * 6 == pytest.approx(g["C"], rel=1e-6)
+        assert own["lr"] == pytest.approx(g["lr_centre"], rel=1e-5) and len(g["batch_sizes"]) == 3
+    r = scalelab(*args, "--candidates", spec)
+    assert r.returncode == 2 and "--candidates and --out are for --law chinchilla" in r.stderr
+    if data_root() is None:
+        pytest.skip("bundled corpus not found: `sweep plan`'s pre-flight reads the base config's data")
+    # the synthetic law's sizes are far beyond the bundled corpus: repeated data on purpose, to see it expand
+    r = scalelab("sweep", "plan", spec, "--allow-repeats", env={"SCALELAB_DATA_ROOT": str(data_root())})
+    assert r.returncode == 0, r.stderr
+    assert "45 runs (batch_lr)" in r.stdout
+    for g in p["groups"]:  # every proposed (batch, lr) pair is a run, named by its values
+        for b in g["batch_sizes"]:
+            for lr in g["lrs"]:
+                assert f"{g['label']}-b{b}-lr{fmt_num(lr)} " in r.stdout
+
+
 def test_study_next_fits_runs_given_instead_of_a_record(tmp_path):
     table = tmp_path / "runs.csv"
     chinchilla_table(budgets=(1e17, 3e17, 1e18), noise=0.01).to_csv(table, index=False)

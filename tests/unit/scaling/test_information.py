@@ -49,3 +49,16 @@ def test_budget_and_run_count_bound_the_design():
     d = greedy(np.eye(2), F, G, x, sigma=0.1, budget=500.0, max_runs=5)
     assert 1 <= len(d.chosen) <= 5 and d.spent <= 500.0 and len(set(d.chosen)) == len(d.chosen)
     assert d.width_ratio()[0] < 1.0
+
+
+def test_conflicting_candidates_are_not_both_chosen():
+    """Extrapolating a line from t in {-1, -0.99, 1}: the design wants both ends; with -1 and -0.99
+    in conflict (one group twice) it takes one of them and the far end, never both near copies."""
+    t = np.array([-1.0, -0.99, 1.0])
+    F = np.stack([np.ones_like(t), t], axis=-1)[None]
+    G = np.array([[[1.0, 3.0]]])
+    free = greedy(np.eye(2) * 100.0, F, G, np.ones_like(t), sigma=1.0, max_runs=3, min_gain=0.0)
+    assert sorted(free.chosen) == [0, 1, 2]
+    close = np.abs(t[:, None] - t[None, :]) < 0.1
+    d = greedy(np.eye(2) * 100.0, F, G, np.ones_like(t), sigma=1.0, max_runs=3, min_gain=0.0, conflicts=close)
+    assert 2 in d.chosen and len(d.chosen) == 2 and not {0, 1} <= set(d.chosen)
