@@ -113,6 +113,14 @@ def register(subparsers) -> None:
         help="a data-constrained law (fit --law data-constrained): design for its optimum with U unique tokens "
         "(default: the fitted runs' data set, when they share one); as scalelab plan --unique-tokens",
     )
+    n.add_argument(
+        "--target",
+        choices=("both", "n-opt", "loss"),
+        default="both",
+        help="which intervals at the target the runs should shrink: both (default: N_opt's and the loss at the "
+        "optimum's, weighed equally as ratios to today's), n-opt (the model size alone) or loss (the predicted loss "
+        "alone); the forecast shows both either way",
+    )
     n.add_argument("--ci", type=float, default=0.95)
     n.add_argument("--json", action="store_true", help="print the proposal as JSON")
     n.set_defaults(func=cmd_next)
@@ -157,6 +165,7 @@ def cmd_next(args) -> int:
             runs=args.runs or (given[0] if given else None),
             forecast_draws=args.forecast_draws,
             unique_tokens=args.unique_tokens,
+            target_of=args.target,
         )
         if args.sweep:
             next_runs.sweep_files(prop, fits, args.sweep)
@@ -181,6 +190,8 @@ def _next_batch_lr(args, fits) -> int:
 
     if args.candidates or args.out:
         raise InputError("--law batch-lr proposes compute groups: --candidates and --out are for --law chinchilla")
+    if args.target != "both":
+        raise InputError("--target chooses between N_opt's and the loss's intervals: it is for --law chinchilla")
     hp = [f for f in fits if f["law"] == "batch-lr"]
     if len(hp) != 1:
         raise InputError("study next --law batch-lr takes one `scalelab fit batch-lr` record")

@@ -103,6 +103,26 @@ def test_study_next_proposes_a_sweep_the_launcher_accepts(fits, tmp_path):
     assert f"{len(p['runs'])} runs" in r.stdout
 
 
+def test_study_next_target_weighs_the_intervals_the_user_asks_for(fits):
+    """--target n-opt / loss weigh one interval alone (the criterion's weights: unit-tested on designs known in
+    closed form, test_information.py): they choose other runs than each other, and the JSON says which
+    criterion chose them; the forecast reports both intervals either way."""
+    *_, a3, a2 = fits
+    args = ["study", "next", a3, "--compute", "1e21", "--budget-flops", "3e18", "--forecast-draws", "0", "--json"]
+    out = {}
+    for t in ("both", "n-opt", "loss"):
+        r = scalelab(*args, "--target", t)
+        assert r.returncode == 0, r.stderr
+        out[t] = json.loads(r.stdout)
+        assert out[t]["target"] == t
+    assert "Var(log L_opt)" not in out["n-opt"]["criterion"] and "Var(log N_opt)" not in out["loss"]["criterion"]
+    picks = {t: sorted((r["N"], r["D"]) for r in p["runs"]) for t, p in out.items()}
+    assert picks["n-opt"] != picks["loss"]
+    assert all(set(p["after"]["width_ratio"]) == {"N_opt", "loss"} for p in out.values())
+    r = scalelab(*args[:2], a2, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "3e18", "--target", "loss")
+    assert r.returncode == 2
+
+
 def test_study_next_from_a_menu_writes_the_chosen_rows_as_they_are(fits, tmp_path):
     *_, a3, a2 = fits
     menu = tmp_path / "menu.csv"
