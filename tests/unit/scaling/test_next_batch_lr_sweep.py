@@ -50,3 +50,12 @@ def test_without_a_recipe_it_says_what_it_assumed():
     rec = _record()
     p = design_groups(propose_batch_lr(rec, 1e17, budget=3e16, max_groups=2), [rec])
     assert p["seq_len"] == 2048 and any("names no training recipe" in n for n in p["sweep_notes"])
+
+
+def test_a_chinchilla_record_beside_lends_its_runs_family_when_the_batch_lr_one_has_none():
+    rec = _record()
+    ch = FitRecord(
+        {"law": "chinchilla", "approach": 3, "recipe": {"settings": {"model.seq_len": 256}, "models": SHAPES}}
+    )
+    p = design_groups(propose_batch_lr(rec, 1e17, budget=3e16, max_groups=2), [rec, ch])
+    assert p["seq_len"] == 256 and any("from the chinchilla record's runs" in n for n in p["sweep_notes"])
