@@ -132,6 +132,11 @@ def synthetic(args) -> dict:
         d = json.loads(Path(args.replot).read_text())
         _plot(d["curves"], args.plot, 100 * START_BUDGETS[-1])
         return d
+    if args.combine:  # the summary over the seeds of several runs (each its own --first-seed)
+        parts = [json.loads(Path(f).read_text())["curves"] for f in args.combine]
+        return summarise(
+            {k: [c for p in parts for c in p[k]] for k in ("isoflop", "design")}, args, 100 * START_BUDGETS[-1]
+        )
     dc = args.law == "data-constrained"
     truth, C = (TRUE_DATA_CONSTRAINED if dc else TRUE_CHINCHILLA), 100 * START_BUDGETS[-1]
     U = args.unique if dc else None
@@ -140,8 +145,8 @@ def synthetic(args) -> dict:
         return widths_dc(rec, C, truth, U) if dc else widths(rec, C, truth)
 
     ladder = [START_BUDGETS[-1] * 2 ** (k + 1) for k in range(args.rounds)]
-    curves = {"isoflop": [], "design": []}
-    for seed in range(args.seeds):
+    curves: dict[str, list] = {"isoflop": [], "design": []}
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         start = chinchilla_table(truth, budgets=START_BUDGETS, n_per_budget=SIZES, noise=args.noise, seed=seed)
         if dc:  # the same design, every run drawing from the corpus's `unique` tokens
             start = draw(truth, start.N, start.D, args.noise, np.random.default_rng(seed), U)
@@ -165,6 +170,7 @@ def synthetic(args) -> dict:
                         candidates=grid_candidates(SIZES * b),
                         unique_tokens=U,
                         forecast_draws=0,  # the design's choice only: the calibration run checks its forecast
+                        target_of=args.target,
                     )
                     new = draw(truth, [r["N"] for r in p.rows], [r["D"] for r in p.rows], args.noise, rng, U)
                 spent += float(new.flops.sum())
@@ -178,10 +184,16 @@ def synthetic(args) -> dict:
                     flush=True,
                 )
             curves[rule].append(rows)
+    return summarise(curves, args, C)
+
+
+def summarise(curves: dict, args, C: float) -> dict:
+    """FLOPs each rule needs to bring N_opt's interval under --target-span, per seed and median."""
     span = args.target_span
+    n_seeds = len(curves["design"])
     need = {rule: [_flops_to_reach(rows, np.log(span)) for rows in runs] for rule, runs in curves.items()}
     med = {k: float(np.nanmedian(v)) if np.isfinite(v).any() else float("nan") for k, v in need.items()}
-    print(f"\nFLOPs to bring N_opt's 95% interval at {C:.3g} FLOPs under {span:g}x (median over {args.seeds} seeds):")
+    print(f"\nFLOPs to bring N_opt's 95% interval at {C:.3g} FLOPs under {span:g}x (median over {n_seeds} seeds):")
     for k, v in need.items():
         print(f"  {k:8s} " + ", ".join(f"{x:.3g}" for x in v) + f"  median {med[k]:.3g}")
     print(f"  design / isoflop: {med['design'] / med['isoflop']:.3g}")
@@ -421,6 +433,16 @@ def main(argv=None) -> int:
     )
     s.add_argument("--unique", type=float, default=3e9, help="data-constrained: the corpus's unique tokens")
     s.add_argument("--replot", metavar="JSON", help="only redraw --plot from the --json of an earlier run")
+    s.add_argument("--first-seed", type=int, default=0, help="seeds first-seed ... first-seed + seeds - 1")
+    s.add_argument(
+        "--target",
+        choices=("both", "n-opt", "loss"),
+        default="both",
+        help="the design's --target (study next): which intervals its runs should shrink",
+    )
+    s.add_argument(
+        "--combine", nargs="+", metavar="JSON", help="only summarise the --json of earlier runs (e.g. one per seed)"
+    )
     e = sub.add_parser("epoch")
     e.add_argument("--budget", type=float, default=3e21)
     e.add_argument("--test-from", type=float, default=2.5e21)

@@ -295,7 +295,10 @@ def _batch_lr(spec: SweepSpec, b: ConfigBuilder):
         _, cfg = b.resolve(base_items, label or "base")
         micro0 = cfg.train.micro_batch_size
         length: list[tuple[str, Any]] = []
-        if bl.tokens_per_param:
+        own = (bl.per_model.get(label) or {}).get("tokens")
+        if own:  # a model's own length (study next --law batch-lr: each group at its compute)
+            length = [("train.steps", None), ("train.tokens", int(round(own)))]
+        elif bl.tokens_per_param:
             n = model_counts(cfg.model, vocab_for(cfg)).non_embedding
             length = [("train.steps", None), ("train.tokens", int(round(bl.tokens_per_param * n)))]
         elif bl.tokens:

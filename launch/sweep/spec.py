@@ -98,7 +98,11 @@ class BatchLrSpec(StrictModel):
     centre: dict[str, float] | None = Field(None, description="{batch_size, lr} the factors multiply")
     batch_factors: list[float] | None = Field(None, description="multipliers of centre.batch_size")
     lr_factors: list[float] | None = Field(None, description="multipliers of centre.lr")
-    per_model: dict[str, dict[str, float]] = Field(default_factory=dict, description="model name -> its own centre")
+    per_model: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="model label (a preset name, or d_model<D>-L<layers> for a shape mapping) -> its own centre "
+        "{batch_size, lr} and, optionally, its own training `tokens` (over tokens and tokens_per_param)",
+    )
     tokens: float | None = Field(None, gt=0, description="training tokens of every run (default: the base config's)")
     tokens_per_param: float | None = Field(None, gt=0, description="tokens = this x non-embedding params, per model")
 
@@ -106,6 +110,17 @@ class BatchLrSpec(StrictModel):
     @classmethod
     def _floats(cls, v: Any) -> Any:
         return float(v) if isinstance(v, str) else _as_float_list(v)
+
+    @field_validator("per_model")
+    @classmethod
+    def _per_model_keys(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for name, entry in v.items():
+            bad = sorted(set(entry) - {"batch_size", "lr", "tokens"})
+            if bad:
+                raise ValueError(f"{name}: unknown key(s) {', '.join(bad)} (allowed: batch_size, lr, tokens)")
+            if "tokens" in entry and not entry["tokens"] > 0:
+                raise ValueError(f"{name}.tokens must be > 0 (got {entry['tokens']})")
+        return v
 
 
 class MoeSpec(StrictModel):

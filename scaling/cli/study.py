@@ -67,8 +67,9 @@ def register(subparsers) -> None:
     n.add_argument(
         "--sweep",
         metavar="NEXT.yaml",
-        help="write the proposed runs as a sweep spec (kind zip) and "
-        "NEXT.base.yaml, its base train config: scalelab sweep plan/launch NEXT.yaml",
+        help="write the proposed runs as a sweep spec (kind zip; with --law batch-lr kind batch_lr, one model and "
+        "lr x batch grid per compute group) and NEXT.base.yaml, its base train config: scalelab sweep plan/launch "
+        "NEXT.yaml",
     )
     n.add_argument(
         "--law",
@@ -111,6 +112,14 @@ def register(subparsers) -> None:
         metavar="U",
         help="a data-constrained law (fit --law data-constrained): design for its optimum with U unique tokens "
         "(default: the fitted runs' data set, when they share one); as scalelab plan --unique-tokens",
+    )
+    n.add_argument(
+        "--target",
+        choices=("both", "n-opt", "loss"),
+        default="both",
+        help="which intervals at the target the runs should shrink: both (default: N_opt's and the loss at the "
+        "optimum's, weighed equally as ratios to today's), n-opt (the model size alone) or loss (the predicted loss "
+        "alone); the forecast shows both either way",
     )
     n.add_argument("--ci", type=float, default=0.95)
     n.add_argument("--json", action="store_true", help="print the proposal as JSON")
@@ -156,6 +165,7 @@ def cmd_next(args) -> int:
             runs=args.runs or (given[0] if given else None),
             forecast_draws=args.forecast_draws,
             unique_tokens=args.unique_tokens,
+            target_of=args.target,
         )
         if args.sweep:
             next_runs.sweep_files(prop, fits, args.sweep)
@@ -178,10 +188,10 @@ def _next_batch_lr(args, fits) -> int:
     from scaling.core.errors import InputError  # deferred: a fast --help
     from scaling.planning.next_batch_lr import format_batch_lr, propose_batch_lr
 
-    if args.candidates or args.out or args.sweep:
-        raise InputError(
-            "--law batch-lr proposes compute groups: --candidates, --out and --sweep are for --law chinchilla"
-        )
+    if args.candidates or args.out:
+        raise InputError("--law batch-lr proposes compute groups: --candidates and --out are for --law chinchilla")
+    if args.target != "both":
+        raise InputError("--target chooses between N_opt's and the loss's intervals: it is for --law chinchilla")
     hp = [f for f in fits if f["law"] == "batch-lr"]
     if len(hp) != 1:
         raise InputError("study next --law batch-lr takes one `scalelab fit batch-lr` record")
@@ -193,7 +203,15 @@ def _next_batch_lr(args, fits) -> int:
     else:
         raise InputError("the batch-lr record states no compute range: give --compute")
     p = propose_batch_lr(hp[0], target, budget=args.budget_flops, max_groups=args.max_runs)
+    if args.sweep:  # each group's model designed on the study's family, then written as a kind batch_lr spec
+        from scaling.planning.next_batch_lr_sweep import design_groups, sweep_files
+
+        p = design_groups(p, fits)
+        spec, base = sweep_files(p, args.sweep)
+        p = {k: v for k, v in p.items() if k != "recipe"}
     print(json.dumps(p, indent=2) if args.json else format_batch_lr(p))
+    if args.sweep:
+        print(f"wrote {spec} and {base}", file=sys.stderr)
     return 0
 
 

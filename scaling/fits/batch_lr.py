@@ -34,6 +34,7 @@ from scaling.core.errors import FitError, InputError
 from scaling.core.regression import ols
 from scaling.core.selection import distinct, group_by_tolerance
 from scaling.data import inputs
+from scaling.data.recipe import read_recipe
 from scaling.fits import pipeline
 from scaling.fits.record import FitRecord, _clean, data_sha256
 from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw
@@ -229,6 +230,9 @@ def fit_batch_lr(
             "C": [float(C.min()), float(C.max())],
         },
     }
+    recipe = read_recipe(df["path"]) if "path" in df.columns else None
+    if recipe:  # the runs' training recipe and model shapes: what `study next --law batch-lr --sweep` extends
+        common["recipe"] = _clean(recipe)
     settings = {
         "form": form,
         "near_optimal_tol": near_optimal_tol,

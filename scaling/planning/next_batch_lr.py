@@ -8,7 +8,10 @@ information today (plus a weak prior, PRIOR_SD in intercept and slope, so that o
 still give a finite covariance); a candidate group at C adds the Fisher information of the row
 (1, log C); the targets are log lr_opt and log B_opt at the target (the same gradient (1, log C*),
 so one design serves both). `scaling.planning.information.greedy` picks the groups, each costing
-its grid's runs times C, at least enough for MIN_GROUPS in all. The grid is centred on the law's
+its grid's runs times C, at least enough for MIN_GROUPS in all, no two within MIN_SEPARATION of
+compute of each other or of an existing group (they would be one group twice: Elfving's design puts
+replicates at the ends of the range, and a replicate is better spent as a second seed than as a
+near-copy whose model and grid barely differ). The grid is centred on the law's
 prediction at that compute when it has exponents, else on the line through the existing optima
 (the nearest group's optimum with one group).
 """
@@ -26,6 +29,7 @@ LR_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 BATCH_FACTORS = (0.5, 1.0, 2.0)
 PRIOR_SD = 10.0
 CANDIDATES = 16
+MIN_SEPARATION = 1.5  # a group within this factor of compute of another (existing or chosen) is not a new group
 
 
 def _optima(rec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -66,11 +70,22 @@ def propose_batch_lr(rec, target: float, *, budget: float, max_groups: int = 4) 
             f"--budget-flops {budget:.3g} buys no group: a group is {runs} runs (lr x batch grid) at one compute"
         )
     cand = np.geomspace(lo, hi, CANDIDATES)
-    cand = cand[np.min(np.abs(np.log(cand)[:, None] - np.log(C)[None, :]), axis=1) > np.log(1.5)]
+    cand = cand[np.min(np.abs(np.log(cand)[:, None] - np.log(C)[None, :]), axis=1) > np.log(MIN_SEPARATION)]
+    close = np.abs(np.log(cand)[:, None] - np.log(cand)[None, :]) <= np.log(MIN_SEPARATION)
     F = np.stack([np.ones_like(cand), np.log(cand)], axis=-1)[None]
     G = np.array([[[1.0, np.log(target)]]])
     need = max(MIN_GROUPS - len(C), 0)
-    d = greedy(cov0, F, G, runs * cand, sigma=sigma, budget=budget, max_runs=max(max_groups, need), min_gain=0.0)
+    d = greedy(
+        cov0,
+        F,
+        G,
+        runs * cand,
+        sigma=sigma,
+        budget=budget,
+        max_runs=max(max_groups, need),
+        min_gain=0.0,
+        conflicts=close,
+    )
     if len(d.chosen) < need:
         raise InputError(
             f"--budget-flops {budget:.3g} buys {len(d.chosen)} group(s); the law needs {need} more "
@@ -91,6 +106,8 @@ def propose_batch_lr(rec, target: float, *, budget: float, max_groups: int = 4) 
                 "C": c,
                 "N": n,
                 "D": c / (6.0 * n),
+                "lr_centre": float(lr_c),
+                "batch_tokens_centre": float(bt_c),
                 "lrs": [float(lr_c * f) for f in LR_FACTORS],
                 "batch_tokens": [float(bt_c * f) for f in BATCH_FACTORS],
                 "runs": runs,
@@ -120,13 +137,17 @@ def format_batch_lr(p: dict) -> str:
         f"proposed {len(p['groups'])} groups, {p['spent_flops']:.4g} FLOPs of the {p['budget_flops']:.4g} budget:",
     ]
     for g in p["groups"]:
+        model = g.get("model")
+        shape = f" (d_model {model['d_model']}, {model['n_layers']} layers)" if model else ""
+        seqs = f" = {', '.join(str(b) for b in g['batch_sizes'])} sequences" if g.get("batch_sizes") else ""
         lines.append(
-            f"  C {g['C']:.4g}: N {g['N']:.4g}, D {g['D']:.4g}; lr "
+            f"  C {g['C']:.4g}: N {g['N']:.4g}{shape}, D {g['D']:.4g}; lr "
             + ", ".join(f"{x:.3g}" for x in g["lrs"])
             + "; batch tokens "
             + ", ".join(f"{x:.3g}" for x in g["batch_tokens"])
-            + f" ({g['runs']} runs)"
+            + f"{seqs} ({g['runs']} runs)"
         )
     lines.append(f"forecast: the standard error of log lr_opt and log B_opt at the target x{p['width_ratio']:.2f}")
     lines.append(f"note: {p['note']}")
+    lines += [f"note: {n}" for n in p.get("sweep_notes", [])]
     return "\n".join(lines)

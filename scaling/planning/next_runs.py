@@ -46,6 +46,10 @@ BELOW_FITTED = 4.0  # the family grid starts this factor below the smallest fitt
 TOKENS_PER_PARAM = (2.0, 500.0)
 TOKENS_PER_PARAM_STEPS = 10
 MIN_BOOTSTRAP = 10
+# --target: the weights of (log N_opt, log L_opt) in the criterion. "both" (the default) is the issue's
+# question, the plan's two intervals; "n-opt" designs for the model size alone (what a run needs chosen
+# before it starts), "loss" for the predicted loss alone (what a study forecasts).
+TARGETS = {"both": (1.0, 1.0), "n-opt": (1.0, 0.0), "loss": (0.0, 1.0)}
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Proposal:
     candidates: int
     conventions: dict
     notes: list[str] = field(default_factory=list)
+    target_of: str = "both"
 
     def as_dict(self) -> dict:
         return {
@@ -75,11 +80,21 @@ class Proposal:
             "today": self.today,
             "after": self.after,
             "criterion_steps": self.steps,
-            "criterion": "mean over bootstrap laws of Var(log N_opt)/today + Var(log L_opt)/today at the target "
-            "(Fisher update of the bootstrap covariance; greedy per FLOP)",
+            "criterion": CRITERIA[self.target_of],
+            "target": self.target_of,
             "forecast_method": (self.after.get("forecast") or {}).get("method"),
             "notes": self.notes,
         }
+
+
+CRITERIA = {
+    "both": "mean over bootstrap laws of Var(log N_opt)/today + Var(log L_opt)/today at the target "
+    "(Fisher update of the bootstrap covariance; greedy per FLOP)",
+    "n-opt": "mean over bootstrap laws of Var(log N_opt)/today at the target "
+    "(Fisher update of the bootstrap covariance; greedy per FLOP)",
+    "loss": "mean over bootstrap laws of Var(log L_opt)/today at the target "
+    "(Fisher update of the bootstrap covariance; greedy per FLOP)",
+}
 
 
 # ---------------------------------------------------------------- the law in θ = (log A, log B, log E, α, β)
@@ -318,13 +333,17 @@ def propose(
     forecast_draws: int = FORECAST_DRAWS,
     forecast_resamples: int = FORECAST_RESAMPLES,
     unique_tokens: float | None = None,
+    target_of: str = "both",
 ) -> Proposal:
     """The next runs for `target` FLOPs from the fit records (one chinchilla approach-3 record;
     others as `scalelab plan` takes them), within `budget` FLOPs and `max_runs` runs;
     `candidates`: a menu (table_candidates), else the model family's grid. `runs`: the runs the
     record was fitted on (a table, run tree or DataFrame; default the record's source), for the refit
     forecast of `forecast_draws` futures (0: the Fisher forecast only). A data-constrained record
-    designs with its own law for `unique_tokens` (default: the fitted runs' data set)."""
+    designs with its own law for `unique_tokens` (default: the fitted runs' data set). `target_of`:
+    which intervals the runs should shrink (TARGETS: both, n-opt, loss); both are forecast either way."""
+    if target_of not in TARGETS:
+        raise InputError(f"--target must be one of {', '.join(TARGETS)} (got {target_of!r})")
     if not (budget > 0 and np.isfinite(budget)):
         raise InputError(f"--budget-flops must be a positive number of FLOPs (got {budget})")
     if max_runs < 1:
@@ -386,7 +405,16 @@ def propose(
     else:
         F = log_loss_grad(th, N, D)
         G = target_grad(th, C6)
-    d = greedy(cov0, F, G, flops, sigma=residual_sigma(ch), budget=budget, max_runs=max_runs)
+    d = greedy(
+        cov0,
+        F,
+        G,
+        flops,
+        sigma=residual_sigma(ch),
+        budget=budget,
+        max_runs=max_runs,
+        weights=np.array(TARGETS[target_of]),
+    )
     if not d.chosen:
         raise InputError(
             f"study next: no candidate within --budget-flops {budget:.3g} adds information at {target:.3g} FLOPs"
@@ -455,7 +483,11 @@ def propose(
         candidates=len(cands),
         conventions={"compute": conv["compute"], "n_kind": conv["n_kind"]},
         notes=notes,
+        target_of=target_of,
     )
+
+
+TARGET_WORDS = {"both": "the N_opt and loss intervals", "n-opt": "N_opt's interval", "loss": "the loss interval"}
 
 
 def _shrink(point, iv, ratio: float):
@@ -474,7 +506,7 @@ def format_proposal(p: Proposal) -> str:
         f"target: {p.target:.4g} FLOPs ({conv['compute']}; N = {conv['n_kind']} parameters); "
         f"verdict today: {p.today.get('verdict')}",
         f"proposed {len(p.rows)} runs, {p.spent:.4g} FLOPs of the {p.budget:.4g} budget "
-        f"(chosen from {p.candidates} candidates, most interval shrinkage per FLOP first):",
+        f"(chosen from {p.candidates} candidates, most shrinkage of {TARGET_WORDS[p.target_of]} per FLOP first):",
         f"  {'N':>10} {'D':>10} {'D/N':>7} {'FLOPs':>10}  model",
     ]
     for r in p.rows:

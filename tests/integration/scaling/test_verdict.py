@@ -103,6 +103,26 @@ def test_study_next_proposes_a_sweep_the_launcher_accepts(fits, tmp_path):
     assert f"{len(p['runs'])} runs" in r.stdout
 
 
+def test_study_next_target_weighs_the_intervals_the_user_asks_for(fits):
+    """--target n-opt / loss weigh one interval alone (the criterion's weights: unit-tested on designs known in
+    closed form, test_information.py): they choose other runs than each other, and the JSON says which
+    criterion chose them; the forecast reports both intervals either way."""
+    *_, a3, a2 = fits
+    args = ["study", "next", a3, "--compute", "1e21", "--budget-flops", "3e18", "--forecast-draws", "0", "--json"]
+    out = {}
+    for t in ("both", "n-opt", "loss"):
+        r = scalelab(*args, "--target", t)
+        assert r.returncode == 0, r.stderr
+        out[t] = json.loads(r.stdout)
+        assert out[t]["target"] == t
+    assert "Var(log L_opt)" not in out["n-opt"]["criterion"] and "Var(log N_opt)" not in out["loss"]["criterion"]
+    picks = {t: sorted((r["N"], r["D"]) for r in p["runs"]) for t, p in out.items()}
+    assert picks["n-opt"] != picks["loss"]
+    assert all(set(p["after"]["width_ratio"]) == {"N_opt", "loss"} for p in out.values())
+    r = scalelab(*args[:2], a2, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "3e18", "--target", "loss")
+    assert r.returncode == 2
+
+
 def test_study_next_from_a_menu_writes_the_chosen_rows_as_they_are(fits, tmp_path):
     *_, a3, a2 = fits
     menu = tmp_path / "menu.csv"
@@ -181,6 +201,41 @@ def test_study_next_proposes_the_compute_groups_a_batch_lr_law_needs(tmp_path):
     assert all(len(g["lrs"]) * len(g["batch_tokens"]) == g["runs"] for g in p["groups"])
     r = scalelab("study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "1e17")
     assert r.returncode == 2 and "buys no group" in r.stderr
+
+
+def test_study_next_writes_the_batch_lr_groups_as_a_sweep_the_launcher_expands(tmp_path):
+    """--law batch-lr --sweep: one model per proposed compute group (its tokens spend the group's compute)
+    and its lr x batch grid, as a kind batch_lr spec that `sweep plan` expands to exactly those runs."""
+    from launch.sweep.naming import fmt_num
+    from scaling.fits.batch_lr import fit_batch_lr
+    from scaling.synthetic.runs import batch_lr_sweep
+
+    path = fit_batch_lr(batch_lr_sweep(budgets=(1e17, 1e18))).save(tmp_path / "hp.json")
+    spec = tmp_path / "next.yaml"
+    args = ["study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "3e20"]
+    r = scalelab(*args, "--max-runs", "3", "--sweep", spec, "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    s = yaml.safe_load(spec.read_text())
+    assert s["kind"] == "batch_lr" and (tmp_path / "next.base.yaml").exists()
+    bl = s["batch_lr"]
+    assert len(bl["models"]) == len(p["groups"]) == 3 and len(bl["lr_factors"]) * len(bl["batch_factors"]) == 15
+    for g in p["groups"]:
+        own = bl["per_model"][g["label"]]
+        assert own["tokens"] == int(g["D"]) and g["N"] * g["D"] * 6 == pytest.approx(g["C"], rel=1e-6)
+        assert own["lr"] == pytest.approx(g["lr_centre"], rel=1e-5) and len(g["batch_sizes"]) == 3
+    r = scalelab(*args, "--candidates", spec)
+    assert r.returncode == 2 and "--candidates and --out are for --law chinchilla" in r.stderr
+    if data_root() is None:
+        pytest.skip("bundled corpus not found: `sweep plan`'s pre-flight reads the base config's data")
+    # the synthetic law's sizes are far beyond the bundled corpus: repeated data on purpose, to see it expand
+    r = scalelab("sweep", "plan", spec, "--allow-repeats", env={"SCALELAB_DATA_ROOT": str(data_root())})
+    assert r.returncode == 0, r.stderr
+    assert "45 runs (batch_lr)" in r.stdout
+    for g in p["groups"]:  # every proposed (batch, lr) pair is a run, named by its values
+        for b in g["batch_sizes"]:
+            for lr in g["lrs"]:
+                assert f"{g['label']}-b{b}-lr{fmt_num(lr)} " in r.stdout
 
 
 def test_study_next_fits_runs_given_instead_of_a_record(tmp_path):

@@ -219,6 +219,17 @@ def test_batch_lr_grid_around_centre(base):
         assert r.cfg.train.global_batch_size % r.cfg.train.micro_batch_size == 0
         assert r.cfg.train.tokens == round(0.5 * r.non_embedding_params)
     assert "n50k-b4-lr1e-3" in names(p)
+    # a model's own tokens (study next --law batch-lr: each group at its compute) over tokens_per_param
+    own = {"n100k": {"batch_size": 16, "lr": 1e-3, "tokens": 123456}}
+    spec = spec_of(
+        base,
+        kind="batch_lr",
+        batch_lr={"models": ["n50k", "n100k"], "centre": {"batch_size": 8, "lr": 2e-3}, "tokens_per_param": 0.5}
+        | {"per_model": own},
+    )
+    for r in expand(spec).runs:
+        want = 123456 if r.axes["model"] == "n100k" else round(0.5 * r.non_embedding_params)
+        assert r.cfg.train.tokens == want
 
 
 def test_replanning_never_renames(base, work):
@@ -265,6 +276,10 @@ def test_replanning_never_renames(base, work):
         ({"kind": "grid", "axes": {"train.global_batch_size": [6]}}, "must be a multiple"),
         ({"kind": "grid", "axes": {"optim.lr": [1e-3, 0.001]}}, "both be named"),
         ({"kind": "batch_lr", "batch_lr": {"batch_sizes": [4]}}, "needs `lrs` or `centre.lr`"),
+        (
+            {"kind": "batch_lr", "batch_lr": {"lrs": [1e-3], "per_model": {"n50k": {"lr": 1e-3, "steps": 9}}}},
+            "n50k: unknown key(s) steps (allowed: batch_size, lr, tokens)",
+        ),
         ({"kind": "sweepy"}, "kind"),
         ({"kind": "grid", "axes": {"optim.lr": [1e-3]}, "colour": "red"}, "colour: unknown key"),
         ({"kind": "seeds"}, "needs a non-empty `seeds`"),

@@ -49,3 +49,36 @@ def test_budget_and_run_count_bound_the_design():
     d = greedy(np.eye(2), F, G, x, sigma=0.1, budget=500.0, max_runs=5)
     assert 1 <= len(d.chosen) <= 5 and d.spent <= 500.0 and len(set(d.chosen)) == len(d.chosen)
     assert d.width_ratio()[0] < 1.0
+
+
+def test_conflicting_candidates_are_not_both_chosen():
+    """Extrapolating a line from t in {-1, -0.99, 1}: the design wants both ends; with -1 and -0.99
+    in conflict (one group twice) it takes one of them and the far end, never both near copies."""
+    t = np.array([-1.0, -0.99, 1.0])
+    F = np.stack([np.ones_like(t), t], axis=-1)[None]
+    G = np.array([[[1.0, 3.0]]])
+    free = greedy(np.eye(2) * 100.0, F, G, np.ones_like(t), sigma=1.0, max_runs=3, min_gain=0.0)
+    assert sorted(free.chosen) == [0, 1, 2]
+    close = np.abs(t[:, None] - t[None, :]) < 0.1
+    d = greedy(np.eye(2) * 100.0, F, G, np.ones_like(t), sigma=1.0, max_runs=3, min_gain=0.0, conflicts=close)
+    assert 2 in d.chosen and len(d.chosen) == 2 and not {0, 1} <= set(d.chosen)
+
+
+def test_target_weights_design_for_the_weighted_targets_alone():
+    """Two targets on the line y = t0 + t1 t, t in {-1, 1}: the prediction at t* = 3 and at t* = -3.
+    Weight on the first alone: Elfving's 2/3 of the runs at +1; on the second alone: 2/3 at -1; equal
+    weights: by symmetry, half at each end."""
+    reps = 300
+    t = np.repeat([-1.0, 1.0], reps)
+    F = np.stack([np.ones_like(t), t], axis=-1)[None]
+    G = np.array([[[1.0, 3.0], [1.0, -3.0]]])
+
+    def share_at_plus_one(weights):
+        d = greedy(np.eye(2) * 100.0, F, G, np.ones_like(t), sigma=1.0, max_runs=240, min_gain=0.0, weights=weights)
+        return np.mean(t[d.chosen] == 1.0)
+
+    assert share_at_plus_one([1.0, 0.0]) == pytest.approx(2 / 3, abs=0.02)
+    assert share_at_plus_one([0.0, 1.0]) == pytest.approx(1 / 3, abs=0.02)
+    assert share_at_plus_one(None) == pytest.approx(0.5, abs=0.02)
+    with pytest.raises(ValueError, match="one non-negative weight per target"):
+        greedy(np.eye(2), F, G, np.ones_like(t), sigma=1.0, weights=[0.0, 0.0])
