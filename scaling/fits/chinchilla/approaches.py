@@ -108,56 +108,7 @@ def fit_chinchilla(data, options: ChinchillaOptions | None = None, /, **kw) -> F
     cost = TokenCost.from_runs(N, C, D, compute_kind, ds.n_kind)
     conventions = {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source, "token_cost": cost.to_dict()}
     t0 = time.perf_counter()
-    if o.law == "data-constrained":
-        body = fit_data_constrained(
-            df,
-            C,
-            warnings,
-            objective=o.objective,
-            grid=o.grid,
-            top_k=o.top_k,
-            bootstrap=o.bootstrap,
-            boot_top_k=o.bootstrap_top_k,
-            seed=o.seed,
-            delta=o.delta,
-            ci=o.ci,
-            compute=o.at_compute,
-            terms=o.terms or "data+params",
-            cost=cost,
-            unique=(_data_info(df) or {}).get("unique_tokens"),
-        )
-    elif o.approach == 3:
-        body = _approach3(
-            df,
-            C,
-            cost,
-            warnings,
-            curves=curves,
-            grid=o.grid,
-            top_k=o.top_k,
-            bootstrap=o.bootstrap,
-            boot_top_k=o.bootstrap_top_k,
-            seed=o.seed,
-            delta=o.delta,
-            ci=o.ci,
-            at_compute=o.at_compute,
-            objective=o.objective,
-        )
-    else:
-        body = _frontier(
-            df,
-            C,
-            warnings,
-            approach=o.approach,
-            bootstrap=o.bootstrap,
-            seed=o.seed,
-            ci=o.ci,
-            budget_tol=o.budget_tol,
-            n_bins=o.n_bins,
-            at_compute=o.at_compute,
-            curves=curves,
-            weights=o.frontier_weights or "ols",
-        )
+    body = _fit_body(o, df, C, cost, warnings, curves)
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     settings = o.settings(curves) | body.pop("settings")
     rec = pipeline.record(
@@ -182,6 +133,60 @@ def fit_chinchilla(data, options: ChinchillaOptions | None = None, /, **kw) -> F
     if held is not None:
         rec["holdout"] = _clean(_holdout_report(rec, held, held_C, rule))
     return rec
+
+
+def _fit_body(o: ChinchillaOptions, df, C, cost: TokenCost, warnings: list[str], curves: bool) -> dict:
+    """The chosen fit's part of the record (params, intervals, diagnostics, settings, ...): the data-constrained
+    law, approach 3's parametric law, or approaches 1-2's frontier."""
+    if o.law == "data-constrained":
+        return fit_data_constrained(
+            df,
+            C,
+            warnings,
+            objective=o.objective,
+            grid=o.grid,
+            top_k=o.top_k,
+            bootstrap=o.bootstrap,
+            boot_top_k=o.bootstrap_top_k,
+            seed=o.seed,
+            delta=o.delta,
+            ci=o.ci,
+            compute=o.at_compute,
+            terms=o.terms or "data+params",
+            cost=cost,
+            unique=(_data_info(df) or {}).get("unique_tokens"),
+        )
+    if o.approach == 3:
+        return _approach3(
+            df,
+            C,
+            cost,
+            warnings,
+            curves=curves,
+            grid=o.grid,
+            top_k=o.top_k,
+            bootstrap=o.bootstrap,
+            boot_top_k=o.bootstrap_top_k,
+            seed=o.seed,
+            delta=o.delta,
+            ci=o.ci,
+            at_compute=o.at_compute,
+            objective=o.objective,
+        )
+    return _frontier(
+        df,
+        C,
+        warnings,
+        approach=o.approach,
+        bootstrap=o.bootstrap,
+        seed=o.seed,
+        ci=o.ci,
+        budget_tol=o.budget_tol,
+        n_bins=o.n_bins,
+        at_compute=o.at_compute,
+        curves=curves,
+        weights=o.frontier_weights or "ols",
+    )
 
 
 def _resolve_compute(df, n_kind: str, compute_kind: str | None, warnings: list[str]) -> str:
