@@ -421,57 +421,9 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     weighted = weights == "inverse-variance"
     alternative = None
     if approach == 2:
-        groups = _budget_groups(df, C, budget_tol)
-        params, rows, notes, groups = approach2(N, D, L, C, groups=groups, weighted=weighted)
-        settings = {
-            "budget_tol": budget_tol,
-            "frontier_weights": weights,
-            "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights],
-        }
-        other = "ols" if weighted else "inverse-variance"
-        alt, *_ = approach2(N, D, L, C, groups=groups, weighted=not weighted)
-        # an inverse-variance fit needs residual degrees of freedom
-        if alt is not None and (weighted or alt["weighted"]):
-            alternative = {"frontier_weights": other, "a": alt["a"], "b": alt["b"]}
-        if notes:
-            warnings.append(
-                f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: "
-                + "; ".join(map(note_text, notes))
-            )
-        few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
-        if few:
-            warnings.append(
-                f"{len(few)} budget(s) have fewer than {MIN_SIZES} model sizes ("
-                + ", ".join(f"C~{r['C']:.3g}: {r['n_sizes']}" for r in few)
-                + "): their parabola is barely constrained"
-            )
-        edge = [r for r in rows if r["edge"]]
-        if edge:
-            warnings.append(
-                f"{len(edge)} budget(s) have their best run at the smallest or largest size ("
-                + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge)
-                + "): the true minimum may lie outside the sweep"
-            )
-        if params is None:
-            raise FitError(
-                "approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found "
-                f"{len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)"
-            )
-        if not params.pop("weighted") and weighted:
-            warnings.append(
-                "approach 2 regression is unweighted: no residual degrees "
-                "of freedom to weight budgets by (3 sizes per budget)"
-            )
-        for r in rows:
-            r.pop("_var_unit", None)
-        diagnostics = {
-            "budgets": rows,
-            "n_budgets": len(rows),
-            "n_groups": int(np.unique(groups).size),
-            "skipped_budgets": [note_text(n) for n in notes],
-        }
-        if alternative:
-            diagnostics["frontier_alternative"] = alternative
+        params, rows, groups, settings, diagnostics, alternative = _approach2_fit(
+            df, N, D, L, C, budget_tol, weights, warnings
+        )
     else:
         params, rows = approach1(N, D, L, C, n_bins=n_bins)
         settings = {"n_bins": n_bins, "method": "lowest loss per log-compute bin; OLS of log N, log D on log C"}
@@ -526,6 +478,66 @@ def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_b
     if boot:
         out["bootstrap"] = boot
     return out
+
+
+def _approach2_fit(df, N, D, L, C, budget_tol: float, weights: str, warnings: list[str]):
+    """Approach 2 on the full data: a parabola per IsoFLOP budget, the frontier through their minima, the fit
+    with the other weighting beside it, and the warnings on budgets that constrain little.
+    Returns (params, rows, groups, settings, diagnostics, alternative)."""
+    weighted = weights == "inverse-variance"
+    alternative = None
+    groups = _budget_groups(df, C, budget_tol)
+    params, rows, notes, groups = approach2(N, D, L, C, groups=groups, weighted=weighted)
+    settings = {
+        "budget_tol": budget_tol,
+        "frontier_weights": weights,
+        "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights],
+    }
+    other = "ols" if weighted else "inverse-variance"
+    alt, *_ = approach2(N, D, L, C, groups=groups, weighted=not weighted)
+    # an inverse-variance fit needs residual degrees of freedom
+    if alt is not None and (weighted or alt["weighted"]):
+        alternative = {"frontier_weights": other, "a": alt["a"], "b": alt["b"]}
+    if notes:
+        warnings.append(
+            f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: "
+            + "; ".join(map(note_text, notes))
+        )
+    few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
+    if few:
+        warnings.append(
+            f"{len(few)} budget(s) have fewer than {MIN_SIZES} model sizes ("
+            + ", ".join(f"C~{r['C']:.3g}: {r['n_sizes']}" for r in few)
+            + "): their parabola is barely constrained"
+        )
+    edge = [r for r in rows if r["edge"]]
+    if edge:
+        warnings.append(
+            f"{len(edge)} budget(s) have their best run at the smallest or largest size ("
+            + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge)
+            + "): the true minimum may lie outside the sweep"
+        )
+    if params is None:
+        raise FitError(
+            "approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found "
+            f"{len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)"
+        )
+    if not params.pop("weighted") and weighted:
+        warnings.append(
+            "approach 2 regression is unweighted: no residual degrees "
+            "of freedom to weight budgets by (3 sizes per budget)"
+        )
+    for r in rows:
+        r.pop("_var_unit", None)
+    diagnostics = {
+        "budgets": rows,
+        "n_budgets": len(rows),
+        "n_groups": int(np.unique(groups).size),
+        "skipped_budgets": [note_text(n) for n in notes],
+    }
+    if alternative:
+        diagnostics["frontier_alternative"] = alternative
+    return params, rows, groups, settings, diagnostics, alternative
 
 
 def _weights_warning(params: dict, intervals: dict, alt: dict, weights: str, ci: float) -> str | None:
