@@ -4,11 +4,15 @@ Each side is a fresh clone beside this repository (so that ../shared resolves as
 own script (`bash .ci/run`: venv, Slurm, Chromium, lint, docs, `make test`), one after the other, each with a
 temporary folder (TMPDIR) of its own so that nothing trained by the other side or an earlier run is reused.
 Prints both times, their ratio, the fp32 matmul peak before and after each side (this host's speed drifts), the
-tests and `assert` statements of each tree, and the slowest tests of each (from pytest's junit XML).
+tests and `assert` statements of each tree, and the slowest tests of each (from pytest's junit XML). Beside the
+whole suites' ratio, which grows with every test added since the reference, the ratio over the tests both trees
+ran (matched by junit classname and name; the counts and time of those only one side ran), and over the 25 of
+them slowest in the old suite, each with both times: whether the same tests got slower.
 
     .venv/bin/python benchmarks/suite_time.py                      # HEAD against e227d82 (about 65 minutes)
     .venv/bin/python benchmarks/suite_time.py --old ../base        # an existing checkout as the reference
     .venv/bin/python benchmarks/suite_time.py --fast               # and `make test-fast` after the new suite
+    .venv/bin/python benchmarks/suite_time.py --old ddc73a7        # issue 46's reference: shared-tests ratio <= 1.05
 """
 
 from __future__ import annotations
@@ -60,6 +64,73 @@ def slowest(junit: Path, k: int = 25) -> list[tuple[float, str]]:
         name = tc.get("name", "").split("@")[0]  # pytest-xdist's group suffix
         rows.append((float(tc.get("time", 0)), f"{tc.get('classname', '')}::{name}"))
     return sorted(rows, reverse=True)[:k]
+
+
+def case_times(junit: Path) -> dict[str, float]:
+    """{module::test: seconds} of a junit XML's test cases that ran (a skipped one is left out: it measures
+    nothing); an id that appears twice (a rerun) counts its times together."""
+    out: dict[str, float] = {}
+    for tc in ET.parse(junit).getroot().iter("testcase"):
+        if tc.find("skipped") is not None:
+            continue
+        key = f"{tc.get('classname', '')}::{tc.get('name', '').split('@')[0]}"
+        out[key] = out.get(key, 0.0) + float(tc.get("time", 0))
+    return out
+
+
+def shared_times(old_junit: Path, new_junit: Path, k: int = 25) -> dict:
+    """The time of the tests both suites ran, matched by junit classname and name: how many matched and how
+    many ran on one side only (with their time), the shared tests' summed time on each side and the ratio
+    new/old, and the same for the k shared tests slowest in the old suite (the reference), each listed with
+    both times. A test that moved to another module counts as one old-only and one new-only test."""
+    old, new = case_times(old_junit), case_times(new_junit)
+    both = sorted(old.keys() & new.keys())
+    only_old, only_new = old.keys() - new.keys(), new.keys() - old.keys()
+
+    def ratio(a: float, b: float) -> float | None:
+        return b / a if a > 0 else None
+
+    top = sorted(both, key=lambda t: (-old[t], t))[:k]
+    old_s, new_s = sum(old[t] for t in both), sum(new[t] for t in both)
+    top_old, top_new = sum(old[t] for t in top), sum(new[t] for t in top)
+    return {
+        "matched": len(both),
+        "only_old": len(only_old),
+        "only_old_s": sum(old[t] for t in only_old),
+        "only_new": len(only_new),
+        "only_new_s": sum(new[t] for t in only_new),
+        "old_s": old_s,
+        "new_s": new_s,
+        "ratio": ratio(old_s, new_s),
+        "slowest": [(t, old[t], new[t], ratio(old[t], new[t])) for t in top],
+        "slowest_old_s": top_old,
+        "slowest_new_s": top_new,
+        "slowest_ratio": ratio(top_old, top_new),
+    }
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.3f}"
+
+
+def report_shared(shared: dict) -> None:
+    """Print `shared_times`: the counts, the ratio over the shared tests, and the slowest shared ones."""
+    print(
+        f"\nshared tests (junit classname::name in both): {shared['matched']} matched; "
+        f"{shared['only_old']} only in old ({shared['only_old_s']:.1f} s), "
+        f"{shared['only_new']} only in new ({shared['only_new_s']:.1f} s)"
+    )
+    print(
+        f"new/old over the shared tests: {_fmt_ratio(shared['ratio'])} of their summed test time "
+        f"(old {shared['old_s']:.1f} s, new {shared['new_s']:.1f} s; goal: <= 1.05)"
+    )
+    n = len(shared["slowest"])
+    print(
+        f"new/old over the {n} shared tests slowest in old: {_fmt_ratio(shared['slowest_ratio'])} "
+        f"(old {shared['slowest_old_s']:.1f} s, new {shared['slowest_new_s']:.1f} s)"
+    )
+    for name, o, nw, r in shared["slowest"]:
+        print(f"  {o:8.1f} {nw:8.1f}  {_fmt_ratio(r):>6}  {name}")
 
 
 def count_asserts(tree: Path) -> int:
@@ -136,6 +207,8 @@ def report(rows: list[dict]) -> None:
             f"\nnew/old: {new['pytest'][2] / old['pytest'][2]:.3f} of pytest time, "
             f"{new['wall'] / old['wall']:.3f} of .ci/run wall time (goal: 0.40)"
         )
+    if old["junit"] and new["junit"]:
+        report_shared(shared_times(old["junit"], new["junit"]))
     for r in rows:
         if r["junit"]:
             print(f"\n{r['label']}: the 25 slowest tests")

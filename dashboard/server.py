@@ -122,6 +122,29 @@ def create_app(
     app = FastAPI(title="scalelab dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
+    _guard(app, JSON)
+
+    @app.get("/")
+    def index():
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/vendor/plotly.min.js")
+    def plotly():
+        return FileResponse(plotly_js, media_type="application/javascript", headers={"Cache-Control": "max-age=86400"})
+
+    _run_routes(app, runs, fits, JSON, _csv)
+    _run_detail_routes(app, runs, JSON, _csv)
+    _fit_routes(app, fits, views, JSON, _csv)
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.state.runs, app.state.fits = runs, fits
+    # warm the run cache in the background so the first page load does not pay the cold scan
+    threading.Thread(target=runs.refresh, kwargs={"force": True}, daemon=True, name="dashboard-warm").start()
+    return app
+
+
+def _guard(app: FastAPI, JSON) -> None:
+    """Read-only (GET and HEAD), the security headers on every response, and the refusals' status codes."""
 
     @app.middleware("http")
     async def read_only_and_headers(request: Request, call_next):
@@ -145,13 +168,18 @@ def create_app(
     async def unknown_id(_req, exc):
         return JSON({"error": f"unknown id {exc.args[0]!r}"}, status_code=404)
 
-    @app.get("/")
-    def index():
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
-    @app.get("/vendor/plotly.min.js")
-    def plotly():
-        return FileResponse(plotly_js, media_type="application/javascript", headers={"Cache-Control": "max-age=86400"})
+def _ids(runs: RunStore, run: list[str]) -> list[str]:
+    """The requested run ids, each validated (400/404) before anything is read."""
+    if len(run) > MAX_RUNS_PER_REQUEST:
+        raise BadId(f"at most {MAX_RUNS_PER_REQUEST} runs per request")
+    for r in run:
+        runs.run_dir(r)
+    return run
+
+
+def _run_routes(app: FastAPI, runs: RunStore, fits: FitStore, JSON, _csv) -> None:
+    """The runs table, its problems and the runs' curves (JSON and CSV)."""
 
     @app.get("/api/runs")
     def api_runs():
@@ -181,18 +209,11 @@ def create_app(
     def api_problems_csv():
         return _csv(runs.table()[1] + fits.listing()[1], ["id", "problem"], "problems.csv")
 
-    def _ids(run: list[str]) -> list[str]:
-        if len(run) > MAX_RUNS_PER_REQUEST:
-            raise BadId(f"at most {MAX_RUNS_PER_REQUEST} runs per request")
-        for r in run:
-            runs.run_dir(r)  # validates (400/404) before anything is read
-        return run
-
     @app.get("/api/curves")
     def api_curves(run: list[str] = Query(default=[]), branches: bool = False):
         """Each run's series; with `branches`, every run of their families too (a stable run and
         its branches), each with its lineage and the parent's point where its curve joins."""
-        ids = _ids(run)
+        ids = _ids(runs, run)
         rows = {r["id"]: r for r in runs.table()[0]}
         if branches:
             ids = lineage.with_families(ids, list(rows.values()), MAX_RUNS_PER_REQUEST)
@@ -229,9 +250,13 @@ def create_app(
     @app.get("/api/curves.csv")
     def api_curves_csv(run: list[str] = Query(default=[])):
         rows = []
-        for rid in _ids(run):
+        for rid in _ids(runs, run):
             rows += [{"run": rid, **{k: r.get(k) for k in CURVE_KEYS}} for r in runs.metrics(rid)[0]]
         return _csv(rows, ["run", *CURVE_KEYS], "curves.csv")
+
+
+def _run_detail_routes(app: FastAPI, runs: RunStore, JSON, _csv) -> None:
+    """Evaluations, the MoE router and profile panels of runs."""
 
     def _eval_rows():
         rows, problems = [], []
@@ -257,7 +282,7 @@ def create_app(
 
     @app.get("/api/moe")
     def api_moe(run: str):
-        rid = _ids([run])[0]
+        rid = _ids(runs, [run])[0]
         recs, _ = runs.metrics(rid)
         return JSON(
             {"id": rid, "row": {**runs.row(rid), **runs.moe_shapes().get(rid, {})}, "figures": moe_view.figures(recs)}
@@ -265,13 +290,17 @@ def create_app(
 
     @app.get("/api/profile")
     def api_profile(run: str):
-        rid = _ids([run])[0]
+        rid = _ids(runs, [run])[0]
         return JSON({"id": rid, "row": runs.row(rid), "figures": profile_view.figures(runs.metrics(rid)[0])})
 
     @app.get("/api/moe/compare")
     def api_moe_compare():
         moe = [r for r in runs.table()[0] if r.get("num_experts")][:MAX_RUNS_PER_REQUEST]
         return JSON({"figures": moe_view.compare([(r, runs.metrics(r["id"])[0]) for r in moe])})
+
+
+def _fit_routes(app: FastAPI, fits: FitStore, views: Views, JSON, _csv) -> None:
+    """Fit records, their figures and parameters, MoE scaling and the plan over budgets."""
 
     @app.get("/api/fits")
     def api_fits():
@@ -290,32 +319,7 @@ def create_app(
 
     @app.get("/api/fit.csv")
     def api_fit_csv(id: str):
-        rec = fits.record(id)
-        per = rec.get("tasks") if isinstance(rec.get("tasks"), dict) else {None: rec}
-        if isinstance(rec.get("groups"), dict):  # a --by record: one row block per value of its key
-            per = {g: e.get("record") or {} for g, e in rec["groups"].items()}
-        rows = []
-        for task, r in per.items():
-            ivs = r.get("intervals") or {}
-            rows += [
-                {
-                    "task": task,
-                    "param": k,
-                    "value": v,
-                    "lo": (ivs.get(k) or [None, None])[0],
-                    "hi": (ivs.get(k) or [None, None])[1],
-                }
-                for k, v in (r.get("params") or {}).items()
-                if v is None or isinstance(v, (int, float))
-            ]
-        cols = (["task"] if rec.get("tasks") else [rec["by"]] if rec.get("groups") else []) + [
-            "param",
-            "value",
-            "lo",
-            "hi",
-        ]
-        if rec.get("groups"):
-            rows = [{rec["by"]: r.pop("task"), **r} for r in rows]
+        rows, cols = _param_rows(fits.record(id))
         return _csv(rows, cols, Path(id).stem + "-params.csv")
 
     @app.get("/api/moe/scaling")
@@ -363,8 +367,33 @@ def create_app(
         d = views.plan(fit, q)
         return _csv(d["rows"], plan_view.CSV_COLUMNS, f"plan-{Path(d['fit'] or 'none').stem}.csv")
 
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.state.runs, app.state.fits = runs, fits
-    # warm the run cache in the background so the first page load does not pay the cold scan
-    threading.Thread(target=runs.refresh, kwargs={"force": True}, daemon=True, name="dashboard-warm").start()
-    return app
+
+def _param_rows(rec) -> tuple[list[dict], list[str]]:
+    """A fit record's parameters as CSV rows (value, interval) and their columns: one block per task of an
+    accuracy record, per value of a --by record's key."""
+    per = rec.get("tasks") if isinstance(rec.get("tasks"), dict) else {None: rec}
+    if isinstance(rec.get("groups"), dict):  # a --by record: one row block per value of its key
+        per = {g: e.get("record") or {} for g, e in rec["groups"].items()}
+    rows = []
+    for task, r in per.items():
+        ivs = r.get("intervals") or {}
+        rows += [
+            {
+                "task": task,
+                "param": k,
+                "value": v,
+                "lo": (ivs.get(k) or [None, None])[0],
+                "hi": (ivs.get(k) or [None, None])[1],
+            }
+            for k, v in (r.get("params") or {}).items()
+            if v is None or isinstance(v, (int, float))
+        ]
+    cols = (["task"] if rec.get("tasks") else [rec["by"]] if rec.get("groups") else []) + [
+        "param",
+        "value",
+        "lo",
+        "hi",
+    ]
+    if rec.get("groups"):
+        rows = [{rec["by"]: r.pop("task"), **r} for r in rows]
+    return rows, cols

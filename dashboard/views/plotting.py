@@ -14,6 +14,7 @@ import numpy as np
 from scaling.core.bootstrap import interval
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+EXTRAPOLATE = 100.0  # a fitted law is drawn up to this factor beyond the largest fitted compute (dashed)
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "star", "triangle-down", "pentagon", "hexagon"]
 
 

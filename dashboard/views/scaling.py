@@ -2,7 +2,8 @@
 
 Server-side so the law algebra lives in Python next to `scaling.laws`; the browser only draws.
 Every figure is a plain dict {id, title, data, layout}. An lr-annealing record's curves are drawn by
-dashboard.views.annealing; MoE laws and the loss-to-accuracy chain by their own modules (api_views).
+dashboard.views.annealing, a batch/LR record's figures by dashboard.views.batch_lr; MoE laws and the
+loss-to-accuracy chain by their own modules (api_views).
 Curves beyond the largest fitted compute are drawn dashed and labelled as extrapolation. With draw_fit=False
 (a fit that fit_checks says is not identified) only the data are drawn: no fitted curve, band or extrapolation.
 """
@@ -14,21 +15,20 @@ import math
 import numpy as np
 
 from dashboard.views.annealing import figures as annealing
-from dashboard.views.plotting import PALETTE, arr, fig, group, readable_y
+from dashboard.views.batch_lr import figures as batch_lr
+from dashboard.views.plotting import EXTRAPOLATE, PALETTE, arr, fig, group, readable_y
 from scaling.core.bootstrap import interval
-from scaling.laws.hparams import ComputeHParamLaw, NDHParamLaw, PowerLaw, StepsExamplesLaw
+from scaling.laws.hparams import PowerLaw, StepsExamplesLaw
 from scaling.laws.loss import ChinchillaLaw, FrontierLaw
 from scaling.laws.registry import from_record
-
-EXTRAPOLATE = 100.0  # frontier drawn up to this factor beyond the largest fitted compute
 
 
 def figures(rec: dict, points: list[dict], draw_fit: bool = True) -> list[dict]:
     law = rec.get("law")
     builder = {
         "chinchilla": _chinchilla,
-        "batch-lr": _batch_lr,
-        "batch_lr": _batch_lr,
+        "batch-lr": batch_lr,
+        "batch_lr": batch_lr,
         "critical-batch": _critical_batch,
         "critical_batch": _critical_batch,
         "kaplan": _kaplan,
@@ -66,180 +66,202 @@ def _chinchilla(rec, points, draw_fit=True):
     else:  # approaches 1 and 2: only the frontier
         law = FrontierLaw(**{k: p[k] for k in ("N_coef", "a", "D_coef", "b")}) if draw_fit else None
     pred = law.predict if param3 and draw_fit else None
-    # loss vs N, one colour per (log-binned) D
     if points:
-        data = []
-        for gi, idx in enumerate(group(D, rel_tol=0.5)[:10]):
-            col = PALETTE[gi % len(PALETTE)]
-            dg = float(np.exp(np.mean(np.log(D[idx]))))
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "x": N[idx].tolist(),
-                    "y": L[idx].tolist(),
-                    "name": f"D≈{dg:.3g}",
-                    "marker": {"color": col},
-                    "legendgroup": str(gi),
-                }
-            )
-            if pred:
-                ns = np.geomspace(N[idx].min() / 2, N[idx].max() * 2, 60)
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines",
-                        "x": ns.tolist(),
-                        "y": pred(ns, dg).tolist(),
-                        "name": f"fit D≈{dg:.3g}",
-                        "line": {"color": col},
-                        "legendgroup": str(gi),
-                        "showlegend": False,
-                    }
-                )
-        figs.append(fig("loss_vs_n", "Loss vs N per D (points: data, lines: fit)", data, "N (parameters)", "loss"))
-    # IsoFLOP curves
-    budgets = (rec.get("diagnostics") or {}).get("budgets") or []
-    if points:
-        data = []
-        for gi, idx in enumerate(group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.15))[:10]):
-            col = PALETTE[gi % len(PALETTE)]
-            cg = float(np.exp(np.mean(np.log(C[idx]))))
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "x": N[idx].tolist(),
-                    "y": L[idx].tolist(),
-                    "name": f"C≈{cg:.3g}",
-                    "marker": {"color": col},
-                    "legendgroup": f"c{gi}",
-                }
-            )
-            ns = np.geomspace(N[idx].min(), N[idx].max(), 60)
-            ys = None
-            if pred:
-                ys = pred(ns, cg / (6 * ns))
-            elif draw_fit:
-                b = min(budgets, key=lambda r: abs(math.log(r["C"] / cg)), default=None)
-                if b and b.get("curvature") is not None and abs(math.log(b["C"] / cg)) < 0.2:
-                    ys = b["loss_opt"] + b["curvature"] * (np.log(ns) - math.log(b["N_opt"])) ** 2
-            if ys is not None:
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "lines",
-                        "x": ns.tolist(),
-                        "y": np.asarray(ys).tolist(),
-                        "name": f"fit C≈{cg:.3g}",
-                        "line": {"color": col},
-                        "legendgroup": f"c{gi}",
-                        "showlegend": False,
-                    }
-                )
-        figs.append(fig("isoflop", "IsoFLOP curves: loss vs N at fixed compute", data, "N (parameters)", "loss"))
-    # compute-optimal frontier with intervals and extrapolation
+        figs.append(_loss_vs_n(N, D, L, pred))
+        figs.append(_isoflop(rec, N, L, C, pred, draw_fit))
     lo, hi = _c_range(rec, C)
     if lo and hi and draw_fit:
-        cs = np.geomspace(lo, hi * EXTRAPOLATE, 80)
-        nopt = law.compute_optimal(cs)[0]  # C = 6 N D (approach 3) or the fitted frontier (approaches 1, 2)
-        inside = cs <= hi * (1 + 1e-9)
-        data = [
+        figs.append(_frontier(rec, law, points, N, L, C, lo, hi, param3))
+    return figs
+
+
+def _loss_vs_n(N, D, L, pred) -> dict:
+    """Loss vs N, one colour per (log-binned) D; the law's line at each D when it predicts loss."""
+    data = []
+    for gi, idx in enumerate(group(D, rel_tol=0.5)[:10]):
+        col = PALETTE[gi % len(PALETTE)]
+        dg = float(np.exp(np.mean(np.log(D[idx]))))
+        data.append(
             {
                 "type": "scatter",
-                "mode": "lines",
-                "x": cs[inside].tolist(),
-                "y": nopt[inside].tolist(),
-                "name": "N_opt(C) fit",
-                "line": {"color": PALETTE[0]},
-            },
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "x": cs[~inside | (np.arange(cs.size) == inside.sum() - 1)].tolist(),
-                "y": nopt[~inside | (np.arange(cs.size) == inside.sum() - 1)].tolist(),
-                "name": "extrapolation",
-                "line": {"color": PALETTE[0], "dash": "dash"},
-            },
-        ]
-        band = _bootstrap_band(rec, cs) if param3 else None
-        if band is not None:
-            data.insert(
-                0,
+                "mode": "markers",
+                "x": N[idx].tolist(),
+                "y": L[idx].tolist(),
+                "name": f"D≈{dg:.3g}",
+                "marker": {"color": col},
+                "legendgroup": str(gi),
+            }
+        )
+        if pred:
+            ns = np.geomspace(N[idx].min() / 2, N[idx].max() * 2, 60)
+            data.append(
                 {
                     "type": "scatter",
                     "mode": "lines",
-                    "x": cs.tolist() + cs[::-1].tolist(),
-                    "y": band[1].tolist() + band[0][::-1].tolist(),
-                    "fill": "toself",
-                    "fillcolor": "rgba(31,119,180,0.15)",
-                    "line": {"width": 0},
-                    "name": f"{int(100 * float(rec.get('bootstrap', {}).get('ci', 0.95)))}% interval (bootstrap)",
-                },
-            )
-        opt = budgets or (rec.get("diagnostics") or {}).get("envelope") or []
-        if opt:
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "x": [r["C"] for r in opt],
-                    "y": [r["N_opt"] for r in opt],
-                    "name": "per-budget optimum",
-                    "marker": {"color": PALETTE[1], "size": 9},
+                    "x": ns.tolist(),
+                    "y": pred(ns, dg).tolist(),
+                    "name": f"fit D≈{dg:.3g}",
+                    "line": {"color": col},
+                    "legendgroup": str(gi),
+                    "showlegend": False,
                 }
             )
-        elif points and param3:  # best run per IsoFLOP group
-            best = [min(idx, key=lambda i: L[i]) for idx in group(C)]
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "x": C[best].tolist(),
-                    "y": N[best].tolist(),
-                    "name": "best run per budget",
-                    "marker": {"color": PALETTE[1], "size": 9},
-                }
-            )
-        der = [r for r in rec.get("derived") or [] if r.get("N_opt") is not None]
-        if der:
-            tr = {
+    return fig("loss_vs_n", "Loss vs N per D (points: data, lines: fit)", data, "N (parameters)", "loss")
+
+
+def _isoflop(rec, N, L, C, pred, draw_fit: bool) -> dict:
+    """Loss vs N at fixed compute, one colour per budget: the law's curve (approach 3), else the record's
+    per-budget parabola (approach 2) near that budget."""
+    budgets = (rec.get("diagnostics") or {}).get("budgets") or []
+    data = []
+    for gi, idx in enumerate(group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.15))[:10]):
+        col = PALETTE[gi % len(PALETTE)]
+        cg = float(np.exp(np.mean(np.log(C[idx]))))
+        data.append(
+            {
                 "type": "scatter",
                 "mode": "markers",
-                "x": [r["C"] for r in der],
-                "y": [r["N_opt"] for r in der],
-                "name": "derived (record)",
-                "marker": {"symbol": "diamond", "size": 10, "color": PALETTE[3]},
+                "x": N[idx].tolist(),
+                "y": L[idx].tolist(),
+                "name": f"C≈{cg:.3g}",
+                "marker": {"color": col},
+                "legendgroup": f"c{gi}",
             }
-            if all(r.get("N_opt_interval") for r in der):
-                tr["error_y"] = {
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [r["N_opt_interval"][1] - r["N_opt"] for r in der],
-                    "arrayminus": [r["N_opt"] - r["N_opt_interval"][0] for r in der],
-                }
-            data.append(tr)
-        f = fig(
-            "frontier",
-            "Compute-optimal frontier N_opt(C) (dashed: extrapolation)",
-            data,
-            "C (training FLOPs)",
-            "N_opt (parameters)",
-            logy=True,
         )
-        f["layout"]["shapes"] = [
+        ns = np.geomspace(N[idx].min(), N[idx].max(), 60)
+        ys = None
+        if pred:
+            ys = pred(ns, cg / (6 * ns))
+        elif draw_fit:
+            b = min(budgets, key=lambda r: abs(math.log(r["C"] / cg)), default=None)
+            if b and b.get("curvature") is not None and abs(math.log(b["C"] / cg)) < 0.2:
+                ys = b["loss_opt"] + b["curvature"] * (np.log(ns) - math.log(b["N_opt"])) ** 2
+        if ys is not None:
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "x": ns.tolist(),
+                    "y": np.asarray(ys).tolist(),
+                    "name": f"fit C≈{cg:.3g}",
+                    "line": {"color": col},
+                    "legendgroup": f"c{gi}",
+                    "showlegend": False,
+                }
+            )
+    return fig("isoflop", "IsoFLOP curves: loss vs N at fixed compute", data, "N (parameters)", "loss")
+
+
+def _frontier(rec, law, points, N, L, C, lo: float, hi: float, param3: bool) -> dict:
+    """The compute-optimal frontier N_opt(C) from the smallest fitted compute to EXTRAPOLATE x the largest (dashed
+    beyond it), its bootstrap band (approach 3), the per-budget optima and the record's derived points."""
+    budgets = (rec.get("diagnostics") or {}).get("budgets") or []
+    cs = np.geomspace(lo, hi * EXTRAPOLATE, 80)
+    nopt = law.compute_optimal(cs)[0]  # C = 6 N D (approach 3) or the fitted frontier (approaches 1, 2)
+    inside = cs <= hi * (1 + 1e-9)
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": cs[inside].tolist(),
+            "y": nopt[inside].tolist(),
+            "name": "N_opt(C) fit",
+            "line": {"color": PALETTE[0]},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": cs[~inside | (np.arange(cs.size) == inside.sum() - 1)].tolist(),
+            "y": nopt[~inside | (np.arange(cs.size) == inside.sum() - 1)].tolist(),
+            "name": "extrapolation",
+            "line": {"color": PALETTE[0], "dash": "dash"},
+        },
+    ]
+    band = _bootstrap_band(rec, cs) if param3 else None
+    if band is not None:
+        data.insert(
+            0,
             {
-                "type": "line",
-                "x0": hi,
-                "x1": hi,
-                "yref": "paper",
-                "y0": 0,
-                "y1": 1,
-                "line": {"dash": "dot", "color": "#999"},
+                "type": "scatter",
+                "mode": "lines",
+                "x": cs.tolist() + cs[::-1].tolist(),
+                "y": band[1].tolist() + band[0][::-1].tolist(),
+                "fill": "toself",
+                "fillcolor": "rgba(31,119,180,0.15)",
+                "line": {"width": 0},
+                "name": f"{int(100 * float(rec.get('bootstrap', {}).get('ci', 0.95)))}% interval (bootstrap)",
+            },
+        )
+    data += _optima(rec, budgets, points, N, L, C, param3)
+    f = fig(
+        "frontier",
+        "Compute-optimal frontier N_opt(C) (dashed: extrapolation)",
+        data,
+        "C (training FLOPs)",
+        "N_opt (parameters)",
+        logy=True,
+    )
+    f["layout"]["shapes"] = [
+        {
+            "type": "line",
+            "x0": hi,
+            "x1": hi,
+            "yref": "paper",
+            "y0": 0,
+            "y1": 1,
+            "line": {"dash": "dot", "color": "#999"},
+        }
+    ]
+    return f
+
+
+def _optima(rec, budgets, points, N, L, C, param3: bool) -> list[dict]:
+    """The frontier's points: each budget's optimum from the record (else the best run per IsoFLOP group, for
+    approach 3), and the record's derived optima with their intervals."""
+    out: list[dict] = []
+    opt = budgets or (rec.get("diagnostics") or {}).get("envelope") or []
+    if opt:
+        out.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": [r["C"] for r in opt],
+                "y": [r["N_opt"] for r in opt],
+                "name": "per-budget optimum",
+                "marker": {"color": PALETTE[1], "size": 9},
             }
-        ]
-        figs.append(f)
-    return figs
+        )
+    elif points and param3:  # best run per IsoFLOP group
+        best = [min(idx, key=lambda i: L[i]) for idx in group(C)]
+        out.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": C[best].tolist(),
+                "y": N[best].tolist(),
+                "name": "best run per budget",
+                "marker": {"color": PALETTE[1], "size": 9},
+            }
+        )
+    der = [r for r in rec.get("derived") or [] if r.get("N_opt") is not None]
+    if der:
+        tr = {
+            "type": "scatter",
+            "mode": "markers",
+            "x": [r["C"] for r in der],
+            "y": [r["N_opt"] for r in der],
+            "name": "derived (record)",
+            "marker": {"symbol": "diamond", "size": 10, "color": PALETTE[3]},
+        }
+        if all(r.get("N_opt_interval") for r in der):
+            tr["error_y"] = {
+                "type": "data",
+                "symmetric": False,
+                "array": [r["N_opt_interval"][1] - r["N_opt"] for r in der],
+                "arrayminus": [r["N_opt"] - r["N_opt_interval"][0] for r in der],
+            }
+        out.append(tr)
+    return out
 
 
 def _bootstrap_band(rec, cs):
@@ -257,118 +279,6 @@ def _bootstrap_band(rec, cs):
     return interval(
         draws.compute_optimal(cs[None, :])[0], float((rec.get("bootstrap") or {}).get("ci") or 0.95), axis=0
     )
-
-
-def _batch_lr(rec, points, draw_fit=True):
-    p = rec["params"]
-    groups = (rec.get("diagnostics") or {}).get("groups") or []
-    form = (rec.get("settings") or {}).get("form", "compute")
-    figs = []
-    if form == "compute" and groups and draw_fit:
-        lo, hi = min(g["C"] for g in groups), max(g["C"] for g in groups)
-        cs = np.geomspace(lo, hi * EXTRAPOLATE, 60)
-        fitted = dict(
-            zip(
-                ("opt_lr", "opt_batch_tokens"),
-                ComputeHParamLaw(**{k: p[k] for k in ("lr_coef", "lr_exp_C", "bs_coef", "bs_exp_C")}).predict(C=cs),
-            )
-        )
-        for key, coef, exp, yt in (
-            ("opt_lr", "lr_coef", "lr_exp_C", "optimal lr"),
-            ("opt_batch_tokens", "bs_coef", "bs_exp_C", "optimal batch (tokens)"),
-        ):
-            y = fitted[key]
-            inside = cs <= hi * (1 + 1e-9)
-            data = [
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "x": [g["C"] for g in groups],
-                    "y": [g.get(key) for g in groups],
-                    "name": "per-budget optimum",
-                    "marker": {"size": 9},
-                },
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "x": cs[inside].tolist(),
-                    "y": y[inside].tolist(),
-                    "name": f"fit {p[coef]:.3g}·C^{p[exp]:.3f}",
-                    "line": {"color": PALETTE[1]},
-                },
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "x": cs[cs >= hi].tolist(),
-                    "y": y[cs >= hi].tolist(),
-                    "name": "extrapolation",
-                    "line": {"dash": "dash", "color": PALETTE[1]},
-                },
-            ]
-            figs.append(fig(key, f"{yt} vs compute", data, "C (training FLOPs)", yt, logy=True))
-    if points and any(pt.get("lr") for pt in points):
-        C = arr(points, "flops") if all(pt.get("flops") for pt in points) else 6 * arr(points, "N") * arr(points, "D")
-        lr, loss, bt = arr(points, "lr"), arr(points, "loss"), arr(points, "batch_tokens")
-        data = []
-        for gi, idx in enumerate(group(C, rel_tol=float((rec.get("settings") or {}).get("budget_tol") or 0.05))[:10]):
-            col = PALETTE[gi % len(PALETTE)]
-            cg = float(np.exp(np.mean(np.log(C[idx]))))
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "x": lr[idx].tolist(),
-                    "y": loss[idx].tolist(),
-                    "name": f"C≈{cg:.3g}",
-                    "marker": {"color": col},
-                    "text": [f"batch {b:.3g} tokens" for b in bt[idx]],
-                }
-            )
-            g = min(groups, key=lambda r: abs(math.log(r["C"] / cg)), default=None)
-            if g and g.get("opt_lr"):
-                data.append(
-                    {
-                        "type": "scatter",
-                        "mode": "markers",
-                        "x": [g["opt_lr"]],
-                        "y": [g.get("opt_loss")],
-                        "name": f"optimum C≈{cg:.3g}",
-                        "marker": {"color": col, "symbol": "star", "size": 14},
-                        "showlegend": False,
-                    }
-                )
-        figs.append(
-            fig(
-                "loss_vs_lr", "Loss vs learning rate per compute budget (stars: optimum)", data, "learning rate", "loss"
-            )
-        )
-    if form == "nd" and groups and draw_fit:
-        law = NDHParamLaw(**{k: p.get(k) for k in ("lr_coef", "lr_exp_N", "lr_exp_D", "bs_coef", "bs_exp_D")})
-        pl, pb = law.predict(N=[g["N"] for g in groups], D=[g["D"] for g in groups])
-        for key, pr, yt in (("opt_lr", pl, "lr"), ("opt_batch_tokens", pb, "batch (tokens)")):
-            obs = [g.get(key) for g in groups]
-            data = [
-                {"type": "scatter", "mode": "markers", "x": obs, "y": np.asarray(pr).tolist(), "name": "groups"},
-                {
-                    "type": "scatter",
-                    "mode": "lines",
-                    "x": [min(obs), max(obs)],
-                    "y": [min(obs), max(obs)],
-                    "name": "y = x",
-                    "line": {"dash": "dot"},
-                },
-            ]
-            figs.append(
-                fig(
-                    key,
-                    f"optimal {yt}: fitted vs observed",
-                    data,
-                    f"observed optimal {yt}",
-                    f"predicted optimal {yt}",
-                    logy=True,
-                )
-            )
-    return figs
 
 
 def _critical_batch(rec, points, draw_fit=True):

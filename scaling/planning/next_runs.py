@@ -35,7 +35,8 @@ from scaling.core.errors import InputError
 from scaling.laws.allocation import search_range
 from scaling.planning import constrained_design as cd
 from scaling.planning.information import greedy
-from scaling.planning.plan import EPOCHS_WARN, designed_candidate, make_plan
+from scaling.planning.plan import make_plan
+from scaling.planning.run_choice import EPOCHS_WARN, designed_candidate
 
 DRAWS = 64
 FORECAST_DRAWS = 4  # simulated futures of the refit forecast (--forecast-draws; 0: the Fisher forecast only)

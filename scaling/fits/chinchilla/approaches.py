@@ -14,7 +14,6 @@ import time
 
 import numpy as np
 
-from scaling.core import bootstrap as bs
 from scaling.core.blas import blas_single_thread
 from scaling.core.conventions import (
     TokenCost,
@@ -32,29 +31,27 @@ from scaling.core.diagnostics import (
     huber_diagnostics,
     identification_warnings,
 )
-from scaling.core.errors import FitError, InputError
-from scaling.core.selection import drop_highest, group_by_tolerance, holdout_by_compute
+from scaling.core.errors import InputError
+from scaling.core.selection import drop_highest, holdout_by_compute
 from scaling.data import inputs
 from scaling.data.recipe import read_recipe, recipe_warning
 from scaling.fits import pipeline
 from scaling.fits.chinchilla.data_constrained import fit_data_constrained
+from scaling.fits.chinchilla.frontier import fit_frontier
 from scaling.fits.chinchilla.huber_fit import BOUNDS, THETA, Objective, fit_theta, paper_grid, theta_to_params
 from scaling.fits.chinchilla.isoflop import (
-    MIN_SIZES,
     approach1,
     approach2,
-    approach2_resample,
-    note_text,
 )
 from scaling.fits.chinchilla.mle import MLE_BOOTSTRAP_METHOD, fit_theta_mle, refit_mle, sigma_warnings
 from scaling.fits.chinchilla.options import ChinchillaOptions
-from scaling.fits.record import WEIGHTS_TEXT, FitRecord, _clean, data_sha256
+from scaling.fits.chinchilla.resampling import identification, resample_runs
+from scaling.fits.record import FitRecord, _clean, data_sha256
 from scaling.laws.allocation import allocate, optimal, search_range
-from scaling.laws.loss import ChinchillaLaw, FrontierLaw
+from scaling.laws.loss import ChinchillaLaw
 
 CORE = ("E", "A", "B", "alpha", "beta")
 EPOCHS_WARN = 4.0  # Muennighoff et al. 2023: up to ~4 epochs of repeated data are nearly as good as new
-IDENTIFIED_RATIO = 2.0  # a 95% interval wider than this factor means the runs do not pin the parameter down
 
 
 @blas_single_thread
@@ -108,56 +105,7 @@ def fit_chinchilla(data, options: ChinchillaOptions | None = None, /, **kw) -> F
     cost = TokenCost.from_runs(N, C, D, compute_kind, ds.n_kind)
     conventions = {"compute": compute_kind, "n_kind": ds.n_kind, "n_source": ds.n_source, "token_cost": cost.to_dict()}
     t0 = time.perf_counter()
-    if o.law == "data-constrained":
-        body = fit_data_constrained(
-            df,
-            C,
-            warnings,
-            objective=o.objective,
-            grid=o.grid,
-            top_k=o.top_k,
-            bootstrap=o.bootstrap,
-            boot_top_k=o.bootstrap_top_k,
-            seed=o.seed,
-            delta=o.delta,
-            ci=o.ci,
-            compute=o.at_compute,
-            terms=o.terms or "data+params",
-            cost=cost,
-            unique=(_data_info(df) or {}).get("unique_tokens"),
-        )
-    elif o.approach == 3:
-        body = _approach3(
-            df,
-            C,
-            cost,
-            warnings,
-            curves=curves,
-            grid=o.grid,
-            top_k=o.top_k,
-            bootstrap=o.bootstrap,
-            boot_top_k=o.bootstrap_top_k,
-            seed=o.seed,
-            delta=o.delta,
-            ci=o.ci,
-            at_compute=o.at_compute,
-            objective=o.objective,
-        )
-    else:
-        body = _frontier(
-            df,
-            C,
-            warnings,
-            approach=o.approach,
-            bootstrap=o.bootstrap,
-            seed=o.seed,
-            ci=o.ci,
-            budget_tol=o.budget_tol,
-            n_bins=o.n_bins,
-            at_compute=o.at_compute,
-            curves=curves,
-            weights=o.frontier_weights or "ols",
-        )
+    body = _fit_body(o, df, C, cost, warnings, curves)
     body["diagnostics"]["fit_seconds"] = time.perf_counter() - t0
     settings = o.settings(curves) | body.pop("settings")
     rec = pipeline.record(
@@ -182,6 +130,60 @@ def fit_chinchilla(data, options: ChinchillaOptions | None = None, /, **kw) -> F
     if held is not None:
         rec["holdout"] = _clean(_holdout_report(rec, held, held_C, rule))
     return rec
+
+
+def _fit_body(o: ChinchillaOptions, df, C, cost: TokenCost, warnings: list[str], curves: bool) -> dict:
+    """The chosen fit's part of the record (params, intervals, diagnostics, settings, ...): the data-constrained
+    law, approach 3's parametric law, or approaches 1-2's frontier."""
+    if o.law == "data-constrained":
+        return fit_data_constrained(
+            df,
+            C,
+            warnings,
+            objective=o.objective,
+            grid=o.grid,
+            top_k=o.top_k,
+            bootstrap=o.bootstrap,
+            boot_top_k=o.bootstrap_top_k,
+            seed=o.seed,
+            delta=o.delta,
+            ci=o.ci,
+            compute=o.at_compute,
+            terms=o.terms or "data+params",
+            cost=cost,
+            unique=(_data_info(df) or {}).get("unique_tokens"),
+        )
+    if o.approach == 3:
+        return _approach3(
+            df,
+            C,
+            cost,
+            warnings,
+            curves=curves,
+            grid=o.grid,
+            top_k=o.top_k,
+            bootstrap=o.bootstrap,
+            boot_top_k=o.bootstrap_top_k,
+            seed=o.seed,
+            delta=o.delta,
+            ci=o.ci,
+            at_compute=o.at_compute,
+            objective=o.objective,
+        )
+    return fit_frontier(
+        df,
+        C,
+        warnings,
+        approach=o.approach,
+        bootstrap=o.bootstrap,
+        seed=o.seed,
+        ci=o.ci,
+        budget_tol=o.budget_tol,
+        n_bins=o.n_bins,
+        at_compute=o.at_compute,
+        curves=curves,
+        weights=o.frontier_weights or "ols",
+    )
 
 
 def _resolve_compute(df, n_kind: str, compute_kind: str | None, warnings: list[str]) -> str:
@@ -268,20 +270,6 @@ def _bounds_in_samples(samples: dict, warnings: list[str]) -> None:
             )
 
 
-def _identification(intervals: dict, warnings: list[str], keys=("E", "alpha", "beta")) -> None:
-    """Say plainly when the bootstrap shows a parameter is not pinned down by the runs."""
-    for k in keys:
-        iv = intervals.get(k)
-        if iv and iv[0] > 0 and iv[1] / iv[0] > IDENTIFIED_RATIO:
-            warnings.append(
-                f"{k} is poorly identified: its interval [{iv[0]:.3g}, "
-                f"{iv[1]:.3g}] spans a factor {iv[1] / iv[0]:.3g}; "
-                "the runs do not pin it down (widen the range of N and D)"
-            )
-        elif iv and iv[0] <= 0 < iv[1]:
-            warnings.append(f"{k} is not identified: its interval [{iv[0]:.3g}, {iv[1]:.3g}] includes 0")
-
-
 # ---------------------------------------------------------------- approach 3
 def _optimum_rows(law, samples, C_grid, cost, n_range, ci, cmax):
     """Derived compute-optimal N, D and loss at each budget, with intervals from the samples."""
@@ -352,7 +340,7 @@ def _approach3(
     boot = None
     samples: dict = {}
     if bootstrap:
-        idxs, settings["resample"] = _resample(df, len(N), bootstrap, seed, curves)
+        idxs, settings["resample"] = resample_runs(df, len(N), bootstrap, seed, curves)
         # Starts per resample: the full-data optimum plus the full-data grid ranking's best
         # `boot_top_k` points (ranking once, not per resample; checked to reach the same
         # objective as 32 fresh starts on every tested Epoch resample).
@@ -382,7 +370,7 @@ def _approach3(
         if b.failed:
             warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit ({b.failure_text()})")
         _bounds_in_samples(samples, warnings)
-        _identification(intervals, warnings)
+        identification(intervals, warnings)
     cmax = float(C.max())
     grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
     derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
@@ -400,143 +388,6 @@ def _approach3(
     return out
 
 
-def _resample(df, n: int, n_boot: int, seed: int, curves: bool) -> tuple[list, str]:
-    """Resample runs: whole runs when rows are points of training curves, rows otherwise.
-    Returns (index arrays, the method as the record states it)."""
-    if curves:
-        return bs.resample_clusters(
-            df["run"].to_numpy(), n_boot, seed
-        ), "resample runs (all points of a run together) with replacement; percentile intervals"
-    return bs.resample_indices(n, n_boot, seed), "resample runs with replacement; percentile intervals"
-
-
-# ---------------------------------------------------------------- approaches 1 and 2
-def _frontier(df, C, warnings, *, approach, bootstrap, seed, ci, budget_tol, n_bins, at_compute, curves, weights="ols"):
-    N, D, L = (df[c].to_numpy(float) for c in ("N", "D", "loss"))
-    weighted = weights == "inverse-variance"
-    alternative = None
-    if approach == 2:
-        groups = _budget_groups(df, C, budget_tol)
-        params, rows, notes, groups = approach2(N, D, L, C, groups=groups, weighted=weighted)
-        settings = {
-            "budget_tol": budget_tol,
-            "frontier_weights": weights,
-            "method": "parabola in log N per IsoFLOP budget; D_opt = C / k(N_opt); " + WEIGHTS_TEXT[weights],
-        }
-        other = "ols" if weighted else "inverse-variance"
-        alt, *_ = approach2(N, D, L, C, groups=groups, weighted=not weighted)
-        # an inverse-variance fit needs residual degrees of freedom
-        if alt is not None and (weighted or alt["weighted"]):
-            alternative = {"frontier_weights": other, "a": alt["a"], "b": alt["b"]}
-        if notes:
-            warnings.append(
-                f"{len(notes)} of {int(np.unique(groups).size)} compute budgets gave no usable parabola minimum: "
-                + "; ".join(map(note_text, notes))
-            )
-        few = [r for r in rows if r["n_sizes"] < MIN_SIZES]
-        if few:
-            warnings.append(
-                f"{len(few)} budget(s) have fewer than {MIN_SIZES} model sizes ("
-                + ", ".join(f"C~{r['C']:.3g}: {r['n_sizes']}" for r in few)
-                + "): their parabola is barely constrained"
-            )
-        edge = [r for r in rows if r["edge"]]
-        if edge:
-            warnings.append(
-                f"{len(edge)} budget(s) have their best run at the smallest or largest size ("
-                + ", ".join(f"C~{r['C']:.3g}: N={r['best_run_N']:.3g}" for r in edge)
-                + "): the true minimum may lie outside the sweep"
-            )
-        if params is None:
-            raise FitError(
-                "approach 2 needs at least 2 IsoFLOP budgets with an interior loss minimum; found "
-                f"{len(rows)} (budgets are grouped within {budget_tol:.0%} compute; see --budget-tol)"
-            )
-        if not params.pop("weighted") and weighted:
-            warnings.append(
-                "approach 2 regression is unweighted: no residual degrees "
-                "of freedom to weight budgets by (3 sizes per budget)"
-            )
-        for r in rows:
-            r.pop("_var_unit", None)
-        diagnostics = {
-            "budgets": rows,
-            "n_budgets": len(rows),
-            "n_groups": int(np.unique(groups).size),
-            "skipped_budgets": [note_text(n) for n in notes],
-        }
-        if alternative:
-            diagnostics["frontier_alternative"] = alternative
-    else:
-        params, rows = approach1(N, D, L, C, n_bins=n_bins)
-        settings = {"n_bins": n_bins, "method": "lowest loss per log-compute bin; OLS of log N, log D on log C"}
-        if params is None:
-            raise FitError("approach 1 found fewer than 2 envelope points with different N")
-        diagnostics = {"envelope": rows, "n_envelope_points": len(rows)}
-        if not curves:
-            warnings.append(
-                "approach 1 on one final loss per run: the envelope is coarse; Approach 2 or 3 is more reliable here"
-            )
-    if len(rows) < 3:
-        warnings.append(f"only {len(rows)} frontier points: a and b are barely constrained")
-    objective = None
-    intervals = {}
-    boot = None
-    if bootstrap:
-        if approach == 2:
-            idxs = bs.resample_indices(len(N), bootstrap, seed, groups=groups)
-
-            def one(idx):
-                return approach2_resample(N[idx], D[idx], L[idx], C[idx], groups[idx], weighted=weighted)
-
-            method = "resample runs with replacement within each budget; percentile intervals"
-        else:
-            idxs, method = _resample(df, len(N), bootstrap, seed, curves)
-            settings["resample"] = method
-            one = lambda idx: approach1(N[idx], D[idx], L[idx], C[idx], n_bins=n_bins)[0]  # noqa: E731
-        b = pipeline.bootstrap(one, idxs, seed=seed, ci=ci)
-        keys = ("a", "b", "N_coef", "D_coef")
-        intervals = b.intervals(keys)
-        boot = b.record(keys=keys, method=method)
-        if b.failed:
-            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples gave no frontier fit: {b.failure_text()}")
-        _identification(intervals, warnings, keys=("a", "b"))
-        if alternative:
-            warnings.extend(w for w in [_weights_warning(params, intervals, alternative, weights, ci)] if w)
-
-    law = FrontierLaw(N_coef=params["N_coef"], a=params["a"], D_coef=params["D_coef"], b=params["b"])
-    derived = []
-    for c in sorted(set(compute_grid(C) + list(at_compute or []))):
-        n, d = law.compute_optimal(c)
-        derived.append({"C": c, "N_opt": float(n), "D_opt": float(d), "extrapolation_factor": c / float(C.max())})
-    diagnostics.update({"r2_N": params.pop("r2_N"), "r2_D": params.pop("r2_D")})
-    out = {
-        "params": params,
-        "intervals": intervals,
-        "objective": objective,
-        "diagnostics": diagnostics,
-        "derived": derived,
-        "settings": settings,
-    }
-    if boot:
-        out["bootstrap"] = boot
-    return out
-
-
-def _weights_warning(params: dict, intervals: dict, alt: dict, weights: str, ci: float) -> str | None:
-    """Approach 2 with --bootstrap: when the other weighting's exponent a lies outside this fit's
-    interval, the two procedures disagree by more than the data's uncertainty; say both."""
-    iv = intervals.get("a")
-    if not iv or iv[0] <= alt["a"] <= iv[1]:
-        return None
-    name = {"ols": "OLS", "inverse-variance": "inverse-variance weighted"}
-    return (
-        f"approach 2 frontier: the {name[weights]} exponent a = {params['a']:.4g} [{iv[0]:.4g}, {iv[1]:.4g}] "
-        f"({ci:.0%}) and the {name[alt['frontier_weights']]} a = {alt['a']:.4g} differ by more than that interval "
-        f"(b = {params['b']:.4g} vs {alt['b']:.4g}); --frontier-weights {alt['frontier_weights']} gives the other"
-    )
-
-
 def _budget_members(df, C, warnings):
     """Approach 2 fits parabolas at equal compute: when the sweep labels budgets, runs without one
     (an IsoFLOP sweep's `anchors`) are left out, and the record says how many."""
@@ -548,16 +399,6 @@ def _budget_members(df, C, warnings):
         "approach 2 fits parabolas to runs at equal compute"
     )
     return df[has].reset_index(drop=True), np.asarray(C)[has]
-
-
-def _budget_groups(df, C, budget_tol):
-    """IsoFLOP budgets: the sweep's own budget labels when every run has one, else compute clusters."""
-    if "budget" in df.columns:
-        b = df["budget"].to_numpy(float)
-        if np.all(np.isfinite(b)):
-            _, labels = np.unique(b, return_inverse=True)
-            return labels.ravel()
-    return group_by_tolerance(C, budget_tol)
 
 
 def _holdout_report(rec: FitRecord, held, held_C, rule: str) -> dict:

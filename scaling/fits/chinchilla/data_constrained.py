@@ -292,23 +292,7 @@ def fit_data_constrained(
         )
     if not res.success:
         warnings.append(f"optimiser did not converge from the best start: {res.message}")
-    settings = {
-        "law": "data-constrained",
-        "terms": terms,
-        "delta": delta,
-        "grid": grid,
-        "top_k": None if grid == "full" else top_k,
-        "objective": objective,
-        "form": FORM[terms],
-        "parametrisation": "LSE(a - alpha log N', b - beta log D', e), r = log R_D_star"
-        + (", s = log R_N_star" if terms == "data+params" else ""),
-        "fitted": "all parameters jointly (" + ", ".join(CORE[terms]) + ")",
-        "derived_assumes": (
-            f"the runs' {unique:.4g} unique tokens (N_opt, D_opt); N_opt_fresh, D_opt_fresh: unlimited unique data"
-            if unique
-            else "unique data >= D_opt (no repetition): the runs do not share one data set"
-        ),
-    }
+    settings = _settings(terms, delta, grid, top_k, objective, unique)
     resid = full.residuals(res.x)
     diagnostics = huber_diagnostics(res, names, resid, delta)
     diagnostics.update(
@@ -326,38 +310,9 @@ def fit_data_constrained(
     intervals: dict = {}
     boot = None
     if bootstrap:
-        b = _bootstrap(
-            N,
-            D,
-            U,
-            L,
-            res,
-            huber_res,
-            objective=objective,
-            bootstrap=bootstrap,
-            boot_top_k=boot_top_k,
-            seed=seed,
-            delta=delta,
-            ci=ci,
-            terms=terms,
+        samples, intervals, boot = _bootstrap_record(
+            N, D, U, L, res, huber_res, objective, bootstrap, boot_top_k, seed, delta, ci, terms, warnings
         )
-        samples, intervals = b.samples, b.intervals()
-        mle = objective == "mle"
-        refit = "maximum likelihood (all parameters and sigma)" if mle else "summed Huber"
-        starts = (
-            "full-data MLE and summed-Huber optima"
-            if mle
-            else f"full-data optimum + the {boot_top_k} best grid points on the full data"
-        )
-        boot = b.record(
-            method=f"resample runs with replacement; each resample refits the {refit}; percentile intervals",
-            starts=starts,
-            reasons_key=None,
-        )
-        # standard errors of every parameter, samples of the law's
-        boot["samples"] = {k: samples[k] for k in CORE[terms] if k in samples}
-        if b.failed:
-            warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit")
     law = DataConstrainedLaw(**{k: params[k] for k in CORE[terms]})
     derived = _derived(law, samples, compute or compute_grid(C), C, ci, cost, unique, N)
     warnings.extend(w for w in [extrapolation_warning(compute, C)] if w)
@@ -372,6 +327,67 @@ def fit_data_constrained(
     if boot:
         out["bootstrap"] = boot
     return out
+
+
+def _settings(terms: str, delta: float, grid: str, top_k: int, objective: str, unique: float | None) -> dict:
+    """The record's settings: the fit's choices, the law's form and parametrisation, and what the derived
+    optima assume of the unique data."""
+    return {
+        "law": "data-constrained",
+        "terms": terms,
+        "delta": delta,
+        "grid": grid,
+        "top_k": None if grid == "full" else top_k,
+        "objective": objective,
+        "form": FORM[terms],
+        "parametrisation": "LSE(a - alpha log N', b - beta log D', e), r = log R_D_star"
+        + (", s = log R_N_star" if terms == "data+params" else ""),
+        "fitted": "all parameters jointly (" + ", ".join(CORE[terms]) + ")",
+        "derived_assumes": (
+            f"the runs' {unique:.4g} unique tokens (N_opt, D_opt); N_opt_fresh, D_opt_fresh: unlimited unique data"
+            if unique
+            else "unique data >= D_opt (no repetition): the runs do not share one data set"
+        ),
+    }
+
+
+def _bootstrap_record(
+    N, D, U, L, res, huber_res, objective, bootstrap, boot_top_k, seed, delta, ci, terms, warnings
+) -> tuple[dict, dict, dict]:
+    """(samples, intervals, the record's bootstrap block) from resampling runs, each refitted like the full data."""
+    b = _bootstrap(
+        N,
+        D,
+        U,
+        L,
+        res,
+        huber_res,
+        objective=objective,
+        bootstrap=bootstrap,
+        boot_top_k=boot_top_k,
+        seed=seed,
+        delta=delta,
+        ci=ci,
+        terms=terms,
+    )
+    samples, intervals = b.samples, b.intervals()
+    mle = objective == "mle"
+    refit = "maximum likelihood (all parameters and sigma)" if mle else "summed Huber"
+    starts = (
+        "full-data MLE and summed-Huber optima"
+        if mle
+        else f"full-data optimum + the {boot_top_k} best grid points on the full data"
+    )
+    boot = b.record(
+        method=f"resample runs with replacement; each resample refits the {refit}; percentile intervals",
+        starts=starts,
+        reasons_key=None,
+    )
+    # standard errors of every parameter, samples of the law's
+    boot["samples"] = {k: samples[k] for k in CORE[terms] if k in samples}
+    if b.failed:
+        warnings.append(f"{b.failed} of {bootstrap} bootstrap resamples failed to fit")
+    return samples, intervals, boot
 
 
 def _bound_warnings(x, names, n_excess: int, warnings: list[str]) -> None:

@@ -1,5 +1,6 @@
 """benchmarks/suite_time.py end to end on two stand-in trees whose `.ci/run` prints a pytest summary and writes
-the junit file PYTEST_ADDOPTS names: both times, the ratio, the slowest tests and the exit code come out."""
+the junit file PYTEST_ADDOPTS names: both times, the ratio, the ratio over the tests both ran, the slowest tests
+and the exit code come out."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def test_two_trees_timed_with_their_ratio_and_slowest_tests(tmp_path):
     assert "| old | " in r.stdout and "tree 812" in r.stdout and "| 812 (1) | 200.0 |" in r.stdout
     assert "| 1012 (1) | 50.0 |" in r.stdout and "new/old: 0.250 of pytest time" in r.stdout
     assert "test_slow" in r.stdout and "@g" not in r.stdout and "| 1 |" in r.stdout  # one assert per tree
+    assert "1 matched; 0 only in old (0.0 s), 0 only in new (0.0 s)" in r.stdout  # the tests both trees ran
+    assert "new/old over the shared tests: 0.250 of their summed test time" in r.stdout
     assert f"tmp: {tmp_path / 'out' / 'tmp1'}" in (tmp_path / "out/old.log").read_text()
     assert keep.read_text() == "in use"
     keep.unlink()

@@ -1,8 +1,9 @@
 """A law is one object registered once: a toy law family written in this one file, by the recipe of
 docs/ARCHITECTURE.md ("A law", step 3 with its typed options: a FitOptions dataclass, `options_from`,
 `check`, `fit`, `summary`, `plot`, `predict`), becomes `scalelab fit toy`, listed by `scalelab fit --help`, its
-flags generated from its own, its record saved and printed like every other law's, and `scalelab predict`
-(and `scaling.predict`) of its record, with no other module touched. The built-in families' flags name their
+flags generated from its own, its record saved and printed like every other law's, `scalelab predict`
+(and `scaling.predict`) of its record, and its part of `scalelab plan` (and `make_plan`: its planner, registered
+in the same file), with no other module touched. The built-in families' flags name their
 typed options, and every law `scalelab predict` takes is one whose family predicts."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,7 +23,10 @@ from scaling.fits.chinchilla.options import ChinchillaOptions
 from scaling.fits.family import CLI_FIELDS, TABLE_FIELDS, Flag, LawFamily, options_from, register, unregister
 from scaling.fits.options import FitOptions
 from scaling.fits.record import FitRecord, data_sha256, make_record
+from scaling.planning.planner import PlanDraft, Planner, register_planner, unregister_planner
 from tests.helpers import scalelab
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "ddc73a7"
 
 
 @dataclass(frozen=True)
@@ -111,10 +116,21 @@ TOY = LawFamily(
 )
 
 
+def plan_toy(draft: PlanDraft, records: list) -> None:
+    """The toy's part of a plan: y at the plan's compute, read as x (after the Chinchilla law has allocated)."""
+    p = records[-1]["params"]
+    draft.out["toy"] = {"x": draft.compute, "y": p["a"] * draft.compute ** p["b"], "N_opt": draft.out["N_opt"]}
+
+
+TOY_PLANNER = Planner(law="toy", apply=plan_toy)
+
+
 @pytest.fixture
 def toy():
     register(TOY)
+    register_planner(TOY_PLANNER)
     yield TOY
+    unregister_planner(TOY.name)
     unregister(TOY.name)
 
 
@@ -164,6 +180,29 @@ def test_the_toy_law_predicts_through_its_family(toy, tmp_path):
 
     pred = predict(FitRecord.load(tmp_path / "toy.json"), tmp_path / "new.csv")
     assert pred.df["predicted"].tolist() == pytest.approx([30.0, 3000.0])
+
+
+def test_the_toy_law_is_planned_through_its_planner(toy, tmp_path):
+    from scaling.planning.plan import make_plan
+
+    x = np.geomspace(1e17, 1e21, 20)
+    pd.DataFrame({"x": x, "y": 3.0 * x**0.5}).to_csv(tmp_path / "t.csv", index=False)
+    assert scalelab("fit", "toy", tmp_path / "t.csv", "--out", tmp_path / "toy.json").returncode == 0
+    chinchilla = FIXTURES / "fit_chinchilla.json"  # the allocating law's record (written at ddc73a7)
+
+    r = scalelab("plan", chinchilla, tmp_path / "toy.json", "--compute", "1e20", "--vocab-size", "512", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["toy"]["x"] == 1e20 and doc["toy"]["y"] == pytest.approx(3e10)
+    assert doc["toy"]["N_opt"] == doc["N_opt"]  # after the allocation
+    assert [f["law"] for f in doc["fits"]] == ["chinchilla", "toy"]
+    plan = make_plan([FitRecord.load(chinchilla), FitRecord.load(tmp_path / "toy.json")], 1e19, vocab_size=512)
+    assert plan["toy"]["y"] == pytest.approx(3.0 * 1e19**0.5)
+
+    r = scalelab("plan", tmp_path / "toy.json", "--compute", "1e20")  # the toy does not allocate
+    assert r.returncode == 2 and "plan needs a chinchilla fit record" in r.stderr
+    with pytest.raises(ValueError, match="a planner for the 'toy' law is registered already"):
+        register_planner(Planner(law="toy", apply=plan_toy))
 
 
 def test_a_law_whose_family_does_not_predict_is_refused_by_name(tmp_path):

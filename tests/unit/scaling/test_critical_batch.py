@@ -124,6 +124,8 @@ def test_bootstrap_resamples_runs_and_explains_failures(tmp_path):
 
 def test_bootstrap_programming_error_fails_the_fit(tree, monkeypatch):
     real = cb.fit_steps_curve
+    from scaling.fits.critical_batch import mccandlish  # where the per-(model, target) fit calls it
+
     calls = {"n": 0}
 
     def flaky(B, S):
@@ -132,7 +134,7 @@ def test_bootstrap_programming_error_fails_the_fit(tree, monkeypatch):
             raise ZeroDivisionError("bug")
         return real(B, S)
 
-    monkeypatch.setattr(cb, "fit_steps_curve", flaky)
+    monkeypatch.setattr(mccandlish, "fit_steps_curve", flaky)
     with pytest.raises(ZeroDivisionError):
         fit_critical_batch(tree, bootstrap=3)
 
