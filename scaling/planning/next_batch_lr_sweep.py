@@ -17,7 +17,7 @@ from pathlib import Path
 from scaling.core.conventions import conventions_of
 from scaling.core.errors import InputError
 from scaling.planning.next_batch_lr import BATCH_FACTORS, LR_FACTORS
-from scaling.planning.plan import designed_candidate
+from scaling.planning.run_choice import designed_candidate
 
 DEFAULT_SEQ_LEN = 2048  # as the plan designs when the record states no recipe
 MIN_CENTRE_SEQUENCES = round(1.0 / min(BATCH_FACTORS))
