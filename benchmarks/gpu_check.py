@@ -12,9 +12,10 @@ time cleanly (its child killed, the part recorded as `timeout` or `skipped`), ke
   1. (3 min) the suite's `cuda`-marked tests; a 125M bf16 run through the real trainer at ZeRO 0
      and 3 (one rank): losses finite and falling, a checkpoint, and an exact resume from it;
   2. (3 min) benchmarks/gpu_throughput.py for gpt-125m, gpt-350m and gpt-1.3b (ZeRO-1): tokens/s, MFU,
-     peak memory beside `train --dry-run`'s per-device estimate (goal within 15%), the measured bf16
-     matmul peak, and a plain bf16 PyTorch loop of the 1.3B model (goal: the trainer >= 0.95x it;
-     >= 45% MFU on an H100);
+     peak memory beside `train --dry-run`'s per-device estimate (goal within 15%) and beside the
+     planner's prediction for the same layout on the detected device (step time, tokens/s, MFU, memory;
+     measured / predicted), the measured bf16 matmul peak, and a plain bf16 PyTorch loop of the 1.3B
+     model (goal: the trainer >= 0.95x it; >= 45% MFU on an H100);
   3. (2 min) train.compile (compile overhead, speed-up), the MoE preset, Muon, the eval adapter
      against lm-eval's `hf` on the same checkpoint (log-likelihoods within 1e-4 in fp32, 1e-2 in bf16;
      time ratio), and the 125M bf16 final loss within 1% of its fp32 loss at the same step.
@@ -73,6 +74,7 @@ TOY = {  # the toy size of every trainer run without CUDA (benchmarks/gpu_throug
 }
 TOY_MOE = {"model.moe.num_experts": 4, "model.moe.d_ff": 64}
 RESULT_TAG = "GPU_CHECK_RESULT "
+PREDICTION_TOLERANCE = 0.20  # the step-time model's stated error (docs/model-design.md): a record, not a stop
 TOY_SLACK = 5
 
 
@@ -458,6 +460,19 @@ class Check:
         r.pop("error", None) if r["status"] == "ok" else None
         return {**r, "wall_s": res["wall_s"], "benchmark_wall_s": r.get("wall_s")}
 
+    def prediction(self, model: str, measured: dict, tag: str = "") -> dict:
+        """The performance model's prediction for the layout gpu_throughput.py ran (read from the run's
+        config.yaml and ranks.json), beside its measured figures; a run that wrote no config has none."""
+        from rundir.config import read_config
+        from rundir.layout import RANKS
+
+        run = self.work / f"tp-{model}{tag}" / f"{model}-zero1"
+        if not (run / "config.yaml").exists():
+            return {"status": "no_prediction", "reason": f"the run wrote no config.yaml ({measured.get('status')})"}
+        ranks = run / RANKS
+        world = json.loads(ranks.read_text())["world_size"] if ranks.exists() else measured.get("gpus") or 1
+        return compare_prediction(predict_run(read_config(run), int(world), self.device), measured)
+
     def dry_run_estimate(self, model: str) -> dict:
         """`train --dry-run`'s per-device total for the throughput run's settings (GiB)."""
         from rundir.accelerators import device_from_name
@@ -575,6 +590,8 @@ class Check:
                 }
             if r.get("status") == "ok" and peak.get("status") == "ok" and r.get("flops_per_token"):
                 r["mfu_vs_measured_peak"] = r["tokens_per_s"] * r["flops_per_token"] / peak["flops"]
+            r["prediction"] = self.prediction(model, r)
+            print(prediction_line(model, r["prediction"]), flush=True)
             self.throughput[model] = r
             self.rec.part(2, f"throughput_{model}", r)
         big = models[-1]
@@ -622,6 +639,137 @@ class Check:
 
 def _metrics(run: Path) -> list[dict]:
     return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+
+
+# ---------------------------------------------------------------------------------------------
+# The performance model against the measured run (docs/benchmarks.md, "Reading the prediction")
+
+
+def run_layout(raw: dict, world: int) -> dict:
+    """The layout keys (models/layout_memory.py) of a trainer run from its resolved config.yaml: data
+    parallel over its `world` ranks, no TP, PP or CP, its micro-batch, accumulation, ZeRO stage and
+    checkpointing (the trainer runs no selective recomputation), expert parallel as model.moe.ep_size."""
+    train, model = raw["train"], raw["model"]
+    mbs = int(train["micro_batch_size"])
+    ck = train.get("activation_checkpointing") or "none"
+    return {
+        "tp": 1,
+        "cp": 1,
+        "pp": 1,
+        "dp": world,
+        "ep_size": int((model.get("moe") or {}).get("ep_size") or 1),
+        "zero_stage": int(raw["deepspeed"]["zero_stage"]),
+        "micro_batch_size": mbs,
+        "gradient_accumulation_steps": int(train["global_batch_size"]) // (mbs * world),
+        "activation_checkpointing": ck,
+        "activation_checkpointing_k": train.get("activation_checkpointing_k") if ck == "every_k" else None,
+    }
+
+
+def predict_run(raw: dict, world: int, device_name: str) -> dict:
+    """What `scalelab plan --layout ...` predicts for the layout a run ran (its resolved config, `world`
+    ranks on one node of `device_name` as torch names it): the planner's step-time model
+    (scaling/planning/perf_model.py: machine, step_time) and layout memory model (models/layout_memory.py),
+    at the run's precision on the accelerator table's row for the device. Arithmetic: milliseconds.
+    `status` "no_prediction" with a `reason` where the table cannot price the device (the CPU, an H100
+    NVL, ...) or the layout."""
+    t0 = time.perf_counter()
+    from models.config import ModelConfig
+    from models.layout_memory import ParallelLayout, check_layout, layout_memory
+    from models.memory import GIB, GPU_CONTEXT_BYTES
+    from rundir.accelerators import MEMORY_BYTES, device_from_name
+    from scaling.core.errors import InputError
+    from scaling.planning.perf_model import machine, step_time
+
+    keys = run_layout(raw, world)
+    key = device_from_name(device_name)
+    out = {
+        "status": "ok",
+        "reason": None,
+        "device": device_name,
+        "device_key": key,
+        "precision": raw["precision"],
+        "layout": keys,
+        "source": "scaling/planning/perf_model.py (step time) + models/layout_memory.py (memory)",
+    }
+
+    def no_prediction(reason: str) -> dict:
+        return {**out, "status": "no_prediction", "reason": reason, "wall_s": round(time.perf_counter() - t0, 4)}
+
+    if key is None:
+        return no_prediction(
+            f"device {device_name!r} is not in the accelerator table (rundir/accelerators.py): no peak to predict from"
+        )
+    try:
+        mach = machine(key, raw["precision"], devices_per_node=world)
+    except InputError as exc:
+        return no_prediction(str(exc))
+    cfg = ModelConfig.model_validate(raw["model"])
+    lay = ParallelLayout(**keys)
+    problem = check_layout(cfg, lay)
+    if problem:
+        return no_prediction(f"the run's layout: {problem}")
+    mem = layout_memory(cfg, lay, raw["precision"], MEMORY_BYTES.get(key))
+    perf = step_time(cfg, lay, mach)
+    total = mem["per_device_bytes"]["total"]
+    out["predicted"] = {
+        "step_time_s": perf["step_time_s"],
+        "tokens_per_step": perf["tokens_per_step"],
+        "tokens_per_s": perf["tokens_per_s"],
+        "mfu": perf["mfu"],
+        "hfu": perf["hfu"],
+        "model_flops_per_token": perf["model_flops_per_token"],
+        "peak_flops": mach.peak,
+        "memory_gib": total / GIB,
+        # the allocator's view (torch.cuda.max_memory_allocated): without the CUDA context the estimate adds
+        "memory_allocator_gib": (total - GPU_CONTEXT_BYTES) / GIB,
+        "memory_fits": mem["fits"],
+        "memory_engine": mem["engine"],
+        "breakdown_s": perf["breakdown_s"],
+    }
+    out["wall_s"] = round(time.perf_counter() - t0, 4)
+    return out
+
+
+def compare_prediction(pred: dict, measured: dict) -> dict:
+    """The prediction beside gpu_throughput.py's figures of the same run, with measured / predicted."""
+    from models.memory import GIB
+
+    got = measured if measured.get("status") == "ok" else {}
+    mem = got.get("peak_mem_gb")
+    m = {
+        "step_time_s": got.get("step_s"),
+        "tokens_per_s": got.get("tokens_per_s"),
+        "mfu": got.get("mfu"),
+        "memory_gib": mem * 1e9 / GIB if mem and got.get("peak_mem_kind") == "mem/max_allocated_gb" else None,
+    }
+    p = pred.get("predicted") or {}
+    against = {"step_time_s": "step_time_s", "tokens_per_s": "tokens_per_s", "mfu": "mfu"}
+    against["memory_gib"] = "memory_allocator_gib"
+    ratio = {k: (m[k] / p[v] if m[k] and p.get(v) else None) for k, v in against.items()}
+    tps = ratio["tokens_per_s"]
+    return {
+        **pred,
+        "measured": m,
+        "measured_over_predicted": ratio,
+        "goal": f"measured tokens/s within {PREDICTION_TOLERANCE:.0%} of the prediction (its calibration error)",
+        "met": abs(tps - 1) <= PREDICTION_TOLERANCE if tps is not None else None,
+    }
+
+
+def prediction_line(model: str, pred: dict) -> str:
+    if pred.get("status") != "ok":
+        return f"  {model}: no prediction: {pred.get('reason')}"
+    p, r = pred["predicted"], pred["measured_over_predicted"]
+    lay = pred["layout"]
+    fmt = lambda x: "n/a" if x is None else f"{x:.2f}"  # noqa: E731
+    return (
+        f"  {model} predicted on {pred['device_key']} (ZeRO-{lay['zero_stage']}, micro-batch "
+        f"{lay['micro_batch_size']} x {lay['gradient_accumulation_steps']}, {pred['precision']}): "
+        f"{p['step_time_s'] * 1000:.1f} ms/step, {p['tokens_per_s']:,.0f} tokens/s, MFU {p['mfu']:.1%}, "
+        f"{p['memory_allocator_gib']:.2f} GiB allocated; measured/predicted: step time {fmt(r['step_time_s'])}, "
+        f"tokens/s {fmt(r['tokens_per_s'])}, MFU {fmt(r['mfu'])}, memory {fmt(r['memory_gib'])}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
