@@ -114,6 +114,22 @@ def interval_fields(draws: dict, ci: float) -> dict[str, list[float]]:
     return {f"{k}_interval": v for k, v in bs.percentile_intervals(draws, ci).items()}
 
 
+def fit_fields(params, intervals, objective, diagnostics, derived, settings, boot=None) -> dict:
+    """The fields one fit hands to its record, in the order every fitter writes them (`bootstrap` only
+    when it resampled)."""
+    out = {
+        "params": params,
+        "intervals": intervals,
+        "objective": objective,
+        "diagnostics": diagnostics,
+        "derived": derived,
+        "settings": settings,
+    }
+    if boot:
+        out["bootstrap"] = boot
+    return out
+
+
 # ---------------------------------------------------------------- holdout
 def rel_errors(predicted, observed) -> np.ndarray:
     """(predicted - observed) / observed, elementwise."""

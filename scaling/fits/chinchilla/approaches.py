@@ -375,17 +375,7 @@ def _approach3(
     grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
     derived = _optimum_rows(law, samples, grid_C, cost, search_range(N), ci, cmax)
     warnings.extend(w for w in [extrapolation_warning(at_compute, C)] if w)
-    out = {
-        "params": params,
-        "intervals": intervals,
-        "objective": res.fun,
-        "diagnostics": diagnostics,
-        "derived": derived,
-        "settings": settings,
-    }
-    if boot:
-        out["bootstrap"] = boot
-    return out
+    return pipeline.fit_fields(params, intervals, res.fun, diagnostics, derived, settings, boot)
 
 
 def _budget_members(df, C, warnings):

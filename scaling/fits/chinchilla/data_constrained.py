@@ -316,17 +316,7 @@ def fit_data_constrained(
     law = DataConstrainedLaw(**{k: params[k] for k in CORE[terms]})
     derived = _derived(law, samples, compute or compute_grid(C), C, ci, cost, unique, N)
     warnings.extend(w for w in [extrapolation_warning(compute, C)] if w)
-    out = {
-        "params": params,
-        "intervals": intervals,
-        "objective": res.fun,
-        "diagnostics": diagnostics,
-        "derived": derived,
-        "settings": settings,
-    }
-    if boot:
-        out["bootstrap"] = boot
-    return out
+    return pipeline.fit_fields(params, intervals, res.fun, diagnostics, derived, settings, boot)
 
 
 def _settings(terms: str, delta: float, grid: str, top_k: int, objective: str, unique: float | None) -> dict:

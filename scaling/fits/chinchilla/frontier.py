@@ -72,17 +72,7 @@ def fit_frontier(
         n, d = law.compute_optimal(c)
         derived.append({"C": c, "N_opt": float(n), "D_opt": float(d), "extrapolation_factor": c / float(C.max())})
     diagnostics.update({"r2_N": params.pop("r2_N"), "r2_D": params.pop("r2_D")})
-    out = {
-        "params": params,
-        "intervals": intervals,
-        "objective": objective,
-        "diagnostics": diagnostics,
-        "derived": derived,
-        "settings": settings,
-    }
-    if boot:
-        out["bootstrap"] = boot
-    return out
+    return pipeline.fit_fields(params, intervals, objective, diagnostics, derived, settings, boot)
 
 
 def _approach2_fit(df, N, D, L, C, budget_tol: float, weights: str, warnings: list[str]):

@@ -202,17 +202,7 @@ def _krajewski(df, C, warnings, *, top_k, bootstrap, boot_top_k, seed, delta, ci
     grid_C = sorted(set(compute_grid(C) + list(at_compute or [])))
     derived = _krajewski_derived(law, samples, G, grid_C, float(np.max(C)), ci)
     warnings.extend(w for w in [extrapolation_warning(at_compute, C)] if w)
-    out = {
-        "params": params,
-        "intervals": intervals,
-        "objective": float(res.fun),
-        "diagnostics": diagnostics,
-        "derived": derived,
-        "settings": settings,
-    }
-    if boot:
-        out["bootstrap"] = boot
-    return out
+    return pipeline.fit_fields(params, intervals, float(res.fun), diagnostics, derived, settings, boot)
 
 
 def _krajewski_derived(law, samples, G, grid_C, cmax, ci) -> list[dict]:
