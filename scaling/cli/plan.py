@@ -21,6 +21,19 @@ def register(subparsers) -> None:
         description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
         "the best (N_active, E, G, D) and the dense optimum beside it.",
     )
+    _add_fits(p)
+    _add_budget(p)
+    _add_model_choice(p)
+    _add_pricing(p)
+    _add_conventions(p)
+    _add_emit(p)
+    _add_layout(p)
+    _add_chain_and_output(p)
+    p.set_defaults(func=cmd_plan)
+
+
+def _add_fits(p) -> None:
+    """The fit records planned from: positional and --fit."""
     p.add_argument("fit_files", nargs="*", metavar="FIT.json", help="fit records (the same as --fit)")
     p.add_argument(
         "--fit",
@@ -30,6 +43,10 @@ def register(subparsers) -> None:
         help="fit record (chinchilla required, approach 3 plans and an approach 1 or 2 record beside it cross-checks "
         "its exponent in the verdict; batch-lr, critical-batch optional; or one moe record); repeatable",
     )
+
+
+def _add_budget(p) -> None:
+    """The budget, one form of it (a mutually exclusive group), and a given model's tokens and stages."""
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument(
         "--compute",
@@ -67,6 +84,10 @@ def register(subparsers) -> None:
         help="price --model in stages, e.g. 14.8e12@8192,0.8e12@131072 (tokens at a sequence length, each "
         "laid out and priced on its own; --tokens is their sum)",
     )
+
+
+def _add_model_choice(p) -> None:
+    """How the planned model is chosen: a preset, or a design of this shape rule."""
     p.add_argument(
         "--presets-only",
         action="store_true",
@@ -80,6 +101,10 @@ def register(subparsers) -> None:
         "family; the default when the record names their shapes), "
         "marin (the default otherwise) or olmo-ladder (models/design.py)",
     )
+
+
+def _add_pricing(p) -> None:
+    """What prices the plan: the devices, inference tokens, precision, MFU and price."""
     p.add_argument(
         "--devices-per-node",
         type=int,
@@ -117,6 +142,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--runs", default="runs", metavar="DIR", help="run-directory tree read by --mfu auto (default: runs)"
     )
+
+
+def _add_conventions(p) -> None:
+    """The conventions of the budget and the planned run: compute kind, unique tokens, vocabulary."""
     p.add_argument(
         "--compute-kind",
         choices=COMPUTE_KINDS,
@@ -133,6 +162,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)"
     )
+
+
+def _add_emit(p) -> None:
+    """--emit-config and when it refuses (the verdict's --identified-span)."""
     p.add_argument(
         "--emit-config",
         metavar="out.yaml",
@@ -152,6 +185,10 @@ def register(subparsers) -> None:
         help="the verdict: the law is identified at the budget only when N_opt's bootstrap interval spans at most "
         "this factor (default 4) and the approaches given agree on the exponent",
     )
+
+
+def _add_layout(p) -> None:
+    """The run's layout on the devices: micro batch, fixed layout choices, global batch."""
     p.add_argument(
         "--micro-batch-size",
         type=int,
@@ -174,6 +211,10 @@ def register(subparsers) -> None:
         help="the global batch the layout meets exactly, in tokens (whole sequences; default: the batch-lr "
         "fit's batch at the run, else the fitted runs', else 4M)",
     )
+
+
+def _add_chain_and_output(p) -> None:
+    """The accuracy chain's fits, the interval level, and where the plan goes."""
     p.add_argument(
         "--accuracy",
         metavar="ACC.json",
@@ -187,7 +228,6 @@ def register(subparsers) -> None:
     p.add_argument("--ci", type=float, default=0.95)
     p.add_argument("--out", metavar="plan.json", help="write the plan as JSON")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.set_defaults(func=cmd_plan)
 
 
 def cmd_plan(args) -> int:
