@@ -12,7 +12,7 @@ warnings are final) writes what judges the whole plan (the verdict). The other l
 that run, in `scaling.fits.families.families()` order (batch-lr's lr and batch before critical-batch compares
 that batch with B_crit); a law none of whose records was given adds its `missing` warning, if it has one.
 
-Two other kinds of law answer `scalelab plan` through the same object, so that the command names no law:
+Two other kinds of law answer `scalelab plan` through the same object, so that the command branches on no law's name:
 a law whose records feed an option of their own (`given_with="--accuracy"`: the accuracy chain's fits, refused
 among the --fit records and left out of `make_plan`), and a law that plans on its own (`alone`: MoE's
 (N_active, E, G, D) plan), to which `scalelab plan` hands every record and its parsed options instead of

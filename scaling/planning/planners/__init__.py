@@ -4,7 +4,7 @@ laws come through options of their own (chain.py) and MoE plans alone (moe.py).
 
 Importing this package registers them; `planners()` lists every registered planner whose law family is
 registered, in `scaling.fits.families.families()` order (the order they add to a plan). `make_plan`,
-`build_plan` and `scalelab plan` read the planners here, nowhere else: none of them names a law.
+`build_plan` and `scalelab plan` read the planners here, nowhere else: none of them branches on a law's name.
 """
 
 from __future__ import annotations
