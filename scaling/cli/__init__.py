@@ -1,4 +1,4 @@
-"""The scaling commands: `scalelab fit <law>` (fit.py, MoE laws in moe.py), `scalelab predict`
+"""The scaling commands: `scalelab fit <law>` (fit.py), `scalelab predict`
 (predict.py), `scalelab plan` (plan.py) and `scalelab model design` (design.py, registered by
 launch/cli.py on its own).
 

@@ -1,5 +1,6 @@
-"""`scalelab plan`: fit records -> the run to train for a budget (scaling.planning), or with a
-`fit moe` record the MoE plan (scaling.cli.moe). Exit codes: 0 ok, 2 bad input.
+"""`scalelab plan`: fit records -> the run to train for a budget (scaling.planning), or with the record of a
+law that plans alone (a `fit moe` record) that law's plan (its planner's `alone`, scaling.planning.planners).
+Exit codes: 0 ok, 2 bad input.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-from scaling.cli.moe import plan_moe
 from scaling.cli.options import COMPUTE_KINDS, DEVICE_NAMES, check_outputs, fail, positive_float
 from scaling.core.errors import InputError
 
@@ -21,6 +21,19 @@ def register(subparsers) -> None:
         description="Combine fit records into a recommendation for compute C; with a `fit moe` record: "
         "the best (N_active, E, G, D) and the dense optimum beside it.",
     )
+    _add_fits(p)
+    _add_budget(p)
+    _add_model_choice(p)
+    _add_pricing(p)
+    _add_conventions(p)
+    _add_emit(p)
+    _add_layout(p)
+    _add_chain_and_output(p)
+    p.set_defaults(func=cmd_plan)
+
+
+def _add_fits(p) -> None:
+    """The fit records planned from: positional and --fit."""
     p.add_argument("fit_files", nargs="*", metavar="FIT.json", help="fit records (the same as --fit)")
     p.add_argument(
         "--fit",
@@ -30,6 +43,10 @@ def register(subparsers) -> None:
         help="fit record (chinchilla required, approach 3 plans and an approach 1 or 2 record beside it cross-checks "
         "its exponent in the verdict; batch-lr, critical-batch optional; or one moe record); repeatable",
     )
+
+
+def _add_budget(p) -> None:
+    """The budget, one form of it (a mutually exclusive group), and a given model's tokens and stages."""
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument(
         "--compute",
@@ -67,6 +84,10 @@ def register(subparsers) -> None:
         help="price --model in stages, e.g. 14.8e12@8192,0.8e12@131072 (tokens at a sequence length, each "
         "laid out and priced on its own; --tokens is their sum)",
     )
+
+
+def _add_model_choice(p) -> None:
+    """How the planned model is chosen: a preset, or a design of this shape rule."""
     p.add_argument(
         "--presets-only",
         action="store_true",
@@ -80,6 +101,10 @@ def register(subparsers) -> None:
         "family; the default when the record names their shapes), "
         "marin (the default otherwise) or olmo-ladder (models/design.py)",
     )
+
+
+def _add_pricing(p) -> None:
+    """What prices the plan: the devices, inference tokens, precision, MFU and price."""
     p.add_argument(
         "--devices-per-node",
         type=int,
@@ -117,6 +142,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--runs", default="runs", metavar="DIR", help="run-directory tree read by --mfu auto (default: runs)"
     )
+
+
+def _add_conventions(p) -> None:
+    """The conventions of the budget and the planned run: compute kind, unique tokens, vocabulary."""
     p.add_argument(
         "--compute-kind",
         choices=COMPUTE_KINDS,
@@ -133,6 +162,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--vocab-size", type=int, help="vocabulary for counting preset parameters (default: configs/data/default.yaml)"
     )
+
+
+def _add_emit(p) -> None:
+    """--emit-config and when it refuses (the verdict's --identified-span)."""
     p.add_argument(
         "--emit-config",
         metavar="out.yaml",
@@ -152,6 +185,10 @@ def register(subparsers) -> None:
         help="the verdict: the law is identified at the budget only when N_opt's bootstrap interval spans at most "
         "this factor (default 4) and the approaches given agree on the exponent",
     )
+
+
+def _add_layout(p) -> None:
+    """The run's layout on the devices: micro batch, fixed layout choices, global batch."""
     p.add_argument(
         "--micro-batch-size",
         type=int,
@@ -174,6 +211,10 @@ def register(subparsers) -> None:
         help="the global batch the layout meets exactly, in tokens (whole sequences; default: the batch-lr "
         "fit's batch at the run, else the fitted runs', else 4M)",
     )
+
+
+def _add_chain_and_output(p) -> None:
+    """The accuracy chain's fits, the interval level, and where the plan goes."""
     p.add_argument(
         "--accuracy",
         metavar="ACC.json",
@@ -187,19 +228,14 @@ def register(subparsers) -> None:
     p.add_argument("--ci", type=float, default=0.95)
     p.add_argument("--out", metavar="plan.json", help="write the plan as JSON")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.set_defaults(func=cmd_plan)
 
 
 def cmd_plan(args) -> int:
     # deferred: numpy, scipy, pandas (a fast --help)
     from scaling.fits.record import FitRecord  # deferred: numpy (a fast --help)
-    from scaling.planning.budget import BudgetOptions, build_plan, plan_to_emit  # deferred: imports scipy
-    from scaling.planning.emit import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
-        emit_config,
-        sweep_spec_path,
-    )
+    from scaling.planning.budget import BudgetOptions  # deferred: imports scipy
+    from scaling.planning.planners import alone  # deferred: imports numpy (a fast --help)
     from scaling.planning.report import format_plan  # deferred: imports scipy
-    from scaling.planning.verdict import identified  # deferred: imports numpy (a fast --help)
 
     problem = check_outputs(args)
     if problem:
@@ -244,50 +280,66 @@ def cmd_plan(args) -> int:
                 f"a {grouped[0]} record holds one law per value, not one law to plan from: fit the runs of one value "
                 "(e.g. a table or run tree of those runs) without --by"
             )
-        if any(f["law"] == "moe" for f in fits):
-            return plan_moe(args, fits)
-        chain = {
-            k: FitRecord.load(v) if v else None for k, v in (("accuracy", args.accuracy), ("task_loss", args.task_loss))
-        }
-        kw = {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind, "unique_tokens": args.unique_tokens}
-        if not args.model:
-            kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule, identified_span=args.identified_span)
-        plan = build_plan(fits, opts, kw, ci=args.ci, **chain)
-        if args.emit_config and args.precision == "fp8":
-            raise InputError(
-                "--emit-config with --precision fp8: the trainer has no fp8 (Transformer Engine) path; price the "
-                "fp8 run without --emit-config, or emit the bf16 plan"
-            )
-        unbuilt = [f"model.{k}" for k in ("mla", "mtp_depth") if ((plan.get("run") or {}).get("model") or {}).get(k)]
-        if args.emit_config and unbuilt:
-            raise InputError(
-                f"--emit-config with {' and '.join(unbuilt)}: the trainer does not build multi-head latent "
-                "attention or multi-token prediction (the planner prices them); price the run without --emit-config"
-            )
-        if args.emit_config and not identified(plan) and not args.force:
-            raise InputError(
-                f"--emit-config: the law is not identified at {plan['compute']:.3g} FLOPs ("
-                + "; ".join(plan["verdict"]["reasons"] + (plan["verdict"].get("batch_lr") or {}).get("reasons", []))
-                + "): a config for this run would train a guess. `scalelab study next` proposes the runs that "
-                "would identify it; --force emits it anyway"
-            )
-        if args.emit_config:
-            emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size or 16)
-            plan["emitted_config"] = args.emit_config
-            _emit_layout_table(plan, Path(args.emit_config))
-            if sweep_spec_path(Path(args.emit_config)).exists() and (plan.get("memory") or {}).get("fits"):
-                plan["emitted_sweep"] = str(sweep_spec_path(Path(args.emit_config)))
+        own = alone(fits)  # a law that plans alone (MoE) takes every record
+        if own is not None and own.alone is not None:
+            plan, text = own.alone(fits, args), own.format or format_plan
+        else:
+            plan, text = _dense_plan(args, fits, opts), format_plan
     except InputError as exc:
         return fail(str(exc), 2)
     if args.out:
         plan.save(args.out)
-    print(plan.to_json() if args.json else format_plan(plan))
+    print(plan.to_json() if args.json else text(plan))
     if args.emit_config:
         print(
             f"wrote {args.emit_config}" + (f" and {plan['emitted_sweep']}" if plan.get("emitted_sweep") else ""),
             file=sys.stderr,
         )
     return 0
+
+
+def _dense_plan(args, fits: list, opts):
+    """The plan of the allocating law's records (scaling.planning.budget.build_plan), emitted with --emit-config."""
+    from scaling.fits.record import FitRecord  # deferred: numpy (a fast --help)
+    from scaling.planning.budget import build_plan, plan_to_emit  # deferred: imports scipy
+    from scaling.planning.emit import (  # deferred: imports numpy/pydantic (a fast scalelab --help)
+        emit_config,
+        sweep_spec_path,
+    )
+    from scaling.planning.verdict import identified  # deferred: imports numpy (a fast --help)
+
+    chain = {
+        k: FitRecord.load(v) if v else None for k, v in (("accuracy", args.accuracy), ("task_loss", args.task_loss))
+    }
+    kw = {"vocab_size": args.vocab_size, "compute_kind": args.compute_kind, "unique_tokens": args.unique_tokens}
+    if not args.model:
+        kw.update(presets_only=args.presets_only, shape_rule=args.shape_rule, identified_span=args.identified_span)
+    plan = build_plan(fits, opts, kw, ci=args.ci, **chain)
+    if args.emit_config and args.precision == "fp8":
+        raise InputError(
+            "--emit-config with --precision fp8: the trainer has no fp8 (Transformer Engine) path; price the "
+            "fp8 run without --emit-config, or emit the bf16 plan"
+        )
+    unbuilt = [f"model.{k}" for k in ("mla", "mtp_depth") if ((plan.get("run") or {}).get("model") or {}).get(k)]
+    if args.emit_config and unbuilt:
+        raise InputError(
+            f"--emit-config with {' and '.join(unbuilt)}: the trainer does not build multi-head latent "
+            "attention or multi-token prediction (the planner prices them); price the run without --emit-config"
+        )
+    if args.emit_config and not identified(plan) and not args.force:
+        raise InputError(
+            f"--emit-config: the law is not identified at {plan['compute']:.3g} FLOPs ("
+            + "; ".join(plan["verdict"]["reasons"] + (plan["verdict"].get("batch_lr") or {}).get("reasons", []))
+            + "): a config for this run would train a guess. `scalelab study next` proposes the runs that "
+            "would identify it; --force emits it anyway"
+        )
+    if args.emit_config:
+        emit_config(plan_to_emit(plan), args.emit_config, micro_batch_size=args.micro_batch_size or 16)
+        plan["emitted_config"] = args.emit_config
+        _emit_layout_table(plan, Path(args.emit_config))
+        if sweep_spec_path(Path(args.emit_config)).exists() and (plan.get("memory") or {}).get("fits"):
+            plan["emitted_sweep"] = str(sweep_spec_path(Path(args.emit_config)))
+    return plan
 
 
 def _emit_layout_table(plan: MutableMapping[str, Any], config: Path) -> None:

@@ -17,6 +17,9 @@ import yaml
 from rundir.dotted import get_dotted
 from rundir.layout import CONFIG
 
+# The train config's keys a law's prediction depends on (a fit record's `recipe.settings`). Kept here, not read
+# off the schema: scaling may not import pretrain (the layers); tests/unit/scaling/test_recipe_keys.py holds
+# each to the schema.
 RECIPE_KEYS = (
     "optim.lr",
     "optim.weight_decay",
@@ -43,7 +46,8 @@ RECIPE_KEYS = (
     "precision",
     "deepspeed.zero_stage",
 )
-# Settings a sweep varies on purpose: their spread is expected, not a warning.
+# Settings a law's runs vary on purpose (batch-lr's lr and batch): their spread is expected, not a warning.
+# Sweep axes all (the schema's SweepAxis), but not every axis: a spread weight decay is two recipes.
 SWEPT = ("optim.lr", "train.global_batch_size", "train.micro_batch_size")
 
 

@@ -24,6 +24,7 @@ from scaling.planning.inference import choose_preset, inference_block
 from scaling.planning.layout import layout_block, priced_model_plan
 from scaling.planning.layout_plan import fixed_keys, layout_sections, trainer_memory
 from scaling.planning.plan import make_plan
+from scaling.planning.planners import allocation, one_allocation_record, refuse_other_options
 from scaling.planning.record import PlanRecord
 from scaling.planning.run_model import model_presets
 from scaling.planning.stages import parse_stages, stage_sections
@@ -143,12 +144,8 @@ def build_plan(
     opts.check()
     if opts.model:
         return _given_model_plan(opts, make_plan_kw, ci)
-    for f in fits:
-        if f["law"] in ("accuracy", "task-loss"):
-            raise InputError(f"a {f['law']} fit is not an allocation law: give it with --{f['law']} instead of --fit")
-    chin = next((f for f in fits if f["law"] == "chinchilla" and f.get("approach") == 3), None) or next(
-        (f for f in fits if f["law"] == "chinchilla"), None
-    )  # with approach 2 beside it, approach 3 plans
+    refuse_other_options(fits)  # the accuracy chain's records come with --accuracy / --task-loss
+    chin = allocation(fits)[1]  # the allocating law's record that plans (Chinchilla: approach 3 among several)
     if accuracy is not None:
         check(accuracy, task_loss, chin)  # fits that do not chain: exit 2 before any work
     elif task_loss is not None:
@@ -167,12 +164,9 @@ def build_plan(
     inf = None
     budget = None
     if opts.inference_tokens is not None:
-        ch = [f for f in fits if f["law"] == "chinchilla"]
-        if len(ch) != 1:
-            raise InputError(
-                "plan needs exactly one chinchilla fit record (--fit F.json from `scalelab fit chinchilla`)"
-            )
-        inf = inference_block(ch[0], opts.inference_tokens, target_loss=opts.target_loss, total=opts.compute, ci=ci)
+        inf = inference_block(
+            one_allocation_record(fits), opts.inference_tokens, target_loss=opts.target_loss, total=opts.compute, ci=ci
+        )
         plan = plan_at(inf["train_flops"])
     elif opts.compute is not None:
         plan = plan_at(opts.compute)

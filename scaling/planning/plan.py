@@ -51,8 +51,8 @@ def make_plan(
     Several chinchilla records of different approaches: the approach-3 one plans, the others are
     compared with it on the compute-optimal exponent (the plan's `verdict`, scaling.planning.verdict).
     Each law's records are planned by its registered planner (scaling.planning.planner): the allocating
-    law's first, then the others' in the law families' order; records of a law with no planner are listed
-    in the plan's `fits` and otherwise unused."""
+    law's first, then the others' in the law families' order; records of a law with no planner (or one that
+    plans alone, or feeds an option of its own) are listed in the plan's `fits` and otherwise unused."""
     if not (compute > 0 and np.isfinite(compute)):
         raise InputError(f"--compute must be a positive number of FLOPs (got {compute})")
     known = planners()
@@ -79,9 +79,10 @@ def make_plan(
         identified_span=identified_span,
     )
     lead = given[0]
+    assert lead.apply is not None, f"the allocating {lead.law!r} planner has no apply"
     lead.apply(draft, draft.records(lead.law))
     for planner in known:
-        if planner.allocates:
+        if planner.allocates or planner.apply is None:  # a chain's input or a law that plans alone
             continue
         records = draft.records(planner.law)
         if records:

@@ -12,6 +12,12 @@ warnings are final) writes what judges the whole plan (the verdict). The other l
 that run, in `scaling.fits.families.families()` order (batch-lr's lr and batch before critical-batch compares
 that batch with B_crit); a law none of whose records was given adds its `missing` warning, if it has one.
 
+Two other kinds of law answer `scalelab plan` through the same object, so that the command branches on no law's name:
+a law whose records feed an option of their own (`given_with="--accuracy"`: the accuracy chain's fits, refused
+among the --fit records and left out of `make_plan`), and a law that plans on its own (`alone`: MoE's
+(N_active, E, G, D) plan), to which `scalelab plan` hands every record and its parsed options instead of
+calling `make_plan`; its `format` is the plan's text. Neither has an `apply`.
+
 The planners live here, in scaling/planning/, and not on the `LawFamily` object: scaling.fits sits below
 scaling.planning (pyproject.toml's import-linter layers), while a planner needs the planning code (the run's
 model, the verdict). The built-in ones are registered by importing scaling.planning.planners.
@@ -55,10 +61,17 @@ class Planner:
     """What `scalelab plan` does with one law's records."""
 
     law: str  # the law family's name (the records' `law`)
-    apply: Callable[[PlanDraft, list], None]  # (draft, this law's records, never empty) -> None
+    apply: Callable[[PlanDraft, list], None] | None = None  # (draft, this law's records, never empty) -> None
     allocates: bool = False  # sets N_opt, D_opt and the run: its records are required
     missing: str | None = None  # the plan's warning when no record of this law is given
     finish: Callable[[PlanDraft], None] | None = None  # the allocating law's last word, after all the others
+    # the allocating law's record that plans among its records (also what the inference, cost and accuracy
+    # sections read); default: the first
+    lead: Callable[[list], Any] | None = None
+    given_with: str | None = None  # the `scalelab plan` option its records come through instead of --fit
+    # (records, the parsed `scalelab plan` options) -> the plan: a law that plans alone, emitting --emit-config
+    alone: Callable[[list, Any], Any] | None = None
+    format: Callable[[Any], str] | None = None  # an `alone` plan's text (without --json)
 
 
 PLANNERS: dict[str, Planner] = {}
@@ -66,6 +79,8 @@ PLANNERS: dict[str, Planner] = {}
 
 def register_planner(planner: Planner) -> Planner:
     """Plan `planner.law`'s records (once: a second planner for the same law is refused)."""
+    if (planner.apply is None) != (planner.alone is not None or planner.given_with is not None):
+        raise ValueError(f"the {planner.law!r} planner: give `apply`, or (with no apply) `alone` or `given_with`")
     known = PLANNERS.get(planner.law)
     if known is not None and known is not planner:
         raise ValueError(f"a planner for the {planner.law!r} law is registered already")

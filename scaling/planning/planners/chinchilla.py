@@ -209,4 +209,11 @@ def _frontier_intervals(out, ch, C, cost, n_range, ci, warnings, unique=None):
     return None
 
 
-PLANNER = register_planner(Planner(law="chinchilla", apply=plan_allocation, allocates=True, finish=finish_with_verdict))
+def lead_record(alloc: list):
+    """The record that plans: the approach-3 one when there is one (approaches 1-2 beside it cross-check it)."""
+    return next((f for f in alloc if f.get("approach") == 3), None) or alloc[0]
+
+
+PLANNER = register_planner(
+    Planner(law="chinchilla", apply=plan_allocation, allocates=True, finish=finish_with_verdict, lead=lead_record)
+)

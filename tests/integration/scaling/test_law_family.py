@@ -205,6 +205,39 @@ def test_the_toy_law_is_planned_through_its_planner(toy, tmp_path):
         register_planner(Planner(law="toy", apply=plan_toy))
 
 
+def toy_plan_alone(fits: list, args):
+    from scaling.planning.record import PlanRecord
+
+    return PlanRecord({"compute": args.compute, "records": len(fits)})
+
+
+def test_a_law_that_plans_alone_or_through_an_option_of_its_own_is_its_planner_s_word(toy, tmp_path):
+    """`scalelab plan` names no law: a planner's `alone` takes every record (MoE's way), its `given_with` refuses
+    the records among --fit (the accuracy chain's way), and a planner with neither nor an `apply` is refused."""
+    x = np.geomspace(1e17, 1e21, 20)
+    pd.DataFrame({"x": x, "y": 3.0 * x**0.5}).to_csv(tmp_path / "t.csv", index=False)
+    assert scalelab("fit", "toy", tmp_path / "t.csv", "--out", tmp_path / "toy.json").returncode == 0
+    unregister_planner("toy")
+    try:
+        register_planner(
+            Planner(law="toy", alone=toy_plan_alone, format=lambda plan: f"toy plan at {plan['compute']:g}")
+        )
+        r = scalelab("plan", tmp_path / "toy.json", "--compute", "1e20")
+        assert r.returncode == 0 and r.stdout.strip() == "toy plan at 1e+20", r.stderr
+        r = scalelab("plan", tmp_path / "toy.json", "--compute", "1e20", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["records"] == 1
+
+        unregister_planner("toy")
+        register_planner(Planner(law="toy", given_with="--toy-fit"))
+        r = scalelab("plan", FIXTURES / "fit_chinchilla.json", tmp_path / "toy.json", "--compute", "1e20")
+        assert r.returncode == 2 and "a toy fit is not an allocation law: give it with --toy-fit instead" in r.stderr
+        with pytest.raises(ValueError, match="give `apply`, or"):
+            register_planner(Planner(law="toy-nothing"))
+    finally:
+        unregister_planner("toy")
+        register_planner(TOY_PLANNER)
+
+
 def test_a_law_whose_family_does_not_predict_is_refused_by_name(tmp_path):
     rec = make_record(
         law="critical-batch",
