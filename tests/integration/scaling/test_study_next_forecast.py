@@ -81,8 +81,12 @@ def test_a_data_constrained_fit_designs_with_its_own_law(tmp_path):
     assert any("designed for its optimum with 3e+09 unique tokens" in n for n in p["notes"])
     assert any(x["D"] > 3e9 for x in p["runs"])  # repeated data is informative about R_D*
     assert p["after"]["forecast"]["method"] == "fisher"
+    assert any(n.startswith("screen: fisher (") for n in p["notes"])
+    r = scalelab(*args, "--unique-tokens", "3e9", "--screen", "refit")  # the record keeps no source: no runs
+    assert r.returncode == 2 and "--screen refit refits the law on the fitted runs" in r.stderr
 
 
+@pytest.mark.slow  # ~40 s of CPU: 4 batches x 11 refits of the data-constrained law, and the fit's bootstrap
 def test_the_refit_screen_chooses_a_data_constrained_fits_runs_and_says_how(tmp_path):
     """--screen refit forecasts a few batches by refitting the data-constrained law on their simulated
     losses and says which it chose and how long it took; it needs the fitted runs, and says so."""
@@ -104,5 +108,3 @@ def test_the_refit_screen_chooses_a_data_constrained_fits_runs_and_says_how(tmp_
     note = next(n for n in p["notes"] if n.startswith("screen: refit chose the "))
     assert note.endswith(" s)") and "of today's width" in note
     assert 0 < p["spent_flops"] <= 1.8e19 and 1 <= len(p["runs"]) <= 3
-    r = scalelab(*args, "--unique-tokens", "3e9", "--screen", "refit", "--runs", tmp_path / "missing.csv")
-    assert r.returncode == 2 and "--screen refit" in r.stderr
