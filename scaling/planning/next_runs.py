@@ -500,7 +500,7 @@ def propose(
             budget,
             max_runs,
             target_of,
-            max(forecast_draws, SCREEN_DRAWS),
+            forecast_draws or SCREEN_DRAWS,
             forecast_resamples,
             ci,
         )

@@ -87,6 +87,7 @@ def test_a_data_constrained_fit_designs_with_its_own_law(tmp_path):
 
 
 @pytest.mark.slow  # ~40 s of CPU: 4 batches x 11 refits of the data-constrained law, and the fit's bootstrap
+@pytest.mark.timeout(900)
 def test_the_refit_screen_chooses_a_data_constrained_fits_runs_and_says_how(tmp_path):
     """--screen refit forecasts a few batches by refitting the data-constrained law on their simulated
     losses and says which it chose and how long it took; it needs the fitted runs, and says so."""
