@@ -146,12 +146,18 @@ def synthetic(args) -> dict:
 
     ladder = [START_BUDGETS[-1] * 2 ** (k + 1) for k in range(args.rounds)]
     curves: dict[str, list] = {"isoflop": [], "design": []}
+    reused = json.loads(Path(args.isoflop_from).read_text())["curves"]["isoflop"] if args.isoflop_from else None
+    if reused is not None and (len(reused) != args.seeds or any(len(c) != args.rounds + 1 for c in reused)):
+        raise SystemExit(f"--isoflop-from {args.isoflop_from}: not {args.seeds} seed(s) of {args.rounds} rounds")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         start = chinchilla_table(truth, budgets=START_BUDGETS, n_per_budget=SIZES, noise=args.noise, seed=seed)
         if dc:  # the same design, every run drawing from the corpus's `unique` tokens
             start = draw(truth, start.N, start.D, args.noise, np.random.default_rng(seed), U)
         start_flops = float(start.flops.sum())
         for rule in curves:
+            if rule == "isoflop" and reused is not None:
+                curves[rule].append(reused[seed - args.first_seed])
+                continue
             rng = np.random.default_rng(1000 + seed)
             df, spent, rows = start.copy(), 0.0, []
             rec = _fit(df, args, seed)
@@ -169,9 +175,15 @@ def synthetic(args) -> dict:
                         max_runs=SIZES,
                         candidates=grid_candidates(SIZES * b),
                         unique_tokens=U,
-                        forecast_draws=0,  # the design's choice only: the calibration run checks its forecast
+                        # the design's choice only (the calibration run checks its forecast); the refit screen's futures
+                        forecast_draws=args.screen_draws if args.screen == "refit" else 0,
                         target_of=args.target,
+                        screen=args.screen,
+                        runs=df,
+                        forecast_resamples=args.screen_resamples,
                     )
+                    if args.screen == "refit":
+                        print(f"  {next(n for n in p.notes if n.startswith('screen:'))}", flush=True)
                     new = draw(truth, [r["N"] for r in p.rows], [r["D"] for r in p.rows], args.noise, rng, U)
                 spent += float(new.flops.sum())
                 df = pd.concat([df, new], ignore_index=True)
@@ -439,6 +451,22 @@ def main(argv=None) -> int:
         choices=("both", "n-opt", "loss"),
         default="both",
         help="the design's --target (study next): which intervals its runs should shrink",
+    )
+    s.add_argument(
+        "--screen",
+        choices=("fisher", "refit"),
+        default="fisher",
+        help="the design's --screen (study next): the Fisher greedy's picks, or the best of a few batches by refits",
+    )
+    s.add_argument(
+        "--screen-resamples", type=int, default=20, help="--screen refit: bootstrap resamples per simulated future"
+    )
+    s.add_argument("--screen-draws", type=int, default=4, help="--screen refit: simulated futures per batch")
+    s.add_argument(
+        "--isoflop-from",
+        metavar="JSON",
+        help="reuse the isoflop curves of an earlier --json with the same seeds, --bootstrap, --rounds and truth "
+        "(they do not depend on the design's options) instead of refitting them",
     )
     s.add_argument(
         "--combine", nargs="+", metavar="JSON", help="only summarise the --json of earlier runs (e.g. one per seed)"

@@ -104,7 +104,8 @@ def register(subparsers) -> None:
         metavar="K",
         help="simulated futures of the forecast after the proposed runs (default 4: each refits the law on the runs "
         "and the proposed ones' simulated losses with the fit's procedure, and bootstraps it with min(20, the fit's "
-        "B) resamples; 1 + 20 fits per future, seconds to minutes); 0: print the Fisher forecast only",
+        "B) resamples; 1 + 20 fits per future, seconds to minutes); 0: print the Fisher forecast only. With "
+        "--screen refit: the futures of each screened batch (0: 4)",
     )
     n.add_argument(
         "--unique-tokens",
@@ -120,6 +121,14 @@ def register(subparsers) -> None:
         help="which intervals at the target the runs should shrink: both (default: N_opt's and the loss at the "
         "optimum's, weighed equally as ratios to today's), n-opt (the model size alone) or loss (the predicted loss "
         "alone); the forecast shows both either way",
+    )
+    n.add_argument(
+        "--screen",
+        choices=("fisher", "refit"),
+        default="fisher",
+        help="what chooses the runs: fisher (default: the greedy Fisher design, fast, linearised) or refit (the "
+        "Fisher picks for each --target and an IsoFLOP-like batch at the same FLOPs, each forecast by refitting the "
+        "law on simulated losses, the best forecast per FLOP chosen; needs the fitted runs, minutes)",
     )
     n.add_argument("--ci", type=float, default=0.95)
     n.add_argument("--json", action="store_true", help="print the proposal as JSON")
@@ -166,6 +175,7 @@ def cmd_next(args) -> int:
             forecast_draws=args.forecast_draws,
             unique_tokens=args.unique_tokens,
             target_of=args.target,
+            screen=args.screen,
         )
         if args.sweep:
             next_runs.sweep_files(prop, fits, args.sweep)

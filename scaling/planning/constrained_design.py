@@ -52,6 +52,11 @@ def theta_of(rec) -> np.ndarray:
     return np.array([np.log(p[k]) if k in LOGGED else p[k] for k in keys_of(rec)], dtype=float)
 
 
+def law_of(th: np.ndarray, keys):
+    """The law of each row of th as one DataConstrainedLaw with (S,) parameters."""
+    return _law(th, keys, False)
+
+
 def _law(th: np.ndarray, keys, col: bool):
     """The laws of the rows of th as one DataConstrainedLaw with (S, 1) (col) or (S,) parameters."""
     from scaling.laws.loss import DataConstrainedLaw  # deferred: scipy

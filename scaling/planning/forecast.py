@@ -15,6 +15,7 @@ the Fisher update cannot: it is exact only for a linear model with Gaussian nois
 `preposterior` is the generic loop (any model with a refit and a resample refit); `chinchilla_model`
 adapts it to approach 3's Huber fit (scaling.fits.chinchilla.huber_fit) in θ = (log A, log B, log E,
 α, β), with N_opt and the loss at the optimum measured as the plan measures them (`optimum_targets`).
+`data_constrained_model` adapts it to the data-constrained fit (scaling.fits.chinchilla.data_constrained).
 Calibration against a known truth: benchmarks/next_runs.py calibration (docs/scaling-laws.md).
 """
 
@@ -221,3 +222,44 @@ def optimum_targets(th: np.ndarray, C6: float, n_range) -> np.ndarray:
 def _params(th: np.ndarray) -> dict[str, Any]:
     """θ rows (log A, log B, log E, α, β) -> the law's parameters as (S,) arrays."""
     return {"A": np.exp(th[:, 0]), "B": np.exp(th[:, 1]), "E": np.exp(th[:, 2]), "alpha": th[:, 3], "beta": th[:, 4]}
+
+
+# ---------------------------------------------------------------- the data-constrained law (Muennighoff et al.)
+def data_constrained_model(C6: float, delta: float, n_range, unique: float, keys, top_k: int = 1) -> Model:
+    """`fit chinchilla --law data-constrained`'s law and fit: X = (log N, log D, log U) (U the unique
+    tokens each run drew from), y = log loss, θ = (log A, log B, log E, α, β, log R_D*[, log R_N*])
+    (`keys`: scaling.planning.constrained_design.keys_of), on the fit's objective (summed Huber with its
+    δ) and bounds. The point refit starts from the `top_k` best points of the fit's start grid plus
+    today's optimum and the future's law; each resample from the refit's optimum alone (as
+    chinchilla_model's default: the grid's starts cost ~50x where an exponent is not identified).
+    Targets: (log N_opt, log L_opt) at C6 with `unique` unique tokens, as the design measures them
+    (constrained_design.targets, within `n_range`)."""
+    from scaling.core.multistart import multistart_lbfgsb  # deferred: scipy
+    from scaling.fits.chinchilla.data_constrained import BOUNDS, THETA, Objective, start_grid
+    from scaling.planning import constrained_design as cd
+
+    terms = "data+params" if "R_N_star" in keys else "data"
+    bounds = [BOUNDS[k] for k in THETA[terms]]
+    grid = start_grid(terms)
+    none = np.empty((0, len(bounds)))
+
+    def predict(th, X):
+        N, D, U = np.exp(X[:, 0]), np.exp(X[:, 1]), np.exp(X[:, 2])
+        with np.errstate(all="ignore"):
+            return np.log(cd.law_of(np.atleast_2d(th), keys).predict(N, D, U=np.minimum(D, U))).ravel()
+
+    def objective(X, y):
+        return Objective(np.exp(X[:, 0]), np.exp(X[:, 1]), np.exp(X[:, 2]), np.exp(y), delta, terms)
+
+    def refit(X, y, starts):
+        obj = objective(X, y)
+        ranked = grid[np.argsort(obj.batch(grid), kind="stable")[:top_k]] if top_k else none
+        th_hat = multistart_lbfgsb(obj, ranked, bounds, top_k=None, extra_starts=starts, options=FORECAST_OPTIONS).x
+
+        def resample_fit(idx):
+            o = objective(X[idx], y[idx])
+            return multistart_lbfgsb(o, none, bounds, top_k=None, extra_starts=[th_hat], options=FORECAST_OPTIONS).x
+
+        return th_hat, resample_fit
+
+    return Model(predict, refit, lambda th: cd.targets(th, keys, C6, unique, n_range))

@@ -16,13 +16,15 @@ The forecast printed for the chosen runs is a refit (scaling.planning.forecast.p
 losses simulated from the fit's bootstrap laws plus its residuals, the law refitted and bootstrapped as
 the fit is, FORECAST_DRAWS futures of FORECAST_RESAMPLES resamples. It needs the runs the record was
 fitted on (the record's source, or `runs`); without them, or for a fit it cannot repeat (MLE, training
-curves, a holdout, the data-constrained law), the Fisher forecast is printed and the notes say why.
+curves, a holdout), the Fisher forecast is printed and the notes say why. `screen="refit"` (--screen
+refit) lets refit forecasts choose among a few batches instead (scaling.planning.screen).
 Predicted intervals after the runs keep today's bootstrap interval's centre (the point estimate, in
 log) and scale its log half-widths by the forecast's width ratio.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from scaling.core.conventions import TokenCost, conventions_of
 from scaling.core.errors import InputError
 from scaling.laws.allocation import search_range
 from scaling.planning import constrained_design as cd
-from scaling.planning.information import greedy
+from scaling.planning.information import Design, greedy, target_variance, update
 from scaling.planning.plan import make_plan
 from scaling.planning.run_choice import EPOCHS_WARN, designed_candidate
 
@@ -51,6 +53,11 @@ MIN_BOOTSTRAP = 10
 # question, the plan's two intervals; "n-opt" designs for the model size alone (what a run needs chosen
 # before it starts), "loss" for the predicted loss alone (what a study forecasts).
 TARGETS = {"both": (1.0, 1.0), "n-opt": (1.0, 0.0), "loss": (0.0, 1.0)}
+# --screen: what chooses the runs. "fisher" (the default): the greedy Fisher design alone; "refit": a few
+# batches (the Fisher greedy's for each target, an IsoFLOP-like one) forecast by refits, the best per FLOP
+# (scaling.planning.screen), each with --forecast-draws simulated futures (SCREEN_DRAWS where that is 0).
+SCREENS = ("fisher", "refit")
+SCREEN_DRAWS = 4
 
 
 @dataclass
@@ -69,6 +76,7 @@ class Proposal:
     conventions: dict
     notes: list[str] = field(default_factory=list)
     target_of: str = "both"
+    screen: str = "fisher"
 
     def as_dict(self) -> dict:
         return {
@@ -83,6 +91,7 @@ class Proposal:
             "criterion_steps": self.steps,
             "criterion": CRITERIA[self.target_of],
             "target": self.target_of,
+            "screen": self.screen,
             "forecast_method": (self.after.get("forecast") or {}).get("method"),
             "notes": self.notes,
         }
@@ -255,9 +264,7 @@ def write_rows(path: str, table, rows: list[int], out: str | Path) -> Path:
 # ---------------------------------------------------------------- the refit forecast
 def _refit_blocker(rec) -> str | None:
     """Why the refit forecast cannot repeat this record's fit (None: it can)."""
-    st = rec.get("settings") or {}
-    if st.get("law") == "data-constrained":
-        return "the data-constrained fit is not refitted here"
+    st = rec.get("settings") or {}  # approach 3 and the data-constrained law are refitted (forecast.py)
     if st.get("objective", "huber") != "huber":
         return f"the {st.get('objective')} objective is not refitted here"
     if st.get("curves"):
@@ -289,36 +296,92 @@ def fitted_points(rec, runs=None):
         df = drop_highest(df, int(st.get("drop_highest") or 0))
     except InputError as exc:
         return None, f"the fitted runs could not be read: {exc}"
-    if rec.get("data_sha256") and data_sha256(df, ["N", "D", "loss"]) != rec["data_sha256"]:
+    cols = ["N", "D", "loss"] + (["U"] if st.get("law") == "data-constrained" else [])
+    if st.get("law") == "data-constrained" and "U" not in df:
+        return None, "the fitted runs state no unique tokens (column U)"
+    if rec.get("data_sha256") and data_sha256(df, cols) != rec["data_sha256"]:
         return None, f"the runs at {src} are not the ones the record was fitted on (data_sha256 differs)"
     return df, None
 
 
-def refit_forecast(rec, pts, N_new, D_new, C6: float, draws: int, resamples: int, ci: float):
-    """scaling.planning.forecast.preposterior for approach 3: the fit's bootstrap laws as the futures'
-    truths, its residuals as their noise, its Huber delta."""
+def forecast_setup(rec, pts, C6: float, N_range, unique: float | None = None):
+    """What scaling.planning.forecast.preposterior needs for this record's fit: (model, X_old, y_old,
+    x_of(N, D) -> X of new runs, draws, point, residuals). Approach 3 or, with `unique`, the
+    data-constrained law (new runs draw from `unique` tokens, the fitted ones from their own U); the
+    fit's bootstrap laws as the futures' truths, its residuals as their noise, its Huber delta, the
+    plan's search range over `N_range` (today's runs and the proposed ones)."""
     from scaling.fits.chinchilla.huber_fit import DELTA
-    from scaling.planning.forecast import chinchilla_model, preposterior
+    from scaling.planning.forecast import chinchilla_model, data_constrained_model
 
-    X_old = np.column_stack([np.log(pts["N"].to_numpy(float)), np.log(pts["D"].to_numpy(float))])
-    y_old = np.log(pts["loss"].to_numpy(float))
     st = rec.get("settings") or {}
-    # the plan's search range, over today's runs and the proposed ones
-    n_range = search_range(np.concatenate([pts["N"].to_numpy(float), np.asarray(N_new, float)]))
-    model = chinchilla_model(C6, float(st.get("delta") or DELTA), n_range)
+    delta = float(st.get("delta") or DELTA)
+    N_old, D_old = pts["N"].to_numpy(float), pts["D"].to_numpy(float)
+    n_range = search_range(np.concatenate([N_old, np.asarray(N_range, float)]))
+    y_old = np.log(pts["loss"].to_numpy(float))
+    residuals = -np.asarray(rec["diagnostics"]["residuals_log"], float)  # the record's are fit - observed
+    if unique:
+        keys = cd.keys_of(rec)
+        U_old = np.minimum(pts["U"].to_numpy(float), D_old)
+        X_old = np.column_stack([np.log(N_old), np.log(D_old), np.log(U_old)])
+
+        def x_of(N, D):
+            D = np.asarray(D, float)
+            return np.column_stack([np.log(N), np.log(D), np.log(np.minimum(D, unique))])
+
+        draws, point = cd.theta_draws(rec, MIN_BOOTSTRAP), cd.theta_of(rec)
+        model = data_constrained_model(C6, delta, n_range, unique, keys)
+    else:
+        X_old = np.column_stack([np.log(N_old), np.log(D_old)])
+
+        def x_of(N, D):
+            return np.column_stack([np.log(N), np.log(D)])
+
+        draws, point = theta_draws(rec), theta_of(rec["params"])
+        model = chinchilla_model(C6, delta, n_range)
+    return model, X_old, y_old, x_of, draws, point, residuals
+
+
+def refit_forecast(rec, pts, N_new, D_new, C6: float, draws: int, resamples: int, ci: float, unique=None):
+    """scaling.planning.forecast.preposterior of the runs (N_new, D_new) for this record's fit (forecast_setup)."""
+    from scaling.planning.forecast import preposterior
+
+    model, X_old, y_old, x_of, th, point, residuals = forecast_setup(rec, pts, C6, N_new, unique)
     return preposterior(
         model,
         X_old,
         y_old,
-        np.column_stack([np.log(N_new), np.log(D_new)]),
-        theta_draws(rec),
-        theta_of(rec["params"]),
-        -np.asarray(rec["diagnostics"]["residuals_log"], float),  # the record's residuals are fit - observed
+        x_of(N_new, D_new),
+        th,
+        point,
+        residuals,
         futures=draws,
-        resamples=min(resamples, int(st.get("bootstrap") or resamples)),
+        resamples=_resamples(rec, resamples),
         ci=ci,
-        seed=int((rec.get("settings") or {}).get("seed") or 0),
+        seed=_seed(rec),
     )
+
+
+def _resamples(rec, resamples: int) -> int:
+    return min(resamples, int((rec.get("settings") or {}).get("bootstrap") or resamples))
+
+
+def _seed(rec) -> int:
+    return int((rec.get("settings") or {}).get("seed") or 0)
+
+
+def fisher_design(cov0, F, G, sigma: float, chosen: list[int], flops, weights) -> Design:
+    """The Fisher update of a given batch (in its order), as `greedy` reports its own picks."""
+    S, _, P = F.shape
+    cov = np.broadcast_to(cov0, (S, P, P)).copy()
+    before = target_variance(cov, G)
+    base = np.where(before > 0, before, np.nan)
+    w = np.asarray(weights, float)
+    steps = []
+    for m in chosen:
+        cov = update(cov, F[:, m, :], sigma)
+        with np.errstate(all="ignore"):
+            steps.append(float(np.nansum(np.nanmean(target_variance(cov, G) / base, axis=0) * w) / w.sum()))
+    return Design(list(chosen), float(np.sum(np.asarray(flops)[chosen])), before, target_variance(cov, G), steps)
 
 
 # ---------------------------------------------------------------- the proposal
@@ -335,6 +398,7 @@ def propose(
     forecast_resamples: int = FORECAST_RESAMPLES,
     unique_tokens: float | None = None,
     target_of: str = "both",
+    screen: str = "fisher",
 ) -> Proposal:
     """The next runs for `target` FLOPs from the fit records (one chinchilla approach-3 record;
     others as `scalelab plan` takes them), within `budget` FLOPs and `max_runs` runs;
@@ -345,6 +409,8 @@ def propose(
     which intervals the runs should shrink (TARGETS: both, n-opt, loss); both are forecast either way."""
     if target_of not in TARGETS:
         raise InputError(f"--target must be one of {', '.join(TARGETS)} (got {target_of!r})")
+    if screen not in SCREENS:
+        raise InputError(f"--screen must be one of {', '.join(SCREENS)} (got {screen!r})")
     if not (budget > 0 and np.isfinite(budget)):
         raise InputError(f"--budget-flops must be a positive number of FLOPs (got {budget})")
     if max_runs < 1:
@@ -406,31 +472,60 @@ def propose(
     else:
         F = log_loss_grad(th, N, D)
         G = target_grad(th, C6)
-    d = greedy(
-        cov0,
-        F,
-        G,
-        flops,
-        sigma=residual_sigma(ch),
-        budget=budget,
-        max_runs=max_runs,
-        weights=np.array(TARGETS[target_of]),
-    )
+    weights = np.array(TARGETS[target_of])
+    t0 = time.perf_counter()
+    sigma = residual_sigma(ch)
+    d = greedy(cov0, F, G, flops, sigma=sigma, budget=budget, max_runs=max_runs, weights=weights)
     if not d.chosen:
         raise InputError(
             f"study next: no candidate within --budget-flops {budget:.3g} adds information at {target:.3g} FLOPs"
         )
+    why_not = _refit_blocker(ch) if (forecast_draws or screen == "refit") else "--forecast-draws 0"
+    pts = None
+    if why_not is None:
+        pts, why_not = fitted_points(ch, runs)
+    fc = None
+    if screen == "refit":
+        if why_not is not None:
+            raise InputError(f"--screen refit refits the law on the fitted runs and cannot here: {why_not}")
+        d, fc, screened = _refit_screen(
+            ch,
+            pts,
+            d,
+            (cov0, F, G, sigma),
+            N,
+            D,
+            flops,
+            C6,
+            unique if dc else None,
+            budget,
+            max_runs,
+            target_of,
+            forecast_draws or SCREEN_DRAWS,
+            forecast_resamples,
+            ci,
+        )
+        best = screened[0]
+        others = "; ".join(f"{x.label} x{np.sqrt(x.criterion):.2f} for {x.spent:.3g} FLOPs" for x in screened[1:])
+        notes.append(
+            f"screen: refit chose the {best.label} batch of {len(screened)} forecast by refits "
+            f"({fc.futures} futures of {fc.resamples} resamples each; criterion {TARGET_WORDS[target_of]}, "
+            f"x{np.sqrt(best.criterion):.2f} of today's width for {best.spent:.3g} FLOPs"
+            + (f"; the others: {others}" if others else "")
+            + f"; {time.perf_counter() - t0:.0f} s)"
+        )
+    else:
+        notes.append(f"screen: fisher (the greedy Fisher design chose the runs; {time.perf_counter() - t0:.1f} s)")
     fisher = d.width_ratio()
     ratio, forecast = (
         fisher,
         {"method": "fisher", "width_ratio_fisher": {"N_opt": float(fisher[0]), "loss": float(fisher[1])}},
     )
-    why_not = _refit_blocker(ch) if forecast_draws else "--forecast-draws 0"
-    pts = None
-    if why_not is None:
-        pts, why_not = fitted_points(ch, runs)
-    if why_not is None:
-        fc = refit_forecast(ch, pts, N[d.chosen], D[d.chosen], C6, forecast_draws, forecast_resamples, ci)
+    if why_not is None and forecast_draws and fc is None:
+        fc = refit_forecast(
+            ch, pts, N[d.chosen], D[d.chosen], C6, forecast_draws, forecast_resamples, ci, unique if dc else None
+        )
+    if fc is not None:
         ratio = fc.width_ratio()
         share = {"today": float(fc.undefined_today[0]), "after": float(fc.undefined_after[0])}
         forecast |= {
@@ -485,7 +580,46 @@ def propose(
         conventions={"compute": conv["compute"], "n_kind": conv["n_kind"]},
         notes=notes,
         target_of=target_of,
+        screen=screen,
     )
+
+
+def _refit_screen(ch, pts, d, fisher_state, N, D, flops, C6, unique, budget, max_runs, target_of, draws, resamples, ci):
+    """--screen refit: the Fisher greedy's batch for `target_of`, its batches for the other targets and an
+    IsoFLOP-like batch at the same FLOPs, each forecast by refits (scaling.planning.screen); the best
+    forecast per FLOP wins. Returns (its Fisher Design, its refit Forecast, the screened batches best first)."""
+    from scaling.planning.screen import isoflop_batch
+    from scaling.planning.screen import screen as screen_batches
+
+    cov0, F, G, sigma = fisher_state
+    designs = {f"fisher ({target_of})": d}
+    for t, w in TARGETS.items():
+        if t != target_of:
+            designs[f"fisher ({t})"] = greedy(
+                cov0, F, G, flops, sigma=sigma, budget=budget, max_runs=max_runs, weights=np.array(w)
+            )
+    iso, _ = isoflop_batch(N, flops, budget, max_runs)
+    if iso:
+        designs["isoflop"] = fisher_design(cov0, F, G, sigma, iso, flops, TARGETS[target_of])
+    model, X_old, y_old, x_of, th, point, residuals = forecast_setup(ch, pts, C6, N, unique)
+    screened = screen_batches(
+        model,
+        X_old,
+        y_old,
+        x_of(N, D),
+        {k: (v.chosen, v.spent) for k, v in designs.items()},
+        th,
+        point,
+        residuals,
+        weights=TARGETS[target_of],
+        futures=draws,
+        resamples=_resamples(ch, resamples),
+        ci=ci,
+        seed=_seed(ch),
+    )
+    if not screened or not np.isfinite(screened[0].score):
+        raise InputError("--screen refit: no candidate batch's refit forecast narrows the target's interval")
+    return designs[screened[0].label], screened[0].forecast, screened
 
 
 TARGET_WORDS = {"both": "the N_opt and loss intervals", "n-opt": "N_opt's interval", "loss": "the loss interval"}

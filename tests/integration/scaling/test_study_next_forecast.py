@@ -81,3 +81,31 @@ def test_a_data_constrained_fit_designs_with_its_own_law(tmp_path):
     assert any("designed for its optimum with 3e+09 unique tokens" in n for n in p["notes"])
     assert any(x["D"] > 3e9 for x in p["runs"])  # repeated data is informative about R_D*
     assert p["after"]["forecast"]["method"] == "fisher"
+    assert any(n.startswith("screen: fisher (") for n in p["notes"])
+    r = scalelab(*args, "--unique-tokens", "3e9", "--screen", "refit")  # the record keeps no source: no runs
+    assert r.returncode == 2 and "--screen refit refits the law on the fitted runs" in r.stderr
+
+
+@pytest.mark.slow  # ~40 s of CPU: 4 batches x 11 refits of the data-constrained law, and the fit's bootstrap
+@pytest.mark.timeout(900)
+def test_the_refit_screen_chooses_a_data_constrained_fits_runs_and_says_how(tmp_path):
+    """--screen refit forecasts a few batches by refitting the data-constrained law on their simulated
+    losses and says which it chose and how long it took; it needs the fitted runs, and says so."""
+    rng = np.random.default_rng(0)
+    df = chinchilla_table(TRUE_DATA_CONSTRAINED, budgets=(1e17, 3e17, 1e18), noise=0.01)
+    df["U"] = np.minimum(df.D, 3e9)
+    df["loss"] = TRUE_DATA_CONSTRAINED.predict(df.N, df.D, U=df.U) * np.exp(0.01 * rng.standard_normal(len(df)))
+    table, rec = tmp_path / "dc.csv", tmp_path / "dc.json"
+    df.to_csv(table, index=False)
+    fit_chinchilla(table, law="data-constrained", terms="data", bootstrap=10, top_k=8).save(rec)
+    args = ("study", "next", rec, "--compute", "1e20", "--budget-flops", "1.8e19", "--max-runs", "3")
+    # one simulated future of 10 resamples per batch: the choice's mechanics, not its quality (benchmarks/)
+    r = scalelab(
+        *args, "--unique-tokens", "3e9", "--screen", "refit", "--target", "n-opt", "--forecast-draws", "1", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["screen"] == "refit" and p["after"]["forecast"]["method"] == "refit"
+    note = next(n for n in p["notes"] if n.startswith("screen: refit chose the "))
+    assert note.endswith(" s)") and "of today's width" in note
+    assert 0 < p["spent_flops"] <= 1.8e19 and 1 <= len(p["runs"]) <= 3
