@@ -20,20 +20,33 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
+def _data_dir(run_dir: Path, cfg) -> Path:
+    """The prepared data the run trained on, as it recorded it (absolute), else its config's out_dir (which
+    may be relative to the folder the study ran from)."""
+    import json
+
+    from pretrain.data.prepare import output_dir
+    from rundir.layout import RunDir
+
+    try:
+        return Path(json.loads(RunDir(run_dir).tokenizer_meta.read_text())["data_dir"])
+    except (OSError, ValueError, KeyError):
+        return output_dir(cfg.data)
+
+
 def k_and_loss(run_dir: Path, windows: int = 16) -> tuple[list[float], list[float]]:
     import torch
     import torch.nn.functional as F
 
     from models.moe.block import MoEFeedForward
     from pretrain.config.loader import load_train_config
-    from pretrain.data.prepare import output_dir
     from pretrain.data.prepared import load_prepared
     from rundir.layout import RunDir
     from rundir.weights import load_run
 
     model = load_run(run_dir).model.eval()
     cfg = load_train_config(RunDir(run_dir).config)
-    val = load_prepared(output_dir(cfg.data)).token_stream("val")
+    val = load_prepared(_data_dir(run_dir, cfg)).token_stream("val")
     seq = cfg.model.seq_len
     n = min(windows, (len(val) - 1) // (seq + 1))
     rows = torch.tensor([[int(t) for t in val[i * (seq + 1) : (i + 1) * (seq + 1)]] for i in range(n)])
