@@ -358,18 +358,21 @@ def test_a_frozen_node_ends_its_peer_within_dist_timeout(nodes, mn_work):
     base = base_config(work, steps=100000, log_every_steps=20, checkpoint_every_steps=100000, dist_timeout_s=8)
     run_dir = work / "run"
     env = {**os.environ, **nodes.env, "MASTER_ADDR": "node1", "MASTER_PORT": str(free_port())}
+    # the test before this one ends with a job on both nodes: srun would queue behind its completion
+    _wait(lambda: all(nodes.states().get(n, "").rstrip("*") == "idle" for n in NODES), "both nodes idle", 120)
+    srun_log = work / "srun.log"  # what srun and the ranks print, shown when the run does not start
     srun = subprocess.Popen(
         ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", sys.executable, "-m"]
         + ["launch.run.worker", "--rank-shim", "--", "-m", "pretrain.cli", str(base), "--run-dir", str(run_dir)],
         env=env,
         cwd=work,
-        stdout=subprocess.PIPE,
+        stdout=srun_log.open("w"),
         stderr=subprocess.STDOUT,
         text=True,
     )
     ranks: dict = {}
     try:
-        _wait(lambda: (run_dir / "metrics.jsonl").is_file() and metrics_steps(run_dir), "training", 180)
+        _wait(lambda: (run_dir / "metrics.jsonl").is_file() and metrics_steps(run_dir), "training", 180, srun_log)
         ranks = {r["rank"]: r for r in json.loads((run_dir / "ranks.json").read_text())["ranks"]}
         os.kill(ranks[1]["pid"], signal.SIGSTOP)
         t0 = time.time()
@@ -379,7 +382,8 @@ def test_a_frozen_node_ends_its_peer_within_dist_timeout(nodes, mn_work):
         for r in ranks.values():
             if _alive(r["pid"]):
                 os.kill(r["pid"], signal.SIGKILL)
-        out, _ = srun.communicate(timeout=60)
+        srun.wait(timeout=60)
+    out = srun_log.read_text()
     print(f"[multinode] frozen node2: node1's rank ended {ended_s:.1f}s later (train.dist_timeout_s=8)")
     assert 8 <= ended_s < 8 + 15, out[-3000:]
     s = summary(run_dir)
