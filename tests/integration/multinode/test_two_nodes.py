@@ -359,7 +359,17 @@ def test_a_frozen_node_ends_its_peer_within_dist_timeout(nodes, mn_work):
     run_dir = work / "run"
     env = {**os.environ, **nodes.env, "MASTER_ADDR": "node1", "MASTER_PORT": str(free_port())}
     # the test before this one ends with a job on both nodes: srun would queue behind its completion
-    _wait(lambda: all(nodes.states().get(n, "").rstrip("*") == "idle" for n in NODES), "both nodes idle", 120)
+    seen: list[dict] = []  # the node states waited through, printed: evidence if srun still does not start
+
+    def idle() -> bool:
+        states = nodes.states()
+        if not seen or seen[-1] != states:
+            seen.append(states)
+        return all(states.get(n, "").rstrip("*") == "idle" for n in NODES)
+
+    t_idle = time.time()
+    _wait(idle, "both nodes idle", 120)
+    print(f"[multinode] frozen-node test: nodes idle after {time.time() - t_idle:.1f}s, states seen {seen}")
     srun_log = work / "srun.log"  # what srun and the ranks print, shown when the run does not start
     srun = subprocess.Popen(
         ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", sys.executable, "-m"]
