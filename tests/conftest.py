@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.data import REPO, SHARED, data_root
+from tests.helpers.ranks import TWO_RANK_TIMEOUT
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -56,6 +57,7 @@ def pytest_collection_modifyitems(config, items):
         mod = item.module.__name__
         if uses(item, "two_rank_runs"):
             group[mod] = "two-ranks"
+            item.add_marker(pytest.mark.timeout(TWO_RANK_TIMEOUT))  # whichever runs first trains them all
         elif uses(item, "cluster") or "slurm" in item.name:
             group.setdefault(mod, "slurm")
         elif module_scoped(item):

@@ -16,7 +16,10 @@ asks for the `two_rank_runs` fixture (tests/conftest.py) trains every registered
 A job: {"argv": [train args], "env": {...}, "copy": [src, dst], "remove": [paths]}: rank 0 copies
 and removes (paths relative to `cwd`) before the job while rank 1 waits for it (a file marks each
 job ready: both ranks read the run directory before they meet). Each job gets a fresh
-MASTER_PORT: a store re-created on the port of the previous job's can hang.
+MASTER_PORT: a store re-created on the port of the previous job's can hang. Rank 0 picks it when the
+job starts and passes it in the ready file: a port picked when the launch began could be taken by
+then (another worker's ranks bind ports all the time), and a store that cannot bind leaves the other
+rank waiting for it for gloo's whole timeout.
 """
 
 from __future__ import annotations
@@ -24,17 +27,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import PIPE
 
 from base.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TWO_RANK_GROUPS: dict[str, Callable[[Path], list[dict]]] = {}
+# pytest-timeout's limit for a test that reads `two_rank_runs` (tests/conftest.py): its set-up trains
+# every registered run (75 s on an idle 2-core machine, 2026-11-27); the launch gives up a minute
+# before it, so a hang is reported with how far each rank got, not as a bare timeout
+TWO_RANK_TIMEOUT = 900
 
 
 def two_rank_group(name: str):
@@ -65,7 +74,7 @@ def train_groups(data: Path, root: Path) -> dict[str, dict]:
             )
             names.append((group, job["name"]))
     out: dict[str, dict] = {}
-    for (group, name), res in zip(names, launch(jobs, root, timeout=1800)):
+    for (group, name), res in zip(names, launch(jobs, root, timeout=TWO_RANK_TIMEOUT - 60)):
         res.run = root / group / name
         out.setdefault(group, {})[name] = res
     return out
@@ -76,19 +85,22 @@ def launch(jobs: list[dict], cwd: Path, timeout: int = 900) -> list[subprocess.C
     whose stdout/stderr are rank 0's followed by rank 1's (what the deepspeed launcher would print)."""
     cwd = Path(cwd)
     cwd.mkdir(parents=True, exist_ok=True)
-    jobs = [{**j, "env": {"MASTER_PORT": str(free_port()), **(j.get("env") or {})}} for j in jobs]
     spec = cwd / f".two_ranks_{os.getpid()}_{len(list(cwd.glob('.two_ranks_*.json')))}.json"  # one per launch
     spec.write_text(json.dumps({"cwd": str(cwd), "jobs": jobs}))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     launcher = Path(sys.executable).parent / "deepspeed"
-    p = subprocess.run(
-        [str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), str(HERE / "ranks.py"), str(spec)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    argv = [str(launcher), "--num_gpus", "2", "--master_port", str(free_port()), str(HERE / "ranks.py"), str(spec)]
+    # a session of its own: on a timeout (ours or pytest's) the ranks go with the launcher, not on as orphans
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=PIPE, stderr=PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException as e:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        if isinstance(e, subprocess.TimeoutExpired):
+            raise AssertionError(_timed_out(timeout, spec, jobs, out, err)) from None
+        raise
+    p = subprocess.CompletedProcess(argv, proc.returncode, out, err)
     outs = []
     for rank in (0, 1):
         f = spec.with_suffix(f".rank{rank}.json")
@@ -110,6 +122,20 @@ def launch(jobs: list[dict], cwd: Path, timeout: int = 900) -> list[subprocess.C
     return results
 
 
+def _timed_out(timeout: float, spec: Path, jobs: list[dict], out: str, err: str) -> str:
+    """What a launch that ran past its timeout had done: the jobs each rank finished, the one it was
+    in, and the launcher's last output."""
+    lines = [f"two-rank launch ran past {timeout:.0f} s ({len(jobs)} jobs)"]
+    for rank in (0, 1):
+        f = spec.with_suffix(f".rank{rank}.json")
+        done = json.loads(f.read_text()) if f.exists() else []
+        stuck = jobs[len(done)]["argv"] if len(done) < len(jobs) else None
+        lines.append(f"rank {rank}: {len(done)} finished (rc {[r['rc'] for r in done]}); in {stuck}")
+        if done and done[-1]["rc"]:
+            lines.append(f"rank {rank}'s last finished job's stderr:\n{done[-1]['err'][-2000:]}")
+    return "\n".join([*lines, "launcher stdout:", out[-3000:], "launcher stderr:", err[-3000:]])
+
+
 def _run_jobs(spec_path: Path) -> None:
     from pretrain.cli import main
     from tests.helpers.inprocess import captured, isolated
@@ -126,11 +152,15 @@ def _run_jobs(spec_path: Path) -> None:
             for path in job.get("remove", []):
                 target = cwd / path
                 shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
-            ready.touch()
+            port = (job.get("env") or {}).get("MASTER_PORT") or str(free_port())
+            tmp = ready.with_suffix(".tmp")
+            tmp.write_text(port)
+            tmp.replace(ready)  # rank 1 never reads a half-written port
         else:
             while not ready.exists():
                 time.sleep(0.01)
-        with isolated(cwd, job.get("env")), captured() as out:
+            port = ready.read_text()
+        with isolated(cwd, {**(job.get("env") or {}), "MASTER_PORT": port}), captured() as out:
             rc = main([str(a) for a in job["argv"]])
         results.append({"rc": rc, "out": out["out"], "err": out["err"]})
         spec_path.with_suffix(f".rank{rank}.json").write_text(
