@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, requires_corpus
 from tests.helpers.ci_gate import unavailable
+
+pytestmark = requires_corpus  # its fixtures train on the bundled corpus
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

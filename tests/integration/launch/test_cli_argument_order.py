@@ -13,7 +13,7 @@ import yaml
 
 from base.cli import ArgumentParser
 from launch.cli import build_parser
-from tests.helpers import REPO, scalelab
+from tests.helpers import REPO, requires_corpus, scalelab
 
 TINY = REPO / "configs" / "train" / "tiny.yaml"
 BS_LR = REPO / "configs" / "sweeps" / "bs-lr-125m.yaml"
@@ -112,6 +112,7 @@ def test_quickstart_takes_overrides_in_any_position(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@requires_corpus
 @pytest.mark.parametrize("action", SWEEP_ACTIONS)
 def test_sweep_takes_set_before_and_after_the_spec(action, work):
     """--set before the spec, after it, between the other options: the same edited spec. plan and launch

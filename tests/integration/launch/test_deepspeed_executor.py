@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rundir.lock import is_locked
-from tests.helpers import complete_checkpoint, free_port, prepared_data, write_base, write_spec
+from tests.helpers import complete_checkpoint, free_port, prepared_data, requires_corpus, write_base, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,7 @@ def ranks(run_dir: Path) -> list[int]:
     return out
 
 
+@requires_corpus
 def test_ctrl_c_stops_the_training_and_keeps_the_lock_until_the_ranks_exit(work):
     data = prepared_data()
     base = write_base(work / "base", data, steps=200000, checkpoint_every_steps=4, log_every_steps=2)

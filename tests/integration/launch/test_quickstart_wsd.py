@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.helpers import REPO, scalelab, write_spec
+from tests.helpers import REPO, requires_corpus, scalelab, write_spec
 from tests.unit.launch.test_quickstart_wsd import BUDGETS, SET, base  # noqa: F401 (shared with the unit tests)
 
 
@@ -30,6 +30,7 @@ def test_bad_budget_specs_exit_2(base, work):
         assert r.returncode == 2 and msg in r.stderr, (wsd, r.stderr)
 
 
+@requires_corpus
 def test_quickstart_generates_a_wsd_spec_that_plans(work, capsys):
     from launch.quickstart.job import load_config
     from launch.quickstart.wsd import plan_run_schedule, write_wsd_spec

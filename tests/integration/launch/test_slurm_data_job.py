@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.helpers import prepared_data, scalelab, write_base, write_spec
+from tests.helpers import prepared_data, requires_corpus, scalelab, write_base, write_spec
 
 FAKE_SBATCH = """#!/bin/bash
 n=$(( $(cat "$SBATCH_LOG.count" 2>/dev/null || echo 100) + 1 ))
@@ -45,6 +45,7 @@ def fresh_spec(work: Path, name: str) -> tuple[Path, Path]:
     return spec, data_dir
 
 
+@requires_corpus
 def test_dry_run_shows_the_data_job_and_the_dependency(work):
     spec, data_dir = fresh_spec(work, "sdry")
     r = scalelab("sweep", "launch", spec, "--executor", "slurm", "--dry-run", cwd=work)
@@ -64,6 +65,7 @@ def test_dry_run_shows_the_data_job_and_the_dependency(work):
     assert not data_dir.exists()  # a dry run prepares nothing
 
 
+@requires_corpus
 def test_launch_submits_the_data_job_first_and_the_array_after_it(work):
     spec, data_dir = fresh_spec(work, "sdep")
     bindir = work / "bin"
@@ -91,6 +93,7 @@ def test_launch_submits_the_data_job_first_and_the_array_after_it(work):
     assert jobs[2]["depends_on"] == ["101", "102"] and jobs[2]["runs"] == ["lr1e-3", "lr3e-3"]
 
 
+@requires_corpus
 def test_prepared_data_needs_no_data_job(work):
     data = prepared_data()  # the shared tv512 set, already prepared
     base = write_base(work / "base", data, steps=4)
@@ -102,6 +105,7 @@ def test_prepared_data_needs_no_data_job(work):
     assert "#SBATCH --dependency=afterok:<node check>\n" in r.stdout  # the node check only
 
 
+@requires_corpus
 def test_missing_corpus_fails_the_launch_before_submitting(work):
     spec, _ = fresh_spec(work, "sbad")
     r = scalelab(
@@ -110,6 +114,7 @@ def test_missing_corpus_fails_the_launch_before_submitting(work):
     assert r.returncode == 2 and "source 'nope.txt' not found" in r.stderr, r.stdout + r.stderr
 
 
+@requires_corpus
 def test_a_data_set_in_tasks_gets_a_data_job_that_drives_task_arrays(work):
     spec, _ = fresh_spec(work, "stasks")
     base = Path(yaml.safe_load(spec.read_text())["base"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import scalelab, write_base, write_spec
+from tests.helpers import requires_corpus, scalelab, write_base, write_spec
 
 
 def spec_with(work, slurm: dict):
@@ -46,6 +46,7 @@ def test_bad_slurm_strings_exit_2_naming_the_key(work, slurm, key):
         assert "#SBATCH" not in r.stdout
 
 
+@requires_corpus
 def test_directive_values_are_quoted_in_the_script(work):
     spec = spec_with(
         work,

@@ -14,7 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, metrics_steps, prepared_data, scalelab, start, summary, write_base, write_spec
+from tests.helpers import (
+    REPO,
+    metrics_steps,
+    prepared_data,
+    requires_corpus,
+    scalelab,
+    start,
+    summary,
+    write_base,
+    write_spec,
+)
+
+pytestmark = requires_corpus  # its fixtures train on the bundled corpus
 
 
 def catches(pid: int, sig: int) -> bool:

@@ -4,10 +4,11 @@ Slurm script the executor would submit (no training here: fast)."""
 
 from __future__ import annotations
 
-from tests.helpers import scalelab, write_spec
+from tests.helpers import requires_corpus, scalelab, write_spec
 from tests.unit.launch.test_sweep_expand import base, spec_of  # noqa: F401 (shared with the unit tests)
 
 
+@requires_corpus
 def test_cli_plan_table_and_bad_spec_exit_2(base, work):
     good = write_spec(work, {"name": "g", "base": str(base), "kind": "grid", "axes": {"model": ["n50k", "n100k"]}})
     r = scalelab("sweep", "plan", good)
@@ -20,6 +21,7 @@ def test_cli_plan_table_and_bad_spec_exit_2(base, work):
     assert r.returncode == 2 and "model.d_modl: unknown key" in r.stderr
 
 
+@requires_corpus
 def test_slurm_script_dry_run(base, work):
     from launch.executors.slurm import render_check_script, render_script
 
@@ -91,6 +93,7 @@ def test_slurm_script_dry_run(base, work):
     assert not (work / "dr").exists()
 
 
+@requires_corpus
 def test_deepspeed_multinode_dry_run(base, work):
     hostfile = work / "hostfile"
     hostfile.write_text("gpu-a slots=8\ngpu-b slots=8  # second node\n")

@@ -15,9 +15,19 @@ import time
 import pytest
 
 from launch.sweep.status import run_status
-from tests.helpers import children, holders, metrics_steps, prepared_data, scalelab, summary, write_base, write_spec
+from tests.helpers import (
+    children,
+    holders,
+    metrics_steps,
+    prepared_data,
+    requires_corpus,
+    scalelab,
+    summary,
+    write_base,
+    write_spec,
+)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, requires_corpus]
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import REPO, run_cli
+from tests.helpers import REPO, requires_corpus, run_cli
 from tests.unit.launch.test_sweep_optim import OPTIM_TINY  # shared with the unit tests
 
 
+@requires_corpus
 def test_batch_lr_and_grid_sweeps_vary_the_optimizer():
     from launch.sweep.expand import plan
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from launch.commands.preflight import check_presets, wandb_credentials
 from launch.sweep.expand import plan
 from pretrain.config.loader import resolve_section
-from tests.helpers import REPO, scalelab, write_base, write_spec
+from tests.helpers import REPO, requires_corpus, scalelab, write_base, write_spec
 
 BS_LR = REPO / "configs" / "sweeps" / "bs-lr-125m.yaml"
 
@@ -61,6 +61,7 @@ def test_dotted_preset_name_resolves_as_the_trainer_reads_it():
     assert r.returncode == 0, r.stderr
 
 
+@requires_corpus
 def test_missing_data_source_exits_2_before_anything_is_queued(work):
     base = write_base(work / "base", work / "data")
     text = base.read_text().replace("corpus/tinyshakespeare.txt", "corpus/no-such-book.txt")
@@ -85,6 +86,7 @@ def test_missing_data_source_exits_2_before_anything_is_queued(work):
     assert not (work / "runs").exists() and not (work / "data").exists()
 
 
+@requires_corpus
 def test_wandb_online_needs_credentials(work, monkeypatch):
     base = write_base(work / "base", work / "data")
     spec = write_spec(
@@ -118,6 +120,7 @@ def test_wandb_online_needs_credentials(work, monkeypatch):
     assert wandb_credentials() is None  # an entry for another host does not count
 
 
+@requires_corpus
 def test_deepspeed_hostfile_world_size(work):
     base = write_base(work / "base", work / "data")
     hostfile = work / "hostfile"

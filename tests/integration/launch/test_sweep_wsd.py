@@ -9,8 +9,10 @@ import json
 
 import pytest
 
-from tests.helpers import metrics, prepared_data, scalelab, summary, write_base, write_spec
+from tests.helpers import metrics, prepared_data, requires_corpus, scalelab, summary, write_base, write_spec
 from tests.unit.launch.test_sweep_wsd import SET, WSD, base  # noqa: F401 (shared with the unit tests)
+
+pytestmark = requires_corpus  # its fixtures train on the bundled corpus
 
 
 def test_plan_shows_the_saving(base, work):

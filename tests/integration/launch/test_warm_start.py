@@ -17,9 +17,20 @@ import pytest
 import yaml
 
 from launch.run.warm_start import WarmStarter
-from tests.helpers import REPO, children, metrics, prepared_data, scalelab, start, summary, write_base, write_spec
+from tests.helpers import (
+    REPO,
+    children,
+    metrics,
+    prepared_data,
+    requires_corpus,
+    scalelab,
+    start,
+    summary,
+    write_base,
+    write_spec,
+)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, requires_corpus]
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import children, prepared_data, write_base
+from tests.helpers import children, prepared_data, requires_corpus, write_base
 
 pytestmark = pytest.mark.slow
 
 
+@requires_corpus
 def test_sigterm_to_trainer_and_wandb_service_exits_3_after_a_checkpoint(work):
     data = prepared_data()
     base = write_base(work / "base", data, steps=2000, checkpoint_every_steps=4, log_every_steps=1)

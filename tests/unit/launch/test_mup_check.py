@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import scalelab, write_base, write_spec
+from tests.helpers import requires_corpus, scalelab, write_base, write_spec
 
 MUP = {"model.parametrization": "mup", "model.mup_base_width": 32}
 
@@ -17,6 +17,7 @@ def plan_spec(work, name: str, axes: dict, set_: dict) -> tuple[int, str, str]:
     return r.returncode, r.stdout, r.stderr
 
 
+@requires_corpus
 def test_depth_and_batch_under_mup_warn_once_naming_both(work):
     code, out, err = plan_spec(
         work, "deep", {"model.n_layers": [2, 3], "train.global_batch_size": [4, 8]}, {**MUP, "model.d_model": 64}
@@ -30,6 +31,7 @@ def test_depth_and_batch_under_mup_warn_once_naming_both(work):
     ]
 
 
+@requires_corpus
 def test_width_only_under_mup_and_depth_under_sp_are_silent(work):
     code, _, err = plan_spec(work, "wide", {"model.d_model": [32, 64], "optim.lr": [1e-3, 3e-3]}, MUP)
     assert code == 0 and "width-μP" not in err

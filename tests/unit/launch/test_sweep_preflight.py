@@ -6,9 +6,10 @@ the run and the keys, and nothing is queued or written. No training here: fast."
 from __future__ import annotations
 
 from launch.sweep.expand import plan
-from tests.helpers import write_base, write_spec
+from tests.helpers import requires_corpus, write_base, write_spec
 
 
+@requires_corpus
 def test_preflight_of_1000_runs_is_fast(work):
     import time
 
