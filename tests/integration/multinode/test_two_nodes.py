@@ -354,10 +354,9 @@ def test_preempted_then_node_lost_resumes_exactly_on_two_nodes(nodes, mn_work):
 def test_a_frozen_node_ends_its_peer_within_dist_timeout(nodes, mn_work):
     """Node2's rank stops (SIGSTOP: no closed connection, as when a node freezes or is cut off): node1's
     rank fails once `train.dist_timeout_s` passes, on DeepSpeed's own groups too, instead of torch's 30 min."""
-    work = mn_work / "freeze"
+    work = Path(tempfile.mkdtemp(prefix="freeze-", dir=mn_work))  # its own, also when repeated (--count)
     base = base_config(work, steps=100000, log_every_steps=20, checkpoint_every_steps=100000, dist_timeout_s=8)
     run_dir = work / "run"
-    env = {**os.environ, **nodes.env, "MASTER_ADDR": "node1", "MASTER_PORT": str(free_port())}
     # the test before this one ends with a job on both nodes: srun would queue behind its completion
     seen: list[dict] = []  # the node states waited through, printed: evidence if srun still does not start
 
@@ -371,6 +370,8 @@ def test_a_frozen_node_ends_its_peer_within_dist_timeout(nodes, mn_work):
     _wait(idle, "both nodes idle", 120)
     print(f"[multinode] frozen-node test: nodes idle after {time.time() - t_idle:.1f}s, states seen {seen}")
     srun_log = work / "srun.log"  # what srun and the ranks print, shown when the run does not start
+    # the port picked as srun starts, not before the wait for idle nodes (a port can be taken meanwhile)
+    env = {**os.environ, **nodes.env, "MASTER_ADDR": "node1", "MASTER_PORT": str(free_port())}
     srun = subprocess.Popen(
         ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", sys.executable, "-m"]
         + ["launch.run.worker", "--rank-shim", "--", "-m", "pretrain.cli", str(base), "--run-dir", str(run_dir)],
@@ -392,7 +393,15 @@ def test_a_frozen_node_ends_its_peer_within_dist_timeout(nodes, mn_work):
         for r in ranks.values():
             if _alive(r["pid"]):
                 os.kill(r["pid"], signal.SIGKILL)
-        srun.wait(timeout=60)
+        try:
+            srun.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # ranks never seen (a failure above): end the job, not the next tests
+            srun.terminate()  # srun forwards it to the ranks
+            try:
+                srun.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                srun.kill()
+                srun.wait()
     out = srun_log.read_text()
     print(f"[multinode] frozen node2: node1's rank ended {ended_s:.1f}s later (train.dist_timeout_s=8)")
     assert 8 <= ended_s < 8 + 15, out[-3000:]
