@@ -179,8 +179,10 @@ class Views:
     # ------------------------------------------------------------ Plan view
     def plan(self, fit: str | None, q: dict) -> dict:
         from scaling.planning.budget import BudgetOptions  # deferred: imports scipy
+        from scaling.planning.planners import planners  # deferred: imports scipy
 
-        items = [f for f in self.fits.listing()[0] if f["law"] == "chinchilla" and not f.get("by")]
+        laws = [p.law for p in planners() if p.allocates]  # the laws that size the run (Chinchilla today)
+        items = [f for f in self.fits.listing()[0] if f["law"] in laws and not f.get("by")]
         fid = fit or next((f["id"] for f in items if f.get("approach") == 3), items[0]["id"] if items else None)
 
         out = {
@@ -197,8 +199,9 @@ class Views:
         if fid is None:
             return out
         rec = self.fits.record(fid)
-        if rec.get("law") != "chinchilla":
-            raise InputError(f"the plan view plans from a `fit chinchilla` record; {fid!r} is a {rec.get('law')} fit")
+        if rec.get("law") not in laws:
+            given = " or ".join(f"`fit {law}`" for law in laws)
+            raise InputError(f"the plan view plans from a {given} record; {fid!r} is a {rec.get('law')} fit")
         if rec.get("by"):
             raise InputError(f"{fid!r} holds one law per {rec['by']} (a --by fit): plan from a fit of one value's runs")
         if not 0 < q["ci"] < 1:
