@@ -181,6 +181,7 @@ def synthetic(args) -> dict:
                         screen=args.screen,
                         runs=df,
                         forecast_resamples=args.screen_resamples,
+                        max_epochs=args.max_epochs,
                     )
                     if args.screen == "refit":
                         print(f"  {next(n for n in p.notes if n.startswith('screen:'))}", flush=True)
@@ -462,6 +463,7 @@ def main(argv=None) -> int:
         "--screen-resamples", type=int, default=20, help="--screen refit: bootstrap resamples per simulated future"
     )
     s.add_argument("--screen-draws", type=int, default=4, help="--screen refit: simulated futures per batch")
+    s.add_argument("--max-epochs", type=float, help="the design's --max-epochs (study next; default 4)")
     s.add_argument(
         "--isoflop-from",
         metavar="JSON",

@@ -130,6 +130,14 @@ def register(subparsers) -> None:
         "Fisher picks for each --target and an IsoFLOP-like batch at the same FLOPs, each forecast by refitting the "
         "law on simulated losses, the best forecast per FLOP chosen; needs the fitted runs, minutes)",
     )
+    n.add_argument(
+        "--max-epochs",
+        type=float,
+        metavar="E",
+        help="leave out candidate runs that repeat the fitted runs' unique tokens more than E times (default 4; for a "
+        "data-constrained law twice the epochs of its optimum at the target when that is more, so the runs bracket "
+        "the repetition the target needs)",
+    )
     n.add_argument("--ci", type=float, default=0.95)
     n.add_argument("--json", action="store_true", help="print the proposal as JSON")
     n.set_defaults(func=cmd_next)
@@ -176,6 +184,7 @@ def cmd_next(args) -> int:
             unique_tokens=args.unique_tokens,
             target_of=args.target,
             screen=args.screen,
+            max_epochs=args.max_epochs,
         )
         if args.sweep:
             next_runs.sweep_files(prop, fits, args.sweep)
@@ -202,6 +211,8 @@ def _next_batch_lr(args, fits) -> int:
         raise InputError("--law batch-lr proposes compute groups: --candidates and --out are for --law chinchilla")
     if args.target != "both":
         raise InputError("--target chooses between N_opt's and the loss's intervals: it is for --law chinchilla")
+    if args.max_epochs is not None:
+        raise InputError("--max-epochs caps the candidate runs' repeats of the data: it is for --law chinchilla")
     hp = [f for f in fits if f["law"] == "batch-lr"]
     if len(hp) != 1:
         raise InputError("study next --law batch-lr takes one `scalelab fit batch-lr` record")

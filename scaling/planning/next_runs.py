@@ -57,6 +57,11 @@ TARGETS = {"both": (1.0, 1.0), "n-opt": (1.0, 0.0), "loss": (0.0, 1.0)}
 # batches (the Fisher greedy's for each target, an IsoFLOP-like one) forecast by refits, the best per FLOP
 # (scaling.planning.screen), each with --forecast-draws simulated futures (SCREEN_DRAWS where that is 0).
 SCREENS = ("fisher", "refit")
+# --max-epochs' default for a data-constrained law: up to this many times the target optimum's epochs
+# (when more than EPOCHS_WARN). Measured on a synthetic truth whose target repeats its data ~6 times
+# (docs/scaling-laws.md, 9 seeds): with the 4-epoch cap the design stalled after one round (1.2-1.9 of an
+# IsoFLOP ladder's FLOPs to each N_opt width); with the target bracketed it needs 0.5-0.8 of them.
+DC_EPOCHS_OVER_TARGET = 2.0
 SCREEN_DRAWS = 4
 
 
@@ -399,6 +404,7 @@ def propose(
     unique_tokens: float | None = None,
     target_of: str = "both",
     screen: str = "fisher",
+    max_epochs: float | None = None,
 ) -> Proposal:
     """The next runs for `target` FLOPs from the fit records (one chinchilla approach-3 record;
     others as `scalelab plan` takes them), within `budget` FLOPs and `max_runs` runs;
@@ -406,7 +412,9 @@ def propose(
     record was fitted on (a table, run tree or DataFrame; default the record's source), for the refit
     forecast of `forecast_draws` futures (0: the Fisher forecast only). A data-constrained record
     designs with its own law for `unique_tokens` (default: the fitted runs' data set). `target_of`:
-    which intervals the runs should shrink (TARGETS: both, n-opt, loss); both are forecast either way."""
+    which intervals the runs should shrink (TARGETS: both, n-opt, loss); both are forecast either way.
+    `max_epochs`: leave out candidates repeating the fitted runs' unique tokens more often (default
+    EPOCHS_WARN; a data-constrained law: DC_EPOCHS_OVER_TARGET x its target optimum's epochs if more)."""
     if target_of not in TARGETS:
         raise InputError(f"--target must be one of {', '.join(TARGETS)} (got {target_of!r})")
     if screen not in SCREENS:
@@ -415,6 +423,8 @@ def propose(
         raise InputError(f"--budget-flops must be a positive number of FLOPs (got {budget})")
     if max_runs < 1:
         raise InputError(f"--max-runs must be >= 1 (got {max_runs})")
+    if max_epochs is not None and not (np.isfinite(max_epochs) and max_epochs > 0):
+        raise InputError(f"--max-epochs must be a positive number of epochs (got {max_epochs})")
     if forecast_draws < 0 or (forecast_draws and forecast_resamples < 10):
         raise InputError(
             f"--forecast-draws must be >= 0 (got {forecast_draws}) with >= 10 resamples (got {forecast_resamples})"
@@ -450,13 +460,22 @@ def propose(
     cands = candidates if candidates is not None else family_candidates(ch, plan, budget, cost, conv)
     if not dc:
         unique = (ch.get("data") or {}).get("unique_tokens")
-    if unique:  # a run repeating the fits' data more than EPOCHS_WARN times measures memorisation
-        many = [c for c in cands if c["D"] > EPOCHS_WARN * unique]
+    if max_epochs is not None and not unique:
+        raise InputError("--max-epochs caps repeats of the fitted runs' unique tokens, and the fit record states none")
+    cap, why = (EPOCHS_WARN, "") if max_epochs is None else (max_epochs, " (--max-epochs)")
+    if max_epochs is None and dc and unique and np.isfinite(plan.get("D_opt") or np.nan):
+        # bracket the target: runs may repeat the data up to twice as often as its optimum will (the law's
+        # repetition term is then measured on both sides of where it is used, not extrapolated from 4 epochs)
+        if DC_EPOCHS_OVER_TARGET * float(plan["D_opt"]) / unique > EPOCHS_WARN:
+            cap = DC_EPOCHS_OVER_TARGET * float(plan["D_opt"]) / unique
+            why = f" ({DC_EPOCHS_OVER_TARGET:g}x the epochs of the optimum at the target; --max-epochs)"
+    if unique:  # a run repeating the fits' data much more than the target does measures memorisation
+        many = [c for c in cands if c["D"] > cap * unique]
         if many:
-            cands = [c for c in cands if c["D"] <= EPOCHS_WARN * unique]
+            cands = [c for c in cands if c["D"] <= cap * unique]
             notes.append(
-                f"left out {len(many)} candidate(s) with more than {EPOCHS_WARN:g} epochs of the fitted runs' "
-                f"{unique:.3g} unique tokens"
+                f"left out {len(many)} candidate(s) with more than {cap:.3g} epochs of the fitted runs' "
+                f"{unique:.3g} unique tokens{why}"
             )
     if not cands:
         raise InputError(f"study next: no candidate run fits within --budget-flops {budget:.3g}")

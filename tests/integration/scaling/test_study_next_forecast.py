@@ -109,3 +109,41 @@ def test_the_refit_screen_chooses_a_data_constrained_fits_runs_and_says_how(tmp_
     note = next(n for n in p["notes"] if n.startswith("screen: refit chose the "))
     assert note.endswith(" s)") and "of today's width" in note
     assert 0 < p["spent_flops"] <= 1.8e19 and 1 <= len(p["runs"]) <= 3
+
+
+def test_max_epochs_caps_the_repeats_and_a_data_constrained_default_brackets_the_target(tmp_path):
+    """A menu of runs at 1-12 epochs of 3e9 unique tokens: --max-epochs E leaves out those beyond E and
+    says how many; a data-constrained law's default lets the runs repeat the data up to twice as often as
+    its optimum at the target (here more than 4 epochs: the 1e20 optimum repeats its 3e9 tokens > 2x),
+    and a cap that is not a positive number is refused before any work."""
+    rng = np.random.default_rng(0)
+    df = chinchilla_table(TRUE_DATA_CONSTRAINED, budgets=(1e17, 3e17, 1e18), noise=0.01)
+    df["U"] = np.minimum(df.D, 3e9)
+    df["loss"] = TRUE_DATA_CONSTRAINED.predict(df.N, df.D, U=df.U) * np.exp(0.01 * rng.standard_normal(len(df)))
+    rec, menu = tmp_path / "dc.json", tmp_path / "menu.csv"
+    fit_chinchilla(df, law="data-constrained", terms="data", bootstrap=12, top_k=8).save(rec)
+    epochs = np.array([1, 2, 3, 5, 7, 9, 12], float)
+    rows = [(n, e * 3e9) for n in (2e7, 5e7, 1e8, 3e8) for e in epochs]
+    menu.write_text("N,D\n" + "".join(f"{n:.6g},{d:.6g}\n" for n, d in rows))
+    args = ("study", "next", rec, "--compute", "1e20", "--budget-flops", "1e21", "--max-runs", "28")
+    args += ("--unique-tokens", "3e9", "--candidates", menu, "--forecast-draws", "0", "--json")
+
+    r = scalelab(*args, "--max-epochs", "6")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    left = "left out 12 candidate(s) with more than 6 epochs of the fitted runs' 3e+09 unique tokens (--max-epochs)"
+    assert left in p["notes"]
+    assert p["runs"] and all(x["D"] <= 6 * 3e9 for x in p["runs"])
+
+    r = scalelab(*args)
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    note = next(n for n in p["notes"] if n.startswith("left out "))
+    assert note.endswith("(2x the epochs of the optimum at the target; --max-epochs)")
+    cap = float(note.split("more than ")[1].split(" epochs")[0])
+    assert cap > 4 and all(x["D"] <= cap * 3e9 for x in p["runs"])
+    assert any(x["D"] > 4 * 3e9 for x in p["runs"])  # beyond the old 4-epoch cap
+
+    for bad in ("0", "-2", "nan"):
+        r = scalelab(*args, "--max-epochs", bad)
+        assert r.returncode == 2 and f"--max-epochs must be a positive number of epochs (got {float(bad)})" in r.stderr

@@ -201,6 +201,10 @@ def test_study_next_proposes_the_compute_groups_a_batch_lr_law_needs(tmp_path):
     assert all(len(g["lrs"]) * len(g["batch_tokens"]) == g["runs"] for g in p["groups"])
     r = scalelab("study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "1e17")
     assert r.returncode == 2 and "buys no group" in r.stderr
+    r = scalelab(
+        "study", "next", path, "--law", "batch-lr", "--compute", "1e21", "--budget-flops", "3e20", "--max-epochs", "8"
+    )
+    assert r.returncode == 2 and "--max-epochs caps the candidate runs' repeats" in r.stderr
 
 
 def test_study_next_writes_the_batch_lr_groups_as_a_sweep_the_launcher_expands(tmp_path):
