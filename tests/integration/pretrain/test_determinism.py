@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,9 @@ def test_fresh_runs_and_kill9_resume_are_bitwise_equal_under_load(kind, tiny_dat
     finish(a), finish(b)
     assert not (tmp_path / "k" / "summary.json").exists()
     out = finish(start(args("k"), tmp_path))
-    assert "resumed from checkpoint step_3" in out
+    # step_3, or step_6 when the loaded machine ran k past its checkpoint before the kill landed (seen in CI)
+    resumed = re.search(r"resumed from checkpoint step_(\d+)", out)
+    assert resumed and int(resumed.group(1)) in (3, 6), out[-3000:]
     ref = records(tmp_path / "a")
     assert len(ref) == 8 and ref[-1]["val_loss"] is not None
     assert records(tmp_path / "b") == ref  # bitwise: exact float equality of every logged value
