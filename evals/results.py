@@ -133,7 +133,8 @@ def log_to_wandb(
 
     Uses `eval/step` as the x-axis (`define_metric`), so evaluating an old checkpoint after
     training never trips W&B's monotonic-step rule. If a W&B run is already active in this
-    process (in-loop evaluation), logs into it. Returns False when W&B is disabled or unusable.
+    process (in-loop evaluation) and is this run's own, logs into it; another active run is left alone.
+    Returns False when W&B is disabled or unusable.
     """
     os.environ.setdefault("WANDB_SILENT", "true")
     try:
@@ -141,21 +142,24 @@ def log_to_wandb(
     except ImportError:
         return False
     payload = {**metrics, "eval/step": step, "eval/tokens": tokens, "eval/time_s": eval_s}
-    if wandb.run is not None:  # in-loop: the trainer's run; same step as its latest record
+    run_dir = Path(run_dir)
+    id_file = RunDir(run_dir).wandb_id
+    own_id = id_file.read_text().strip() if id_file.exists() else None
+    # in-loop: the trainer's run, same step as its latest record. Only this run's own W&B run: another one
+    # active in the process (a notebook's, one a failed run left) must not receive this run's results
+    if wandb.run is not None and wandb.run.id == own_id:
         _define(wandb.run)
         if wandb.run.step <= step:
             wandb.run.log(payload, step=step)
         else:
             wandb.run.log(payload)
         return True
-    run_dir = Path(run_dir)
-    id_file = RunDir(run_dir).wandb_id
     try:
         wcfg = (read_yaml(RunDir(run_dir).config) or {}).get("wandb") or {}
     except FileNotFoundError:
         wcfg = {}
     mode = mode or wcfg.get("mode", "offline")
-    if mode == "disabled" or not id_file.exists():
+    if mode == "disabled" or own_id is None:
         return False
     run = wandb.init(
         mode=mode,
@@ -164,9 +168,15 @@ def log_to_wandb(
         group=wcfg.get("group"),
         name=wcfg.get("name") or run_dir.name,
         dir=str(run_dir),
-        id=id_file.read_text().strip(),
+        id=own_id,
         resume="allow",
-        settings=wandb.Settings(console="off", x_disable_stats=True, x_save_requirements=False, disable_git=True),
+        settings=wandb.Settings(
+            console="off",
+            x_disable_stats=True,
+            x_save_requirements=False,
+            disable_git=True,
+            reinit="create_new",  # beside another active run, not returning it
+        ),
     )
     try:
         _define(run)

@@ -145,3 +145,23 @@ def test_zero3_checkpoint_loads_and_exports(tiny_data, tmp_path):
     ids = torch.randint(0, 500, (2, 32))
     with torch.no_grad():
         assert (hf(ids).logits - loaded.model(ids).logits).abs().max() < 1e-4
+
+
+def test_results_go_to_the_runs_own_wandb_run_beside_another_active_one(tmp_path, monkeypatch):
+    """`scalelab eval` in a process where another W&B run is active (a notebook's, one a failed run left
+    behind): the results go to the evaluated run's own W&B run, not into the active one."""
+    import wandb
+
+    from evals.results import log_to_wandb
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    other = wandb.init(mode="offline", dir=str(tmp_path / "other"), id="otherrun", project="p")
+    try:
+        rd = tmp_path / "run"
+        rd.mkdir()
+        (rd / "wandb_id").write_text("ownrun01\n")
+        assert log_to_wandb(rd, 4, 4096, {"eval/own_task/acc": 0.5}, 1.0, mode="offline")
+    finally:
+        other.finish()
+    assert b"eval/own_task/acc" in wandb_bytes(rd)
+    assert b"eval/own_task/acc" not in b"".join(p.read_bytes() for p in (tmp_path / "other").rglob("*.wandb"))
