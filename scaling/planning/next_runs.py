@@ -466,9 +466,9 @@ def propose(
     if max_epochs is None and dc and unique and np.isfinite(plan.get("D_opt") or np.nan):
         # bracket the target: runs may repeat the data up to twice as often as its optimum will (the law's
         # repetition term is then measured on both sides of where it is used, not extrapolated from 4 epochs)
-        if DC_EPOCHS_OVER_TARGET * float(plan["D_opt"]) / unique > EPOCHS_WARN:
-            cap = DC_EPOCHS_OVER_TARGET * float(plan["D_opt"]) / unique
-            why = f" ({DC_EPOCHS_OVER_TARGET:g}x the epochs of the optimum at the target; --max-epochs)"
+        bracket = DC_EPOCHS_OVER_TARGET * float(plan["D_opt"]) / unique
+        if bracket > EPOCHS_WARN:
+            cap, why = bracket, f" ({DC_EPOCHS_OVER_TARGET:g}x the epochs of the optimum at the target; --max-epochs)"
     if unique:  # a run repeating the fits' data much more than the target does measures memorisation
         many = [c for c in cands if c["D"] > cap * unique]
         if many:
