@@ -162,7 +162,9 @@ def synthetic(args) -> dict:
             df, spent, rows = start.copy(), 0.0, []
             rec = _fit(df, args, seed)
             rows.append({"spent": 0.0, **measure(rec)})
-            for b in ladder:
+            # the design may split each rung's FLOPs into --design-steps sequential calls of study next
+            steps = [(b, 1) for b in ladder] if rule == "isoflop" else [(b, args.design_steps) for b in ladder]
+            for b, parts in ((b, m) for b, m in steps for _ in range(m)):
                 if rule == "isoflop":
                     n_opt, _ = truth.compute_optimal(b)
                     N = n_opt * np.geomspace(1 / 8, 8, SIZES)
@@ -171,9 +173,9 @@ def synthetic(args) -> dict:
                     p = propose(
                         [rec],
                         C,
-                        budget=SIZES * b,
+                        budget=SIZES * b / parts,
                         max_runs=SIZES,
-                        candidates=grid_candidates(SIZES * b),
+                        candidates=grid_candidates(SIZES * b / parts),
                         unique_tokens=U,
                         # the design's choice only (the calibration run checks its forecast); the refit screen's futures
                         forecast_draws=args.screen_draws if args.screen == "refit" else 0,
@@ -464,6 +466,12 @@ def main(argv=None) -> int:
     )
     s.add_argument("--screen-draws", type=int, default=4, help="--screen refit: simulated futures per batch")
     s.add_argument("--max-epochs", type=float, help="the design's --max-epochs (study next; default 4)")
+    s.add_argument(
+        "--design-steps",
+        type=int,
+        default=1,
+        help="the design calls study next this many times per ladder rung, each with 1/steps of its FLOPs",
+    )
     s.add_argument(
         "--isoflop-from",
         metavar="JSON",
