@@ -46,7 +46,7 @@ import pandas as pd  # noqa: E402
 from scaling.core.bootstrap import interval  # noqa: E402
 from scaling.fits.chinchilla.approaches import fit_chinchilla  # noqa: E402
 from scaling.laws.loss import ChinchillaLaw  # noqa: E402
-from scaling.planning.next_runs import propose  # noqa: E402
+from scaling.planning.next_runs import SCREENS, TARGETS, propose  # noqa: E402
 from scaling.synthetic.runs import TRUE_CHINCHILLA, TRUE_DATA_CONSTRAINED, chinchilla_table  # noqa: E402
 
 START_BUDGETS = (1e17, 3e17, 1e18)
@@ -451,13 +451,13 @@ def main(argv=None) -> int:
     s.add_argument("--first-seed", type=int, default=0, help="seeds first-seed ... first-seed + seeds - 1")
     s.add_argument(
         "--target",
-        choices=("both", "n-opt", "loss"),
+        choices=tuple(TARGETS),
         default="both",
         help="the design's --target (study next): which intervals its runs should shrink",
     )
     s.add_argument(
         "--screen",
-        choices=("fisher", "refit"),
+        choices=SCREENS,
         default="fisher",
         help="the design's --screen (study next): the Fisher greedy's picks, or the best of a few batches by refits",
     )
