@@ -7,7 +7,8 @@ starting budget (1e20). Each round spends what one more IsoFLOP profile of the l
 (budgets 2e18, 4e18, ... doubling; 9 sizes from N_opt/8 to 8 N_opt around the TRUE optimum: the
 baseline is favoured), either on that profile ("isoflop") or on the runs `study next` proposes from a
 grid of (N, D) with the same total FLOPs and at most 9 runs ("design"); the runs' losses are drawn
-from the truth, the law refitted with a bootstrap, and the width of N_opt's interval at the target
+from the truth, the law refitted with a bootstrap (with --design-steps K the design instead makes K calls
+per rung with 1/K of its FLOPs each, refitting after each), and the width of N_opt's interval at the target
 (log of hi/lo) and of the loss at the optimum measured, with their errors against the truth.
 Printed: per seed and round, FLOPs spent and widths; then the FLOPs each rule needed to bring N_opt's
 interval under the stated span (interpolated in log FLOPs), median over seeds, and their ratio.
@@ -137,6 +138,8 @@ def synthetic(args) -> dict:
         return summarise(
             {k: [c for p in parts for c in p[k]] for k in ("isoflop", "design")}, args, 100 * START_BUDGETS[-1]
         )
+    if args.design_steps < 1:
+        raise SystemExit(f"--design-steps must be >= 1 (got {args.design_steps})")
     dc = args.law == "data-constrained"
     truth, C = (TRUE_DATA_CONSTRAINED if dc else TRUE_CHINCHILLA), 100 * START_BUDGETS[-1]
     U = args.unique if dc else None
@@ -162,9 +165,9 @@ def synthetic(args) -> dict:
             df, spent, rows = start.copy(), 0.0, []
             rec = _fit(df, args, seed)
             rows.append({"spent": 0.0, **measure(rec)})
-            # the design may split each rung's FLOPs into --design-steps sequential calls of study next
-            steps = [(b, 1) for b in ladder] if rule == "isoflop" else [(b, args.design_steps) for b in ladder]
-            for b, parts in ((b, m) for b, m in steps for _ in range(m)):
+            # the design may spend each rung's FLOPs in --design-steps sequential calls of study next
+            parts = 1 if rule == "isoflop" else args.design_steps
+            for b in (b for b in ladder for _ in range(parts)):
                 if rule == "isoflop":
                     n_opt, _ = truth.compute_optimal(b)
                     N = n_opt * np.geomspace(1 / 8, 8, SIZES)
