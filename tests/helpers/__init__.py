@@ -1,8 +1,8 @@
 """What tests share, by concern: the CLI in or out of process (cli, inprocess), the data they train
 on and sweep folders (data), run directories read and written (runs), tiny models (models), 2-rank
 runs in one launch (ranks), the trainer with a recording callback (trainer), CI's service gate
-(ci_gate), a notebook executed in a fresh kernel (notebooks). Fixtures and collection hooks are in
-tests/conftest.py."""
+(ci_gate), a notebook executed in a fresh kernel (notebooks), a script outside the packages imported
+for its functions (cli.load_script). Fixtures and collection hooks are in tests/conftest.py."""
 
 from base.ports import free_port
 from tests.helpers.cli import (
@@ -11,6 +11,7 @@ from tests.helpers.cli import (
     children,
     holders,
     kill_after_step,
+    load_script,
     run_cli,
     scalelab,
     spawn,
@@ -56,6 +57,7 @@ __all__ = [
     "isoflop_truth",
     "k_trainer",
     "kill_after_step",
+    "load_script",
     "metrics",
     "metrics_steps",
     "prepared_data",

@@ -4,6 +4,7 @@ and waiting on a training process's progress."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -14,6 +15,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 SCALELAB = [sys.executable, "-m", "launch.cli"]
+
+
+def load_script(rel: str, name: str | None = None):
+    """A script outside the packages (benchmarks/X.py, .ci/X.py) imported as a module, for its functions."""
+    path = REPO / rel
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def cli_env(env: dict | None = None, unset=()) -> dict:

@@ -4,22 +4,18 @@ seeds, the stated budget and power."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
 import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, load_script
 
 
 def load(name):
     sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(f"benchmarks/{name}.py")
 
 
 @pytest.fixture(scope="module")

@@ -3,21 +3,16 @@ activation RMS stays within a factor 2.5 across widths under mup and grows by mo
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import load_script
 
 WIDTHS = [32, 64, 128]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("mup_coord_check", REPO / "benchmarks" / "mup_coord_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/mup_coord_check.py")
 
 
 def test_flat_under_mup_growing_under_sp(bench):

@@ -3,20 +3,16 @@ calls of study next, refitting after each, while the IsoFLOP ladder keeps one pr
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("next_runs_bench", REPO / "benchmarks" / "next_runs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/next_runs.py", "next_runs_bench")
 
 
 def test_design_steps_split_each_rung(bench, tmp_path, capsys):

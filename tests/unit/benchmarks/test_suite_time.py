@@ -3,19 +3,14 @@ suffix dropped), the assert count of a tree, and the time of the tests both suit
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("suite_time", REPO / "benchmarks" / "suite_time.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/suite_time.py")
 
 
 def test_the_last_pytest_summary_line_is_read(bench):

@@ -4,21 +4,17 @@ cosine runs), and its comparison pairs runs by (model, tokens) and counts each s
 from __future__ import annotations
 
 import argparse
-import importlib.util
 
 import pytest
 import yaml
 
 from launch.sweep.expand import plan
-from tests.helpers import REPO
+from tests.helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("wsd_vs_cosine", REPO / "benchmarks" / "wsd_vs_cosine.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/wsd_vs_cosine.py")
 
 
 def test_both_sweeps_plan_the_same_points(bench, tmp_path):

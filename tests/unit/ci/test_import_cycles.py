@@ -4,17 +4,13 @@ modules, an allowed one passes only while it exists, and the tree has none (its 
 from __future__ import annotations
 
 import functools
-import importlib.util
 
-from tests.helpers import REPO
+from tests.helpers import load_script
 
 
 @functools.cache
 def load():
-    spec = importlib.util.spec_from_file_location("import_cycles", REPO / ".ci" / "import_cycles.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(".ci/import_cycles.py")
 
 
 @functools.cache
